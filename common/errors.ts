@@ -1,0 +1,65 @@
+/**
+ * The one catalog of stable error codes. Every error a user can see carries a code from here, says
+ * what went wrong and where, and what to do. test/unit/errors.test.ts checks every code is
+ * documented in README.md.
+ */
+
+export const ERRORS = {
+  // Frame decoding (never thrown: reported on the decoded frame as `error`).
+  DECODE_TRUNCATED: 'the frame ended inside a header (snaplen cut or a short packet)',
+  DECODE_BAD_IP_VERSION: 'the IP version nibble does not match the header type (expected 4 or 6)',
+  DECODE_BAD_IPV4_IHL: 'the IPv4 header length is below 20 bytes or beyond the packet',
+  DECODE_BAD_IPV4_LENGTH: 'the IPv4 total length is smaller than its header',
+  DECODE_BAD_TCP_OFFSET: 'the TCP data offset is below 20 bytes',
+  DECODE_BAD_UDP_LENGTH: 'the UDP length field is below 8 bytes',
+  DECODE_BAD_EXT_HEADER: 'an IPv6 extension header is malformed',
+  DECODE_TOO_DEEP: 'more nested layers than the decoder follows (a loop or a hostile frame)',
+  DECODE_UNSUPPORTED_LINKTYPE:
+    'this link type is not decoded; the frame is counted but has no tuple',
+  DECODE_BAD_TUNNEL_HEADER:
+    'a tunnel header (GRE, Geneve, ERSPAN, VXLAN-GPE, NSH) has an unknown version or an impossible length',
+  DECODE_INTERNAL:
+    'the decoder hit an unexpected internal fault; the frame keeps what was decoded before it (please report)',
+  // Capture files.
+  FILE_NOT_FOUND: 'the capture file does not exist or cannot be read',
+  FILE_TOO_SHORT: 'the file is shorter than a capture file header',
+  FILE_BAD_MAGIC: 'the file is neither pcap nor pcapng (unknown magic number)',
+  FILE_BAD_VERSION: 'the pcap file header has an unsupported version',
+  FILE_BAD_LINKTYPE_FIELD: 'the pcap link-type field has reserved bits set',
+  FILE_BAD_BLOCK:
+    'a pcapng block is malformed (bad length, option beyond the block, or bad trailer)',
+  FILE_BAD_RECORD: 'a packet record is malformed (caplen larger than the snapshot or the file)',
+  FILE_TRUNCATED: 'the file ends in the middle of a record',
+  // Command line.
+  CLI_USAGE: 'the command line is not valid',
+  CLI_BAD_POINT: 'a --point value must be NAME=FILE',
+  CLI_BAD_INVENTORY: 'the inventory file is not valid JSON of the documented shape',
+  CLI_NO_REQUEST: 'no new TCP connection from the client was found at the first point',
+  // Lab.
+  LAB_PREREQUISITE: 'a tool the lab needs is missing or the lab is not running as root',
+  LAB_SETUP: 'building the namespace lab failed',
+} as const;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** An error a user sees: stable code, what happened, where, and what to do. */
+export class HoptraceError extends Error {
+  readonly code: ErrorCode;
+  readonly where: string | undefined;
+  readonly hint: string | undefined;
+
+  constructor(code: ErrorCode, detail: string, opts: { where?: string; hint?: string } = {}) {
+    const where = opts.where === undefined ? '' : `${opts.where}: `;
+    const hint = opts.hint === undefined ? '' : ` (${opts.hint})`;
+    super(`${code}: ${where}${detail}${hint}`);
+    this.name = 'HoptraceError';
+    this.code = code;
+    this.where = opts.where;
+    this.hint = opts.hint;
+  }
+}
+
+/** True when `e` is a HoptraceError (also across module copies). */
+export function isHoptraceError(e: unknown): e is HoptraceError {
+  return e instanceof Error && e.name === 'HoptraceError' && 'code' in e;
+}

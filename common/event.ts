@@ -1,0 +1,94 @@
+/**
+ * The PacketEvent every part of hoptrace speaks (mirrors `hoptrace.v1.PacketEvent` in
+ * proto/hoptrace.proto). Plain numbers and strings only: no Buffer outlives the capture callback.
+ */
+
+/** Transport protocol names as they appear in tuples and in `hoptrace decode --json`. */
+export type TransportName = 'tcp' | 'udp' | 'icmp' | 'icmpv6' | 'sctp' | 'gre' | 'esp' | 'other';
+
+/** A 5-tuple. Addresses are canonical text (dotted quad; RFC 5952 for IPv6). */
+export interface Tuple {
+  proto: TransportName;
+  /** IP protocol number (6, 17, 1, 58, 132, ...), kept so 'other' stays informative. */
+  ipProto: number;
+  src: string;
+  dst: string;
+  sport?: number;
+  dport?: number;
+}
+
+/** Tunnel kinds the decoder names. WireGuard and ESP are opaque: recognised, not decrypted. */
+export type TunnelKind =
+  | 'vxlan'
+  | 'vxlan-gpe'
+  | 'geneve'
+  | 'gre'
+  | 'erspan'
+  | 'ipip'
+  | '6in4'
+  | '4in6'
+  | '6in6'
+  | 'mpls-udp'
+  | 'wireguard'
+  | 'esp';
+
+/** One level of encapsulation, outermost first. `id` is the VNI, GRE key, SPI or WG receiver index. */
+export interface TunnelInfo {
+  kind: TunnelKind;
+  id?: number;
+  /** WireGuard message type (1 initiation, 2 response, 3 cookie, 4 data). */
+  messageType?: number;
+}
+
+/**
+ * Keys that survive NAT: address and port rewrites leave these alone, so the same packet can be
+ * recognised at several capture points.
+ */
+export interface PacketKeys {
+  /** IPv4 identification of the innermost IPv4 header (absent for IPv6). */
+  ipId?: number;
+  tcpSeq?: number;
+  tcpAck?: number;
+  /** TCP flags byte (FIN=0x01 SYN=0x02 RST=0x04 PSH=0x08 ACK=0x10 ...). */
+  tcpFlags?: number;
+  tcpWindow?: number;
+  /** RFC 7323 timestamp option. */
+  tsVal?: number;
+  tsEcr?: number;
+  /** Transport payload length on the wire (not the captured length). */
+  payloadLength: number;
+  /** FNV-1a 32 of the first (up to 64) captured payload bytes; absent when there is no payload. */
+  payloadHash?: number;
+  /** FNV-1a 32 of the payload's first line (up to CRLF / 128 bytes) with a trailing " HTTP/1.x" removed. */
+  requestLineHash?: number;
+  /** The id from a `hoptrace-probe-<id>` marker found in the first payload bytes. */
+  probeMarker?: string;
+}
+
+/** Well-known capture point names; more points are allowed (e.g. 'uplink'). */
+export type PointName = string;
+
+export interface PacketEvent {
+  point: PointName;
+  node: string;
+  iface: string;
+  /** Link type name ('ethernet', 'raw', 'linux-sll2', ...). */
+  linktype: string;
+  /** Kernel (or file) timestamp, nanoseconds since the Unix epoch. */
+  tsNs: bigint;
+  /** 1-based frame number within its source (file or live stream). */
+  frame: number;
+  /** Outermost IP tuple when the frame is encapsulated, else null. */
+  outer: Tuple | null;
+  /** Innermost IP layer and its transport. */
+  inner: Tuple | null;
+  /** For ICMP errors: the tuple quoted inside the error (the flow it refers to). */
+  related?: Tuple;
+  tunnels: TunnelInfo[];
+  keys: PacketKeys;
+  truncated: boolean;
+  /** Decoder error code from common/errors.ts, when the frame was malformed. */
+  error?: string;
+  /** Wire length of the frame. */
+  wireLength: number;
+}

@@ -1,0 +1,66 @@
+/** Reads and validates an inventory JSON file (the shape in common/inventory.ts). */
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { HoptraceError } from './errors';
+import type { Inventory, InventoryPod, PodRole } from './inventory';
+
+const ROLES: readonly PodRole[] = ['vpn', 'backend', 'proxy', 'other'];
+const SHAPE =
+  'expected {"nodes": {"<node>": ["<address>", ...]}, "pods": {"<pod>": {"ip", "node", "role"}}}';
+
+function bad(path: string, detail: string): HoptraceError {
+  return new HoptraceError('CLI_BAD_INVENTORY', detail, { where: path, hint: SHAPE });
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Validates parsed JSON as an Inventory; `where` names the source in errors. */
+export function parseInventory(value: unknown, where: string): Inventory {
+  if (!isRecord(value)) throw bad(where, 'the top level is not an object');
+  const inv: Inventory = { nodes: {}, pods: {} };
+  const nodes = value['nodes'] ?? {};
+  const pods = value['pods'] ?? {};
+  if (!isRecord(nodes)) throw bad(where, '"nodes" is not an object');
+  if (!isRecord(pods)) throw bad(where, '"pods" is not an object');
+  for (const [node, addrs] of Object.entries(nodes)) {
+    if (!Array.isArray(addrs)) throw bad(where, `nodes["${node}"] is not a list of addresses`);
+    inv.nodes[node] = addrs.map((a, i) => {
+      if (typeof a !== 'string' || isIP(a) === 0)
+        throw bad(where, `nodes["${node}"][${i}] is not an IP address`);
+      return a;
+    });
+  }
+  for (const [name, pod] of Object.entries(pods)) {
+    if (!isRecord(pod)) throw bad(where, `pods["${name}"] is not an object`);
+    const { ip, node, role } = pod;
+    if (typeof ip !== 'string' || isIP(ip) === 0)
+      throw bad(where, `pods["${name}"].ip is not an IP address`);
+    if (typeof node !== 'string') throw bad(where, `pods["${name}"].node is not a string`);
+    const r = role ?? 'other';
+    if (typeof r !== 'string' || !(ROLES as readonly string[]).includes(r)) {
+      throw bad(where, `pods["${name}"].role must be one of ${ROLES.join(', ')}`);
+    }
+    const entry: InventoryPod = { ip, node, role: r as PodRole };
+    inv.pods[name] = entry;
+  }
+  return inv;
+}
+
+/** Reads an inventory file; every failure is CLI_BAD_INVENTORY naming the file. */
+export function readInventoryFile(path: string): Inventory {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw bad(path, `cannot read the file (${e instanceof Error ? e.message : String(e)})`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw bad(path, `not valid JSON (${e instanceof Error ? e.message : String(e)})`);
+  }
+  return parseInventory(json, path);
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what hoptrace needs on a fresh Debian machine with Node 20, and nothing that is present:
+# system packages for capture and the namespace lab, then the npm dependencies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# command -> Debian package
+declare -A NEED_CMD=(
+  [ip]=iproute2
+  [iptables]=iptables
+  [conntrack]=conntrack
+  [tcpdump]=tcpdump
+  [socat]=socat
+  [curl]=curl
+  [nsenter]=util-linux
+)
+missing=()
+for cmd in "${!NEED_CMD[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("${NEED_CMD[$cmd]}")
+done
+# Headers for building the libpcap addons (cap) with node-gyp.
+[ -e /usr/include/pcap/pcap.h ] || missing+=(libpcap-dev)
+# node-gyp needs a compiler and python3.
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
+command -v make >/dev/null 2>&1 || missing+=(make)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "LAB_PREREQUISITE: missing system packages: ${missing[*]} (run as root, or: sudo apt-get install -y ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "setup: installing system packages: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# npm dependencies: install when absent or older than the lock file.
+if [ ! -e node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "setup: installing npm dependencies (npm ci)" >&2
+  npm ci --no-audit --no-fund >&2
+fi
