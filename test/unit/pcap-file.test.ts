@@ -1,0 +1,352 @@
+/**
+ * pcap / pcapng readers on small synthetic files written into a temp dir: both magics and byte
+ * orders, pcapng interfaces with different link types and if_tsresol, records crossing the read
+ * buffer's chunk boundary, and the refusals (each with its FILE_* code).
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { isHoptraceError } from '../../common/errors';
+import {
+  openCaptureFile,
+  type CaptureFrame,
+  type OpenCaptureOptions,
+} from '../../agent/capture/pcap-file';
+
+const dir = mkdtempSync(join(tmpdir(), 'hoptrace-pcap-'));
+t.teardown(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+let fileNo = 0;
+
+function write(bytes: Buffer): string {
+  const p = join(dir, `f${++fileNo}`);
+  writeFileSync(p, bytes);
+  return p;
+}
+
+/** Frames copied out of the reader (its views are only valid until the next iteration). */
+function readAll(
+  path: string,
+  opts?: OpenCaptureOptions,
+): (Omit<CaptureFrame, 'data'> & { hex: string })[] {
+  const out: (Omit<CaptureFrame, 'data'> & { hex: string })[] = [];
+  for (const f of openCaptureFile(path, opts).frames()) {
+    const { data, ...rest } = f;
+    out.push({ ...rest, hex: Buffer.from(data).toString('hex') });
+  }
+  return out;
+}
+
+function codeOf(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (e) {
+    return isHoptraceError(e) ? e.code : `non-hoptrace error: ${String(e)}`;
+  }
+  return 'no error';
+}
+
+const u16 = (v: number, le: boolean): Buffer => {
+  const b = Buffer.alloc(2);
+  if (le) b.writeUInt16LE(v);
+  else b.writeUInt16BE(v);
+  return b;
+};
+const u32 = (v: number, le: boolean): Buffer => {
+  const b = Buffer.alloc(4);
+  if (le) b.writeUInt32LE(v >>> 0);
+  else b.writeUInt32BE(v >>> 0);
+  return b;
+};
+
+interface Rec {
+  sec: number;
+  frac: number;
+  data: Buffer;
+  wire?: number;
+}
+
+function pcap(
+  opts: { le: boolean; nanos: boolean; linktype?: number; snaplen?: number; major?: number },
+  recs: Rec[],
+): Buffer {
+  const { le } = opts;
+  const magic = opts.nanos ? 0xa1b23c4d : 0xa1b2c3d4;
+  const parts = [
+    u32(magic, le),
+    u16(opts.major ?? 2, le),
+    u16(4, le),
+    u32(0, le),
+    u32(0, le),
+    u32(opts.snaplen ?? 65535, le),
+    u32(opts.linktype ?? 1, le),
+  ];
+  for (const r of recs) {
+    parts.push(
+      u32(r.sec, le),
+      u32(r.frac, le),
+      u32(r.data.length, le),
+      u32(r.wire ?? r.data.length, le),
+      r.data,
+    );
+  }
+  return Buffer.concat(parts);
+}
+
+const DATA_A = Buffer.from('00112233445566778899aabbccddeeff0001', 'hex');
+const DATA_B = Buffer.alloc(100, 0xab);
+
+for (const le of [true, false]) {
+  for (const nanos of [false, true]) {
+    void t.test(`pcap ${nanos ? 'ns' : 'µs'} magic, ${le ? 'little' : 'big'}-endian`, (t) => {
+      const p = write(
+        pcap({ le, nanos }, [
+          { sec: 1700000000, frac: 123456, data: DATA_A, wire: 60 },
+          { sec: 1700000001, frac: 999, data: DATA_B },
+        ]),
+      );
+      const r = openCaptureFile(p);
+      t.equal(r.format, 'pcap');
+      r.close();
+      const frames = readAll(p);
+      t.equal(frames.length, 2);
+      const unit = nanos ? 1n : 1000n;
+      t.match(frames[0], {
+        index: 1,
+        linktype: 1,
+        caplen: 18,
+        wireLength: 60,
+        hex: DATA_A.toString('hex'),
+      });
+      t.equal(frames[0]?.tsNs, 1700000000n * 1_000_000_000n + 123456n * unit);
+      t.match(frames[1], { index: 2, caplen: 100, wireLength: 100, hex: DATA_B.toString('hex') });
+      t.equal(frames[1]?.tsNs, 1700000001n * 1_000_000_000n + 999n * unit);
+      t.end();
+    });
+  }
+}
+
+void t.test('records spanning the chunk boundary read the same as with a big buffer', (t) => {
+  const recs: Rec[] = [];
+  for (let i = 0; i < 50; i++)
+    recs.push({ sec: i, frac: i, data: Buffer.alloc(30 + ((i * 37) % 200), i) });
+  const p = write(pcap({ le: true, nanos: false }, recs));
+  const big = readAll(p);
+  t.equal(big.length, 50);
+  for (const chunkSize of [64, 100, 129, 1000])
+    t.same(readAll(p, { chunkSize }), big, `chunk ${chunkSize}`);
+  t.end();
+});
+
+void t.test('pcap refusals and edge cases', (t) => {
+  t.equal(
+    readAll(write(pcap({ le: true, nanos: false }, []))).length,
+    0,
+    'header only: zero frames',
+  );
+  t.equal(
+    codeOf(() => openCaptureFile(join(dir, 'missing.pcap'))),
+    'FILE_NOT_FOUND',
+  );
+  t.equal(
+    codeOf(() => openCaptureFile(write(Buffer.alloc(0)))),
+    'FILE_TOO_SHORT',
+  );
+  t.equal(
+    codeOf(() => openCaptureFile(write(Buffer.from('d4c3b2a10200', 'hex')))),
+    'FILE_TOO_SHORT',
+  );
+  t.equal(
+    codeOf(() => openCaptureFile(write(Buffer.from('hello, this is not a capture file')))),
+    'FILE_BAD_MAGIC',
+  );
+  t.equal(
+    codeOf(() => openCaptureFile(write(pcap({ le: true, nanos: false, major: 1 }, [])))),
+    'FILE_BAD_VERSION',
+  );
+  t.equal(
+    codeOf(() =>
+      openCaptureFile(write(pcap({ le: true, nanos: false, linktype: 0x00300001 }, []))),
+    ),
+    'FILE_BAD_LINKTYPE_FIELD',
+  );
+  // FCS bits (F = bit 26, FCS length in bits 28-31) are allowed; decodeFrame masks them.
+  const fcs = readAll(
+    write(
+      pcap({ le: true, nanos: false, linktype: 0x24000001 }, [{ sec: 0, frac: 0, data: DATA_A }]),
+    ),
+  );
+  t.equal(fcs[0]?.linktype, 0x24000001);
+  // A record claiming more than any snaplen allows is refused, not allocated.
+  const huge = pcap({ le: true, nanos: false }, [{ sec: 0, frac: 0, data: DATA_A }]);
+  huge.writeUInt32LE(0x7fffffff, 24 + 8);
+  t.equal(
+    codeOf(() => readAll(write(huge))),
+    'FILE_BAD_RECORD',
+  );
+  // Cut inside the second record: the first frame is delivered, then FILE_TRUNCATED.
+  const whole = pcap({ le: true, nanos: false }, [
+    { sec: 0, frac: 0, data: DATA_A },
+    { sec: 0, frac: 0, data: DATA_B },
+  ]);
+  for (const cut of [24 + 16 + 18 + 5, whole.length - 1]) {
+    const seen: number[] = [];
+    const code = codeOf(() => {
+      for (const f of openCaptureFile(write(whole.subarray(0, cut))).frames()) seen.push(f.index);
+    });
+    t.equal(code, 'FILE_TRUNCATED', `cut at ${cut}`);
+    t.same(seen, [1]);
+  }
+  t.end();
+});
+
+// pcapng writer --------------------------------------------------------------------------------
+
+function pad4(b: Buffer): Buffer {
+  return Buffer.concat([b, Buffer.alloc((4 - (b.length % 4)) % 4)]);
+}
+
+function block(type: number, body: Buffer, le: boolean): Buffer {
+  const len = 12 + body.length;
+  return Buffer.concat([u32(type, le), u32(len, le), body, u32(len, le)]);
+}
+
+function option(code: number, value: Buffer, le: boolean): Buffer {
+  return Buffer.concat([u16(code, le), u16(value.length, le), pad4(value)]);
+}
+
+const END = (le: boolean): Buffer => Buffer.concat([u16(0, le), u16(0, le)]);
+
+function shb(le: boolean): Buffer {
+  const body = Buffer.concat([
+    u32(0x1a2b3c4d, le),
+    u16(1, le),
+    u16(0, le),
+    Buffer.alloc(8, 0xff),
+    option(4, Buffer.from('hoptrace test'), le),
+    END(le),
+  ]);
+  return block(0x0a0d0d0a, body, le);
+}
+
+function idb(le: boolean, linktype: number, name: string | null, tsresol: number | null): Buffer {
+  const opts: Buffer[] = [];
+  if (name !== null) opts.push(option(2, Buffer.from(name), le));
+  if (tsresol !== null) opts.push(option(9, Buffer.from([tsresol]), le));
+  if (opts.length > 0) opts.push(END(le));
+  return block(1, Buffer.concat([u16(linktype, le), u16(0, le), u32(262144, le), ...opts]), le);
+}
+
+function epb(le: boolean, iface: number, ts: bigint, data: Buffer, wire?: number): Buffer {
+  const body = Buffer.concat([
+    u32(iface, le),
+    u32(Number(ts >> 32n), le),
+    u32(Number(ts & 0xffffffffn), le),
+    u32(data.length, le),
+    u32(wire ?? data.length, le),
+    pad4(data),
+  ]);
+  return block(6, body, le);
+}
+
+function spb(le: boolean, data: Buffer): Buffer {
+  return block(3, Buffer.concat([u32(data.length, le), pad4(data)]), le);
+}
+
+for (const le of [true, false]) {
+  void t.test(
+    `pcapng ${le ? 'little' : 'big'}-endian: two IDBs, if_name, if_tsresol, EPB, SPB, skipped blocks`,
+    (t) => {
+      const file = Buffer.concat([
+        shb(le),
+        idb(le, 1, 'eth0', 9), // ns
+        idb(le, 101, 'tun0', 0x80 | 10), // 2^-10 s
+        block(0x00000bad, Buffer.from('custom block, skipped'.padEnd(24)), le),
+        epb(le, 1, 3n * 1024n + 512n, DATA_A, 40),
+        epb(le, 0, 1_700_000_000_123_456_789n, DATA_B),
+        spb(le, DATA_A),
+        block(5, Buffer.alloc(16), le), // interface statistics: skipped
+      ]);
+      const p = write(file);
+      const r = openCaptureFile(p);
+      t.equal(r.format, 'pcapng');
+      r.close();
+      const frames = readAll(p);
+      t.equal(frames.length, 3);
+      t.match(frames[0], {
+        index: 1,
+        linktype: 101,
+        ifaceName: 'tun0',
+        caplen: 18,
+        wireLength: 40,
+        hex: DATA_A.toString('hex'),
+      });
+      t.equal(frames[0]?.tsNs, 3_500_000_000n, '2^-10 resolution: 3.5 s');
+      t.match(frames[1], { index: 2, linktype: 1, ifaceName: 'eth0', caplen: 100 });
+      t.equal(frames[1]?.tsNs, 1_700_000_000_123_456_789n);
+      t.match(frames[2], {
+        index: 3,
+        linktype: 1,
+        ifaceName: 'eth0',
+        caplen: 18,
+        hex: DATA_A.toString('hex'),
+      });
+      for (const chunkSize of [64, 77])
+        t.same(readAll(p, { chunkSize }), frames, `chunk ${chunkSize}`);
+      t.end();
+    },
+  );
+}
+
+void t.test('pcapng default resolution is microseconds; header-only file has zero frames', (t) => {
+  const p = write(Buffer.concat([shb(true), idb(true, 1, null, null), epb(true, 0, 5n, DATA_A)]));
+  t.equal(readAll(p)[0]?.tsNs, 5000n);
+  t.equal(readAll(write(shb(true))).length, 0);
+  t.end();
+});
+
+void t.test('pcapng refusals', (t) => {
+  const le = true;
+  // Trailer length differs from the header's.
+  const badTrailer = Buffer.concat([shb(le), idb(le, 1, null, null)]);
+  badTrailer.writeUInt32LE(999, badTrailer.length - 4);
+  t.equal(
+    codeOf(() => readAll(write(badTrailer))),
+    'FILE_BAD_BLOCK',
+  );
+  // An option longer than its block.
+  const longOpt = idb(le, 1, 'eth0', null);
+  longOpt.writeUInt16LE(0x3030, 16 + 2);
+  t.equal(
+    codeOf(() => readAll(write(Buffer.concat([shb(le), longOpt])))),
+    'FILE_BAD_BLOCK',
+  );
+  // A packet on an interface that was never described.
+  t.equal(
+    codeOf(() => readAll(write(Buffer.concat([shb(le), epb(le, 3, 0n, DATA_A)])))),
+    'FILE_BAD_BLOCK',
+  );
+  // Block length not a multiple of 4.
+  const odd = Buffer.concat([shb(le), idb(le, 1, null, null)]);
+  odd.writeUInt32LE(21, shb(le).length + 4);
+  t.equal(
+    codeOf(() => readAll(write(odd))),
+    'FILE_BAD_BLOCK',
+  );
+  // Unknown byte-order magic.
+  const bom = shb(le);
+  bom.writeUInt32LE(0x11223344, 8);
+  t.equal(
+    codeOf(() => openCaptureFile(write(bom))),
+    'FILE_BAD_BLOCK',
+  );
+  // File cut inside a block.
+  const whole = Buffer.concat([shb(le), idb(le, 1, null, null), epb(le, 0, 0n, DATA_B)]);
+  t.equal(
+    codeOf(() => readAll(write(whole.subarray(0, whole.length - 10)))),
+    'FILE_TRUNCATED',
+  );
+  t.end();
+});
