@@ -1,0 +1,550 @@
+/**
+ * Attribution: from a correlated journey and the inventory to the layer that replaced the client's
+ * source address. A total function: it never throws and says "unknown, because …" rather than guess.
+ *
+ * Order of evaluation (first rule that applies wins):
+ *   1. no request, fewer than two points, a point with no capture at all, an ambiguous match → unknown
+ *      (exception: an empty capture at the backend alone, after every earlier point saw the request,
+ *      is what a drop looks like and goes to rule 3, with a caveat in the reason)
+ *   2. a point up to the backend saw a new connection with the request's bytes          → proxy
+ *   3. the backend never saw the request                                                 → dropped
+ *   4. the backend sees the client address                    → preserved, or no-return if the reply
+ *                                                               never came back to the VPN egress
+ *   5. the source changed: the first hop where it changed decides. Up to the VPN egress → vpn-pod;
+ *      after it, the new address decides: the VPN node's → cni-masquerade, the backend node's →
+ *      kube-proxy, anything else → unknown naming the hop and the address.
+ * Combined findings: when the source was rewritten AND the reply never returned, the rewrite is the
+ * primary finding (the backend never saw the client address, so a return route for the tunnel range
+ * is not what failed) and `secondary` carries the missing reply. `no-return` is primary only when
+ * the address was preserved — the classic missing return route / strict rp_filter case.
+ */
+
+import type { Inventory } from '../common/inventory';
+import type { Endpoint, Journey, MatchKey, PointMatch } from './correlate';
+import { endpointKey } from './correlate';
+import { hintFor } from './hints';
+
+export type Layer =
+  | 'preserved'
+  | 'vpn-pod'
+  | 'cni-masquerade'
+  | 'kube-proxy'
+  | 'proxy'
+  | 'no-return'
+  | 'dropped'
+  | 'unknown';
+
+/** Why a point's packet is the request: the keys that matched and a sentence. */
+export interface Evidence {
+  point: string;
+  matchedBy: MatchKey[];
+  detail: string;
+}
+
+/** A further finding next to the primary one (e.g. a rewrite and a missing reply). */
+export interface SecondaryFinding {
+  layer: Layer;
+  detail: string;
+  hint: string;
+}
+
+/** The verdict `hoptrace analyze --json` prints under `verdict`. */
+export interface Verdict {
+  layer: Layer;
+  rewrittenBetween: [string, string] | null;
+  client: Endpoint | null;
+  observed: Record<string, Endpoint | null>;
+  evidence: Evidence[];
+  hint: string;
+  reason?: string;
+  hop?: { from: string; to: string };
+  before?: Endpoint;
+  after?: Endpoint;
+  node?: string;
+  secondary?: SecondaryFinding[];
+}
+
+export interface AttributeOptions {
+  /** The client's tunnel address, when the first point is not right after decapsulation. */
+  clientIp?: string | undefined;
+  /** Name of the VPN pod's egress point (default 'egress', else the second of three or more). */
+  egressPoint?: string | undefined;
+  /** Name of the backend point (default 'backend', else the last). */
+  backendPoint?: string | undefined;
+}
+
+interface Pod {
+  name: string;
+  ip: string;
+  node: string;
+  /** A PodRole, or whatever string a hand-written inventory holds. */
+  role: string;
+}
+
+interface Inv {
+  nodes: [string, string[]][];
+  pods: Pod[];
+}
+
+const isRecord = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null;
+
+/** Read whatever inventory we were given, skipping malformed entries instead of failing. */
+function normalizeInventory(inv: unknown): Inv {
+  const out: Inv = { nodes: [], pods: [] };
+  if (!isRecord(inv)) return out;
+  if (isRecord(inv['nodes'])) {
+    for (const [name, addrs] of Object.entries(inv['nodes'])) {
+      if (Array.isArray(addrs))
+        out.nodes.push([name, addrs.filter((a): a is string => typeof a === 'string')]);
+    }
+  }
+  if (isRecord(inv['pods'])) {
+    for (const [name, p] of Object.entries(inv['pods'])) {
+      if (isRecord(p) && typeof p['ip'] === 'string' && typeof p['node'] === 'string') {
+        out.pods.push({
+          name,
+          ip: p['ip'],
+          node: p['node'],
+          role: typeof p['role'] === 'string' ? p['role'] : 'other',
+        });
+      }
+    }
+  }
+  return out;
+}
+
+const nodesOf = (inv: Inv, addr: string): string[] =>
+  inv.nodes.filter(([, addrs]) => addrs.includes(addr)).map(([n]) => n);
+
+const fmt = (e: Endpoint): string => `${e.src}:${e.sport} -> ${e.dst}:${e.dport}`;
+const uniq = (xs: string[]): string[] => [...new Set(xs)];
+
+/** Decide the layer for one journey. Never throws. */
+export function attributeSourceRewrite(
+  journey: Journey,
+  inventory: Inventory,
+  opts: AttributeOptions = {},
+): Verdict {
+  try {
+    return attribute(journey, normalizeInventory(inventory), opts);
+  } catch (e: unknown) {
+    // Last line of defence for malformed input: the promise is a verdict, not an exception.
+    return {
+      layer: 'unknown',
+      rewrittenBetween: null,
+      client: null,
+      observed: {},
+      evidence: [],
+      hint: hintFor('unknown'),
+      reason: `the journey could not be read (${e instanceof Error ? e.message : String(e)})`,
+    };
+  }
+}
+
+function isPointMatch(x: unknown): x is PointMatch {
+  return isRecord(x) && typeof x['point'] === 'string' && typeof x['status'] === 'string';
+}
+
+function attribute(journey: Journey, inv: Inv, opts: AttributeOptions): Verdict {
+  const rawPoints: unknown = isRecord(journey) ? journey.points : undefined;
+  const pts = (Array.isArray(rawPoints) ? (rawPoints as unknown[]) : []).filter(isPointMatch);
+  const request = isRecord(journey) && isRecord(journey.request) ? journey.request : null;
+  const client = request?.tuple ?? null;
+  const seen = (p: PointMatch): boolean => p.status === 'matched' && p.observed !== null;
+  const observed: Record<string, Endpoint | null> = {};
+  for (const p of pts) observed[p.point] = seen(p) ? p.observed : null;
+  const evidence: Evidence[] = pts.map((p) => ({
+    point: p.point,
+    matchedBy: Array.isArray(p.matchedBy) ? p.matchedBy : [],
+    detail: typeof p.detail === 'string' ? p.detail : '',
+  }));
+  const clientAddr = opts.clientIp ?? client?.src;
+  const verdict = (
+    layer: Layer,
+    extra: Partial<Verdict> & { reason: string },
+    ctx = {},
+  ): Verdict => ({
+    layer,
+    rewrittenBetween: null,
+    client,
+    observed,
+    evidence,
+    hint: hintFor(layer, { clientSrc: clientAddr, ...ctx }),
+    ...extra,
+  });
+
+  // 1. Things that make any answer a guess.
+  if (request === null || client === null) {
+    const why =
+      isRecord(journey) && typeof journey.reason === 'string'
+        ? journey.reason
+        : 'no request was selected';
+    return verdict('unknown', { reason: why });
+  }
+  if (pts.length < 2) {
+    return verdict('unknown', { reason: `need at least two capture points, got ${pts.length}` });
+  }
+  const names = pts.map((p) => p.point);
+  const namedBackend = names.indexOf(opts.backendPoint ?? 'backend');
+  const bi = namedBackend >= 0 ? namedBackend : pts.length - 1;
+  const namedEgress = names.indexOf(opts.egressPoint ?? 'egress');
+  let ei = namedEgress >= 0 ? namedEgress : pts.length >= 3 ? 1 : -1;
+  if (ei >= bi || ei === 0) ei = -1;
+  const backend = pts[bi];
+  const first = pts[0];
+  if (backend === undefined || first === undefined || bi === 0) {
+    return verdict('unknown', {
+      reason: 'the backend point is the first point; nothing to compare',
+    });
+  }
+  // An empty capture at the backend, with every earlier point holding the request, is what a drop
+  // looks like (a valid capture that received nothing); anywhere else an empty point is a gap.
+  const missing = pts.filter((p) => p.status === 'no-capture').map((p) => p.point);
+  const emptyBackendOnly =
+    missing.length === 1 && missing[0] === backend.point && pts.slice(0, bi).every(seen);
+  if (missing.length > 0 && !emptyBackendOnly) {
+    return verdict('unknown', {
+      reason:
+        `no events at all were captured at ${missing.join(', ')}: the capture there did not run or saw ` +
+        'nothing, so the path cannot be followed through it',
+    });
+  }
+  const amb = pts.find((p) => p.status === 'ambiguous');
+  if (amb !== undefined) {
+    return verdict('unknown', {
+      reason:
+        `ambiguous match at ${amb.point}: ${amb.detail}` +
+        (amb.candidates.length > 0
+          ? ` (candidates: ${amb.candidates.map(endpointKey).join(', ')})`
+          : '') +
+        '; narrow the request with --dst or capture a single probe request',
+    });
+  }
+
+  const path = pts.slice(0, bi + 1);
+
+  // 2. A terminating proxy: the backend's connection is a different one with the same request.
+  const pi = path.findIndex((p) => seen(p) && p.proxied);
+  const proxied = path[pi];
+  if (proxied?.observed != null) {
+    const prev = [...path.slice(0, pi)].reverse().find(seen);
+    const after = proxied.observed;
+    const pod = inv.pods.find((p) => p.ip === after.src);
+    const node = pod?.node ?? nodesOf(inv, after.src)[0];
+    const who =
+      pod !== undefined
+        ? `proxy pod ${pod.name} (${pod.ip}, role ${pod.role}, node ${pod.node})`
+        : node !== undefined
+          ? `${after.src}, an address of node ${node} (a host-network proxy?)`
+          : `${after.src}, an address the inventory does not know`;
+    return verdict(
+      'proxy',
+      {
+        rewrittenBetween: [prev?.point ?? first.point, proxied.point],
+        hop: { from: prev?.point ?? first.point, to: proxied.point },
+        ...(prev?.observed != null ? { before: prev.observed } : {}),
+        after,
+        ...(node !== undefined ? { node } : {}),
+        reason:
+          `${proxied.point} sees a new TCP connection ${fmt(after)}` +
+          (proxied.isn !== null ? ` (ISN ${proxied.isn}, not ${request.isn})` : '') +
+          ` carrying the same request (${proxied.matchedBy.join(', ')}), opened by ${who}`,
+      },
+      { pod: pod?.name },
+    );
+  }
+
+  // 3. Never reached the backend.
+  if (!seen(backend)) {
+    const last = [...path.slice(0, bi)].reverse().find((p) => seen(p) && p.seenRequest);
+    const lastIdx = last === undefined ? -1 : names.indexOf(last.point);
+    const next = pts[lastIdx + 1] ?? backend;
+    const from = last?.point ?? first.point;
+    const secondary = rewriteFinding(
+      path.slice(0, bi).filter(seen),
+      clientAddr ?? client.src,
+      ei,
+      names,
+      inv,
+      backend,
+    );
+    return verdict(
+      'dropped',
+      {
+        hop: { from, to: next.point },
+        ...(last?.observed != null ? { before: last.observed } : {}),
+        reason:
+          `the request was seen at ${
+            path
+              .filter(seen)
+              .map((p) => p.point)
+              .join(', ') || 'no point'
+          } ` +
+          `but never at ${backend.point} (last seen at ${from}, missing from ${next.point} on)` +
+          (backend.status === 'no-capture'
+            ? `; the ${backend.point} capture holds no packets at all, so confirm it ran before trusting this`
+            : ''),
+        ...(secondary !== null ? { secondary: [secondary.asSecondary] } : {}),
+      },
+      { from, to: next.point },
+    );
+  }
+
+  // 4./5. Reached the backend: where (if anywhere) did the source change?
+  const seenPath = path.filter(seen);
+  const secondary: SecondaryFinding[] = [];
+  const unseen = path.filter((p) => !seen(p)).map((p) => p.point);
+  if (unseen.length > 0) {
+    secondary.push({
+      layer: 'unknown',
+      detail: `not seen at ${unseen.join(', ')} although the backend saw it: a capture filter, a different path, or a late capture there`,
+      hint: 'check the capture at those points',
+    });
+  }
+  const returnFinding = noReturnFinding(pts, ei, bi, backend);
+  const backendSrc = backend.observed?.src;
+  const ctxBackendNode = backendNodes(inv, backend)[0];
+
+  if (backendSrc === (clientAddr ?? client.src)) {
+    if (returnFinding !== null) {
+      return verdict(
+        'no-return',
+        {
+          reason: `the backend saw the client address ${backendSrc}, but ${returnFinding}`,
+          ...(ctxBackendNode !== undefined ? { node: ctxBackendNode } : {}),
+          ...(secondary.length > 0 ? { secondary } : {}),
+        },
+        { backendNode: ctxBackendNode },
+      );
+    }
+    const portNote =
+      backend.observed !== null && backend.observed.sport !== client.sport
+        ? ` (the source port changed ${client.sport} -> ${backend.observed.sport}; the address did not)`
+        : '';
+    return verdict('preserved', {
+      reason: `${backend.point} sees the client address ${backendSrc}${portNote}, and the reply came back`,
+      ...(secondary.length > 0 ? { secondary } : {}),
+    });
+  }
+
+  const rw = rewriteFinding(seenPath, clientAddr ?? client.src, ei, names, inv, backend);
+  if (rw === null) {
+    return verdict('unknown', {
+      reason: `${backend.point} sees ${backendSrc ?? 'no source'}, not the client address ${clientAddr ?? client.src}, but no hop with the change was found`,
+    });
+  }
+  if (returnFinding !== null) {
+    secondary.push({
+      layer: 'no-return',
+      detail: returnFinding,
+      hint: 'the reply is addressed to the rewritten source, so check the path back from the backend to it',
+    });
+  }
+  secondary.push(...rw.extra);
+  return {
+    layer: rw.layer,
+    rewrittenBetween: [rw.from.point, rw.to.point],
+    client,
+    observed,
+    evidence,
+    hint:
+      rw.layer === 'unknown'
+        ? hintFor('unknown')
+        : hintFor(rw.layer, { clientSrc: clientAddr, node: rw.node, backendNode: ctxBackendNode }),
+    reason: rw.reason,
+    hop: { from: rw.from.point, to: rw.to.point },
+    ...(rw.from.observed !== null ? { before: rw.from.observed } : {}),
+    ...(rw.to.observed !== null ? { after: rw.to.observed } : {}),
+    ...(rw.node !== undefined ? { node: rw.node } : {}),
+    ...(secondary.length > 0 ? { secondary } : {}),
+  };
+}
+
+/** Nodes that host the backend: the pod owning the backend-observed destination, else role 'backend'. */
+function backendNodes(inv: Inv, backend: PointMatch): string[] {
+  const dst = backend.observed?.dst;
+  const byIp = inv.pods.filter((p) => p.ip === dst).map((p) => p.node);
+  if (byIp.length > 0) return uniq(byIp);
+  return uniq(inv.pods.filter((p) => p.role === 'backend').map((p) => p.node));
+}
+
+/** Nodes that host the VPN pod: the pod owning the egress source, and every role 'vpn' pod. */
+function vpnNodes(inv: Inv, egress: PointMatch | undefined): string[] {
+  const src = egress?.observed?.src;
+  return uniq([
+    ...inv.pods.filter((p) => p.ip === src).map((p) => p.node),
+    ...inv.pods.filter((p) => p.role === 'vpn').map((p) => p.node),
+  ]);
+}
+
+/** Why the reply did not come back to the VPN egress, or null when it did. */
+function noReturnFinding(
+  pts: PointMatch[],
+  ei: number,
+  bi: number,
+  backend: PointMatch,
+): string | null {
+  const ret = pts[ei >= 0 ? ei : 0];
+  if (ret === undefined || ret.seenReply) return null;
+  const lastReply = pts
+    .slice(0, bi + 1)
+    .filter((p) => p.seenReply)
+    .map((p) => p.point)
+    .pop();
+  if (lastReply !== undefined) {
+    return (
+      `the reply was seen at ${lastReply}` +
+      (backend.seenReply && lastReply !== backend.point ? ` and ${backend.point}` : '') +
+      ` and never came back to ${ret.point}`
+    );
+  }
+  return `no reply was seen at any point, ${ret.point} included: the backend did not answer, or its answer died before the ${backend.point} capture`;
+}
+
+interface Rewrite {
+  layer: Layer;
+  from: PointMatch;
+  to: PointMatch;
+  node: string | undefined;
+  reason: string;
+  extra: SecondaryFinding[];
+  asSecondary: SecondaryFinding;
+}
+
+/** Locate and classify the first hop where the source stopped being the client address. */
+function rewriteFinding(
+  seenPath: PointMatch[],
+  clientAddr: string,
+  ei: number,
+  names: string[],
+  inv: Inv,
+  backend: PointMatch,
+): Rewrite | null {
+  const k = seenPath.findIndex((p) => p.observed !== null && p.observed.src !== clientAddr);
+  const from = seenPath[k - 1];
+  const to = seenPath[k];
+  if (k < 1 || from?.observed == null || to?.observed == null) return null;
+  const S = to.observed.src;
+  const toIdx = names.indexOf(to.point);
+  const hop = `between ${from.point} and ${to.point} from ${from.observed.src} to ${S}`;
+  const extra: SecondaryFinding[] = [];
+  const later = seenPath.slice(k + 1).find((p) => p.observed !== null && p.observed.src !== S);
+  if (later?.observed != null) {
+    extra.push({
+      layer: 'unknown',
+      detail: `rewritten again before ${later.point}: ${S} -> ${later.observed.src}`,
+      hint: 'a second translation follows the first; fix the first, then analyze again',
+    });
+  }
+  const egress = ei >= 0 ? seenPath.find((p) => p.point === names[ei]) : undefined;
+  const vpn = vpnNodes(inv, egress ?? seenPath[0]);
+  const backs = backendNodes(inv, backend);
+  const pod = inv.pods.find((p) => p.ip === S);
+  const result = (layer: Layer, reason: string, node?: string): Rewrite => ({
+    layer,
+    from,
+    to,
+    node,
+    reason,
+    extra,
+    asSecondary: {
+      layer,
+      detail: reason,
+      hint:
+        layer === 'unknown' ? hintFor('unknown') : hintFor(layer, { clientSrc: clientAddr, node }),
+    },
+  });
+
+  // Up to and including the VPN egress capture, only the VPN pod itself can have translated.
+  if ((ei >= 0 && toIdx <= ei) || (ei < 0 && pod?.role === 'vpn')) {
+    const vpnPod =
+      inv.pods.find((p) => p.role === 'vpn' && p.ip === S) ??
+      inv.pods.find((p) => p.role === 'vpn');
+    return result(
+      'vpn-pod',
+      `source rewritten ${hop} inside the VPN pod${vpnPod !== undefined ? ` (${vpnPod.name})` : ''}` +
+        (pod === undefined ? '' : `; ${S} is pod ${pod.name}`),
+      vpnPod?.node,
+    );
+  }
+  const owners = nodesOf(inv, S);
+  const inVpn = owners.filter((n) => vpn.includes(n));
+  const inBack = owners.filter((n) => backs.includes(n));
+  // A Service hop shows as a destination change between the VPN egress and the backend (DNAT).
+  const egressObs = (egress ?? seenPath[0])?.observed ?? null;
+  const backObs = backend.observed;
+  const dnatText =
+    egressObs !== null &&
+    backObs !== null &&
+    (egressObs.dst !== backObs.dst || egressObs.dport !== backObs.dport)
+      ? `; the Service hop was DNATed ${egressObs.dst}:${egressObs.dport} -> ${backObs.dst}:${backObs.dport}`
+      : '';
+  const dnat = dnatText !== '';
+  if (inVpn.length > 0 && inBack.length > 0) {
+    if (dnat) {
+      return result(
+        'unknown',
+        `source rewritten ${hop}, an address of node ${inVpn[0] ?? '?'}, which hosts both the VPN pod and the backend` +
+          `${dnatText}: the CNI masquerade and kube-proxy's Service masquerade would both produce it`,
+      );
+    }
+    return result(
+      'cni-masquerade',
+      `source rewritten ${hop}, an address of the VPN pod's node ${inVpn[0] ?? '?'} (no Service DNAT seen)`,
+      inVpn[0],
+    );
+  }
+  if (inVpn.length > 0) {
+    if (dnat) {
+      // kube-proxy on the *source* node also marks ClusterIP traffic from outside --cluster-cidr
+      // for masquerade (KUBE-SERVICES `! -s <clusterCIDR> -j KUBE-MARK-MASQ`), with the same result.
+      extra.push({
+        layer: 'kube-proxy',
+        detail:
+          `the destination was a Service (DNAT seen)${dnatText.replace(/^; /, ': ')}; kube-proxy on ${inVpn[0] ?? 'the VPN node'} ` +
+          'also masquerades ClusterIP traffic from sources outside its --cluster-cidr, which yields the same address',
+        hint: 'check `iptables -t nat -S KUBE-SERVICES` on the VPN node for `! -s <clusterCIDR> -j KUBE-MARK-MASQ`',
+      });
+    }
+    return result(
+      'cni-masquerade',
+      `source rewritten ${hop}, an address of the VPN pod's node ${inVpn[0] ?? '?'}${dnatText}`,
+      inVpn[0],
+    );
+  }
+  if (inBack.length > 0) {
+    if (!dnat) {
+      extra.push({
+        layer: 'unknown',
+        detail:
+          'no Service DNAT was seen between the VPN egress and the backend; kube-proxy normally masquerades only Service traffic',
+        hint: 'check for another masquerade rule on the backend node',
+      });
+    }
+    return result(
+      'kube-proxy',
+      `source rewritten ${hop}, an address of the backend's node ${inBack[0] ?? '?'}${dnatText}`,
+      inBack[0],
+    );
+  }
+  const known = [
+    vpn.length === 0 ? 'the inventory names no VPN pod' : `VPN node: ${vpn.join(', ')}`,
+    backs.length === 0 ? 'no backend pod' : `backend node: ${backs.join(', ')}`,
+  ].join('; ');
+  if (owners.length > 0) {
+    return result(
+      'unknown',
+      `source rewritten ${hop}, an address of node ${owners.join(', ')}, which is neither the VPN pod's nor the backend's node (${known})`,
+    );
+  }
+  if (pod !== undefined) {
+    return result(
+      'unknown',
+      `source rewritten ${hop}, the address of pod ${pod.name} (role ${pod.role}); the TCP connection is the same one, so ${pod.name} translated it without terminating it`,
+    );
+  }
+  return result(
+    'unknown',
+    `source rewritten ${hop}, an address the inventory does not know (${known})`,
+  );
+}

@@ -1,0 +1,89 @@
+/**
+ * What to do next, per verdict layer. The advice follows the preserve-or-SNAT seed: the choice
+ * between preserving the client address and SNAT belongs to the receiving service's owner, so each
+ * hint says how to fix the path for preserve mode and what SNAT costs.
+ */
+
+import type { Layer } from './attribute';
+
+export interface HintContext {
+  /** The client's tunnel address (the source at the first point). */
+  clientSrc?: string | undefined;
+  from?: string | undefined;
+  to?: string | undefined;
+  node?: string | undefined;
+  pod?: string | undefined;
+  backendNode?: string | undefined;
+  rewrittenTo?: string | undefined;
+}
+
+/** An example tunnel range for the client address: its /24 (IPv4) or /64 (IPv6). */
+export function exampleTunnelRange(addr: string | undefined): string {
+  if (addr === undefined) return 'the tunnel range';
+  const v4 = /^(\d+)\.(\d+)\.(\d+)\.\d+$/.exec(addr);
+  if (v4 !== null) return `${v4[1]}.${v4[2]}.${v4[3]}.0/24`;
+  const groups = addr
+    .split(':')
+    .slice(0, 4)
+    .filter((g) => g.length > 0);
+  return groups.length === 4 ? `${groups.join(':')}::/64` : `the tunnel range around ${addr}`;
+}
+
+/** The hint text for `layer`. */
+export function hintFor(layer: Layer, ctx: HintContext = {}): string {
+  const range = exampleTunnelRange(ctx.clientSrc);
+  const on = (n: string | undefined, fallback: string): string =>
+    n === undefined ? fallback : `node ${n}`;
+  switch (layer) {
+    case 'preserved':
+      return (
+        'the client address survives to the backend. Confirm the path is not just lucky: send one request ' +
+        'from a source you expect to be denied and check the refusal comes from policy, not from a missing ' +
+        'route; then delete the VPN pod and repeat while it reschedules (a return route pinned to a pod ' +
+        'address breaks on eviction).'
+      );
+    case 'vpn-pod':
+      return (
+        'the VPN pod masquerades its clients (its own iptables/nft MASQUERADE or SNAT rule, or the VPN ' +
+        `software's NAT option); remove it and route ${range} back to the pod instead if the backend must ` +
+        'see client addresses, or keep it and document that the backend sees the pod address.'
+      );
+    case 'cni-masquerade':
+      return (
+        `the VPN node's masquerade rule does not exclude the tunnel range; exclude ${range} in the CNI's own ` +
+        "configuration (non-masquerade CIDRs, e.g. ip-masq-agent nonMasqueradeCIDRs or the CNI's " +
+        'equivalent) rather than by hand in iptables, which the agent rewrites on restart; then add a return ' +
+        `route for ${range} on the backend nodes.`
+      );
+    case 'kube-proxy':
+      return (
+        `kube-proxy masqueraded the Service hop on ${on(ctx.node, "the backend's node")} ` +
+        '(KUBE-MARK-MASQ / externalTrafficPolicy: Cluster, or a source outside --cluster-cidr); target the ' +
+        'pod IP directly, use externalTrafficPolicy/internalTrafficPolicy: Local where it applies, or add ' +
+        `${range} to the cluster CIDR kube-proxy trusts; a return route for ${range} is then required.`
+      );
+    case 'proxy':
+      return (
+        `a proxy${ctx.pod === undefined ? '' : ` (${ctx.pod})`} terminated the connection; the address will ` +
+        'never survive; use X-Forwarded-For or the PROXY protocol from a proxy you control, and make sure the ' +
+        'header cannot be set from the client side.'
+      );
+    case 'no-return':
+      return (
+        `no route back to the tunnel range (e.g. ${range}) on ${on(ctx.backendNode, "the backend's node")}, ` +
+        'or strict rp_filter; add a route via a stable gateway (a Service VIP or node address, not a pod IP ' +
+        `that moves) — e.g. \`ip route add ${range} via <gateway>\` — and set rp_filter=2 (loose).`
+      );
+    case 'dropped':
+      return (
+        `check NetworkPolicy and FORWARD drops between ${ctx.from ?? 'the last point that saw it'} and ` +
+        `${ctx.to ?? 'the backend'} (kubectl get networkpolicy, iptables -S FORWARD, conntrack -S for ` +
+        'insert_failed/drop); NetworkPolicy is access control, not routing.'
+      );
+    case 'unknown':
+      return (
+        'add the missing addresses to the inventory (every address of every node, including CNI ' +
+        'bridge/gateway addresses) or capture at the missing point, then analyze again.'
+      );
+  }
+}

@@ -1,0 +1,151 @@
+/** The data model of correlation: what one request looked like at each capture point. */
+
+import type { PacketEvent } from '../common/event';
+
+/** The request direction of a TCP connection as seen at one point. */
+export interface Endpoint {
+  src: string;
+  sport: number;
+  dst: string;
+  dport: number;
+}
+
+/**
+ * Why a packet at a point is the same as the request at the first point. Strongest first:
+ * `tcp-isn` (SYN seq), `tcp-seq` (a later segment's seq), `tsval` (RFC 7323 TSval with equal seq),
+ * `ip-id`, the payload keys (which alone mean a proxied, new connection), and for the reply
+ * direction `syn-ack` (ack = ISN+1) and `reverse-tuple`. `selector` marks the first point.
+ */
+export type MatchKey =
+  | 'selector'
+  | 'tcp-isn'
+  | 'tcp-seq'
+  | 'tsval'
+  | 'ip-id'
+  | 'probe-marker'
+  | 'request-line'
+  | 'payload-hash'
+  | 'syn-ack'
+  | 'reverse-tuple';
+
+/** Which request to follow; fields narrow the first SYN at the first point. */
+export interface RequestSelector {
+  client?: string | undefined;
+  dst?: string | undefined;
+  dport?: number | undefined;
+}
+
+/** The request's first data segment at the first point (what a proxy forwards). */
+export interface DataIdentity {
+  seq: number;
+  payloadLength: number;
+  probeMarker: string | null;
+  payloadHash: number | null;
+  requestLineHash: number | null;
+  frame: number;
+}
+
+/** The selected request as seen at the first point. */
+export interface RequestIdentity {
+  point: string;
+  tuple: Endpoint;
+  isn: number;
+  tsVal: number | null;
+  ipId: number | null;
+  synTsNs: bigint;
+  frame: number;
+  data: DataIdentity | null;
+}
+
+export type PointStatus = 'matched' | 'not-seen' | 'no-capture' | 'ambiguous';
+
+/** The packet that proved a match. */
+export interface PacketRef {
+  frame: number;
+  tsNs: bigint;
+  node: string;
+  iface: string;
+  tuple: Endpoint;
+  tcpFlags: number | null;
+  seq: number | null;
+}
+
+/** What one capture point saw of the request. */
+export interface PointMatch {
+  point: string;
+  status: PointStatus;
+  /** All events handed in for this point (0 means the point captured nothing at all). */
+  capturedEvents: number;
+  matchedBy: MatchKey[];
+  replyMatchedBy: MatchKey[];
+  /** True when the point saw a different TCP connection carrying the same request bytes. */
+  proxied: boolean;
+  /** Any request-direction packet of the connection was seen. */
+  seenRequest: boolean;
+  /** The connection's SYN was seen. */
+  seenSyn: boolean;
+  seenReply: boolean;
+  /** Request-direction tuple as observed here. */
+  observed: Endpoint | null;
+  /** The ISN of the connection seen here (differs from the request's when proxied). */
+  isn: number | null;
+  firstTsNs: bigint | null;
+  lastTsNs: bigint | null;
+  requestPackets: number;
+  replyPackets: number;
+  retransmits: number;
+  packet: PacketRef | null;
+  /** The tuples that matched equally when `status` is 'ambiguous'. */
+  candidates: Endpoint[];
+  /** One sentence: why this point's packet is the request (or why not). */
+  detail: string;
+}
+
+/** One request followed across all points. */
+export interface Journey {
+  request: RequestIdentity | null;
+  /** Why `request` is null. */
+  reason: string | null;
+  points: PointMatch[];
+  windowNs: bigint;
+}
+
+/** Result of `correlateRequest`: a journey (with `request: null` and a reason when none). */
+export type CorrelationResult = Journey;
+
+export interface PointEvents {
+  name: string;
+  events: PacketEvent[];
+}
+
+const KEY_ORDER: readonly MatchKey[] = [
+  'selector',
+  'tcp-isn',
+  'tcp-seq',
+  'tsval',
+  'ip-id',
+  'probe-marker',
+  'request-line',
+  'payload-hash',
+  'syn-ack',
+  'reverse-tuple',
+];
+
+/** Match keys in a stable order, strongest first. */
+export function sortMatchKeys(keys: Iterable<MatchKey>): MatchKey[] {
+  const set = new Set(keys);
+  return KEY_ORDER.filter((k) => set.has(k));
+}
+
+/** Text key of a request-direction tuple. */
+export function endpointKey(e: Endpoint): string {
+  return `${e.src}:${e.sport}>${e.dst}:${e.dport}`;
+}
+
+export function sameEndpoint(a: Endpoint, b: Endpoint): boolean {
+  return a.src === b.src && a.sport === b.sport && a.dst === b.dst && a.dport === b.dport;
+}
+
+export function reverseEndpoint(e: Endpoint): Endpoint {
+  return { src: e.dst, sport: e.dport, dst: e.src, dport: e.sport };
+}

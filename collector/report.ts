@@ -1,0 +1,172 @@
+/**
+ * Rendering an analysis: a short text summary for the terminal, a Markdown report to paste into an
+ * incident, and JSON. Pure: the generation time is passed in, nothing is read or written.
+ */
+
+import type { AnalysisResult, PointSummary } from './analyze';
+import type { Layer, Verdict } from './attribute';
+import type { Endpoint } from './correlate';
+
+/** What produced the report, so a reader can reproduce it. */
+export interface ReportMeta {
+  /** ISO 8601 time, passed in (the renderer reads no clock). */
+  generatedAt: string;
+  /** Capture inputs in path order (as the CLI passes them). */
+  inputs: { name: string; file: string }[];
+  inventory?: string | undefined;
+  selector?:
+    | { client?: string | undefined; dst?: string | undefined; dport?: number | undefined }
+    | undefined;
+  /** The exact command line, when known; otherwise one is composed from the inputs. */
+  command?: string | undefined;
+}
+
+const LAYER_WORDS: Record<Layer, string> = {
+  preserved: 'client address preserved to the backend',
+  'vpn-pod': "source rewritten inside the VPN pod (the pod's own masquerade)",
+  'cni-masquerade': "source rewritten by the VPN node's CNI masquerade",
+  'kube-proxy': "source rewritten by kube-proxy's Service masquerade on the backend's node",
+  proxy: 'a proxy terminated the connection and opened a new one',
+  'no-return': 'the request reached the backend, the reply never came back',
+  dropped: 'the request never reached the backend',
+  unknown: 'cannot tell which layer',
+};
+
+/** `10.90.0.42:40000 -> 10.96.0.10:80` */
+export function formatEndpoint(e: Endpoint | null | undefined): string {
+  if (e === null || e === undefined) return '(not seen)';
+  const host = (a: string): string => (a.includes(':') ? `[${a}]` : a);
+  return `${host(e.src)}:${e.sport} -> ${host(e.dst)}:${e.dport}`;
+}
+
+function whereText(v: Verdict): string | null {
+  const parts: string[] = [];
+  if (v.rewrittenBetween !== null)
+    parts.push(`between ${v.rewrittenBetween[0]} and ${v.rewrittenBetween[1]}`);
+  else if (v.hop !== undefined) parts.push(`between ${v.hop.from} and ${v.hop.to}`);
+  if (v.node !== undefined) parts.push(`on node ${v.node}`);
+  return parts.length > 0 ? parts.join(' ') : null;
+}
+
+function provedBy(v: Verdict): string {
+  return v.evidence
+    .map((e) => `${e.point}: ${e.matchedBy.length > 0 ? e.matchedBy.join('+') : 'no match'}`)
+    .join('; ');
+}
+
+/** A few lines for the terminal: layer in words, where, before → after, proof, hint. */
+export function renderVerdictText(result: AnalysisResult): string {
+  const v = result.verdict;
+  const lines = [`verdict: ${v.layer} — ${LAYER_WORDS[v.layer]}`];
+  const where = whereText(v);
+  if (where !== null) lines.push(`  where:  ${where}`);
+  if (v.before !== undefined || v.after !== undefined) {
+    lines.push(`  source: ${formatEndpoint(v.before)}  =>  ${formatEndpoint(v.after)}`);
+  } else if (v.client !== null) {
+    const last = result.points[result.points.length - 1];
+    lines.push(
+      `  client: ${formatEndpoint(v.client)}${last === undefined ? '' : `; at ${last.name}: ${formatEndpoint(last.observed)}`}`,
+    );
+  }
+  if (v.reason !== undefined) lines.push(`  why:    ${v.reason}`);
+  lines.push(`  proof:  ${provedBy(v)}`);
+  for (const s of v.secondary ?? []) lines.push(`  also:   ${s.layer}: ${s.detail}`);
+  lines.push(`  hint:   ${v.hint}`);
+  return lines.join('\n') + '\n';
+}
+
+/** Markdown table cells must not contain raw pipes or newlines. */
+function cell(s: string): string {
+  return s.replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
+}
+
+const yesNo = (b: boolean): string => (b ? 'yes' : 'no');
+
+function pointRow(p: PointSummary): string {
+  const counts = `${p.requestPackets}/${p.replyPackets}${p.retransmits > 0 ? ` (${p.retransmits} retransmitted)` : ''}`;
+  return `| ${[
+    p.name,
+    p.status + (p.proxied ? ' (proxied)' : ''),
+    yesNo(p.seenRequest),
+    yesNo(p.seenReply),
+    `\`${formatEndpoint(p.observed)}\``,
+    p.firstTsNs ?? '',
+    p.lastTsNs ?? '',
+    p.matchedBy.join(', '),
+    counts,
+  ]
+    .map(cell)
+    .join(' | ')} |`;
+}
+
+function shellQuote(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+function reproduceCommand(meta: ReportMeta): string {
+  if (meta.command !== undefined) return meta.command;
+  const args = [
+    'hoptrace',
+    'analyze',
+    ...meta.inputs.flatMap((i) => ['--point', shellQuote(`${i.name}=${i.file}`)]),
+  ];
+  if (meta.inventory !== undefined) args.push('--inventory', shellQuote(meta.inventory));
+  const sel = meta.selector;
+  if (sel?.client !== undefined) args.push('--client', sel.client);
+  if (sel?.dst !== undefined)
+    args.push('--dst', sel.dport === undefined ? sel.dst : `${sel.dst}:${sel.dport}`);
+  return args.join(' ');
+}
+
+/** A report to paste into an incident: verdict, points table, evidence, hint, how to reproduce. */
+export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): string {
+  const v = result.verdict;
+  const out: string[] = [];
+  out.push(`# hoptrace: ${v.layer}`, '');
+  out.push(`**${LAYER_WORDS[v.layer]}**`, '');
+  out.push(`- generated: ${meta.generatedAt}`);
+  if (v.client !== null) out.push(`- request at the first point: \`${formatEndpoint(v.client)}\``);
+  const where = whereText(v);
+  if (where !== null) out.push(`- where: ${where}`);
+  if (v.before !== undefined || v.after !== undefined) {
+    out.push(`- source: \`${formatEndpoint(v.before)}\` → \`${formatEndpoint(v.after)}\``);
+  }
+  if (v.reason !== undefined) out.push(`- why: ${v.reason}`);
+  out.push('');
+  out.push('## Capture points (in path order)', '');
+  out.push(
+    '| point | status | request | reply | observed (request direction) | first ts (ns) | last ts (ns) | matched by | packets req/reply |',
+  );
+  out.push('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const p of result.points) out.push(pointRow(p));
+  out.push('');
+  out.push('## Evidence', '');
+  for (const e of v.evidence) {
+    out.push(
+      `- **${e.point}** (${e.matchedBy.length > 0 ? e.matchedBy.join(', ') : 'no match'}): ${e.detail}`,
+    );
+  }
+  if (v.secondary !== undefined && v.secondary.length > 0) {
+    out.push('', '## Also found', '');
+    for (const s of v.secondary) out.push(`- **${s.layer}**: ${s.detail} — ${s.hint}`);
+  }
+  out.push('', '## What to do', '', v.hint, '');
+  out.push('## Reproduce', '');
+  out.push('```sh', reproduceCommand(meta), '```', '');
+  out.push(
+    'Inputs:',
+    '',
+    ...meta.inputs.map((i) => `- ${i.name}: \`${i.file}\``),
+    '',
+    'Repeat with a fresh connection (not a reused one), then once more while the VPN pod is being ' +
+      'rescheduled (delete it), and once from a source that should be denied, to confirm the refusal ' +
+      'comes from policy and not from a missing route.',
+    '',
+  );
+  return out.join('\n');
+}
+
+/** The analysis as JSON (the same object `hoptrace analyze --json` prints), newline-terminated. */
+export function renderReportJson(result: AnalysisResult): string {
+  return JSON.stringify(result, null, 2) + '\n';
+}

@@ -1,0 +1,250 @@
+import t from 'tap';
+import { Correlator, correlateRequest, findRequests } from '../../collector/correlate';
+import {
+  ACK,
+  ADDR,
+  CLIENT,
+  DIRECT,
+  ISN,
+  MS,
+  SERVER_ISN,
+  SYN,
+  T0,
+  exchange,
+  pt,
+  rev,
+  tcp,
+  type Ep,
+} from './fixtures-events';
+
+const other: Ep = { src: '10.90.0.7', sport: 41000, dst: ADDR.backendPod, dport: 8080 };
+const SEC = 1_000_000_000n;
+
+void t.test(
+  'selection: first SYN from the client at the first point, narrowed by dst/dport',
+  (t) => {
+    const decap = pt('decap', [
+      ...exchange('decap', other, { isn: 1 }),
+      ...exchange('decap', { ...DIRECT, dport: 9090 }, { isn: 2, at: 10n }),
+      ...exchange('decap', DIRECT, { isn: 3, at: 20n }),
+    ]);
+    t.equal(findRequests(decap, {})[0]?.isn, 1, 'no selector: the first SYN at all');
+    t.equal(findRequests(decap, { client: CLIENT })[0]?.isn, 2, 'client');
+    t.equal(findRequests(decap, { client: CLIENT, dport: 8080 })[0]?.isn, 3, 'client + dport');
+    t.equal(findRequests(decap, { dst: '10.1.1.1' }).length, 0, 'dst narrows to nothing');
+    const id = findRequests(decap, { client: CLIENT, dport: 8080 })[0];
+    t.same(id?.data, {
+      seq: 4,
+      payloadLength: 78,
+      probeMarker: 'abc123',
+      payloadHash: 0x11111111,
+      requestLineHash: 0x22222222,
+      frame: 4,
+    });
+    t.equal(id?.tsVal, 777000);
+    t.equal(id?.ipId, 4242);
+    // A SYN-ACK is never a request.
+    t.equal(
+      findRequests(
+        pt('x', [tcp('x', rev(DIRECT), { flags: SYN | ACK, seq: 9, ack: 1, ts: T0 })]),
+        {},
+      ).length,
+      0,
+    );
+    t.end();
+  },
+);
+
+void t.test('no request: request is null and the reason names the selector', (t) => {
+  const j = correlateRequest([pt('decap', exchange('decap', other)), pt('backend', [])], {
+    client: CLIENT,
+    dport: 80,
+  });
+  t.equal(j.request, null);
+  t.match(j.reason ?? '', /client 10\.90\.0\.42, dport 80 among 7 events at decap/);
+  t.equal(j.points[1]?.status, 'no-capture');
+  t.end();
+});
+
+void t.test('retransmitted SYN: one request, retransmits counted at every point', (t) => {
+  const j = correlateRequest(
+    [
+      pt('decap', exchange('decap', DIRECT, { synRetransmits: 2 })),
+      pt('backend', exchange('backend', DIRECT, { synRetransmits: 2, at: 5n })),
+    ],
+    { client: CLIENT },
+  );
+  t.equal(j.points[0]?.retransmits, 2);
+  t.equal(j.points[1]?.retransmits, 2);
+  t.equal(j.points[1]?.requestPackets, 6);
+  t.same(j.points[1]?.matchedBy, [
+    'tcp-isn',
+    'tcp-seq',
+    'tsval',
+    'ip-id',
+    'probe-marker',
+    'request-line',
+    'payload-hash',
+  ]);
+  t.same(j.points[1]?.replyMatchedBy, ['syn-ack', 'reverse-tuple']);
+  t.equal(j.points[1]?.firstTsNs, T0 + 5n);
+  t.end();
+});
+
+void t.test(
+  '--random-fully: new address and port, matched by ISN and TSval; reply direction follows',
+  (t) => {
+    const natted: Ep = {
+      src: ADDR.backendNodeBridge,
+      sport: 61234,
+      dst: ADDR.backendPod,
+      dport: 8080,
+    };
+    const j = correlateRequest(
+      [
+        pt('decap', exchange('decap', DIRECT)),
+        pt('backend', exchange('backend', natted, { at: 3n })),
+      ],
+      {},
+    );
+    const b = j.points[1];
+    t.equal(b?.status, 'matched');
+    t.same(b?.observed, natted);
+    t.ok(b?.matchedBy.includes('tcp-isn') && b.matchedBy.includes('tsval'));
+    t.equal(b?.seenSyn, true);
+    t.equal(b?.seenReply, true);
+    t.equal(b?.replyPackets, 3);
+    t.match(b?.detail ?? '', /SYN seq 4263588410 seen at decap and at backend/);
+    t.end();
+  },
+);
+
+void t.test('time window: a SYN with the same ISN 11 s later is outside the default 10 s', (t) => {
+  const points = [
+    pt('decap', exchange('decap', DIRECT)),
+    pt('backend', exchange('backend', DIRECT, { at: 11n * SEC })),
+  ];
+  t.equal(correlateRequest(points, {}).points[1]?.status, 'not-seen');
+  t.equal(correlateRequest(points, {}, { windowNs: 20n * SEC }).points[1]?.status, 'matched');
+  t.end();
+});
+
+void t.test('SYN not captured at a point: later segments match by seq, TSval and payload', (t) => {
+  const backend = exchange('backend', DIRECT, { at: 2n }).filter((e) => e.keys.tcpFlags !== SYN);
+  const b = correlateRequest([pt('decap', exchange('decap', DIRECT)), pt('backend', backend)], {})
+    .points[1];
+  t.equal(b?.status, 'matched');
+  t.equal(b?.seenSyn, false);
+  t.equal(b?.seenRequest, true);
+  t.same(b?.matchedBy, [
+    'tcp-seq',
+    'tsval',
+    'ip-id',
+    'probe-marker',
+    'request-line',
+    'payload-hash',
+  ]);
+  t.end();
+});
+
+void t.test('only the reply captured: a SYN-ACK acknowledging ISN+1 names the connection', (t) => {
+  const synAck = tcp('egress', rev(DIRECT), {
+    flags: SYN | ACK,
+    seq: SERVER_ISN,
+    ack: (ISN + 1) >>> 0,
+    ts: T0 + MS,
+  });
+  const e = correlateRequest([pt('decap', exchange('decap', DIRECT)), pt('egress', [synAck])], {})
+    .points[1];
+  t.equal(e?.status, 'matched');
+  t.same(e?.matchedBy, ['syn-ack']);
+  t.equal(e?.seenRequest, false);
+  t.equal(e?.seenReply, true);
+  t.same(e?.observed, DIRECT);
+  t.end();
+});
+
+void t.test(
+  'one capture holding the same packet before and after a translation uses the later copy',
+  (t) => {
+    const post: Ep = { ...DIRECT, src: ADDR.vpnNodeUplink };
+    const b = correlateRequest(
+      [
+        pt('decap', exchange('decap', DIRECT)),
+        pt('uplink', [
+          ...exchange('uplink', DIRECT, { at: 1n }),
+          ...exchange('uplink', post, { at: 2n }),
+        ]),
+      ],
+      {},
+    ).points[1];
+    t.equal(b?.status, 'matched');
+    t.same(b?.observed, post);
+    t.same(b?.candidates, [DIRECT]);
+    t.match(b?.detail ?? '', /same packet appears earlier in this capture/);
+    t.end();
+  },
+);
+
+void t.test('a terminating proxy: a new connection with the same probe marker is proxied', (t) => {
+  const fromProxy: Ep = { src: ADDR.proxyPod, sport: 51000, dst: ADDR.backendPod, dport: 8080 };
+  const j = correlateRequest(
+    [
+      pt('decap', exchange('decap', DIRECT)),
+      pt(
+        'backend',
+        exchange('backend', fromProxy, {
+          isn: 99999,
+          tsVal: 5,
+          ipId: 5,
+          at: 4n * MS,
+          request: { probeMarker: 'abc123', payloadHash: 7 },
+        }),
+      ),
+    ],
+    {},
+  );
+  const b = j.points[1];
+  t.equal(b?.proxied, true);
+  t.equal(b?.isn, 99999);
+  t.same(b?.matchedBy, ['probe-marker']);
+  t.same(b?.observed, fromProxy);
+  t.equal(b?.seenSyn, true);
+  t.equal(b?.seenReply, true);
+  t.match(
+    b?.detail ?? '',
+    /new connection 10\.244\.2\.9:51000>10\.244\.2\.5:8080 \(ISN 99999, not 4263588410\)/,
+  );
+  t.end();
+});
+
+void t.test(
+  'Correlator: add/expire emits each journey once after its window, prunes, counts drops',
+  (t) => {
+    const c = new Correlator({
+      points: ['decap', 'backend'],
+      windowNs: 10n * SEC,
+      maxEventsPerPoint: 50,
+    });
+    const now = 1000n * SEC;
+    for (const e of exchange('decap', DIRECT)) c.add(e, now);
+    for (const e of exchange('backend', DIRECT, { at: 2n })) c.add(e, now + MS);
+    t.equal(
+      c.add(tcp('elsewhere', DIRECT, { flags: SYN, seq: 1, ts: T0 }), now),
+      false,
+      'unknown point refused',
+    );
+    t.equal(c.journeys().length, 1, 'readable before the window closes');
+    t.equal(c.expire(now + 5n * SEC).length, 0, 'window still open');
+    const done = c.expire(now + 10n * SEC);
+    t.equal(done.length, 1);
+    t.equal(done[0]?.points[1]?.status, 'matched');
+    t.equal(c.expire(now + 11n * SEC).length, 0, 'emitted once');
+    t.equal(c.stats().buffered, 14);
+    c.expire(now + 21n * SEC);
+    t.equal(c.stats().buffered, 0, 'pruned after two windows');
+    for (let i = 0; i < 60; i++) c.add(tcp('decap', other, { flags: ACK, seq: i, ts: T0 }), now);
+    t.same(c.stats(), { buffered: 50, dropped: 10, unknownPoint: 1, emitted: 1 });
+    t.end();
+  },
+);
