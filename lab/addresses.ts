@@ -1,0 +1,34 @@
+/**
+ * The lab's address plan, shaped like a two-node cluster: pod CIDR 10.244.<node>.0/24 behind a
+ * `cni0` bridge per node, nodes joined by an uplink veth, a tunnel range the cluster does not own.
+ * Every address lives inside namespaces the lab creates; none is routed anywhere else.
+ */
+export const ADDR = {
+  /** Client underlay (outer) ↔ VPN pod underlay, a /30 on a veth between the two namespaces. */
+  clientOuter: '172.31.255.2',
+  vpnOuter: '172.31.255.1',
+  tunnelCidr: '10.90.0.0/24',
+  clientTunnel: '10.90.0.42',
+  vpnTunnel: '10.90.0.1',
+  vxlanId: 42,
+  vxlanPort: 4789,
+  tunPort: 51900,
+  vpnNodeBridge: '10.244.1.1',
+  vpnPod: '10.244.1.10',
+  backendNodeBridge: '10.244.2.1',
+  backendPod: '10.244.2.5',
+  backendPort: 8080,
+  proxyPod: '10.244.2.9',
+  proxyPort: 8080,
+  vpnNodeUplink: '192.168.50.1',
+  backendNodeUplink: '192.168.50.2',
+  /**
+   * The nodes' default gateway. Nothing in the lab owns it: a packet routed there dies on an
+   * unanswered ARP inside the uplink veth, like a reply sent toward a datacenter router that does
+   * not know the tunnel range.
+   */
+  uplinkGateway: '192.168.50.254',
+  clusterCidr: '10.244.0.0/16',
+  serviceCidr: '10.96.0.0/12',
+  clusterIp: '10.96.0.10',
+} as const;

@@ -1,0 +1,275 @@
+/**
+ * A thin shell over `ip netns`: runs commands with execFile (never a shell string), turns failures
+ * into LAB_SETUP errors that name the command and its stderr, and owns the lifetime of every
+ * namespace it creates. Namespace names carry a per-run prefix (`ht<6 hex>-`), so parallel runs
+ * and leftovers of a crashed run never collide, and cleanup only ever touches this run's names.
+ */
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { HoptraceError } from '../common/errors';
+
+/** Output of a finished command. */
+export interface CommandResult {
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `file args` and resolves with its output; rejects with LAB_SETUP naming the command. */
+export function runCommand(
+  file: string,
+  args: readonly string[],
+  timeoutMs = 15_000,
+): Promise<CommandResult> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      file,
+      args,
+      { timeout: timeoutMs, maxBuffer: 8 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        if (err === null) {
+          resolve({ stdout, stderr });
+          return;
+        }
+        const why = stderr.trim() !== '' ? stderr.trim() : err.message;
+        reject(
+          new HoptraceError('LAB_SETUP', `\`${[file, ...args].join(' ')}\` failed: ${why}`, {
+            where: 'lab',
+          }),
+        );
+      },
+    );
+  });
+}
+
+/** Output and exit code of a command whose failure is an outcome, not an error (e.g. curl). */
+export interface CommandStatus extends CommandResult {
+  code: number;
+}
+
+/** Runs `file args` and resolves with its exit code whatever it is. */
+export function runCommandStatus(
+  file: string,
+  args: readonly string[],
+  timeoutMs = 15_000,
+): Promise<CommandStatus> {
+  return new Promise((resolve) => {
+    execFile(
+      file,
+      args,
+      { timeout: timeoutMs, maxBuffer: 8 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : typeof err.code === 'number' ? err.code : -1;
+        resolve({ stdout, stderr: err !== null && stderr === '' ? err.message : stderr, code });
+      },
+    );
+  });
+}
+
+/** Every namespace name on this machine (`ip netns list`, first column). */
+export async function listNamespaces(): Promise<string[]> {
+  const { stdout } = await runCommand('ip', ['netns', 'list']);
+  return parseNetnsList(stdout);
+}
+
+function parseNetnsList(stdout: string): string[] {
+  return stdout
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/)[0] ?? '')
+    .filter((n) => n !== '');
+}
+
+/** A fresh per-run prefix: `ht` + 6 random hex digits + `-`. */
+export function newRunPrefix(): string {
+  return `ht${randomBytes(3).toString('hex')}-`;
+}
+
+// Labs alive in this process. While any is alive, SIGINT/SIGTERM tear all of them down before
+// the process exits; with none alive the default signal behaviour is restored.
+const liveLabs = new Set<Netns>();
+
+function onSignal(sig: NodeJS.Signals): void {
+  // Synchronous on purpose: the process is about to exit and async work would not finish.
+  for (const lab of [...liveLabs]) lab.destroySync();
+  process.exit(sig === 'SIGINT' ? 130 : 143);
+}
+
+function track(lab: Netns): void {
+  if (liveLabs.size === 0) {
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  }
+  liveLabs.add(lab);
+}
+
+function untrack(lab: Netns): void {
+  if (!liveLabs.delete(lab) || liveLabs.size > 0) return;
+  process.off('SIGINT', onSignal);
+  process.off('SIGTERM', onSignal);
+}
+
+/**
+ * The namespaces of one lab run. `add` creates a namespace (name = prefix + short name), `exec`
+ * runs a command inside one, `spawn` starts a long-lived process inside one; `destroy` kills every
+ * process in the lab's namespaces by PID and deletes them, and is safe to call more than once.
+ */
+export class Netns {
+  readonly prefix: string;
+  private readonly names: string[] = [];
+  private readonly children = new Set<ChildProcess>();
+
+  constructor(prefix: string = newRunPrefix()) {
+    if (!/^ht[0-9a-f]{6}-$/.test(prefix)) {
+      throw new HoptraceError('LAB_SETUP', `namespace prefix '${prefix}' is not ht<6 hex>-`, {
+        where: 'lab',
+      });
+    }
+    this.prefix = prefix;
+    track(this);
+  }
+
+  /** The full name of short name `ns` in this run. */
+  full(ns: string): string {
+    return this.prefix + ns;
+  }
+
+  /** Namespaces created so far (full names). */
+  namespaces(): readonly string[] {
+    return this.names;
+  }
+
+  /** Creates namespace `ns` with loopback up. */
+  async add(ns: string): Promise<void> {
+    const name = this.full(ns);
+    await runCommand('ip', ['netns', 'add', name]);
+    this.names.push(name);
+    await this.ip(ns, 'link', 'set', 'lo', 'up');
+  }
+
+  /** `ip -n <ns> ...args`. */
+  ip(ns: string, ...args: string[]): Promise<CommandResult> {
+    return runCommand('ip', ['-n', this.full(ns), ...args]);
+  }
+
+  /** Runs `file args` inside namespace `ns` and waits for it. */
+  exec(
+    ns: string,
+    file: string,
+    args: readonly string[],
+    timeoutMs?: number,
+  ): Promise<CommandResult> {
+    return runCommand('ip', ['netns', 'exec', this.full(ns), file, ...args], timeoutMs);
+  }
+
+  /** Runs `file args` inside namespace `ns`; a non-zero exit is reported, not thrown. */
+  execStatus(
+    ns: string,
+    file: string,
+    args: readonly string[],
+    timeoutMs?: number,
+  ): Promise<CommandStatus> {
+    return runCommandStatus('ip', ['netns', 'exec', this.full(ns), file, ...args], timeoutMs);
+  }
+
+  /** Sets sysctl `key=value` inside namespace `ns`. */
+  async sysctl(ns: string, key: string, value: string): Promise<void> {
+    await this.exec(ns, 'sysctl', ['-q', '-w', `${key}=${value}`]);
+  }
+
+  /** `iptables ...args` inside namespace `ns`. */
+  async iptables(ns: string, ...args: string[]): Promise<void> {
+    await this.exec(ns, 'iptables', ['-w', ...args]);
+  }
+
+  /**
+   * Starts `file args` inside namespace `ns`. `ip netns exec` execs the command after setns, so
+   * the child's PID is the command's own PID and signals reach it directly.
+   */
+  spawn(ns: string, file: string, args: readonly string[]): ChildProcess {
+    const child = spawn('ip', ['netns', 'exec', this.full(ns), file, ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.children.add(child);
+    child.once('exit', () => this.children.delete(child));
+    return child;
+  }
+
+  /** Kills every process in the lab's namespaces and deletes them (best effort, never throws). */
+  async destroy(): Promise<void> {
+    for (const name of [...this.names].reverse()) {
+      await killNamespacePids(name);
+      await runCommand('ip', ['netns', 'del', name]).catch(() => undefined);
+    }
+    this.names.length = 0;
+    untrack(this);
+  }
+
+  /** Synchronous `destroy` for signal handlers. */
+  destroySync(): void {
+    for (const name of [...this.names].reverse()) {
+      for (const pid of pidsSync(name)) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+      try {
+        execFileSync('ip', ['netns', 'del', name], { stdio: 'ignore' });
+      } catch {
+        // already gone
+      }
+    }
+    this.names.length = 0;
+    untrack(this);
+  }
+}
+
+function parsePids(stdout: string): number[] {
+  return stdout
+    .split('\n')
+    .map((l) => Number(l.trim()))
+    .filter((n) => Number.isInteger(n) && n > 0);
+}
+
+function pidsSync(name: string): number[] {
+  try {
+    return parsePids(execFileSync('ip', ['netns', 'pids', name], { encoding: 'utf8' }));
+  } catch {
+    return [];
+  }
+}
+
+// SIGTERM first, SIGKILL for anything still there after a short grace period.
+async function killNamespacePids(name: string): Promise<void> {
+  const pids = await runCommand('ip', ['netns', 'pids', name]).then(
+    (r) => parsePids(r.stdout),
+    () => [],
+  );
+  if (pids.length === 0) return;
+  for (const pid of pids) signal(pid, 'SIGTERM');
+  const deadline = Date.now() + 1000;
+  while (Date.now() < deadline && pids.some(alive)) await delay(20);
+  for (const pid of pids) if (alive(pid)) signal(pid, 'SIGKILL');
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // already gone
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Resolves after `ms` milliseconds (for grace periods only, never as synchronisation). */
+export function delay(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

@@ -1,0 +1,202 @@
+/**
+ * One scenario end to end: build the namespaces, start tcpdump at the three points, send one
+ * probe request from the client, stop the captures, analyze them in-process, compare with the
+ * scenario's expectation, and tear everything down — also when something fails on the way.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { isHoptraceError } from '../common/errors';
+import { ADDR } from './addresses';
+import { startCapture, type CaptureStats, type RunningCapture } from './capture';
+import { stopChild } from './child';
+import { delay, Netns } from './netns';
+import { assertLabPrerequisites } from './prereq';
+import type { Expectation, Scenario } from './scenarios';
+import { buildTopology, NS, type LabProcess } from './topology';
+import type { LabVerdict } from './verdict';
+
+/** Packets still in flight after curl returns (retransmits, FIN/ACK) get this long to land. */
+const DRAIN_MS = 300;
+
+/** What one scenario run produced. */
+export interface ScenarioRun {
+  scenario: Scenario;
+  prefix: string;
+  probeId: string;
+  outDir: string;
+  points: { name: string; file: string; ns: string; iface: string }[];
+  inventoryFile: string;
+  curl: { code: number; httpCode: string | null; body: string };
+  /** The source the backend application saw (from its log), null if no request reached it. */
+  appObserved: { src: string; sport: number } | null;
+  captures: CaptureStats[];
+  verdict: LabVerdict | null;
+  analyzerError: string | null;
+  /** Every way the run differs from the scenario's expectation; empty means it passed. */
+  mismatches: string[];
+  durationMs: number;
+}
+
+/** Options for runScenario. */
+export interface RunOptions {
+  /** Directory for the pcaps, inventory.json and logs (created). */
+  outDir: string;
+  /** Use this Netns (tests pass one to inspect its prefix); destroyed at the end either way. */
+  lab?: Netns;
+}
+
+/** A probe id as the decoder extracts it: [0-9a-z]{1,32}. */
+export function newProbeId(): string {
+  return randomBytes(6).toString('hex');
+}
+
+/** Runs `scenario` end to end. Throws LAB_PREREQUISITE / LAB_SETUP; namespaces are always removed. */
+export async function runScenario(scenario: Scenario, opts: RunOptions): Promise<ScenarioRun> {
+  assertLabPrerequisites();
+  const started = Date.now();
+  const lab = opts.lab ?? new Netns();
+  const probeId = newProbeId();
+  mkdirSync(opts.outDir, { recursive: true });
+  const captures: RunningCapture[] = [];
+  let processes: LabProcess[] = [];
+  try {
+    const topo = await buildTopology(lab, scenario, __dirname);
+    processes = topo.processes;
+    const points = topo.points.map((p) => ({ ...p, file: join(opts.outDir, `${p.name}.pcap`) }));
+    for (const p of points) captures.push(await startCapture(lab, p));
+
+    const url = `http://${scenario.target.ip}:${scenario.target.port}/hoptrace-probe-${probeId}`;
+    const res = await lab.execStatus(
+      NS.client,
+      'curl',
+      ['-s', '--noproxy', '*', '--max-time', '3', '-w', '\n%{http_code}', url],
+      10_000,
+    );
+    const nl = res.stdout.lastIndexOf('\n');
+    const httpCode = nl >= 0 ? res.stdout.slice(nl + 1) : null;
+    const curl = {
+      code: res.code,
+      httpCode: httpCode === '000' ? null : httpCode,
+      body: nl >= 0 ? res.stdout.slice(0, nl) : res.stdout,
+    };
+
+    await delay(DRAIN_MS);
+    const stats: CaptureStats[] = [];
+    for (const c of captures.splice(0)) stats.push(await c.stop());
+    for (const p of processes) await stopChild(p.child);
+    const backendLog = processes.find((p) => p.name === 'backend')?.stdout() ?? '';
+    const logs = processes.map((p) => `## ${p.name}\n${p.stdout()}`).join('\n');
+    writeFileSync(join(opts.outDir, 'servers.log'), logs);
+
+    const inventoryFile = join(opts.outDir, 'inventory.json');
+    writeFileSync(inventoryFile, JSON.stringify(topo.inventory, null, 2) + '\n');
+
+    let verdict: LabVerdict | null = null;
+    let analyzerError: string | null = null;
+    try {
+      const { analyzeRun } = await import('./verdict');
+      verdict = analyzeRun(
+        points.map(({ name, file }) => ({ name, file })),
+        topo.inventory,
+        { client: ADDR.clientTunnel, dst: scenario.target.ip, dport: scenario.target.port },
+      );
+      writeFileSync(join(opts.outDir, 'verdict.json'), JSON.stringify(verdict, null, 2) + '\n');
+    } catch (e) {
+      // First line only: a missing module's message carries the whole require stack.
+      const msg = isHoptraceError(e) || e instanceof Error ? e.message : String(e);
+      analyzerError = msg.split('\n')[0] ?? msg;
+    }
+
+    const run: ScenarioRun = {
+      scenario,
+      prefix: lab.prefix,
+      probeId,
+      outDir: opts.outDir,
+      points: points.map(({ name, file, ns, iface }) => ({ name, file, ns: lab.full(ns), iface })),
+      inventoryFile,
+      curl,
+      appObserved: backendObserved(backendLog, probeId),
+      captures: stats,
+      verdict,
+      analyzerError,
+      mismatches: [],
+      durationMs: 0,
+    };
+    run.mismatches = compareWithExpectation(scenario.expect, run);
+    run.durationMs = Date.now() - started;
+    return run;
+  } finally {
+    for (const c of captures) await c.stop().catch(() => undefined);
+    for (const p of processes) await stopChild(p.child).catch(() => undefined);
+    await lab.destroy();
+  }
+}
+
+// The backend server logs one JSON line per request; find the probe's.
+function backendObserved(log: string, probeId: string): { src: string; sport: number } | null {
+  for (const line of log.split('\n')) {
+    if (!line.includes(`hoptrace-probe-${probeId}`)) continue;
+    try {
+      const v: unknown = JSON.parse(line);
+      if (
+        typeof v === 'object' &&
+        v !== null &&
+        'src' in v &&
+        'sport' in v &&
+        typeof v.src === 'string' &&
+        typeof v.sport === 'number'
+      ) {
+        return { src: v.src, sport: v.sport };
+      }
+    } catch {
+      // not a JSON line
+    }
+  }
+  return null;
+}
+
+/** Every difference between what `run` produced and `expect`. */
+export function compareWithExpectation(
+  expect: Expectation,
+  run: Pick<ScenarioRun, 'verdict' | 'analyzerError' | 'curl' | 'appObserved'>,
+): string[] {
+  const out: string[] = [];
+  const curlOk = run.curl.code === 0 && run.curl.httpCode === '200';
+  if (curlOk !== expect.curlOk)
+    out.push(
+      `curl ${curlOk ? 'succeeded' : `failed (exit ${run.curl.code})`}, expected it to ${expect.curlOk ? 'succeed' : 'fail'}`,
+    );
+  // The application's own view of the source, independent of the analyzer.
+  if (expect.curlOk && run.appObserved?.src !== expect.backendSrc) {
+    out.push(
+      `backend application saw ${run.appObserved?.src ?? 'no request'}, expected ${expect.backendSrc ?? 'none'}`,
+    );
+  }
+  const v = run.verdict;
+  if (v === null) {
+    out.push(`no verdict: ${run.analyzerError ?? 'analyzer not run'}`);
+    return out;
+  }
+  if (v.layer !== expect.layer)
+    out.push(
+      `layer ${v.layer}, expected ${expect.layer}${v.reason === undefined ? '' : ` (reason: ${v.reason})`}`,
+    );
+  if (JSON.stringify(v.rewrittenBetween) !== JSON.stringify(expect.rewrittenBetween)) {
+    out.push(
+      `rewrittenBetween ${JSON.stringify(v.rewrittenBetween)}, expected ${JSON.stringify(expect.rewrittenBetween)}`,
+    );
+  }
+  const backendSrc = v.observed['backend']?.src ?? null;
+  if (backendSrc !== expect.backendSrc)
+    out.push(
+      `backend observed src ${backendSrc ?? 'none'}, expected ${expect.backendSrc ?? 'none'}`,
+    );
+  if (expect.sportChanges === true) {
+    const a = v.observed['egress']?.sport;
+    const b = v.observed['backend']?.sport;
+    if (a === undefined || b === undefined || a === b)
+      out.push(`source port did not change between egress (${a ?? '?'}) and backend (${b ?? '?'})`);
+  }
+  return out;
+}

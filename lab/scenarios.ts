@@ -1,0 +1,251 @@
+/**
+ * The lab's scenarios: which layer of the path is configured to replace the client's tunnel
+ * address, and what the analyzer must conclude from the three captures. Addresses follow
+ * lab/topology.ts (ADDR).
+ */
+import { ADDR } from './addresses';
+
+/** How the client's packets reach the VPN pod: kernel VXLAN (Ethernet) or a tun device (RAW). */
+export type DecapKind = 'vxlan' | 'tun';
+
+/** A source-rewriting (or dropping) configuration applied to one namespace. */
+export type PathRule =
+  /** MASQUERADE in the VPN pod out its eth0 (the VPN software's own NAT). */
+  | { kind: 'vpn-pod-masquerade' }
+  /** MASQUERADE on the VPN node for the tunnel range out the uplink (ip-masq-agent without the exclusion). */
+  | { kind: 'cni-masquerade' }
+  /** kube-proxy on the backend node: DNAT of a Service address + KUBE-MARK-MASQ + MASQUERADE of marked packets. */
+  | { kind: 'kube-proxy'; serviceIp: string; servicePort: number; randomFully: boolean }
+  /** FORWARD DROP on the backend node for the tunnel range. */
+  | { kind: 'forward-drop' };
+
+/** What a scenario must produce. */
+export interface Expectation {
+  /** verdict.layer */
+  layer: string;
+  /** verdict.rewrittenBetween */
+  rewrittenBetween: [string, string] | null;
+  /** Source the backend point observes; null when the request never reaches it. */
+  backendSrc: string | null;
+  /** Whether curl gets an HTTP answer. */
+  curlOk: boolean;
+  /** The source port differs between egress and backend (MASQUERADE --random-fully). */
+  sportChanges?: boolean;
+}
+
+/** One end-to-end lab run. */
+export interface Scenario {
+  name: string;
+  description: string;
+  decap: DecapKind;
+  /** Interface captured in the backend pod: its eth0 (Ethernet) or `any` (LINUX_SLL2). */
+  backendIface: 'eth0' | 'any';
+  /** What the client requests. */
+  target: { ip: string; port: number };
+  /** Backend node routes the tunnel range back via the VPN node. */
+  returnRoute: boolean;
+  /** rp_filter on the node namespaces: 1 strict, 2 loose. */
+  rpFilter: 1 | 2;
+  rules: PathRule[];
+  /** Run the L7 proxy pod (lab/proxy.ts) in front of the backend. */
+  proxyPod: boolean;
+  expect: Expectation;
+}
+
+const backend = { ip: ADDR.backendPod, port: ADDR.backendPort };
+
+function scenario(
+  s: Omit<
+    Scenario,
+    'decap' | 'backendIface' | 'target' | 'returnRoute' | 'rpFilter' | 'rules' | 'proxyPod'
+  > &
+    Partial<Scenario>,
+): Scenario {
+  return {
+    decap: 'vxlan',
+    backendIface: 'eth0',
+    target: backend,
+    returnRoute: true,
+    rpFilter: 2,
+    rules: [],
+    proxyPod: false,
+    ...s,
+  };
+}
+
+/** Every scenario, in the order `npm run lab` prints them. */
+export const SCENARIOS: readonly Scenario[] = [
+  scenario({
+    name: 'preserve',
+    description: 'return routes for 10.90.0.0/24, loose rp_filter: nothing rewrites the source',
+    expect: {
+      layer: 'preserved',
+      rewrittenBetween: null,
+      backendSrc: ADDR.clientTunnel,
+      curlOk: true,
+    },
+  }),
+  scenario({
+    name: 'preserve-tun',
+    description: 'preserve, decapsulated by a tun device (RAW link type)',
+    decap: 'tun',
+    expect: {
+      layer: 'preserved',
+      rewrittenBetween: null,
+      backendSrc: ADDR.clientTunnel,
+      curlOk: true,
+    },
+  }),
+  scenario({
+    name: 'preserve-strict-rpf',
+    description:
+      'preserve with strict rp_filter: the return route matches the ingress uplink, so it still passes',
+    rpFilter: 1,
+    backendIface: 'any',
+    expect: {
+      layer: 'preserved',
+      rewrittenBetween: null,
+      backendSrc: ADDR.clientTunnel,
+      curlOk: true,
+    },
+  }),
+  scenario({
+    name: 'vpn-pod-masquerade',
+    description: 'MASQUERADE in the VPN pod out eth0',
+    returnRoute: false,
+    rules: [{ kind: 'vpn-pod-masquerade' }],
+    expect: {
+      layer: 'vpn-pod',
+      rewrittenBetween: ['decap', 'egress'],
+      backendSrc: ADDR.vpnPod,
+      curlOk: true,
+    },
+  }),
+  scenario({
+    name: 'vpn-pod-masquerade-tun',
+    description: 'MASQUERADE in the VPN pod, decapsulated by a tun device',
+    decap: 'tun',
+    returnRoute: false,
+    rules: [{ kind: 'vpn-pod-masquerade' }],
+    expect: {
+      layer: 'vpn-pod',
+      rewrittenBetween: ['decap', 'egress'],
+      backendSrc: ADDR.vpnPod,
+      curlOk: true,
+    },
+  }),
+  scenario({
+    name: 'cni-masquerade',
+    description:
+      'VPN node MASQUERADE for -s 10.90.0.0/24 out the uplink (ip-masq-agent without the exclusion)',
+    returnRoute: false,
+    rules: [{ kind: 'cni-masquerade' }],
+    expect: {
+      layer: 'cni-masquerade',
+      rewrittenBetween: ['egress', 'backend'],
+      backendSrc: ADDR.vpnNodeUplink,
+      curlOk: true,
+    },
+  }),
+  scenario({
+    name: 'cni-masquerade-any',
+    description: 'cni-masquerade, backend captured on `any` (LINUX_SLL2)',
+    returnRoute: false,
+    backendIface: 'any',
+    rules: [{ kind: 'cni-masquerade' }],
+    expect: {
+      layer: 'cni-masquerade',
+      rewrittenBetween: ['egress', 'backend'],
+      backendSrc: ADDR.vpnNodeUplink,
+      curlOk: true,
+    },
+  }),
+  scenario({
+    name: 'kube-proxy-nodeport',
+    description: 'NodePort 192.168.50.2:30080 on the backend node: DNAT + mark 0x4000 + MASQUERADE',
+    target: { ip: ADDR.backendNodeUplink, port: 30080 },
+    rules: [
+      {
+        kind: 'kube-proxy',
+        serviceIp: ADDR.backendNodeUplink,
+        servicePort: 30080,
+        randomFully: false,
+      },
+    ],
+    expect: {
+      layer: 'kube-proxy',
+      rewrittenBetween: ['egress', 'backend'],
+      backendSrc: ADDR.backendNodeBridge,
+      curlOk: true,
+    },
+  }),
+  scenario({
+    name: 'kube-proxy-random-fully',
+    description: 'ClusterIP 10.96.0.10:80 handled on the backend node, MASQUERADE --random-fully',
+    target: { ip: ADDR.clusterIp, port: 80 },
+    rules: [{ kind: 'kube-proxy', serviceIp: ADDR.clusterIp, servicePort: 80, randomFully: true }],
+    expect: {
+      layer: 'kube-proxy',
+      rewrittenBetween: ['egress', 'backend'],
+      backendSrc: ADDR.backendNodeBridge,
+      curlOk: true,
+      sportChanges: true,
+    },
+  }),
+  scenario({
+    name: 'kube-proxy-tun',
+    description: 'kube-proxy NodePort, decapsulated by a tun device',
+    decap: 'tun',
+    target: { ip: ADDR.backendNodeUplink, port: 30080 },
+    rules: [
+      {
+        kind: 'kube-proxy',
+        serviceIp: ADDR.backendNodeUplink,
+        servicePort: 30080,
+        randomFully: false,
+      },
+    ],
+    expect: {
+      layer: 'kube-proxy',
+      rewrittenBetween: ['egress', 'backend'],
+      backendSrc: ADDR.backendNodeBridge,
+      curlOk: true,
+    },
+  }),
+  scenario({
+    name: 'proxy-pod',
+    description:
+      'an L7 proxy pod terminates the connection and opens its own (HTTP/1.0, Host and Connection rewritten)',
+    target: { ip: ADDR.proxyPod, port: ADDR.proxyPort },
+    proxyPod: true,
+    expect: {
+      layer: 'proxy',
+      rewrittenBetween: ['egress', 'backend'],
+      backendSrc: ADDR.proxyPod,
+      curlOk: true,
+    },
+  }),
+  scenario({
+    name: 'no-return',
+    description:
+      'preserve without a 10.90.0.0/24 route on the backend node: the SYN arrives, the SYN-ACK dies',
+    returnRoute: false,
+    expect: {
+      layer: 'no-return',
+      rewrittenBetween: null,
+      backendSrc: ADDR.clientTunnel,
+      curlOk: false,
+    },
+  }),
+  scenario({
+    name: 'dropped',
+    description: 'FORWARD DROP on the backend node for -s 10.90.0.0/24',
+    rules: [{ kind: 'forward-drop' }],
+    expect: { layer: 'dropped', rewrittenBetween: null, backendSrc: null, curlOk: false },
+  }),
+];
+
+/** The scenario called `name`, or undefined. */
+export function findScenario(name: string): Scenario | undefined {
+  return SCENARIOS.find((s) => s.name === name);
+}

@@ -1,0 +1,411 @@
+/**
+ * Builds one scenario's namespaces the way Kubernetes and a bridge CNI lay them out:
+ *
+ *   client ──ul0 (underlay veth)── vpn-pod ──eth0/veth── cni0@vpn-node ──up0══up0── be-node@cni0 ──veth── be-pod
+ *     └ vx0 | tun0  (tunnel) ───────┘ vx0 | tun7                                              └──veth── proxy-pod
+ *
+ * Every link is created inside a lab namespace (`ip -n NS link add ... peer name X netns NS2`),
+ * so nothing ever appears in the host's namespace. Rules (NAT, drops) come from the scenario.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import type { Inventory } from '../common/inventory';
+import { ADDR } from './addresses';
+import { collect, waitForLine } from './child';
+import type { Netns } from './netns';
+import type { PathRule, Scenario } from './scenarios';
+
+/** Short namespace names. */
+export const NS = {
+  client: 'client',
+  vpnPod: 'vpn-pod',
+  vpnNode: 'vpn-node',
+  backendNode: 'be-node',
+  backendPod: 'be-pod',
+  proxyPod: 'proxy-pod',
+} as const;
+
+/** A process the topology started (server, tunnel endpoint) and its collected stdout. */
+export interface LabProcess {
+  name: string;
+  child: ChildProcess;
+  stdout: () => string;
+}
+
+/** The built topology: where to capture, what the analyzer gets as inventory, what runs. */
+export interface Topology {
+  points: { name: 'decap' | 'egress' | 'backend'; ns: string; iface: string }[];
+  inventory: Inventory;
+  processes: LabProcess[];
+}
+
+/** The inventory of the lab cluster (every address of each node, each pod's role). */
+export function labInventory(withProxy: boolean): Inventory {
+  const inv: Inventory = {
+    nodes: {
+      'vpn-node': [ADDR.vpnNodeUplink, ADDR.vpnNodeBridge],
+      'backend-node': [ADDR.backendNodeUplink, ADDR.backendNodeBridge],
+    },
+    pods: {
+      vpn: { ip: ADDR.vpnPod, node: 'vpn-node', role: 'vpn' },
+      backend: { ip: ADDR.backendPod, node: 'backend-node', role: 'backend' },
+    },
+  };
+  if (withProxy) inv.pods['proxy'] = { ip: ADDR.proxyPod, node: 'backend-node', role: 'proxy' };
+  return inv;
+}
+
+/**
+ * Builds `scenario` in `lab`. Throws LAB_SETUP on the first failing command; the caller owns
+ * `lab.destroy()`, which removes whatever was built up to that point.
+ */
+export async function buildTopology(
+  lab: Netns,
+  scenario: Scenario,
+  distLabDir: string,
+): Promise<Topology> {
+  const all = [
+    NS.client,
+    NS.vpnPod,
+    NS.vpnNode,
+    NS.backendNode,
+    NS.backendPod,
+    ...(scenario.proxyPod ? [NS.proxyPod] : []),
+  ];
+  for (const ns of all) {
+    await lab.add(ns);
+    // No IPv6 in the lab: router solicitations and MLD reports would only be noise in the captures.
+    // Set before any link exists so every new interface inherits it.
+    await lab.sysctl(ns, 'net.ipv6.conf.default.disable_ipv6', '1');
+    await lab.sysctl(ns, 'net.ipv6.conf.all.disable_ipv6', '1');
+  }
+  for (const ns of [NS.vpnPod, NS.vpnNode, NS.backendNode])
+    await lab.sysctl(ns, 'net.ipv4.ip_forward', '1');
+  // The effective rp_filter is max(all, <iface>); interfaces start at 0 in a new namespace.
+  for (const ns of [NS.vpnNode, NS.backendNode])
+    await lab.sysctl(ns, 'net.ipv4.conf.all.rp_filter', String(scenario.rpFilter));
+
+  const processes: LabProcess[] = [];
+
+  // Underlay between the remote client and the VPN pod (the outer, encrypted-in-real-life path).
+  await veth(lab, NS.client, 'ul0', NS.vpnPod, 'ul0');
+  await addr(lab, NS.client, 'ul0', `${ADDR.clientOuter}/30`);
+  await addr(lab, NS.vpnPod, 'ul0', `${ADDR.vpnOuter}/30`);
+
+  // Tunnel.
+  let decapIface: string;
+  let clientTunnelIface: string;
+  if (scenario.decap === 'vxlan') {
+    for (const [ns, local, remote, ip] of [
+      [NS.client, ADDR.clientOuter, ADDR.vpnOuter, ADDR.clientTunnel],
+      [NS.vpnPod, ADDR.vpnOuter, ADDR.clientOuter, ADDR.vpnTunnel],
+    ] as const) {
+      await lab.ip(
+        ns,
+        'link',
+        'add',
+        'vx0',
+        'type',
+        'vxlan',
+        'id',
+        String(ADDR.vxlanId),
+        'local',
+        local,
+        'remote',
+        remote,
+        'dstport',
+        String(ADDR.vxlanPort),
+        'dev',
+        'ul0',
+      );
+      await addr(lab, ns, 'vx0', `${ip}/24`);
+    }
+    decapIface = 'vx0';
+    clientTunnelIface = 'vx0';
+  } else {
+    // socat opens the tun device (Node has no ioctl) and carries raw IP packets over UDP; the
+    // VPN pod's tun7 is RAW like wg0/tun0. Both ends are symmetric datagram sockets, so neither
+    // blocks waiting for a peer and "starting data transfer loop" means the device is up.
+    for (const [ns, ip, dev, local, remote] of [
+      [NS.vpnPod, ADDR.vpnTunnel, 'tun7', ADDR.vpnOuter, ADDR.clientOuter],
+      [NS.client, ADDR.clientTunnel, 'tun0', ADDR.clientOuter, ADDR.vpnOuter],
+    ] as const) {
+      const child = lab.spawn(ns, 'socat', [
+        '-d',
+        '-d',
+        `TUN:${ip}/24,tun-name=${dev},tun-type=tun,iff-up,iff-no-pi`,
+        `UDP-DATAGRAM:${remote}:${ADDR.tunPort},bind=${local}:${ADDR.tunPort}`,
+      ]);
+      child.stdout?.resume();
+      processes.push({ name: `socat-${dev}`, child, stdout: collect(child.stderr) });
+      await waitForLine(
+        child,
+        child.stderr,
+        /starting data transfer loop/,
+        `socat ${dev} in ${lab.full(ns)}`,
+      );
+    }
+    decapIface = 'tun7';
+    clientTunnelIface = 'tun0';
+  }
+  // The client sends everything cluster-bound into the tunnel.
+  for (const cidr of [ADDR.clusterCidr, ADDR.serviceCidr, '192.168.50.0/24']) {
+    await lab.ip(NS.client, 'route', 'add', cidr, 'via', ADDR.vpnTunnel, 'dev', clientTunnelIface);
+  }
+
+  // VPN node: cni0 bridge, the VPN pod's eth0 on it, uplink to the backend node.
+  await bridge(lab, NS.vpnNode, `${ADDR.vpnNodeBridge}/24`);
+  await podVeth(lab, NS.vpnNode, 'veth-vpn', NS.vpnPod, `${ADDR.vpnPod}/24`, ADDR.vpnNodeBridge);
+  await veth(lab, NS.vpnNode, 'up0', NS.backendNode, 'up0');
+  await addr(lab, NS.vpnNode, 'up0', `${ADDR.vpnNodeUplink}/24`);
+  await addr(lab, NS.backendNode, 'up0', `${ADDR.backendNodeUplink}/24`);
+
+  // Backend node: cni0 bridge with the backend pod (and the proxy pod).
+  await bridge(lab, NS.backendNode, `${ADDR.backendNodeBridge}/24`);
+  await podVeth(
+    lab,
+    NS.backendNode,
+    'veth-be',
+    NS.backendPod,
+    `${ADDR.backendPod}/24`,
+    ADDR.backendNodeBridge,
+  );
+  if (scenario.proxyPod)
+    await podVeth(
+      lab,
+      NS.backendNode,
+      'veth-px',
+      NS.proxyPod,
+      `${ADDR.proxyPod}/24`,
+      ADDR.backendNodeBridge,
+    );
+
+  // Node routes: pod CIDRs across the uplink (what a host-gw CNI installs), Service range toward
+  // the backend node (where kube-proxy handles it in this lab), the tunnel range to the VPN pod.
+  await lab.ip(NS.vpnNode, 'route', 'add', '10.244.2.0/24', 'via', ADDR.backendNodeUplink);
+  await lab.ip(NS.vpnNode, 'route', 'add', ADDR.serviceCidr, 'via', ADDR.backendNodeUplink);
+  await lab.ip(NS.vpnNode, 'route', 'add', ADDR.tunnelCidr, 'via', ADDR.vpnPod);
+  await lab.ip(NS.backendNode, 'route', 'add', '10.244.1.0/24', 'via', ADDR.vpnNodeUplink);
+  for (const ns of [NS.vpnNode, NS.backendNode])
+    await lab.ip(ns, 'route', 'add', 'default', 'via', ADDR.uplinkGateway);
+  if (scenario.returnRoute)
+    await lab.ip(NS.backendNode, 'route', 'add', ADDR.tunnelCidr, 'via', ADDR.vpnNodeUplink);
+
+  for (const rule of scenario.rules) await applyRule(lab, rule);
+
+  // Servers, bound to their pod address; each prints a "listening" JSON line when bound.
+  processes.push(
+    await startNode(lab, NS.backendPod, 'backend', join(distLabDir, 'http-server.js'), [
+      '--host',
+      ADDR.backendPod,
+      '--port',
+      String(ADDR.backendPort),
+    ]),
+  );
+  if (scenario.proxyPod) {
+    processes.push(
+      await startNode(lab, NS.proxyPod, 'proxy', join(distLabDir, 'proxy.js'), [
+        '--host',
+        ADDR.proxyPod,
+        '--port',
+        String(ADDR.proxyPort),
+        '--upstream',
+        `${ADDR.backendPod}:${ADDR.backendPort}`,
+      ]),
+    );
+  }
+
+  return {
+    points: [
+      { name: 'decap', ns: NS.vpnPod, iface: decapIface },
+      { name: 'egress', ns: NS.vpnPod, iface: 'eth0' },
+      { name: 'backend', ns: NS.backendPod, iface: scenario.backendIface },
+    ],
+    inventory: labInventory(scenario.proxyPod),
+    processes,
+  };
+}
+
+async function addr(lab: Netns, ns: string, dev: string, cidr: string): Promise<void> {
+  await lab.ip(ns, 'addr', 'add', cidr, 'dev', dev);
+  await lab.ip(ns, 'link', 'set', dev, 'up');
+}
+
+// Created inside nsA with its peer directly in nsB: the pair never exists in the host namespace.
+async function veth(
+  lab: Netns,
+  nsA: string,
+  devA: string,
+  nsB: string,
+  devB: string,
+): Promise<void> {
+  await lab.ip(
+    nsA,
+    'link',
+    'add',
+    devA,
+    'type',
+    'veth',
+    'peer',
+    'name',
+    devB,
+    'netns',
+    lab.full(nsB),
+  );
+}
+
+async function bridge(lab: Netns, ns: string, cidr: string): Promise<void> {
+  await lab.ip(ns, 'link', 'add', 'cni0', 'type', 'bridge');
+  await addr(lab, ns, 'cni0', cidr);
+}
+
+// A pod's eth0 with its host-side veth on the node's cni0 and a default route via the bridge.
+async function podVeth(
+  lab: Netns,
+  nodeNs: string,
+  hostDev: string,
+  podNs: string,
+  cidr: string,
+  gateway: string,
+): Promise<void> {
+  await veth(lab, nodeNs, hostDev, podNs, 'eth0');
+  await lab.ip(nodeNs, 'link', 'set', hostDev, 'master', 'cni0', 'up');
+  await addr(lab, podNs, 'eth0', cidr);
+  await lab.ip(podNs, 'route', 'add', 'default', 'via', gateway);
+}
+
+async function applyRule(lab: Netns, rule: PathRule): Promise<void> {
+  switch (rule.kind) {
+    case 'vpn-pod-masquerade':
+      await lab.iptables(
+        NS.vpnPod,
+        '-t',
+        'nat',
+        '-A',
+        'POSTROUTING',
+        '-s',
+        ADDR.tunnelCidr,
+        '-o',
+        'eth0',
+        '-j',
+        'MASQUERADE',
+      );
+      return;
+    case 'cni-masquerade':
+      // An ip-masq-agent-style chain whose non-masquerade list covers the cluster but not the tunnel range.
+      await lab.iptables(NS.vpnNode, '-t', 'nat', '-N', 'IP-MASQ-AGENT');
+      await lab.iptables(
+        NS.vpnNode,
+        '-t',
+        'nat',
+        '-A',
+        'IP-MASQ-AGENT',
+        '-s',
+        ADDR.clusterCidr,
+        '-j',
+        'RETURN',
+      );
+      await lab.iptables(NS.vpnNode, '-t', 'nat', '-A', 'IP-MASQ-AGENT', '-j', 'MASQUERADE');
+      await lab.iptables(
+        NS.vpnNode,
+        '-t',
+        'nat',
+        '-A',
+        'POSTROUTING',
+        '-s',
+        ADDR.tunnelCidr,
+        '-o',
+        'up0',
+        '-j',
+        'IP-MASQ-AGENT',
+      );
+      return;
+    case 'kube-proxy':
+      await kubeProxy(lab, rule.serviceIp, rule.servicePort, rule.randomFully);
+      return;
+    case 'forward-drop':
+      await lab.iptables(NS.backendNode, '-A', 'FORWARD', '-s', ADDR.tunnelCidr, '-j', 'DROP');
+      return;
+  }
+}
+
+// The chains kube-proxy (iptables mode) writes for one Service with one endpoint.
+async function kubeProxy(
+  lab: Netns,
+  ip: string,
+  port: number,
+  randomFully: boolean,
+): Promise<void> {
+  const nat = (...args: string[]): Promise<void> =>
+    lab.iptables(NS.backendNode, '-t', 'nat', ...args);
+  for (const chain of [
+    'KUBE-SERVICES',
+    'KUBE-MARK-MASQ',
+    'KUBE-POSTROUTING',
+    'KUBE-SVC-LAB',
+    'KUBE-SEP-LAB',
+  ])
+    await nat('-N', chain);
+  await nat('-A', 'PREROUTING', '-j', 'KUBE-SERVICES');
+  await nat('-A', 'POSTROUTING', '-j', 'KUBE-POSTROUTING');
+  await nat('-A', 'KUBE-MARK-MASQ', '-j', 'MARK', '--or-mark', '0x4000');
+  await nat(
+    '-A',
+    'KUBE-SERVICES',
+    '-d',
+    `${ip}/32`,
+    '-p',
+    'tcp',
+    '--dport',
+    String(port),
+    '-j',
+    'KUBE-SVC-LAB',
+  );
+  // Traffic from outside the cluster CIDR (here: the tunnel range) is marked for masquerade.
+  await nat('-A', 'KUBE-SVC-LAB', '!', '-s', ADDR.clusterCidr, '-j', 'KUBE-MARK-MASQ');
+  await nat('-A', 'KUBE-SVC-LAB', '-j', 'KUBE-SEP-LAB');
+  await nat(
+    '-A',
+    'KUBE-SEP-LAB',
+    '-p',
+    'tcp',
+    '-j',
+    'DNAT',
+    '--to-destination',
+    `${ADDR.backendPod}:${ADDR.backendPort}`,
+  );
+  await nat('-A', 'KUBE-POSTROUTING', '-m', 'mark', '!', '--mark', '0x4000/0x4000', '-j', 'RETURN');
+  await nat('-A', 'KUBE-POSTROUTING', '-j', 'MARK', '--xor-mark', '0x4000');
+  await nat(
+    '-A',
+    'KUBE-POSTROUTING',
+    '-j',
+    'MASQUERADE',
+    ...(randomFully ? ['--random-fully'] : []),
+  );
+}
+
+async function startNode(
+  lab: Netns,
+  ns: string,
+  name: string,
+  script: string,
+  args: string[],
+): Promise<LabProcess> {
+  const child = lab.spawn(ns, process.execPath, [script, ...args]);
+  const stdout = collect(child.stdout);
+  const errText = collect(child.stderr);
+  try {
+    await waitForLine(
+      child,
+      child.stdout,
+      /"event":"listening"/,
+      `${name} server in ${lab.full(ns)}`,
+    );
+  } catch (e) {
+    const err = errText().trim();
+    if (err !== '' && e instanceof Error) e.message += ` stderr: ${err}`;
+    throw e;
+  }
+  return { name, child, stdout };
+}

@@ -1,0 +1,43 @@
+/**
+ * The lab's one link to the analyzer: runs `analyzeFiles` in-process on a scenario's captures and
+ * keeps the verdict fields the lab compares. Loaded lazily by lab/run.ts, so the topology and
+ * capture half of the lab still runs (and keeps its pcaps) while the analyzer is being built.
+ */
+import { analyzeFiles } from '../cli/analyze';
+import type { Inventory } from '../common/inventory';
+
+/** A tuple as one point observed it. */
+export interface ObservedTuple {
+  src: string;
+  sport?: number;
+  dst: string;
+  dport?: number;
+}
+
+/** The verdict fields the lab checks and prints. */
+export interface LabVerdict {
+  layer: string;
+  rewrittenBetween: [string, string] | null;
+  observed: Record<string, ObservedTuple | null>;
+  evidence: { point?: string; matchedBy?: string[]; detail: string }[];
+  hint: string;
+  reason?: string;
+}
+
+/** Analyzes the capture files of one run. */
+export function analyzeRun(
+  points: { name: string; file: string }[],
+  inventory: Inventory,
+  selector: { client: string; dst: string; dport: number },
+): LabVerdict {
+  const { verdict } = analyzeFiles({ points, inventory, selector });
+  const out: LabVerdict = {
+    layer: verdict.layer,
+    rewrittenBetween: verdict.rewrittenBetween,
+    observed: verdict.observed,
+    evidence: verdict.evidence,
+    hint: verdict.hint,
+  };
+  if (verdict.reason !== undefined) out.reason = verdict.reason;
+  return out;
+}
