@@ -1,0 +1,145 @@
+/**
+ * `hoptrace analyze`: capture files from ordered points → file replay (the agent's events) →
+ * correlate → attribute → report. This file is the composition root for offline analysis; the
+ * pure work happens in agent/ (decode) and collector/ (correlate, attribute, report).
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { join, resolve } from 'node:path';
+import { replayCaptureFile } from '../agent/replay';
+import { analyzeEvents, type AnalysisResult } from '../collector/analyze';
+import { renderReportJson, renderReportMarkdown, renderVerdictText } from '../collector/report';
+import { HoptraceError } from '../common/errors';
+import type { PacketEvent } from '../common/event';
+import type { Inventory } from '../common/inventory';
+import { readInventoryFile } from '../common/inventory-file';
+import { parseCommandLine } from './args';
+
+const USAGE =
+  'hoptrace analyze --point NAME=FILE [--point NAME=FILE]... [--inventory inv.json] [--client IP] [--dst IP[:PORT]] [--json] [--report-dir DIR]';
+
+export interface PointFile {
+  name: string;
+  file: string;
+}
+
+export interface RequestSelector {
+  client?: string;
+  dst?: string;
+  dport?: number;
+}
+
+export interface AnalyzeFilesInput {
+  points: PointFile[];
+  inventory: Inventory;
+  selector: RequestSelector;
+}
+
+// Only what correlation can use is kept: TCP/UDP packets and ICMP errors quoting a flow.
+function useful(e: PacketEvent): boolean {
+  return e.related !== undefined || e.inner?.proto === 'tcp' || e.inner?.proto === 'udp';
+}
+
+/** Reads every point's capture file and analyses the selected request. */
+export function analyzeFiles(input: AnalyzeFilesInput): AnalysisResult {
+  const points = input.points.map(({ name, file }) => {
+    const events: PacketEvent[] = [];
+    for (const ev of replayCaptureFile(file, { point: name, node: '', iface: 'file' })) {
+      if (useful(ev)) events.push(ev);
+    }
+    return { name, events };
+  });
+  return analyzeEvents({ points, inventory: input.inventory, selector: input.selector });
+}
+
+/** Parses `NAME=FILE`. */
+export function parsePointArg(value: string): PointFile {
+  const eq = value.indexOf('=');
+  const name = value.slice(0, eq);
+  const file = value.slice(eq + 1);
+  if (eq <= 0 || file === '' || !/^[a-z][a-z0-9-]{0,31}$/.test(name)) {
+    throw new HoptraceError('CLI_BAD_POINT', `'${value}' is not NAME=FILE`, {
+      where: '--point',
+      hint: 'e.g. --point decap=decap.pcap; NAME is lower-case letters, digits and dashes',
+    });
+  }
+  return { name, file };
+}
+
+/** Parses `IP` or `IP:PORT` / `[IPv6]:PORT` for --dst. */
+export function parseDstArg(value: string): { dst: string; dport?: number } {
+  const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(value) ?? /^([^:]+)(?::(\d+))?$/.exec(value);
+  const ip = m?.[1] ?? value;
+  const port = m?.[2];
+  if (isIP(ip) === 0 || (port !== undefined && (Number(port) < 1 || Number(port) > 65535))) {
+    if (isIP(value) !== 0) return { dst: value }; // a bare IPv6 address
+    throw new HoptraceError('CLI_USAGE', `'${value}' is not IP or IP:PORT`, {
+      where: '--dst',
+      hint: 'e.g. --dst 10.96.0.10:80',
+    });
+  }
+  return port === undefined ? { dst: ip } : { dst: ip, dport: Number(port) };
+}
+
+export function runAnalyze(argv: string[], out: (line: string) => void): number {
+  const { values, positionals } = parseCommandLine('analyze', USAGE, argv, {
+    point: { type: 'string', multiple: true },
+    inventory: { type: 'string' },
+    client: { type: 'string' },
+    dst: { type: 'string' },
+    json: { type: 'boolean' },
+    'report-dir': { type: 'string' },
+  });
+  if (positionals.length > 0) {
+    throw new HoptraceError('CLI_USAGE', `unexpected argument '${String(positionals[0])}'`, {
+      where: 'hoptrace analyze',
+      hint: `usage: ${USAGE}`,
+    });
+  }
+  const points = (values.point ?? []).map(parsePointArg);
+  if (points.length < 2) {
+    throw new HoptraceError('CLI_USAGE', 'give at least two capture points, in path order', {
+      where: 'hoptrace analyze',
+      hint: 'e.g. --point decap=A.pcap --point egress=B.pcap --point backend=C.pcap',
+    });
+  }
+  const seen = new Set<string>();
+  for (const p of points) {
+    if (seen.has(p.name))
+      throw new HoptraceError('CLI_BAD_POINT', `point '${p.name}' is given twice`, {
+        where: '--point',
+      });
+    seen.add(p.name);
+  }
+  const selector: RequestSelector = {};
+  if (values.client !== undefined) {
+    if (isIP(values.client) === 0) {
+      throw new HoptraceError('CLI_USAGE', `'${values.client}' is not an IP address`, {
+        where: '--client',
+        hint: 'the client tunnel address, e.g. --client 10.90.0.42',
+      });
+    }
+    selector.client = values.client;
+  }
+  if (values.dst !== undefined) Object.assign(selector, parseDstArg(values.dst));
+  const inventory =
+    values.inventory === undefined ? { nodes: {}, pods: {} } : readInventoryFile(values.inventory);
+
+  const result = analyzeFiles({ points, inventory, selector });
+
+  if (values.json === true) out(JSON.stringify(result));
+  else out(renderVerdictText(result));
+
+  const dir = values['report-dir'];
+  if (dir !== undefined) {
+    mkdirSync(dir, { recursive: true });
+    const meta = {
+      generatedAt: new Date().toISOString(),
+      inputs: points.map((p) => ({ name: p.name, file: resolve(p.file) })),
+    };
+    writeFileSync(join(dir, 'report.md'), renderReportMarkdown(result, meta));
+    writeFileSync(join(dir, 'report.json'), renderReportJson(result));
+    if (values.json !== true) out(`report written to ${join(dir, 'report.md')} and report.json`);
+  }
+  return 0;
+}

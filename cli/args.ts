@@ -1,0 +1,23 @@
+/** Command-line parsing on node:util parseArgs, with errors that say what to do. */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { HoptraceError } from '../common/errors';
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+/** parseArgs in strict mode; a bad flag becomes CLI_USAGE naming the command and its usage. */
+export function parseCommandLine<O extends Options>(
+  command: string,
+  usage: string,
+  argv: string[],
+  options: O,
+) {
+  try {
+    return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  } catch (e) {
+    const detail = e instanceof Error ? e.message : String(e);
+    throw new HoptraceError('CLI_USAGE', detail, {
+      where: `hoptrace ${command}`,
+      hint: `usage: ${usage}`,
+    });
+  }
+}

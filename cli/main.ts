@@ -1,0 +1,58 @@
+/** `hoptrace <command> …`: parse the command name, hand over, turn errors into clear messages. */
+import { isHoptraceError } from '../common/errors';
+import { runAnalyze } from './analyze';
+import { runDecode } from './decode';
+
+const USAGE = `usage: hoptrace <command> [options]
+
+commands:
+  decode [--json] [--vxlan-port N]... FILE
+      decode every frame of a pcap/pcapng file: layers, outer and inner tuple
+  analyze --point NAME=FILE [--point NAME=FILE]... [--inventory inv.json]
+          [--client IP] [--dst IP[:PORT]] [--json] [--report-dir DIR]
+      correlate one request across capture points and name the layer that rewrote its source
+  help
+      this text
+`;
+
+type Runner = (argv: string[], out: (line: string) => void) => number | Promise<number>;
+
+const COMMANDS: Record<string, Runner> = {
+  decode: runDecode,
+  analyze: runAnalyze,
+};
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+    process.stdout.write(USAGE);
+    return command === undefined ? 2 : 0;
+  }
+  const run = COMMANDS[command];
+  if (!run) {
+    process.stderr.write(`CLI_USAGE: unknown command '${command}' (run \`hoptrace help\`)\n`);
+    return 2;
+  }
+  const out = (line: string): void => {
+    process.stdout.write(line + '\n');
+  };
+  return run(rest, out);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (e: unknown) => {
+    if (isHoptraceError(e)) {
+      process.stderr.write(`hoptrace: ${e.message}\n`);
+      process.exitCode = 1;
+      return;
+    }
+    // An unexpected failure is a bug: show it whole so it can be reported.
+    process.stderr.write(
+      `hoptrace: internal error (please report): ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`,
+    );
+    process.exitCode = 70;
+  },
+);

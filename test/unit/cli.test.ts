@@ -1,0 +1,160 @@
+/** The CLI as a user runs it: exit codes, clear errors without stack traces, JSON shape. */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+
+const root = join(__dirname, '..', '..', '..');
+const bin = join(root, 'bin', 'hoptrace');
+const pcaps = join(root, '..', 'shared', 'pcaps');
+const httpGet = join(pcaps, 'zeek_http-get.pcap');
+
+function hoptrace(...args: string[]) {
+  const r = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 60_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+void t.test('help and unknown commands', (t) => {
+  t.equal(hoptrace('help').code, 0);
+  t.match(hoptrace('help').stdout, /analyze --point NAME=FILE/);
+  const r = hoptrace('frobnicate');
+  t.equal(r.code, 2);
+  t.match(r.stderr, /CLI_USAGE: unknown command 'frobnicate'/);
+  t.end();
+});
+
+void t.test('bad input gets a clear error, never a stack trace', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-cli-'));
+  const badInv = join(dir, 'inv.json');
+  writeFileSync(badInv, '{"nodes": {"n1": ["not-an-ip"]}}');
+  const cases: [string[], RegExp][] = [
+    [['analyze', '--point', 'decap=' + httpGet], /CLI_USAGE: .*at least two capture points/],
+    [
+      ['analyze', '--point', 'decap', '--point', 'b=x'],
+      /CLI_BAD_POINT: --point: 'decap' is not NAME=FILE/,
+    ],
+    [
+      ['analyze', '--point', 'a=' + httpGet, '--point', 'a=' + httpGet],
+      /CLI_BAD_POINT: .*given twice/,
+    ],
+    [
+      ['analyze', '--point', 'a=' + httpGet, '--point', 'b=' + httpGet, '--bogus'],
+      /CLI_USAGE: hoptrace analyze: .*bogus/,
+    ],
+    [
+      ['analyze', '--point', 'a=' + httpGet, '--point', 'b=' + httpGet, '--client', 'x'],
+      /CLI_USAGE: --client: 'x' is not an IP/,
+    ],
+    [
+      ['analyze', '--point', 'a=' + httpGet, '--point', 'b=' + httpGet, '--inventory', badInv],
+      /CLI_BAD_INVENTORY: .*inv\.json: nodes\["n1"\]\[0\] is not an IP address/,
+    ],
+    [
+      ['analyze', '--point', 'a=' + httpGet, '--point', 'b=' + join(dir, 'missing.pcap')],
+      /FILE_NOT_FOUND: .*missing\.pcap/,
+    ],
+    [
+      [
+        'analyze',
+        '--point',
+        'a=' + httpGet,
+        '--point',
+        'b=' + join(pcaps, 'libpcap_pcap-invalid-version-1.pcap'),
+      ],
+      /FILE_BAD_VERSION: .*invalid-version-1\.pcap/,
+    ],
+    [
+      ['decode', join(pcaps, 'libpcap_shb-option-too-long.pcapng')],
+      /FILE_BAD_BLOCK: .*shb-option-too-long\.pcapng/,
+    ],
+    [['decode'], /CLI_USAGE/],
+  ];
+  for (const [args, re] of cases) {
+    const r = hoptrace(...args);
+    t.not(r.code, 0, `${args.join(' ')} fails`);
+    t.match(r.stderr, re, `${args.join(' ')} explains`);
+    t.notMatch(r.stderr, /\n\s+at /, `${args.join(' ')} prints no stack trace`);
+  }
+  t.end();
+});
+
+void t.test('analyze: the same capture at every point is a preserved source', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-cli-'));
+  const r = hoptrace(
+    'analyze',
+    '--point',
+    `decap=${httpGet}`,
+    '--point',
+    `egress=${httpGet}`,
+    '--point',
+    `backend=${httpGet}`,
+    '--client',
+    '141.142.228.5',
+    '--json',
+    '--report-dir',
+    dir,
+  );
+  t.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout) as {
+    verdict: {
+      layer: string;
+      rewrittenBetween: unknown;
+      observed: Record<string, { src: string; sport: number }>;
+    };
+    points: unknown[];
+  };
+  t.equal(out.verdict.layer, 'preserved');
+  t.equal(out.verdict.rewrittenBetween, null);
+  t.equal(out.verdict.observed['backend']?.src, '141.142.228.5');
+  t.equal(out.verdict.observed['backend']?.sport, 59856);
+  t.equal(out.points.length, 3);
+  const md = readFileSync(join(dir, 'report.md'), 'utf8');
+  t.match(md, /preserved/);
+  const saved = JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as {
+    verdict: { layer: string };
+  };
+  t.equal(saved.verdict.layer, 'preserved');
+  t.end();
+});
+
+void t.test('analyze: no request from the given client is a clear error', (t) => {
+  const r = hoptrace(
+    'analyze',
+    '--point',
+    `decap=${httpGet}`,
+    '--point',
+    `backend=${httpGet}`,
+    '--client',
+    '10.1.2.3',
+  );
+  t.not(r.code, 0);
+  t.match(r.stderr, /CLI_NO_REQUEST/);
+  t.end();
+});
+
+void t.test('decode --json prints one object per frame with the documented keys', (t) => {
+  const r = hoptrace('decode', '--json', httpGet);
+  t.equal(r.code, 0, r.stderr);
+  const lines = r.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  t.equal(lines.length, 14);
+  t.same(Object.keys(lines[0]!).slice(0, 6), [
+    'frame',
+    'linktype',
+    'layers',
+    'outer',
+    'inner',
+    'truncated',
+  ]);
+  t.same(lines[0]!['inner'], {
+    proto: 'tcp',
+    src: '141.142.228.5',
+    dst: '192.150.187.43',
+    sport: 59856,
+    dport: 80,
+  });
+  t.end();
+});
