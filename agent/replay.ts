@@ -4,6 +4,7 @@
 import type { PacketEvent } from '../common/event';
 import { openCaptureFile } from './capture/pcap-file';
 import { decodeFrame, type DecodeOptions } from './decode/frame';
+import { toPacketEvent } from './event';
 
 export interface ReplayContext {
   point: string;
@@ -19,24 +20,8 @@ export function* replayCaptureFile(
   opts?: DecodeOptions,
 ): Generator<PacketEvent> {
   const reader = openCaptureFile(path);
+  const evCtx = { point: ctx.point, node: ctx.node, iface: ctx.iface ?? 'file' };
   for (const f of reader.frames()) {
-    const d = decodeFrame(f.linktype, f.data, opts);
-    const ev: PacketEvent = {
-      point: ctx.point,
-      node: ctx.node,
-      iface: f.ifaceName ?? ctx.iface ?? 'file',
-      linktype: d.linktype,
-      tsNs: f.tsNs,
-      frame: f.index,
-      outer: d.outer,
-      inner: d.inner,
-      tunnels: d.tunnels,
-      keys: d.keys,
-      truncated: d.truncated,
-      wireLength: f.wireLength,
-    };
-    if (d.related !== undefined) ev.related = d.related;
-    if (d.error !== undefined) ev.error = d.error;
-    yield ev;
+    yield toPacketEvent(f, decodeFrame(f.linktype, f.data, opts), evCtx);
   }
 }

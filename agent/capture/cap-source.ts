@@ -1,0 +1,231 @@
+/**
+ * Live capture with the stock `cap` 0.2.1 binding (libpcap), in this process's network namespace.
+ *
+ * Measured limits of cap 0.2.1 that shape this file: it forces immediate mode and a 65535-byte
+ * snaplen (so a small kernel buffer holds few packets: we default to 64 MiB), emits one JS callback
+ * per packet into one reused Buffer, exposes neither kernel timestamps nor drop counters (so the
+ * timestamp is taken first thing in the callback and kernelDrops is reported as null, unknown),
+ * and when the interface disappears libpcap's poll error trips an assert in cap's binding.cc that
+ * aborts the whole process. That last one is why the agent runs every live capture in a worker
+ * process (ns-capture.ts), even in its own namespace: only the worker dies, and its parent reports
+ * CAPTURE_INTERFACE_GONE.
+ */
+import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { Cap } from 'cap';
+import { HoptraceError } from '../../common/errors';
+import type { PacketEvent } from '../../common/event';
+import { decodeFrame, type DecodeOptions } from '../decode/frame';
+import { toPacketEvent, type EventContext } from '../event';
+import {
+  EventBatcher,
+  type BatchOptions,
+  type CaptureSource,
+  type CaptureSpec,
+  type CaptureStats,
+} from './source';
+
+export const DEFAULT_BUFFER_BYTES = 64 * 1024 * 1024;
+const MAX_SNAPLEN = 65535;
+
+/** cap's link type names → LINKTYPE_* values the decoder takes. */
+const CAP_LINKTYPES: Record<string, number> = {
+  NULL: 0,
+  ETHERNET: 1,
+  RAW: 101,
+  LINKTYPE_LINUX_SLL: 113,
+  IEEE802_11_RADIO: 127,
+};
+
+/** Maps cap.open()'s return value to a LINKTYPE_* value (-1 when unknown). */
+export function capLinktype(name: string): number {
+  const known = CAP_LINKTYPES[name];
+  if (known !== undefined) return known;
+  const m = /^Unknown linktype (\d+)$/.exec(name);
+  return m?.[1] !== undefined ? Number(m[1]) : -1;
+}
+
+/** Interface names libpcap sees in this process's namespace. */
+export function listCaptureInterfaces(): string[] {
+  try {
+    return Cap.deviceList().map((d) => d.name);
+  } catch {
+    return [];
+  }
+}
+
+/** Interface names from /proc/net/dev (this process's namespace), without libpcap's pseudo-devices. */
+export function listKernelInterfaces(): string[] {
+  try {
+    return readFileSync('/proc/net/dev', 'utf8')
+      .split('\n')
+      .slice(2)
+      .map((l) => l.split(':')[0]?.trim() ?? '')
+      .filter((n) => n !== '');
+  } catch {
+    return [];
+  }
+}
+
+export interface CapSourceOptions {
+  batch?: BatchOptions;
+  decode?: DecodeOptions;
+  /** Label for errors (the namespace path when run by the worker). */
+  where?: string;
+}
+
+/**
+ * Cap objects whose open() threw. cap 0.2.1 leaves such an object with a live pcap handle but
+ * without the reference its destructor releases, so garbage-collecting it (or calling close())
+ * aborts the process (Nan::ObjectWrap::Unref assertion, measured). They are kept reachable
+ * instead; the worker process that runs CapSource exits after a failed start anyway.
+ */
+const FAILED_CAPS: Cap[] = [];
+
+/** Opens `iface` with `filter` and a small buffer and closes it again; the error, or null. */
+function tryOpen(iface: string, filter: string): unknown {
+  const probe = new Cap();
+  try {
+    probe.open(iface, filter, 1024 * 1024, Buffer.alloc(64));
+  } catch (e) {
+    FAILED_CAPS.push(probe);
+    return e;
+  }
+  probe.close();
+  return null;
+}
+
+/** Maps an exception from cap.open() to a HoptraceError. */
+function openError(spec: CaptureSpec, e: unknown, filterIsTheCause: boolean, where: string) {
+  const msg = e instanceof Error ? e.message : String(e);
+  const ifaceWhere = `${where} interface ${spec.iface}`;
+  if (filterIsTheCause) {
+    return new HoptraceError(
+      'CAPTURE_BAD_FILTER',
+      `libpcap: ${msg}; filter '${spec.filter ?? ''}'`,
+      {
+        where: ifaceWhere,
+        hint: 'check the expression with tcpdump -d; syntax in pcap-filter(7)',
+      },
+    );
+  }
+  if (/no such device/i.test(msg)) return noInterface(spec, where);
+  return new HoptraceError('CAPTURE_OPEN_FAILED', `libpcap: ${msg}`, {
+    where: ifaceWhere,
+    hint: /permission|not permitted/i.test(msg)
+      ? 'capturing needs root or CAP_NET_RAW + CAP_NET_ADMIN'
+      : 'check the interface is up and usable with tcpdump -i',
+  });
+}
+
+function noInterface(spec: CaptureSpec, where: string): HoptraceError {
+  const have = [...listKernelInterfaces(), 'any'];
+  return new HoptraceError(
+    'CAPTURE_NO_INTERFACE',
+    `no interface '${spec.iface}'; this namespace has: ${have.join(', ')}`,
+    { where, hint: 'pick one of the listed interfaces (or "any")' },
+  );
+}
+
+/** Live capture with cap in this process's namespace. */
+export class CapSource implements CaptureSource {
+  private cap: Cap | undefined;
+  private batcher: EventBatcher | undefined;
+  private onEnd: ((err: HoptraceError | null) => void) | undefined;
+  private stopping: Promise<void> | undefined;
+  private frames = 0;
+  /** Link type name of the open capture (cap's name, e.g. 'ETHERNET'); undefined before start. */
+  linktypeName: string | undefined;
+
+  constructor(
+    private readonly spec: CaptureSpec,
+    private readonly opts: CapSourceOptions = {},
+  ) {}
+
+  start(
+    onEvents: (events: PacketEvent[]) => void,
+    onEnd: (err: HoptraceError | null) => void,
+  ): Promise<void> {
+    try {
+      this.open(onEvents);
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
+    this.onEnd = onEnd;
+    return Promise.resolve();
+  }
+
+  private open(onEvents: (events: PacketEvent[]) => void): void {
+    if (this.cap !== undefined || this.stopping !== undefined) {
+      throw new Error('CapSource.start() called twice');
+    }
+    const spec = this.spec;
+    const where = this.opts.where ?? 'this namespace';
+    // Check first: libpcap prints a SIOCGIFADDR warning for a missing device before failing.
+    const have = listCaptureInterfaces();
+    if (have.length > 0 && !have.includes(spec.iface)) throw noInterface(spec, where);
+
+    const snaplen = Math.min(spec.snaplen ?? MAX_SNAPLEN, MAX_SNAPLEN);
+    const buf = Buffer.alloc(snaplen);
+    const filter = spec.filter ?? '';
+    // Probe with a small buffer first: a failed open leaks its handle (see FAILED_CAPS), so the
+    // big buffer is only allocated once interface and filter are known good.
+    const probeError = tryOpen(spec.iface, filter);
+    if (probeError !== null) {
+      // cap throws one Error for every step; opening without the filter tells whether the filter
+      // was the cause.
+      const filterIsTheCause = filter !== '' && tryOpen(spec.iface, '') === null;
+      throw openError(spec, probeError, filterIsTheCause, where);
+    }
+    const cap = new Cap();
+    let name: string;
+    try {
+      name = cap.open(spec.iface, filter, spec.bufferBytes ?? DEFAULT_BUFFER_BYTES, buf);
+    } catch (e) {
+      FAILED_CAPS.push(cap);
+      throw openError(spec, e, false, where);
+    }
+    this.linktypeName = name;
+    const linktype = capLinktype(name);
+    const ctx: EventContext = { point: spec.point, node: spec.node, iface: spec.iface };
+    const batcher = new EventBatcher(onEvents, this.opts.batch);
+    const decodeOpts = this.opts.decode;
+    // Wall clock anchored once; per packet only the monotonic clock is read.
+    const hr0 = process.hrtime.bigint();
+    const wall0 = BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6));
+    cap.on('packet', (nbytes: number) => {
+      const tsNs = wall0 + (process.hrtime.bigint() - hr0);
+      const index = ++this.frames;
+      // `buf` is overwritten by the next packet: decodeFrame copies what it keeps into plain
+      // values, and the view below does not outlive this callback.
+      const d = decodeFrame(linktype, buf.subarray(0, nbytes), decodeOpts);
+      // cap reports the copied length only; the wire length is unknown beyond snaplen.
+      batcher.push(toPacketEvent({ index, tsNs, wireLength: nbytes }, d, ctx));
+    });
+    this.cap = cap;
+    this.batcher = batcher;
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= Promise.resolve().then(() => {
+      this.cap?.close();
+      this.cap = undefined;
+      this.batcher?.close();
+      const onEnd = this.onEnd;
+      this.onEnd = undefined;
+      onEnd?.(null);
+    });
+    return this.stopping;
+  }
+
+  stats(): CaptureStats {
+    const b = this.batcher;
+    return {
+      packets: b?.delivered ?? 0,
+      decodeErrors: b?.decodeErrors ?? 0,
+      kernelDrops: null,
+      ifaceDrops: null,
+      queueDrops: b?.dropped ?? 0,
+    };
+  }
+}

@@ -1,0 +1,348 @@
+/**
+ * Capture inside a network namespace: starts worker.ts there with nsenter, parses its frames and
+ * turns every way it can fail into a HoptraceError — interface missing, bad filter, namespace
+ * missing at start (rejects start()), namespace or interface gone mid-capture (onEnd).
+ *
+ * The namespace is watched by identity (device + inode of its nsfs file): `ip netns del` only
+ * unmounts the name while our worker keeps the namespace itself alive, so without the watch a
+ * deleted namespace would be captured (and kept) forever.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import { ERRORS, HoptraceError, type ErrorCode } from '../../common/errors';
+import type { PacketEvent } from '../../common/event';
+import {
+  EventBatcher,
+  type BatchOptions,
+  type CaptureSource,
+  type CaptureSpec,
+  type CaptureStats,
+} from './source';
+import type { WorkerArgs } from './worker';
+import { WorkerFrameParser, type WireError, type WorkerFrame } from './worker-frames';
+
+export interface NsCaptureOptions {
+  /** Namespace file (`/run/netns/x`, `/proc/PID/ns/net`); absent = the agent's own namespace. */
+  netnsPath?: string;
+  /** How long the worker may take to open the capture (default 10 s). */
+  readyTimeoutMs?: number;
+  /** How often the namespace's identity is checked (default 250 ms). */
+  watchIntervalMs?: number;
+  statsIntervalMs?: number;
+  batch?: BatchOptions;
+  /** Worker script (default: worker.js next to this file). */
+  workerPath?: string;
+}
+
+interface NsIdentity {
+  dev: number;
+  ino: number;
+}
+
+function identity(path: string): NsIdentity | null {
+  try {
+    const st = statSync(path);
+    return { dev: st.dev, ino: st.ino };
+  } catch {
+    return null;
+  }
+}
+
+function sameIdentity(a: NsIdentity | null, b: NsIdentity | null): boolean {
+  return a !== null && b !== null && a.dev === b.dev && a.ino === b.ino;
+}
+
+/** Rebuilds a worker's error; an unknown code becomes CAPTURE_WORKER_FAILED. */
+export function errorFromWire(e: WireError): HoptraceError {
+  const code: ErrorCode = Object.hasOwn(ERRORS, e.code)
+    ? (e.code as ErrorCode)
+    : 'CAPTURE_WORKER_FAILED';
+  // The message reads "CODE: where: detail (hint)"; take the detail back out of it.
+  let detail = e.message;
+  if (detail.startsWith(`${e.code}: `)) detail = detail.slice(e.code.length + 2);
+  if (e.where !== undefined && detail.startsWith(`${e.where}: `))
+    detail = detail.slice(e.where.length + 2);
+  if (e.hint !== undefined && detail.endsWith(` (${e.hint})`))
+    detail = detail.slice(0, -(e.hint.length + 3));
+  const opts: { where?: string; hint?: string } = {};
+  if (e.where !== undefined) opts.where = e.where;
+  if (e.hint !== undefined) opts.hint = e.hint;
+  return new HoptraceError(code, detail, opts);
+}
+
+/** Captures `spec` inside a namespace through a worker process. */
+export class NsCapture implements CaptureSource {
+  private child: ChildProcess | undefined;
+  private batcher: EventBatcher | undefined;
+  private onEnd: ((err: HoptraceError | null) => void) | undefined;
+  private stopping: Promise<void> | undefined;
+  private ended = false;
+  private workerStats: CaptureStats | undefined;
+  private stderrTail = '';
+  private watch: NodeJS.Timeout | undefined;
+  private nsId: NsIdentity | null = null;
+  /** Milliseconds from spawn to the worker's ready frame. */
+  startupMs: number | undefined;
+
+  constructor(
+    private readonly spec: CaptureSpec,
+    private readonly opts: NsCaptureOptions = {},
+  ) {}
+
+  private get where(): string {
+    return `${this.opts.netnsPath ?? 'agent namespace'} interface ${this.spec.iface}`;
+  }
+
+  start(
+    onEvents: (events: PacketEvent[]) => void,
+    onEnd: (err: HoptraceError | null) => void,
+  ): Promise<void> {
+    if (this.child !== undefined || this.stopping !== undefined) {
+      return Promise.reject(new Error('NsCapture.start() called twice'));
+    }
+    const nsPath = this.opts.netnsPath;
+    if (nsPath !== undefined) {
+      this.nsId = identity(nsPath);
+      if (this.nsId === null) {
+        return Promise.reject(
+          new HoptraceError('TARGET_NOT_FOUND', `network namespace ${nsPath} does not exist`, {
+            where: this.where,
+            hint: 'the pod or namespace is gone; list namespaces with `ip netns list` or lsns -t net',
+          }),
+        );
+      }
+    }
+    const args: WorkerArgs = { spec: this.spec, where: nsPath ?? 'agent namespace' };
+    if (this.opts.statsIntervalMs !== undefined) args.statsIntervalMs = this.opts.statsIntervalMs;
+    const worker = this.opts.workerPath ?? join(__dirname, 'worker.js');
+    const argv = [worker, JSON.stringify(args)];
+    const t0 = process.hrtime.bigint();
+    const child =
+      nsPath === undefined
+        ? spawn(process.execPath, argv, { stdio: ['pipe', 'pipe', 'pipe'] })
+        : spawn('nsenter', [`--net=${nsPath}`, '--', process.execPath, ...argv], {
+            stdio: ['pipe', 'pipe', 'pipe'],
+          });
+    this.child = child;
+    const batcher = new EventBatcher(onEvents, this.opts.batch);
+    this.batcher = batcher;
+    this.onEnd = onEnd;
+    const parser = new WorkerFrameParser();
+
+    return new Promise<void>((resolve, reject) => {
+      let ready = false;
+      const readyTimer = setTimeout(() => {
+        fail(
+          new HoptraceError(
+            'CAPTURE_WORKER_FAILED',
+            `the worker did not open the capture within ${this.opts.readyTimeoutMs ?? 10000} ms${this.stderrNote()}`,
+            { where: this.where },
+          ),
+        );
+      }, this.opts.readyTimeoutMs ?? 10000);
+
+      // Before ready a failure rejects start(); after it, it ends delivery with the error.
+      const fail = (err: HoptraceError): void => {
+        clearTimeout(readyTimer);
+        if (!ready) {
+          ready = true;
+          this.end(null, false);
+          this.kill();
+          reject(err);
+          return;
+        }
+        this.kill();
+        this.end(err, true);
+      };
+
+      const onFrame = (f: WorkerFrame): void => {
+        if (this.ended) return;
+        if (f.type === 'event') {
+          batcher.push(f.event);
+          return;
+        }
+        const msg = f.msg;
+        switch (msg.kind) {
+          case 'ready':
+            clearTimeout(readyTimer);
+            ready = true;
+            this.startupMs = Number(process.hrtime.bigint() - t0) / 1e6;
+            this.startWatch(fail);
+            resolve();
+            break;
+          case 'stats':
+            this.workerStats = msg.stats;
+            break;
+          case 'error':
+            fail(errorFromWire(msg.error));
+            break;
+          case 'end':
+            break;
+        }
+      };
+
+      child.stdout.on('data', (chunk: Buffer) => {
+        let frames: WorkerFrame[];
+        try {
+          frames = parser.push(chunk);
+        } catch (e) {
+          fail(
+            new HoptraceError(
+              'CAPTURE_WORKER_FAILED',
+              `unreadable worker output: ${e instanceof Error ? e.message : String(e)}`,
+              { where: this.where },
+            ),
+          );
+          return;
+        }
+        for (const f of frames) onFrame(f);
+      });
+      child.stderr.on('data', (chunk: Buffer) => {
+        this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-2000);
+      });
+      child.stdin.on('error', () => undefined);
+      child.once('error', (e) => {
+        fail(
+          new HoptraceError('CAPTURE_WORKER_FAILED', `cannot start the worker: ${e.message}`, {
+            where: this.where,
+            hint: 'nsenter (util-linux) and node must be on PATH',
+          }),
+        );
+      });
+      child.once('close', (code, signal) => {
+        clearTimeout(readyTimer);
+        this.stopWatch();
+        if (this.ended) return;
+        if (this.stopping !== undefined) {
+          if (ready) this.end(null, true);
+          else
+            fail(
+              new HoptraceError('CAPTURE_WORKER_FAILED', 'stopped before the capture was open', {
+                where: this.where,
+              }),
+            );
+          return;
+        }
+        void this.classifyExit(code, signal).then(fail);
+      });
+    });
+  }
+
+  private stderrNote(): string {
+    const tail = this.stderrTail.trim().split('\n').slice(-3).join(' | ');
+    return tail === '' ? '' : `; worker stderr: ${tail}`;
+  }
+
+  /** Why did the worker exit on its own? Waits briefly for a namespace deletion in progress. */
+  private async classifyExit(
+    code: number | null,
+    signal: NodeJS.Signals | null,
+  ): Promise<HoptraceError> {
+    const nsPath = this.opts.netnsPath;
+    if (nsPath !== undefined) {
+      // Whoever removes a namespace usually kills its processes first, then unmounts it.
+      for (let i = 0; i < 10; i++) {
+        if (!sameIdentity(identity(nsPath), this.nsId)) return this.namespaceGone();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    const how = signal !== null ? `signal ${signal}` : `exit code ${String(code)}`;
+    if (signal === 'SIGABRT' || /Assertion .status == 0. failed/.test(this.stderrTail)) {
+      // cap 0.2.1 asserts in its poll callback when libpcap's socket reports an error, which is
+      // what an interface removed under the capture looks like (measured on these machines).
+      return new HoptraceError(
+        'CAPTURE_INTERFACE_GONE',
+        `interface ${this.spec.iface} disappeared (libpcap read error; worker ended by ${how})`,
+        {
+          where: this.opts.netnsPath ?? 'agent namespace',
+          hint: 'the pod was deleted or its interface removed; capture again on a live interface',
+        },
+      );
+    }
+    return new HoptraceError(
+      'CAPTURE_WORKER_FAILED',
+      `the worker ended (${how})${this.stderrNote()}`,
+      {
+        where: this.where,
+      },
+    );
+  }
+
+  private namespaceGone(): HoptraceError {
+    return new HoptraceError(
+      'CAPTURE_NAMESPACE_GONE',
+      `network namespace ${this.opts.netnsPath ?? ''} was deleted while capturing`,
+      {
+        where: this.where,
+        hint: 'the pod was deleted or restarted; resolve the target again and re-arm',
+      },
+    );
+  }
+
+  private startWatch(fail: (err: HoptraceError) => void): void {
+    const nsPath = this.opts.netnsPath;
+    if (nsPath === undefined) return;
+    this.watch = setInterval(() => {
+      if (!sameIdentity(identity(nsPath), this.nsId)) {
+        this.stopWatch();
+        fail(this.namespaceGone());
+      }
+    }, this.opts.watchIntervalMs ?? 250);
+    this.watch.unref();
+  }
+
+  private stopWatch(): void {
+    if (this.watch !== undefined) clearInterval(this.watch);
+    this.watch = undefined;
+  }
+
+  private kill(): void {
+    const child = this.child;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    setTimeout(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }, 3000).unref();
+  }
+
+  /** Flushes and calls onEnd once. */
+  private end(err: HoptraceError | null, notify: boolean): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.stopWatch();
+    this.batcher?.close();
+    const onEnd = this.onEnd;
+    this.onEnd = undefined;
+    if (notify) onEnd?.(err);
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= new Promise<void>((resolve) => {
+      const child = this.child;
+      if (child === undefined || child.exitCode !== null || child.signalCode !== null) {
+        this.end(null, true);
+        resolve();
+        return;
+      }
+      child.once('close', () => {
+        this.end(null, true);
+        resolve();
+      });
+      this.kill();
+    });
+    return this.stopping;
+  }
+
+  stats(): CaptureStats {
+    const b = this.batcher;
+    const w = this.workerStats;
+    return {
+      packets: b?.delivered ?? 0,
+      decodeErrors: b?.decodeErrors ?? 0,
+      kernelDrops: w?.kernelDrops ?? null,
+      ifaceDrops: w?.ifaceDrops ?? null,
+      queueDrops: (w?.queueDrops ?? 0) + (b?.dropped ?? 0),
+    };
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * The capture-source contract: live capture (cap-source.ts), capture inside another network
+ * namespace through a worker (ns-capture.ts) and file replay (file-source.ts) all implement
+ * CaptureSource, and test/unit/capture-contract.test.ts runs one suite against each.
+ */
+import type { HoptraceError } from '../../common/errors';
+import type { PacketEvent } from '../../common/event';
+
+/** What to capture and how to label it. */
+export interface CaptureSpec {
+  point: string;
+  node: string;
+  iface: string;
+  /** BPF filter (pcap-filter(7)); empty or absent = everything. */
+  filter?: string;
+  /** Bytes kept per packet (default 65535). */
+  snaplen?: number;
+  /** libpcap ring buffer size in bytes (default 64 MiB). */
+  bufferBytes?: number;
+}
+
+/** Counters of one capture. */
+export interface CaptureStats {
+  /** Events delivered to the consumer. */
+  packets: number;
+  /** Delivered events whose frame was malformed (event.error set). */
+  decodeErrors: number;
+  /** Packets the kernel dropped; null = the source cannot know (never a made-up 0). */
+  kernelDrops: number | null;
+  /** Packets the interface dropped; null = unknown. */
+  ifaceDrops: number | null;
+  /** Events dropped because the consumer fell behind (bounded queues drop rather than block). */
+  queueDrops: number;
+}
+
+/** One way of producing PacketEvents. */
+export interface CaptureSource {
+  /**
+   * Starts delivering; resolves once the capture is actually open (interface opened, filter
+   * compiled). Rejects with HoptraceError on a bad interface/filter/namespace. `onEnd` is called
+   * exactly once when delivery ends: null after stop() or the end of a file, else the reason.
+   */
+  start(
+    onEvents: (events: PacketEvent[]) => void,
+    onEnd: (err: HoptraceError | null) => void,
+  ): Promise<void>;
+  /** Stops delivery (flushing what is queued) and releases the capture; idempotent. */
+  stop(): Promise<void>;
+  stats(): CaptureStats;
+}
+
+/** Batching limits. */
+export interface BatchOptions {
+  /** Most events in one onEvents call (default 256). */
+  maxBatch?: number;
+  /** Longest an event waits for its batch to fill (default 50 ms). */
+  maxDelayMs?: number;
+  /** Most events queued before new ones are dropped and counted (default 65536). */
+  maxQueued?: number;
+}
+
+/**
+ * Collects events from a capture callback and hands them on in batches from a later tick, so the
+ * callback never waits for the consumer. A full queue drops the newest event and counts it.
+ */
+export class EventBatcher {
+  delivered = 0;
+  decodeErrors = 0;
+  dropped = 0;
+  private queue: PacketEvent[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private immediate: NodeJS.Immediate | undefined;
+  private readonly maxBatch: number;
+  private readonly maxDelayMs: number;
+  private readonly maxQueued: number;
+
+  constructor(
+    private readonly deliver: (events: PacketEvent[]) => void,
+    opts: BatchOptions = {},
+  ) {
+    this.maxBatch = opts.maxBatch ?? 256;
+    this.maxDelayMs = opts.maxDelayMs ?? 50;
+    this.maxQueued = opts.maxQueued ?? 65536;
+  }
+
+  /** Queues one event; false when it was dropped because the queue is full. */
+  push(ev: PacketEvent): boolean {
+    if (this.queue.length >= this.maxQueued) {
+      this.dropped++;
+      return false;
+    }
+    this.queue.push(ev);
+    if (this.queue.length >= this.maxBatch) {
+      this.immediate ??= setImmediate(() => {
+        this.flush();
+      });
+    } else {
+      this.timer ??= setTimeout(() => {
+        this.flush();
+      }, this.maxDelayMs);
+    }
+    return true;
+  }
+
+  /** Delivers everything queued now, in batches of at most maxBatch. */
+  flush(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    if (this.immediate !== undefined) clearImmediate(this.immediate);
+    this.timer = undefined;
+    this.immediate = undefined;
+    while (this.queue.length > 0) {
+      const batch = this.queue.splice(0, this.maxBatch);
+      this.delivered += batch.length;
+      for (const ev of batch) if (ev.error !== undefined) this.decodeErrors++;
+      this.deliver(batch);
+    }
+  }
+
+  /** Drops the timers (after a final flush). */
+  close(): void {
+    this.flush();
+  }
+}

@@ -1,0 +1,279 @@
+// One contract, every capture source (hono style): file replay, live cap on loopback, and the
+// namespace worker. Live parts need root and fail with the reason otherwise (never skip). Live
+// traffic stays on loopback or inside namespaces this test creates.
+import { createSocket } from 'node:dgram';
+import { join } from 'node:path';
+import t from 'tap';
+import { CapSource } from '../../agent/capture/cap-source';
+import { FileSource } from '../../agent/capture/file-source';
+import { NsCapture } from '../../agent/capture/ns-capture';
+import type { CaptureSource, CaptureSpec } from '../../agent/capture/source';
+import {
+  encodeControlFrame,
+  encodeEventFrame,
+  WorkerFrameParser,
+  type WorkerFrame,
+} from '../../agent/capture/worker-frames';
+import { replayCaptureFile } from '../../agent/replay';
+import { isHoptraceError, type ErrorCode, type HoptraceError } from '../../common/errors';
+import type { PacketEvent } from '../../common/event';
+import { Netns } from '../../lab/netns';
+import { A_IP, buildPair, sendUdp } from '../lab/fixtures/capture-pair';
+
+const pcaps = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps');
+const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+
+type Kind = 'good' | 'bad-iface' | 'bad-filter';
+
+interface Expect {
+  /** Live sources: traffic is sent after start() and timestamps fall in the run's window. */
+  live: boolean;
+  /** Events the good run delivers. */
+  count: number;
+  label: { point: string; node: string; iface: string };
+  badIfaceCode: ErrorCode;
+  badFilterCode: ErrorCode;
+  /** File sources: the file's own timestamps, in order. */
+  fileTs?: bigint[];
+}
+
+function nowNs(): bigint {
+  return BigInt(Date.now()) * 1_000_000n;
+}
+
+function hasBytes(v: unknown): boolean {
+  if (v instanceof Uint8Array || ArrayBuffer.isView(v)) return true;
+  if (v !== null && typeof v === 'object') return Object.values(v).some(hasBytes);
+  return false;
+}
+
+async function rejection(p: Promise<void>): Promise<unknown> {
+  return p.then(
+    () => null,
+    (e: unknown) => e,
+  );
+}
+
+/** The shared suite. `makeTraffic` sends the good run's packets (live sources only). */
+export function captureContract(
+  name: string,
+  makeSource: (kind: Kind) => CaptureSource,
+  makeTraffic: () => Promise<void>,
+  expect: Expect,
+): void {
+  void t.test(`${name}: a bad interface rejects start() with ${expect.badIfaceCode}`, async (t) => {
+    const src = makeSource('bad-iface');
+    const err = await rejection(
+      src.start(
+        () => undefined,
+        () => undefined,
+      ),
+    );
+    t.ok(isHoptraceError(err), String(err));
+    t.equal((err as HoptraceError).code, expect.badIfaceCode, String(err));
+    await src.stop();
+  });
+
+  void t.test(`${name}: a bad filter rejects start() with ${expect.badFilterCode}`, async (t) => {
+    const src = makeSource('bad-filter');
+    const err = await rejection(
+      src.start(
+        () => undefined,
+        () => undefined,
+      ),
+    );
+    t.ok(isHoptraceError(err), String(err));
+    t.equal((err as HoptraceError).code, expect.badFilterCode, String(err));
+    await src.stop();
+  });
+
+  void t.test(`${name}: delivers labelled, ordered events until stop()`, async (t) => {
+    const src = makeSource('good');
+    const events: PacketEvent[] = [];
+    const ends: (HoptraceError | null)[] = [];
+    let wake: () => void = () => undefined;
+    const enough = new Promise<void>((r) => (wake = r));
+    const t0 = nowNs();
+    await src.start(
+      (batch) => {
+        t.ok(batch.length > 0 && batch.length <= 256, 'batches of 1..256');
+        events.push(...batch);
+        if (expect.live && events.length >= expect.count) wake();
+      },
+      (err) => {
+        ends.push(err);
+        wake();
+      },
+    );
+    // start() resolved: the capture is open, so every packet sent from now on is seen.
+    if (expect.live) await makeTraffic();
+    const timer = setTimeout(wake, 10_000);
+    await enough;
+    clearTimeout(timer);
+    if (expect.live) await src.stop();
+    const t1 = nowNs();
+
+    t.equal(events.length, expect.count, 'every packet, nothing else');
+    t.equal(src.stats().packets, events.length, 'stats().packets = delivered');
+    t.equal(src.stats().kernelDrops, null, 'kernel drops unknown, never a made-up 0');
+    for (const [i, e] of events.entries()) {
+      t.match(e, expect.label);
+      if (i > 0) t.ok(e.frame > (events[i - 1]?.frame ?? 0), 'frame numbers increase');
+      if (hasBytes(e)) t.fail(`event ${e.frame} holds bytes`);
+    }
+    if (expect.live) {
+      t.ok(
+        events.every((e) => e.tsNs >= t0 - 1_000_000n && e.tsNs <= t1 + 1_000_000n),
+        'timestamps within the run',
+      );
+    } else {
+      t.same(
+        events.map((e) => e.tsNs),
+        expect.fileTs,
+        "the file's timestamps",
+      );
+    }
+
+    // After stop: nothing more, onEnd once with null, stop() again is harmless.
+    const before = events.length;
+    if (expect.live) {
+      await makeTraffic();
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await src.stop();
+    await src.stop();
+    t.equal(events.length, before, 'no events after stop()');
+    t.same(ends, [null], 'onEnd called once, without error');
+  });
+}
+
+// --- File replay ------------------------------------------------------------------------------
+{
+  const file = join(pcaps, 'zeek_http-get.pcap');
+  const label = { point: 'decap', node: 'n1', iface: 'file' };
+  const fileTs = [...replayCaptureFile(file, label)].map((e) => e.tsNs);
+  captureContract(
+    'FileSource',
+    (kind) =>
+      kind === 'bad-iface'
+        ? new FileSource(join(pcaps, 'no-such-file.pcap'), label)
+        : new FileSource(file, kind === 'bad-filter' ? { ...label, filter: 'tcp' } : label, {
+            maxBatch: 5,
+          }),
+    () => Promise.resolve(),
+    {
+      live: false,
+      count: fileTs.length,
+      label,
+      badIfaceCode: 'FILE_NOT_FOUND',
+      badFilterCode: 'CAPTURE_FILTER_UNSUPPORTED',
+      fileTs,
+    },
+  );
+}
+
+// --- Live sources -----------------------------------------------------------------------------
+if (!isRoot) {
+  t.fail('live capture sources need root (run the suite as root, as CI does)');
+} else {
+  // CapSource in this process: loopback only, a random UDP port, exact filter.
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const label = { point: 'egress', node: 'n1', iface: 'lo' };
+  const spec: CaptureSpec = { ...label, filter: `udp and dst port ${port}` };
+  captureContract(
+    'CapSource (lo)',
+    (kind) =>
+      new CapSource(
+        kind === 'bad-iface'
+          ? { ...spec, iface: 'htnope0' }
+          : kind === 'bad-filter'
+            ? { ...spec, filter: 'udp and and' }
+            : spec,
+        { batch: { maxDelayMs: 10 } },
+      ),
+    async () => {
+      const s = createSocket('udp4');
+      for (let i = 0; i < 10; i++) {
+        await new Promise<void>((r) => {
+          s.send(`hoptrace-test-${i}`, port, '127.0.0.1', () => {
+            r();
+          });
+        });
+      }
+      s.close();
+    },
+    {
+      live: true,
+      count: 10,
+      label,
+      badIfaceCode: 'CAPTURE_NO_INTERFACE',
+      badFilterCode: 'CAPTURE_BAD_FILTER',
+    },
+  );
+
+  // NsCapture: the worker in a namespace of this test, traffic between two namespaces.
+  const lab = new Netns();
+  const ready = buildPair(lab);
+  const nsLabel = { point: 'backend', node: 'n2', iface: 'v0' };
+  const nsSpec: CaptureSpec = { ...nsLabel, filter: 'udp and dst port 9999' };
+  let source: (kind: Kind) => CaptureSource = () => {
+    throw new Error('lab not built');
+  };
+  t.before(async () => {
+    await ready;
+    const netnsPath = `/run/netns/${lab.full('a')}`;
+    source = (kind) =>
+      new NsCapture(
+        kind === 'bad-iface'
+          ? { ...nsSpec, iface: 'nope0' }
+          : kind === 'bad-filter'
+            ? { ...nsSpec, filter: 'udp and and' }
+            : nsSpec,
+        { netnsPath, batch: { maxDelayMs: 10 } },
+      );
+  });
+  t.teardown(() => lab.destroy());
+  captureContract(
+    'NsCapture (worker in a namespace)',
+    (kind) => source(kind),
+    () => sendUdp(lab, 'b', A_IP, 9999, 10),
+    {
+      live: true,
+      count: 10,
+      label: nsLabel,
+      badIfaceCode: 'CAPTURE_NO_INTERFACE',
+      badFilterCode: 'CAPTURE_BAD_FILTER',
+    },
+  );
+}
+
+// --- Worker framing ---------------------------------------------------------------------------
+void t.test('worker frames parse incrementally, split anywhere', (t) => {
+  const [ev] = [...replayCaptureFile(join(pcaps, 'zeek_http-get.pcap'), { point: 'p', node: 'n' })];
+  if (ev === undefined) throw new Error('no frame');
+  // length u32 | type u8 | body: one event, one JSON control message, one more event.
+  const bytes = Buffer.concat([
+    encodeEventFrame(ev),
+    encodeControlFrame({ kind: 'ready', linktype: 'ETHERNET', pid: 1 }),
+    encodeEventFrame({ ...ev, frame: 2 }),
+  ]);
+  for (const step of [1, 2, 3, 7, 64, bytes.length]) {
+    const p = new WorkerFrameParser();
+    const got: WorkerFrame[] = [];
+    for (let i = 0; i < bytes.length; i += step) {
+      got.push(...p.push(Buffer.from(bytes.subarray(i, i + step).toString('hex'), 'hex')));
+    }
+    t.equal(got.length, 3, `split every ${step} bytes`);
+    t.same(got[0], { type: 'event', event: ev });
+    t.same(got[1], { type: 'control', msg: { kind: 'ready', linktype: 'ETHERNET', pid: 1 } });
+    t.match(got[2], { type: 'event', event: { frame: 2 } });
+    t.equal(p.buffered, 0);
+  }
+  const p = new WorkerFrameParser();
+  t.throws(() => p.push(Buffer.from('ffffffff01', 'hex')), /bad frame length/);
+  t.throws(
+    () => new WorkerFrameParser().push(Buffer.from('0000000109', 'hex')),
+    /unknown frame type/,
+  );
+  t.end();
+});
