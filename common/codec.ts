@@ -23,7 +23,8 @@ export function protoRoot(): protobuf.Root {
   return root;
 }
 
-function type(name: string): protobuf.Type {
+/** A message type of hoptrace.v1 by its short name. */
+export function protoType(name: string): protobuf.Type {
   return protoRoot().lookupType(`hoptrace.v1.${name}`);
 }
 
@@ -108,10 +109,12 @@ function tupleFromWire(w: WireTuple | null | undefined): Tuple | null {
   return t;
 }
 
-/** Encodes one event as a hoptrace.v1.PacketEvent message. */
-export function encodePacketEvent(e: PacketEvent): Uint8Array {
-  const T = type('PacketEvent');
-  const msg = {
+/**
+ * The protobufjs `fromObject` shape of one PacketEvent. common/envelope.ts puts these into
+ * EventBatch.events, so a batch and a single event share one mapping.
+ */
+export function packetEventToWire(e: PacketEvent): Record<string, unknown> {
+  return {
     point: e.point,
     node: e.node,
     iface: e.iface,
@@ -132,28 +135,47 @@ export function encodePacketEvent(e: PacketEvent): Uint8Array {
     error: e.error ?? '',
     wireLength: e.wireLength,
   };
-  return T.encode(T.fromObject(msg)).finish();
 }
+
+/** Encodes one event as a hoptrace.v1.PacketEvent message. */
+export function encodePacketEvent(e: PacketEvent): Uint8Array {
+  const T = protoType('PacketEvent');
+  return T.encode(T.fromObject(packetEventToWire(e))).finish();
+}
+
+/** A PacketEvent as protobufjs `toObject` returns it with {@link WIRE_OBJECT_OPTIONS}. */
+export interface WirePacketEvent {
+  point: string;
+  node: string;
+  iface: string;
+  linkType: number;
+  tsNs: string;
+  frame: string;
+  outer?: WireTuple;
+  inner?: WireTuple;
+  related?: WireTuple;
+  tunnels: { kind: number; id?: number; messageType?: number }[];
+  keys?: Record<string, unknown>;
+  truncated: boolean;
+  error: string;
+  wireLength: number;
+}
+
+/** toObject options every hoptrace message is read with: 64-bit as decimal strings. */
+export const WIRE_OBJECT_OPTIONS: protobuf.IConversionOptions = {
+  longs: String,
+  enums: Number,
+  defaults: true,
+};
 
 /** Decodes a hoptrace.v1.PacketEvent message (throws protobufjs errors on malformed input). */
 export function decodePacketEvent(bytes: Uint8Array): PacketEvent {
-  const T = type('PacketEvent');
-  const o = T.toObject(T.decode(bytes), { longs: String, enums: Number, defaults: true }) as {
-    point: string;
-    node: string;
-    iface: string;
-    linkType: number;
-    tsNs: string;
-    frame: string;
-    outer?: WireTuple;
-    inner?: WireTuple;
-    related?: WireTuple;
-    tunnels: { kind: number; id?: number; messageType?: number }[];
-    keys?: Record<string, unknown>;
-    truncated: boolean;
-    error: string;
-    wireLength: number;
-  };
+  const T = protoType('PacketEvent');
+  return packetEventFromWire(T.toObject(T.decode(bytes), WIRE_OBJECT_OPTIONS) as WirePacketEvent);
+}
+
+/** The PacketEvent of a decoded (toObject) hoptrace.v1.PacketEvent. */
+export function packetEventFromWire(o: WirePacketEvent): PacketEvent {
   const keys: PacketKeys = { payloadLength: 0 };
   for (const [k, v] of Object.entries(o.keys ?? {})) {
     if (v !== null && v !== undefined) (keys as unknown as Record<string, unknown>)[k] = v;

@@ -1,0 +1,409 @@
+/**
+ * The agent's link to the collector: one WebSocket, reconnected with backoff, carrying a bounded
+ * spool of messages (agent/link/spool.ts) that stay until the collector acknowledges them.
+ *
+ * On every connection: hello → helloAck{lastSeq} → drop the spool up to lastSeq → resend the rest
+ * in order. send() only spools and, when connected and the socket is not backed up, writes: it
+ * never waits for the network, so the capture path is never slowed down by the collector.
+ */
+import pino from 'pino';
+import WebSocket from 'ws';
+import type { SpooledKind } from '../../common/envelope';
+import { decodeEnvelope, encodeEnvelope } from '../../common/envelope';
+import { ERRORS, HoptraceError, isHoptraceError, type ErrorCode } from '../../common/errors';
+import type {
+  CaptureCommand,
+  CaptureStatus,
+  Envelope,
+  ErrorReport,
+  EventBatch,
+  Hello,
+  HelloAck,
+  Lost,
+  StopCommand,
+} from '../../common/wire';
+import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff';
+import { Spool } from './spool';
+
+export interface CollectorLinkOptions {
+  /** ws:// or wss:// URL of the collector's agent endpoint (…/v1/agents). */
+  url: string;
+  token: string;
+  /** CA certificate(s) to verify a wss:// collector. */
+  ca?: Buffer;
+  /** The hello sent on every connection (called each time: namespaces may have changed). */
+  hello: () => Hello;
+  /** Most event batches spooled (default 10000); beyond it new batches are dropped and counted. */
+  spoolLimit?: number;
+  /** Ping interval; a collector silent for a whole interval is considered dead (default 10 s). */
+  heartbeatMs?: number;
+  backoff?: BackoffOptions;
+  /** Time the collector has to answer hello (default 10 s). */
+  helloTimeoutMs?: number;
+  /** Stop writing while the socket buffers more than this many bytes (default 4 MiB). */
+  highWaterBytes?: number;
+  /** First seq of this run (default: microseconds since the epoch, so a restarted agent continues above its previous run). */
+  firstSeq?: number;
+  logger?: pino.Logger;
+}
+
+export type CollectorCommand =
+  { kind: 'capture'; capture: CaptureCommand } | { kind: 'stop'; stop: StopCommand };
+
+export interface LinkStats {
+  /** helloAck received on the current connection. */
+  connected: boolean;
+  /** Messages waiting for the collector's ack. */
+  spooled: number;
+  spoolBytes: number;
+  /** Messages written to the socket (resends included). */
+  sent: number;
+  /** Messages the collector acknowledged. */
+  acked: number;
+  /** Events dropped because the spool was full (each reported in a Lost message). */
+  lostEvents: number;
+  /** Connection attempts after the first. */
+  reconnects: number;
+  /** Code of the last connection problem, null after a successful hello. */
+  lastError: ErrorCode | null;
+}
+
+type Phase = 'idle' | 'connecting' | 'handshake' | 'ready' | 'closed';
+
+interface SpooledBodies {
+  events: EventBatch;
+  status: CaptureStatus;
+  lost: Lost;
+  error: ErrorReport;
+}
+
+function spooledEnvelope(
+  kind: SpooledKind,
+  body: SpooledBodies[SpooledKind],
+): Envelope & { kind: SpooledKind } {
+  switch (kind) {
+    case 'events':
+      return { seq: 0, kind, events: body as EventBatch };
+    case 'status':
+      return { seq: 0, kind, status: body as CaptureStatus };
+    case 'lost':
+      return { seq: 0, kind, lost: body as Lost };
+    case 'error':
+      return { seq: 0, kind, error: body as ErrorReport };
+  }
+}
+
+/** The agent's connection to the collector. Starts connecting on construction. */
+export class CollectorLink {
+  private readonly log: pino.Logger;
+  private readonly spool: Spool;
+  private readonly heartbeatMs: number;
+  private readonly helloTimeoutMs: number;
+  private readonly highWater: number;
+  private readonly backoff: BackoffOptions;
+  private ws: WebSocket | undefined;
+  private phase: Phase = 'idle';
+  private attempt = 0;
+  private alive = true;
+  private blocked = false;
+  private timers: { reconnect?: NodeJS.Timeout; hello?: NodeJS.Timeout; beat?: NodeJS.Timeout } =
+    {};
+  private counts = { sent: 0, acked: 0, reconnects: 0 };
+  private lastError: ErrorCode | null = null;
+  private readonly commandHandlers: ((cmd: CollectorCommand) => void)[] = [];
+  private readonly errorHandlers: ((err: HoptraceError) => void)[] = [];
+  private readonly connectHandlers: ((ack: HelloAck) => void)[] = [];
+  private closedPromise: Promise<void> = Promise.resolve();
+  private flushWaiters: (() => void)[] = [];
+
+  constructor(private readonly opts: CollectorLinkOptions) {
+    this.log = opts.logger ?? pino({ enabled: false });
+    this.spool = new Spool(opts.spoolLimit ?? 10_000, opts.firstSeq ?? Date.now() * 1000);
+    this.heartbeatMs = opts.heartbeatMs ?? 10_000;
+    this.helloTimeoutMs = opts.helloTimeoutMs ?? 10_000;
+    this.highWater = opts.highWaterBytes ?? 4 * 1024 * 1024;
+    this.backoff = opts.backoff ?? DEFAULT_BACKOFF;
+    this.connect();
+  }
+
+  /**
+   * Spools a message for the collector and transmits it when possible. Returns its seq, or 0 when
+   * the spool was full and the batch was dropped (counted, reported in a Lost message).
+   */
+  send(kind: 'events', body: EventBatch): number;
+  send(kind: 'status', body: CaptureStatus): number;
+  send(kind: 'lost', body: Lost): number;
+  send(kind: 'error', body: ErrorReport): number;
+  send(kind: SpooledKind, body: SpooledBodies[SpooledKind]): number {
+    if (this.phase === 'closed') return 0;
+    const seq = this.spool.add(spooledEnvelope(kind, body));
+    this.pump();
+    return seq;
+  }
+
+  /** Commands from the collector (capture, stop). */
+  onCommand(handler: (cmd: CollectorCommand) => void): void {
+    this.commandHandlers.push(handler);
+  }
+
+  /**
+   * Connection problems (AUTH_REFUSED, LINK_UNREACHABLE, WIRE_HELLO_TIMEOUT, …), reported once per
+   * change: the link keeps retrying by itself.
+   */
+  onError(handler: (err: HoptraceError) => void): void {
+    this.errorHandlers.push(handler);
+  }
+
+  /** Each completed hello (the collector answered). */
+  onConnected(handler: (ack: HelloAck) => void): void {
+    this.connectHandlers.push(handler);
+  }
+
+  stats(): LinkStats {
+    return {
+      connected: this.phase === 'ready',
+      spooled: this.spool.length,
+      spoolBytes: this.spool.bytes,
+      sent: this.counts.sent,
+      acked: this.counts.acked,
+      lostEvents: this.spool.droppedEvents,
+      reconnects: this.counts.reconnects,
+      lastError: this.lastError,
+    };
+  }
+
+  /**
+   * Sends a fresh hello on the open connection (the agent's namespaces changed: a pod appeared),
+   * so the collector can resolve new pod IPs without a reconnect. No-op while not connected: the
+   * next connection sends a fresh hello anyway.
+   */
+  refreshHello(): boolean {
+    const ws = this.ws;
+    if (this.phase !== 'ready' || ws?.readyState !== WebSocket.OPEN) return false;
+    const hello = { ...this.opts.hello(), spoolFirstSeq: this.spool.firstSeq };
+    ws.send(encodeEnvelope({ seq: 0, kind: 'hello', hello }));
+    return true;
+  }
+
+  /** Resolves once the collector acknowledged everything spooled (e.g. before a clean exit). */
+  flush(): Promise<void> {
+    if (this.spool.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.flushWaiters.push(resolve));
+  }
+
+  private acked(n: number): void {
+    this.counts.acked += n;
+    if (this.spool.length > 0) return;
+    const waiters = this.flushWaiters;
+    this.flushWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Closes the connection and stops reconnecting; unacknowledged messages are abandoned. */
+  async close(): Promise<void> {
+    if (this.phase === 'closed') return this.closedPromise;
+    this.phase = 'closed';
+    this.clearTimers();
+    clearTimeout(this.timers.reconnect);
+    const ws = this.ws;
+    if (ws && ws.readyState !== WebSocket.CLOSED) {
+      this.closedPromise = new Promise((resolve) => {
+        ws.once('close', () => {
+          resolve();
+        });
+      });
+      if (ws.readyState === WebSocket.CONNECTING) ws.terminate();
+      else ws.close(1000, 'agent shutting down');
+      const t = setTimeout(() => {
+        ws.terminate();
+      }, 2_000);
+      t.unref();
+    }
+    return this.closedPromise;
+  }
+
+  private report(code: ErrorCode, detail: string): void {
+    if (this.lastError === code) {
+      this.log.debug({ code, url: this.opts.url }, detail);
+      return;
+    }
+    this.lastError = code;
+    const err = new HoptraceError(code, detail, { where: this.opts.url });
+    this.log.error({ code, url: this.opts.url }, err.message);
+    for (const h of this.errorHandlers) h(err);
+  }
+
+  private clearTimers(): void {
+    clearTimeout(this.timers.hello);
+    clearInterval(this.timers.beat);
+  }
+
+  private connect(): void {
+    if (this.phase === 'closed') return;
+    this.phase = 'connecting';
+    const ws = new WebSocket(this.opts.url, {
+      headers: { Authorization: `Bearer ${this.opts.token}` },
+      ...(this.opts.ca ? { ca: this.opts.ca } : {}),
+      perMessageDeflate: false,
+      handshakeTimeout: this.helloTimeoutMs,
+    });
+    this.ws = ws;
+    let reported = false;
+    ws.on('unexpected-response', (_req, res) => {
+      reported = true;
+      res.resume();
+      if (res.statusCode === 401) {
+        this.report('AUTH_REFUSED', 'the collector refused our token (HTTP 401)');
+      } else {
+        this.report('LINK_UNREACHABLE', `the collector answered HTTP ${res.statusCode ?? 0}`);
+      }
+      ws.terminate();
+    });
+    ws.on('open', () => {
+      this.onOpen(ws);
+    });
+    ws.on('message', (data: Buffer, isBinary) => {
+      this.alive = true;
+      if (ws === this.ws && isBinary) this.onEnvelope(ws, data);
+    });
+    ws.on('ping', () => (this.alive = true));
+    ws.on('pong', () => (this.alive = true));
+    ws.on('error', (err) => {
+      if (reported || ws !== this.ws) return;
+      if (ws.readyState === WebSocket.CONNECTING || this.phase === 'connecting') {
+        this.report('LINK_UNREACHABLE', err.message);
+      } else {
+        this.log.warn({ code: 'LINK_UNREACHABLE', url: this.opts.url }, err.message);
+      }
+    });
+    ws.on('close', (code, reason) => {
+      if (ws !== this.ws) return;
+      this.clearTimers();
+      this.ws = undefined;
+      this.blocked = false;
+      if (this.phase === 'closed') return;
+      if (this.phase === 'ready' || this.phase === 'handshake') {
+        this.log.warn(
+          { code: reason.toString() || 'LINK_UNREACHABLE', closeCode: code, url: this.opts.url },
+          'connection to the collector closed; reconnecting',
+        );
+      }
+      this.phase = 'idle';
+      this.scheduleReconnect();
+    });
+  }
+
+  private scheduleReconnect(): void {
+    const delay = backoffDelay(this.attempt++, this.backoff);
+    this.timers.reconnect = setTimeout(() => {
+      this.counts.reconnects++;
+      this.connect();
+    }, delay);
+  }
+
+  private onOpen(ws: WebSocket): void {
+    this.phase = 'handshake';
+    this.alive = true;
+    const hello = { ...this.opts.hello(), spoolFirstSeq: this.spool.firstSeq };
+    ws.send(encodeEnvelope({ seq: 0, kind: 'hello', hello }));
+    this.timers.hello = setTimeout(() => {
+      this.report('WIRE_HELLO_TIMEOUT', 'the collector did not answer hello in time');
+      ws.terminate();
+    }, this.helloTimeoutMs);
+    this.timers.beat = setInterval(() => {
+      if (!this.alive) {
+        this.report('LINK_HEARTBEAT_TIMEOUT', 'the collector stopped answering heartbeats');
+        ws.terminate();
+        return;
+      }
+      this.alive = false;
+      ws.ping();
+    }, this.heartbeatMs);
+  }
+
+  private onEnvelope(ws: WebSocket, data: Buffer): void {
+    let env: Envelope;
+    try {
+      env = decodeEnvelope(data);
+    } catch (e) {
+      this.log.warn(
+        { code: 'WIRE_MALFORMED', url: this.opts.url },
+        isHoptraceError(e) ? e.message : 'undecodable message from the collector',
+      );
+      ws.terminate();
+      return;
+    }
+    switch (env.kind) {
+      case 'helloAck':
+        this.onHelloAck(env.helloAck);
+        return;
+      case 'ack':
+        this.acked(this.spool.ackThrough(env.ack.seq));
+        this.pump();
+        return;
+      case 'capture':
+      case 'stop':
+        for (const h of this.commandHandlers) h(env);
+        return;
+      case 'error': {
+        const code = env.error.code in ERRORS ? (env.error.code as ErrorCode) : 'WIRE_UNEXPECTED';
+        this.report(code, `the collector says: ${env.error.message}`);
+        return;
+      }
+      case 'heartbeat':
+        return;
+      case 'hello':
+      case 'events':
+      case 'status':
+      case 'lost':
+        this.log.warn(
+          { code: 'WIRE_UNEXPECTED', url: this.opts.url },
+          `the collector sent ${env.kind}`,
+        );
+        return;
+    }
+  }
+
+  private onHelloAck(ack: HelloAck): void {
+    if (ack.lastSeq >= this.spool.nextSeq) {
+      // The collector remembers more than this run ever numbered: an earlier run of this agent.
+      this.log.warn(
+        { code: 'WIRE_UNEXPECTED', url: this.opts.url },
+        `the collector holds seq ${ack.lastSeq} beyond ours; renumbering the spool`,
+      );
+      this.spool.renumberFrom(ack.lastSeq + 1);
+    }
+    this.acked(this.spool.ackThrough(ack.lastSeq));
+    if (this.phase !== 'handshake') return; // a repeated hello: only trims
+    clearTimeout(this.timers.hello);
+    this.phase = 'ready';
+    this.attempt = 0;
+    this.lastError = null;
+    this.spool.rewind();
+    this.log.info(
+      { url: this.opts.url, collectorId: ack.collectorId, spooled: this.spool.length },
+      'connected to the collector',
+    );
+    for (const h of this.connectHandlers) h(ack);
+    this.pump();
+  }
+
+  /** Writes spooled messages while connected and the socket buffer is below the high-water mark. */
+  private pump(): void {
+    const ws = this.ws;
+    if (this.phase !== 'ready' || !ws || ws.readyState !== WebSocket.OPEN) return;
+    while (ws.bufferedAmount < this.highWater) {
+      const e = this.spool.takeNext();
+      if (!e) return;
+      this.counts.sent++;
+      ws.send(e.bytes, () => {
+        // Written out: if we stopped for backpressure and the buffer drained, continue.
+        if (this.blocked && ws === this.ws && ws.bufferedAmount < this.highWater / 2) {
+          this.blocked = false;
+          this.pump();
+        }
+      });
+    }
+    this.blocked = true;
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * The agent's bounded spool of messages for the collector. Every message keeps its seq until the
+ * collector acknowledges it, so a collector restart or a broken connection loses nothing.
+ *
+ * Overflow policy: when `limit` event batches are spooled, a NEW batch is dropped (not the oldest).
+ * The spool then holds an unbroken prefix of the capture: the request hoptrace looks for is the
+ * first new connection, so the early packets matter most, and dropped batches were never sent, so
+ * the Lost count is exact (dropping the oldest could drop a batch already on the wire that the
+ * collector may or may not have stored). Status, error and lost messages are exempt: they are few
+ * and say what happened. Dropped events become one Lost per capture and point, updated in place
+ * while it waits to be sent.
+ */
+import { encodeEnvelope, type SpooledKind } from '../../common/envelope';
+import type { Envelope } from '../../common/wire';
+
+export interface SpoolEntry {
+  seq: number;
+  kind: SpooledKind;
+  env: Envelope;
+  bytes: Uint8Array;
+  /** Events in the message (batches only). */
+  events: number;
+}
+
+export class Spool {
+  private entries: SpoolEntry[] = [];
+  private head = 0;
+  /** Index (from head) of the next entry to transmit on the current connection. */
+  private cursor = 0;
+  private batches = 0;
+  private byteCount = 0;
+  private nextSeqValue: number;
+  /** Lost entries not yet transmitted, by capture and point: further drops add to them. */
+  private readonly pendingLost = new Map<string, SpoolEntry>();
+  /** Events dropped because the spool was full, ever. */
+  droppedEvents = 0;
+
+  constructor(
+    private readonly limit: number,
+    firstSeq: number,
+  ) {
+    this.nextSeqValue = firstSeq;
+  }
+
+  get length(): number {
+    return this.entries.length - this.head;
+  }
+  get bytes(): number {
+    return this.byteCount;
+  }
+  get nextSeq(): number {
+    return this.nextSeqValue;
+  }
+  /** Seq of the oldest entry, 0 when empty. */
+  get firstSeq(): number {
+    return this.entries[this.head]?.seq ?? 0;
+  }
+
+  /** Spools a message; returns its seq, or 0 when it was an event batch dropped for overflow. */
+  add(env: Envelope & { kind: SpooledKind }): number {
+    if (env.kind === 'events' && this.batches >= this.limit) {
+      const n = env.events.events.length;
+      if (n > 0) {
+        this.droppedEvents += n;
+        this.addLost(env.events.captureId, env.events.point, n);
+      }
+      return 0;
+    }
+    return this.push(env).seq;
+  }
+
+  private push(env: Envelope & { kind: SpooledKind }): SpoolEntry {
+    env.seq = this.nextSeqValue++;
+    const bytes = encodeEnvelope(env);
+    const entry: SpoolEntry = {
+      seq: env.seq,
+      kind: env.kind,
+      env,
+      bytes,
+      events: env.kind === 'events' ? env.events.events.length : 0,
+    };
+    this.entries.push(entry);
+    this.byteCount += bytes.length;
+    if (env.kind === 'events') this.batches++;
+    return entry;
+  }
+
+  private addLost(captureId: string, point: string, count: number): void {
+    const key = `${captureId}\0${point}`;
+    const pending = this.pendingLost.get(key);
+    if (pending?.env.kind === 'lost') {
+      pending.env.lost.count += count;
+      this.byteCount -= pending.bytes.length;
+      pending.bytes = encodeEnvelope(pending.env);
+      this.byteCount += pending.bytes.length;
+      return;
+    }
+    const entry = this.push({
+      seq: 0,
+      kind: 'lost',
+      lost: { captureId, point, count, reason: 'spool overflow' },
+    });
+    this.pendingLost.set(key, entry);
+  }
+
+  /** The next entry to transmit, or undefined when everything was sent. */
+  takeNext(): SpoolEntry | undefined {
+    const e = this.entries[this.head + this.cursor];
+    if (!e) return undefined;
+    this.cursor++;
+    if (e.kind === 'lost') {
+      for (const [k, v] of this.pendingLost) if (v === e) this.pendingLost.delete(k);
+    }
+    return e;
+  }
+
+  /** Transmit from the oldest entry again (a new connection). */
+  rewind(): void {
+    this.cursor = 0;
+  }
+
+  /** Drops every entry with seq <= `seq` (stored by the collector); returns how many. */
+  ackThrough(seq: number): number {
+    let n = 0;
+    for (;;) {
+      const e = this.entries[this.head];
+      if (!e || e.seq > seq) break;
+      this.head++;
+      n++;
+      this.byteCount -= e.bytes.length;
+      if (e.kind === 'events') this.batches--;
+      if (e.kind === 'lost') {
+        for (const [k, v] of this.pendingLost) if (v === e) this.pendingLost.delete(k);
+      }
+    }
+    this.cursor = Math.max(0, this.cursor - n);
+    // Compact now and then instead of shifting on every ack.
+    if (this.head > 1024 && this.head * 2 > this.entries.length) {
+      this.entries = this.entries.slice(this.head);
+      this.head = 0;
+    }
+    return n;
+  }
+
+  /**
+   * Gives every entry a new seq from `first` on. Used when the collector already holds seqs beyond
+   * ours (it remembers an earlier run of this agent): without it, our messages would look like
+   * duplicates and be dropped.
+   */
+  renumberFrom(first: number): void {
+    this.nextSeqValue = first;
+    for (let i = this.head; i < this.entries.length; i++) {
+      const e = this.entries[i];
+      if (!e) continue;
+      e.seq = e.env.seq = this.nextSeqValue++;
+      this.byteCount -= e.bytes.length;
+      e.bytes = encodeEnvelope(e.env);
+      this.byteCount += e.bytes.length;
+    }
+  }
+}

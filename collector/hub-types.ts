@@ -1,0 +1,57 @@
+/**
+ * The contract between the collector's WebSocket endpoint for agents (collector/hub.ts) and the
+ * rest of the collector (sessions, HTTP API).
+ */
+import type {
+  CaptureCommand,
+  CaptureStatus,
+  ErrorReport,
+  EventBatch,
+  Hello,
+  Lost,
+  StopCommand,
+} from '../common/wire';
+
+/** An agent as the collector knows it. */
+export interface AgentInfo {
+  agentId: string;
+  node: string;
+  hello: Hello;
+  connected: boolean;
+  connectedAtMs: number;
+  lastSeenMs: number;
+}
+
+/** Everything an agent sends that the collector acts on; `agentId` says who sent it. */
+export type AgentMessage =
+  | { kind: 'events'; agentId: string; batch: EventBatch }
+  | { kind: 'status'; agentId: string; status: CaptureStatus }
+  | { kind: 'lost'; agentId: string; lost: Lost }
+  | { kind: 'error'; agentId: string; error: ErrorReport };
+
+export interface HubCounters {
+  connected: number;
+  refusedUnauthenticated: number;
+  refusedMalformed: number;
+  messagesIn: number;
+  duplicatesDropped: number;
+}
+
+export interface AgentHub {
+  /** Known agents (connected or seen before). */
+  agents(): AgentInfo[];
+  /** Sends a command; false when the agent is not connected. */
+  send(
+    agentId: string,
+    cmd: { kind: 'capture'; capture: CaptureCommand } | { kind: 'stop'; stop: StopCommand },
+  ): boolean;
+  /**
+   * Handler for spooled agent messages. The hub acknowledges a message to the agent only after the
+   * returned promise resolves (the caller has stored it), so a collector crash loses nothing.
+   */
+  onMessage(handler: (msg: AgentMessage) => Promise<void>): void;
+  /** Called when an agent connects (after hello) or disconnects. */
+  onAgent(handler: (agent: AgentInfo) => void): void;
+  counters(): HubCounters;
+  close(): Promise<void>;
+}

@@ -1,0 +1,402 @@
+/**
+ * The collector's WebSocket endpoint for agents (implements AgentHub, collector/hub-types.ts).
+ *
+ * Agents authenticate on the HTTP upgrade (bearer token, refused with 401 before a WebSocket
+ * exists), say hello, and then stream spooled messages with increasing seq. The hub hands each one
+ * to the onMessage handler strictly in order per agent and acknowledges it only after the handler
+ * resolved and lastSeqStore recorded it, so a collector restart loses nothing and a resend after
+ * a reconnect is recognised as a duplicate. Close codes: CLOSE_CODES in common/envelope.ts.
+ */
+import type { IncomingMessage, Server as HttpServer } from 'node:http';
+import type { Server as HttpsServer } from 'node:https';
+import type { Duplex } from 'node:stream';
+import pino from 'pino';
+import { WebSocket, WebSocketServer, type RawData } from 'ws';
+import { bearerToken, tokenMatches } from '../common/auth';
+import { AGENT_KINDS, CLOSE_CODES, decodeEnvelope, encodeEnvelope } from '../common/envelope';
+import { isHoptraceError, type ErrorCode } from '../common/errors';
+import type { Envelope, Hello } from '../common/wire';
+import type { AgentHub, AgentInfo, AgentMessage, HubCounters } from './hub-types';
+import { refuseUpgrade, remoteOf } from './hub-upgrade';
+
+/** What the collector has stored per agent; persisted by the caller (survives a restart). */
+export interface LastSeqStore {
+  get(agentId: string): number;
+  set(agentId: string, seq: number): void;
+}
+
+export interface AgentHubOptions {
+  server: HttpServer | HttpsServer;
+  /** URL path agents connect to (default '/v1/agents'). */
+  path?: string;
+  /** Accepted bearer tokens; an empty list refuses everyone. */
+  tokens: string[];
+  collectorId: string;
+  lastSeqStore: LastSeqStore;
+  /** Largest accepted message (default 16 MiB); larger ones close the connection with 1009. */
+  maxPayloadBytes?: number;
+  /** Ping interval; a peer silent for a whole interval is dropped (default 10 s). */
+  heartbeatMs?: number;
+  /** Time an agent has to send hello after the upgrade (default 5 s). */
+  helloTimeoutMs?: number;
+  logger?: pino.Logger;
+}
+
+/** A LastSeqStore in memory (tests; a collector without a data directory). */
+export function memoryLastSeqStore(): LastSeqStore & { map: Map<string, number> } {
+  const map = new Map<string, number>();
+  return { map, get: (id) => map.get(id) ?? 0, set: (id, seq) => map.set(id, seq) };
+}
+
+interface Conn {
+  ws: WebSocket;
+  remote: string;
+  agentId: string | undefined;
+  alive: boolean;
+  /** Set once the connection is being refused: its queued messages are neither processed nor acked. */
+  failed: boolean;
+  helloTimer: NodeJS.Timeout | undefined;
+  closed: Promise<void>;
+}
+
+interface AgentState {
+  info: AgentInfo;
+  conn: Conn | undefined;
+  /** Every message of this agent, across its connections, is processed in this one chain. */
+  chain: Promise<void>;
+}
+
+type Spooled = Extract<Envelope, { kind: AgentMessage['kind'] }>;
+
+function toAgentMessage(agentId: string, env: Spooled): AgentMessage {
+  switch (env.kind) {
+    case 'events':
+      return { kind: 'events', agentId, batch: env.events };
+    case 'status':
+      return { kind: 'status', agentId, status: env.status };
+    case 'lost':
+      return { kind: 'lost', agentId, lost: env.lost };
+    case 'error':
+      return { kind: 'error', agentId, error: env.error };
+  }
+}
+
+function rawBytes(data: RawData): Buffer {
+  if (Buffer.isBuffer(data)) return data;
+  return Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
+}
+
+/** Starts accepting agents on `opts.server` (which the caller owns, listens and closes). */
+export function createAgentHub(opts: AgentHubOptions): AgentHub {
+  const path = opts.path ?? '/v1/agents';
+  const log = opts.logger ?? pino({ enabled: false });
+  const heartbeatMs = opts.heartbeatMs ?? 10_000;
+  const helloTimeoutMs = opts.helloTimeoutMs ?? 5_000;
+  const store = opts.lastSeqStore;
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: opts.maxPayloadBytes ?? 16 * 1024 * 1024,
+    perMessageDeflate: false,
+  });
+  const conns = new Set<Conn>();
+  const agents = new Map<string, AgentState>();
+  const counters: Omit<HubCounters, 'connected'> = {
+    refusedUnauthenticated: 0,
+    refusedMalformed: 0,
+    messagesIn: 0,
+    duplicatesDropped: 0,
+  };
+  let handler: ((msg: AgentMessage) => Promise<void>) | undefined;
+  const agentHandlers: ((agent: AgentInfo) => void)[] = [];
+  let closing = false;
+  if (opts.tokens.every((t) => t === '')) {
+    log.warn({ code: 'AUTH_NO_TOKEN' }, 'no agent token configured: every agent is refused');
+  }
+
+  const emitAgent = (a: AgentState): void => {
+    for (const h of agentHandlers) h({ ...a.info });
+  };
+
+  const sendEnv = (conn: Conn, env: Envelope): void => {
+    if (conn.ws.readyState === WebSocket.OPEN) conn.ws.send(encodeEnvelope(env));
+  };
+
+  /** Refuses a connection: error reply, close with the code's close code, counted. */
+  const refuse = (conn: Conn, code: ErrorCode, closeCode: number, detail: string): void => {
+    if (conn.failed) return;
+    conn.failed = true;
+    counters.refusedMalformed++;
+    log.warn({ agentId: conn.agentId, remote: conn.remote, code }, detail);
+    sendEnv(conn, {
+      seq: 0,
+      kind: 'error',
+      error: { code, message: `${code}: ${detail}`, captureId: '', point: '' },
+    });
+    conn.ws.close(closeCode, code);
+  };
+
+  const enqueue = (agent: AgentState, conn: Conn, step: () => Promise<void> | void): void => {
+    agent.chain = agent.chain
+      .then(async () => {
+        if (!conn.failed) await step();
+      })
+      .catch((e: unknown) => {
+        // Steps handle their own failures; this only keeps the chain alive.
+        log.error({ agentId: conn.agentId, remote: conn.remote, err: e }, 'hub step failed');
+      });
+  };
+
+  const processSpooled = async (conn: Conn, agentId: string, env: Spooled): Promise<void> => {
+    const ack = (): void => {
+      sendEnv(conn, { seq: 0, kind: 'ack', ack: { seq: env.seq } });
+    };
+    if (env.seq <= store.get(agentId)) {
+      counters.duplicatesDropped++;
+      ack();
+      return;
+    }
+    try {
+      if (!handler) throw new Error('no message handler is registered');
+      await handler(toAgentMessage(agentId, env));
+      store.set(agentId, env.seq);
+    } catch (e) {
+      // Not acknowledged: the agent keeps it and resends after reconnecting. Later messages of
+      // this connection are skipped (conn.failed) so the stored seq never jumps over this one.
+      conn.failed = true;
+      log.error(
+        { agentId, remote: conn.remote, code: 'HUB_HANDLER_FAILED', seq: env.seq, err: e },
+        'storing an agent message failed; closing so the agent resends it',
+      );
+      conn.ws.close(CLOSE_CODES.HANDLER_FAILED, 'HUB_HANDLER_FAILED');
+      return;
+    }
+    ack();
+  };
+
+  const onHello = (conn: Conn, hello: Hello): void => {
+    if (hello.agentId === '') {
+      refuse(conn, 'WIRE_UNEXPECTED', CLOSE_CODES.UNEXPECTED, 'hello without agentId');
+      return;
+    }
+    if (conn.agentId !== undefined && conn.agentId !== hello.agentId) {
+      refuse(conn, 'WIRE_UNEXPECTED', CLOSE_CODES.UNEXPECTED, 'the agent id changed');
+      return;
+    }
+    clearTimeout(conn.helloTimer);
+    const now = Date.now();
+    let agent = agents.get(hello.agentId);
+    const old = agent?.conn;
+    if (old && old !== conn) {
+      // Newest wins: a reconnect whose old socket is not yet known dead, or two agents sharing
+      // an id (then they keep replacing each other, visible in refusedMalformed and the log).
+      counters.refusedMalformed++;
+      log.warn(
+        { agentId: hello.agentId, remote: old.remote, code: 'AGENT_REPLACED' },
+        `replaced by a new connection from ${conn.remote}`,
+      );
+      sendEnv(old, {
+        seq: 0,
+        kind: 'error',
+        error: { code: 'AGENT_REPLACED', message: 'AGENT_REPLACED', captureId: '', point: '' },
+      });
+      old.ws.close(CLOSE_CODES.REPLACED, 'AGENT_REPLACED');
+    }
+    const first = conn.agentId === undefined;
+    conn.agentId = hello.agentId;
+    const info: AgentInfo = {
+      agentId: hello.agentId,
+      node: hello.node,
+      hello,
+      connected: true,
+      connectedAtMs: first ? now : (agent?.info.connectedAtMs ?? now),
+      lastSeenMs: now,
+    };
+    if (agent) {
+      agent.info = info;
+      agent.conn = conn;
+    } else {
+      agent = { info, conn, chain: Promise.resolve() };
+      agents.set(hello.agentId, agent);
+    }
+    if (first) log.info({ agentId: hello.agentId, remote: conn.remote }, 'agent connected');
+    // Through the chain: lastSeq must include every message of an older connection still queued.
+    const agentId = hello.agentId;
+    enqueue(agent, conn, () => {
+      sendEnv(conn, {
+        seq: 0,
+        kind: 'helloAck',
+        helloAck: { collectorId: opts.collectorId, lastSeq: store.get(agentId) },
+      });
+    });
+    emitAgent(agent);
+  };
+
+  const onFrame = (conn: Conn, data: RawData, isBinary: boolean): void => {
+    conn.alive = true;
+    if (conn.failed) return;
+    if (!isBinary) {
+      refuse(conn, 'WIRE_MALFORMED', CLOSE_CODES.MALFORMED, 'a text frame (Envelopes are binary)');
+      return;
+    }
+    let env: Envelope;
+    try {
+      env = decodeEnvelope(rawBytes(data));
+    } catch (e) {
+      const detail = isHoptraceError(e) ? e.message : 'undecodable message';
+      refuse(conn, 'WIRE_MALFORMED', CLOSE_CODES.MALFORMED, detail);
+      return;
+    }
+    counters.messagesIn++;
+    if (!AGENT_KINDS.includes(env.kind)) {
+      refuse(conn, 'WIRE_UNEXPECTED', CLOSE_CODES.UNEXPECTED, `an agent must not send ${env.kind}`);
+      return;
+    }
+    if (env.kind === 'hello') {
+      onHello(conn, env.hello);
+      return;
+    }
+    const agentId = conn.agentId;
+    const agent = agentId === undefined ? undefined : agents.get(agentId);
+    if (agentId === undefined || !agent) {
+      refuse(conn, 'WIRE_UNEXPECTED', CLOSE_CODES.UNEXPECTED, `${env.kind} before hello`);
+      return;
+    }
+    agent.info.lastSeenMs = Date.now();
+    if (env.kind === 'heartbeat') {
+      sendEnv(conn, { seq: 0, kind: 'heartbeat', heartbeat: { unixMs: Date.now() } });
+      return;
+    }
+    if (env.kind === 'capture' || env.kind === 'stop' || env.kind === 'ack') return; // excluded above
+    if (env.kind === 'helloAck') return;
+    if (env.seq <= 0) {
+      refuse(conn, 'WIRE_UNEXPECTED', CLOSE_CODES.UNEXPECTED, `${env.kind} without seq`);
+      return;
+    }
+    enqueue(agent, conn, () => processSpooled(conn, agentId, env));
+  };
+
+  const onClose = (conn: Conn): void => {
+    conns.delete(conn);
+    clearTimeout(conn.helloTimer);
+    const agent = conn.agentId === undefined ? undefined : agents.get(conn.agentId);
+    if (agent?.conn !== conn) return;
+    agent.conn = undefined;
+    agent.info = { ...agent.info, connected: false, lastSeenMs: Date.now() };
+    log.info({ agentId: conn.agentId, remote: conn.remote }, 'agent disconnected');
+    emitAgent(agent);
+  };
+
+  const accept = (ws: WebSocket, remote: string): void => {
+    let resolveClosed = (): void => undefined;
+    const conn: Conn = {
+      ws,
+      remote,
+      agentId: undefined,
+      alive: true,
+      failed: false,
+      helloTimer: undefined,
+      closed: new Promise((r) => (resolveClosed = r)),
+    };
+    conns.add(conn);
+    conn.helloTimer = setTimeout(() => {
+      refuse(conn, 'WIRE_HELLO_TIMEOUT', CLOSE_CODES.HELLO_TIMEOUT, 'no hello in time');
+    }, helloTimeoutMs);
+    ws.on('message', (data, isBinary) => {
+      onFrame(conn, data, isBinary);
+    });
+    ws.on('pong', () => (conn.alive = true));
+    ws.on('ping', () => (conn.alive = true));
+    ws.on('error', (err: Error & { code?: string }) => {
+      // ws reports protocol violations here and closes the socket itself.
+      const code: ErrorCode =
+        err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'WIRE_TOO_LARGE' : 'WIRE_MALFORMED';
+      if (!conn.failed) counters.refusedMalformed++;
+      conn.failed = true;
+      log.warn({ agentId: conn.agentId, remote, code }, err.message);
+    });
+    ws.on('close', () => {
+      onClose(conn);
+      resolveClosed();
+    });
+  };
+
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    const url = new URL(req.url ?? '/', 'http://hub');
+    if (url.pathname !== path) {
+      // Leave other paths to other upgrade listeners, if there are any.
+      if (opts.server.listenerCount('upgrade') === 1) refuseUpgrade(socket, 404);
+      return;
+    }
+    const remote = remoteOf(req);
+    if (closing) {
+      refuseUpgrade(socket, 503);
+      return;
+    }
+    if (!tokenMatches(bearerToken(req.headers.authorization), opts.tokens)) {
+      counters.refusedUnauthenticated++;
+      log.warn({ remote, code: 'AUTH_REFUSED' }, 'agent refused: missing or wrong bearer token');
+      refuseUpgrade(socket, 401);
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      accept(ws, remote);
+    });
+  };
+  opts.server.on('upgrade', onUpgrade);
+
+  const heartbeat = setInterval(() => {
+    for (const conn of conns) {
+      if (!conn.alive) {
+        log.warn(
+          { agentId: conn.agentId, remote: conn.remote, code: 'LINK_HEARTBEAT_TIMEOUT' },
+          'agent silent for a heartbeat interval; dropping the connection',
+        );
+        conn.failed = true;
+        conn.ws.terminate();
+        continue;
+      }
+      conn.alive = false;
+      conn.ws.ping();
+    }
+  }, heartbeatMs);
+  heartbeat.unref();
+
+  return {
+    agents: () => [...agents.values()].map((a) => ({ ...a.info })),
+    send(agentId, cmd) {
+      const conn = agents.get(agentId)?.conn;
+      if (!conn || conn.failed || conn.ws.readyState !== WebSocket.OPEN) return false;
+      const env: Envelope =
+        cmd.kind === 'capture'
+          ? { seq: 0, kind: 'capture', capture: cmd.capture }
+          : { seq: 0, kind: 'stop', stop: cmd.stop };
+      conn.ws.send(encodeEnvelope(env));
+      return true;
+    },
+    onMessage(h) {
+      handler = h;
+    },
+    onAgent(h) {
+      agentHandlers.push(h);
+    },
+    counters: () => ({
+      connected: [...agents.values()].filter((a) => a.conn !== undefined).length,
+      ...counters,
+    }),
+    async close() {
+      closing = true;
+      opts.server.off('upgrade', onUpgrade);
+      clearInterval(heartbeat);
+      const open = [...conns];
+      for (const conn of open) conn.ws.close(CLOSE_CODES.GOING_AWAY, 'collector shutting down');
+      // Messages being stored finish (and get their lastSeq) before close resolves.
+      await Promise.all([...agents.values()].map((a) => a.chain));
+      const grace = setTimeout(() => {
+        for (const conn of open) conn.ws.terminate();
+      }, 2_000);
+      await Promise.all(open.map((c) => c.closed));
+      clearTimeout(grace);
+      wss.close();
+    },
+  };
+}

@@ -1,0 +1,71 @@
+/**
+ * Bearer tokens between agents and the collector: read from a file or an environment variable,
+ * compared in constant time. Tokens are secrets: never log them.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { HoptraceError } from './errors';
+
+/** The environment variable read when no token file is given. */
+export const TOKEN_ENV = 'HOPTRACE_TOKEN';
+
+/**
+ * The token from `file` (surrounding whitespace trimmed, so `echo secret > file` works) or else
+ * from `env[envName]`. Throws AUTH_NO_TOKEN when neither yields a non-empty token.
+ */
+export function loadToken(
+  opts: { file?: string; envName?: string; env?: NodeJS.ProcessEnv } = {},
+): string {
+  const envName = opts.envName ?? TOKEN_ENV;
+  if (opts.file !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(opts.file, 'utf8');
+    } catch (e) {
+      const reason = e instanceof Error && 'code' in e ? String(e.code) : 'unreadable';
+      throw new HoptraceError('AUTH_NO_TOKEN', `cannot read the token file (${reason})`, {
+        where: opts.file,
+        hint: 'give a readable file holding the token',
+      });
+    }
+    const token = text.trim();
+    if (token === '') {
+      throw new HoptraceError('AUTH_NO_TOKEN', 'the token file is empty', { where: opts.file });
+    }
+    return token;
+  }
+  const token = (opts.env ?? process.env)[envName]?.trim() ?? '';
+  if (token === '') {
+    throw new HoptraceError('AUTH_NO_TOKEN', `${envName} is not set`, {
+      hint: `set ${envName} or give a token file`,
+    });
+  }
+  return token;
+}
+
+/** The token of an `Authorization: Bearer <token>` header, or undefined. */
+export function bearerToken(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+  return m?.[1];
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest();
+}
+
+/**
+ * True when `given` equals one of `accepted`. Both sides are hashed first so the comparison has a
+ * fixed length (timingSafeEqual needs equal lengths; comparing lengths directly would leak them),
+ * and every accepted token is compared so the time does not say which one matched.
+ */
+export function tokenMatches(given: string | undefined, accepted: readonly string[]): boolean {
+  if (given === undefined || given === '') return false;
+  const g = digest(given);
+  let ok = false;
+  for (const a of accepted) {
+    if (a === '') continue;
+    if (timingSafeEqual(g, digest(a))) ok = true;
+  }
+  return ok;
+}

@@ -1,0 +1,298 @@
+/**
+ * Envelope <-> protobuf (hoptrace.v1.Envelope): one Envelope per WebSocket binary message between
+ * an agent and the collector. Decoding never trusts the peer: anything that is not a well-formed
+ * Envelope with a body throws HoptraceError WIRE_MALFORMED.
+ */
+import { HoptraceError } from './errors';
+import {
+  WIRE_OBJECT_OPTIONS,
+  packetEventFromWire,
+  packetEventToWire,
+  protoType,
+  type WirePacketEvent,
+} from './codec';
+import type {
+  CaptureCommand,
+  CaptureState,
+  CaptureStatus,
+  Envelope,
+  EnvelopeKind,
+  ErrorReport,
+  EventBatch,
+  Hello,
+  HelloAck,
+  Lost,
+  NamespaceInfo,
+  StopCommand,
+} from './wire';
+
+/**
+ * WebSocket close codes the collector uses towards agents (RFC 6455 §7.4.2: 4000-4999 are for
+ * applications). The reason text of the close frame is the error code.
+ */
+export const CLOSE_CODES = {
+  /** The collector shuts down. */
+  GOING_AWAY: 1001,
+  /** ws: a message larger than maxPayload (WIRE_TOO_LARGE). */
+  TOO_LARGE: 1009,
+  /** Storing a message failed (HUB_HANDLER_FAILED); the agent reconnects and resends. */
+  HANDLER_FAILED: 1011,
+  /** Not an Envelope: a text frame, garbage protobuf, no body (WIRE_MALFORMED). */
+  MALFORMED: 4400,
+  /** No hello within the hello timeout (WIRE_HELLO_TIMEOUT). */
+  HELLO_TIMEOUT: 4408,
+  /** A newer connection with the same agent id took over (AGENT_REPLACED). */
+  REPLACED: 4409,
+  /** A valid Envelope the agent must not send now (WIRE_UNEXPECTED). */
+  UNEXPECTED: 4422,
+} as const;
+
+/** Kinds an agent spools (seq > 0, acknowledged, resent after a reconnect). */
+export const SPOOLED_KINDS = ['events', 'status', 'lost', 'error'] as const;
+export type SpooledKind = (typeof SPOOLED_KINDS)[number];
+
+/** Kinds an agent may send; everything else is collector -> agent. */
+export const AGENT_KINDS: readonly EnvelopeKind[] = [
+  'hello',
+  'heartbeat',
+  'events',
+  'status',
+  'lost',
+  'error',
+];
+
+/** True for kinds that carry a seq and are acknowledged. */
+export function isSpooledKind(kind: EnvelopeKind): kind is SpooledKind {
+  return (SPOOLED_KINDS as readonly string[]).includes(kind);
+}
+
+const STATES: readonly CaptureState[] = ['arming', 'capturing', 'stopped', 'failed'];
+
+// --- encode -----------------------------------------------------------------------------------
+
+function u64(n: number): string {
+  return Math.trunc(n).toString();
+}
+
+function optU64(n: number | null): string | undefined {
+  return n === null ? undefined : u64(n);
+}
+
+function bodyToWire(env: Envelope): [string, Record<string, unknown>] {
+  switch (env.kind) {
+    case 'hello': {
+      const h = env.hello;
+      return [
+        'hello',
+        {
+          agentId: h.agentId,
+          node: h.node,
+          version: h.version,
+          nodeAddresses: h.nodeAddresses,
+          namespaces: h.namespaces.map((n) => ({ ...n, inode: u64(n.inode) })),
+          spoolFirstSeq: u64(h.spoolFirstSeq),
+        },
+      ];
+    }
+    case 'helloAck':
+      return ['helloAck', { ...env.helloAck, lastSeq: u64(env.helloAck.lastSeq) }];
+    case 'capture':
+      return ['capture', { ...env.capture, deadlineUnixMs: u64(env.capture.deadlineUnixMs) }];
+    case 'stop':
+      return ['stop', { ...env.stop }];
+    case 'events':
+      return [
+        'events',
+        {
+          captureId: env.events.captureId,
+          point: env.events.point,
+          events: env.events.events.map(packetEventToWire),
+        },
+      ];
+    case 'status': {
+      const s = env.status;
+      return [
+        'status',
+        {
+          ...s,
+          state: STATES.indexOf(s.state) + 1,
+          packets: u64(s.packets),
+          kernelDrops: optU64(s.kernelDrops),
+          ifaceDrops: optU64(s.ifaceDrops),
+          queueDrops: u64(s.queueDrops),
+        },
+      ];
+    }
+    case 'lost':
+      return ['lost', { ...env.lost, count: u64(env.lost.count) }];
+    case 'error':
+      return ['error', { ...env.error }];
+    case 'heartbeat':
+      return ['heartbeat', { unixMs: u64(env.heartbeat.unixMs) }];
+    case 'ack':
+      return ['ack', { seq: u64(env.ack.seq) }];
+  }
+}
+
+/** Encodes one Envelope as a hoptrace.v1.Envelope message. */
+export function encodeEnvelope(env: Envelope): Uint8Array {
+  const T = protoType('Envelope');
+  const [field, body] = bodyToWire(env);
+  return T.encode(T.fromObject({ seq: u64(env.seq), [field]: body })).finish();
+}
+
+// --- decode -----------------------------------------------------------------------------------
+
+function malformed(detail: string): HoptraceError {
+  return new HoptraceError('WIRE_MALFORMED', detail, { where: 'envelope' });
+}
+
+/** A decimal uint64 as a JS number; beyond 2^53 cannot be represented exactly and is refused. */
+function num(s: unknown, field: string): number {
+  const n = typeof s === 'number' ? s : Number(s);
+  if (!Number.isSafeInteger(n) || n < 0) throw malformed(`${field} ${String(s)} is out of range`);
+  return n;
+}
+
+function optNum(s: unknown, field: string): number | null {
+  return s === undefined || s === null ? null : num(s, field);
+}
+
+type Obj = Record<string, unknown>;
+
+function str(o: Obj, k: string): string {
+  const v = o[k];
+  return typeof v === 'string' ? v : '';
+}
+function strs(o: Obj, k: string): string[] {
+  const v = o[k];
+  return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
+}
+function objs(o: Obj, k: string): Obj[] {
+  const v = o[k];
+  return Array.isArray(v) ? (v as Obj[]) : [];
+}
+
+function helloFromWire(o: Obj): Hello {
+  const namespaces: NamespaceInfo[] = objs(o, 'namespaces').map((n) => ({
+    path: str(n, 'path'),
+    inode: num(n.inode, 'namespace inode'),
+    addresses: strs(n, 'addresses'),
+    interfaces: strs(n, 'interfaces'),
+  }));
+  return {
+    agentId: str(o, 'agentId'),
+    node: str(o, 'node'),
+    version: str(o, 'version'),
+    nodeAddresses: strs(o, 'nodeAddresses'),
+    namespaces,
+    spoolFirstSeq: num(o.spoolFirstSeq, 'spoolFirstSeq'),
+  };
+}
+
+function statusFromWire(o: Obj): CaptureStatus {
+  const state = STATES[num(o.state, 'state') - 1];
+  if (state === undefined) throw malformed(`capture state ${String(o.state)} is unknown`);
+  return {
+    captureId: str(o, 'captureId'),
+    point: str(o, 'point'),
+    state,
+    packets: num(o.packets, 'packets'),
+    kernelDrops: optNum(o.kernelDrops, 'kernelDrops'),
+    ifaceDrops: optNum(o.ifaceDrops, 'ifaceDrops'),
+    queueDrops: num(o.queueDrops, 'queueDrops'),
+    errorCode: str(o, 'errorCode'),
+    message: str(o, 'message'),
+    netns: str(o, 'netns'),
+    netnsAddresses: strs(o, 'netnsAddresses'),
+    iface: str(o, 'iface'),
+    linkType: str(o, 'linkType'),
+  };
+}
+
+function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
+  switch (kind) {
+    case 'hello':
+      return { seq, kind, hello: helloFromWire(o) };
+    case 'helloAck': {
+      const helloAck: HelloAck = {
+        collectorId: str(o, 'collectorId'),
+        lastSeq: num(o.lastSeq, 'lastSeq'),
+      };
+      return { seq, kind, helloAck };
+    }
+    case 'capture': {
+      const capture: CaptureCommand = {
+        captureId: str(o, 'captureId'),
+        point: str(o, 'point'),
+        target: str(o, 'target'),
+        iface: str(o, 'iface'),
+        filter: str(o, 'filter'),
+        snaplen: num(o.snaplen, 'snaplen'),
+        deadlineUnixMs: num(o.deadlineUnixMs, 'deadlineUnixMs'),
+      };
+      return { seq, kind, capture };
+    }
+    case 'stop': {
+      const stop: StopCommand = { captureId: str(o, 'captureId'), point: str(o, 'point') };
+      return { seq, kind, stop };
+    }
+    case 'events': {
+      const events: EventBatch = {
+        captureId: str(o, 'captureId'),
+        point: str(o, 'point'),
+        events: (objs(o, 'events') as unknown as WirePacketEvent[]).map(packetEventFromWire),
+      };
+      return { seq, kind, events };
+    }
+    case 'status':
+      return { seq, kind, status: statusFromWire(o) };
+    case 'lost': {
+      const lost: Lost = {
+        captureId: str(o, 'captureId'),
+        point: str(o, 'point'),
+        count: num(o.count, 'count'),
+        reason: str(o, 'reason'),
+      };
+      return { seq, kind, lost };
+    }
+    case 'error': {
+      const error: ErrorReport = {
+        code: str(o, 'code'),
+        message: str(o, 'message'),
+        captureId: str(o, 'captureId'),
+        point: str(o, 'point'),
+      };
+      return { seq, kind, error };
+    }
+    case 'heartbeat':
+      return { seq, kind, heartbeat: { unixMs: num(o.unixMs, 'unixMs') } };
+    case 'ack':
+      return { seq, kind, ack: { seq: num(o.seq, 'ack seq') } };
+    default:
+      throw malformed(`unknown body ${kind}`);
+  }
+}
+
+/** Decodes one hoptrace.v1.Envelope; throws HoptraceError WIRE_MALFORMED on anything else. */
+export function decodeEnvelope(bytes: Uint8Array): Envelope {
+  const T = protoType('Envelope');
+  let o: Obj;
+  try {
+    o = T.toObject(T.decode(bytes), WIRE_OBJECT_OPTIONS);
+  } catch (e) {
+    throw malformed(`not a protobuf Envelope (${e instanceof Error ? e.message : String(e)})`);
+  }
+  // Oneof members get no defaults: the member that is present is the body.
+  const kind = (T.oneofs.body?.oneof ?? []).find((f) => o[f] !== undefined);
+  if (kind === undefined) throw malformed('the Envelope has no body');
+  const body = o[kind];
+  if (typeof body !== 'object' || body === null) throw malformed(`the ${kind} body is empty`);
+  try {
+    return bodyFromWire(kind, body as Obj, num(o.seq, 'seq'));
+  } catch (e) {
+    // A decoded PacketEvent can still hold values our types refuse (BigInt of a bad string).
+    if (e instanceof HoptraceError) throw e;
+    throw malformed(`the ${kind} body is invalid (${e instanceof Error ? e.message : String(e)})`);
+  }
+}

@@ -1,0 +1,144 @@
+import t from 'tap';
+import { decodeEnvelope, encodeEnvelope } from '../../common/envelope';
+import { isHoptraceError } from '../../common/errors';
+import type { Envelope } from '../../common/wire';
+import { batch, hello } from './transport-fixtures';
+
+const BIG = 2 ** 52 + 7; // well beyond 32 bits, still exact in a JS number
+
+const CASES: Envelope[] = [
+  {
+    seq: 0,
+    kind: 'hello',
+    hello: {
+      ...hello('agent-1'),
+      namespaces: [
+        {
+          path: '/proc/4242/ns/net',
+          inode: 4026532281,
+          addresses: ['10.244.1.10', 'fe80::1'],
+          interfaces: ['eth0', 'lo'],
+        },
+      ],
+      spoolFirstSeq: BIG,
+    },
+  },
+  { seq: 0, kind: 'helloAck', helloAck: { collectorId: 'c1', lastSeq: BIG } },
+  {
+    seq: 0,
+    kind: 'capture',
+    capture: {
+      captureId: 'cap1',
+      point: 'decap',
+      target: '10.244.1.10',
+      iface: 'eth0',
+      filter: 'tcp port 80',
+      snaplen: 262144,
+      deadlineUnixMs: 1_764_452_477_123,
+    },
+  },
+  { seq: 0, kind: 'stop', stop: { captureId: 'cap1', point: '' } },
+  { seq: BIG, kind: 'events', events: batch(1, 3) },
+  { seq: 1, kind: 'events', events: { captureId: 'c', point: 'p', events: [] } },
+  {
+    seq: 5,
+    kind: 'status',
+    status: {
+      captureId: 'cap1',
+      point: 'egress',
+      state: 'failed',
+      packets: 12,
+      kernelDrops: 0, // a real zero stays a zero …
+      ifaceDrops: null, // … and unknown stays unknown
+      queueDrops: 3,
+      errorCode: 'CAPTURE_NO_INTERFACE',
+      message: 'eth9 does not exist',
+      netns: '/run/netns/x',
+      netnsAddresses: ['10.244.1.10'],
+      iface: 'eth9',
+      linkType: 'ethernet',
+    },
+  },
+  {
+    seq: 6,
+    kind: 'lost',
+    lost: { captureId: 'cap1', point: 'decap', count: 9, reason: 'spool overflow' },
+  },
+  {
+    seq: 7,
+    kind: 'error',
+    error: { code: 'TARGET_NOT_FOUND', message: 'no namespace', captureId: 'cap1', point: 'x' },
+  },
+  { seq: 0, kind: 'heartbeat', heartbeat: { unixMs: 1_764_452_477_123 } },
+  { seq: 0, kind: 'ack', ack: { seq: BIG } },
+];
+
+void t.test('every Envelope kind survives the round trip exactly', (t) => {
+  for (const env of CASES) {
+    const back = decodeEnvelope(encodeEnvelope(env));
+    t.same(back, env, env.kind);
+  }
+  t.end();
+});
+
+void t.test('PacketEvents inside a batch keep their 64-bit timestamps', (t) => {
+  const env: Envelope = { seq: 3, kind: 'events', events: batch(100, 2) };
+  const back = decodeEnvelope(encodeEnvelope(env));
+  t.equal(back.kind, 'events');
+  if (back.kind !== 'events') return t.end();
+  t.equal(back.events.events[1]?.tsNs, 1_764_452_477_123_456_789n + 101n);
+  t.equal(typeof back.events.events[0]?.tsNs, 'bigint');
+  t.end();
+});
+
+/** The error code decodeEnvelope throws, 'decoded' when it did not throw. */
+function failure(bytes: Uint8Array): string {
+  try {
+    decodeEnvelope(bytes);
+    return 'decoded';
+  } catch (e) {
+    return isHoptraceError(e) ? e.code : 'other exception';
+  }
+}
+
+void t.test('malformed bytes throw WIRE_MALFORMED, never anything else', (t) => {
+  t.equal(failure(new Uint8Array(0)), 'WIRE_MALFORMED', 'empty');
+  t.equal(failure(Buffer.from('hello world')), 'WIRE_MALFORMED', 'text');
+  t.equal(failure(Buffer.from([0xff, 0xff, 0xff])), 'WIRE_MALFORMED', 'bad varint');
+  t.equal(failure(Buffer.from([0x08, 0x01])), 'WIRE_MALFORMED', 'seq without body');
+  // Envelope.seq = 2^63 (beyond exact JS numbers) with an ack body.
+  const seq2p63 = [0x08, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01];
+  t.equal(failure(Buffer.from([...seq2p63, 0x9a, 0x01, 0x00])), 'WIRE_MALFORMED', 'seq 2^63');
+  // status with state = 9 (no such CaptureState).
+  t.equal(
+    failure(Buffer.from([0x7a, 0x02, 0x18, 0x09])),
+    'WIRE_MALFORMED',
+    'unknown capture state',
+  );
+  t.end();
+});
+
+void t.test(
+  'every prefix and every single-byte corruption either decodes or throws WIRE_MALFORMED',
+  (t) => {
+    const good = encodeEnvelope(CASES[4] as Envelope);
+    let odd = 0;
+    const check = (bytes: Uint8Array): void => {
+      try {
+        decodeEnvelope(bytes);
+      } catch (e) {
+        if (!isHoptraceError(e) || e.code !== 'WIRE_MALFORMED') odd++;
+      }
+    };
+    for (let n = 0; n < good.length; n++) check(good.subarray(0, n));
+    for (let i = 0; i < good.length; i++) {
+      for (const v of [0x00, 0xff, 0x80, 0x0a]) {
+        const b = Buffer.from(good);
+        b[i] = v;
+        check(b);
+      }
+    }
+    t.equal(odd, 0, 'no other exception escaped');
+    t.end();
+  },
+);

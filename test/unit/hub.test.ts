@@ -1,0 +1,257 @@
+import t from 'tap';
+import { CLOSE_CODES } from '../../common/envelope';
+import { createAgentHub, memoryLastSeqStore } from '../../collector/hub';
+import type { AgentHub, AgentMessage } from '../../collector/hub-types';
+import { RawAgent, Signal, TOKEN, batch, closeServer, hello, listen } from './transport-fixtures';
+
+interface Rig {
+  hub: AgentHub;
+  port: number;
+  store: ReturnType<typeof memoryLastSeqStore>;
+  messages: AgentMessage[];
+  signal: Signal;
+}
+
+async function rig(
+  t: { teardown(fn: () => Promise<void>): void },
+  extra: { maxPayloadBytes?: number; helloTimeoutMs?: number } = {},
+  handler?: (msg: AgentMessage) => Promise<void>,
+): Promise<Rig> {
+  const { server, port } = await listen();
+  const store = memoryLastSeqStore();
+  const hub = createAgentHub({
+    server,
+    tokens: ['other', TOKEN],
+    collectorId: 'c1',
+    lastSeqStore: store,
+    ...extra,
+  });
+  const messages: AgentMessage[] = [];
+  const signal = new Signal();
+  hub.onMessage(async (msg) => {
+    messages.push(msg);
+    signal.notify();
+    if (handler) await handler(msg);
+  });
+  t.teardown(async () => {
+    await hub.close();
+    await closeServer(server);
+  });
+  return { hub, port, store, messages, signal };
+}
+
+async function helloed(port: number, agentId: string): Promise<RawAgent> {
+  const a = RawAgent.connect(port, TOKEN);
+  await a.opened;
+  a.send({ seq: 0, kind: 'hello', hello: hello(agentId) });
+  await a.next((e) => e.kind === 'helloAck');
+  return a;
+}
+
+void t.test(
+  'a missing or wrong token is refused with 401 before the upgrade, and counted',
+  async (t) => {
+    const r = await rig(t);
+    for (const token of [undefined, 'wrong', '', `${TOKEN}x`]) {
+      const a = RawAgent.connect(r.port, token);
+      t.equal(await a.opened, false, `token ${String(token)} refused`);
+      t.equal(a.status, 401);
+    }
+    t.equal(r.hub.counters().refusedUnauthenticated, 4);
+    const ok = await helloed(r.port, 'a1');
+    t.equal(ok.received[0]?.kind, 'helloAck', 'a right token is accepted');
+    t.equal(r.hub.counters().connected, 1);
+  },
+);
+
+void t.test(
+  'rogue frames are refused with a close code, counted, and do not disturb others',
+  async (t) => {
+    const r = await rig(t, { maxPayloadBytes: 4096 });
+    const good = await helloed(r.port, 'good');
+
+    const text = await helloed(r.port, 'text');
+    text.ws.send('{"hello":1}');
+    await text.closed;
+    t.equal(text.closeCode, CLOSE_CODES.MALFORMED, 'text frame: 4400');
+
+    const garbage = await helloed(r.port, 'garbage');
+    garbage.ws.send(Buffer.from([0xff, 0xff, 0xff, 0xff]));
+    await garbage.closed;
+    t.equal(garbage.closeCode, CLOSE_CODES.MALFORMED, 'garbage protobuf: 4400');
+    t.equal(garbage.closeReason, 'WIRE_MALFORMED');
+    const err = garbage.received.find((e) => e.kind === 'error');
+    t.equal(err?.kind === 'error' ? err.error.code : '', 'WIRE_MALFORMED', 'error reply first');
+
+    const wrongWay = await helloed(r.port, 'wrongway');
+    wrongWay.send({ seq: 0, kind: 'stop', stop: { captureId: 'x', point: '' } });
+    await wrongWay.closed;
+    t.equal(wrongWay.closeCode, CLOSE_CODES.UNEXPECTED, 'an agent sending a command: 4422');
+
+    const early = RawAgent.connect(r.port, TOKEN);
+    await early.opened;
+    early.send({ seq: 1, kind: 'events', events: batch(1, 1) });
+    await early.closed;
+    t.equal(early.closeCode, CLOSE_CODES.UNEXPECTED, 'events before hello: 4422');
+
+    const noSeq = await helloed(r.port, 'noseq');
+    noSeq.send({ seq: 0, kind: 'events', events: batch(1, 1) });
+    await noSeq.closed;
+    t.equal(noSeq.closeCode, CLOSE_CODES.UNEXPECTED, 'spooled message without seq: 4422');
+
+    const big = await helloed(r.port, 'big');
+    big.ws.send(Buffer.alloc(5000));
+    await big.closed;
+    t.equal(big.closeCode, CLOSE_CODES.TOO_LARGE, 'oversize: 1009');
+
+    t.equal(r.hub.counters().refusedMalformed, 6);
+    t.equal(r.messages.length, 0, 'nothing reached the handler');
+
+    // The well-behaved agent is still served.
+    good.send({ seq: 1, kind: 'events', events: batch(1, 2) });
+    await good.next((e) => e.kind === 'ack');
+    t.same(good.acks(), [1]);
+    t.equal(r.messages.length, 1);
+  },
+);
+
+void t.test('no hello in time: closed with 4408', async (t) => {
+  const r = await rig(t, { helloTimeoutMs: 30 });
+  const a = RawAgent.connect(r.port, TOKEN);
+  await a.opened;
+  await a.closed;
+  t.equal(a.closeCode, CLOSE_CODES.HELLO_TIMEOUT);
+  t.equal(r.hub.counters().refusedMalformed, 1);
+});
+
+void t.test('messages are handled in order, acked only after the handler resolved', async (t) => {
+  const release: (() => void)[] = [];
+  const r = await rig(t, {}, (msg) =>
+    msg.kind === 'events' && msg.batch.events[0]?.frame === 1
+      ? new Promise<void>((resolve) => release.push(resolve))
+      : Promise.resolve(),
+  );
+  const a = await helloed(r.port, 'a1');
+  a.send({ seq: 1, kind: 'events', events: batch(1, 1) });
+  a.send({
+    seq: 2,
+    kind: 'lost',
+    lost: { captureId: 'cap1', point: 'decap', count: 3, reason: 'x' },
+  });
+  a.send({ seq: 5, kind: 'events', events: batch(2, 1) });
+  // The hub answers a heartbeat at once: by then it has read seq 1 and called the handler.
+  a.send({ seq: 0, kind: 'heartbeat', heartbeat: { unixMs: 1 } });
+  await a.next((e) => e.kind === 'heartbeat');
+  await r.signal.wait(() => r.messages.length === 1);
+  t.same(a.acks(), [], 'no ack while the handler has not resolved');
+  t.equal(r.store.get('a1'), 0, 'nothing recorded as stored');
+  t.equal(r.messages.length, 1, 'seq 2 waits for seq 1');
+  release.forEach((f) => {
+    f();
+  });
+  await a.signal.wait(() => a.acks().length === 3);
+  t.same(a.acks(), [1, 2, 5], 'acked in order');
+  t.same(
+    r.messages.map((m) => m.kind),
+    ['events', 'lost', 'events'],
+  );
+  t.equal(r.messages[0]?.agentId, 'a1');
+  t.equal(r.store.get('a1'), 5);
+});
+
+void t.test('a resent seq is acked again and dropped; a reconnect gets lastSeq', async (t) => {
+  const r = await rig(t);
+  const a = await helloed(r.port, 'a1');
+  for (const seq of [1, 2, 3]) a.send({ seq, kind: 'events', events: batch(seq, 1) });
+  await a.signal.wait(() => a.acks().length === 3);
+  a.ws.close();
+  await a.closed;
+  const b = RawAgent.connect(r.port, TOKEN);
+  await b.opened;
+  b.send({ seq: 0, kind: 'hello', hello: hello('a1') });
+  const ack = await b.next((e) => e.kind === 'helloAck');
+  t.same(ack.kind === 'helloAck' ? ack.helloAck : null, { collectorId: 'c1', lastSeq: 3 });
+  b.send({ seq: 2, kind: 'events', events: batch(2, 1) });
+  b.send({ seq: 3, kind: 'events', events: batch(3, 1) });
+  b.send({ seq: 4, kind: 'events', events: batch(4, 1) });
+  await b.signal.wait(() => b.acks().length === 3);
+  t.same(b.acks(), [2, 3, 4]);
+  t.equal(r.hub.counters().duplicatesDropped, 2);
+  t.same(
+    r.messages.map((m) => (m.kind === 'events' ? m.batch.events[0]?.frame : -1)),
+    [1, 2, 3, 4],
+    'the handler saw every message once',
+  );
+});
+
+void t.test('a second connection with the same agent id replaces the first', async (t) => {
+  const r = await rig(t);
+  const seen: boolean[] = [];
+  r.hub.onAgent((a) => seen.push(a.connected));
+  const first = await helloed(r.port, 'dup');
+  const second = await helloed(r.port, 'dup');
+  await first.closed;
+  t.equal(first.closeCode, CLOSE_CODES.REPLACED);
+  t.equal(r.hub.counters().connected, 1);
+  t.equal(
+    r.hub.agents()[0]?.connected,
+    true,
+    'the replaced socket closing leaves the agent connected',
+  );
+  t.equal(r.hub.counters().refusedMalformed, 1);
+  t.same(seen, [true, true]);
+  const gone = new Promise<void>((resolve) => {
+    r.hub.onAgent((info) => {
+      if (!info.connected) resolve();
+    });
+  });
+  second.ws.close();
+  await gone;
+  t.same(seen, [true, true, false], 'the newest socket closing disconnects the agent');
+  t.equal(r.hub.counters().connected, 0);
+});
+
+void t.test('send() delivers commands to a connected agent, false otherwise', async (t) => {
+  const r = await rig(t);
+  const cmd = {
+    kind: 'capture' as const,
+    capture: {
+      captureId: 'cap1',
+      point: 'decap',
+      target: '/run/netns/x',
+      iface: 'eth0',
+      filter: '',
+      snaplen: 65535,
+      deadlineUnixMs: 1,
+    },
+  };
+  t.equal(r.hub.send('nobody', cmd), false);
+  const a = await helloed(r.port, 'a1');
+  t.equal(r.hub.send('a1', cmd), true);
+  const got = await a.next((e) => e.kind === 'capture');
+  t.same(got.kind === 'capture' ? got.capture : null, cmd.capture);
+  const disconnected = new Promise<void>((resolve) => {
+    r.hub.onAgent((info) => {
+      if (!info.connected) resolve();
+    });
+  });
+  a.ws.close();
+  await disconnected;
+  t.equal(r.hub.send('a1', cmd), false);
+  t.equal(r.hub.agents()[0]?.connected, false);
+});
+
+void t.test(
+  'a failing handler gets no ack and closes with 1011 so the agent resends',
+  async (t) => {
+    const r = await rig(t, {}, () => Promise.reject(new Error('disk full')));
+    const a = await helloed(r.port, 'a1');
+    a.send({ seq: 1, kind: 'events', events: batch(1, 1) });
+    a.send({ seq: 2, kind: 'events', events: batch(2, 1) });
+    await a.closed;
+    t.equal(a.closeCode, CLOSE_CODES.HANDLER_FAILED);
+    t.same(a.acks(), []);
+    t.equal(r.store.get('a1'), 0);
+    t.equal(r.messages.length, 1, 'seq 2 was not handled after seq 1 failed');
+  },
+);

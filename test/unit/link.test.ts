@@ -1,0 +1,190 @@
+import t from 'tap';
+import { backoffDelay } from '../../agent/link/backoff';
+import { CollectorLink } from '../../agent/link/collector-link';
+import { Spool } from '../../agent/link/spool';
+import { decodeEnvelope } from '../../common/envelope';
+import { createAgentHub, memoryLastSeqStore } from '../../collector/hub';
+import { TOKEN, batch, closeServer, hello, listen } from './transport-fixtures';
+
+const lost = (s: Spool): number[] => {
+  const out: number[] = [];
+  for (let e = s.takeNext(); e; e = s.takeNext()) {
+    const env = decodeEnvelope(e.bytes);
+    if (env.kind === 'lost') out.push(env.lost.count);
+  }
+  s.rewind();
+  return out;
+};
+
+void t.test('a full spool drops NEW batches, counts their events in one pending Lost', (t) => {
+  const s = new Spool(2, 100);
+  t.equal(s.add({ seq: 0, kind: 'events', events: batch(1, 3) }), 100);
+  t.equal(s.add({ seq: 0, kind: 'events', events: batch(4, 3) }), 101);
+  t.equal(s.add({ seq: 0, kind: 'events', events: batch(7, 3) }), 0, 'dropped');
+  t.equal(s.add({ seq: 0, kind: 'events', events: batch(10, 4) }), 0, 'dropped');
+  t.equal(s.droppedEvents, 7);
+  t.equal(s.length, 3, 'two batches and one Lost');
+  t.same(lost(s), [7], 'one Lost, updated in place while not yet sent');
+  // Status messages are exempt from the limit.
+  t.ok(
+    s.add({ seq: 0, kind: 'lost', lost: { captureId: 'c', point: 'p', count: 1, reason: 'x' } }),
+  );
+  // Once the pending Lost is transmitted, later drops need a new one.
+  while (s.takeNext());
+  t.equal(s.add({ seq: 0, kind: 'events', events: batch(20, 2) }), 0);
+  s.rewind();
+  t.same(lost(s), [7, 1, 2]);
+  t.end();
+});
+
+void t.test('acks trim the spool from the front; the transmit cursor follows', (t) => {
+  const s = new Spool(10, 1);
+  for (let i = 0; i < 5; i++) s.add({ seq: 0, kind: 'events', events: batch(i, 1) });
+  t.equal(s.takeNext()?.seq, 1);
+  t.equal(s.takeNext()?.seq, 2);
+  t.equal(s.takeNext()?.seq, 3);
+  t.equal(s.ackThrough(2), 2);
+  t.equal(s.firstSeq, 3);
+  t.equal(s.takeNext()?.seq, 4, 'cursor kept its place');
+  s.rewind();
+  t.equal(s.takeNext()?.seq, 3, 'a reconnect resends everything unacknowledged');
+  t.equal(s.ackThrough(99), 3);
+  t.equal(s.length, 0);
+  t.equal(s.bytes, 0);
+  t.end();
+});
+
+void t.test('renumbering re-encodes every entry above a collector-held seq', (t) => {
+  const s = new Spool(10, 1);
+  s.add({ seq: 0, kind: 'events', events: batch(1, 1) });
+  s.add({ seq: 0, kind: 'events', events: batch(2, 1) });
+  s.renumberFrom(51);
+  t.same(
+    [s.takeNext(), s.takeNext()].map((e) => (e ? decodeEnvelope(e.bytes).seq : 0)),
+    [51, 52],
+  );
+  t.equal(s.nextSeq, 53);
+  t.end();
+});
+
+void t.test('backoff doubles from min, caps at max, jitters within the upper half', (t) => {
+  const o = { minMs: 200, maxMs: 10_000 };
+  t.equal(
+    backoffDelay(0, o, () => 1),
+    200,
+  );
+  t.equal(
+    backoffDelay(0, o, () => 0),
+    100,
+  );
+  t.equal(
+    backoffDelay(3, o, () => 1),
+    1600,
+  );
+  t.equal(
+    backoffDelay(20, o, () => 1),
+    10_000,
+  );
+  t.equal(
+    backoffDelay(1000, o, () => 0),
+    5_000,
+  );
+  t.end();
+});
+
+void t.test('the link says hello, receives commands, and reports its stats', async (t) => {
+  const { server, port } = await listen();
+  const store = memoryLastSeqStore();
+  const hub = createAgentHub({ server, tokens: [TOKEN], collectorId: 'c1', lastSeqStore: store });
+  hub.onMessage(() => Promise.resolve());
+  const link = new CollectorLink({
+    url: `ws://127.0.0.1:${port}/v1/agents`,
+    token: TOKEN,
+    hello: () => hello('agent-7'),
+    firstSeq: 1,
+  });
+  t.teardown(async () => {
+    await link.close();
+    await hub.close();
+    await closeServer(server);
+  });
+  const ack = await new Promise((resolve) => {
+    link.onConnected(resolve);
+  });
+  t.same(ack, { collectorId: 'c1', lastSeq: 0 });
+  t.equal(hub.agents()[0]?.node, 'node-agent-7');
+  const cmd = new Promise((resolve) => {
+    link.onCommand(resolve);
+  });
+  t.ok(hub.send('agent-7', { kind: 'stop', stop: { captureId: 'cap1', point: 'decap' } }));
+  t.same(await cmd, { seq: 0, kind: 'stop', stop: { captureId: 'cap1', point: 'decap' } });
+
+  t.equal(link.send('events', batch(1, 2)), 1);
+  t.equal(
+    link.send('status', {
+      captureId: 'cap1',
+      point: 'decap',
+      state: 'capturing',
+      packets: 2,
+      kernelDrops: null,
+      ifaceDrops: null,
+      queueDrops: 0,
+      errorCode: '',
+      message: '',
+      netns: '',
+      netnsAddresses: [],
+      iface: 'eth0',
+      linkType: 'ethernet',
+    }),
+    2,
+  );
+  await link.flush();
+  t.equal(store.get('agent-7'), 2);
+  t.match(link.stats(), {
+    connected: true,
+    spooled: 0,
+    sent: 2,
+    acked: 2,
+    lostEvents: 0,
+    reconnects: 0,
+  });
+});
+
+void t.test(
+  'backpressure: above the high-water mark the link waits for the socket to drain',
+  async (t) => {
+    const { server, port } = await listen();
+    const store = memoryLastSeqStore();
+    const hub = createAgentHub({ server, tokens: [TOKEN], collectorId: 'c1', lastSeqStore: store });
+    const frames: number[] = [];
+    hub.onMessage((msg) => {
+      if (msg.kind === 'events') frames.push(...msg.batch.events.map((e) => e.frame));
+      return Promise.resolve();
+    });
+    // A 1-byte high-water mark: every write blocks the pump until its callback says it left.
+    const link = new CollectorLink({
+      url: `ws://127.0.0.1:${port}/v1/agents`,
+      token: TOKEN,
+      hello: () => hello('agent-bp'),
+      highWaterBytes: 1,
+    });
+    t.teardown(async () => {
+      await link.close();
+      await hub.close();
+      await closeServer(server);
+    });
+    await new Promise((resolve) => {
+      link.onConnected(resolve);
+    });
+    // Batches large enough (~0.3 MB each) to fill the loopback socket buffer.
+    for (let i = 0; i < 20; i++) link.send('events', batch(i * 3000 + 1, 3000));
+    t.ok(link.stats().sent < 20, 'send() returned before everything was written');
+    await link.flush();
+    t.equal(frames.length, 60_000);
+    t.ok(
+      frames.every((f, i) => f === i + 1),
+      'in order',
+    );
+    t.equal(link.stats().sent, 20);
+  },
+);
