@@ -1,6 +1,9 @@
 /** `hoptrace <command> …`: parse the command name, hand over, turn errors into clear messages. */
 import { isHoptraceError } from '../common/errors';
+import { runAgent } from './agent';
 import { runAnalyze } from './analyze';
+import { runCapture } from './capture';
+import { runCollector } from './collector';
 import { runDecode } from './decode';
 
 const USAGE = `usage: hoptrace <command> [options]
@@ -11,6 +14,12 @@ commands:
   analyze --point NAME=FILE [--point NAME=FILE]... [--inventory inv.json]
           [--client IP] [--dst IP[:PORT]] [--json] [--report-dir DIR]
       correlate one request across capture points and name the layer that rewrote its source
+  collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--tls-cert F --tls-key F]
+      the collector: WebSocket endpoint for agents (/v1/agents) and the HTTP API (/v1/captures)
+  agent --collector ws://HOST:PORT/v1/agents [--node NAME] [--token-file FILE] [--netns-glob GLOB]
+      one per node: captures inside pod network namespaces on the collector's command
+  capture --collector URL --point NAME=TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--json]
+      arm a live capture at the points, wait for the request, print the verdict and the report's URL
   help
       this text
 `;
@@ -20,6 +29,9 @@ type Runner = (argv: string[], out: (line: string) => void) => number | Promise<
 const COMMANDS: Record<string, Runner> = {
   decode: runDecode,
   analyze: runAnalyze,
+  collector: (argv, out) => runCollector(argv, out),
+  agent: runAgent,
+  capture: (argv, out) => runCapture(argv, out),
 };
 
 async function main(argv: string[]): Promise<number> {

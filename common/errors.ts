@@ -35,6 +35,43 @@ export const ERRORS = {
   CLI_BAD_POINT: 'a --point value must be NAME=FILE',
   CLI_BAD_INVENTORY: 'the inventory file is not valid JSON of the documented shape',
   CLI_NO_REQUEST: 'no new TCP connection from the client was found at the first point',
+  // Live capture (agent/capture).
+  CAPTURE_NO_INTERFACE: 'the capture interface does not exist in the target network namespace',
+  CAPTURE_BAD_FILTER: 'libpcap refused the BPF capture filter',
+  CAPTURE_FILTER_UNSUPPORTED: 'this capture source cannot apply a BPF filter (file replay)',
+  CAPTURE_OPEN_FAILED: 'libpcap could not open the interface (permissions, interface state)',
+  CAPTURE_INTERFACE_GONE: 'the capture interface disappeared while capturing',
+  CAPTURE_NAMESPACE_GONE: 'the target network namespace disappeared while capturing',
+  CAPTURE_WORKER_FAILED:
+    'the capture worker inside the target namespace could not start or ended unexpectedly',
+  // Capture targets (agent/netns).
+  TARGET_INVALID: 'a capture target must be a namespace path, a PID or a pod IP address',
+  TARGET_NOT_FOUND: 'no network namespace matches the capture target',
+  TARGET_AMBIGUOUS: 'several network namespaces hold the target pod IP',
+  NETNS_QUERY_FAILED: 'listing the interfaces and addresses of a network namespace failed',
+  // Collector API, sessions and data directory (collector/http.ts, sessions.ts, store.ts).
+  API_BAD_REQUEST: 'the HTTP request (body, parameter or method) is not valid for this endpoint',
+  API_UNAUTHORIZED: 'the API request carries no bearer token or a wrong one',
+  API_NOT_FOUND: 'no such capture or endpoint, or the capture has no report yet',
+  API_NO_AGENT: 'no connected agent can reach any of the capture points',
+  AGENT_NOT_CONNECTED: 'the agent for a capture point is not connected to the collector',
+  STORE_IO: 'reading or writing the collector data directory failed',
+  COLLECTOR_LISTEN: 'the collector cannot listen on the given address',
+  COLLECTOR_UNREACHABLE: 'the collector did not answer at the given URL',
+  COLLECTOR_BAD_RESPONSE: 'the collector answered with something that is not the hoptrace API',
+  // Agent <-> collector transport (common/envelope.ts, agent/link, collector/hub.ts).
+  WIRE_MALFORMED:
+    'a transport message is not a valid hoptrace Envelope (garbage, text frame, no body)',
+  WIRE_UNEXPECTED:
+    'a valid transport message that this peer must not send now (wrong direction, before hello, no seq)',
+  WIRE_TOO_LARGE: 'a transport message exceeds the maximum payload size',
+  WIRE_HELLO_TIMEOUT: 'the agent did not send hello (or the collector helloAck) in time',
+  AUTH_REFUSED: 'the collector refused the agent token (HTTP 401)',
+  AUTH_NO_TOKEN: 'no bearer token is configured (token file missing or empty, variable unset)',
+  AGENT_REPLACED: 'a newer connection with the same agent id replaced this one',
+  HUB_HANDLER_FAILED: 'the collector could not store an agent message; the agent resends it',
+  LINK_UNREACHABLE: 'the agent cannot reach the collector (connection refused, DNS, TLS)',
+  LINK_HEARTBEAT_TIMEOUT: 'the peer stopped answering heartbeats; the connection is dropped',
   // Lab.
   LAB_PREREQUISITE: 'a tool the lab needs is missing or the lab is not running as root',
   LAB_SETUP: 'building the namespace lab failed',

@@ -13,6 +13,7 @@ declare -A NEED_CMD=(
   [socat]=socat
   [curl]=curl
   [nsenter]=util-linux
+  [openssl]=openssl
 )
 missing=()
 for cmd in "${!NEED_CMD[@]}"; do

@@ -1,0 +1,134 @@
+/**
+ * `startAgent`: one agent per node. Wires the CollectorLink, the capture runtime and the
+ * namespace inventory the agent reports in its hello (refreshed in the background, because a
+ * hello must be ready the moment a connection opens).
+ */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import pino from 'pino';
+import { NsCapture } from './capture/ns-capture';
+import { CollectorLink, type LinkStats } from './link/collector-link';
+import {
+  namespaceAddresses,
+  namespaceInventory,
+  nodeAddresses,
+  type NamespaceInfo,
+  type NetnsScope,
+} from './netns/addresses';
+import { resolveTarget } from './netns/resolve';
+import { AgentRuntime, buildHello } from './runtime';
+import type { HoptraceError } from '../common/errors';
+
+export const AGENT_VERSION = '0.1.0';
+
+export interface AgentOptions {
+  /** ws:// or wss:// URL of the collector's agent endpoint, e.g. ws://collector:7070/v1/agents */
+  collectorUrl: string;
+  token: string;
+  ca?: Buffer;
+  /** Node name (default: the host name). */
+  node?: string;
+  agentId?: string;
+  /** The node's own namespace when the agent does not run in it (the lab: a node is a namespace). */
+  nodeNetns?: string;
+  /** Which namespaces this agent owns and searches for targets. */
+  scope?: NetnsScope;
+  spoolLimit?: number;
+  heartbeatMs?: number;
+  /** How often the namespace inventory is refreshed (default 5 s). */
+  refreshMs?: number;
+  logger?: pino.Logger;
+}
+
+export interface RunningAgent {
+  agentId: string;
+  node: string;
+  stats(): LinkStats;
+  /** Resolves once the collector has acknowledged a hello. */
+  connected: Promise<void>;
+  onError(handler: (err: HoptraceError) => void): void;
+  close(): Promise<void>;
+}
+
+/** Starts an agent: reads its inventory, connects, and serves capture commands. */
+export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
+  const log = opts.logger ?? pino({ enabled: false });
+  const node = opts.node ?? hostname();
+  const agentId = opts.agentId ?? `${node}-${randomBytes(3).toString('hex')}`;
+  const scope = opts.scope ?? {};
+  let nodeAddrs: string[] = [];
+  let namespaces: NamespaceInfo[] = [];
+  let onChange = (): void => undefined;
+  const refresh = async (): Promise<void> => {
+    try {
+      const before = JSON.stringify([nodeAddrs, namespaces]);
+      [nodeAddrs, namespaces] = await Promise.all([
+        nodeAddresses(opts.nodeNetns),
+        namespaceInventory(scope),
+      ]);
+      if (JSON.stringify([nodeAddrs, namespaces]) !== before) onChange();
+    } catch (e) {
+      log.warn(
+        { code: 'NETNS_QUERY_FAILED', err: e instanceof Error ? e.message : String(e) },
+        'inventory refresh failed',
+      );
+    }
+  };
+  await refresh();
+
+  const link = new CollectorLink({
+    url: opts.collectorUrl,
+    token: opts.token,
+    ...(opts.ca ? { ca: opts.ca } : {}),
+    hello: () => buildHello(agentId, node, AGENT_VERSION, nodeAddrs, namespaces),
+    ...(opts.spoolLimit !== undefined ? { spoolLimit: opts.spoolLimit } : {}),
+    ...(opts.heartbeatMs !== undefined ? { heartbeatMs: opts.heartbeatMs } : {}),
+    logger: log.child({ agentId }),
+  });
+
+  const runtime = new AgentRuntime(
+    node,
+    {
+      send: (kind: 'events' | 'status' | 'error', body: never) => {
+        link.send(kind as 'events', body);
+      },
+      resolveTarget: (target) => resolveTarget(target, scope),
+      namespaceAddresses: (path) => namespaceAddresses(path),
+      makeCapture: (spec, netnsPath) => new NsCapture(spec, { netnsPath }),
+      nowMs: () => Date.now(),
+    },
+    log.child({ agentId }),
+  );
+  onChange = () => {
+    link.refreshHello();
+  };
+  link.onCommand((cmd) => {
+    runtime.handle(cmd);
+  });
+
+  const timer = setInterval(() => void refresh(), opts.refreshMs ?? 5000);
+  timer.unref();
+
+  const connected = new Promise<void>((resolve) => {
+    link.onConnected(() => {
+      resolve();
+    });
+  });
+
+  return {
+    agentId,
+    node,
+    stats: () => link.stats(),
+    connected,
+    onError: (handler) => {
+      link.onError(handler);
+    },
+    close: async () => {
+      clearInterval(timer);
+      await runtime.close();
+      // Give the collector a moment to acknowledge the last statuses; never hang on a dead link.
+      await Promise.race([link.flush(), new Promise((r) => setTimeout(r, 2000).unref())]);
+      await link.close();
+    },
+  };
+}

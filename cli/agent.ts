@@ -1,0 +1,105 @@
+/** `hoptrace agent`: parse the flags, start the agent, run until SIGTERM/SIGINT. */
+import { readFileSync } from 'node:fs';
+import pino from 'pino';
+import { startAgent, type AgentOptions } from '../agent/main';
+import { loadToken } from '../common/auth';
+import { HoptraceError } from '../common/errors';
+import { parseCommandLine } from './args';
+
+const USAGE =
+  'hoptrace agent --collector ws://HOST:PORT/v1/agents [--node NAME] [--agent-id ID] [--token-file FILE] [--ca FILE] [--node-netns PATH] [--netns-glob GLOB] [--no-proc-scan] [--spool N] [--log-level LEVEL]';
+
+/** The agent options from the command line and the environment. */
+export function parseAgentArgs(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+): AgentOptions & { logLevel: string } {
+  const { values, positionals } = parseCommandLine('agent', USAGE, argv, {
+    collector: { type: 'string' },
+    node: { type: 'string' },
+    'agent-id': { type: 'string' },
+    'token-file': { type: 'string' },
+    ca: { type: 'string' },
+    'node-netns': { type: 'string' },
+    'netns-glob': { type: 'string' },
+    'no-proc-scan': { type: 'boolean' },
+    spool: { type: 'string' },
+    'log-level': { type: 'string' },
+  });
+  if (positionals.length > 0) {
+    throw new HoptraceError('CLI_USAGE', `unexpected argument '${String(positionals[0])}'`, {
+      where: 'hoptrace agent',
+      hint: `usage: ${USAGE}`,
+    });
+  }
+  const url = values.collector;
+  if (url === undefined || !/^wss?:\/\/[^/]+/.test(url)) {
+    throw new HoptraceError(
+      'CLI_USAGE',
+      'give the collector as ws://HOST:PORT/v1/agents (or wss://)',
+      {
+        where: '--collector',
+      },
+    );
+  }
+  const tokenOpts: { file?: string; env: NodeJS.ProcessEnv } = { env };
+  if (values['token-file'] !== undefined) tokenOpts.file = values['token-file'];
+  const opts: AgentOptions & { logLevel: string } = {
+    collectorUrl: url,
+    token: loadToken(tokenOpts),
+    logLevel: values['log-level'] ?? 'info',
+    scope: {
+      ...(values['netns-glob'] !== undefined ? { netnsGlob: values['netns-glob'] } : {}),
+      scanProc: values['no-proc-scan'] !== true,
+    },
+  };
+  if (values.node !== undefined) opts.node = values.node;
+  if (values['agent-id'] !== undefined) opts.agentId = values['agent-id'];
+  if (values['node-netns'] !== undefined) opts.nodeNetns = values['node-netns'];
+  if (values.ca !== undefined) {
+    try {
+      opts.ca = readFileSync(values.ca);
+    } catch (e) {
+      throw new HoptraceError(
+        'CLI_USAGE',
+        `cannot read ${values.ca} (${e instanceof Error ? e.message : String(e)})`,
+        {
+          where: '--ca',
+        },
+      );
+    }
+  }
+  if (values.spool !== undefined) {
+    const n = Number(values.spool);
+    if (!Number.isInteger(n) || n < 1) {
+      throw new HoptraceError(
+        'CLI_USAGE',
+        `'${values.spool}' is not a positive number of batches`,
+        { where: '--spool' },
+      );
+    }
+    opts.spoolLimit = n;
+  }
+  return opts;
+}
+
+export async function runAgent(argv: string[], out: (line: string) => void): Promise<number> {
+  const opts = parseAgentArgs(argv, process.env);
+  const logger = pino({ level: opts.logLevel, base: { role: 'agent' } });
+  const agent = await startAgent({ ...opts, logger });
+  agent.onError((err) => {
+    logger.error({ code: err.code, agentId: agent.agentId }, err.message);
+  });
+  void agent.connected.then(() => {
+    out(`hoptrace agent ${agent.agentId} (node ${agent.node}) connected to ${opts.collectorUrl}`);
+  });
+  await new Promise<void>((resolve) => {
+    const stop = (): void => {
+      resolve();
+    };
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+  });
+  await agent.close();
+  return 0;
+}

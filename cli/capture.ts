@@ -1,0 +1,283 @@
+/**
+ * `hoptrace capture`: arm a live three-point capture on the collector, show progress while waiting
+ * for the request, print the verdict and where the report is.
+ *
+ * Exit codes: 0 resolved; 3 the capture ended without resolving (timeout, failed, cancelled; the
+ * verdict printed says what is missing); 1 an error (bad flags, collector unreachable, token refused).
+ */
+import { isIP } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
+import { loadToken } from '../common/auth';
+import { ERRORS, HoptraceError, type ErrorCode } from '../common/errors';
+import { readInventoryFile } from '../common/inventory-file';
+import type { AnalysisResult } from '../collector/analyze';
+import { isValidTarget } from '../collector/capture-request';
+import { renderVerdictText } from '../collector/report';
+import type { PointSpec } from '../collector/session';
+import type { CaptureView } from '../collector/sessions';
+import { parseDstArg } from './analyze';
+import { parseCommandLine } from './args';
+
+const USAGE =
+  'hoptrace capture --collector URL --point NAME=[NODE/]TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] [--inventory FILE] [--json] [--token-file FILE]';
+
+const FINAL = new Set(['resolved', 'timeout', 'cancelled', 'failed']);
+
+/**
+ * Parses `NAME=[NODE/]TARGET:IFACE`. TARGET is an IPv4 address, `[IPv6]`, a namespace path or a
+ * PID; NODE names the agent's node (`vpn-node//run/netns/x`, `vpn-node/1234`).
+ */
+export function parseCapturePoint(value: string): PointSpec {
+  const fail = (detail: string): HoptraceError =>
+    new HoptraceError('CLI_BAD_POINT', `'${value}': ${detail}`, {
+      where: '--point',
+      hint: 'NAME=[NODE/]TARGET:IFACE, e.g. decap=10.244.1.10:tun0, egress=vpn-node//run/netns/vpn:eth0, backend=[fd00::5]:eth0',
+    });
+  const eq = value.indexOf('=');
+  const name = value.slice(0, eq);
+  if (eq <= 0 || !/^[a-z][a-z0-9-]{0,31}$/.test(name))
+    throw fail('NAME must be lower-case letters, digits and dashes');
+  const spec = value.slice(eq + 1);
+  const colon = spec.lastIndexOf(':');
+  if (colon < 0) throw fail('no :IFACE');
+  const iface = spec.slice(colon + 1);
+  let rest = spec.slice(0, colon);
+  if (!/^[A-Za-z0-9_.@-]{1,15}$/.test(iface)) throw fail(`'${iface}' is not an interface name`);
+  let node: string | undefined;
+  let target: string;
+  const bracket = /^(?:([^/[\]]+)\/)?\[([^\]]+)\]$/.exec(rest);
+  if (bracket !== null) {
+    node = bracket[1];
+    target = bracket[2] ?? '';
+    if (isIP(target) !== 6) throw fail(`'${target}' in brackets is not an IPv6 address`);
+  } else {
+    if (!rest.startsWith('/') && rest.includes('/')) {
+      const slash = rest.indexOf('/');
+      node = rest.slice(0, slash);
+      rest = rest.slice(slash + 1);
+    }
+    target = rest;
+    if (target.includes(':')) throw fail('write an IPv6 target in brackets: [fd00::5]:eth0');
+  }
+  if (!isValidTarget(target)) throw fail(`'${target}' is not a pod IP, namespace path or PID`);
+  const p: PointSpec = { name, target, iface };
+  if (node !== undefined) {
+    if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(node)) throw fail(`'${node}' is not a node name`);
+    p.node = node;
+  }
+  return p;
+}
+
+/** `30s`, `500ms`, `2m`, `1.5s`; a bare number is seconds. */
+export function parseDuration(value: string, flag: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
+  if (m === null) {
+    throw new HoptraceError('CLI_USAGE', `'${value}' is not a duration`, {
+      where: flag,
+      hint: 'e.g. 30s, 500ms, 2m',
+    });
+  }
+  const n = Number(m[1]);
+  const unit = m[2] ?? 's';
+  return Math.round(unit === 'ms' ? n : unit === 's' ? n * 1000 : n * 60_000);
+}
+
+export interface CaptureDeps {
+  /** Progress and notices (stderr). */
+  err?: (line: string) => void;
+  env?: NodeJS.ProcessEnv;
+  fetch?: typeof fetch;
+  pollMs?: number;
+}
+
+interface ApiErrorBody {
+  error?: { code?: unknown; message?: unknown };
+}
+
+class Client {
+  constructor(
+    private readonly base: string,
+    private readonly token: string,
+    private readonly doFetch: typeof fetch,
+  ) {}
+
+  async call(
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; text: string }> {
+    const url = new URL(path, this.base).toString();
+    let res: Response;
+    try {
+      res = await this.doFetch(url, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    } catch (e) {
+      const cause = e instanceof Error && e.cause instanceof Error ? e.cause.message : String(e);
+      throw new HoptraceError('COLLECTOR_UNREACHABLE', `${method} ${url} failed (${cause})`, {
+        where: this.base,
+        hint: 'check --collector and that `hoptrace collector` runs and is reachable from here',
+      });
+    }
+    const text = await res.text();
+    if (res.status >= 400) throw apiError(res.status, text, url);
+    return { status: res.status, text };
+  }
+
+  async json<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const { text } = await this.call(method, path, body);
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new HoptraceError('COLLECTOR_BAD_RESPONSE', `${method} ${path} did not return JSON`, {
+        where: this.base,
+        hint: 'check --collector points at a hoptrace collector',
+      });
+    }
+  }
+}
+
+function apiError(status: number, text: string, url: string): HoptraceError {
+  let body: ApiErrorBody = {};
+  try {
+    body = JSON.parse(text) as ApiErrorBody;
+  } catch {
+    // not the API's error shape; handled below
+  }
+  const code = body.error?.code;
+  const message = body.error?.message;
+  if (status === 401) {
+    return new HoptraceError('API_UNAUTHORIZED', 'the collector refused the token', {
+      where: url,
+      hint: 'give the collector token with --token-file or HOPTRACE_TOKEN',
+    });
+  }
+  if (typeof code === 'string' && code in ERRORS && typeof message === 'string') {
+    // The collector's message already says code, where and what to do.
+    return new HoptraceError(code as ErrorCode, message.replace(/^[A-Z_]+: /, ''));
+  }
+  return new HoptraceError('COLLECTOR_BAD_RESPONSE', `HTTP ${status} without a hoptrace error`, {
+    where: url,
+    hint: 'check --collector points at a hoptrace collector',
+  });
+}
+
+function progressLine(v: CaptureView, elapsedMs: number): string {
+  const pts = v.points
+    .map((p) => {
+      const drops = p.kernelDrops === null ? 'unknown' : String(p.kernelDrops);
+      const extra =
+        (p.lost > 0 ? ` lost ${p.lost}` : '') +
+        (p.queueDrops > 0 ? ` queue-drops ${p.queueDrops}` : '');
+      const err = p.error ? ` ${p.error.code}` : '';
+      return `${p.name}: ${p.state} ${p.packets} pkts drops ${drops}${extra}${err}`;
+    })
+    .join(' | ');
+  const req = v.progress.requestSeen
+    ? `request seen (${v.progress.layer ?? '?'})`
+    : 'waiting for the request';
+  return `[${(elapsedMs / 1000).toFixed(1)}s] ${v.state}, ${req} — ${pts}`;
+}
+
+export async function runCapture(
+  argv: string[],
+  out: (line: string) => void,
+  deps: CaptureDeps = {},
+): Promise<number> {
+  const err = deps.err ?? ((l: string) => process.stderr.write(l + '\n'));
+  const { values, positionals } = parseCommandLine('capture', USAGE, argv, {
+    collector: { type: 'string' },
+    point: { type: 'string', multiple: true },
+    client: { type: 'string' },
+    dst: { type: 'string' },
+    timeout: { type: 'string' },
+    settle: { type: 'string' },
+    filter: { type: 'string' },
+    inventory: { type: 'string' },
+    json: { type: 'boolean' },
+    'token-file': { type: 'string' },
+  });
+  const usage = (detail: string, where = 'hoptrace capture'): HoptraceError =>
+    new HoptraceError('CLI_USAGE', detail, { where, hint: `usage: ${USAGE}` });
+  if (positionals.length > 0) throw usage(`unexpected argument '${String(positionals[0])}'`);
+  const base = values.collector ?? 'http://127.0.0.1:7070';
+  try {
+    const u = new URL(base);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('not http(s)');
+  } catch {
+    throw usage(`'${base}' is not an http(s) URL`, '--collector');
+  }
+  const points = (values.point ?? []).map(parseCapturePoint);
+  if (points.length < 2) throw usage('give at least two --point, in path order');
+  const names = new Set(points.map((p) => p.name));
+  if (names.size !== points.length)
+    throw new HoptraceError('CLI_BAD_POINT', 'a point name is given twice', { where: '--point' });
+  if (values.filter !== undefined) for (const p of points) p.filter = values.filter;
+  const body: Record<string, unknown> = { points };
+  if (values.client !== undefined) {
+    if (isIP(values.client) === 0)
+      throw usage(`'${values.client}' is not an IP address`, '--client');
+    body['client'] = values.client;
+  }
+  if (values.dst !== undefined) {
+    const d = parseDstArg(values.dst);
+    body['dst'] = d.dst;
+    if (d.dport !== undefined) body['dport'] = d.dport;
+  }
+  const timeoutMs = parseDuration(values.timeout ?? '30s', '--timeout');
+  body['timeoutMs'] = timeoutMs;
+  if (values.settle !== undefined) body['settleMs'] = parseDuration(values.settle, '--settle');
+  if (values.inventory !== undefined) body['inventory'] = readInventoryFile(values.inventory);
+  const env = deps.env ?? process.env;
+  const tokenFile = values['token-file'];
+  const token = loadToken(tokenFile === undefined ? { env } : { file: tokenFile, env });
+
+  const client = new Client(base, token, deps.fetch ?? fetch);
+  let view = await client.json<CaptureView>('POST', '/v1/captures', body);
+  const started = Date.now();
+  err(`capture ${view.id} armed on ${base}`);
+  let last = '';
+  let failures = 0;
+  const pollMs = deps.pollMs ?? 200;
+  while (!FINAL.has(view.state)) {
+    const line = progressLine(view, Date.now() - started);
+    if (line.replace(/^\[[^\]]*\] /, '') !== last.replace(/^\[[^\]]*\] /, '')) err(line);
+    last = line;
+    await delay(pollMs);
+    try {
+      view = await client.json<CaptureView>('GET', `/v1/captures/${view.id}`);
+      failures = 0;
+    } catch (e) {
+      // A collector restart is survivable: it resumes the session; give it a few seconds.
+      if (!(e instanceof HoptraceError) || e.code !== 'COLLECTOR_UNREACHABLE' || ++failures > 25)
+        throw e;
+    }
+  }
+  err(progressLine(view, Date.now() - started));
+  let result: AnalysisResult | null = null;
+  if (view.reportUrls !== null) {
+    result = await client.json<AnalysisResult>('GET', view.reportUrls.json);
+  }
+  if (values.json === true) {
+    out(JSON.stringify({ capture: view, analysis: result }));
+  } else {
+    out(
+      `capture ${view.id}: ${view.state}${view.finalReason === null ? '' : ` (${view.finalReason})`}`,
+    );
+    if (result !== null) out(renderVerdictText(result).trimEnd());
+    for (const p of view.points) {
+      if (p.error) out(`  point ${p.name}: ${p.error.code}: ${p.error.message}`);
+    }
+    if (view.reportUrls !== null) {
+      out(
+        `report: ${new URL(view.reportUrls.markdown, base).toString()} (JSON: ${new URL(view.reportUrls.json, base).toString()})`,
+      );
+    }
+  }
+  return view.state === 'resolved' ? 0 : 3;
+}

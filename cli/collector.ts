@@ -1,0 +1,136 @@
+/**
+ * `hoptrace collector`: parse the flags, start the collector, run until SIGTERM/SIGINT.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadToken } from '../common/auth';
+import { HoptraceError } from '../common/errors';
+import { LOG_LEVELS, type LogLevel } from '../collector/logger';
+import { startCollector, type CollectorOptions, type RunningCollector } from '../collector/main';
+import { parseCommandLine } from './args';
+
+const USAGE =
+  'hoptrace collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--api-token-file FILE] [--tls-cert FILE --tls-key FILE] [--log-level LEVEL]';
+
+/** `HOST:PORT`, `[IPv6]:PORT` or `:PORT` (all interfaces of 127.0.0.1 by default). */
+export function parseListen(value: string): { host: string; port: number } {
+  const m = /^\[([^\]]+)\]:(\d+)$/.exec(value) ?? /^([^:[\]]*):(\d+)$/.exec(value);
+  const port = Number(m?.[2]);
+  if (m === null || !Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new HoptraceError('CLI_USAGE', `'${value}' is not HOST:PORT`, {
+      where: '--listen',
+      hint: 'e.g. --listen 0.0.0.0:7070 or --listen [::]:7070',
+    });
+  }
+  return { host: m[1] === '' ? '0.0.0.0' : (m[1] ?? '127.0.0.1'), port };
+}
+
+/** $XDG_STATE_HOME/hoptrace, else ./hoptrace-data. */
+export function defaultDataDir(env: NodeJS.ProcessEnv): string {
+  const xdg = env['XDG_STATE_HOME'];
+  return xdg !== undefined && xdg !== '' ? join(xdg, 'hoptrace') : 'hoptrace-data';
+}
+
+function readFileArg(flag: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    throw new HoptraceError(
+      'CLI_USAGE',
+      `cannot read ${path} (${e instanceof Error ? e.message : String(e)})`,
+      {
+        where: flag,
+      },
+    );
+  }
+}
+
+/** The collector options from the command line and the environment. */
+export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): CollectorOptions {
+  const { values, positionals } = parseCommandLine('collector', USAGE, argv, {
+    listen: { type: 'string' },
+    'data-dir': { type: 'string' },
+    'token-file': { type: 'string' },
+    'api-token-file': { type: 'string' },
+    'tls-cert': { type: 'string' },
+    'tls-key': { type: 'string' },
+    'log-level': { type: 'string' },
+  });
+  if (positionals.length > 0) {
+    throw new HoptraceError('CLI_USAGE', `unexpected argument '${String(positionals[0])}'`, {
+      where: 'hoptrace collector',
+      hint: `usage: ${USAGE}`,
+    });
+  }
+  const { host, port } = parseListen(values.listen ?? '127.0.0.1:7070');
+  const tokenFile = values['token-file'];
+  const token = loadToken(tokenFile === undefined ? { env } : { file: tokenFile, env });
+  const opts: CollectorOptions = {
+    host,
+    port,
+    dataDir: values['data-dir'] ?? defaultDataDir(env),
+    tokens: [token],
+  };
+  const apiFile = values['api-token-file'];
+  if (apiFile !== undefined) opts.apiTokens = [loadToken({ file: apiFile })];
+  const cert = values['tls-cert'];
+  const key = values['tls-key'];
+  if ((cert === undefined) !== (key === undefined)) {
+    throw new HoptraceError('CLI_USAGE', 'give both --tls-cert and --tls-key, or neither', {
+      where: 'hoptrace collector',
+    });
+  }
+  if (cert !== undefined && key !== undefined) {
+    opts.tls = { cert: readFileArg('--tls-cert', cert), key: readFileArg('--tls-key', key) };
+  }
+  const level = values['log-level'];
+  if (level !== undefined) {
+    if (!(LOG_LEVELS as readonly string[]).includes(level)) {
+      throw new HoptraceError('CLI_USAGE', `unknown log level '${level}'`, {
+        where: '--log-level',
+        hint: `one of ${LOG_LEVELS.join(', ')}`,
+      });
+    }
+    opts.logLevel = level as LogLevel;
+  }
+  return opts;
+}
+
+export interface RunCollectorOptions {
+  env?: NodeJS.ProcessEnv;
+  /** Stops the collector (tests); SIGTERM and SIGINT always do. */
+  signal?: AbortSignal;
+  /** Called once the collector listens. */
+  onReady?: (c: RunningCollector) => void;
+  /** Overrides for startCollector (tests inject a hub). */
+  overrides?: Partial<CollectorOptions>;
+}
+
+/** Runs the collector until SIGTERM/SIGINT (or `signal`); returns the exit code. */
+export async function runCollector(
+  argv: string[],
+  out: (line: string) => void,
+  run: RunCollectorOptions = {},
+): Promise<number> {
+  const opts = { ...parseCollectorArgs(argv, run.env ?? process.env), ...run.overrides };
+  const c = await startCollector(opts);
+  out(
+    `collector ${c.collectorId} listening on ${c.url} (agents: ${c.agentsUrl}, data: ${opts.dataDir})`,
+  );
+  run.onReady?.(c);
+  await new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGTERM', stop);
+      process.off('SIGINT', stop);
+      run.signal?.removeEventListener('abort', stop);
+      resolve();
+    };
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+    if (run.signal?.aborted === true) stop();
+    else run.signal?.addEventListener('abort', stop);
+  });
+  await c.close();
+  out('collector stopped');
+  return 0;
+}

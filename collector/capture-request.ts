@@ -1,0 +1,146 @@
+/**
+ * Validation of `POST /v1/captures` bodies into a CaptureSpec. Every refusal is API_BAD_REQUEST
+ * naming the field (`points[1].iface`), so a client can fix exactly what is wrong.
+ */
+import { isIP } from 'node:net';
+import { HoptraceError } from '../common/errors';
+import { parseInventory } from '../common/inventory-file';
+import { DEFAULT_SETTLE_MS, DEFAULT_TIMEOUT_MS, type CaptureSpec, type PointSpec } from './session';
+
+const POINT_NAME = /^[a-z][a-z0-9-]{0,31}$/;
+// Linux interface names: up to 15 bytes, no '/', ':' or whitespace ('any' is libpcap's pseudo device).
+const IFACE = /^[A-Za-z0-9_.@-]{1,15}$/;
+const NODE = /^[A-Za-z0-9]([A-Za-z0-9_.-]{0,252})$/;
+const MAX_TIMEOUT_MS = 3_600_000;
+const MAX_POINTS = 8;
+
+function bad(field: string, detail: string, hint?: string): HoptraceError {
+  return new HoptraceError(
+    'API_BAD_REQUEST',
+    detail,
+    hint === undefined ? { where: field } : { where: field, hint },
+  );
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** A capture target: a pod IP, an absolute namespace path, or a PID. */
+export function isValidTarget(t: string): boolean {
+  if (isIP(t) !== 0) return true;
+  if (/^[1-9][0-9]{0,9}$/.test(t)) return true;
+  return t.startsWith('/') && t.length < 4096 && !t.split('/').includes('..');
+}
+
+function optString(o: Record<string, unknown>, key: string, field: string): string | undefined {
+  const v = o[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string') throw bad(`${field}.${key}`, 'must be a string');
+  return v;
+}
+
+function optInt(
+  o: Record<string, unknown>,
+  key: string,
+  min: number,
+  max: number,
+): number | undefined {
+  const v = o[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max)
+    throw bad(key, `must be an integer from ${min} to ${max}`);
+  return v;
+}
+
+function parsePoint(v: unknown, i: number): PointSpec {
+  const field = `points[${i}]`;
+  if (!isRecord(v)) throw bad(field, 'must be an object {name, target, iface, filter?, node?}');
+  for (const k of Object.keys(v)) {
+    if (!['name', 'target', 'iface', 'filter', 'node'].includes(k))
+      throw bad(`${field}.${k}`, 'unknown field');
+  }
+  const name = optString(v, 'name', field);
+  if (name === undefined || !POINT_NAME.test(name))
+    throw bad(`${field}.name`, 'must be lower-case letters, digits and dashes', 'e.g. "decap"');
+  const target = optString(v, 'target', field);
+  if (target === undefined || !isValidTarget(target)) {
+    throw bad(
+      `${field}.target`,
+      'must be a pod IP, a namespace path or a PID',
+      'e.g. "10.244.1.10", "/run/netns/vpn" or "1234"',
+    );
+  }
+  const iface = optString(v, 'iface', field);
+  if (iface === undefined || !IFACE.test(iface))
+    throw bad(`${field}.iface`, 'must be an interface name (1-15 characters)', 'e.g. "eth0"');
+  const p: PointSpec = { name, target, iface };
+  const filter = optString(v, 'filter', field);
+  if (filter !== undefined) {
+    if (filter.length > 4096) throw bad(`${field}.filter`, 'longer than 4096 characters');
+    p.filter = filter;
+  }
+  const node = optString(v, 'node', field);
+  if (node !== undefined) {
+    if (!NODE.test(node)) throw bad(`${field}.node`, 'is not a node name');
+    p.node = node;
+  }
+  return p;
+}
+
+/** Validates a parsed JSON body and applies the defaults. */
+export function parseCaptureRequest(body: unknown): CaptureSpec {
+  if (!isRecord(body)) throw bad('body', 'must be a JSON object');
+  const known = [
+    'points',
+    'client',
+    'dst',
+    'dport',
+    'timeoutMs',
+    'stopOnFirstMatch',
+    'settleMs',
+    'inventory',
+  ];
+  for (const k of Object.keys(body)) if (!known.includes(k)) throw bad(k, 'unknown field');
+  const points = body['points'];
+  if (!Array.isArray(points) || points.length < 2 || points.length > MAX_POINTS) {
+    throw bad(
+      'points',
+      `must be a list of 2 to ${MAX_POINTS} capture points in path order`,
+      'e.g. [{"name":"decap",…},{"name":"egress",…},{"name":"backend",…}]',
+    );
+  }
+  const parsed = points.map(parsePoint);
+  const names = new Set<string>();
+  for (const p of parsed) {
+    if (names.has(p.name)) throw bad('points', `point "${p.name}" is given twice`);
+    names.add(p.name);
+  }
+  const spec: CaptureSpec = {
+    points: parsed,
+    timeoutMs: optInt(body, 'timeoutMs', 100, MAX_TIMEOUT_MS) ?? DEFAULT_TIMEOUT_MS,
+    settleMs: optInt(body, 'settleMs', 0, MAX_TIMEOUT_MS) ?? DEFAULT_SETTLE_MS,
+    stopOnFirstMatch: true,
+  };
+  const stop = body['stopOnFirstMatch'];
+  if (stop !== undefined && stop !== null) {
+    if (typeof stop !== 'boolean') throw bad('stopOnFirstMatch', 'must be true or false');
+    spec.stopOnFirstMatch = stop;
+  }
+  for (const key of ['client', 'dst'] as const) {
+    const v = optString(body, key, 'body');
+    if (v === undefined) continue;
+    if (isIP(v) === 0) throw bad(key, `"${v}" is not an IP address`);
+    spec[key] = v;
+  }
+  const dport = optInt(body, 'dport', 1, 65535);
+  if (dport !== undefined) spec.dport = dport;
+  const inv = body['inventory'];
+  if (inv !== undefined && inv !== null) {
+    try {
+      spec.inventory = parseInventory(inv, 'inventory');
+    } catch (e) {
+      throw bad('inventory', e instanceof Error ? e.message : String(e));
+    }
+  }
+  return spec;
+}

@@ -1,0 +1,231 @@
+/**
+ * The collector's HTTP JSON API on node:http. `handle()` is socket-free (a plain request object in,
+ * a response object out), so most tests need no network; `listener()` adapts it to a server.
+ *
+ *   GET    /healthz                          no token needed
+ *   GET    /v1/agents
+ *   POST   /v1/captures                      201 CaptureView | 400 | 409 API_NO_AGENT
+ *   GET    /v1/captures                      {captures: CaptureView[]}
+ *   GET    /v1/captures/:id                  CaptureView | 404
+ *   GET    /v1/captures/:id/report.md|.json  404 until the verdict exists
+ *   DELETE /v1/captures/:id                  cancels (stop to the agents)
+ *
+ * Authentication: `Authorization: Bearer <token>` with an agent token or an API token. Errors are
+ * `{"error": {"code", "message", "where", "hint"}}`.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { bearerToken, tokenMatches } from '../common/auth';
+import { HoptraceError, isHoptraceError, type ErrorCode } from '../common/errors';
+import { parseCaptureRequest } from './capture-request';
+import type { CollectorLogger } from './logger';
+import type { SessionManager } from './sessions';
+import { CAPTURE_ID_RE } from './store';
+
+export interface ApiRequest {
+  method: string;
+  /** Path and query, e.g. `/v1/captures/c-1/report.md`. */
+  url: string;
+  headers: Record<string, string | undefined>;
+  body?: string;
+}
+
+export interface ApiResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+export interface ApiOptions {
+  sessions: SessionManager;
+  /** Accepted bearer tokens (the agents' and any API-only ones). */
+  tokens: readonly string[];
+  collectorId: string;
+  logger: CollectorLogger;
+}
+
+export const MAX_BODY_BYTES = 1 << 20;
+
+const STATUS: Partial<Record<ErrorCode, number>> = {
+  API_BAD_REQUEST: 400,
+  CLI_BAD_INVENTORY: 400,
+  API_UNAUTHORIZED: 401,
+  API_NOT_FOUND: 404,
+  API_NO_AGENT: 409,
+  STORE_IO: 503,
+};
+
+function json(status: number, value: unknown, extra: Record<string, string> = {}): ApiResponse {
+  return {
+    status,
+    headers: { 'content-type': 'application/json; charset=utf-8', ...extra },
+    body: JSON.stringify(value) + '\n',
+  };
+}
+
+/** The JSON error body for a HoptraceError. */
+export function errorResponse(e: HoptraceError, extra: Record<string, string> = {}): ApiResponse {
+  return json(
+    STATUS[e.code] ?? 500,
+    { error: { code: e.code, message: e.message, where: e.where ?? null, hint: e.hint ?? null } },
+    extra,
+  );
+}
+
+function notFound(what: string, hint?: string): HoptraceError {
+  return new HoptraceError(
+    'API_NOT_FOUND',
+    `${what} not found`,
+    hint === undefined ? { where: what } : { where: what, hint },
+  );
+}
+
+function badMethod(method: string, path: string, allowed: string): HoptraceError {
+  return new HoptraceError('API_BAD_REQUEST', `method ${method} is not allowed`, {
+    where: path,
+    hint: `use ${allowed}`,
+  });
+}
+
+export interface Api {
+  handle(req: ApiRequest): Promise<ApiResponse>;
+  listener(): (req: IncomingMessage, res: ServerResponse) => void;
+}
+
+export function createApi(opts: ApiOptions): Api {
+  const { sessions, tokens, collectorId, logger } = opts;
+
+  function route(req: ApiRequest): ApiResponse {
+    const path = new URL(req.url, 'http://x').pathname;
+    const method = req.method.toUpperCase();
+    if (path === '/healthz') {
+      return json(200, {
+        ok: true,
+        collectorId,
+        agentsConnected: sessions.agents().filter((a) => a.connected).length,
+      });
+    }
+    if (!tokenMatches(bearerToken(req.headers['authorization']), tokens)) {
+      throw new HoptraceError('API_UNAUTHORIZED', 'missing or wrong bearer token', {
+        where: path,
+        hint: 'send Authorization: Bearer <token> (the collector token file or HOPTRACE_TOKEN)',
+      });
+    }
+    if (path === '/v1/agents') {
+      if (method !== 'GET') throw badMethod(method, path, 'GET');
+      return json(200, { agents: sessions.agents() });
+    }
+    if (path === '/v1/captures') {
+      if (method === 'GET') return json(200, { captures: sessions.list() });
+      if (method !== 'POST') throw badMethod(method, path, 'GET or POST');
+      let body: unknown;
+      try {
+        body = JSON.parse(req.body ?? '');
+      } catch (e) {
+        throw new HoptraceError(
+          'API_BAD_REQUEST',
+          `the body is not JSON (${e instanceof Error ? e.message : String(e)})`,
+          { where: 'body', hint: 'send Content-Type: application/json' },
+        );
+      }
+      const view = sessions.create(parseCaptureRequest(body));
+      return json(201, view, { location: `/v1/captures/${view.id}` });
+    }
+    const m = /^\/v1\/captures\/([^/]+)(?:\/(report\.md|report\.json))?$/.exec(path);
+    if (m !== null) {
+      const id = decodeURIComponent(m[1] ?? '');
+      if (!CAPTURE_ID_RE.test(id)) throw notFound(`capture ${id}`);
+      const report = m[2];
+      if (report !== undefined) {
+        if (method !== 'GET') throw badMethod(method, path, 'GET');
+        if (sessions.get(id) === undefined) throw notFound(`capture ${id}`);
+        const kind = report === 'report.md' ? 'md' : 'json';
+        const text = sessions.report(id, kind);
+        if (text === null)
+          throw notFound(`${report} of ${id}`, 'the report exists once the capture has a verdict');
+        return {
+          status: 200,
+          headers: {
+            'content-type':
+              kind === 'md' ? 'text/markdown; charset=utf-8' : 'application/json; charset=utf-8',
+          },
+          body: text,
+        };
+      }
+      if (method === 'GET') {
+        const v = sessions.get(id);
+        if (v === undefined) throw notFound(`capture ${id}`);
+        return json(200, v);
+      }
+      if (method === 'DELETE') {
+        const v = sessions.cancel(id);
+        if (v === undefined) throw notFound(`capture ${id}`);
+        return json(200, v);
+      }
+      throw badMethod(method, path, 'GET or DELETE');
+    }
+    throw notFound(path, 'see the API in README.md');
+  }
+
+  async function handle(req: ApiRequest): Promise<ApiResponse> {
+    await Promise.resolve();
+    try {
+      return route(req);
+    } catch (e) {
+      if (isHoptraceError(e)) {
+        if (e.code === 'API_UNAUTHORIZED')
+          return errorResponse(e, { 'www-authenticate': 'Bearer realm="hoptrace"' });
+        return errorResponse(e);
+      }
+      logger.error({ err: e instanceof Error ? e.message : String(e) }, 'API internal error');
+      return json(500, {
+        error: {
+          code: 'INTERNAL',
+          message: 'internal error (please report)',
+          where: req.url,
+          hint: null,
+        },
+      });
+    }
+  }
+
+  function listener(): (req: IncomingMessage, res: ServerResponse) => void {
+    return (req, res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let tooLarge = false;
+      req.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > MAX_BODY_BYTES) tooLarge = true;
+        else chunks.push(c);
+      });
+      req.on('end', () => {
+        const send = (r: ApiResponse): void => {
+          res.writeHead(r.status, r.headers);
+          res.end(r.body);
+        };
+        if (tooLarge) {
+          const e = new HoptraceError(
+            'API_BAD_REQUEST',
+            `the body exceeds ${MAX_BODY_BYTES} bytes`,
+            {
+              where: 'body',
+            },
+          );
+          send({ ...errorResponse(e), status: 413 });
+          return;
+        }
+        const headers: Record<string, string | undefined> = {};
+        for (const [k, v] of Object.entries(req.headers))
+          headers[k] = Array.isArray(v) ? v.join(', ') : v;
+        void handle({
+          method: req.method ?? 'GET',
+          url: req.url ?? '/',
+          headers,
+          body: Buffer.concat(chunks).toString('utf8'),
+        }).then(send);
+      });
+    };
+  }
+
+  return { handle, listener };
+}

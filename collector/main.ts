@@ -1,0 +1,123 @@
+/**
+ * `startCollector`: wires the data directory, the agent hub (WebSocket on /v1/agents), the session
+ * manager and the HTTP API onto one HTTP(S) server. SIGTERM is the CLI's business (cli/collector.ts).
+ */
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { HoptraceError } from '../common/errors';
+import { createApi } from './http';
+import { createAgentHub, type AgentHubOptions } from './hub';
+import type { AgentHub } from './hub-types';
+import { createLogger, type CollectorLogger, type LogLevel } from './logger';
+import { SessionManager, type Clock } from './sessions';
+import { CaptureStore } from './store';
+
+export interface CollectorOptions {
+  host?: string;
+  /** 0 = any free port. */
+  port?: number;
+  dataDir: string;
+  /** Tokens agents authenticate with (also accepted by the API). */
+  tokens: string[];
+  /** Tokens accepted by the HTTP API only. */
+  apiTokens?: string[];
+  tls?: { cert: string | Buffer; key: string | Buffer };
+  logLevel?: LogLevel;
+  logger?: CollectorLogger;
+  /** Replaces the WebSocket hub (tests inject an in-memory one). */
+  hubFactory?: (server: Server, opts: AgentHubOptions) => AgentHub | Promise<AgentHub>;
+  clock?: Clock;
+  /** fdatasync event appends (default true). */
+  fsync?: boolean;
+  debounceMs?: number;
+}
+
+export interface RunningCollector {
+  /** Base URL of the API, e.g. http://127.0.0.1:7070 */
+  url: string;
+  /** WebSocket URL agents connect to. */
+  agentsUrl: string;
+  collectorId: string;
+  sessions: SessionManager;
+  hub: AgentHub;
+  close(): Promise<void>;
+}
+
+export const AGENTS_PATH = '/v1/agents';
+
+export async function startCollector(opts: CollectorOptions): Promise<RunningCollector> {
+  const logger = opts.logger ?? createLogger({ level: opts.logLevel ?? 'info' });
+  const store = new CaptureStore({ dir: opts.dataDir, fsync: opts.fsync ?? true });
+  const server: Server = opts.tls
+    ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key })
+    : createHttpServer();
+  const hubOpts: AgentHubOptions = {
+    server,
+    path: AGENTS_PATH,
+    tokens: opts.tokens,
+    collectorId: store.collectorId,
+    lastSeqStore: store.lastSeq,
+    ...(logger.pino ? { logger: logger.pino.child({ component: 'hub' }) } : {}),
+  };
+  const hub = await (opts.hubFactory ? opts.hubFactory(server, hubOpts) : createAgentHub(hubOpts));
+  const sessions = new SessionManager({
+    hub,
+    store,
+    logger,
+    ...(opts.clock ? { clock: opts.clock } : {}),
+    ...(opts.debounceMs !== undefined ? { debounceMs: opts.debounceMs } : {}),
+  });
+  sessions.start();
+  const api = createApi({
+    sessions,
+    tokens: [...opts.tokens, ...(opts.apiTokens ?? [])],
+    collectorId: store.collectorId,
+    logger,
+  });
+  server.on('request', api.listener());
+
+  const host = opts.host ?? '127.0.0.1';
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(opts.port ?? 7070, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (e) {
+    await sessions.close();
+    await hub.close();
+    throw new HoptraceError('COLLECTOR_LISTEN', e instanceof Error ? e.message : String(e), {
+      where: `${host}:${opts.port ?? 7070}`,
+      hint: 'pick a free address with --listen HOST:PORT',
+    });
+  }
+  const addr = server.address() as AddressInfo;
+  const h = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  const scheme = opts.tls ? 'https' : 'http';
+  logger.info({ state: 'listening' }, `collector listening on ${scheme}://${h}:${addr.port}`);
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: `${scheme}://${h}:${addr.port}`,
+    agentsUrl: `${opts.tls ? 'wss' : 'ws'}://${h}:${addr.port}${AGENTS_PATH}`,
+    collectorId: store.collectorId,
+    sessions,
+    hub,
+    close: () => {
+      closing ??= (async () => {
+        await sessions.close();
+        await hub.close();
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => {
+          server.close(() => {
+            resolve();
+          });
+        });
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,486 @@
+/**
+ * One capture session as a state machine: which points are armed, what they reported, the events
+ * they delivered, and when the session is finished. Pure apart from `analyzeEvents`: the clock is
+ * passed in (`nowMs`), timers and I/O live in collector/sessions.ts.
+ *
+ *   arming ──(a point reports capturing)──► capturing ──► resolved | timeout | failed
+ *      └───────────────(DELETE)──────────────────┴──────► cancelled
+ *
+ * When it ends (with stopOnFirstMatch):
+ *   - a conclusive verdict: a rewrite layer or a proxy, or `preserved` with the reply seen back at
+ *     the first point → resolved;
+ *   - the request was seen but the analysis has not changed for settleMs → resolved with what we
+ *     have (no-return, dropped, unknown …);
+ *   - timeoutMs after creation → timeout;
+ *   - the first point failed, or every point failed → failed (no request can ever be seen).
+ * A point that failed or never reported capturing, and delivered nothing, is "missing": the verdict
+ * names it with its error instead of calling an empty capture a drop.
+ */
+
+import { isHoptraceError } from '../common/errors';
+import type { PacketEvent } from '../common/event';
+import type { Inventory } from '../common/inventory';
+import type { CaptureStatus, ErrorReport, Lost } from '../common/wire';
+import { analyzeEvents, type AnalysisResult, type PointSummary } from './analyze';
+import type { Evidence, Layer, Verdict } from './attribute';
+
+export type SessionState = 'arming' | 'capturing' | 'resolved' | 'timeout' | 'cancelled' | 'failed';
+export type PointState = 'pending' | 'arming' | 'capturing' | 'stopped' | 'failed';
+
+export const FINAL_STATES: readonly SessionState[] = ['resolved', 'timeout', 'cancelled', 'failed'];
+
+/** One capture point as the user asked for it. */
+export interface PointSpec {
+  name: string;
+  /** Pod IP, namespace path or PID. */
+  target: string;
+  iface: string;
+  filter?: string;
+  /** The agent's node name (needed for path/PID targets when several agents are connected). */
+  node?: string;
+}
+
+/** A validated capture request (POST /v1/captures with defaults applied). */
+export interface CaptureSpec {
+  points: PointSpec[];
+  client?: string;
+  dst?: string;
+  dport?: number;
+  timeoutMs: number;
+  stopOnFirstMatch: boolean;
+  settleMs: number;
+  inventory?: Inventory;
+}
+
+export interface PointError {
+  code: string;
+  message: string;
+}
+
+/** What the collector knows about one point of a session (persisted in session.json). */
+export interface PointRecord {
+  name: string;
+  agentId: string | null;
+  node: string | null;
+  target: string;
+  iface: string;
+  state: PointState;
+  /** Packets the agent captured (its status), or the events stored when more. */
+  packets: number;
+  /** Events stored for this point. */
+  events: number;
+  /** null = the capture source cannot know. */
+  kernelDrops: number | null;
+  queueDrops: number;
+  /** Events the agent reported lost (spool overflow, queue full). */
+  lost: number;
+  /** The agent confirmed the capture runs (a status 'capturing' or 'stopped' arrived). */
+  confirmed: boolean;
+  netns: string | null;
+  netnsAddresses: string[];
+  error?: PointError;
+}
+
+/** The persisted state of a session (session.json). */
+export interface SessionRecord {
+  id: string;
+  createdAtMs: number;
+  updatedAtMs: number;
+  finishedAtMs: number | null;
+  state: SessionState;
+  spec: CaptureSpec;
+  points: PointRecord[];
+  verdict: Verdict | null;
+  /** Why the session ended (settled, timeout, conclusive, cancelled, failed point). */
+  finalReason: string | null;
+}
+
+export type Decision =
+  | { kind: 'continue' }
+  | { kind: 'finish'; state: 'resolved' | 'timeout' | 'failed'; reason: string };
+
+export const DEFAULT_TIMEOUT_MS = 30_000;
+export const DEFAULT_SETTLE_MS = 2_000;
+
+const CONCLUSIVE: readonly Layer[] = ['vpn-pod', 'cni-masquerade', 'kube-proxy', 'proxy'];
+
+/** Only what correlation can use is kept in memory (the store keeps everything). */
+export function isUsefulEvent(e: PacketEvent): boolean {
+  return e.related !== undefined || e.inner?.proto === 'tcp' || e.inner?.proto === 'udp';
+}
+
+export function isFinalState(s: SessionState): boolean {
+  return FINAL_STATES.includes(s);
+}
+
+function newPoint(p: PointSpec): PointRecord {
+  return {
+    name: p.name,
+    agentId: null,
+    node: p.node ?? null,
+    target: p.target,
+    iface: p.iface,
+    state: 'pending',
+    packets: 0,
+    events: 0,
+    kernelDrops: null,
+    queueDrops: 0,
+    lost: 0,
+    confirmed: false,
+    netns: null,
+    netnsAddresses: [],
+  };
+}
+
+export class CaptureSession {
+  readonly record: SessionRecord;
+  private readonly events = new Map<string, PacketEvent[]>();
+  private dirty = true;
+  private live: AnalysisResult | null = null;
+  private fingerprint = '';
+  private lastProgressMs: number;
+  private requestSeen = false;
+
+  /** A session from its record and the events already stored (after a restart). */
+  constructor(record: SessionRecord, events?: ReadonlyMap<string, PacketEvent[]>) {
+    this.record = record;
+    for (const p of record.points) {
+      this.events.set(p.name, (events?.get(p.name) ?? []).filter(isUsefulEvent));
+    }
+    this.lastProgressMs = record.updatedAtMs;
+  }
+
+  static create(id: string, spec: CaptureSpec, nowMs: number): CaptureSession {
+    return new CaptureSession({
+      id,
+      createdAtMs: nowMs,
+      updatedAtMs: nowMs,
+      finishedAtMs: null,
+      state: 'arming',
+      spec,
+      points: spec.points.map(newPoint),
+      verdict: null,
+      finalReason: null,
+    });
+  }
+
+  get id(): string {
+    return this.record.id;
+  }
+
+  isFinal(): boolean {
+    return isFinalState(this.record.state);
+  }
+
+  point(name: string): PointRecord | undefined {
+    return this.record.points.find((p) => p.name === name);
+  }
+
+  /** The latest analysis while capturing (null before the request is seen). */
+  liveResult(): AnalysisResult | null {
+    return this.live;
+  }
+
+  /** The command for a point went to `agentId`. */
+  markArmed(name: string, agentId: string, node: string, nowMs: number): void {
+    const p = this.point(name);
+    if (!p || this.isFinal()) return;
+    p.agentId = agentId;
+    p.node = node;
+    p.state = 'arming';
+    this.touch(nowMs);
+  }
+
+  markFailed(name: string, error: PointError, nowMs: number): void {
+    const p = this.point(name);
+    if (!p) return;
+    p.state = 'failed';
+    p.error = error;
+    this.dirty = true;
+    this.touch(nowMs);
+  }
+
+  applyStatus(s: CaptureStatus, nowMs: number): void {
+    const p = this.point(s.point);
+    if (!p) return;
+    p.packets = Math.max(s.packets, p.events);
+    p.kernelDrops = s.kernelDrops;
+    p.queueDrops = s.queueDrops;
+    if (s.netns !== '') p.netns = s.netns;
+    if (s.netnsAddresses.length > 0) p.netnsAddresses = [...s.netnsAddresses];
+    if (s.state === 'failed') {
+      p.state = 'failed';
+      p.error = {
+        code: s.errorCode === '' ? 'CAPTURE_WORKER_FAILED' : s.errorCode,
+        message: s.message,
+      };
+      this.dirty = true;
+    } else if (p.state !== 'failed') {
+      p.state = s.state;
+      if (s.state === 'capturing' || s.state === 'stopped') p.confirmed = true;
+    }
+    if (this.record.state === 'arming' && p.state === 'capturing') this.record.state = 'capturing';
+    this.touch(nowMs);
+  }
+
+  applyLost(l: Lost, nowMs: number): void {
+    const p = this.point(l.point);
+    if (!p) return;
+    p.lost += l.count;
+    this.touch(nowMs);
+  }
+
+  /** An error report about one point: the point fails (an error without a point is ignored here). */
+  applyError(e: ErrorReport, nowMs: number): void {
+    if (e.point === '') return;
+    this.markFailed(e.point, { code: e.code, message: e.message }, nowMs);
+  }
+
+  /** Adds delivered (already stored) events; returns how many were kept for correlation. */
+  addEvents(point: string, events: readonly PacketEvent[], nowMs: number): number {
+    const p = this.point(point);
+    const list = this.events.get(point);
+    if (!p || !list) return 0;
+    p.events += events.length;
+    p.packets = Math.max(p.packets, p.events);
+    // Events prove the capture runs even when the status was lost.
+    if (events.length > 0) p.confirmed = true;
+    let kept = 0;
+    for (const e of events) {
+      if (isUsefulEvent(e)) {
+        list.push(e);
+        kept++;
+      }
+    }
+    if (this.record.state === 'arming' && events.length > 0) this.record.state = 'capturing';
+    if (kept > 0) this.dirty = true;
+    this.touch(nowMs);
+    return kept;
+  }
+
+  /** Points that delivered nothing and either failed or never confirmed their capture. */
+  missingPoints(): PointRecord[] {
+    return this.record.points.filter(
+      (p) => (this.events.get(p.name)?.length ?? 0) === 0 && (p.state === 'failed' || !p.confirmed),
+    );
+  }
+
+  /** Re-runs the analysis when new events arrived; the manager debounces calls. */
+  analyze(nowMs: number, inventory: Inventory): AnalysisResult | null {
+    if (!this.dirty) return this.live;
+    this.dirty = false;
+    const spec = this.record.spec;
+    const points = spec.points.map((p) => ({
+      name: p.name,
+      events: this.events.get(p.name) ?? [],
+    }));
+    let result: AnalysisResult | null;
+    try {
+      result = analyzeEvents({
+        points,
+        inventory,
+        selector: { client: spec.client, dst: spec.dst, dport: spec.dport },
+      });
+    } catch (e) {
+      if (!isHoptraceError(e) || e.code !== 'CLI_NO_REQUEST') throw e;
+      result = null;
+    }
+    if (result !== null) {
+      result = { verdict: this.withMissingPoints(result.verdict), points: result.points };
+      this.requestSeen = true;
+    }
+    const fp = JSON.stringify([
+      result?.verdict.layer ?? null,
+      result?.points.map((p) => [p.status, p.seenRequest, p.seenReply, p.packets]) ?? null,
+    ]);
+    if (fp !== this.fingerprint) {
+      this.fingerprint = fp;
+      this.lastProgressMs = nowMs;
+    }
+    this.live = result;
+    return result;
+  }
+
+  /** Decides whether the session is finished (call after analyze, and when a deadline passes). */
+  evaluate(nowMs: number): Decision {
+    if (this.isFinal()) return { kind: 'continue' };
+    const { spec, points } = this.record;
+    const first = points[0];
+    if (first?.state === 'failed') {
+      return {
+        kind: 'finish',
+        state: 'failed',
+        reason: `the first point ${first.name} failed (${errorText(first)}): the request cannot be seen`,
+      };
+    }
+    if (points.every((p) => p.state === 'failed')) {
+      return { kind: 'finish', state: 'failed', reason: 'every capture point failed' };
+    }
+    const live = this.live;
+    if (spec.stopOnFirstMatch && live !== null) {
+      const v = live.verdict;
+      if (CONCLUSIVE.includes(v.layer))
+        return { kind: 'finish', state: 'resolved', reason: `conclusive verdict ${v.layer}` };
+      if (v.layer === 'preserved' && live.points[0]?.seenReply === true) {
+        return {
+          kind: 'finish',
+          state: 'resolved',
+          reason: 'preserved, and the reply came back to the first point',
+        };
+      }
+      if (nowMs - this.lastProgressMs >= spec.settleMs) {
+        return {
+          kind: 'finish',
+          state: 'resolved',
+          reason: `settled: nothing new about the request for ${spec.settleMs} ms`,
+        };
+      }
+    }
+    if (nowMs - this.record.createdAtMs >= spec.timeoutMs) {
+      return { kind: 'finish', state: 'timeout', reason: `timeout after ${spec.timeoutMs} ms` };
+    }
+    return { kind: 'continue' };
+  }
+
+  /** When `evaluate` should run again without new input (settle or timeout), or null when final. */
+  nextDeadlineMs(): number | null {
+    if (this.isFinal()) return null;
+    const timeout = this.record.createdAtMs + this.record.spec.timeoutMs;
+    if (this.record.spec.stopOnFirstMatch && this.requestSeen) {
+      return Math.min(timeout, this.lastProgressMs + this.record.spec.settleMs);
+    }
+    return timeout;
+  }
+
+  /**
+   * Ends the session: the final analysis (re-run over everything), a verdict that names missing
+   * points, state and reason. Returns the result the reports are rendered from.
+   */
+  finish(
+    state: 'resolved' | 'timeout' | 'failed' | 'cancelled',
+    reason: string,
+    nowMs: number,
+    inventory: Inventory,
+  ): AnalysisResult {
+    this.dirty = true;
+    const result = this.analyze(nowMs, inventory) ?? this.noRequestResult(reason);
+    this.record.state = state;
+    this.record.finishedAtMs = nowMs;
+    this.record.finalReason = reason;
+    this.record.verdict = result.verdict;
+    for (const p of this.record.points) {
+      if (p.state === 'arming' || p.state === 'capturing' || p.state === 'pending')
+        p.state = 'stopped';
+    }
+    this.touch(nowMs);
+    return result;
+  }
+
+  /** The final result again (after a restart: recomputed from the stored events). */
+  finalResult(inventory: Inventory): AnalysisResult | null {
+    if (this.record.verdict === null) return null;
+    this.dirty = true;
+    const r = this.analyze(this.record.updatedAtMs, inventory);
+    return r ?? this.noRequestResult(this.record.finalReason ?? '');
+  }
+
+  private touch(nowMs: number): void {
+    this.record.updatedAtMs = Math.max(this.record.updatedAtMs, nowMs);
+  }
+
+  private missingText(): string {
+    return this.missingPoints()
+      .map((p) => `${p.name}: ${p.state === 'failed' ? errorText(p) : whyNothing(p)}`)
+      .join('; ');
+  }
+
+  /** Names missing points in the verdict; an empty failed capture is never called a drop. */
+  private withMissingPoints(v: Verdict): Verdict {
+    const missing = this.missingPoints();
+    if (missing.length === 0) return v;
+    const text = this.missingText();
+    const evidence: Evidence[] = v.evidence.map((e) => {
+      const m = missing.find((p) => p.name === e.point);
+      return m === undefined ? e : { ...e, detail: `${e.detail} [capture: ${whyMissing(m)}]` };
+    });
+    for (const m of missing) {
+      if (!evidence.some((e) => e.point === m.name))
+        evidence.push({ point: m.name, matchedBy: [], detail: `capture: ${whyMissing(m)}` });
+    }
+    const names = missing.map((p) => p.name).join(', ');
+    if (v.layer === 'dropped' || v.layer === 'no-return' || v.layer === 'unknown') {
+      return {
+        ...v,
+        layer: 'unknown',
+        evidence,
+        reason:
+          `no events from ${names} (${text})` +
+          (v.layer === 'unknown' && v.reason !== undefined
+            ? `; ${v.reason}`
+            : `; without it "${v.layer}" cannot be told from a capture that did not run`),
+        hint: `make the capture at ${names} work (agent connected, target and interface exist), then capture again`,
+      };
+    }
+    return { ...v, evidence, reason: `${v.reason ?? v.layer}; missing: ${text}` };
+  }
+
+  /** The verdict when no request was ever seen at the first point. */
+  private noRequestResult(reason: string): AnalysisResult {
+    const { spec, points } = this.record;
+    const first = points[0];
+    const firstEvents = first ? (this.events.get(first.name)?.length ?? 0) : 0;
+    const who = spec.client === undefined ? 'any client' : spec.client;
+    const missing = this.missingText();
+    const why =
+      first?.state === 'failed'
+        ? `the first point ${first.name} failed (${errorText(first)}), so the request could not be seen`
+        : `no new TCP connection from ${who} was seen at ${first?.name ?? 'the first point'} (${firstEvents} usable events there; ${reason})`;
+    const verdict: Verdict = {
+      layer: 'unknown',
+      rewrittenBetween: null,
+      client: null,
+      observed: Object.fromEntries(points.map((p) => [p.name, null])),
+      evidence: points.map((p) => ({
+        point: p.name,
+        matchedBy: [],
+        detail: p.state === 'failed' ? `capture failed: ${errorText(p)}` : `${p.events} events`,
+      })),
+      reason: missing === '' ? why : `${why}; missing: ${missing}`,
+      hint: 'start the capture before sending the request, check --client/--dst, and that every point has a connected agent',
+    };
+    const summaries: PointSummary[] = points.map((p) => ({
+      name: p.name,
+      status: (this.events.get(p.name)?.length ?? 0) === 0 ? 'no-capture' : 'not-seen',
+      packets: 0,
+      requestPackets: 0,
+      replyPackets: 0,
+      retransmits: 0,
+      capturedEvents: this.events.get(p.name)?.length ?? 0,
+      seenRequest: false,
+      seenSyn: false,
+      seenReply: false,
+      proxied: false,
+      observed: null,
+      matchedBy: [],
+      replyMatchedBy: [],
+      frame: null,
+      firstTsNs: null,
+      lastTsNs: null,
+      detail: p.state === 'failed' ? `capture failed: ${errorText(p)}` : 'no request selected',
+    }));
+    return { verdict, points: summaries };
+  }
+}
+
+function errorText(p: PointRecord): string {
+  return p.error === undefined ? 'failed' : `${p.error.code}: ${p.error.message}`;
+}
+
+function whyNothing(p: PointRecord): string {
+  if (p.agentId === null) return 'no agent was armed';
+  return `agent ${p.agentId} never reported the capture running and sent no events`;
+}
+
+function whyMissing(p: PointRecord): string {
+  return p.state === 'failed' ? `failed, ${errorText(p)}` : whyNothing(p);
+}

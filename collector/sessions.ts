@@ -1,0 +1,521 @@
+/**
+ * The session manager: arms agents through the AgentHub, stores what they send, re-analyses
+ * (debounced) and finishes sessions. The timers live here; the decisions in collector/session.ts.
+ *
+ * Ordering that makes a restart lossless: an events batch is appended and flushed to the store
+ * before `handleMessage` resolves, and the hub acknowledges the message to the agent only then.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { HoptraceError } from '../common/errors';
+import type { Inventory } from '../common/inventory';
+import type { CaptureCommand } from '../common/wire';
+import type { Verdict } from './attribute';
+import type { AgentHub, AgentMessage } from './hub-types';
+import { buildLiveInventory, resolveTarget, type CapturedNamespace } from './inventory-live';
+import type { CollectorLogger } from './logger';
+import { renderReportJson, renderReportMarkdown, type ReportMeta } from './report';
+import {
+  CaptureSession,
+  type CaptureSpec,
+  type PointState,
+  type SessionRecord,
+  type SessionState,
+} from './session';
+import type { CaptureStore, ReportKind } from './store';
+
+export interface Clock {
+  /** Wall-clock milliseconds (also sent to agents as deadlines). */
+  nowMs(): number;
+}
+
+export const systemClock: Clock = { nowMs: () => Date.now() };
+
+/** One point in `GET /v1/captures/:id`. */
+export interface PointView {
+  name: string;
+  agentId: string | null;
+  node: string | null;
+  target: string;
+  iface: string;
+  state: PointState;
+  packets: number;
+  events: number;
+  kernelDrops: number | null;
+  queueDrops: number;
+  lost: number;
+  error?: { code: string; message: string };
+}
+
+/** `GET /v1/captures/:id`. */
+export interface CaptureView {
+  id: string;
+  state: SessionState;
+  createdAt: string;
+  updatedAt: string;
+  finishedAt: string | null;
+  request: {
+    client: string | null;
+    dst: string | null;
+    dport: number | null;
+    timeoutMs: number;
+    stopOnFirstMatch: boolean;
+    settleMs: number;
+  };
+  points: PointView[];
+  /** The live analysis: whether the request was seen and the provisional layer. */
+  progress: { requestSeen: boolean; layer: string | null };
+  verdict: Verdict | null;
+  finalReason: string | null;
+  reportUrls: { markdown: string; json: string } | null;
+}
+
+/** `GET /v1/agents`. */
+export interface AgentView {
+  agentId: string;
+  node: string;
+  version: string;
+  connected: boolean;
+  connectedAt: string;
+  lastSeen: string;
+  nodeAddresses: string[];
+  namespaces: { path: string; addresses: string[]; interfaces: string[] }[];
+}
+
+export interface SessionManagerOptions {
+  hub: AgentHub;
+  store: CaptureStore;
+  logger: CollectorLogger;
+  clock?: Clock;
+  /** Re-analysis delay after an events batch (default 100 ms). */
+  debounceMs?: number;
+  /** Snaplen asked of agents (default 65535). */
+  snaplen?: number;
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+export class SessionManager {
+  private readonly hub: AgentHub;
+  private readonly store: CaptureStore;
+  private readonly log: CollectorLogger;
+  private readonly clock: Clock;
+  private readonly debounceMs: number;
+  private readonly snaplen: number;
+  private readonly sessions = new Map<string, CaptureSession>();
+  private readonly debounce = new Map<string, NodeJS.Timeout>();
+  private readonly deadline = new Map<string, NodeJS.Timeout>();
+  /** Resumed sessions are not timed out before agents had a chance to resend. */
+  private readonly resumeUntil = new Map<string, number>();
+  private readonly listeners = new Set<(view: CaptureView) => void>();
+  private closed = false;
+
+  constructor(opts: SessionManagerOptions) {
+    this.hub = opts.hub;
+    this.store = opts.store;
+    this.log = opts.logger;
+    this.clock = opts.clock ?? systemClock;
+    this.debounceMs = opts.debounceMs ?? 100;
+    this.snaplen = opts.snaplen ?? 65535;
+  }
+
+  /** Loads stored sessions (unfinished ones resume) and subscribes to the hub. */
+  start(): void {
+    const now = this.clock.nowMs();
+    for (const loaded of this.store.loadSessions()) {
+      const s = new CaptureSession(loaded.record, loaded.events);
+      this.sessions.set(s.id, s);
+      for (const r of loaded.repaired) {
+        this.log.warn(
+          { captureId: s.id, point: r.point, code: 'STORE_IO', count: r.corruptRecords },
+          `event file repaired: ${r.tornBytes} torn bytes dropped, ${r.corruptRecords} corrupt records skipped`,
+        );
+      }
+      if (!s.isFinal()) {
+        this.resumeUntil.set(s.id, now + Math.max(s.record.spec.settleMs, 1000));
+        this.log.info({ captureId: s.id, state: s.record.state }, 'session resumed');
+        this.step(s);
+      }
+    }
+    this.hub.onMessage((msg) => this.handleMessage(msg));
+    this.hub.onAgent((a) => {
+      this.log.info(
+        { agentId: a.agentId, node: a.node, state: a.connected ? 'connected' : 'disconnected' },
+        'agent',
+      );
+    });
+  }
+
+  /** Starts a capture. Throws API_NO_AGENT when no point can be armed. */
+  create(spec: CaptureSpec): CaptureView {
+    const now = this.clock.nowMs();
+    const agents = this.hub.agents();
+    const resolved = spec.points.map((p) => ({ p, r: resolveTarget(p.target, p.node, agents) }));
+    if (!resolved.some((x) => x.r.ok)) {
+      const why = resolved
+        .map(({ p, r }) => `${p.name}: ${r.ok ? 'ok' : `${r.code} ${r.message}`}`)
+        .join('; ');
+      throw new HoptraceError('API_NO_AGENT', why, {
+        where: 'POST /v1/captures',
+        hint: 'start hoptrace agents on the nodes (GET /v1/agents lists them) or give "node"',
+      });
+    }
+    const id = `c-${now.toString(36)}-${randomBytes(4).toString('hex')}`;
+    const s = CaptureSession.create(id, spec, now);
+    this.sessions.set(id, s);
+    this.store.saveSession(s.record);
+    for (const { p, r } of resolved) {
+      if (!r.ok) {
+        s.markFailed(p.name, { code: r.code, message: r.message }, now);
+        this.log.warn({ captureId: id, point: p.name, code: r.code }, r.message);
+        continue;
+      }
+      const capture: CaptureCommand = {
+        captureId: id,
+        point: p.name,
+        target: p.target,
+        iface: p.iface,
+        filter: p.filter ?? '',
+        snaplen: this.snaplen,
+        // The agent stops by itself at this time should the collector be gone.
+        deadlineUnixMs: now + spec.timeoutMs + 10_000,
+      };
+      if (this.hub.send(r.agent.agentId, { kind: 'capture', capture })) {
+        s.markArmed(p.name, r.agent.agentId, r.agent.node, now);
+        this.log.info({ captureId: id, point: p.name, agentId: r.agent.agentId }, 'point armed');
+      } else {
+        const message = `the agent ${r.agent.agentId} on ${r.agent.node} disconnected before the command`;
+        s.markFailed(p.name, { code: 'AGENT_NOT_CONNECTED', message }, now);
+        this.log.warn(
+          { captureId: id, point: p.name, agentId: r.agent.agentId, code: 'AGENT_NOT_CONNECTED' },
+          message,
+        );
+      }
+    }
+    this.log.info({ captureId: id, state: s.record.state }, 'capture created');
+    this.step(s);
+    return this.view(s);
+  }
+
+  get(id: string): CaptureView | undefined {
+    const s = this.sessions.get(id);
+    return s && this.view(s);
+  }
+
+  list(): CaptureView[] {
+    return [...this.sessions.values()].map((s) => this.view(s));
+  }
+
+  /** Cancels a capture (stops the agents); a finished capture stays as it is. */
+  cancel(id: string): CaptureView | undefined {
+    const s = this.sessions.get(id);
+    if (!s) return undefined;
+    if (!s.isFinal()) this.finish(s, 'cancelled', 'cancelled by the user');
+    return this.view(s);
+  }
+
+  report(id: string, kind: ReportKind): string | null {
+    const s = this.sessions.get(id);
+    if (!s?.isFinal() || s.record.verdict === null) return null;
+    return this.store.readReport(id, kind);
+  }
+
+  agents(): AgentView[] {
+    return this.hub.agents().map((a) => ({
+      agentId: a.agentId,
+      node: a.node,
+      version: a.hello.version,
+      connected: a.connected,
+      connectedAt: iso(a.connectedAtMs),
+      lastSeen: iso(a.lastSeenMs),
+      nodeAddresses: a.hello.nodeAddresses,
+      namespaces: a.hello.namespaces.map((n) => ({
+        path: n.path,
+        addresses: n.addresses,
+        interfaces: n.interfaces,
+      })),
+    }));
+  }
+
+  /** Called for every view change that matters (state, verdict). */
+  onChange(fn: (view: CaptureView) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  /** The inventory a session is attributed with. */
+  inventoryFor(s: CaptureSession): Inventory {
+    const captured: CapturedNamespace[] = [];
+    for (const p of s.record.points) {
+      if (p.node === null) continue;
+      const addresses =
+        p.netnsAddresses.length > 0
+          ? p.netnsAddresses
+          : /^[0-9a-f.:]+$/i.test(p.target)
+            ? [p.target]
+            : [];
+      captured.push({ point: p.name, node: p.node, netns: p.netns ?? p.target, addresses });
+    }
+    return buildLiveInventory(this.hub.agents(), captured, s.record.spec.inventory);
+  }
+
+  /** Stores and applies one agent message; resolves once it is safe to acknowledge. */
+  async handleMessage(msg: AgentMessage): Promise<void> {
+    const captureId = captureIdOf(msg);
+    const s = this.sessions.get(captureId);
+    if (!s || s.isFinal()) {
+      // Late or unknown: acknowledge and drop, or the agent would resend it forever.
+      this.log.debug(
+        { captureId, agentId: msg.agentId, state: msg.kind },
+        'message for no live capture',
+      );
+      return;
+    }
+    const pointName = pointOf(msg);
+    const p = s.point(pointName);
+    if (p === undefined || (p.agentId !== null && p.agentId !== msg.agentId)) {
+      this.log.warn(
+        { captureId, agentId: msg.agentId, point: pointName },
+        'message for a point this agent does not capture; dropped',
+      );
+      return;
+    }
+    const now = this.clock.nowMs();
+    switch (msg.kind) {
+      case 'events':
+        if (msg.batch.events.length === 0) return;
+        await this.store.appendEvents(captureId, pointName, msg.batch.events);
+        if (s.isFinal()) return;
+        s.addEvents(pointName, msg.batch.events, now);
+        this.scheduleAnalysis(s);
+        return;
+      case 'status':
+        s.applyStatus(msg.status, now);
+        if (msg.status.state === 'failed') {
+          this.log.warn(
+            { captureId, agentId: msg.agentId, point: pointName, code: msg.status.errorCode },
+            msg.status.message,
+          );
+        }
+        break;
+      case 'lost':
+        s.applyLost(msg.lost, now);
+        this.log.warn(
+          { captureId, agentId: msg.agentId, point: pointName, count: msg.lost.count },
+          `events lost: ${msg.lost.reason}`,
+        );
+        break;
+      case 'error':
+        s.applyError(msg.error, now);
+        this.log.warn(
+          { captureId, agentId: msg.agentId, point: pointName, code: msg.error.code },
+          msg.error.message,
+        );
+        break;
+    }
+    this.store.saveSession(s.record);
+    this.step(s);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const t of [...this.debounce.values(), ...this.deadline.values()]) clearTimeout(t);
+    this.debounce.clear();
+    this.deadline.clear();
+    for (const s of this.sessions.values()) if (!s.isFinal()) this.store.saveSession(s.record);
+    await this.store.close();
+  }
+
+  private scheduleAnalysis(s: CaptureSession): void {
+    if (this.closed || this.debounce.has(s.id)) return;
+    const t = setTimeout(() => {
+      this.debounce.delete(s.id);
+      this.step(s);
+      if (!s.isFinal()) this.store.saveSession(s.record);
+    }, this.debounceMs);
+    this.debounce.set(s.id, t);
+  }
+
+  /** Analyse, decide, and either finish or wait for the next deadline. */
+  private step(s: CaptureSession): void {
+    if (this.closed || s.isFinal()) return;
+    const now = this.clock.nowMs();
+    const before = s.record.state;
+    try {
+      s.analyze(now, this.inventoryFor(s));
+    } catch (e) {
+      // analyzeEvents is total apart from CLI_NO_REQUEST; anything else is a bug worth a log line.
+      this.log.error(
+        { captureId: s.id, err: e instanceof Error ? e.message : String(e) },
+        'analysis failed',
+      );
+    }
+    const d = s.evaluate(now);
+    const grace = this.resumeUntil.get(s.id) ?? 0;
+    if (d.kind === 'finish' && !(d.state === 'timeout' && now < grace)) {
+      this.finish(s, d.state, d.reason);
+      return;
+    }
+    if (s.record.state !== before) this.emit(s);
+    const next = Math.max(s.nextDeadlineMs() ?? now, grace);
+    const old = this.deadline.get(s.id);
+    if (old) clearTimeout(old);
+    const t = setTimeout(
+      () => {
+        this.deadline.delete(s.id);
+        this.step(s);
+      },
+      Math.max(0, next - now),
+    );
+    this.deadline.set(s.id, t);
+  }
+
+  private finish(
+    s: CaptureSession,
+    state: 'resolved' | 'timeout' | 'failed' | 'cancelled',
+    reason: string,
+  ): void {
+    const now = this.clock.nowMs();
+    for (const m of [this.debounce, this.deadline]) {
+      const t = m.get(s.id);
+      if (t) clearTimeout(t);
+      m.delete(s.id);
+    }
+    const armed = s.record.points.filter((p) => p.agentId !== null && p.state !== 'failed');
+    const result = s.finish(state, reason, now, this.inventoryFor(s));
+    for (const p of armed) {
+      if (p.agentId === null) continue;
+      this.hub.send(p.agentId, { kind: 'stop', stop: { captureId: s.id, point: p.name } });
+    }
+    const meta: ReportMeta = {
+      generatedAt: iso(now),
+      inputs: s.record.points.map((p) => ({
+        name: p.name,
+        file: `live ${p.node ?? '?'}:${p.target} ${p.iface} (capture ${s.id})`,
+      })),
+      selector: {
+        client: s.record.spec.client,
+        dst: s.record.spec.dst,
+        dport: s.record.spec.dport,
+      },
+      command: reproduceCommand(s.record),
+    };
+    try {
+      this.store.writeFinal(s.id, {
+        verdict: JSON.stringify({ state, reason, verdict: result.verdict }, null, 2) + '\n',
+        markdown: renderReportMarkdown(result, meta),
+        json: renderReportJson(result),
+      });
+      this.store.saveSession(s.record);
+    } catch (e) {
+      this.log.error(
+        { captureId: s.id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
+        'cannot write the report',
+      );
+    }
+    this.log.info(
+      { captureId: s.id, state, code: result.verdict.layer },
+      `capture finished: ${reason}`,
+    );
+    this.emit(s);
+  }
+
+  private emit(s: CaptureSession): void {
+    const v = this.view(s);
+    for (const fn of this.listeners) fn(v);
+  }
+
+  private view(s: CaptureSession): CaptureView {
+    const r = s.record;
+    const live = s.liveResult();
+    const final = s.isFinal() && r.verdict !== null;
+    return {
+      id: r.id,
+      state: r.state,
+      createdAt: iso(r.createdAtMs),
+      updatedAt: iso(r.updatedAtMs),
+      finishedAt: r.finishedAtMs === null ? null : iso(r.finishedAtMs),
+      request: {
+        client: r.spec.client ?? null,
+        dst: r.spec.dst ?? null,
+        dport: r.spec.dport ?? null,
+        timeoutMs: r.spec.timeoutMs,
+        stopOnFirstMatch: r.spec.stopOnFirstMatch,
+        settleMs: r.spec.settleMs,
+      },
+      points: r.points.map((p) => {
+        const v: PointView = {
+          name: p.name,
+          agentId: p.agentId,
+          node: p.node,
+          target: p.target,
+          iface: p.iface,
+          state: p.state,
+          packets: p.packets,
+          events: p.events,
+          kernelDrops: p.kernelDrops,
+          queueDrops: p.queueDrops,
+          lost: p.lost,
+        };
+        if (p.error) v.error = p.error;
+        return v;
+      }),
+      progress: {
+        requestSeen: live !== null || (final && r.verdict?.client != null),
+        layer: live?.verdict.layer ?? null,
+      },
+      verdict: final ? r.verdict : null,
+      finalReason: r.finalReason,
+      reportUrls: final
+        ? { markdown: `/v1/captures/${r.id}/report.md`, json: `/v1/captures/${r.id}/report.json` }
+        : null,
+    };
+  }
+}
+
+function captureIdOf(m: AgentMessage): string {
+  switch (m.kind) {
+    case 'events':
+      return m.batch.captureId;
+    case 'status':
+      return m.status.captureId;
+    case 'lost':
+      return m.lost.captureId;
+    case 'error':
+      return m.error.captureId;
+  }
+}
+
+function pointOf(m: AgentMessage): string {
+  switch (m.kind) {
+    case 'events':
+      return m.batch.point;
+    case 'status':
+      return m.status.point;
+    case 'lost':
+      return m.lost.point;
+    case 'error':
+      return m.error.point;
+  }
+}
+
+function shellWord(s: string): string {
+  return /^[\w@%+=:,./[\]-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The `hoptrace capture` command that repeats this session. */
+export function reproduceCommand(r: SessionRecord): string {
+  const args = ['hoptrace', 'capture'];
+  for (const p of r.spec.points) {
+    const target = p.target.includes(':') ? `[${p.target}]` : p.target;
+    const withNode = p.node === undefined ? target : `${p.node}/${target}`;
+    args.push('--point', shellWord(`${p.name}=${withNode}:${p.iface}`));
+  }
+  if (r.spec.client !== undefined) args.push('--client', r.spec.client);
+  if (r.spec.dst !== undefined) {
+    const dst = r.spec.dst.includes(':') ? `[${r.spec.dst}]` : r.spec.dst;
+    args.push('--dst', r.spec.dport === undefined ? dst : `${dst}:${r.spec.dport}`);
+  }
+  args.push('--timeout', `${r.spec.timeoutMs}ms`);
+  return args.join(' ');
+}

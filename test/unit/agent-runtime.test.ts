@@ -1,0 +1,162 @@
+/** The agent runtime without root or sockets: commands in, statuses/events/errors out. */
+import t from 'tap';
+import { AgentRuntime, type AgentDeps } from '../../agent/runtime';
+import { HoptraceError } from '../../common/errors';
+import type { PacketEvent } from '../../common/event';
+import type { CaptureCommand, CaptureStatus } from '../../common/wire';
+
+interface Sent {
+  statuses: CaptureStatus[];
+  events: PacketEvent[][];
+  errors: { code: string; point: string }[];
+}
+
+function cmd(over: Partial<CaptureCommand> = {}): CaptureCommand {
+  return {
+    captureId: 'c1',
+    point: 'decap',
+    target: '10.244.1.10',
+    iface: 'tun7',
+    filter: '',
+    snaplen: 0,
+    deadlineUnixMs: 0,
+    ...over,
+  };
+}
+
+function ev(frame: number): PacketEvent {
+  return {
+    point: 'decap',
+    node: 'n1',
+    iface: 'tun7',
+    linktype: 'raw',
+    tsNs: 1n,
+    frame,
+    outer: null,
+    inner: null,
+    tunnels: [],
+    keys: { payloadLength: 0 },
+    truncated: false,
+    wireLength: 40,
+  };
+}
+
+function harness(opts: { resolveFails?: boolean; startFails?: HoptraceError } = {}) {
+  const sent: Sent = { statuses: [], events: [], errors: [] };
+  let onEvents: ((e: PacketEvent[]) => void) | undefined;
+  let onEnd: ((e: HoptraceError | null) => void) | undefined;
+  const specs: unknown[] = [];
+  let stopped = 0;
+  const deps: AgentDeps = {
+    send: ((kind: string, body: never) => {
+      if (kind === 'status') sent.statuses.push(body);
+      else if (kind === 'events') sent.events.push((body as { events: PacketEvent[] }).events);
+      else sent.errors.push(body);
+    }) as AgentDeps['send'],
+    resolveTarget: (target) =>
+      opts.resolveFails === true
+        ? Promise.reject(new HoptraceError('TARGET_NOT_FOUND', `no namespace has ${target}`))
+        : Promise.resolve({ path: '/run/netns/vpn', dev: 1, inode: 2, via: 'ip' } as never),
+    namespaceAddresses: () => Promise.resolve({ addresses: ['10.244.1.10'] }),
+    makeCapture: (spec) => {
+      specs.push(spec);
+      return {
+        start: (ev, end) => {
+          onEvents = ev;
+          onEnd = end;
+          return opts.startFails ? Promise.reject(opts.startFails) : Promise.resolve();
+        },
+        stop: () => {
+          stopped++;
+          onEnd?.(null);
+          return Promise.resolve();
+        },
+        stats: () => ({
+          packets: 3,
+          decodeErrors: 0,
+          kernelDrops: null,
+          ifaceDrops: null,
+          queueDrops: 0,
+        }),
+      };
+    },
+    nowMs: () => 1000,
+  };
+  const rt = new AgentRuntime('n1', deps);
+  return {
+    rt,
+    sent,
+    specs,
+    emit: (e: PacketEvent[]) => onEvents?.(e),
+    end: (e: HoptraceError | null) => onEnd?.(e),
+    stopped: () => stopped,
+  };
+}
+
+const settle = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+void t.test('a capture command arms, streams events and reports its namespace', async (t) => {
+  const h = harness();
+  h.rt.handle({ kind: 'capture', capture: cmd({ filter: 'tcp', snaplen: 256 }) });
+  await settle();
+  t.same(h.specs, [{ point: 'decap', node: 'n1', iface: 'tun7', filter: 'tcp', snaplen: 256 }]);
+  t.same(
+    h.sent.statuses.map((s) => s.state),
+    ['arming', 'capturing'],
+  );
+  const capturing = h.sent.statuses[1]!;
+  t.equal(capturing.netns, '/run/netns/vpn');
+  t.same(capturing.netnsAddresses, ['10.244.1.10']);
+  t.equal(capturing.kernelDrops, null, 'drops are unknown, not 0');
+  h.emit([ev(1), ev(2)]);
+  t.same(
+    h.sent.events.map((b) => b.map((e) => e.frame)),
+    [[1, 2]],
+  );
+  // The same command again (resent after a reconnect) is not a second capture.
+  h.rt.handle({ kind: 'capture', capture: cmd() });
+  await settle();
+  t.equal(h.specs.length, 1);
+  h.rt.handle({ kind: 'stop', stop: { captureId: 'c1', point: '' } });
+  await settle();
+  t.equal(h.stopped(), 1);
+  t.equal(h.sent.statuses.at(-1)?.state, 'stopped');
+  t.same(h.sent.errors, []);
+});
+
+void t.test('an unknown target fails the point with its code', async (t) => {
+  const h = harness({ resolveFails: true });
+  h.rt.handle({ kind: 'capture', capture: cmd() });
+  await settle();
+  t.equal(h.sent.statuses.at(-1)?.state, 'failed');
+  t.equal(h.sent.statuses.at(-1)?.errorCode, 'TARGET_NOT_FOUND');
+  t.same(
+    h.sent.errors.map((e) => [e.code, e.point]),
+    [['TARGET_NOT_FOUND', 'decap']],
+  );
+});
+
+void t.test('a capture that cannot open reports the capture error', async (t) => {
+  const h = harness({
+    startFails: new HoptraceError('CAPTURE_NO_INTERFACE', 'no tun9 (have: eth0, tun7)'),
+  });
+  h.rt.handle({ kind: 'capture', capture: cmd({ iface: 'tun9' }) });
+  await settle();
+  t.equal(h.sent.statuses.at(-1)?.errorCode, 'CAPTURE_NO_INTERFACE');
+  t.match(h.sent.statuses.at(-1)?.message ?? '', /have: eth0, tun7/);
+});
+
+void t.test('a namespace that vanishes mid-capture ends the point with the reason', async (t) => {
+  const h = harness();
+  h.rt.handle({ kind: 'capture', capture: cmd() });
+  await settle();
+  h.end(
+    new HoptraceError('CAPTURE_NAMESPACE_GONE', 'network namespace /run/netns/vpn was deleted'),
+  );
+  t.equal(h.sent.statuses.at(-1)?.state, 'failed');
+  t.equal(h.sent.statuses.at(-1)?.errorCode, 'CAPTURE_NAMESPACE_GONE');
+  t.same(
+    h.rt.active().map((a) => a.state),
+    ['failed'],
+  );
+});

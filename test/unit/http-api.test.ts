@@ -1,0 +1,378 @@
+/**
+ * The HTTP API, socket-free through `handle()`: validation, auth, 404/409, and a whole capture
+ * lifecycle with a fake hub delivering events replayed from a public pcap at all three points.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { replayCaptureFile } from '../../agent/replay';
+import { createApi, type ApiResponse } from '../../collector/http';
+import { silentLogger } from '../../collector/logger';
+import { SessionManager, type CaptureView } from '../../collector/sessions';
+import { CaptureStore } from '../../collector/store';
+import type { PacketEvent } from '../../common/event';
+import { FakeHub, status } from './collector-fixtures';
+
+const TOKEN = 'sekrit-token';
+const PCAP = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps', 'zeek_http-get.pcap');
+const POINTS = [
+  { name: 'decap', target: '10.244.1.10', iface: 'tun0' },
+  { name: 'egress', target: '10.244.1.10', iface: 'eth0' },
+  { name: 'backend', target: '10.244.2.5', iface: 'eth0' },
+];
+
+function events(point: string, node: string): PacketEvent[] {
+  return [...replayCaptureFile(PCAP, { point, node, iface: 'eth0' })];
+}
+
+interface Env {
+  hub: FakeHub;
+  sessions: SessionManager;
+  req: (
+    method: string,
+    url: string,
+    body?: unknown,
+    token?: string | null,
+  ) => Promise<ApiResponse & { json: unknown }>;
+  close: () => Promise<void>;
+  dir: string;
+}
+
+function setup(
+  t: { teardown(fn: () => Promise<void> | void): void },
+  o: { agents?: boolean; dir?: string } = {},
+): Env {
+  const dir = o.dir ?? mkdtempSync(join(tmpdir(), 'hoptrace-api-'));
+  if (o.dir === undefined)
+    t.teardown(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+  const hub = new FakeHub();
+  if (o.agents !== false) {
+    hub.addAgent(
+      'agent-vpn',
+      'vpn-node',
+      ['192.168.50.1'],
+      [
+        {
+          path: '/run/netns/vpn',
+          inode: 1,
+          addresses: ['10.244.1.10'],
+          interfaces: ['tun0', 'eth0'],
+        },
+      ],
+    );
+    hub.addAgent(
+      'agent-backend',
+      'backend-node',
+      ['192.168.50.2'],
+      [{ path: '/run/netns/web', inode: 2, addresses: ['10.244.2.5'], interfaces: ['eth0'] }],
+    );
+  }
+  const store = new CaptureStore({ dir, fsync: false });
+  const sessions = new SessionManager({ hub, store, logger: silentLogger(), debounceMs: 0 });
+  sessions.start();
+  const api = createApi({
+    sessions,
+    tokens: [TOKEN],
+    collectorId: store.collectorId,
+    logger: silentLogger(),
+  });
+  let closed = false;
+  const close = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    await sessions.close();
+  };
+  t.teardown(close);
+  const req: Env['req'] = async (method, url, body, token = TOKEN) => {
+    const headers: Record<string, string> = {};
+    if (token !== null) headers['authorization'] = `Bearer ${token}`;
+    const r = await api.handle({
+      method,
+      url,
+      headers,
+      ...(body === undefined
+        ? {}
+        : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+    });
+    let json: unknown = null;
+    try {
+      json = JSON.parse(r.body);
+    } catch {
+      // report.md
+    }
+    return { ...r, json };
+  };
+  return { hub, sessions, req, close, dir };
+}
+
+function waitFinal(sessions: SessionManager, id: string): Promise<CaptureView> {
+  return new Promise((resolve) => {
+    const now = sessions.get(id);
+    if (now && ['resolved', 'timeout', 'failed', 'cancelled'].includes(now.state)) {
+      resolve(now);
+      return;
+    }
+    const off = sessions.onChange((v) => {
+      if (v.id === id && ['resolved', 'timeout', 'failed', 'cancelled'].includes(v.state)) {
+        off();
+        resolve(v);
+      }
+    });
+  });
+}
+
+const errorOf = (j: unknown): { code: string; where: string | null; message: string } =>
+  (j as { error: { code: string; where: string | null; message: string } }).error;
+
+void t.test('auth: 401 without or with a wrong token; /healthz is open', async (t) => {
+  const { req } = setup(t);
+  const a = await req('GET', '/v1/captures', undefined, null);
+  t.equal(a.status, 401);
+  t.equal(errorOf(a.json).code, 'API_UNAUTHORIZED');
+  t.equal(a.headers['www-authenticate'], 'Bearer realm="hoptrace"');
+  t.equal((await req('GET', '/v1/agents', undefined, 'wrong')).status, 401);
+  const h = await req('GET', '/healthz', undefined, null);
+  t.equal(h.status, 200);
+  t.match(h.json, { ok: true, agentsConnected: 2 });
+});
+
+void t.test('validation: 400 API_BAD_REQUEST naming the field', async (t) => {
+  const { req } = setup(t);
+  const cases: [unknown, string][] = [
+    ['{not json', 'body'],
+    [[], 'body'],
+    [{ points: POINTS.slice(0, 1) }, 'points'],
+    [{ points: [POINTS[0], { ...POINTS[1], iface: 'eth0; rm -rf' }] }, 'points[1].iface'],
+    [{ points: [POINTS[0], { ...POINTS[1], target: 'not-a-target' }] }, 'points[1].target'],
+    [{ points: [POINTS[0], { ...POINTS[1], name: 'Egress' }] }, 'points[1].name'],
+    [{ points: [POINTS[0], POINTS[0]] }, 'points'],
+    [{ points: POINTS, client: '10.90.0.999' }, 'client'],
+    [{ points: POINTS, dport: 70000 }, 'dport'],
+    [{ points: POINTS, timeoutMs: 'soon' }, 'timeoutMs'],
+    [{ points: POINTS, stopOnFirstMatch: 'yes' }, 'stopOnFirstMatch'],
+    [{ points: POINTS, color: 'red' }, 'color'],
+    [{ points: POINTS, inventory: { nodes: [] } }, 'inventory'],
+  ];
+  for (const [body, where] of cases) {
+    const r = await req('POST', '/v1/captures', body);
+    t.equal(r.status, 400, `${JSON.stringify(body)} → 400`);
+    t.equal(errorOf(r.json).code, 'API_BAD_REQUEST');
+    t.equal(errorOf(r.json).where, where);
+  }
+  t.equal((await req('PUT', '/v1/captures', {})).status, 400, 'wrong method');
+});
+
+void t.test('404 for unknown captures, paths and reports before the verdict', async (t) => {
+  const { req } = setup(t);
+  for (const url of ['/v1/captures/c-zzz-00000000', '/v1/captures/..%2Fetc', '/v1/nothing']) {
+    const r = await req('GET', url);
+    t.equal(r.status, 404, url);
+    t.equal(errorOf(r.json).code, 'API_NOT_FOUND');
+  }
+  t.equal((await req('DELETE', '/v1/captures/c-zzz-00000000')).status, 404);
+  const c = await req('POST', '/v1/captures', { points: POINTS });
+  t.equal(c.status, 201);
+  const id = (c.json as CaptureView).id;
+  t.equal(c.headers['location'], `/v1/captures/${id}`);
+  const r = await req('GET', `/v1/captures/${id}/report.md`);
+  t.equal(r.status, 404);
+  t.match(errorOf(r.json).message, /report\.md/);
+});
+
+void t.test('409 API_NO_AGENT when no agent can reach any point', async (t) => {
+  const { req } = setup(t, { agents: false });
+  const r = await req('POST', '/v1/captures', { points: POINTS });
+  t.equal(r.status, 409);
+  t.equal(errorOf(r.json).code, 'API_NO_AGENT');
+  t.match(errorOf(r.json).message, /decap: AGENT_NOT_CONNECTED/);
+});
+
+void t.test(
+  'lifecycle: arm, events from a pcap at three points → resolved, preserved, reports',
+  async (t) => {
+    const { req, hub, sessions } = setup(t);
+    // The fake agents answer like real ones: status capturing, then the point's events.
+    hub.onSend = (agentId, cmd) => {
+      if (cmd.kind !== 'capture') return;
+      const c = cmd.capture;
+      const node = agentId === 'agent-vpn' ? 'vpn-node' : 'backend-node';
+      setImmediate(() => {
+        void hub
+          .deliver({
+            kind: 'status',
+            agentId,
+            status: status(c.captureId, c.point, 'capturing', {
+              netns: c.target === '10.244.1.10' ? '/run/netns/vpn' : '/run/netns/web',
+              netnsAddresses: [c.target],
+            }),
+          })
+          .then(() =>
+            hub.deliver({
+              kind: 'events',
+              agentId,
+              batch: { captureId: c.captureId, point: c.point, events: events(c.point, node) },
+            }),
+          );
+      });
+    };
+    const c = await req('POST', '/v1/captures', { points: POINTS, client: '141.142.228.5' });
+    t.equal(c.status, 201);
+    const created = c.json as CaptureView;
+    t.equal(created.state, 'arming');
+    t.same(
+      created.points.map((p) => [p.name, p.agentId, p.node, p.state]),
+      [
+        ['decap', 'agent-vpn', 'vpn-node', 'arming'],
+        ['egress', 'agent-vpn', 'vpn-node', 'arming'],
+        ['backend', 'agent-backend', 'backend-node', 'arming'],
+      ],
+    );
+    t.same(
+      hub.captures().map((x) => [x.point, x.target, x.iface]),
+      POINTS.map((p) => [p.name, p.target, p.iface]),
+    );
+    const final = await waitFinal(sessions, created.id);
+    t.equal(final.state, 'resolved');
+    t.equal(final.verdict?.layer, 'preserved');
+    const g = await req('GET', `/v1/captures/${created.id}`);
+    const v = g.json as CaptureView;
+    t.equal(v.state, 'resolved');
+    t.equal(v.verdict?.layer, 'preserved');
+    t.ok(v.points.every((p) => p.packets > 0 && p.kernelDrops === null && p.state === 'stopped'));
+    t.same(v.reportUrls, {
+      markdown: `/v1/captures/${created.id}/report.md`,
+      json: `/v1/captures/${created.id}/report.json`,
+    });
+    t.same(
+      hub.stops().map((s) => s.point),
+      ['decap', 'egress', 'backend'],
+      'capture stopped on every agent',
+    );
+    const md = await req('GET', `/v1/captures/${created.id}/report.md`);
+    t.equal(md.status, 200);
+    t.match(md.headers['content-type'], /markdown/);
+    t.match(md.body, /# hoptrace: preserved/);
+    t.match(md.body, /hoptrace capture --point decap=10\.244\.1\.10:tun0/);
+    const rj = await req('GET', `/v1/captures/${created.id}/report.json`);
+    t.match(rj.json, {
+      verdict: { layer: 'preserved' },
+      points: [{ name: 'decap' }, { name: 'egress' }, { name: 'backend' }],
+    });
+    const list = await req('GET', '/v1/captures');
+    t.equal((list.json as { captures: unknown[] }).captures.length, 1);
+    const agents = await req('GET', '/v1/agents');
+    t.match(agents.json, {
+      agents: [
+        { agentId: 'agent-vpn', node: 'vpn-node', connected: true },
+        { agentId: 'agent-backend' },
+      ],
+    });
+  },
+);
+
+void t.test('DELETE cancels and stops the agents', async (t) => {
+  const { req, hub } = setup(t);
+  const c = (await req('POST', '/v1/captures', { points: POINTS })).json as CaptureView;
+  const d = await req('DELETE', `/v1/captures/${c.id}`);
+  t.equal(d.status, 200);
+  t.equal((d.json as CaptureView).state, 'cancelled');
+  t.equal(hub.stops().length, 3);
+  t.equal(
+    (await req('GET', `/v1/captures/${c.id}/report.json`)).status,
+    200,
+    'a cancelled capture has a report',
+  );
+  t.equal(
+    ((await req('DELETE', `/v1/captures/${c.id}`)).json as CaptureView).state,
+    'cancelled',
+    'idempotent',
+  );
+});
+
+void t.test('a point no agent can reach fails visibly; an unknown node too', async (t) => {
+  const { req } = setup(t);
+  const r = await req('POST', '/v1/captures', {
+    points: [
+      POINTS[0],
+      POINTS[1],
+      { name: 'backend', target: '/run/netns/web', iface: 'eth0', node: 'gone-node' },
+    ],
+  });
+  t.equal(r.status, 201);
+  const v = r.json as CaptureView;
+  const backend = v.points[2];
+  t.equal(backend?.state, 'failed');
+  t.equal(backend?.error?.code, 'AGENT_NOT_CONNECTED');
+  t.match(backend?.error?.message, /gone-node/);
+  const r2 = await req('POST', '/v1/captures', {
+    points: [POINTS[0], { name: 'backend', target: '/run/netns/web', iface: 'eth0' }],
+  });
+  t.equal(
+    (r2.json as CaptureView).points[1]?.error?.code,
+    'TARGET_NOT_FOUND',
+    'a path with two agents needs node',
+  );
+});
+
+void t.test(
+  'restart: an unfinished capture resumes and the resent events complete it',
+  async (t) => {
+    const first = setup(t);
+    const c = (await first.req('POST', '/v1/captures', { points: POINTS })).json as CaptureView;
+    for (const p of POINTS) {
+      const agentId = p.name === 'backend' ? 'agent-backend' : 'agent-vpn';
+      await first.hub.deliver({
+        kind: 'status',
+        agentId,
+        status: status(c.id, p.name, 'capturing'),
+      });
+    }
+    await first.hub.deliver({
+      kind: 'events',
+      agentId: 'agent-vpn',
+      batch: { captureId: c.id, point: 'decap', events: events('decap', 'vpn-node') },
+    });
+    await first.close(); // the collector goes away mid-capture
+
+    const second = setup(t, { dir: first.dir });
+    const resumed = second.sessions.get(c.id);
+    t.equal(resumed?.state, 'capturing', 'loaded from the data directory');
+    t.equal(resumed?.points[0]?.events, events('decap', 'x').length, 'stored events reloaded');
+    const done = waitFinal(second.sessions, c.id);
+    await second.hub.deliver({
+      kind: 'events',
+      agentId: 'agent-vpn',
+      batch: { captureId: c.id, point: 'egress', events: events('egress', 'vpn-node') },
+    });
+    await second.hub.deliver({
+      kind: 'events',
+      agentId: 'agent-backend',
+      batch: { captureId: c.id, point: 'backend', events: events('backend', 'backend-node') },
+    });
+    const v = await done;
+    t.equal(v.state, 'resolved');
+    t.equal(v.verdict?.layer, 'preserved');
+  },
+);
+
+void t.test(
+  'messages from the wrong agent or for unknown captures are dropped (and acknowledged)',
+  async (t) => {
+    const { req, hub, sessions } = setup(t);
+    const c = (await req('POST', '/v1/captures', { points: POINTS })).json as CaptureView;
+    await hub.deliver({
+      kind: 'events',
+      agentId: 'agent-backend',
+      batch: { captureId: c.id, point: 'decap', events: events('decap', 'x') },
+    });
+    await hub.deliver({
+      kind: 'events',
+      agentId: 'agent-vpn',
+      batch: { captureId: 'c-none-00000000', point: 'decap', events: events('decap', 'x') },
+    });
+    t.equal(sessions.get(c.id)?.points[0]?.events, 0);
+  },
+);

@@ -1,0 +1,124 @@
+/** The data directory: sessions and events survive a restart; a torn last record loses nothing before it. */
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { CaptureSession, DEFAULT_SETTLE_MS } from '../../collector/session';
+import { CaptureStore, encodeEventRecords, parseEventFile } from '../../collector/store';
+import { DIRECT, exchange } from './fixtures-events';
+
+function tempDir(t: { teardown(fn: () => void): void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-store-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
+
+function session(id: string): CaptureSession {
+  return CaptureSession.create(
+    id,
+    {
+      points: ['decap', 'backend'].map((name) => ({ name, target: '/run/netns/x', iface: 'eth0' })),
+      timeoutMs: 30_000,
+      stopOnFirstMatch: true,
+      settleMs: DEFAULT_SETTLE_MS,
+    },
+    1000,
+  );
+}
+
+void t.test('sessions, events and lastSeq survive a restart', async (t) => {
+  const dir = tempDir(t);
+  const a = new CaptureStore({ dir });
+  const s = session('c-abc-0000aaaa');
+  s.markArmed('decap', 'agent-1', 'vpn-node', 1000);
+  a.saveSession(s.record);
+  const evs = exchange('decap', DIRECT);
+  await a.appendEvents(s.id, 'decap', evs.slice(0, 3));
+  await a.appendEvents(s.id, 'decap', evs.slice(3));
+  a.lastSeq.set('agent-1', 17);
+  a.lastSeq.set('agent-1', 5); // never goes back
+  await a.close();
+
+  const b = new CaptureStore({ dir });
+  t.equal(b.collectorId, a.collectorId, 'the collector id is stable');
+  t.equal(b.lastSeq.get('agent-1'), 17);
+  t.equal(b.lastSeq.get('unknown'), 0);
+  const [loaded] = b.loadSessions();
+  t.ok(loaded);
+  if (!loaded) return;
+  t.equal(loaded.record.id, s.id);
+  t.equal(loaded.record.points[0]?.agentId, 'agent-1');
+  t.equal(loaded.record.points[0]?.events, evs.length);
+  t.same(loaded.events.get('decap'), evs, 'events round-trip through protobuf');
+  t.same(loaded.events.get('backend'), []);
+  t.same(loaded.repaired, []);
+  await b.close();
+});
+
+void t.test('a torn last record is dropped and truncated; earlier events are kept', async (t) => {
+  const dir = tempDir(t);
+  const a = new CaptureStore({ dir, fsync: false });
+  const s = session('c-abc-0000bbbb');
+  a.saveSession(s.record);
+  const evs = exchange('decap', DIRECT);
+  await a.appendEvents(s.id, 'decap', evs);
+  await a.close();
+  const file = join(dir, 'captures', s.id, 'events-decap.pb');
+  const good = statSync(file).size;
+  // A crash in the middle of the next append: half a record.
+  const next = encodeEventRecords(exchange('decap', DIRECT).slice(0, 1));
+  appendFileSync(file, next.subarray(0, next.length - 5));
+
+  const b = new CaptureStore({ dir, fsync: false });
+  const [loaded] = b.loadSessions();
+  t.same(loaded?.events.get('decap'), evs, 'every whole record survives');
+  t.same(loaded?.repaired, [{ point: 'decap', tornBytes: next.length - 5, corruptRecords: 0 }]);
+  t.equal(statSync(file).size, good, 'the torn tail is cut off');
+  // Appending after the repair starts on a record boundary.
+  await b.appendEvents(s.id, 'decap', evs.slice(0, 2));
+  await b.close();
+  const parsed = parseEventFile(readFileSync(file));
+  t.equal(parsed.events.length, evs.length + 2);
+  t.equal(parsed.goodBytes, statSync(file).size);
+});
+
+void t.test('a torn length prefix (fewer than 4 bytes) is handled too', (t) => {
+  const bytes = Buffer.concat([
+    encodeEventRecords(exchange('x', DIRECT).slice(0, 2)),
+    Buffer.from([0, 0]),
+  ]);
+  const p = parseEventFile(bytes);
+  t.equal(p.events.length, 2);
+  t.equal(p.goodBytes, bytes.length - 2);
+  t.end();
+});
+
+void t.test('a corrupt record inside the file is skipped, later ones kept', (t) => {
+  const evs = exchange('x', DIRECT).slice(0, 2);
+  const garbage = Buffer.from([0, 0, 0, 3, 0xff, 0xff, 0xff]);
+  const bytes = Buffer.concat([
+    encodeEventRecords(evs.slice(0, 1)),
+    garbage,
+    encodeEventRecords(evs.slice(1)),
+  ]);
+  const p = parseEventFile(bytes);
+  t.same(p.events, evs);
+  t.equal(p.corruptRecords, 1);
+  t.end();
+});
+
+void t.test('final reports are written and read back; unknown ids are refused', async (t) => {
+  const dir = tempDir(t);
+  const st = new CaptureStore({ dir, fsync: false });
+  const s = session('c-abc-0000cccc');
+  st.saveSession(s.record);
+  t.equal(st.readReport(s.id, 'md'), null);
+  st.writeFinal(s.id, { verdict: '{}\n', markdown: '# hoptrace\n', json: '{"verdict":{}}\n' });
+  t.equal(st.readReport(s.id, 'md'), '# hoptrace\n');
+  t.equal(st.readReport(s.id, 'json'), '{"verdict":{}}\n');
+  t.throws(() => st.sessionDir('../../etc'));
+  await t.rejects(st.appendEvents(s.id, '../x', []));
+  await st.close();
+});
