@@ -42,3 +42,10 @@ if [ ! -e node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
   echo "setup: installing npm dependencies (npm ci)" >&2
   npm ci --no-audit --no-fund >&2
 fi
+
+# The native capture addon: build when absent or older than its sources (never fails the setup).
+addon=native/pcap-batch/build/Release/pcap_batch.node
+if [ ! -e "$addon" ] || [ -n "$(find native/pcap-batch/src native/pcap-batch/binding.gyp -newer "$addon" 2>/dev/null)" ]; then
+  echo "setup: building the native capture addon (native/pcap-batch)" >&2
+  bash scripts/build-native.sh
+fi

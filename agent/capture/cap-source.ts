@@ -10,13 +10,13 @@
  * process (ns-capture.ts), even in its own namespace: only the worker dies, and its parent reports
  * CAPTURE_INTERFACE_GONE.
  */
-import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Cap } from 'cap';
-import { HoptraceError } from '../../common/errors';
+import type { HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
 import { decodeFrame, type DecodeOptions } from '../decode/frame';
 import { toPacketEvent, type EventContext } from '../event';
+import { badFilter, noInterface, openFailed } from './capture-errors';
 import {
   EventBatcher,
   type BatchOptions,
@@ -24,6 +24,8 @@ import {
   type CaptureSpec,
   type CaptureStats,
 } from './source';
+
+export { listKernelInterfaces } from './capture-errors';
 
 export const DEFAULT_BUFFER_BYTES = 64 * 1024 * 1024;
 const MAX_SNAPLEN = 65535;
@@ -54,19 +56,6 @@ export function listCaptureInterfaces(): string[] {
   }
 }
 
-/** Interface names from /proc/net/dev (this process's namespace), without libpcap's pseudo-devices. */
-export function listKernelInterfaces(): string[] {
-  try {
-    return readFileSync('/proc/net/dev', 'utf8')
-      .split('\n')
-      .slice(2)
-      .map((l) => l.split(':')[0]?.trim() ?? '')
-      .filter((n) => n !== '');
-  } catch {
-    return [];
-  }
-}
-
 export interface CapSourceOptions {
   batch?: BatchOptions;
   decode?: DecodeOptions;
@@ -82,6 +71,13 @@ export interface CapSourceOptions {
  */
 const FAILED_CAPS: Cap[] = [];
 
+/**
+ * Closed Cap objects, kept reachable for the same reason: garbage-collecting a closed Cap crashes
+ * in its destructor (SIGSEGV in node::AsyncWrap::EmitDestroy from Pcap::~Pcap, measured with gdb
+ * in the worker: the probe of tryOpen() was collected under the first packets' allocations).
+ */
+const CLOSED_CAPS: Cap[] = [];
+
 /** Opens `iface` with `filter` and a small buffer and closes it again; the error, or null. */
 function tryOpen(iface: string, filter: string): unknown {
   const probe = new Cap();
@@ -92,39 +88,16 @@ function tryOpen(iface: string, filter: string): unknown {
     return e;
   }
   probe.close();
+  CLOSED_CAPS.push(probe);
   return null;
 }
 
 /** Maps an exception from cap.open() to a HoptraceError. */
 function openError(spec: CaptureSpec, e: unknown, filterIsTheCause: boolean, where: string) {
   const msg = e instanceof Error ? e.message : String(e);
-  const ifaceWhere = `${where} interface ${spec.iface}`;
-  if (filterIsTheCause) {
-    return new HoptraceError(
-      'CAPTURE_BAD_FILTER',
-      `libpcap: ${msg}; filter '${spec.filter ?? ''}'`,
-      {
-        where: ifaceWhere,
-        hint: 'check the expression with tcpdump -d; syntax in pcap-filter(7)',
-      },
-    );
-  }
+  if (filterIsTheCause) return badFilter(spec, msg, where);
   if (/no such device/i.test(msg)) return noInterface(spec, where);
-  return new HoptraceError('CAPTURE_OPEN_FAILED', `libpcap: ${msg}`, {
-    where: ifaceWhere,
-    hint: /permission|not permitted/i.test(msg)
-      ? 'capturing needs root or CAP_NET_RAW + CAP_NET_ADMIN'
-      : 'check the interface is up and usable with tcpdump -i',
-  });
-}
-
-function noInterface(spec: CaptureSpec, where: string): HoptraceError {
-  const have = [...listKernelInterfaces(), 'any'];
-  return new HoptraceError(
-    'CAPTURE_NO_INTERFACE',
-    `no interface '${spec.iface}'; this namespace has: ${have.join(', ')}`,
-    { where, hint: 'pick one of the listed interfaces (or "any")' },
-  );
+  return openFailed(spec, msg, where);
 }
 
 /** Live capture with cap in this process's namespace. */
@@ -208,7 +181,10 @@ export class CapSource implements CaptureSource {
 
   stop(): Promise<void> {
     this.stopping ??= Promise.resolve().then(() => {
-      this.cap?.close();
+      if (this.cap !== undefined) {
+        this.cap.close();
+        CLOSED_CAPS.push(this.cap);
+      }
       this.cap = undefined;
       this.batcher?.close();
       const onEnd = this.onEnd;

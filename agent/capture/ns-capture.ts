@@ -33,6 +33,8 @@ export interface NsCaptureOptions {
   batch?: BatchOptions;
   /** Worker script (default: worker.js next to this file). */
   workerPath?: string;
+  /** The worker's warnings, e.g. the fallback to cap (default: process.emitWarning). */
+  onWarning?: (message: string) => void;
 }
 
 interface NsIdentity {
@@ -84,6 +86,10 @@ export class NsCapture implements CaptureSource {
   private nsId: NsIdentity | null = null;
   /** Milliseconds from spawn to the worker's ready frame. */
   startupMs: number | undefined;
+  /** Which implementation the worker runs ('native' or 'cap'), from its ready frame. */
+  sourceKind: 'native' | 'cap' | undefined;
+  /** Warnings the worker sent (e.g. the fallback to cap and why). */
+  readonly warnings: string[] = [];
 
   constructor(
     private readonly spec: CaptureSpec,
@@ -168,6 +174,7 @@ export class NsCapture implements CaptureSource {
             clearTimeout(readyTimer);
             ready = true;
             this.startupMs = Number(process.hrtime.bigint() - t0) / 1e6;
+            this.sourceKind = msg.source;
             this.startWatch(fail);
             resolve();
             break;
@@ -176,6 +183,11 @@ export class NsCapture implements CaptureSource {
             break;
           case 'error':
             fail(errorFromWire(msg.error));
+            break;
+          case 'warning':
+            this.warnings.push(msg.message);
+            if (this.opts.onWarning !== undefined) this.opts.onWarning(msg.message);
+            else process.emitWarning(msg.message, { code: 'HOPTRACE_CAPTURE_FALLBACK' });
             break;
           case 'end':
             break;

@@ -1,7 +1,7 @@
 /**
- * The capture-source contract: live capture (cap-source.ts), capture inside another network
- * namespace through a worker (ns-capture.ts) and file replay (file-source.ts) all implement
- * CaptureSource, and test/unit/capture-contract.test.ts runs one suite against each.
+ * The capture-source contract: live capture (native-source.ts, cap-source.ts), capture inside
+ * another network namespace through a worker (ns-capture.ts) and file replay (file-source.ts) all
+ * implement CaptureSource, and test/unit/capture-contract.test.ts runs one suite against each.
  */
 import type { HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
@@ -13,10 +13,15 @@ export interface CaptureSpec {
   iface: string;
   /** BPF filter (pcap-filter(7)); empty or absent = everything. */
   filter?: string;
-  /** Bytes kept per packet (default 65535). */
+  /** Bytes kept per packet (default 512 with the native source, 65535 with cap). */
   snaplen?: number;
-  /** libpcap ring buffer size in bytes (default 64 MiB). */
+  /** libpcap ring buffer size in bytes (default 32 MiB native, 64 MiB cap). */
   bufferBytes?: number;
+  /**
+   * Live capture implementation in the worker: 'native' (our libpcap addon, the default when it
+   * is built) or 'cap' (cap 0.2.1). Absent = native, falling back to cap with a warning.
+   */
+  source?: 'native' | 'cap';
 }
 
 /** Counters of one capture. */

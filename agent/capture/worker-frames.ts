@@ -25,7 +25,8 @@ export interface WireError {
 
 /** Control messages from the worker. */
 export type WorkerControl =
-  | { kind: 'ready'; linktype: string; pid: number }
+  | { kind: 'ready'; linktype: string; pid: number; source?: 'native' | 'cap' }
+  | { kind: 'warning'; message: string }
   | { kind: 'stats'; stats: CaptureStats }
   | { kind: 'error'; error: WireError }
   | { kind: 'end' };

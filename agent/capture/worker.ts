@@ -1,14 +1,16 @@
 /**
  * The capture worker: started by ns-capture.ts inside the target network namespace
  * (`nsenter --net=PATH node worker.js '<json>'`), because libpcap opens only interfaces of its own
- * namespace and Node has no setns. It runs a CapSource there and streams frames
+ * namespace and Node has no setns. It runs a NativeSource there (a CapSource when the addon is not
+ * built, after a `warning` frame, or when the spec asks for `source: 'cap'`) and streams frames
  * (worker-frames.ts) on stdout: `ready` once the capture is open, events, periodic `stats`, and
- * `error` + exit code 2 when it cannot start. It stops on SIGTERM/SIGINT and when stdin closes
+ * `error` + exit code 2 when it cannot start or the capture fails. It stops on SIGTERM/SIGINT and when stdin closes
  * (the parent died), so it never outlives the agent.
  */
-import { isHoptraceError } from '../../common/errors';
-import { CapSource } from './cap-source';
-import type { CaptureSpec } from './source';
+import { isHoptraceError, type HoptraceError } from '../../common/errors';
+import { loadNativeAddon } from './native-loader';
+import { NativeSource } from './native-source';
+import type { CaptureSource, CaptureSpec } from './source';
 import {
   encodeControlFrame,
   encodeEventFrame,
@@ -26,6 +28,39 @@ export interface WorkerArgs {
   maxQueuedBytes?: number;
 }
 
+type LiveSource = CaptureSource & { linktypeName: string | undefined };
+
+/** The spec's source, else native when the addon loads, else cap with a warning. */
+function pickSource(
+  args: WorkerArgs,
+  warn: (message: string) => void,
+): { src: LiveSource; kind: 'native' | 'cap' } {
+  const opts = args.where === undefined ? {} : { where: args.where };
+  const want = args.spec.source;
+  if (want !== 'cap') {
+    const load = loadNativeAddon();
+    // Forced 'native' without the addon: NativeSource.start() rejects with the reason.
+    if (load.ok || want === 'native')
+      return { src: new NativeSource(args.spec, opts), kind: 'native' };
+    warn(
+      `native capture addon unavailable (${load.reason}); using cap 0.2.1: drops unknown, ~40 k pps ceiling`,
+    );
+  }
+  // Loaded only when used: cap's binding is not needed (and may be absent) with the addon.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { CapSource } = require('./cap-source') as typeof import('./cap-source');
+  return { src: new CapSource(args.spec, opts), kind: 'cap' };
+}
+
+function toWire(e: unknown): WireError {
+  const error: WireError = isHoptraceError(e)
+    ? { code: e.code, message: e.message }
+    : { code: 'CAPTURE_WORKER_FAILED', message: e instanceof Error ? e.message : String(e) };
+  if (isHoptraceError(e) && e.where !== undefined) error.where = e.where;
+  if (isHoptraceError(e) && e.hint !== undefined) error.hint = e.hint;
+  return error;
+}
+
 function main(): void {
   const args = JSON.parse(process.argv[2] ?? '{}') as WorkerArgs;
   const maxQueued = args.maxQueuedBytes ?? 32 * 1024 * 1024;
@@ -36,7 +71,10 @@ function main(): void {
   const send = (msg: WorkerControl): void => {
     out.write(encodeControlFrame(msg));
   };
-  const src = new CapSource(args.spec, args.where === undefined ? {} : { where: args.where });
+  const { src, kind } = pickSource(args, (message) => {
+    process.stderr.write(`hoptrace capture worker: ${message}\n`);
+    send({ kind: 'warning', message });
+  });
   const sendStats = (): void => {
     const s = src.stats();
     send({ kind: 'stats', stats: { ...s, queueDrops: s.queueDrops + pipeDrops } });
@@ -73,21 +111,28 @@ function main(): void {
           else out.write(encodeEventFrame(ev));
         }
       },
-      () => undefined,
+      (err: HoptraceError | null) => {
+        // The capture failed after it was open (interface removed, read error): report and exit.
+        if (err === null || exiting) return;
+        exiting = true;
+        sendStats();
+        send({ kind: 'error', error: toWire(err) });
+        exit(2);
+      },
     )
     .then(
       () => {
-        send({ kind: 'ready', linktype: src.linktypeName ?? 'unknown', pid: process.pid });
+        send({
+          kind: 'ready',
+          linktype: src.linktypeName ?? 'unknown',
+          pid: process.pid,
+          source: kind,
+        });
         setInterval(sendStats, args.statsIntervalMs ?? 1000).unref();
       },
       (e: unknown) => {
         exiting = true;
-        const error: WireError = isHoptraceError(e)
-          ? { code: e.code, message: e.message }
-          : { code: 'CAPTURE_WORKER_FAILED', message: e instanceof Error ? e.message : String(e) };
-        if (isHoptraceError(e) && e.where !== undefined) error.where = e.where;
-        if (isHoptraceError(e) && e.hint !== undefined) error.hint = e.hint;
-        send({ kind: 'error', error });
+        send({ kind: 'error', error: toWire(e) });
         exit(2);
       },
     );

@@ -1,11 +1,13 @@
-// One contract, every capture source (hono style): file replay, live cap on loopback, and the
-// namespace worker. Live parts need root and fail with the reason otherwise (never skip). Live
+// One contract, every capture source (hono style): file replay, live native and cap on loopback,
+// and the namespace worker (native by default, cap forced). Live parts need root and fail with the reason otherwise (never skip). Live
 // traffic stays on loopback or inside namespaces this test creates.
 import { createSocket } from 'node:dgram';
 import { join } from 'node:path';
 import t from 'tap';
 import { CapSource } from '../../agent/capture/cap-source';
 import { FileSource } from '../../agent/capture/file-source';
+import { loadNativeAddon } from '../../agent/capture/native-loader';
+import { NativeSource } from '../../agent/capture/native-source';
 import { NsCapture } from '../../agent/capture/ns-capture';
 import type { CaptureSource, CaptureSpec } from '../../agent/capture/source';
 import {
@@ -35,6 +37,10 @@ interface Expect {
   badFilterCode: ErrorCode;
   /** File sources: the file's own timestamps, in order. */
   fileTs?: bigint[];
+  /** 'number': exact kernel drop counts (libpcap's ps_drop); 'null': the source cannot know. */
+  kernelDrops: 'null' | 'number';
+  /** Live timestamps come from the kernel in ns (not taken in JS at delivery). */
+  kernelTs?: boolean;
 }
 
 function nowNs(): bigint {
@@ -90,6 +96,7 @@ export function captureContract(
   void t.test(`${name}: delivers labelled, ordered events until stop()`, async (t) => {
     const src = makeSource('good');
     const events: PacketEvent[] = [];
+    const delivered = new Map<number, bigint>();
     const ends: (HoptraceError | null)[] = [];
     let wake: () => void = () => undefined;
     const enough = new Promise<void>((r) => (wake = r));
@@ -97,6 +104,8 @@ export function captureContract(
     await src.start(
       (batch) => {
         t.ok(batch.length > 0 && batch.length <= 256, 'batches of 1..256');
+        const at = nowNs() + 1_000_000n;
+        for (const e of batch) delivered.set(e.frame, at);
         events.push(...batch);
         if (expect.live && events.length >= expect.count) wake();
       },
@@ -115,7 +124,11 @@ export function captureContract(
 
     t.equal(events.length, expect.count, 'every packet, nothing else');
     t.equal(src.stats().packets, events.length, 'stats().packets = delivered');
-    t.equal(src.stats().kernelDrops, null, 'kernel drops unknown, never a made-up 0');
+    if (expect.kernelDrops === 'null') {
+      t.equal(src.stats().kernelDrops, null, 'kernel drops unknown, never a made-up 0');
+    } else {
+      t.equal(typeof src.stats().kernelDrops, 'number', 'kernel drops counted (a number)');
+    }
     for (const [i, e] of events.entries()) {
       t.match(e, expect.label);
       if (i > 0) t.ok(e.frame > (events[i - 1]?.frame ?? 0), 'frame numbers increase');
@@ -126,7 +139,20 @@ export function captureContract(
         events.every((e) => e.tsNs >= t0 - 1_000_000n && e.tsNs <= t1 + 1_000_000n),
         'timestamps within the run',
       );
-    } else {
+    }
+    if (expect.kernelTs === true) {
+      // Kernel timestamps in ns (pcap_set_tstamp_precision nano: sub-microsecond digits), each
+      // before the delivery of its packet (batching delays delivery, not the stamp).
+      t.ok(
+        events.some((e) => e.tsNs % 1000n !== 0n),
+        'nanosecond timestamps from the kernel',
+      );
+      t.ok(
+        events.every((e) => e.tsNs <= (delivered.get(e.frame) ?? 0n)),
+        'stamped before delivery',
+      );
+    }
+    if (!expect.live) {
       t.same(
         events.map((e) => e.tsNs),
         expect.fileTs,
@@ -168,6 +194,7 @@ export function captureContract(
       badIfaceCode: 'FILE_NOT_FOUND',
       badFilterCode: 'CAPTURE_FILTER_UNSUPPORTED',
       fileTs,
+      kernelDrops: 'null',
     },
   );
 }
@@ -176,59 +203,72 @@ export function captureContract(
 if (!isRoot) {
   t.fail('live capture sources need root (run the suite as root, as CI does)');
 } else {
-  // CapSource in this process: loopback only, a random UDP port, exact filter.
+  // CapSource and NativeSource in this process: loopback only, a random UDP port, exact filter.
   const port = 20000 + Math.floor(Math.random() * 20000);
   const label = { point: 'egress', node: 'n1', iface: 'lo' };
   const spec: CaptureSpec = { ...label, filter: `udp and dst port ${port}` };
+  const specFor = (kind: Kind): CaptureSpec =>
+    kind === 'bad-iface'
+      ? { ...spec, iface: 'htnope0' }
+      : kind === 'bad-filter'
+        ? { ...spec, filter: 'udp and and' }
+        : spec;
+  const loTraffic = async (): Promise<void> => {
+    const s = createSocket('udp4');
+    for (let i = 0; i < 10; i++) {
+      await new Promise<void>((r) => {
+        s.send(`hoptrace-test-${i}`, port, '127.0.0.1', () => {
+          r();
+        });
+      });
+    }
+    s.close();
+  };
+  const liveExpect = {
+    live: true,
+    count: 10,
+    label,
+    badIfaceCode: 'CAPTURE_NO_INTERFACE',
+    badFilterCode: 'CAPTURE_BAD_FILTER',
+  } as const;
   captureContract(
     'CapSource (lo)',
-    (kind) =>
-      new CapSource(
-        kind === 'bad-iface'
-          ? { ...spec, iface: 'htnope0' }
-          : kind === 'bad-filter'
-            ? { ...spec, filter: 'udp and and' }
-            : spec,
-        { batch: { maxDelayMs: 10 } },
-      ),
-    async () => {
-      const s = createSocket('udp4');
-      for (let i = 0; i < 10; i++) {
-        await new Promise<void>((r) => {
-          s.send(`hoptrace-test-${i}`, port, '127.0.0.1', () => {
-            r();
-          });
-        });
-      }
-      s.close();
-    },
-    {
-      live: true,
-      count: 10,
-      label,
-      badIfaceCode: 'CAPTURE_NO_INTERFACE',
-      badFilterCode: 'CAPTURE_BAD_FILTER',
-    },
+    (kind) => new CapSource(specFor(kind), { batch: { maxDelayMs: 10 } }),
+    loTraffic,
+    { ...liveExpect, kernelDrops: 'null' },
   );
+
+  // The addon is built by npm test (scripts/setup.sh); not having it is a failure, not a skip.
+  const native = loadNativeAddon();
+  if (!native.ok) {
+    t.fail(`the native capture addon is unavailable: ${native.reason}`);
+  } else {
+    captureContract(
+      'NativeSource (lo)',
+      (kind) => new NativeSource(specFor(kind), { batch: { maxDelayMs: 10 } }),
+      loTraffic,
+      { ...liveExpect, kernelDrops: 'number', kernelTs: true },
+    );
+  }
 
   // NsCapture: the worker in a namespace of this test, traffic between two namespaces.
   const lab = new Netns();
   const ready = buildPair(lab);
   const nsLabel = { point: 'backend', node: 'n2', iface: 'v0' };
   const nsSpec: CaptureSpec = { ...nsLabel, filter: 'udp and dst port 9999' };
-  let source: (kind: Kind) => CaptureSource = () => {
+  let source: (kind: Kind, spec?: CaptureSpec) => CaptureSource = () => {
     throw new Error('lab not built');
   };
   t.before(async () => {
     await ready;
     const netnsPath = `/run/netns/${lab.full('a')}`;
-    source = (kind) =>
+    source = (kind, base = nsSpec) =>
       new NsCapture(
         kind === 'bad-iface'
-          ? { ...nsSpec, iface: 'nope0' }
+          ? { ...base, iface: 'nope0' }
           : kind === 'bad-filter'
-            ? { ...nsSpec, filter: 'udp and and' }
-            : nsSpec,
+            ? { ...base, filter: 'udp and and' }
+            : base,
         { netnsPath, batch: { maxDelayMs: 10 } },
       );
   });
@@ -243,6 +283,22 @@ if (!isRoot) {
       label: nsLabel,
       badIfaceCode: 'CAPTURE_NO_INTERFACE',
       badFilterCode: 'CAPTURE_BAD_FILTER',
+      // The worker runs the native source when the addon is built (else it falls back to cap).
+      kernelDrops: native.ok ? 'number' : 'null',
+      kernelTs: native.ok,
+    },
+  );
+  captureContract(
+    'NsCapture (worker in a namespace, cap forced)',
+    (kind) => source(kind, { ...nsSpec, source: 'cap' }),
+    () => sendUdp(lab, 'b', A_IP, 9999, 10),
+    {
+      live: true,
+      count: 10,
+      label: nsLabel,
+      badIfaceCode: 'CAPTURE_NO_INTERFACE',
+      badFilterCode: 'CAPTURE_BAD_FILTER',
+      kernelDrops: 'null',
     },
   );
 }

@@ -1,0 +1,115 @@
+/**
+ * Loads our libpcap addon (native/pcap-batch, built by scripts/build-native.sh). It is optional:
+ * when it is not built or does not load, callers get the reason and fall back to `cap`.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** What `new Capture(options, ...)` takes (see native/pcap-batch/src/pcap_batch.c). */
+export interface PcapBatchOptions {
+  iface: string;
+  /** BPF filter; '' = everything. */
+  filter?: string;
+  snaplen?: number;
+  bufferBytes?: number;
+  /** TPACKET_V3 block retire timeout: the longest a packet waits in the ring. */
+  timeoutMs?: number;
+  immediate?: boolean;
+  promisc?: boolean;
+  tstampPrecision?: 'nano' | 'micro';
+  /** Size of the one reused batch buffer. */
+  batchBytes?: number;
+}
+
+/** pcap_stats of an open (or the last values of a closed) capture. */
+export interface PcapBatchStats {
+  /** ps_recv: packets that passed the filter, including those dropped for lack of ring space. */
+  recv: number;
+  /** ps_drop: dropped by the kernel for lack of ring space. */
+  drop: number;
+  /** ps_ifdrop: dropped by the interface (Linux: its rx_dropped since open). */
+  ifdrop: number;
+}
+
+/** One open capture. */
+export interface PcapBatchCapture {
+  /** LINKTYPE_* value (pcap file numbering). */
+  readonly linktype: number;
+  /** libpcap's DLT name, e.g. 'EN10MB', 'LINUX_SLL'. */
+  readonly linktypeName: string;
+  readonly snaplen: number;
+  readonly tstampPrecision: 'nano' | 'micro';
+  stats(): PcapBatchStats;
+  close(): void;
+}
+
+/**
+ * Records in `buf[0, bytes)`: u32 caplen | u32 wirelen | u64 tsNs | bytes padded to 8, all
+ * little-endian; `buf` is reused, so it is only valid during the call.
+ */
+export type PcapBatchHandler = (buf: Buffer, count: number, bytes: number) => void;
+
+/** The addon's exports. */
+export interface PcapBatchAddon {
+  version: number;
+  libpcapVersion: string;
+  Capture: new (
+    options: PcapBatchOptions,
+    onBatch: PcapBatchHandler,
+    onError: (code: string, message: string) => void,
+  ) => PcapBatchCapture;
+}
+
+/** The open() failure codes the addon throws with (Error.code). */
+export type PcapBatchErrorCode =
+  'NO_SUCH_DEVICE' | 'PERM_DENIED' | 'BAD_FILTER' | 'ACTIVATE' | 'BAD_ARGUMENT';
+
+export type NativeLoad =
+  { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
+
+/** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
+const ADDON_VERSION = 1;
+
+/** Where the built addon lives: native/ at the repository root, from dist/agent/capture or agent/capture. */
+export function nativeAddonPath(): string {
+  const override = process.env.HOPTRACE_PCAP_BATCH;
+  if (override !== undefined && override !== '') return override;
+  const rel = join('native', 'pcap-batch', 'build', 'Release', 'pcap_batch.node');
+  const candidates = [join(__dirname, '..', '..', '..', rel), join(__dirname, '..', '..', rel)];
+  return candidates.find((p) => existsSync(p)) ?? candidates[0] ?? rel;
+}
+
+let cached: NativeLoad | undefined;
+
+/** Loads the addon once; the reason when it is absent or unusable. */
+export function loadNativeAddon(): NativeLoad {
+  cached ??= tryLoad(nativeAddonPath());
+  return cached;
+}
+
+function tryLoad(path: string): NativeLoad {
+  if (!existsSync(path)) {
+    return {
+      ok: false,
+      reason: `${path} is not built (npm run build:native; needs libpcap-dev, g++, make, python3)`,
+    };
+  }
+  let mod: unknown;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    mod = require(path);
+  } catch (e) {
+    return {
+      ok: false,
+      reason: `${path} does not load: ${e instanceof Error ? e.message : String(e)}`,
+    };
+  }
+  const addon = mod as Partial<PcapBatchAddon> | null;
+  if (addon?.version !== ADDON_VERSION || typeof addon.Capture !== 'function') {
+    return {
+      ok: false,
+      reason: `${path} is a different build (version ${String(addon?.version)}, want ${ADDON_VERSION}); rebuild with npm run build:native`,
+    };
+  }
+  return { ok: true, addon: addon as PcapBatchAddon, path };
+}

@@ -1,0 +1,229 @@
+/**
+ * Live capture with our libpcap addon (native/pcap-batch), in this process's network namespace.
+ *
+ * Unlike cap-source.ts: immediate mode is off (TPACKET_V3 hands over whole ring blocks, at the
+ * latest after `timeoutMs`), the snaplen is small, one JS call carries a whole batch, timestamps
+ * are the kernel's (ns), and drops are libpcap's exact counters. The batch buffer is reused by the
+ * addon, so every packet is decoded (decodeFrame copies what it keeps) before the call returns.
+ */
+import { HoptraceError } from '../../common/errors';
+import type { PacketEvent } from '../../common/event';
+import { decodeFrame, type DecodeOptions } from '../decode/frame';
+import { toPacketEvent, type EventContext } from '../event';
+import { badFilter, noInterface, openFailed } from './capture-errors';
+import {
+  loadNativeAddon,
+  type PcapBatchAddon,
+  type PcapBatchCapture,
+  type PcapBatchStats,
+} from './native-loader';
+import {
+  EventBatcher,
+  type BatchOptions,
+  type CaptureSource,
+  type CaptureSpec,
+  type CaptureStats,
+} from './source';
+
+/**
+ * Default bytes kept per packet. Headers of the deepest stack the decoder follows fit with room
+ * to spare (Ethernet + QinQ 22, outer IPv6 40 + UDP 8 + Geneve/VXLAN 8..~40, inner Ethernet 14,
+ * IPv6 40 + extension headers, TCP 60: ~260), leaving ≥ 250 payload bytes for the request-line
+ * hash (128 bytes) and the probe marker in the request line. 512 rather than 262: a VXLAN-in-IPv6
+ * request with options would otherwise lose its marker; TPACKET_V3 packs blocks by actual length,
+ * so small packets do not pay for the larger snaplen.
+ */
+export const NATIVE_DEFAULT_SNAPLEN = 512;
+export const NATIVE_DEFAULT_BUFFER_BYTES = 32 * 1024 * 1024;
+export const NATIVE_DEFAULT_TIMEOUT_MS = 50;
+
+const REC_HDR = 16;
+
+export interface NativeSourceOptions {
+  batch?: BatchOptions;
+  decode?: DecodeOptions;
+  /** Label for errors (the namespace path when run by the worker). */
+  where?: string;
+  /** TPACKET_V3 block timeout: the longest a packet waits before delivery (default 50 ms). */
+  timeoutMs?: number;
+  /** Bytes of the reused batch buffer (default 1 MiB). */
+  batchBytes?: number;
+  /** Promiscuous mode (default true, as tcpdump and cap). */
+  promisc?: boolean;
+  /** The addon (default: loadNativeAddon()). */
+  addon?: PcapBatchAddon;
+  /** Called with each raw batch before it is decoded (tests and benchmarks). */
+  onRawBatch?: (count: number) => void;
+}
+
+function errorCode(e: unknown): string {
+  if (e !== null && typeof e === 'object' && 'code' in e && typeof e.code === 'string') {
+    return e.code;
+  }
+  return '';
+}
+
+/** Live capture with the pcap-batch addon in this process's namespace. */
+export class NativeSource implements CaptureSource {
+  private handle: PcapBatchCapture | undefined;
+  private batcher: EventBatcher | undefined;
+  private onEnd: ((err: HoptraceError | null) => void) | undefined;
+  private stopping: Promise<void> | undefined;
+  private frames = 0;
+  private lastStats: PcapBatchStats | undefined;
+  /** libpcap's link type name of the open capture (e.g. 'EN10MB'); undefined before start. */
+  linktypeName: string | undefined;
+
+  constructor(
+    private readonly spec: CaptureSpec,
+    private readonly opts: NativeSourceOptions = {},
+  ) {}
+
+  start(
+    onEvents: (events: PacketEvent[]) => void,
+    onEnd: (err: HoptraceError | null) => void,
+  ): Promise<void> {
+    try {
+      this.open(onEvents);
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
+    this.onEnd = onEnd;
+    return Promise.resolve();
+  }
+
+  private open(onEvents: (events: PacketEvent[]) => void): void {
+    if (this.handle !== undefined || this.stopping !== undefined) {
+      throw new Error('NativeSource.start() called twice');
+    }
+    const spec = this.spec;
+    const where = this.opts.where ?? 'this namespace';
+    let addon = this.opts.addon;
+    if (addon === undefined) {
+      const load = loadNativeAddon();
+      if (!load.ok) {
+        throw new HoptraceError(
+          'CAPTURE_OPEN_FAILED',
+          `native capture addon unavailable: ${load.reason}`,
+          {
+            where: `${where} interface ${spec.iface}`,
+            hint: "build it with npm run build:native, or capture with source: 'cap'",
+          },
+        );
+      }
+      addon = load.addon;
+    }
+    const batcher = new EventBatcher(onEvents, this.opts.batch);
+    const ctx: EventContext = { point: spec.point, node: spec.node, iface: spec.iface };
+    const decodeOpts = this.opts.decode;
+    const onRaw = this.opts.onRawBatch;
+    let linktype = -1;
+    const onBatch = (buf: Buffer, count: number): void => {
+      onRaw?.(count);
+      let at = 0;
+      for (let i = 0; i < count; i++) {
+        const caplen = buf.readUInt32LE(at);
+        const wireLength = buf.readUInt32LE(at + 4);
+        const tsNs = buf.readBigUInt64LE(at + 8);
+        const start = at + REC_HDR;
+        // A view into the reused buffer: decodeFrame copies what it keeps, the view dies here.
+        const d = decodeFrame(linktype, buf.subarray(start, start + caplen), decodeOpts);
+        batcher.push(toPacketEvent({ index: ++this.frames, tsNs, wireLength }, d, ctx));
+        at = start + ((caplen + 7) & ~7);
+      }
+    };
+    const onError = (code: string, message: string): void => {
+      this.fail(
+        code === 'IFACE_GONE'
+          ? new HoptraceError('CAPTURE_INTERFACE_GONE', message, {
+              where,
+              hint: 'the pod was deleted or its interface removed; capture again on a live interface',
+            })
+          : openFailed(spec, `read error: ${message}`, where),
+      );
+    };
+    let handle: PcapBatchCapture;
+    try {
+      handle = new addon.Capture(
+        {
+          iface: spec.iface,
+          filter: spec.filter ?? '',
+          snaplen: spec.snaplen ?? NATIVE_DEFAULT_SNAPLEN,
+          bufferBytes: spec.bufferBytes ?? NATIVE_DEFAULT_BUFFER_BYTES,
+          timeoutMs: this.opts.timeoutMs ?? NATIVE_DEFAULT_TIMEOUT_MS,
+          immediate: false,
+          promisc: this.opts.promisc ?? true,
+          tstampPrecision: 'nano',
+          ...(this.opts.batchBytes !== undefined ? { batchBytes: this.opts.batchBytes } : {}),
+        },
+        onBatch,
+        onError,
+      );
+    } catch (e) {
+      const msg = e instanceof Error ? e.message : String(e);
+      switch (errorCode(e)) {
+        case 'NO_SUCH_DEVICE':
+          throw noInterface(spec, where);
+        case 'BAD_FILTER':
+          throw badFilter(spec, msg, where);
+        default:
+          throw openFailed(spec, msg, where);
+      }
+    }
+    linktype = handle.linktype;
+    this.linktypeName = handle.linktypeName;
+    this.handle = handle;
+    this.batcher = batcher;
+  }
+
+  /** Closes the capture (keeping its final counters) and ends delivery once. */
+  private finish(err: HoptraceError | null): void {
+    const h = this.handle;
+    // After close() the addon keeps answering stats() with the counters read at close.
+    h?.close();
+    this.batcher?.close();
+    const onEnd = this.onEnd;
+    this.onEnd = undefined;
+    onEnd?.(err);
+  }
+
+  private fail(err: HoptraceError): void {
+    this.stopping ??= Promise.resolve();
+    this.finish(err);
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= Promise.resolve().then(() => {
+      this.finish(null);
+    });
+    return this.stopping;
+  }
+
+  private readStats(h: PcapBatchCapture): PcapBatchStats | undefined {
+    try {
+      return h.stats();
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** libpcap's raw counters (ps_recv, ps_drop, ps_ifdrop); undefined before start. */
+  pcapStats(): PcapBatchStats | undefined {
+    const h = this.handle;
+    if (h === undefined) return undefined;
+    this.lastStats = this.readStats(h) ?? this.lastStats;
+    return this.lastStats;
+  }
+
+  stats(): CaptureStats {
+    const b = this.batcher;
+    const p = this.pcapStats();
+    return {
+      packets: b?.delivered ?? 0,
+      decodeErrors: b?.decodeErrors ?? 0,
+      kernelDrops: p?.drop ?? null,
+      ifaceDrops: p?.ifdrop ?? null,
+      queueDrops: b?.dropped ?? 0,
+    };
+  }
+}

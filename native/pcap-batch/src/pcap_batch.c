@@ -1,0 +1,482 @@
+/*
+ * pcap_batch: live capture with the system libpcap, delivered to JS in batches.
+ *
+ *   const h = new Capture({ iface, filter, snaplen, bufferBytes, timeoutMs, immediate, promisc,
+ *                           tstampPrecision, batchBytes }, onBatch, onError);
+ *   onBatch(buf, count, bytes)   buf is ONE reused Buffer holding `count` records:
+ *                                  u32 caplen | u32 wirelen | u64 ts_ns | caplen bytes, pad to 8
+ *                                (little-endian); valid only during the call.
+ *   onError(code, message)      the capture failed (e.g. 'IFACE_GONE'); delivery has stopped.
+ *   h.stats() -> { recv, drop, ifdrop }   pcap_stats (after close: the last values)
+ *   h.close()                   idempotent; safe inside onBatch.
+ *   h.linktype / h.linktypeName / h.snaplen / h.tstampPrecision
+ *
+ * Why this shape: the capture runs in the Node event loop (a uv_poll on pcap's selectable fd,
+ * pcap_setnonblock), no thread. With immediate mode off, Linux TPACKET_V3 wakes us once per
+ * retired ring block (full, or after timeoutMs), not per packet; every wake-up drains the ring
+ * with pcap_dispatch into one buffer and makes one JS call per buffer. When JS is slow the ring
+ * fills and the kernel drops and counts (ps_drop): nothing queues up in user space unseen.
+ *
+ * open() throws an Error whose .code is one of NO_SUCH_DEVICE, PERM_DENIED, BAD_FILTER,
+ * ACTIVATE, BAD_ARGUMENT; the message is libpcap's.
+ */
+#define NAPI_VERSION 8
+#include <errno.h>
+#include <net/if.h>
+#include <node_api.h>
+#include <pcap/pcap.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#define ADDON_VERSION 1
+#define REC_HDR 16
+#define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
+/* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered). */
+#define MAX_ROUNDS 64
+
+typedef struct {
+  napi_env env;
+  pcap_t *p;
+  uv_poll_t *poll; /* freed in its close callback */
+  napi_ref self;   /* strong while open: an open capture is not garbage */
+  napi_ref on_batch;
+  napi_ref on_error;
+  napi_ref buf_ref;
+  napi_async_context async;
+  uint8_t *buf;
+  size_t buf_len;
+  size_t used;
+  uint32_t count;
+  int max_per_batch;
+  int nano;
+  int in_js;         /* inside onBatch: close() is deferred */
+  int close_pending;
+  int closed;
+  int failed;
+  char iface[IFNAMSIZ + 1];
+  struct pcap_stat last; /* stats at close */
+  int have_last;
+} Capture;
+
+#define CHECK(call)                                                                             \
+  do {                                                                                          \
+    if ((call) != napi_ok) return NULL;                                                          \
+  } while (0)
+
+static void put_u32(uint8_t *o, uint32_t v) {
+  o[0] = (uint8_t)v;
+  o[1] = (uint8_t)(v >> 8);
+  o[2] = (uint8_t)(v >> 16);
+  o[3] = (uint8_t)(v >> 24);
+}
+
+static void put_u64(uint8_t *o, uint64_t v) {
+  put_u32(o, (uint32_t)v);
+  put_u32(o + 4, (uint32_t)(v >> 32));
+}
+
+/* pcap_datalink() gives DLT_*; the decoder takes LINKTYPE_* (pcap file values). They differ only
+ * for a few historical DLTs; DLT_RAW (12, 14 on OpenBSD) is the one Linux tun devices report. */
+static int dlt_to_linktype(int dlt) {
+  if (dlt == DLT_RAW || dlt == 12 || dlt == 14) return 101;
+  if (dlt == DLT_ATM_RFC1483) return 100;
+  return dlt;
+}
+
+static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *bytes) {
+  Capture *c = (Capture *)user;
+  uint32_t caplen = h->caplen;
+  size_t rec = REC_HDR + ALIGN8(caplen);
+  /* Cannot happen (max_per_batch leaves room for a full-snaplen record each); never overrun. */
+  if (c->used + rec > c->buf_len) return;
+  uint8_t *o = c->buf + c->used;
+  uint64_t ts = (uint64_t)h->ts.tv_sec * 1000000000ull +
+                (uint64_t)h->ts.tv_usec * (c->nano ? 1ull : 1000ull);
+  put_u32(o, caplen);
+  put_u32(o + 4, h->len);
+  put_u64(o + 8, ts);
+  memcpy(o + REC_HDR, bytes, caplen);
+  if (ALIGN8(caplen) > caplen) memset(o + REC_HDR + caplen, 0, ALIGN8(caplen) - caplen);
+  c->used += rec;
+  c->count++;
+}
+
+/* Calls fn(args) as an async callback (microtasks and nextTicks run after it, as for any I/O
+ * callback); an exception becomes an uncaught exception, as from an event listener. */
+static void call_js(Capture *c, napi_ref fn_ref, size_t argc, napi_value *argv) {
+  napi_env env = c->env;
+  napi_value fn, recv, result;
+  if (napi_get_reference_value(env, fn_ref, &fn) != napi_ok) return;
+  /* napi_make_callback needs an object receiver (undefined throws a TypeError). */
+  if (napi_get_global(env, &recv) != napi_ok) return;
+  napi_status st = napi_make_callback(env, c->async, recv, fn, argc, argv, &result);
+  if (st == napi_pending_exception) {
+    napi_value err;
+    napi_get_and_clear_last_exception(env, &err);
+    napi_fatal_exception(env, err);
+  }
+}
+
+static void free_poll(uv_handle_t *h) { free(h); }
+
+/* Releases the pcap handle and the JS references; the Capture itself lives until finalized. */
+static void do_close(Capture *c) {
+  if (c->closed) return;
+  c->closed = 1;
+  if (c->poll != NULL) {
+    uv_poll_stop(c->poll);
+    uv_close((uv_handle_t *)c->poll, free_poll);
+    c->poll = NULL;
+  }
+  if (c->p != NULL) {
+    if (pcap_stats(c->p, &c->last) == 0) c->have_last = 1;
+    pcap_close(c->p);
+    c->p = NULL;
+  }
+  napi_env env = c->env;
+  if (c->on_batch != NULL) napi_delete_reference(env, c->on_batch);
+  if (c->on_error != NULL) napi_delete_reference(env, c->on_error);
+  if (c->buf_ref != NULL) napi_delete_reference(env, c->buf_ref);
+  c->on_batch = c->on_error = c->buf_ref = NULL;
+  c->buf = NULL;
+  if (c->async != NULL) napi_async_destroy(env, c->async);
+  c->async = NULL;
+  if (c->self != NULL) napi_reference_unref(env, c->self, NULL);
+}
+
+static void report_error(Capture *c, const char *code, const char *msg) {
+  c->failed = 1;
+  if (c->poll != NULL) uv_poll_stop(c->poll);
+  napi_value argv[2];
+  napi_create_string_utf8(c->env, code, NAPI_AUTO_LENGTH, &argv[0]);
+  napi_create_string_utf8(c->env, msg, NAPI_AUTO_LENGTH, &argv[1]);
+  c->in_js = 1;
+  call_js(c, c->on_error, 2, argv);
+  c->in_js = 0;
+}
+
+static void deliver(Capture *c) {
+  napi_env env = c->env;
+  napi_value argv[3];
+  if (napi_get_reference_value(env, c->buf_ref, &argv[0]) != napi_ok) return;
+  napi_create_uint32(env, c->count, &argv[1]);
+  napi_create_uint32(env, (uint32_t)c->used, &argv[2]);
+  c->in_js = 1;
+  call_js(c, c->on_batch, 3, argv);
+  c->in_js = 0;
+}
+
+static void on_poll(uv_poll_t *h, int status, int events);
+
+/* The socket reported an error (libuv stops the handle on POLLERR). ENETDOWN comes both when the
+ * interface is set down and when it is removed (net/packet/af_packet.c packet_notifier): only the
+ * second ends the capture; a down interface may come up again. */
+static void on_poll_error(Capture *c, int status) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  int fd = pcap_get_selectable_fd(c->p);
+  if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = 0;
+  int gone = strcmp(c->iface, "any") != 0 && if_nametoindex(c->iface) == 0;
+  char msg[256];
+  if (gone) {
+    snprintf(msg, sizeof msg, "interface %s disappeared (%s)", c->iface,
+             err != 0 ? strerror(err) : uv_strerror(status));
+    report_error(c, "IFACE_GONE", msg);
+    return;
+  }
+  if (err == ENETDOWN || err == 0) {
+    uv_poll_start(c->poll, UV_READABLE, on_poll); /* down, not gone: keep waiting */
+    return;
+  }
+  snprintf(msg, sizeof msg, "capture socket error: %s", strerror(err));
+  report_error(c, "READ_ERROR", msg);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  Capture *c = (Capture *)h->data;
+  if (c->closed || c->failed) return;
+  napi_handle_scope scope;
+  if (napi_open_handle_scope(c->env, &scope) != napi_ok) return;
+  if (status < 0) {
+    on_poll_error(c, status);
+  } else {
+    for (int round = 0; round < MAX_ROUNDS; round++) {
+      c->used = 0;
+      c->count = 0;
+      int n = pcap_dispatch(c->p, c->max_per_batch, on_packet, (u_char *)c);
+      if (n < 0) {
+        int gone = strcmp(c->iface, "any") != 0 && if_nametoindex(c->iface) == 0;
+        report_error(c, gone ? "IFACE_GONE" : "READ_ERROR", pcap_geterr(c->p));
+        break;
+      }
+      if (c->count > 0) deliver(c);
+      if (c->close_pending || c->closed || c->failed) break;
+      if (n < c->max_per_batch) break; /* the ring is drained */
+    }
+  }
+  if (c->close_pending) do_close(c);
+  napi_close_handle_scope(c->env, scope);
+}
+
+/* ---- JS glue --------------------------------------------------------------------------------- */
+
+static int get_prop(napi_env env, napi_value obj, const char *name, napi_valuetype want,
+                    napi_value *out) {
+  bool has = false;
+  if (napi_has_named_property(env, obj, name, &has) != napi_ok || !has) return 0;
+  if (napi_get_named_property(env, obj, name, out) != napi_ok) return 0;
+  napi_valuetype t;
+  napi_typeof(env, *out, &t);
+  return t == want;
+}
+
+static int64_t get_int(napi_env env, napi_value obj, const char *name, int64_t dflt) {
+  napi_value v;
+  int64_t out = dflt;
+  if (get_prop(env, obj, name, napi_number, &v)) napi_get_value_int64(env, v, &out);
+  return out;
+}
+
+static int get_bool(napi_env env, napi_value obj, const char *name, int dflt) {
+  napi_value v;
+  bool out = dflt;
+  if (get_prop(env, obj, name, napi_boolean, &v)) napi_get_value_bool(env, v, &out);
+  return out;
+}
+
+/* A string property into buf; "" when absent. Returns 0 when it does not fit. */
+static int get_str(napi_env env, napi_value obj, const char *name, char *buf, size_t size) {
+  napi_value v;
+  size_t len = 0;
+  buf[0] = 0;
+  if (!get_prop(env, obj, name, napi_string, &v)) return 1;
+  if (napi_get_value_string_utf8(env, v, NULL, 0, &len) != napi_ok || len + 1 > size) return 0;
+  napi_get_value_string_utf8(env, v, buf, size, &len);
+  return 1;
+}
+
+static napi_value throw_code(napi_env env, const char *code, const char *msg) {
+  napi_throw_error(env, code, msg);
+  return NULL;
+}
+
+static Capture *unwrap_this(napi_env env, napi_callback_info info) {
+  napi_value self;
+  void *data = NULL;
+  if (napi_get_cb_info(env, info, NULL, NULL, &self, NULL) != napi_ok) return NULL;
+  if (napi_unwrap(env, self, &data) != napi_ok) return NULL;
+  return (Capture *)data;
+}
+
+static void finalize(napi_env env, void *data, void *hint) {
+  Capture *c = (Capture *)data;
+  do_close(c);
+  if (c->self != NULL) napi_delete_reference(env, c->self);
+  free(c);
+}
+
+static napi_value set_num(napi_env env, napi_value obj, const char *name, double v) {
+  napi_value n;
+  CHECK(napi_create_double(env, v, &n));
+  CHECK(napi_set_named_property(env, obj, name, n));
+  return obj;
+}
+
+static napi_value set_str(napi_env env, napi_value obj, const char *name, const char *s) {
+  napi_value n;
+  CHECK(napi_create_string_utf8(env, s, NAPI_AUTO_LENGTH, &n));
+  CHECK(napi_set_named_property(env, obj, name, n));
+  return obj;
+}
+
+/* new Capture(opts, onBatch, onError) */
+static napi_value capture_new(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3], self;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, &self, NULL));
+  napi_valuetype t0, t1, t2;
+  if (argc < 3 || napi_typeof(env, argv[0], &t0) != napi_ok ||
+      napi_typeof(env, argv[1], &t1) != napi_ok || napi_typeof(env, argv[2], &t2) != napi_ok ||
+      t0 != napi_object || t1 != napi_function || t2 != napi_function)
+    return throw_code(env, "BAD_ARGUMENT", "usage: new Capture(options, onBatch, onError)");
+  napi_value opts = argv[0];
+
+  char iface[IFNAMSIZ + 1];
+  char filter[8192];
+  char prec[16];
+  if (!get_str(env, opts, "iface", iface, sizeof iface) || iface[0] == 0)
+    return throw_code(env, "BAD_ARGUMENT", "iface: an interface name of at most 15 bytes");
+  if (!get_str(env, opts, "filter", filter, sizeof filter))
+    return throw_code(env, "BAD_ARGUMENT", "filter: at most 8191 bytes");
+  if (!get_str(env, opts, "tstampPrecision", prec, sizeof prec))
+    return throw_code(env, "BAD_ARGUMENT", "tstampPrecision: 'nano' or 'micro'");
+  int64_t snaplen = get_int(env, opts, "snaplen", 512);
+  int64_t buffer_bytes = get_int(env, opts, "bufferBytes", 32 << 20);
+  int64_t timeout_ms = get_int(env, opts, "timeoutMs", 50);
+  int64_t batch_bytes = get_int(env, opts, "batchBytes", 1 << 20);
+  int immediate = get_bool(env, opts, "immediate", 0);
+  int promisc = get_bool(env, opts, "promisc", 1);
+  int want_nano = strcmp(prec, "micro") != 0;
+  if (snaplen < 64 || snaplen > 262144)
+    return throw_code(env, "BAD_ARGUMENT", "snaplen must be within 64..262144");
+  if (buffer_bytes < 4096 || buffer_bytes > ((int64_t)1 << 31) - 1)
+    return throw_code(env, "BAD_ARGUMENT", "bufferBytes must be within 4096..2^31-1");
+  if (timeout_ms < 1 || timeout_ms > 60000)
+    return throw_code(env, "BAD_ARGUMENT", "timeoutMs must be within 1..60000");
+  if (batch_bytes < 65536 || batch_bytes > (64 << 20))
+    return throw_code(env, "BAD_ARGUMENT", "batchBytes must be within 64 KiB..64 MiB");
+
+  char errbuf[PCAP_ERRBUF_SIZE] = {0};
+  pcap_t *p = pcap_create(iface, errbuf);
+  if (p == NULL) return throw_code(env, "ACTIVATE", errbuf);
+  pcap_set_snaplen(p, (int)snaplen);
+  pcap_set_promisc(p, promisc);
+  pcap_set_buffer_size(p, (int)buffer_bytes);
+  pcap_set_timeout(p, (int)timeout_ms);
+  pcap_set_immediate_mode(p, immediate);
+  int nano = 0;
+  if (want_nano && pcap_set_tstamp_precision(p, PCAP_TSTAMP_PRECISION_NANO) == 0) nano = 1;
+
+  int rc = pcap_activate(p);
+  if (rc < 0) {
+    char msg[PCAP_ERRBUF_SIZE + 64];
+    const char *code = rc == PCAP_ERROR_NO_SUCH_DEVICE ? "NO_SUCH_DEVICE"
+                       : rc == PCAP_ERROR_PERM_DENIED  ? "PERM_DENIED"
+                                                       : "ACTIVATE";
+    const char *detail = pcap_geterr(p);
+    snprintf(msg, sizeof msg, "%s",
+             detail != NULL && detail[0] != 0 ? detail : pcap_statustostr(rc));
+    pcap_close(p);
+    return throw_code(env, code, msg);
+  }
+  if (nano) nano = pcap_get_tstamp_precision(p) == PCAP_TSTAMP_PRECISION_NANO;
+
+  struct bpf_program prog;
+  if (pcap_compile(p, &prog, filter, 1, PCAP_NETMASK_UNKNOWN) != 0) {
+    char msg[PCAP_ERRBUF_SIZE];
+    snprintf(msg, sizeof msg, "%s", pcap_geterr(p));
+    pcap_close(p);
+    return throw_code(env, "BAD_FILTER", msg);
+  }
+  rc = pcap_setfilter(p, &prog);
+  pcap_freecode(&prog);
+  if (rc != 0) {
+    char msg[PCAP_ERRBUF_SIZE];
+    snprintf(msg, sizeof msg, "%s", pcap_geterr(p));
+    pcap_close(p);
+    return throw_code(env, "BAD_FILTER", msg);
+  }
+  if (pcap_setnonblock(p, 1, errbuf) != 0) {
+    pcap_close(p);
+    return throw_code(env, "ACTIVATE", errbuf);
+  }
+  int fd = pcap_get_selectable_fd(p);
+  if (fd < 0) {
+    pcap_close(p);
+    return throw_code(env, "ACTIVATE", "this interface has no selectable descriptor");
+  }
+
+  Capture *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    pcap_close(p);
+    return throw_code(env, "ACTIVATE", "out of memory");
+  }
+  c->env = env;
+  c->p = p;
+  c->nano = nano;
+  snprintf(c->iface, sizeof c->iface, "%s", iface);
+  int snap = pcap_snapshot(p);
+  c->buf_len = (size_t)batch_bytes;
+  c->max_per_batch = (int)(c->buf_len / (REC_HDR + ALIGN8(snap)));
+  if (c->max_per_batch < 1) c->max_per_batch = 1;
+
+  napi_value buf, name;
+  void *data = NULL;
+  napi_status st = napi_create_buffer(env, c->buf_len, &data, &buf);
+  if (st == napi_ok) st = napi_create_reference(env, buf, 1, &c->buf_ref);
+  if (st == napi_ok) st = napi_create_reference(env, argv[1], 1, &c->on_batch);
+  if (st == napi_ok) st = napi_create_reference(env, argv[2], 1, &c->on_error);
+  if (st == napi_ok)
+    st = napi_create_string_utf8(env, "hoptrace:pcap-batch", NAPI_AUTO_LENGTH, &name);
+  if (st == napi_ok) st = napi_async_init(env, self, name, &c->async);
+  if (st == napi_ok) st = napi_wrap(env, self, c, finalize, NULL, &c->self);
+  if (st != napi_ok) {
+    do_close(c);
+    free(c);
+    return throw_code(env, "ACTIVATE", "cannot set up the JS side of the capture");
+  }
+  c->buf = data;
+  napi_reference_ref(env, c->self, NULL); /* strong until close() */
+
+  uv_loop_t *loop = NULL;
+  c->poll = calloc(1, sizeof *c->poll);
+  if (napi_get_uv_event_loop(env, &loop) != napi_ok || c->poll == NULL ||
+      uv_poll_init(loop, c->poll, fd) != 0) {
+    free(c->poll);
+    c->poll = NULL;
+    do_close(c);
+    return throw_code(env, "ACTIVATE", "cannot poll the capture descriptor");
+  }
+  c->poll->data = c;
+  uv_poll_start(c->poll, UV_READABLE, on_poll);
+
+  int dlt = pcap_datalink(p);
+  const char *dlt_name = pcap_datalink_val_to_name(dlt);
+  set_num(env, self, "linktype", dlt_to_linktype(dlt));
+  set_str(env, self, "linktypeName", dlt_name != NULL ? dlt_name : "unknown");
+  set_num(env, self, "snaplen", snap);
+  set_str(env, self, "tstampPrecision", nano ? "nano" : "micro");
+  return self;
+}
+
+static napi_value capture_stats(napi_env env, napi_callback_info info) {
+  Capture *c = unwrap_this(env, info);
+  if (c == NULL) return throw_code(env, "BAD_ARGUMENT", "not a Capture");
+  struct pcap_stat s;
+  memset(&s, 0, sizeof s);
+  if (c->p != NULL) {
+    if (pcap_stats(c->p, &s) != 0) return throw_code(env, "STATS", pcap_geterr(c->p));
+  } else if (c->have_last) {
+    s = c->last;
+  }
+  napi_value out;
+  CHECK(napi_create_object(env, &out));
+  set_num(env, out, "recv", s.ps_recv);
+  set_num(env, out, "drop", s.ps_drop);
+  set_num(env, out, "ifdrop", s.ps_ifdrop);
+  return out;
+}
+
+static napi_value capture_close(napi_env env, napi_callback_info info) {
+  Capture *c = unwrap_this(env, info);
+  if (c == NULL) return throw_code(env, "BAD_ARGUMENT", "not a Capture");
+  if (c->in_js) {
+    /* Inside onBatch/onError pcap_dispatch may still be on the stack: close afterwards. */
+    c->close_pending = 1;
+    if (c->poll != NULL) uv_poll_stop(c->poll);
+  } else {
+    do_close(c);
+  }
+  return NULL;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  napi_property_descriptor methods[] = {
+      {"stats", NULL, capture_stats, NULL, NULL, NULL, napi_default, NULL},
+      {"close", NULL, capture_close, NULL, NULL, NULL, napi_default, NULL},
+  };
+  napi_value cls, version, libver;
+  CHECK(napi_define_class(env, "Capture", NAPI_AUTO_LENGTH, capture_new, NULL, 2, methods, &cls));
+  CHECK(napi_set_named_property(env, exports, "Capture", cls));
+  CHECK(napi_create_uint32(env, ADDON_VERSION, &version));
+  CHECK(napi_set_named_property(env, exports, "version", version));
+  CHECK(napi_create_string_utf8(env, pcap_lib_version(), NAPI_AUTO_LENGTH, &libver));
+  CHECK(napi_set_named_property(env, exports, "libpcapVersion", libver));
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)
