@@ -66,20 +66,7 @@ export async function runScenario(scenario: Scenario, opts: RunOptions): Promise
     const points = topo.points.map((p) => ({ ...p, file: join(opts.outDir, `${p.name}.pcap`) }));
     for (const p of points) captures.push(await startCapture(lab, p));
 
-    const url = `http://${scenario.target.ip}:${scenario.target.port}/hoptrace-probe-${probeId}`;
-    const res = await lab.execStatus(
-      NS.client,
-      'curl',
-      ['-s', '--noproxy', '*', '--max-time', '3', '-w', '\n%{http_code}', url],
-      10_000,
-    );
-    const nl = res.stdout.lastIndexOf('\n');
-    const httpCode = nl >= 0 ? res.stdout.slice(nl + 1) : null;
-    const curl = {
-      code: res.code,
-      httpCode: httpCode === '000' ? null : httpCode,
-      body: nl >= 0 ? res.stdout.slice(0, nl) : res.stdout,
-    };
+    const curl = await sendProbe(lab, scenario, probeId);
 
     await delay(DRAIN_MS);
     const stats: CaptureStats[] = [];
@@ -133,8 +120,33 @@ export async function runScenario(scenario: Scenario, opts: RunOptions): Promise
   }
 }
 
-// The backend server logs one JSON line per request; find the probe's.
-function backendObserved(log: string, probeId: string): { src: string; sport: number } | null {
+/** Sends the probe request from the client namespace (curl, 3 s at most); never throws on failure. */
+export async function sendProbe(
+  lab: Netns,
+  scenario: Scenario,
+  probeId: string,
+): Promise<ScenarioRun['curl']> {
+  const url = `http://${scenario.target.ip}:${scenario.target.port}/hoptrace-probe-${probeId}`;
+  const res = await lab.execStatus(
+    NS.client,
+    'curl',
+    ['-s', '--noproxy', '*', '--max-time', '3', '-w', '\n%{http_code}', url],
+    10_000,
+  );
+  const nl = res.stdout.lastIndexOf('\n');
+  const httpCode = nl >= 0 ? res.stdout.slice(nl + 1) : null;
+  return {
+    code: res.code,
+    httpCode: httpCode === '000' ? null : httpCode,
+    body: nl >= 0 ? res.stdout.slice(0, nl) : res.stdout,
+  };
+}
+
+/** The source the backend application logged for the probe (one JSON line per request). */
+export function backendObserved(
+  log: string,
+  probeId: string,
+): { src: string; sport: number } | null {
   for (const line of log.split('\n')) {
     if (!line.includes(`hoptrace-probe-${probeId}`)) continue;
     try {
