@@ -473,7 +473,10 @@ export class CaptureSession {
 }
 
 function errorText(p: PointRecord): string {
-  return p.error === undefined ? 'failed' : `${p.error.code}: ${p.error.message}`;
+  if (p.error === undefined) return 'failed';
+  const { code, message } = p.error;
+  // An agent's HoptraceError message already starts with its code: do not say it twice.
+  return message.startsWith(`${code}:`) ? message : `${code}: ${message}`;
 }
 
 function whyNothing(p: PointRecord): string {

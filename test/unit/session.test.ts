@@ -247,3 +247,19 @@ void t.test('status counters: packets, drops unknown (null), lost; arming → ca
   t.equal(s.point('decap')?.error?.code, 'CAPTURE_NAMESPACE_GONE');
   t.end();
 });
+
+void t.test('an agent error message that already carries its code is not prefixed twice', (t) => {
+  const s = armed(undefined, undefined);
+  s.markFailed(
+    'decap',
+    { code: 'TARGET_NOT_FOUND', message: 'TARGET_NOT_FOUND: no namespace holds 10.244.2.5' },
+    0,
+  );
+  const d = step(s, 0);
+  t.equal(d.kind, 'finish');
+  if (d.kind === 'finish') {
+    t.match(d.reason, /decap failed \(TARGET_NOT_FOUND: no namespace holds 10\.244\.2\.5\)/);
+    t.notMatch(d.reason, /TARGET_NOT_FOUND: TARGET_NOT_FOUND/);
+  }
+  t.end();
+});
