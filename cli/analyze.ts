@@ -7,7 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
 import { replayCaptureFile } from '../agent/replay';
-import { analyzeEvents, type AnalysisResult } from '../collector/analyze';
+import { analyzeEventStreams, type AnalysisResult } from '../collector/analyze';
 import { renderReportJson, renderReportMarkdown, renderVerdictText } from '../collector/report';
 import { HoptraceError } from '../common/errors';
 import type { PacketEvent } from '../common/event';
@@ -40,16 +40,26 @@ function useful(e: PacketEvent): boolean {
   return e.related !== undefined || e.inner?.proto === 'tcp' || e.inner?.proto === 'udp';
 }
 
-/** Reads every point's capture file and analyses the selected request. */
+function* usefulEvents(file: string, point: string): Generator<PacketEvent> {
+  for (const ev of replayCaptureFile(file, { point, node: '', iface: 'file' })) {
+    if (useful(ev)) yield ev;
+  }
+}
+
+/**
+ * Reads every point's capture file and analyses the selected request, streaming: the first file is
+ * read twice (select the request, then keep its packets), the others once, and only the events that
+ * can matter to the request are kept, so memory does not grow with the files.
+ */
 export function analyzeFiles(input: AnalyzeFilesInput): AnalysisResult {
-  const points = input.points.map(({ name, file }) => {
-    const events: PacketEvent[] = [];
-    for (const ev of replayCaptureFile(file, { point: name, node: '', iface: 'file' })) {
-      if (useful(ev)) events.push(ev);
-    }
-    return { name, events };
+  return analyzeEventStreams({
+    points: input.points.map(({ name, file }) => ({
+      name,
+      events: () => usefulEvents(file, name),
+    })),
+    inventory: input.inventory,
+    selector: input.selector,
   });
-  return analyzeEvents({ points, inventory: input.inventory, selector: input.selector });
 }
 
 /** Parses `NAME=FILE`. */

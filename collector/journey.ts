@@ -116,6 +116,16 @@ export type CorrelationResult = Journey;
 export interface PointEvents {
   name: string;
   events: PacketEvent[];
+  /**
+   * How many events the point captured in all, when `events` holds only those that can matter
+   * (streaming analysis keeps a filtered subset); default `events.length`.
+   */
+  capturedEvents?: number | undefined;
+}
+
+/** Events captured at a point: `capturedEvents` when given, else the events handed in. */
+export function capturedCount(p: PointEvents): number {
+  return p.capturedEvents ?? p.events.length;
 }
 
 const KEY_ORDER: readonly MatchKey[] = [

@@ -14,6 +14,7 @@
 
 import type { PacketEvent } from '../common/event';
 import {
+  capturedCount,
   endpointKey,
   reverseEndpoint,
   sameEndpoint,
@@ -68,12 +69,12 @@ const plus1 = (n: number): number => (n + 1) >>> 0;
 
 const absDiff = (a: bigint, b: bigint): bigint => (a > b ? a - b : b - a);
 
-function byTime(a: TcpView, b: TcpView): number {
+export function byTime(a: TcpView, b: TcpView): number {
   if (a.ev.tsNs !== b.ev.tsNs) return a.ev.tsNs < b.ev.tsNs ? -1 : 1;
   return a.ev.frame - b.ev.frame;
 }
 
-function matchesSelector(t: Endpoint, sel: RequestSelector): boolean {
+export function matchesSelector(t: Endpoint, sel: RequestSelector): boolean {
   if (sel.client !== undefined && t.src !== sel.client) return false;
   if (sel.dst !== undefined && t.dst !== sel.dst) return false;
   if (sel.dport !== undefined && t.dport !== sel.dport) return false;
@@ -359,7 +360,7 @@ function matchPoint(
   point: PointEvents,
   windowNs: bigint,
 ): PointMatch {
-  const captured = point.events.length;
+  const captured = capturedCount(point);
   if (captured === 0) {
     return emptyPoint(
       point.name,
@@ -519,7 +520,7 @@ export function correlateIdentity(
   );
   const firstMatch = describeConnection(
     {
-      ...emptyPoint(first.name, first.events.length, 'matched', ''),
+      ...emptyPoint(first.name, capturedCount(first), 'matched', ''),
       matchedBy: ['selector'],
       packet: synView === undefined ? null : packetRef(synView),
       detail: `first new TCP connection ${endpointKey(id.tuple)} (ISN ${id.isn}) selected at ${first.name}`,

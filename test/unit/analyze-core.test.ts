@@ -1,7 +1,17 @@
 import t from 'tap';
-import { analyzeEvents } from '../../collector/analyze';
+import { analyzeEventStreams, analyzeEvents } from '../../collector/analyze';
+import type { PacketEvent } from '../../common/event';
 import { isHoptraceError } from '../../common/errors';
-import { CLIENT, DIRECT, INVENTORY, T0, exchange, pt } from './fixtures-events';
+import {
+  ADDR,
+  CLIENT,
+  DIRECT,
+  INVENTORY,
+  PROBE_REQUEST,
+  T0,
+  exchange,
+  pt,
+} from './fixtures-events';
 
 const points = [
   pt('decap', exchange('decap', DIRECT, { synRetransmits: 1 })),
@@ -60,5 +70,61 @@ void t.test('analyzeEvents: windowNs is honoured', (t) => {
     analyzeEvents({ points: late, inventory: INVENTORY, selector: {} }).verdict.layer,
     'preserved',
   );
+  t.end();
+});
+
+void t.test('analyzeEventStreams: same result as analyzeEvents, keeping only what matters', (t) => {
+  const PROXIED = { src: ADDR.proxyPod, sport: 51000, dst: ADDR.backendPod, dport: 8080 };
+  const NAT = { src: '10.244.1.10', sport: 33000, dst: ADDR.backendPod, dport: 8080 };
+  const noise = (point: string, n: number, at: bigint): PacketEvent[] => {
+    const out: PacketEvent[] = [];
+    for (let i = 0; i < n; i++) {
+      const ep = { src: '10.244.7.1', sport: 20000 + i, dst: '10.244.8.1', dport: 443 };
+      out.push(...exchange(point, ep, { isn: 1000 + i * 7919, at: at + BigInt(i), request: {} }));
+    }
+    return out;
+  };
+  const cases: { name: string; points: { name: string; events: PacketEvent[] }[] }[] = [
+    { name: 'direct', points },
+    {
+      name: 'nat + proxy + noise',
+      points: [
+        pt('decap', [...noise('decap', 20, 0n), ...exchange('decap', DIRECT)]),
+        pt('egress', [...exchange('egress', NAT, { at: 1n }), ...noise('egress', 20, 5n)]),
+        pt('backend', [
+          ...noise('backend', 20, 0n),
+          ...exchange('backend', PROXIED, { at: 2n, isn: 99, request: PROBE_REQUEST }),
+        ]),
+      ],
+    },
+    {
+      name: 'nothing TCP within the window at the backend',
+      points: [
+        pt('decap', exchange('decap', DIRECT)),
+        pt('backend', noise('backend', 5, 60_000_000_000n)),
+      ],
+    },
+    { name: 'empty later point', points: [pt('decap', exchange('decap', DIRECT)), pt('b', [])] },
+  ];
+  for (const c of cases) {
+    for (const selector of [{}, { client: CLIENT }, { client: '10.1.2.3' }]) {
+      const run = (f: () => unknown): unknown => {
+        try {
+          return f();
+        } catch (e: unknown) {
+          return isHoptraceError(e) ? e.message : String(e);
+        }
+      };
+      const want = run(() => analyzeEvents({ points: c.points, inventory: INVENTORY, selector }));
+      const got = run(() =>
+        analyzeEventStreams({
+          points: c.points.map((p) => ({ name: p.name, events: () => p.events })),
+          inventory: INVENTORY,
+          selector,
+        }),
+      );
+      t.same(got, want, `${c.name} ${JSON.stringify(selector)}`);
+    }
+  }
   t.end();
 });

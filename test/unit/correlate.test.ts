@@ -7,6 +7,7 @@ import {
   DIRECT,
   ISN,
   MS,
+  PROBE_REQUEST,
   SERVER_ISN,
   SYN,
   T0,
@@ -248,3 +249,40 @@ void t.test(
     t.end();
   },
 );
+
+void t.test('Correlator: expire() gives what correlateRequest gives on the same events', (t) => {
+  const NAT = { src: '10.244.1.10', sport: 33000, dst: ADDR.backendPod, dport: 8080 };
+  const PROXIED = { src: ADDR.proxyPod, sport: 51000, dst: ADDR.backendPod, dport: 8080 };
+  const noise = (point: string, n: number): ReturnType<typeof exchange> =>
+    Array.from({ length: n }, (_, i) =>
+      exchange(
+        point,
+        { src: '10.244.7.1', sport: 20000 + i, dst: '10.244.8.1', dport: 443 },
+        { isn: 1000 + i * 7919, at: BigInt(i), request: {} },
+      ),
+    ).flat();
+  const points = [
+    pt('decap', [...noise('decap', 10), ...exchange('decap', DIRECT)]),
+    pt('egress', [...exchange('egress', NAT, { at: 1n }), ...noise('egress', 10)]),
+    pt('backend', [
+      ...noise('backend', 10),
+      ...exchange('backend', PROXIED, { at: 2n, isn: 99, request: PROBE_REQUEST }),
+    ]),
+  ];
+  const want = correlateRequest(points, { client: CLIENT });
+  for (const order of ['in order', 'arrivals out of order']) {
+    const c = new Correlator({
+      points: ['decap', 'egress', 'backend'],
+      selector: { client: CLIENT },
+    });
+    const now = 1000n * SEC;
+    let k = 0;
+    for (const p of points)
+      for (const e of p.events) c.add(e, order === 'in order' ? now : now + BigInt(k++ % 3) * MS);
+    t.equal(c.expire(now + 5n * SEC).length, 0);
+    const done = c.expire(now + 11n * SEC);
+    t.same(done, [want], order);
+    t.same(c.journeys(), [want], `${order}: journeys()`);
+  }
+  t.end();
+});
