@@ -12,6 +12,7 @@ import type {
   TunnelInfo,
   TunnelKind,
 } from './event';
+import { TRANSPORT_NAMES, TUNNEL_KINDS } from './event';
 
 const PROTO_PATH = join(__dirname, '..', '..', 'proto', 'hoptrace.proto');
 
@@ -28,30 +29,8 @@ export function protoType(name: string): protobuf.Type {
   return protoRoot().lookupType(`hoptrace.v1.${name}`);
 }
 
-const TRANSPORTS: readonly TransportName[] = [
-  'tcp',
-  'udp',
-  'icmp',
-  'icmpv6',
-  'sctp',
-  'gre',
-  'esp',
-  'other',
-];
-const TUNNELS: readonly TunnelKind[] = [
-  'vxlan',
-  'vxlan-gpe',
-  'geneve',
-  'gre',
-  'erspan',
-  'ipip',
-  '6in4',
-  '4in6',
-  '6in6',
-  'mpls-udp',
-  'wireguard',
-  'esp',
-];
+const TRANSPORTS: readonly TransportName[] = TRANSPORT_NAMES;
+const TUNNELS: readonly TunnelKind[] = TUNNEL_KINDS;
 const LINKTYPES: readonly string[] = [
   'ethernet',
   'linux-sll',

@@ -3,8 +3,21 @@
  * proto/hoptrace.proto). Plain numbers and strings only: no Buffer outlives the capture callback.
  */
 
-/** Transport protocol names as they appear in tuples and in `hoptrace decode --json`. */
-export type TransportName = 'tcp' | 'udp' | 'icmp' | 'icmpv6' | 'sctp' | 'gre' | 'esp' | 'other';
+/**
+ * Transport protocol names as they appear in tuples and in `hoptrace decode --json`. The order is
+ * the wire order (protobuf enum value - 1, and the worker's batch frames): append only.
+ */
+export const TRANSPORT_NAMES = [
+  'tcp',
+  'udp',
+  'icmp',
+  'icmpv6',
+  'sctp',
+  'gre',
+  'esp',
+  'other',
+] as const;
+export type TransportName = (typeof TRANSPORT_NAMES)[number];
 
 /** A 5-tuple. Addresses are canonical text (dotted quad; RFC 5952 for IPv6). */
 export interface Tuple {
@@ -17,20 +30,25 @@ export interface Tuple {
   dport?: number;
 }
 
-/** Tunnel kinds the decoder names. WireGuard and ESP are opaque: recognised, not decrypted. */
-export type TunnelKind =
-  | 'vxlan'
-  | 'vxlan-gpe'
-  | 'geneve'
-  | 'gre'
-  | 'erspan'
-  | 'ipip'
-  | '6in4'
-  | '4in6'
-  | '6in6'
-  | 'mpls-udp'
-  | 'wireguard'
-  | 'esp';
+/**
+ * Tunnel kinds the decoder names. WireGuard and ESP are opaque: recognised, not decrypted. The
+ * order is the wire order (protobuf enum value - 1, and the worker's batch frames): append only.
+ */
+export const TUNNEL_KINDS = [
+  'vxlan',
+  'vxlan-gpe',
+  'geneve',
+  'gre',
+  'erspan',
+  'ipip',
+  '6in4',
+  '4in6',
+  '6in6',
+  'mpls-udp',
+  'wireguard',
+  'esp',
+] as const;
+export type TunnelKind = (typeof TUNNEL_KINDS)[number];
 
 /** One level of encapsulation, outermost first. `id` is the VNI, GRE key, SPI or WG receiver index. */
 export interface TunnelInfo {

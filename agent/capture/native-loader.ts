@@ -29,6 +29,11 @@ export interface PcapBatchStats {
   drop: number;
   /** ps_ifdrop: dropped by the interface (Linux: its rx_dropped since open). */
   ifdrop: number;
+  /**
+   * Packets handed to onBatch since open. After close (stats read after the last delivery),
+   * recv - drop - delivered is what was left in the ring, unseen.
+   */
+  delivered: number;
 }
 
 /** One open capture. */
@@ -40,6 +45,8 @@ export interface PcapBatchCapture {
   readonly snaplen: number;
   readonly tstampPrecision: 'nano' | 'micro';
   stats(): PcapBatchStats;
+  /** Delivers what the ring holds now (retired blocks) in up to `rounds` batches; returns the count. */
+  drain(rounds?: number): number;
   close(): void;
 }
 
@@ -68,7 +75,7 @@ export type NativeLoad =
   { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
 
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
-const ADDON_VERSION = 1;
+const ADDON_VERSION = 2;
 
 /** Where the built addon lives: native/ at the repository root, from dist/agent/capture or agent/capture. */
 export function nativeAddonPath(): string {

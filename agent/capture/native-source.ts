@@ -54,6 +54,14 @@ export interface NativeSourceOptions {
   addon?: PcapBatchAddon;
   /** Called with each raw batch before it is decoded (tests and benchmarks). */
   onRawBatch?: (count: number) => void;
+  /**
+   * Hand each capture batch to onEvents synchronously, as one array, instead of through an
+   * EventBatcher (the capture worker: it encodes and writes the batch at once). `batch` is then
+   * ignored and nothing is queued, so queueDrops only counts packets left in the ring at stop.
+   */
+  direct?: boolean;
+  /** How long stop() keeps draining a ring that still fills (default 1000 ms). */
+  drainMs?: number;
 }
 
 function errorCode(e: unknown): string {
@@ -71,6 +79,11 @@ export class NativeSource implements CaptureSource {
   private stopping: Promise<void> | undefined;
   private frames = 0;
   private lastStats: PcapBatchStats | undefined;
+  /** Direct mode: events handed to onEvents, and those with a decode error. */
+  private delivered = 0;
+  private decodeErrors = 0;
+  /** Packets left in the ring when the capture closed: received, never delivered. */
+  private leftInRing = 0;
   /** libpcap's link type name of the open capture (e.g. 'EN10MB'); undefined before start. */
   linktypeName: string | undefined;
 
@@ -113,23 +126,39 @@ export class NativeSource implements CaptureSource {
       }
       addon = load.addon;
     }
-    const batcher = new EventBatcher(onEvents, this.opts.batch);
+    const batcher =
+      this.opts.direct === true ? undefined : new EventBatcher(onEvents, this.opts.batch);
     const ctx: EventContext = { point: spec.point, node: spec.node, iface: spec.iface };
     const decodeOpts = this.opts.decode;
     const onRaw = this.opts.onRawBatch;
     let linktype = -1;
+    let view: DataView | undefined;
     const onBatch = (buf: Buffer, count: number): void => {
       onRaw?.(count);
+      if (view?.buffer !== buf.buffer) view = new DataView(buf.buffer, buf.byteOffset, buf.length);
+      const v = view;
+      const events: PacketEvent[] = new Array<PacketEvent>(count);
       let at = 0;
+      let errors = 0;
       for (let i = 0; i < count; i++) {
-        const caplen = buf.readUInt32LE(at);
-        const wireLength = buf.readUInt32LE(at + 4);
-        const tsNs = buf.readBigUInt64LE(at + 8);
+        const caplen = v.getUint32(at, true);
+        const wireLength = v.getUint32(at + 4, true);
+        const tsNs = v.getBigUint64(at + 8, true);
         const start = at + REC_HDR;
         // A view into the reused buffer: decodeFrame copies what it keeps, the view dies here.
         const d = decodeFrame(linktype, buf.subarray(start, start + caplen), decodeOpts);
-        batcher.push(toPacketEvent({ index: ++this.frames, tsNs, wireLength }, d, ctx));
+        const ev = toPacketEvent({ index: ++this.frames, tsNs, wireLength }, d, ctx);
+        if (batcher !== undefined) batcher.push(ev);
+        else {
+          events[i] = ev;
+          if (ev.error !== undefined) errors++;
+        }
         at = start + ((caplen + 7) & ~7);
+      }
+      if (batcher === undefined && count > 0) {
+        this.delivered += count;
+        this.decodeErrors += errors;
+        onEvents(events);
       }
     };
     const onError = (code: string, message: string): void => {
@@ -179,8 +208,16 @@ export class NativeSource implements CaptureSource {
   /** Closes the capture (keeping its final counters) and ends delivery once. */
   private finish(err: HoptraceError | null): void {
     const h = this.handle;
-    // After close() the addon keeps answering stats() with the counters read at close.
-    h?.close();
+    // After close() the addon keeps answering stats() with the counters read at close, after the
+    // last delivery: what was received but neither delivered nor dropped stayed in the ring.
+    if (h !== undefined) {
+      h.close();
+      const last = this.readStats(h);
+      if (last !== undefined) {
+        this.lastStats = last;
+        this.leftInRing = Math.max(0, last.recv - last.drop - last.delivered);
+      }
+    }
     this.batcher?.close();
     const onEnd = this.onEnd;
     this.onEnd = undefined;
@@ -192,10 +229,30 @@ export class NativeSource implements CaptureSource {
     this.finish(err);
   }
 
+  /**
+   * Drains the ring before closing, so that packets captured before stop() are delivered: what
+   * the ring holds now, then — after one block timeout, when the kernel has retired the block it
+   * was filling — what it holds then, for at most drainMs while traffic keeps coming. Whatever is
+   * still in the ring at close is counted in queueDrops (never silently lost).
+   */
   stop(): Promise<void> {
-    this.stopping ??= Promise.resolve().then(() => {
+    this.stopping ??= (async () => {
+      const h = this.handle;
+      if (h !== undefined) {
+        const deadline = Date.now() + (this.opts.drainMs ?? 1000);
+        const drain = (): void => {
+          while (h.drain(4) > 0 && Date.now() < deadline) {
+            // keep reading while full batches come
+          }
+        };
+        drain();
+        await new Promise((r) =>
+          setTimeout(r, (this.opts.timeoutMs ?? NATIVE_DEFAULT_TIMEOUT_MS) + 10),
+        );
+        drain();
+      }
       this.finish(null);
-    });
+    })();
     return this.stopping;
   }
 
@@ -218,12 +275,14 @@ export class NativeSource implements CaptureSource {
   stats(): CaptureStats {
     const b = this.batcher;
     const p = this.pcapStats();
-    return {
-      packets: b?.delivered ?? 0,
-      decodeErrors: b?.decodeErrors ?? 0,
+    const s: CaptureStats = {
+      packets: b?.delivered ?? this.delivered,
+      decodeErrors: b?.decodeErrors ?? this.decodeErrors,
       kernelDrops: p?.drop ?? null,
       ifaceDrops: p?.ifdrop ?? null,
-      queueDrops: b?.dropped ?? 0,
+      queueDrops: (b?.dropped ?? 0) + this.leftInRing,
     };
+    if (p !== undefined) s.received = p.recv;
+    return s;
   }
 }

@@ -164,6 +164,10 @@ export class NsCapture implements CaptureSource {
 
       const onFrame = (f: WorkerFrame): void => {
         if (this.ended) return;
+        if (f.type === 'events') {
+          for (const ev of f.events) batcher.push(ev);
+          return;
+        }
         if (f.type === 'event') {
           batcher.push(f.event);
           return;
@@ -313,9 +317,11 @@ export class NsCapture implements CaptureSource {
     const child = this.child;
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
     child.kill('SIGTERM');
+    // The worker drains its ring (≤ ~1 s) and its stdout before exiting, then sends its final
+    // counters: give it time, or the last frames and counters are lost.
     setTimeout(() => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    }, 3000).unref();
+    }, 10_000).unref();
   }
 
   /** Flushes and calls onEnd once. */
@@ -349,12 +355,14 @@ export class NsCapture implements CaptureSource {
   stats(): CaptureStats {
     const b = this.batcher;
     const w = this.workerStats;
-    return {
+    const s: CaptureStats = {
       packets: b?.delivered ?? 0,
       decodeErrors: b?.decodeErrors ?? 0,
       kernelDrops: w?.kernelDrops ?? null,
       ifaceDrops: w?.ifaceDrops ?? null,
       queueDrops: (w?.queueDrops ?? 0) + (b?.dropped ?? 0),
     };
+    if (w?.received !== undefined) s.received = w.received;
+    return s;
   }
 }

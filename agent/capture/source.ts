@@ -34,8 +34,16 @@ export interface CaptureStats {
   kernelDrops: number | null;
   /** Packets the interface dropped; null = unknown. */
   ifaceDrops: number | null;
-  /** Events dropped because the consumer fell behind (bounded queues drop rather than block). */
+  /**
+   * Events dropped because the consumer fell behind (bounded queues drop rather than block), and
+   * packets still in the capture ring when it was closed: received, never delivered.
+   */
   queueDrops: number;
+  /**
+   * Packets the capture took in (native: libpcap's ps_recv, which includes kernel drops); absent
+   * when the source cannot know. Once stopped: packets + kernelDrops + queueDrops = received.
+   */
+  received?: number;
 }
 
 /** One way of producing PacketEvents. */
@@ -114,10 +122,16 @@ export class EventBatcher {
     this.timer = undefined;
     this.immediate = undefined;
     while (this.queue.length > 0) {
-      const batch = this.queue.splice(0, this.maxBatch);
-      this.delivered += batch.length;
-      for (const ev of batch) if (ev.error !== undefined) this.decodeErrors++;
-      this.deliver(batch);
+      // Take the whole queue at once: splicing maxBatch off the front of a long queue copies the
+      // rest every time (quadratic). Events pushed while delivering go to the next round.
+      const queue = this.queue;
+      this.queue = [];
+      for (let i = 0; i < queue.length; i += this.maxBatch) {
+        const batch = queue.length <= this.maxBatch ? queue : queue.slice(i, i + this.maxBatch);
+        this.delivered += batch.length;
+        for (const ev of batch) if (ev.error !== undefined) this.decodeErrors++;
+        this.deliver(batch);
+      }
     }
   }
 

@@ -3,7 +3,9 @@
  * (`nsenter --net=PATH node worker.js '<json>'`), because libpcap opens only interfaces of its own
  * namespace and Node has no setns. It runs a NativeSource there (a CapSource when the addon is not
  * built, after a `warning` frame, or when the spec asks for `source: 'cap'`) and streams frames
- * (worker-frames.ts) on stdout: `ready` once the capture is open, events, periodic `stats`, and
+ * (worker-frames.ts) on stdout: `ready` once the capture is open, event batches (one binary frame
+ * per capture batch; beyond maxQueuedBytes unread by the parent a batch is dropped and counted),
+ * periodic `stats` (final ones after the ring is drained at stop), and
  * `error` + exit code 2 when it cannot start or the capture fails. It stops on SIGTERM/SIGINT and when stdin closes
  * (the parent died), so it never outlives the agent.
  */
@@ -13,7 +15,7 @@ import { NativeSource } from './native-source';
 import type { CaptureSource, CaptureSpec } from './source';
 import {
   encodeControlFrame,
-  encodeEventFrame,
+  EventBatchEncoder,
   type WireError,
   type WorkerControl,
 } from './worker-frames';
@@ -24,7 +26,7 @@ export interface WorkerArgs {
   /** Label for errors (the namespace path). */
   where?: string;
   statsIntervalMs?: number;
-  /** Bytes queued on stdout beyond which events are dropped and counted (default 32 MiB). */
+  /** Bytes queued on stdout beyond which event batches are dropped and counted (default 8 MiB). */
   maxQueuedBytes?: number;
 }
 
@@ -40,8 +42,10 @@ function pickSource(
   if (want !== 'cap') {
     const load = loadNativeAddon();
     // Forced 'native' without the addon: NativeSource.start() rejects with the reason.
-    if (load.ok || want === 'native')
-      return { src: new NativeSource(args.spec, opts), kind: 'native' };
+    if (load.ok || want === 'native') {
+      // Direct: each capture batch is encoded and written as it comes, no second queue here.
+      return { src: new NativeSource(args.spec, { ...opts, direct: true }), kind: 'native' };
+    }
     warn(
       `native capture addon unavailable (${load.reason}); using cap 0.2.1: drops unknown, ~40 k pps ceiling`,
     );
@@ -63,7 +67,7 @@ function toWire(e: unknown): WireError {
 
 function main(): void {
   const args = JSON.parse(process.argv[2] ?? '{}') as WorkerArgs;
-  const maxQueued = args.maxQueuedBytes ?? 32 * 1024 * 1024;
+  const maxQueued = args.maxQueuedBytes ?? 8 * 1024 * 1024;
   const out = process.stdout;
   let pipeDrops = 0;
   let exiting = false;
@@ -80,9 +84,10 @@ function main(): void {
     send({ kind: 'stats', stats: { ...s, queueDrops: s.queueDrops + pipeDrops } });
   };
   const exit = (code: number): void => {
-    // Exit once stdout has drained, so the last frames reach the parent.
+    // Exit once stdout has drained, so the last frames reach the parent (at most maxQueued
+    // bytes are pending; the parent waits 10 s before SIGKILL).
     out.end(() => process.exit(code));
-    setTimeout(() => process.exit(code), 2000).unref();
+    setTimeout(() => process.exit(code), 8000).unref();
   };
   const shutdown = (): void => {
     if (exiting) return;
@@ -102,14 +107,19 @@ function main(): void {
   // The parent went away while we were writing: nothing left to report to.
   out.on('error', () => process.exit(0));
 
+  // stdout is a pipe: writes are asynchronous (libuv queues what the pipe does not take), so
+  // writableLength is what the parent has not read yet. One frame per capture batch.
+  const encoder = new EventBatchEncoder();
   src
     .start(
       (events) => {
-        for (const ev of events) {
-          // Never let a slow parent block the capture: beyond the bound, drop and count.
-          if (out.writableLength > maxQueued) pipeDrops++;
-          else out.write(encodeEventFrame(ev));
+        // Never let a slow parent block the capture or grow memory: beyond the bound, drop the
+        // batch and count it.
+        if (out.writableLength > maxQueued) {
+          pipeDrops += events.length;
+          return;
         }
+        for (const f of encoder.encode(events)) out.write(f);
       },
       (err: HoptraceError | null) => {
         // The capture failed after it was open (interface removed, read error): report and exit.

@@ -2,6 +2,7 @@
 // and the namespace worker (native by default, cap forced). Live parts need root and fail with the reason otherwise (never skip). Live
 // traffic stays on loopback or inside namespaces this test creates.
 import { createSocket } from 'node:dgram';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { CapSource } from '../../agent/capture/cap-source';
@@ -13,6 +14,7 @@ import type { CaptureSource, CaptureSpec } from '../../agent/capture/source';
 import {
   encodeControlFrame,
   encodeEventFrame,
+  EventBatchEncoder,
   WorkerFrameParser,
   type WorkerFrame,
 } from '../../agent/capture/worker-frames';
@@ -331,5 +333,58 @@ void t.test('worker frames parse incrementally, split anywhere', (t) => {
     () => new WorkerFrameParser().push(Buffer.from('0000000109', 'hex')),
     /unknown frame type/,
   );
+  t.end();
+});
+
+void t.test('event batch frames: every event of every sample pcap round-trips exactly', (t) => {
+  const events: PacketEvent[] = [];
+  for (const f of readdirSync(pcaps).filter((n) => /\.pcap(ng)?$/.test(n))) {
+    try {
+      for (const ev of replayCaptureFile(join(pcaps, f), { point: 'p', node: 'n' }))
+        events.push(ev);
+    } catch {
+      // malformed samples end early: their events so far still count
+    }
+  }
+  t.ok(events.length > 300, `${events.length} events from the sample pcaps`);
+  const withShapes = {
+    tunnels: events.some((e) => e.tunnels.length > 0),
+    outer: events.some((e) => e.outer !== null),
+    related: events.some((e) => e.related !== undefined),
+    error: events.some((e) => e.error !== undefined),
+  };
+  t.comment(JSON.stringify(withShapes));
+  const odd: PacketEvent = {
+    ...(events[0] as PacketEvent),
+    frame: 2 ** 40,
+    tsNs: 2n ** 64n - 1n,
+    keys: { payloadLength: 7, probeMarker: 'ü-42', tcpSeq: 2 ** 32 - 1, tsEcr: 0 },
+    tunnels: [{ kind: 'wireguard', id: 7, messageType: 4 }, { kind: 'geneve' }],
+    error: 'DECODE_TRUNCATED',
+    truncated: true,
+  };
+  events.push(odd);
+  const enc = new EventBatchEncoder();
+  // Several batches (the encoder splits large ones), a control frame between them.
+  const frames = [
+    ...enc.encode(events.slice(0, 100)),
+    encodeControlFrame({ kind: 'end' }),
+    ...enc.encode(events.slice(100)),
+    ...enc.encode([]),
+  ];
+  const bytes = Buffer.concat(frames);
+  for (const step of [1, 13, 4096, 65536, bytes.length]) {
+    const p = new WorkerFrameParser();
+    const got: WorkerFrame[] = [];
+    for (let i = 0; i < bytes.length; i += step) got.push(...p.push(bytes.subarray(i, i + step)));
+    const evs = got.flatMap((f) => (f.type === 'events' ? f.events : []));
+    t.equal(evs.length, events.length, `split every ${step} bytes: every event`);
+    t.strictSame(evs, events, 'identical events');
+    t.same(
+      got.filter((f) => f.type === 'control'),
+      [{ type: 'control', msg: { kind: 'end' } }],
+    );
+    t.equal(p.buffered, 0);
+  }
   t.end();
 });

@@ -7,7 +7,10 @@
  *                                  u32 caplen | u32 wirelen | u64 ts_ns | caplen bytes, pad to 8
  *                                (little-endian); valid only during the call.
  *   onError(code, message)      the capture failed (e.g. 'IFACE_GONE'); delivery has stopped.
- *   h.stats() -> { recv, drop, ifdrop }   pcap_stats (after close: the last values)
+ *   h.stats() -> { recv, drop, ifdrop, delivered }   pcap_stats (after close: the values read at
+ *                                close, after the last delivery) and the packets handed to onBatch;
+ *                                after close, recv - drop - delivered = packets left in the ring.
+ *   h.drain(rounds?) -> n        delivers what the ring holds now (retired blocks), no waiting.
  *   h.close()                   idempotent; safe inside onBatch.
  *   h.linktype / h.linktypeName / h.snaplen / h.tstampPrecision
  *
@@ -32,11 +35,14 @@
 #include <sys/socket.h>
 #include <uv.h>
 
-#define ADDON_VERSION 1
+#define ADDON_VERSION 2
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
-/* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered). */
-#define MAX_ROUNDS 64
+/* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
+ * so libuv calls us again on its next iteration). Kept small: with 64 rounds one wake-up could
+ * run ~127 k packets of JS (seconds) without returning to the loop, so timers, stdout writes,
+ * signals and the consumer's batcher all stalled and the worker delivered in bursts seconds apart. */
+#define MAX_ROUNDS 2
 
 typedef struct {
   napi_env env;
@@ -60,6 +66,7 @@ typedef struct {
   char iface[IFNAMSIZ + 1];
   struct pcap_stat last; /* stats at close */
   int have_last;
+  double handed; /* packets handed to onBatch since open */
 } Capture;
 
 #define CHECK(call)                                                                             \
@@ -103,6 +110,7 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *b
   if (ALIGN8(caplen) > caplen) memset(o + REC_HDR + caplen, 0, ALIGN8(caplen) - caplen);
   c->used += rec;
   c->count++;
+  c->handed += 1;
 }
 
 /* Calls fn(args) as an async callback (microtasks and nextTicks run after it, as for any I/O
@@ -172,6 +180,28 @@ static void deliver(Capture *c) {
 
 static void on_poll(uv_poll_t *h, int status, int events);
 
+/* Up to `rounds` pcap_dispatch calls, each delivered as one batch; stops early when the ring is
+ * drained (fewer than a full batch). Returns the packets delivered, or -1 after a read error
+ * (reported through onError). Call with a handle scope open and outside onBatch. */
+static int64_t dispatch_rounds(Capture *c, int rounds) {
+  int64_t total = 0;
+  for (int round = 0; round < rounds; round++) {
+    c->used = 0;
+    c->count = 0;
+    int n = pcap_dispatch(c->p, c->max_per_batch, on_packet, (u_char *)c);
+    if (n < 0) {
+      int gone = strcmp(c->iface, "any") != 0 && if_nametoindex(c->iface) == 0;
+      report_error(c, gone ? "IFACE_GONE" : "READ_ERROR", pcap_geterr(c->p));
+      return -1;
+    }
+    total += c->count;
+    if (c->count > 0) deliver(c);
+    if (c->close_pending || c->closed || c->failed) break;
+    if (n < c->max_per_batch) break; /* the ring is drained */
+  }
+  return total;
+}
+
 /* The socket reported an error (libuv stops the handle on POLLERR). ENETDOWN comes both when the
  * interface is set down and when it is removed (net/packet/af_packet.c packet_notifier): only the
  * second ends the capture; a down interface may come up again. */
@@ -204,19 +234,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   if (status < 0) {
     on_poll_error(c, status);
   } else {
-    for (int round = 0; round < MAX_ROUNDS; round++) {
-      c->used = 0;
-      c->count = 0;
-      int n = pcap_dispatch(c->p, c->max_per_batch, on_packet, (u_char *)c);
-      if (n < 0) {
-        int gone = strcmp(c->iface, "any") != 0 && if_nametoindex(c->iface) == 0;
-        report_error(c, gone ? "IFACE_GONE" : "READ_ERROR", pcap_geterr(c->p));
-        break;
-      }
-      if (c->count > 0) deliver(c);
-      if (c->close_pending || c->closed || c->failed) break;
-      if (n < c->max_per_batch) break; /* the ring is drained */
-    }
+    dispatch_rounds(c, MAX_ROUNDS);
   }
   if (c->close_pending) do_close(c);
   napi_close_handle_scope(c->env, scope);
@@ -448,6 +466,36 @@ static napi_value capture_stats(napi_env env, napi_callback_info info) {
   set_num(env, out, "recv", s.ps_recv);
   set_num(env, out, "drop", s.ps_drop);
   set_num(env, out, "ifdrop", s.ps_ifdrop);
+  set_num(env, out, "delivered", c->handed);
+  return out;
+}
+
+/* h.drain(rounds) -> packets delivered now: reads what the ring holds (retired blocks) right away,
+ * in up to `rounds` batches (default 64), without waiting for the poll. 0 when closed, failed or
+ * called inside onBatch. */
+static napi_value capture_drain(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], self, out;
+  void *data = NULL;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, &self, NULL));
+  if (napi_unwrap(env, self, &data) != napi_ok || data == NULL)
+    return throw_code(env, "BAD_ARGUMENT", "not a Capture");
+  Capture *c = (Capture *)data;
+  int64_t rounds = 64;
+  if (argc >= 1) {
+    napi_valuetype t;
+    if (napi_typeof(env, argv[0], &t) == napi_ok && t == napi_number)
+      napi_get_value_int64(env, argv[0], &rounds);
+  }
+  if (rounds < 1) rounds = 1;
+  if (rounds > 1 << 20) rounds = 1 << 20;
+  int64_t n = 0;
+  if (!c->closed && !c->failed && !c->in_js && !c->close_pending && c->p != NULL) {
+    n = dispatch_rounds(c, (int)rounds);
+    if (n < 0) n = 0;
+    if (c->close_pending) do_close(c);
+  }
+  CHECK(napi_create_double(env, (double)n, &out));
   return out;
 }
 
@@ -468,9 +516,10 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor methods[] = {
       {"stats", NULL, capture_stats, NULL, NULL, NULL, napi_default, NULL},
       {"close", NULL, capture_close, NULL, NULL, NULL, napi_default, NULL},
+      {"drain", NULL, capture_drain, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_value cls, version, libver;
-  CHECK(napi_define_class(env, "Capture", NAPI_AUTO_LENGTH, capture_new, NULL, 2, methods, &cls));
+  CHECK(napi_define_class(env, "Capture", NAPI_AUTO_LENGTH, capture_new, NULL, 3, methods, &cls));
   CHECK(napi_set_named_property(env, exports, "Capture", cls));
   CHECK(napi_create_uint32(env, ADDON_VERSION, &version));
   CHECK(napi_set_named_property(env, exports, "version", version));
