@@ -1,0 +1,172 @@
+/**
+ * The one place that touches @kubernetes/client-node: list nodes and pods, read one pod. Every
+ * failure becomes a HoptraceError (K8S_CONFIG, K8S_FORBIDDEN, K8S_API_UNREACHABLE,
+ * K8S_POD_NOT_FOUND) that says what to do.
+ *
+ * @kubernetes/client-node 1.x is an ES module only, and this project compiles to CommonJS, where
+ * TypeScript rewrites `import()` into `require()` (which loads an ES module only from Node 20.19
+ * on). The library is therefore loaded with a real dynamic import, and only when the collector runs
+ * with --kubernetes/--kubeconfig. 2.x needs Node 22 (undici 8), hence the 1.x pin.
+ */
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import type * as K8s from '@kubernetes/client-node';
+import { HoptraceError } from '../../common/errors';
+import type { NodeObject, PodObject } from './facts';
+
+/** Where the client configuration comes from. */
+export type KubeSource = { kind: 'in-cluster' } | { kind: 'kubeconfig'; file: string };
+
+/** What the collector asks of the API server. */
+export interface KubeApi {
+  /** Where the API server is (for messages). */
+  readonly server: string;
+  listNodes(): Promise<NodeObject[]>;
+  listPods(): Promise<PodObject[]>;
+  /** One pod, fresh from the API; K8S_POD_NOT_FOUND on 404. */
+  readPod(namespace: string, name: string): Promise<PodObject>;
+}
+
+// A Function body keeps `import()` as written (tsc's CommonJS output would turn it into require()).
+// eslint-disable-next-line @typescript-eslint/no-implied-eval
+const dynamicImport = new Function('url', 'return import(url)') as (
+  url: string,
+) => Promise<unknown>;
+
+let loaded: Promise<typeof K8s> | undefined;
+
+/** Loads @kubernetes/client-node once (absolute URL: a Function has no module to resolve from). */
+export function loadClientLibrary(): Promise<typeof K8s> {
+  loaded ??= (async () => {
+    const path = createRequire(__filename).resolve('@kubernetes/client-node');
+    return (await dynamicImport(pathToFileURL(path).href)) as typeof K8s;
+  })();
+  return loaded;
+}
+
+const PAGE = 500;
+
+/** Creates the API client; K8S_CONFIG when the configuration cannot be loaded. */
+export async function createKubeApi(
+  source: KubeSource,
+  opts: { timeoutMs?: number } = {},
+): Promise<KubeApi> {
+  const k8s = await loadClientLibrary();
+  const kc = new k8s.KubeConfig();
+  const where = source.kind === 'in-cluster' ? '--kubernetes' : `--kubeconfig ${source.file}`;
+  try {
+    if (source.kind === 'in-cluster') {
+      // loadFromCluster does not check; without these the collector is not in a pod.
+      if (process.env['KUBERNETES_SERVICE_HOST'] === undefined)
+        throw new Error('KUBERNETES_SERVICE_HOST is not set: not running in a pod');
+      kc.loadFromCluster();
+    } else {
+      kc.loadFromFile(source.file);
+    }
+  } catch (e) {
+    throw new HoptraceError('K8S_CONFIG', errText(e), {
+      where,
+      hint:
+        source.kind === 'in-cluster'
+          ? 'in a pod, the service account token is mounted at /var/run/secrets/kubernetes.io/serviceaccount; outside a cluster use --kubeconfig FILE'
+          : 'give a readable kubeconfig (kubectl config view --minify --raw > FILE)',
+    });
+  }
+  const cluster = kc.getCurrentCluster();
+  if (cluster === null) {
+    throw new HoptraceError('K8S_CONFIG', 'the configuration names no current cluster', {
+      where,
+      hint: 'set current-context in the kubeconfig',
+    });
+  }
+  const server = cluster.server;
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const timeoutMs = opts.timeoutMs ?? 10_000;
+
+  const call = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reject(new Error(`no answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([fn(), timeout]);
+    } catch (e) {
+      throw apiError(k8s, e, what, server);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  // Lists are paged (limit/continue) so a large cluster is not one huge response.
+  const listAll = async <T>(
+    what: string,
+    page: (cont: string | undefined) => Promise<{ items: T[]; metadata?: { _continue?: string } }>,
+  ): Promise<T[]> => {
+    const out: T[] = [];
+    let cont: string | undefined;
+    do {
+      const res = await call(what, () => page(cont));
+      out.push(...res.items);
+      cont = res.metadata?._continue;
+    } while (cont !== undefined && cont !== '');
+    return out;
+  };
+
+  return {
+    server,
+    listNodes: () =>
+      listAll<NodeObject>('list nodes', (cont) =>
+        core.listNode(cont === undefined ? { limit: PAGE } : { limit: PAGE, _continue: cont }),
+      ),
+    listPods: () =>
+      listAll<PodObject>('list pods', (cont) =>
+        core.listPodForAllNamespaces(
+          cont === undefined ? { limit: PAGE } : { limit: PAGE, _continue: cont },
+        ),
+      ),
+    readPod: async (namespace, name) => {
+      try {
+        return await call(`read pod ${namespace}/${name}`, () =>
+          core.readNamespacedPod({ namespace, name }),
+        );
+      } catch (e) {
+        if (e instanceof HoptraceError && e.code === 'K8S_POD_NOT_FOUND') {
+          throw new HoptraceError('K8S_POD_NOT_FOUND', `no pod ${namespace}/${name}`, {
+            where: server,
+            hint: `check the name with \`kubectl -n ${namespace} get pods\``,
+          });
+        }
+        throw e;
+      }
+    },
+  };
+}
+
+function errText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** Maps a client failure to a code: 401/403 → K8S_FORBIDDEN, 404 → K8S_POD_NOT_FOUND, else unreachable. */
+function apiError(k8s: typeof K8s, e: unknown, what: string, server: string): HoptraceError {
+  if (e instanceof k8s.ApiException) {
+    const code = (e as K8s.ApiException<unknown>).code;
+    if (code === 401 || code === 403) {
+      return new HoptraceError('K8S_FORBIDDEN', `${what}: HTTP ${code}`, {
+        where: server,
+        hint: 'apply deploy/rbac.yaml (the collector needs get/list/watch on pods and nodes), or check the kubeconfig credentials',
+      });
+    }
+    if (code === 404)
+      return new HoptraceError('K8S_POD_NOT_FOUND', `${what}: HTTP 404`, { where: server });
+    return new HoptraceError('K8S_API_UNREACHABLE', `${what}: HTTP ${code}`, {
+      where: server,
+      hint: 'the API server answered with an error; check its health (kubectl get --raw /readyz)',
+    });
+  }
+  return new HoptraceError('K8S_API_UNREACHABLE', `${what}: ${errText(e)}`, {
+    where: server,
+    hint: 'check the API server address and the network path to it (kubectl cluster-info)',
+  });
+}

@@ -1,0 +1,304 @@
+/**
+ * deploy/: every manifest parses and validates offline against the Kubernetes OpenAPI schemas
+ * (kubernetes-models: types, required fields, enums; unknown fields are not flagged), plus what
+ * hoptrace needs of them: a privileged agent on the host network and PIDs, least-privilege RBAC
+ * (delete only on pods, only in the opt-in file), the agent's --collector URL matching the Service,
+ * and the token Secret referenced by both.
+ */
+import { readdirSync, readFileSync, statSync, existsSync } from 'node:fs';
+import { join, relative, dirname } from 'node:path';
+import t from 'tap';
+import { parseAllDocuments } from 'yaml';
+import * as appsV1 from 'kubernetes-models/apps/v1';
+import * as rbacV1 from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import * as coreV1 from 'kubernetes-models/v1';
+
+const DEPLOY = join(__dirname, '..', '..', '..', 'deploy');
+
+interface Obj {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string };
+  [k: string]: unknown;
+}
+
+type Validator = new (o: never) => { validate(): void };
+const MODELS: Record<string, Validator | undefined> = {
+  'v1/Namespace': coreV1.Namespace,
+  'v1/ServiceAccount': coreV1.ServiceAccount,
+  'v1/Service': coreV1.Service,
+  'v1/Secret': coreV1.Secret,
+  'v1/PersistentVolumeClaim': coreV1.PersistentVolumeClaim,
+  'apps/v1/DaemonSet': appsV1.DaemonSet,
+  'apps/v1/Deployment': appsV1.Deployment,
+  'rbac.authorization.k8s.io/v1/ClusterRole': rbacV1.ClusterRole,
+  'rbac.authorization.k8s.io/v1/ClusterRoleBinding': rbacV1.ClusterRoleBinding,
+  'rbac.authorization.k8s.io/v1/Role': rbacV1.Role,
+  'rbac.authorization.k8s.io/v1/RoleBinding': rbacV1.RoleBinding,
+};
+
+function yamlFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((f) => {
+    const p = join(dir, f);
+    if (statSync(p).isDirectory()) return yamlFiles(p);
+    return /\.ya?ml$/.test(f) ? [p] : [];
+  });
+}
+
+function load(file: string): Obj[] {
+  // Kubernetes reads YAML 1.1 (sigs.k8s.io/yaml); 1.1 parsing keeps octal and yes/no as it would.
+  return parseAllDocuments(readFileSync(file, 'utf8'), { version: '1.1' }).map((d) => {
+    if (d.errors.length > 0)
+      throw new Error(`${file}: ${d.errors.map((e) => e.message).join('; ')}`);
+    return d.toJS() as Obj;
+  });
+}
+
+const files = yamlFiles(DEPLOY);
+const isKustomization = (f: string): boolean => f.endsWith('kustomization.yaml');
+const isPatch = (f: string): boolean => f.endsWith('-patch.yaml');
+const objects = new Map<string, Obj[]>();
+for (const f of files)
+  if (!isKustomization(f) && !isPatch(f)) objects.set(relative(DEPLOY, f), load(f));
+const all = [...objects.values()].flat();
+
+function find(kind: string, name: string): Obj {
+  const o = all.find((x) => x.kind === kind && x.metadata.name === name);
+  if (!o) throw new Error(`no ${kind} ${name} in deploy/`);
+  return o;
+}
+
+interface Rule {
+  apiGroups?: string[];
+  resources?: string[];
+  verbs?: string[];
+}
+interface PodSpec {
+  hostNetwork?: boolean;
+  hostPID?: boolean;
+  dnsPolicy?: string;
+  tolerations?: { operator?: string }[];
+  automountServiceAccountToken?: boolean;
+  serviceAccountName?: string;
+  securityContext?: { runAsNonRoot?: boolean };
+  containers: {
+    args?: string[];
+    env?: { name: string }[];
+    ports?: { name?: string; containerPort: number }[];
+    securityContext?: {
+      privileged?: boolean;
+      runAsNonRoot?: boolean;
+      readOnlyRootFilesystem?: boolean;
+    };
+    volumeMounts?: { name: string; mountPath: string; mountPropagation?: string }[];
+  }[];
+  volumes?: { name: string; secret?: { secretName: string }; hostPath?: { path: string } }[];
+}
+const podSpec = (o: Obj): PodSpec =>
+  (o as unknown as { spec: { template: { spec: PodSpec } } }).spec.template.spec;
+
+void t.test('every manifest validates against the Kubernetes schemas', (t) => {
+  t.ok(objects.size >= 6, `${objects.size} manifest files`);
+  for (const [file, objs] of objects) {
+    for (const o of objs) {
+      const key = `${o.apiVersion}/${o.kind}`;
+      const Model = MODELS[key];
+      if (Model === undefined) {
+        t.fail(`${file}: ${key} has no schema here; add it to MODELS`);
+        continue;
+      }
+      t.doesNotThrow(() => {
+        new Model(o as never).validate();
+      }, `${file}: ${o.kind} ${o.metadata.name}`);
+      if (
+        o.kind !== 'Namespace' &&
+        !o.kind.startsWith('Cluster') &&
+        !file.startsWith('optional/repro')
+      )
+        t.equal(o.metadata.namespace, 'hoptrace', `${file}: ${o.kind} in namespace hoptrace`);
+    }
+  }
+  // The validator itself catches a broken object (so the loop above proves something).
+  const broken = {
+    metadata: { name: 'x' },
+    spec: {
+      selector: {},
+      template: { spec: { containers: [{ name: 'a', ports: [{ containerPort: 'x' }] }] } },
+    },
+  };
+  t.throws(() => {
+    new appsV1.DaemonSet(broken as never).validate();
+  }, /containerPort must be integer/);
+  t.end();
+});
+
+void t.test(
+  'kustomizations name files that exist; the patch targets the collector data volume',
+  (t) => {
+    for (const k of files.filter(isKustomization)) {
+      const doc = load(k)[0] as unknown as { resources?: string[]; patches?: { path: string }[] };
+      for (const r of [...(doc.resources ?? []), ...(doc.patches ?? []).map((p) => p.path)])
+        t.ok(existsSync(join(dirname(k), r)), `${relative(DEPLOY, k)}: ${r} exists`);
+    }
+    const base = load(join(DEPLOY, 'kustomization.yaml'))[0] as unknown as { resources: string[] };
+    t.notOk(
+      base.resources.some((r) => r.includes('secret') || r.includes('optional')),
+      'the base applies no secret and no opt-in',
+    );
+    const patch = load(join(DEPLOY, 'optional', 'persistent', 'data-volume-patch.yaml'))[0]!;
+    const deploy = find('Deployment', 'hoptrace-collector');
+    t.equal(patch.metadata.name, deploy.metadata.name);
+    const vol = (
+      patch as unknown as {
+        spec: {
+          template: {
+            spec: { volumes: { name: string; persistentVolumeClaim: { claimName: string } }[] };
+          };
+        };
+      }
+    ).spec.template.spec.volumes[0]!;
+    t.ok(
+      podSpec(deploy).volumes?.some((v) => v.name === vol.name),
+      'the patched volume exists in the base',
+    );
+    t.equal(
+      vol.persistentVolumeClaim.claimName,
+      find('PersistentVolumeClaim', 'hoptrace-collector-data').metadata.name,
+    );
+    t.end();
+  },
+);
+
+void t.test('the agent DaemonSet: privileged, host network and PIDs, every node', (t) => {
+  const ds = find('DaemonSet', 'hoptrace-agent');
+  const spec = podSpec(ds);
+  const c = spec.containers[0]!;
+  t.equal(spec.hostNetwork, true);
+  t.equal(spec.hostPID, true);
+  t.equal(
+    spec.dnsPolicy,
+    'ClusterFirstWithHostNet',
+    'resolves the Service name on the host network',
+  );
+  t.equal(c.securityContext?.privileged, true);
+  t.ok(
+    spec.tolerations?.some((x) => x.operator === 'Exists'),
+    'tolerates every taint',
+  );
+  t.equal(spec.automountServiceAccountToken, false, 'no API token in the agent');
+  t.ok(c.env?.some((e) => e.name === 'NODE_NAME'));
+  t.match(c.args, [
+    'agent',
+    '--collector',
+    String,
+    '--node',
+    '$(NODE_NAME)',
+    '--token-file',
+    '/etc/hoptrace/token',
+  ]);
+  const netns = c.volumeMounts?.find((m) => m.mountPath === '/run/netns');
+  t.equal(netns?.mountPropagation, 'HostToContainer');
+  t.equal(spec.volumes?.find((v) => v.name === netns?.name)?.hostPath?.path, '/run/netns');
+  t.end();
+});
+
+void t.test("the agent's --collector URL is the collector Service", (t) => {
+  const args = podSpec(find('DaemonSet', 'hoptrace-agent')).containers[0]!.args ?? [];
+  const url = new URL(args[args.indexOf('--collector') + 1] ?? '');
+  const svc = find('Service', 'hoptrace-collector') as unknown as {
+    metadata: { name: string; namespace: string };
+    spec: {
+      selector: Record<string, string>;
+      ports: { port: number; targetPort: string | number }[];
+    };
+  };
+  t.equal(url.protocol, 'ws:');
+  t.equal(url.hostname, `${svc.metadata.name}.${svc.metadata.namespace}.svc`);
+  t.equal(url.pathname, '/v1/agents');
+  t.ok(
+    svc.spec.ports.some((p) => p.port === Number(url.port)),
+    `the Service exposes ${url.port}`,
+  );
+  const deploy = find('Deployment', 'hoptrace-collector');
+  const c = podSpec(deploy).containers[0]!;
+  const target = svc.spec.ports.find((p) => p.port === Number(url.port))?.targetPort;
+  const cport = c.ports?.find(
+    (p) => p.name === target || p.containerPort === target,
+  )?.containerPort;
+  t.ok(
+    c.args?.includes(`0.0.0.0:${cport ?? -1}`),
+    'the collector listens on the Service target port',
+  );
+  const labels = (
+    deploy as unknown as { spec: { template: { metadata: { labels: Record<string, string> } } } }
+  ).spec.template.metadata.labels;
+  t.match(labels, svc.spec.selector, 'the Service selects the collector pods');
+  t.ok(c.args?.includes('--kubernetes'), 'the collector reads the API in-cluster');
+  t.equal(podSpec(deploy).securityContext?.runAsNonRoot, true, 'the collector is not root');
+  t.equal(c.securityContext?.readOnlyRootFilesystem, true);
+  t.end();
+});
+
+void t.test('the token Secret is referenced by both and is only a template', (t) => {
+  const secret = find('Secret', 'hoptrace-token') as unknown as { stringData: { token: string } };
+  t.match(secret.stringData.token, /^REPLACE-/, 'no real token committed');
+  for (const [kind, name] of [
+    ['DaemonSet', 'hoptrace-agent'],
+    ['Deployment', 'hoptrace-collector'],
+  ] as const) {
+    const spec = podSpec(find(kind, name));
+    const vol = spec.volumes?.find((v) => v.secret?.secretName === 'hoptrace-token');
+    t.ok(vol, `${name} mounts the Secret`);
+    const c = spec.containers[0]!;
+    const mount = c.volumeMounts?.find((m) => m.name === vol?.name);
+    t.ok(
+      c.args?.includes(`${mount?.mountPath ?? '?'}/token`),
+      `${name} reads --token-file from it`,
+    );
+  }
+  t.end();
+});
+
+void t.test('RBAC: read-only by default, delete only on pods in the opt-in file', (t) => {
+  const roles = all.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role');
+  for (const [file, objs] of objects) {
+    for (const o of objs.filter((x) => x.kind === 'ClusterRole' || x.kind === 'Role')) {
+      const rules = (o as unknown as { rules: Rule[] }).rules;
+      for (const r of rules) {
+        t.notOk(r.verbs?.includes('*') || r.resources?.includes('*'), `${file}: no wildcards`);
+        t.notOk(
+          r.resources?.some((x) => x === 'secrets'),
+          `${file}: no secrets`,
+        );
+        if (file === 'optional/repro-rbac.yaml') {
+          t.equal(o.kind, 'Role', 'namespaced: granted per namespace');
+          t.same(r.resources, ['pods']);
+          t.same(r.verbs, ['delete']);
+        } else {
+          t.notOk(
+            r.verbs?.some((v) => !['get', 'list', 'watch'].includes(v)),
+            `${file}: ${o.kind} ${o.metadata.name} only reads`,
+          );
+        }
+      }
+    }
+  }
+  t.ok(roles.length >= 2);
+  const read = find('ClusterRole', 'hoptrace-collector-read') as unknown as { rules: Rule[] };
+  t.same(read.rules, [
+    { apiGroups: [''], resources: ['pods', 'nodes'], verbs: ['get', 'list', 'watch'] },
+  ]);
+  for (const b of all.filter((o) => o.kind.endsWith('RoleBinding'))) {
+    const subjects = (b as unknown as { subjects: { name: string; namespace: string }[] }).subjects;
+    t.same(
+      subjects,
+      [{ kind: 'ServiceAccount', name: 'hoptrace-collector', namespace: 'hoptrace' }],
+      `${b.metadata.name} binds the collector only`,
+    );
+  }
+  const agentSa = find('ServiceAccount', 'hoptrace-agent') as unknown as {
+    automountServiceAccountToken?: boolean;
+  };
+  t.equal(agentSa.automountServiceAccountToken, false, 'the agent has no API access');
+  t.end();
+});
