@@ -1,0 +1,151 @@
+/**
+ * The doctor's and the conntrack evidence's reads inside one namespace: thin shells over
+ * `nsenter --net=PATH` (the agent has no setns) around the pure parsers next to this file.
+ * Nothing here writes: sysctl, ip route, iptables-save and conntrack are only listed.
+ */
+import { execFile } from 'node:child_process';
+import { HoptraceError, isHoptraceError, type ErrorCode } from '../../common/errors';
+import type {
+  ConntrackEntry,
+  ConntrackTuple,
+  DoctorTarget,
+  NamespaceFacts,
+  RouteLookup,
+} from '../../common/wire';
+import { namespaceAddresses, type NetnsScope } from '../netns/addresses';
+import { resolveTarget } from '../netns/resolve';
+import { matchFlow, parseConntrackOutput } from './conntrack';
+import { parseIptablesSave } from './iptables';
+import { parseIpRouteJson } from './routes';
+import { parseSysctlOutput, rpFilterValues } from './sysctl';
+
+/** Where the reads run: the node's namespace file (absent = the agent's own) and the scope. */
+export interface ReadContext {
+  node: string;
+  nodeNetns?: string | undefined;
+  scope?: NetnsScope | undefined;
+}
+
+/** Runs `file args` in `netns` (undefined = here); resolves stdout, rejects with stderr. */
+function runIn(netns: string | undefined, file: string, args: string[]): Promise<string> {
+  const [f, a] =
+    netns === undefined ? [file, args] : ['nsenter', [`--net=${netns}`, '--', file, ...args]];
+  return new Promise((resolve, reject) => {
+    execFile(f, a, { timeout: 10_000, maxBuffer: 32 * 1024 * 1024 }, (err, stdout, stderr) => {
+      if (err === null) resolve(stdout);
+      else reject(new Error(`${file} ${args.join(' ')}: ${stderr.trim() || err.message}`));
+    });
+  });
+}
+
+/** The namespace file a DoctorTarget names ('' = the node's namespace). */
+async function namespaceOf(t: DoctorTarget, ctx: ReadContext): Promise<string | undefined> {
+  if (t.target === '') return ctx.nodeNetns;
+  return (await resolveTarget(t.target, ctx.scope ?? {})).path;
+}
+
+function failure(code: ErrorCode, e: unknown): { errorCode: string; message: string } {
+  if (isHoptraceError(e)) return { errorCode: e.code, message: e.message };
+  return { errorCode: code, message: `${code}: ${e instanceof Error ? e.message : String(e)}` };
+}
+
+/**
+ * Reads rp_filter, routes (and `route get` of each `routeTo`), the nat table and the addresses of
+ * one namespace. Never throws: a failed read leaves its part empty and sets errorCode
+ * DOCTOR_READ_FAILED (or the target's error), so the other namespaces are still checked.
+ */
+export async function readNamespaceFacts(
+  t: DoctorTarget,
+  ctx: ReadContext,
+): Promise<NamespaceFacts> {
+  const facts: NamespaceFacts = {
+    name: t.name,
+    target: t.target,
+    netns: '',
+    node: ctx.node,
+    addresses: [],
+    rpFilter: [],
+    routes: [],
+    lookups: [],
+    natChains: [],
+    natRules: [],
+    errorCode: '',
+    message: '',
+  };
+  let netns: string | undefined;
+  try {
+    netns = await namespaceOf(t, ctx);
+    facts.netns = netns ?? '(agent namespace)';
+  } catch (e) {
+    return { ...facts, ...failure('TARGET_NOT_FOUND', e) };
+  }
+  const problems: string[] = [];
+  const attempt = async (what: string, step: () => Promise<void>): Promise<void> => {
+    try {
+      await step();
+    } catch (e) {
+      problems.push(`${what}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  };
+  await attempt('addresses', async () => {
+    facts.addresses = (await namespaceAddresses(netns)).addresses;
+  });
+  await attempt('rp_filter', async () => {
+    // -e: interfaces that vanish between listing and reading are not an error.
+    const out = await runIn(netns, 'sysctl', ['-e', '-a', '-r', '\\.rp_filter$']);
+    facts.rpFilter = rpFilterValues(parseSysctlOutput(out));
+  });
+  await attempt('routes', async () => {
+    facts.routes = parseIpRouteJson(await runIn(netns, 'ip', ['-j', 'route', 'show']));
+  });
+  for (const to of t.routeTo) {
+    const lookup: RouteLookup = { to, route: null, error: '' };
+    try {
+      lookup.route =
+        parseIpRouteJson(await runIn(netns, 'ip', ['-j', 'route', 'get', to]))[0] ?? null;
+    } catch (e) {
+      // "RTNETLINK answers: Network is unreachable" is a finding, not a failed read.
+      lookup.error = e instanceof Error ? e.message : String(e);
+    }
+    facts.lookups.push(lookup);
+  }
+  await attempt('nat table', async () => {
+    const saved = parseIptablesSave(await runIn(netns, 'iptables-save', ['-t', 'nat']));
+    facts.natChains = saved.chains;
+    facts.natRules = saved.rules;
+  });
+  if (problems.length > 0) {
+    facts.errorCode = 'DOCTOR_READ_FAILED';
+    facts.message = `DOCTOR_READ_FAILED: ${problems.join('; ')}`;
+  }
+  return facts;
+}
+
+/**
+ * The conntrack entries of a flow in one namespace (`conntrack -L -p tcp`, filtered in process by
+ * the tuples the captures saw). Throws CONNTRACK_READ_FAILED.
+ */
+export async function readConntrack(
+  t: DoctorTarget,
+  tuples: readonly ConntrackTuple[],
+  ctx: ReadContext,
+): Promise<ConntrackEntry[]> {
+  let netns: string | undefined;
+  try {
+    netns = await namespaceOf(t, ctx);
+  } catch (e) {
+    if (isHoptraceError(e)) throw e;
+    throw new HoptraceError('CONNTRACK_READ_FAILED', String(e), { where: t.name });
+  }
+  let out: string;
+  try {
+    out = await runIn(netns, 'conntrack', ['-L', '-p', 'tcp']);
+  } catch (e) {
+    throw new HoptraceError('CONNTRACK_READ_FAILED', e instanceof Error ? e.message : String(e), {
+      where: `${ctx.node}/${t.name}`,
+      hint: 'the agent needs root and conntrack-tools; nf_conntrack must be loaded',
+    });
+  }
+  const where = { name: t.name, netns: netns ?? '(agent namespace)', node: ctx.node };
+  return matchFlow(parseConntrackOutput(out, where), tuples);
+}

@@ -1,0 +1,41 @@
+/**
+ * rp_filter as `sysctl -a -r '\.rp_filter$'` prints it inside a namespace. The kernel applies
+ * max(conf.all.rp_filter, conf.<iface>.rp_filter) (Documentation/networking/ip-sysctl.rst), so
+ * both are kept; `default` is only what new interfaces inherit.
+ */
+
+/** `key = value` lines → map. Lines that are not `key = value` are skipped. */
+export function parseSysctlOutput(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    const m = /^\s*([\w./-]+)\s*=\s*(.*?)\s*$/.exec(line);
+    if (m?.[1] !== undefined && m[2] !== undefined) out.set(m[1], m[2]);
+  }
+  return out;
+}
+
+/**
+ * rp_filter per interface from parsed sysctl output. sysctl prints a dot in an interface name
+ * (VLAN `eth0.100`) as `/`, so it is turned back.
+ */
+export function rpFilterValues(sysctls: Map<string, string>): { iface: string; value: number }[] {
+  const out: { iface: string; value: number }[] = [];
+  for (const [key, raw] of sysctls) {
+    const m = /^net\.ipv4\.conf\.(.+)\.rp_filter$/.exec(key);
+    const value = Number(raw);
+    if (m?.[1] === undefined || !Number.isInteger(value)) continue;
+    out.push({ iface: m[1].replace(/\//g, '.'), value });
+  }
+  return out.sort((a, b) => a.iface.localeCompare(b.iface));
+}
+
+/** The value the kernel applies on `iface`: max(all, iface); null when neither is known. */
+export function effectiveRpFilter(
+  values: readonly { iface: string; value: number }[],
+  iface: string,
+): number | null {
+  const all = values.find((v) => v.iface === 'all')?.value;
+  const own = values.find((v) => v.iface === iface)?.value;
+  if (all === undefined && own === undefined) return null;
+  return Math.max(all ?? 0, own ?? 0);
+}

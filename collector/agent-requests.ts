@@ -1,0 +1,101 @@
+/**
+ * Request/reply with agents over the hub for `hoptrace doctor` and conntrack evidence: a
+ * DoctorRequest or ConntrackQuery goes out with a fresh requestId, the agent's report comes back
+ * unspooled, and a missing answer is a timeout (the caller reports it, nothing is retried).
+ */
+import { randomBytes } from 'node:crypto';
+import { HoptraceError } from '../common/errors';
+import type { ConntrackReport, ConntrackTuple, DoctorReport, DoctorTarget } from '../common/wire';
+import type { AgentHub, AgentReply } from './hub-types';
+
+interface Pending {
+  resolve: (r: AgentReply) => void;
+  timer: NodeJS.Timeout;
+}
+
+/** Sends requests to agents and matches their replies. One per hub. */
+export class AgentRequests {
+  private readonly pending = new Map<string, Pending>();
+
+  constructor(
+    private readonly hub: AgentHub,
+    private readonly timeoutMs = 10_000,
+  ) {
+    if (hub.onReply === undefined) return;
+    hub.onReply((r) => {
+      const p = this.pending.get(r.report.requestId);
+      if (p === undefined) return;
+      this.pending.delete(r.report.requestId);
+      clearTimeout(p.timer);
+      p.resolve(r);
+    });
+  }
+
+  private ask(
+    agentId: string,
+    send: (requestId: string) => boolean,
+    what: string,
+  ): Promise<AgentReply> {
+    const requestId = `q-${randomBytes(6).toString('hex')}`;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(requestId);
+        reject(
+          new HoptraceError(
+            'DOCTOR_NO_AGENT',
+            `agent ${agentId} did not answer the ${what} in time`,
+            {
+              where: agentId,
+              hint: 'the agent may be an older version or disconnected; check GET /v1/agents',
+            },
+          ),
+        );
+      }, this.timeoutMs);
+      timer.unref();
+      this.pending.set(requestId, { resolve, timer });
+      if (!send(requestId)) {
+        clearTimeout(timer);
+        this.pending.delete(requestId);
+        reject(
+          new HoptraceError('DOCTOR_NO_AGENT', `agent ${agentId} is not connected`, {
+            where: agentId,
+          }),
+        );
+      }
+    });
+  }
+
+  /** Asks one agent for the doctor facts of `targets`. Rejects with DOCTOR_NO_AGENT. */
+  async doctor(agentId: string, targets: DoctorTarget[]): Promise<DoctorReport> {
+    const r = await this.ask(
+      agentId,
+      (requestId) =>
+        this.hub.send(agentId, { kind: 'doctorRequest', doctorRequest: { requestId, targets } }),
+      'doctor request',
+    );
+    if (r.kind !== 'doctorReport')
+      throw new HoptraceError('WIRE_UNEXPECTED', `${r.kind} for a doctor request`);
+    return r.report;
+  }
+
+  /** Asks one agent for the conntrack entries of a flow. Rejects with DOCTOR_NO_AGENT. */
+  async conntrack(
+    agentId: string,
+    captureId: string,
+    targets: DoctorTarget[],
+    tuples: ConntrackTuple[],
+  ): Promise<ConntrackReport> {
+    const r = await this.ask(
+      agentId,
+      (requestId) =>
+        this.hub.send(agentId, {
+          kind: 'conntrackQuery',
+          conntrackQuery: { requestId, captureId, targets, tuples },
+        }),
+      'conntrack query',
+    );
+    if (r.kind !== 'conntrackReport')
+      throw new HoptraceError('WIRE_UNEXPECTED', `${r.kind} for a conntrack query`);
+    return r.report;
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * Conntrack evidence for a finished live capture: ask the agent of the VPN egress point and the
+ * agent of the backend point for the flow's entries in the pod's namespace and in the node's own
+ * (where a node's masquerade or kube-proxy leaves its entry), then judge them against the verdict.
+ */
+import type { ConntrackEntry, DoctorTarget } from '../common/wire';
+import type { AgentRequests } from './agent-requests';
+import type { Verdict } from './attribute';
+import { flowTuples } from './conntrack-evidence';
+
+/** A capture point as the session records it. */
+export interface ConntrackPoint {
+  name: string;
+  agentId: string | null;
+  target: string;
+}
+
+/** The entries of the verdict's flow on the path; errors are returned, never thrown. */
+export async function conntrackForCapture(
+  requests: AgentRequests,
+  captureId: string,
+  points: readonly ConntrackPoint[],
+  verdict: Verdict,
+): Promise<{ entries: ConntrackEntry[]; errors: string[] }> {
+  const egress = points.find((p) => p.name === 'egress') ?? points[1];
+  const backend = points.find((p) => p.name === 'backend') ?? points[points.length - 1];
+  const tuples = flowTuples(verdict);
+  const plan = new Map<string, DoctorTarget[]>();
+  const add = (agentId: string | null | undefined, t: DoctorTarget): void => {
+    if (agentId === null || agentId === undefined) return;
+    plan.set(agentId, [...(plan.get(agentId) ?? []), t]);
+  };
+  // One node for both: its namespace is both the VPN node and the backend node ('node').
+  const oneNode = egress?.agentId != null && egress.agentId === backend?.agentId;
+  add(egress?.agentId, { name: 'vpn', target: egress?.target ?? '', routeTo: [] });
+  add(egress?.agentId, { name: oneNode ? 'node' : 'vpn-node', target: '', routeTo: [] });
+  if (!oneNode) add(backend?.agentId, { name: 'backend-node', target: '', routeTo: [] });
+  const entries: ConntrackEntry[] = [];
+  const errors: string[] = [];
+  if (tuples.length === 0) return { entries, errors: ['no tuple of the flow was observed'] };
+  await Promise.all(
+    [...plan].map(async ([agentId, targets]) => {
+      try {
+        const r = await requests.conntrack(agentId, captureId, targets, tuples);
+        entries.push(...r.entries);
+        errors.push(...r.errors);
+      } catch (e) {
+        errors.push(e instanceof Error ? e.message : String(e));
+      }
+    }),
+  );
+  return { entries, errors };
+}

@@ -1,0 +1,374 @@
+/**
+ * `hoptrace doctor`: from the facts agents (or the local mode) read in the namespaces on the path
+ * to findings — the checks that separate a working preserved path from a lucky one (the seed):
+ * rp_filter, the backend node's return route for the tunnel range and where it points, masquerade
+ * rules that do not exclude the tunnel range, and the denied-source test. Pure: no I/O, no clock.
+ */
+import { inCidr, parseCidr4, slash16 } from '../common/cidr';
+import type { NamespaceFacts, RouteEntry } from '../common/wire';
+import { findTunnelMasquerade } from './doctor-nat';
+
+export type Severity = 'error' | 'warning' | 'ok';
+
+/** One result of one check, with what to change. */
+export interface Finding {
+  severity: Severity;
+  check: 'rp-filter' | 'return-route' | 'masquerade' | 'denied-source' | 'read';
+  node: string;
+  /** Role name and namespace file, e.g. `backend-node (/run/netns/x)`. */
+  namespace: string;
+  /** The interface, route or rule the finding is about. */
+  subject: string;
+  detail: string;
+  fix: string;
+}
+
+/** The outcome of the denied-source test (collector/doctor-denied.ts classifies it). */
+export interface DeniedOutcome {
+  source: string;
+  target: string;
+  refusedBy:
+    'policy-reset' | 'policy-icmp' | 'policy-drop' | 'no-route' | 'allowed' | 'inconclusive';
+  node: string;
+  detail: string;
+}
+
+/** Everything the checks need. Role names: `vpn`, `vpn-node`, `backend-node` (others are read only for addresses). */
+export interface DoctorInput {
+  facts: NamespaceFacts[];
+  tunnelRange: string;
+  /** The client's tunnel address (default: the first host of the tunnel range + 1). */
+  client: string;
+  /** The request's destination (backend pod, Service or NodePort address), when known. */
+  dst?: string | undefined;
+  /** Addresses held by some namespace the agents know (pods that exist). */
+  liveAddresses: string[];
+  /** Node name → its addresses. */
+  nodeAddresses: Record<string, string[]>;
+  /** Pod CIDRs; default: the /16 around every known pod address. */
+  podCidrs?: string[] | undefined;
+  denied?: DeniedOutcome | undefined;
+}
+
+/** The report `hoptrace doctor` prints (and `--json` emits). */
+export interface DoctorResult {
+  tunnelRange: string;
+  client: string;
+  findings: Finding[];
+  summary: { errors: number; warnings: number; ok: number };
+}
+
+const where = (f: NamespaceFacts): string => `${f.name} (${f.netns || f.target || '?'})`;
+
+function rpFilterFindings(f: NamespaceFacts): Finding[] {
+  if (f.rpFilter.length === 0) return [];
+  // The interfaces the path uses here: where the lookups for the client and the backend lead.
+  const ifaces = [
+    ...new Set(f.lookups.map((l) => l.route?.dev ?? '').filter((d) => d !== '' && d !== 'lo')),
+  ];
+  const all = f.rpFilter.find((v) => v.iface === 'all')?.value ?? 0;
+  const out: Finding[] = [];
+  const loose: string[] = [];
+  for (const iface of ifaces) {
+    const own = f.rpFilter.find((v) => v.iface === iface)?.value ?? 0;
+    const eff = Math.max(all, own);
+    if (eff === 1) {
+      out.push({
+        severity: 'warning',
+        check: 'rp-filter',
+        node: f.node,
+        namespace: where(f),
+        subject: iface,
+        detail: `strict reverse path filtering on ${iface} (net.ipv4.conf.all.rp_filter=${all}, net.ipv4.conf.${iface}.rp_filter=${own}; the kernel applies the maximum): on a preserved path, a packet from the tunnel range is dropped whenever the route back to it leaves by another interface`,
+        fix: `sysctl -w net.ipv4.conf.${iface}.rp_filter=2${all === 1 ? ' (enough even with all=1: the kernel applies max(all, iface))' : ''}`,
+      });
+    } else loose.push(`${iface}=${eff}`);
+  }
+  if (out.length === 0 && loose.length > 0) {
+    out.push({
+      severity: 'ok',
+      check: 'rp-filter',
+      node: f.node,
+      namespace: where(f),
+      subject: loose.join(', '),
+      detail: 'reverse path filtering is loose (2) or off (0) on the path interfaces',
+      fix: '',
+    });
+  }
+  return out;
+}
+
+function isDefault(r: RouteEntry): boolean {
+  return r.dst === 'default' || r.dst === '0.0.0.0/0';
+}
+
+/** The most specific route of the table covering `ip`. */
+function coveringRoute(routes: readonly RouteEntry[], ip: string): RouteEntry | null {
+  let best: RouteEntry | null = null;
+  let bestBits = -1;
+  for (const r of routes) {
+    const bits = isDefault(r) ? 0 : Number(r.dst.split('/')[1] ?? (parseCidr4(r.dst) ? 32 : -1));
+    if (bits < 0 || (!isDefault(r) && !inCidr(ip, r.dst))) continue;
+    if (bits > bestBits) {
+      best = r;
+      bestBits = bits;
+    }
+  }
+  return best;
+}
+
+function routeText(r: RouteEntry): string {
+  return [
+    r.type,
+    r.dst,
+    r.gateway === '' ? '' : `via ${r.gateway}`,
+    r.dev === '' ? '' : `dev ${r.dev}`,
+    ...r.flags,
+  ]
+    .filter((s) => s !== '')
+    .join(' ');
+}
+
+function returnRouteFindings(input: DoctorInput, f: NamespaceFacts): Finding[] {
+  const base = { check: 'return-route' as const, node: f.node, namespace: where(f) };
+  const range = input.tunnelRange;
+  const stable = `ip route replace ${range} via <the VPN node's address, or a stable VIP of the VPN gateway>`;
+  const lookup = f.lookups.find((l) => l.to === input.client);
+  const table = coveringRoute(f.routes, input.client);
+  if (lookup === undefined && table === null) return [];
+  const used = lookup?.route ?? null;
+  if (used === null || ['unreachable', 'blackhole', 'prohibit', 'throw'].includes(used.type)) {
+    return [
+      {
+        ...base,
+        severity: 'error',
+        subject: used === null ? `route get ${input.client}` : routeText(used),
+        detail: `node ${f.node} has no route back to ${input.client} (${lookup?.error || used?.type || 'no route'}): replies to the tunnel range die here`,
+        fix: stable,
+      },
+    ];
+  }
+  const entry = table ?? used;
+  const vpn = input.facts.filter((x) => x.name === 'vpn').flatMap((x) => x.addresses);
+  const vpnNodeNames = new Set(input.facts.filter((x) => x.name === 'vpn-node').map((x) => x.node));
+  const vpnNodeAddrs = [
+    ...input.facts.filter((x) => x.name === 'vpn-node').flatMap((x) => x.addresses),
+    ...[...vpnNodeNames].flatMap((n) => input.nodeAddresses[n] ?? []),
+  ];
+  const allNodeAddrs = Object.values(input.nodeAddresses).flat();
+  const gw = used.gateway;
+  const subject = routeText(entry);
+  if (table === null || isDefault(table)) {
+    const viaVpn = gw !== '' && (vpn.includes(gw) || vpnNodeAddrs.includes(gw));
+    if (!viaVpn) {
+      return [
+        {
+          ...base,
+          severity: 'error',
+          subject,
+          detail: `node ${f.node} has no route for ${range}: replies to ${input.client} follow the default route${gw === '' ? '' : ` via ${gw}`}, which is not the VPN path`,
+          fix: stable,
+        },
+      ];
+    }
+  }
+  if (gw === '') {
+    return [
+      {
+        ...base,
+        severity: 'ok',
+        subject,
+        detail: `replies to ${range} leave directly by ${used.dev}`,
+        fix: '',
+      },
+    ];
+  }
+  if (vpnNodeAddrs.includes(gw)) {
+    return [
+      {
+        ...base,
+        severity: 'ok',
+        subject,
+        detail: `the return route points at the VPN node's address ${gw} (stable)`,
+        fix: '',
+      },
+    ];
+  }
+  const podCidrs = input.podCidrs ?? [
+    ...new Set(
+      input.liveAddresses
+        .filter((a) => !allNodeAddrs.includes(a))
+        .map(slash16)
+        .filter((c): c is string => c !== null),
+    ),
+  ];
+  const isPodRange = podCidrs.some((c) => inCidr(gw, c));
+  const live = input.liveAddresses.includes(gw) || vpn.includes(gw);
+  if (!live && isPodRange) {
+    return [
+      {
+        ...base,
+        severity: 'error',
+        subject,
+        detail: `the return route on node ${f.node} still points at ${gw}, a pod address that no namespace holds any more (a deleted pod's address): replies to ${range} go nowhere`,
+        fix: `${stable}; a pod address moves with every reschedule`,
+      },
+    ];
+  }
+  if (vpn.includes(gw) || (live && isPodRange && !allNodeAddrs.includes(gw))) {
+    return [
+      {
+        ...base,
+        severity: 'warning',
+        subject,
+        detail: `the return route points at ${gw}, a pod address${vpn.includes(gw) ? " (the VPN pod's)" : ''}: it breaks when the pod is rescheduled and gets a new address`,
+        fix: stable,
+      },
+    ];
+  }
+  if (allNodeAddrs.includes(gw)) {
+    return [
+      {
+        ...base,
+        severity: 'warning',
+        subject,
+        detail: `the return route points at ${gw}, a node address but not the VPN node's: replies reach the VPN only if that node forwards ${range} on`,
+        fix: stable,
+      },
+    ];
+  }
+  return [
+    {
+      ...base,
+      severity: 'error',
+      subject,
+      detail: `the return route points at ${gw}, which is neither the VPN node nor a VPN pod address (nor any address an agent reports)`,
+      fix: stable,
+    },
+  ];
+}
+
+function masqueradeFindings(input: DoctorInput, f: NamespaceFacts): Finding[] {
+  const lookup = input.dst === undefined ? undefined : f.lookups.find((l) => l.to === input.dst);
+  const egress = lookup?.route?.dev;
+  const hits = findTunnelMasquerade(f.natRules, f.natChains, {
+    tunnelRange: input.tunnelRange,
+    dst: input.dst,
+    egressIface: egress === '' ? undefined : egress,
+  });
+  const fix =
+    f.name === 'vpn'
+      ? `remove the VPN software's own masquerade for ${input.tunnelRange} (a PostUp/up script, OpenVPN/WireGuard container entrypoint), or keep it and document SNAT mode`
+      : `exclude ${input.tunnelRange} from masquerade in the CNI's own configuration (ip-masq-agent nonMasqueradeCIDRs, Calico IPPool natOutgoing, Cilium nonMasqueradeCIDRs / native-routing CIDR), not by hand: the agent rewrites its chains on restart`;
+  if (hits.length === 0) {
+    return [
+      {
+        severity: 'ok',
+        check: 'masquerade',
+        node: f.node,
+        namespace: where(f),
+        subject: `nat POSTROUTING (${f.natRules.length} rules)`,
+        detail: `no MASQUERADE/SNAT rule applies to sources in ${input.tunnelRange}${egress === undefined ? '' : ` leaving by ${egress}`}`,
+        fix: '',
+      },
+    ];
+  }
+  return hits.map((h) => ({
+    severity: h.conditions.length === 0 ? ('error' as const) : ('warning' as const),
+    check: 'masquerade' as const,
+    node: f.node,
+    namespace: where(f),
+    subject: h.rule.text,
+    detail: `${h.rule.text} (reached ${h.path.join(' → ')}) ${h.conditions.length === 0 ? 'masquerades every packet' : `masquerades packets when ${h.conditions.join(' and ')}`} from ${input.tunnelRange}${egress === undefined ? '' : ` leaving by ${egress}`}: the backend sees ${f.name === 'vpn' ? "the VPN pod's" : "this node's"} address instead of the client's`,
+    fix,
+  }));
+}
+
+function deniedFinding(d: DeniedOutcome): Finding {
+  const base = {
+    check: 'denied-source' as const,
+    node: d.node,
+    namespace: '',
+    subject: `${d.source} → ${d.target}`,
+  };
+  switch (d.refusedBy) {
+    case 'policy-reset':
+    case 'policy-icmp':
+    case 'policy-drop':
+      return { ...base, severity: 'ok', detail: `refused by policy: ${d.detail}`, fix: '' };
+    case 'no-route':
+      return {
+        ...base,
+        severity: 'error',
+        detail: `the request from the denied source never reached the backend's node: it failed for lack of a route, not by policy, so the test proves nothing about the policy (${d.detail})`,
+        fix: 'fix the path first (return route, masquerade), then repeat the denied-source test',
+      };
+    case 'allowed':
+      return {
+        ...base,
+        severity: 'error',
+        detail: `the request from a source policy should refuse was answered: ${d.detail}`,
+        fix: 'check the NetworkPolicy: it must select the backend and not allow this source (and the source must survive to the backend, or policy sees another address)',
+      };
+    case 'inconclusive':
+      return {
+        ...base,
+        severity: 'warning',
+        detail: d.detail,
+        fix: 'repeat with captures at the client and the backend node',
+      };
+  }
+}
+
+/** Runs every check over the facts; findings in path order (VPN pod, VPN node, backend node). */
+export function runDoctorChecks(input: DoctorInput): DoctorResult {
+  const findings: Finding[] = [];
+  for (const f of input.facts) {
+    if (f.errorCode !== '') {
+      findings.push({
+        severity: 'warning',
+        check: 'read',
+        node: f.node,
+        namespace: where(f),
+        subject: f.target || '(node namespace)',
+        detail: `some facts could not be read, the checks below are partial: ${f.message}`,
+        fix: 'run the agent as root with iproute2, iptables and nsenter; check the target',
+      });
+    }
+  }
+  for (const f of input.facts) if (f.name === 'vpn') findings.push(...masqueradeFindings(input, f));
+  for (const f of input.facts) {
+    if (f.name === 'vpn-node')
+      findings.push(...masqueradeFindings(input, f), ...rpFilterFindings(f));
+  }
+  for (const f of input.facts) {
+    if (f.name === 'backend-node')
+      findings.push(...returnRouteFindings(input, f), ...rpFilterFindings(f));
+  }
+  if (input.denied !== undefined) findings.push(deniedFinding(input.denied));
+  const count = (s: Severity): number => findings.filter((x) => x.severity === s).length;
+  return {
+    tunnelRange: input.tunnelRange,
+    client: input.client,
+    findings,
+    summary: { errors: count('error'), warnings: count('warning'), ok: count('ok') },
+  };
+}
+
+/** The report as text: one block per finding, errors first within the path order. */
+export function renderDoctorText(r: DoctorResult): string {
+  const mark: Record<Severity, string> = { error: 'ERROR', warning: 'WARN ', ok: 'ok   ' };
+  const lines = [
+    `hoptrace doctor — tunnel range ${r.tunnelRange}, client ${r.client}: ${r.summary.errors} error(s), ${r.summary.warnings} warning(s), ${r.summary.ok} ok`,
+    '',
+  ];
+  for (const f of r.findings) {
+    lines.push(
+      `${mark[f.severity]} ${f.check}  node ${f.node || '?'}${f.namespace === '' ? '' : `  ${f.namespace}`}`,
+    );
+    lines.push(`      ${f.subject}`);
+    lines.push(`      ${f.detail}`);
+    if (f.fix !== '') lines.push(`      fix: ${f.fix}`);
+  }
+  return lines.join('\n') + '\n';
+}

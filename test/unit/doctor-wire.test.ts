@@ -1,0 +1,282 @@
+// Doctor and conntrack over the agent protocol, socket-free: the four new Envelope bodies survive
+// protobuf, replies are matched to requests (and time out), and the collector assembles findings
+// from agents' reports.
+import t from 'tap';
+import { AgentRequests } from '../../collector/agent-requests';
+import { conntrackForCapture } from '../../collector/conntrack-remote';
+import { agentFor, doctorViaAgents, parseDoctorSpec } from '../../collector/doctor-remote';
+import type { AgentCommand, AgentHub, AgentInfo, AgentReply } from '../../collector/hub-types';
+import type { Verdict } from '../../collector/attribute';
+import { decodeEnvelope, encodeEnvelope } from '../../common/envelope';
+import type { ConntrackEntry, Envelope, NamespaceFacts } from '../../common/wire';
+
+const FACTS: NamespaceFacts = {
+  name: 'backend-node',
+  target: '',
+  netns: '(agent namespace)',
+  node: 'n2',
+  addresses: ['192.168.50.2'],
+  rpFilter: [{ iface: 'all', value: 2 }],
+  routes: [
+    {
+      dst: '10.90.0.0/24',
+      gateway: '10.244.3.17',
+      dev: 'eth0',
+      type: '',
+      prefsrc: '',
+      flags: ['onlink'],
+    },
+  ],
+  lookups: [
+    {
+      to: '10.90.0.42',
+      route: {
+        dst: '10.90.0.42',
+        gateway: '10.244.3.17',
+        dev: 'eth0',
+        type: '',
+        prefsrc: '192.168.50.2',
+        flags: [],
+      },
+      error: '',
+    },
+    { to: '10.244.2.5', route: null, error: 'RTNETLINK answers: Network is unreachable' },
+  ],
+  natChains: ['POSTROUTING'],
+  natRules: [
+    { chain: 'POSTROUTING', args: ['-j', 'MASQUERADE'], text: '-A POSTROUTING -j MASQUERADE' },
+  ],
+  errorCode: '',
+  message: '',
+};
+
+const ENTRY: ConntrackEntry = {
+  name: 'vpn-node',
+  netns: '(agent namespace)',
+  node: 'n1',
+  proto: 'tcp',
+  state: 'TIME_WAIT',
+  orig: { src: '10.90.0.42', dst: '10.244.2.5', sport: 40000, dport: 8080 },
+  reply: { src: '10.244.2.5', dst: '192.168.50.1', sport: 8080, dport: 40000 },
+  snat: true,
+  dnat: false,
+  raw: 'tcp 6 …',
+};
+
+void t.test('Envelope: doctor and conntrack bodies round-trip', (t) => {
+  const cases: Envelope[] = [
+    {
+      seq: 0,
+      kind: 'doctorRequest',
+      doctorRequest: {
+        requestId: 'q-1',
+        targets: [{ name: 'vpn', target: '10.244.1.10', routeTo: ['10.244.2.5'] }],
+      },
+    },
+    {
+      seq: 0,
+      kind: 'doctorReport',
+      doctorReport: { requestId: 'q-1', agentId: 'a', node: 'n2', facts: [FACTS] },
+    },
+    {
+      seq: 0,
+      kind: 'conntrackQuery',
+      conntrackQuery: {
+        requestId: 'q-2',
+        captureId: 'c-1',
+        targets: [{ name: 'vpn-node', target: '', routeTo: [] }],
+        tuples: [ENTRY.orig],
+      },
+    },
+    {
+      seq: 0,
+      kind: 'conntrackReport',
+      conntrackReport: {
+        requestId: 'q-2',
+        captureId: 'c-1',
+        agentId: 'a',
+        entries: [ENTRY],
+        errors: ['backend-node: CONNTRACK_READ_FAILED x'],
+      },
+    },
+  ];
+  for (const env of cases) t.same(decodeEnvelope(encodeEnvelope(env)), env, env.kind);
+  t.end();
+});
+
+function agent(agentId: string, node: string, nodeAddresses: string[], pods: string[]): AgentInfo {
+  return {
+    agentId,
+    node,
+    connected: true,
+    connectedAtMs: 0,
+    lastSeenMs: 0,
+    hello: {
+      agentId,
+      node,
+      version: 't',
+      nodeAddresses,
+      namespaces: pods.map((ip, i) => ({
+        path: `/proc/${i + 10}/ns/net`,
+        inode: i + 1,
+        addresses: [ip],
+        interfaces: ['eth0'],
+      })),
+      spoolFirstSeq: 0,
+    },
+  };
+}
+
+/** A hub whose agents answer through `answer` (or never, when it returns null). */
+class ReplyHub implements AgentHub {
+  readonly sent: { agentId: string; cmd: AgentCommand }[] = [];
+  private reply: ((r: AgentReply) => void) | undefined;
+  constructor(
+    readonly list: AgentInfo[],
+    private readonly answer: (agentId: string, cmd: AgentCommand) => AgentReply | null,
+  ) {}
+  agents(): AgentInfo[] {
+    return this.list;
+  }
+  send(agentId: string, cmd: AgentCommand): boolean {
+    if (!this.list.some((a) => a.agentId === agentId)) return false;
+    this.sent.push({ agentId, cmd });
+    const r = this.answer(agentId, cmd);
+    if (r !== null) setImmediate(() => this.reply?.(r));
+    return true;
+  }
+  onReply(h: (r: AgentReply) => void): void {
+    this.reply = h;
+  }
+  onMessage(): void {}
+  onAgent(): void {}
+  counters() {
+    return {
+      connected: 0,
+      refusedUnauthenticated: 0,
+      refusedMalformed: 0,
+      messagesIn: 0,
+      duplicatesDropped: 0,
+    };
+  }
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+const AGENTS = [
+  agent('a1', 'n1', ['192.168.50.1'], ['10.244.1.10']),
+  agent('a2', 'n2', ['192.168.50.2'], ['10.244.2.5']),
+];
+
+void t.test('doctor via agents: one request per agent, findings from the reports', async (t) => {
+  const hub = new ReplyHub(AGENTS, (agentId, cmd) => {
+    if (cmd.kind !== 'doctorRequest') return null;
+    const facts = cmd.doctorRequest.targets.map((x) =>
+      x.name === 'backend-node'
+        ? FACTS
+        : {
+            ...FACTS,
+            name: x.name,
+            node: 'n1',
+            addresses: x.name === 'vpn' ? ['10.244.1.10'] : ['192.168.50.1'],
+            natRules: [],
+            routes: [],
+            lookups: [],
+          },
+    );
+    return {
+      kind: 'doctorReport',
+      agentId,
+      report: { requestId: cmd.doctorRequest.requestId, agentId, node: '', facts },
+    };
+  });
+  const req = new AgentRequests(hub, 1000);
+  const r = await doctorViaAgents(
+    AGENTS,
+    req,
+    parseDoctorSpec(
+      JSON.stringify({ vpn: '10.244.1.10', backend: '10.244.2.5', client: '10.90.0.42' }),
+    ),
+  );
+  t.same(
+    hub.sent.map((s) => s.agentId),
+    ['a1', 'a2'],
+  );
+  t.same(
+    hub.sent.flatMap((s) =>
+      s.cmd.kind === 'doctorRequest' ? s.cmd.doctorRequest.targets.map((x) => x.name) : [],
+    ),
+    ['vpn', 'vpn-node', 'backend-node'],
+  );
+  const dead = r.findings.find((f) => f.check === 'return-route');
+  t.equal(dead?.severity, 'error');
+  t.match(dead?.detail, /still points at 10\.244\.3\.17/);
+  t.equal(dead?.node, 'n2');
+});
+
+void t.test('doctor via agents: errors', async (t) => {
+  t.throws(() => agentFor(AGENTS, '10.9.9.9'), /DOCTOR_NO_AGENT/);
+  t.equal(agentFor(AGENTS, 'n2//run/netns/x').target, '/run/netns/x');
+  t.throws(
+    () => parseDoctorSpec('{"vpn": "x"}'),
+    /API_BAD_REQUEST: \/v1\/doctor: backend must be a non-empty string/,
+  );
+  t.throws(
+    () => parseDoctorSpec('{"vpn": "a", "backend": "b", "tunnelRange": "fd00::/64"}'),
+    /tunnelRange must be an IPv4 CIDR/,
+  );
+  const silent = new AgentRequests(new ReplyHub(AGENTS, () => null), 50);
+  // The request timer is unref'd (a collector's server keeps the loop alive; here nothing would).
+  const keep = setInterval(() => undefined, 1000);
+  await t.rejects(
+    silent.doctor('a1', []),
+    /DOCTOR_NO_AGENT: a1: agent a1 did not answer the doctor request in time/,
+  );
+  await t.rejects(silent.doctor('nobody', []), /is not connected/);
+  clearInterval(keep);
+});
+
+void t.test(
+  'conntrack for a capture: egress and backend agents, node namespaces included',
+  async (t) => {
+    const hub = new ReplyHub(AGENTS, (agentId, cmd) => {
+      if (cmd.kind !== 'conntrackQuery') return null;
+      const q = cmd.conntrackQuery;
+      return {
+        kind: 'conntrackReport',
+        agentId,
+        report: {
+          requestId: q.requestId,
+          captureId: q.captureId,
+          agentId,
+          entries: agentId === 'a1' ? [ENTRY] : [],
+          errors: [],
+        },
+      };
+    });
+    const verdict = {
+      layer: 'cni-masquerade',
+      client: ENTRY.orig,
+      observed: { backend: { src: '192.168.50.1', sport: 40000, dst: '10.244.2.5', dport: 8080 } },
+    } as unknown as Verdict;
+    const points = [
+      { name: 'decap', agentId: 'a1', target: '10.244.1.10' },
+      { name: 'egress', agentId: 'a1', target: '10.244.1.10' },
+      { name: 'backend', agentId: 'a2', target: '10.244.2.5' },
+    ];
+    const r = await conntrackForCapture(new AgentRequests(hub, 1000), 'c-1', points, verdict);
+    t.same(r.entries, [ENTRY]);
+    t.same(
+      hub.sent.map((s) =>
+        s.cmd.kind === 'conntrackQuery'
+          ? [s.agentId, s.cmd.conntrackQuery.targets.map((x) => x.name)]
+          : [],
+      ),
+      [
+        ['a1', ['vpn', 'vpn-node']],
+        ['a2', ['backend-node']],
+      ],
+    );
+  },
+);
