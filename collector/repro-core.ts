@@ -1,0 +1,499 @@
+/**
+ * The pure core of `hoptrace repro`: which namespace is the VPN workload right now, which events
+ * belong to which probe, one verdict per probe, and the summary of a reschedule. No clock, timers
+ * or I/O: collector/repro.ts (the shell) owns those.
+ *
+ * A probe is identified by its client source port: the prober binds a distinct local port per probe
+ * (`curl --local-port`), so its SYN is found at the decap point even when the handshake never
+ * completes (no-return, dropped), where no payload — and so no probe marker — exists.
+ */
+import { isIP } from 'node:net';
+import { isHoptraceError } from '../common/errors';
+import type { PacketEvent } from '../common/event';
+import type { Inventory } from '../common/inventory';
+import { analyzeEvents } from './analyze';
+import type { Layer } from './attribute';
+import type { AgentInfo } from './hub-types';
+
+/**
+ * Which namespaces are the VPN workload. `netns`: a glob (`*`, `?`) on the namespace file's base
+ * name, as agents report it (the lab names its pods; `/run/netns/cni-<uuid>` on a real node says
+ * nothing about the workload, so a cluster needs `kubernetes`: owner/labels through the API).
+ */
+export interface WorkloadSelector {
+  netns?: string;
+  /**
+   * Where the pod IP is (IPv4 CIDR): a VPN pod's namespace also holds its tunnel and underlay
+   * addresses, and agents report a namespace's addresses without their interface.
+   */
+  podCidr?: string;
+  kubernetes?: { namespace: string; labelSelector: string };
+}
+
+/** One namespace that matches the workload: a pod incarnation. */
+export interface WorkloadInstance {
+  agentId: string;
+  node: string;
+  /** The namespace file as the agent reported it (also the capture target). */
+  netns: string;
+  /** Base name of `netns` (the pod's name in the lab). */
+  name: string;
+  /** First usable address (the pod IP) and every address (a VIP it holds, say). */
+  ip: string;
+  addresses: string[];
+}
+
+/** Deletes a pod of the workload (the lab: its namespace; a cluster: the Kubernetes API). */
+export interface PodDeleter {
+  deletePod(pod: WorkloadInstance): Promise<{ deletedAtMs: number; detail: string }>;
+}
+
+/** One probe as the prober reports it (times on the prober's clock, ms since the epoch). */
+export interface ProbeReport {
+  probeId: string;
+  /** Client source port the probe was sent from. */
+  sport: number;
+  startedAtMs: number;
+  endedAtMs: number;
+  ok: boolean;
+  /** HTTP status, null when no answer came. */
+  httpCode: string | null;
+  /** The prober's error (curl exit code and text), null when ok. */
+  error: string | null;
+}
+
+/** What the prober or the deleter says happened (pod deleted, replacement ready). */
+export interface ReproMark {
+  kind: 'deleted' | 'replacement-ready' | 'note';
+  atMs: number;
+  detail: string;
+}
+
+/** A route on a node that carries the tunnel range back (read by the lab or an agent). */
+export interface ReturnRoute {
+  node: string;
+  dst: string;
+  /** Next hop, null for a device route. */
+  via: string | null;
+  dev: string | null;
+}
+
+/** An event with the attachment (pod incarnation) whose capture saw it; 0 = the backend capture. */
+export interface TaggedEvent {
+  epoch: number;
+  event: PacketEvent;
+}
+
+/** Verdict of one probe: a layer of attribution, or what the prober saw when nothing was captured. */
+export type ProbeVerdict = Layer | 'failed-to-connect' | 'not-captured';
+
+/** The pod incarnation that served a probe. */
+export interface ServedBy {
+  epoch: number;
+  name: string;
+  ip: string;
+  node: string;
+}
+
+/** One line of the timeline. */
+export interface TimelineRow {
+  probeId: string;
+  sport: number;
+  startedAtMs: number;
+  /** Since the first probe. */
+  offsetMs: number;
+  servedBy: ServedBy | null;
+  verdict: ProbeVerdict;
+  /** The prober got an HTTP 200. */
+  ok: boolean;
+  /** Source the backend point saw, null when the request did not reach it. */
+  backendSrc: string | null;
+  detail: string;
+}
+
+/** The reschedule in a few facts. */
+export interface ReproSummary {
+  deletedAtMs: number | null;
+  deletedPod: ServedBy | null;
+  replacement: ServedBy | null;
+  probes: number;
+  okBefore: number;
+  failedAfter: number;
+  /** The last probes succeed again after the deletion. */
+  recovered: boolean;
+  /** From the last good probe before the deletion to the first good one after; null = not back. */
+  brokenMs: number | null;
+  /** Since the deletion until the end of the run when the path did not come back. */
+  brokenForAtLeastMs: number | null;
+  why: string;
+}
+
+const GOOD: readonly ProbeVerdict[] = [
+  'preserved',
+  'vpn-pod',
+  'cni-masquerade',
+  'kube-proxy',
+  'proxy',
+];
+
+// Loopback and link-local addresses exist in every namespace and name no pod.
+function usable(a: string): boolean {
+  return (
+    isIP(a) !== 0 &&
+    !a.startsWith('127.') &&
+    !a.startsWith('169.254.') &&
+    a !== '::1' &&
+    !a.toLowerCase().startsWith('fe80:')
+  );
+}
+
+/** `*` and `?` glob → an anchored RegExp (every other character literal). */
+export function globToRegExp(glob: string): RegExp {
+  const body = glob
+    .split('')
+    .map((c) => (c === '*' ? '.*' : c === '?' ? '.' : c.replace(/[\\^$.|+()[\]{}]/g, '\\$&')))
+    .join('');
+  return new RegExp(`^${body}$`);
+}
+
+function baseName(path: string): string {
+  return path.slice(path.lastIndexOf('/') + 1);
+}
+
+function ipv4ToInt(ip: string): number | null {
+  const parts = ip.split('.').map(Number);
+  if (parts.length !== 4 || parts.some((n) => !Number.isInteger(n) || n < 0 || n > 255))
+    return null;
+  return parts.reduce((acc, n) => acc * 256 + n, 0);
+}
+
+/** True when IPv4 `ip` is inside `cidr` (false for anything else). */
+export function inCidr(ip: string, cidr: string): boolean {
+  const [net = '', lenText = ''] = cidr.split('/');
+  const a = ipv4ToInt(ip);
+  const b = ipv4ToInt(net);
+  const len = Number(lenText);
+  if (a === null || b === null || !Number.isInteger(len) || len < 0 || len > 32) return false;
+  const size = 2 ** (32 - len);
+  return Math.floor(a / size) === Math.floor(b / size);
+}
+
+/** The namespaces of connected agents that match `sel` (sorted by name, then node). */
+export function matchWorkload(
+  agents: readonly AgentInfo[],
+  sel: WorkloadSelector,
+): WorkloadInstance[] {
+  if (sel.netns === undefined) return [];
+  const re = globToRegExp(sel.netns);
+  const out: WorkloadInstance[] = [];
+  for (const a of agents) {
+    if (!a.connected) continue;
+    for (const ns of a.hello.namespaces) {
+      const name = baseName(ns.path);
+      const addresses = ns.addresses.filter(usable);
+      const cidr = sel.podCidr;
+      const ip = cidr === undefined ? addresses[0] : addresses.find((x) => inCidr(x, cidr));
+      if (!re.test(name) || ip === undefined) continue;
+      out.push({ agentId: a.agentId, node: a.node, netns: ns.path, name, ip, addresses });
+    }
+  }
+  return out.sort((x, y) => x.name.localeCompare(y.name) || x.node.localeCompare(y.node));
+}
+
+/** Identity of an incarnation: a new namespace or a new IP is a new pod. */
+export function instanceKey(i: Pick<WorkloadInstance, 'agentId' | 'netns' | 'ip'>): string {
+  return `${i.agentId}|${i.netns}|${i.ip}`;
+}
+
+/**
+ * What to do about the attachment: keep it, detach it (its namespace left the agent's hello), or
+ * attach to a matching incarnation that was never attached before.
+ */
+export function planAttachment(
+  current: WorkloadInstance | null,
+  candidates: readonly WorkloadInstance[],
+  retired: ReadonlySet<string>,
+):
+  | { kind: 'keep' }
+  | { kind: 'detach'; reason: string }
+  | { kind: 'attach'; to: WorkloadInstance }
+  | { kind: 'wait' } {
+  if (current !== null) {
+    const k = instanceKey(current);
+    if (candidates.some((c) => instanceKey(c) === k)) return { kind: 'keep' };
+    return {
+      kind: 'detach',
+      reason: `${current.name} (${current.ip}) is no longer reported by the agent on ${current.node}`,
+    };
+  }
+  const next = candidates.find((c) => !retired.has(instanceKey(c)));
+  return next === undefined ? { kind: 'wait' } : { kind: 'attach', to: next };
+}
+
+function tupleOf(
+  e: PacketEvent,
+): { src: string; dst: string; sport?: number; dport?: number } | null {
+  const t = e.inner;
+  return t === null || t.proto !== 'tcp' ? null : t;
+}
+
+const byTime = (a: TaggedEvent, b: TaggedEvent): number =>
+  a.event.tsNs < b.event.tsNs ? -1 : a.event.tsNs > b.event.tsNs ? 1 : 0;
+
+/** Later points are searched this long around the probe's SYN at the first point. */
+const BEFORE_NS = 1_000_000_000n;
+const AFTER_NS = 5_000_000_000n;
+
+/** Input of analyzeProbe. */
+export interface ProbeInput {
+  probe: ProbeReport;
+  client: string;
+  /** Points in path order (decap, egress, backend); events of every attachment. */
+  points: { name: string; events: readonly TaggedEvent[] }[];
+  /** Which pod each attachment epoch captured. */
+  epochs: ReadonlyMap<number, ServedBy>;
+  inventory: Inventory;
+  startMs: number;
+  /** When a decap capture was running (collector clock, ms; `toMs` null = still running). */
+  decapCoverage?: readonly { fromMs: number; toMs: number | null }[];
+}
+
+/** One probe's verdict: its connection at the first point (by source port), followed through. */
+export function analyzeProbe(input: ProbeInput): TimelineRow {
+  const { probe, client } = input;
+  const row: TimelineRow = {
+    probeId: probe.probeId,
+    sport: probe.sport,
+    startedAtMs: probe.startedAtMs,
+    offsetMs: probe.startedAtMs - input.startMs,
+    servedBy: null,
+    verdict: 'not-captured',
+    ok: probe.ok,
+    backendSrc: null,
+    detail: '',
+  };
+  const [first, ...rest] = input.points;
+  if (first === undefined) return { ...row, detail: 'no capture points' };
+  const mine = first.events.filter((x) => {
+    const t = tupleOf(x.event);
+    return (
+      t !== null &&
+      ((t.src === client && t.sport === probe.sport) ||
+        (t.dst === client && t.dport === probe.sport))
+    );
+  });
+  const syn = mine.find((x) => ((x.event.keys.tcpFlags ?? 0) & 0x12) === 0x02);
+  if (syn === undefined) {
+    const covered = (input.decapCoverage ?? []).some(
+      (c) => c.fromMs <= probe.startedAtMs && (c.toMs === null || c.toMs >= probe.endedAtMs),
+    );
+    // curl exit 7: the client could not even connect (no tunnel, no route): certain without a capture.
+    const couldNotConnect = probe.error !== null && /exit 7\b/.test(probe.error);
+    if (!probe.ok && (covered || couldNotConnect || input.decapCoverage === undefined))
+      return {
+        ...row,
+        verdict: 'failed-to-connect',
+        detail: `nothing from ${client}:${probe.sport} reached ${first.name} (${probe.error ?? 'no answer'})`,
+      };
+    return {
+      ...row,
+      detail: `${probe.ok ? `the probe got HTTP ${probe.httpCode ?? '?'}` : `the probe failed (${probe.error ?? 'no answer'})`} and no ${first.name} capture was running: between two pods`,
+    };
+  }
+  row.servedBy = input.epochs.get(syn.epoch) ?? null;
+  const lo = syn.event.tsNs - BEFORE_NS;
+  const hi = syn.event.tsNs + AFTER_NS;
+  const window = (evs: readonly TaggedEvent[]): PacketEvent[] =>
+    evs
+      .filter((x) => x.event.tsNs >= lo && x.event.tsNs <= hi)
+      .sort(byTime)
+      .map((x) => x.event);
+  try {
+    const r = analyzeEvents({
+      points: [
+        { name: first.name, events: [...mine].sort(byTime).map((x) => x.event) },
+        ...rest.map((p) => ({ name: p.name, events: window(p.events) })),
+      ],
+      inventory: input.inventory,
+      selector: { client },
+    });
+    const v = r.verdict;
+    // A capture armed after the SYN passed (a re-attached egress starts a moment after decap) makes
+    // a working probe look like no-return: a point that missed the SYN and has nothing earlier than
+    // it in this attachment was not capturing yet.
+    const late = rest.find((p) => {
+      if (r.points.find((x) => x.name === p.name)?.seenSyn === true) return false;
+      let firstNs: bigint | null = null;
+      for (const x of p.events)
+        if (
+          (x.epoch === syn.epoch || x.epoch === 0) &&
+          (firstNs === null || x.event.tsNs < firstNs)
+        )
+          firstNs = x.event.tsNs;
+      return firstNs === null || firstNs > syn.event.tsNs;
+    });
+    if (late !== undefined && !GOOD.includes(v.layer))
+      return {
+        ...row,
+        detail: `${late.name} was not capturing yet when the probe's SYN passed ${first.name} (just re-attached); analysis said ${v.layer}`,
+      };
+    row.verdict = v.layer;
+    row.backendSrc = v.observed['backend']?.src ?? null;
+    row.detail =
+      v.reason ?? (v.rewrittenBetween ? `rewritten ${v.rewrittenBetween.join('→')}` : v.layer);
+  } catch (e) {
+    row.verdict = 'unknown';
+    row.detail = isHoptraceError(e) || e instanceof Error ? e.message : String(e);
+  }
+  return row;
+}
+
+/** Is this probe a working path? The prober got its answer (the verdict names the layer). */
+export function isGood(r: TimelineRow): boolean {
+  return r.ok && (GOOD.includes(r.verdict) || r.verdict === 'not-captured');
+}
+
+/** Input of summarizeRepro. */
+export interface SummaryInput {
+  rows: readonly TimelineRow[];
+  marks: readonly ReproMark[];
+  /** Attachments in order (epoch 1..n). */
+  attachments: readonly { served: ServedBy; addresses: string[]; attachedAtMs: number }[];
+  routes: readonly ReturnRoute[];
+  endMs: number;
+}
+
+/** Whether the path came back after the deletion, how long it was broken, and why. */
+export function summarizeRepro(input: SummaryInput): ReproSummary {
+  const { rows, attachments, routes } = input;
+  const deleted = input.marks.find((m) => m.kind === 'deleted') ?? null;
+  const at = deleted?.atMs ?? null;
+  const before = at === null ? rows : rows.filter((r) => r.startedAtMs < at);
+  const after = at === null ? [] : rows.filter((r) => r.startedAtMs >= at);
+  const lastGoodBefore = [...before].reverse().find(isGood);
+  const firstGoodAfter = after.find(isGood);
+  const last = rows.at(-1);
+  const recovered = at !== null && last !== undefined && after.includes(last) && isGood(last);
+  const deletedPod =
+    at === null
+      ? null
+      : ([...attachments].reverse().find((a) => a.attachedAtMs <= at)?.served ?? null);
+  const replacement =
+    at === null ? null : (attachments.find((a) => a.attachedAtMs > at)?.served ?? null);
+  const brokenFrom = lastGoodBefore?.startedAtMs ?? at;
+  const summary: ReproSummary = {
+    deletedAtMs: at,
+    deletedPod,
+    replacement,
+    probes: rows.length,
+    okBefore: before.filter(isGood).length,
+    failedAfter: after.filter((r) => !isGood(r)).length,
+    recovered,
+    brokenMs:
+      recovered && firstGoodAfter !== undefined && brokenFrom !== null
+        ? firstGoodAfter.startedAtMs - brokenFrom
+        : null,
+    brokenForAtLeastMs: !recovered && at !== null ? input.endMs - at : null,
+    why: '',
+  };
+  summary.why = explain(summary, after, attachments, routes);
+  return summary;
+}
+
+function podText(s: ServedBy | null): string {
+  return s === null ? 'an unknown pod' : `${s.name} (${s.ip} on ${s.node})`;
+}
+
+function routeText(r: ReturnRoute): string {
+  return `${r.dst}${r.via === null ? '' : ` via ${r.via}`}${r.dev === null ? '' : ` dev ${r.dev}`}`;
+}
+
+function explain(
+  s: ReproSummary,
+  after: readonly TimelineRow[],
+  attachments: SummaryInput['attachments'],
+  routes: readonly ReturnRoute[],
+): string {
+  if (s.deletedAtMs === null) return 'no pod was deleted during the run';
+  const replacement = attachments.find((a) => a.served.epoch === s.replacement?.epoch);
+  const oldAddrs = new Set(
+    attachments.filter((a) => a !== replacement).flatMap((a) => a.addresses),
+  );
+  const newAddrs = new Set(replacement?.addresses ?? []);
+  const stale = routes.find((r) => r.via !== null && oldAddrs.has(r.via) && !newAddrs.has(r.via));
+  const held = routes.find((r) => r.via !== null && newAddrs.has(r.via));
+  const afterGood = after.filter(isGood);
+  const layers = [...new Set(afterGood.map((r) => r.verdict))].join(', ');
+  if (s.recovered) {
+    const how = held
+      ? `the return route on node ${held.node} (${routeText(held)}) points at an address the replacement ${podText(s.replacement)} took over`
+      : afterGood.some((r) => r.verdict === 'vpn-pod')
+        ? `the VPN pod masquerades (vpn-pod): replies return to the replacement's own address ${s.replacement?.ip ?? '?'}, no return route is needed`
+        : `probes through ${podText(s.replacement)} work again (${layers})`;
+    return `the path came back after the reschedule: ${how}`;
+  }
+  const counts = new Map<string, number>();
+  for (const r of after.filter((x) => !isGood(x)))
+    counts.set(r.verdict, (counts.get(r.verdict) ?? 0) + 1);
+  const seen = [...counts].map(([k, n]) => `${n} ${k}`).join(', ');
+  if (stale) {
+    const owner = attachments.find((a) => a.addresses.includes(stale.via ?? ''))?.served ?? null;
+    return `the path did not come back: the return route on node ${stale.node} (${routeText(stale)}) still points at ${stale.via ?? '?'}, the deleted pod ${owner?.name ?? ''}'s address; the replacement ${podText(s.replacement)} is not on it (probes after the deletion: ${seen})`;
+  }
+  if (s.replacement === null)
+    return `the path did not come back: no replacement pod appeared in the agents' inventory (probes after the deletion: ${seen})`;
+  return `the path did not come back through ${podText(s.replacement)} (probes after the deletion: ${seen})`;
+}
+
+function clock(ms: number): string {
+  return new Date(ms).toISOString().slice(11, 23);
+}
+
+const VERDICT_TEXT: Record<ProbeVerdict, string> = {
+  preserved: 'preserved',
+  'vpn-pod': 'rewritten by vpn-pod',
+  'cni-masquerade': 'rewritten by cni-masquerade',
+  'kube-proxy': 'rewritten by kube-proxy',
+  proxy: 'rewritten by proxy',
+  'no-return': 'no-return',
+  dropped: 'dropped',
+  unknown: 'unknown',
+  'failed-to-connect': 'failed to connect',
+  'not-captured': 'not captured',
+};
+
+/** The per-probe timeline and the summary as text lines. */
+export function renderTimeline(
+  rows: readonly TimelineRow[],
+  marks: readonly ReproMark[],
+  summary: ReproSummary | null,
+): string[] {
+  const start = rows[0]?.startedAtMs ?? marks[0]?.atMs ?? 0;
+  const items: { at: number; line: string }[] = rows.map((r) => ({
+    at: r.startedAtMs,
+    line: `${clock(r.startedAtMs)}  +${((r.startedAtMs - start) / 1000).toFixed(1).padStart(5)}s  ${r.probeId.padEnd(14)} ${(r.servedBy === null ? '-' : `${r.servedBy.name} ${r.servedBy.ip}`).padEnd(30)} ${VERDICT_TEXT[r.verdict].padEnd(28)} ${r.ok ? 'HTTP 200' : 'no answer'}${r.backendSrc === null ? '' : `  backend saw ${r.backendSrc}`}`,
+  }));
+  for (const m of marks) {
+    items.push({
+      at: m.atMs,
+      line: `${clock(m.atMs)}  +${((m.atMs - start) / 1000).toFixed(1).padStart(5)}s  ── ${m.kind}: ${m.detail}`,
+    });
+  }
+  items.sort((a, b) => a.at - b.at);
+  const out = [
+    `time          offset  probe          served by                      verdict                      client`,
+    ...items.map((i) => i.line),
+  ];
+  if (summary !== null) {
+    out.push('');
+    out.push(
+      summary.recovered
+        ? `summary: recovered; broken for ${summary.brokenMs ?? '?'} ms (last good probe before the deletion → first good one after)`
+        : summary.deletedAtMs === null
+          ? 'summary: no deletion happened'
+          : `summary: NOT recovered; broken for at least ${summary.brokenForAtLeastMs ?? '?'} ms (until the end of the run)`,
+    );
+    out.push(`why: ${summary.why}`);
+  }
+  return out;
+}

@@ -1,0 +1,92 @@
+/**
+ * `/v1/repros` of the collector API (mounted by collector/http.ts, same token and error shape):
+ *
+ *   POST   /v1/repros                 201 ReproView | 400 | 409 REPRO_NO_WORKLOAD | 501 REPRO_NOT_SUPPORTED
+ *   GET    /v1/repros                 {repros: ReproView[]}
+ *   GET    /v1/repros/:id             ReproView (timeline computed from the events so far)
+ *   POST   /v1/repros/:id/probes      one probe the prober sent {probeId, sport, startedAtMs, endedAtMs, ok, httpCode?, error?}
+ *   POST   /v1/repros/:id/marks       {kind: deleted|replacement-ready|note, atMs, detail?}
+ *   POST   /v1/repros/:id/delete      deletes the attached pod (needs a PodDeleter: 501 today)
+ *   POST   /v1/repros/:id/finish      {returnRoutes?: [{node, dst, via?, dev?}]} → stops, summary
+ */
+import { HoptraceError } from '../common/errors';
+import {
+  parseFinish,
+  parseMark,
+  parseProbeReport,
+  parseReproRequest,
+  type ReproManager,
+  type ReproView,
+} from './repro';
+
+/** A JSON answer (status, body) before http.ts adds the headers. */
+export interface ReproAnswer {
+  status: number;
+  value: unknown;
+}
+
+const ID_RE = /^r-[a-z0-9]{1,16}-[0-9a-f]{8}$/;
+
+function parseBody(text: string | undefined): unknown {
+  if (text === undefined || text.trim() === '') return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (e) {
+    throw new HoptraceError(
+      'API_BAD_REQUEST',
+      `the body is not JSON (${e instanceof Error ? e.message : String(e)})`,
+      {
+        where: 'body',
+        hint: 'send Content-Type: application/json',
+      },
+    );
+  }
+}
+
+function found(id: string, v: ReproView | undefined): ReproAnswer {
+  if (v === undefined)
+    throw new HoptraceError('API_NOT_FOUND', `repro ${id} not found`, { where: `repro ${id}` });
+  return { status: 200, value: v };
+}
+
+function badMethod(method: string, path: string, allowed: string): HoptraceError {
+  return new HoptraceError('API_BAD_REQUEST', `method ${method} is not allowed`, {
+    where: path,
+    hint: `use ${allowed}`,
+  });
+}
+
+/** Answers a `/v1/repros…` call, or null when `path` is not one. */
+export async function routeRepro(
+  repros: ReproManager,
+  method: string,
+  path: string,
+  body: string | undefined,
+): Promise<ReproAnswer | null> {
+  if (path === '/v1/repros') {
+    if (method === 'GET') return { status: 200, value: { repros: repros.list() } };
+    if (method !== 'POST') throw badMethod(method, path, 'GET or POST');
+    return { status: 201, value: repros.create(parseReproRequest(parseBody(body))) };
+  }
+  const m = /^\/v1\/repros\/([^/]+)(?:\/(probes|marks|delete|finish))?$/.exec(path);
+  if (m === null) return null;
+  const id = decodeURIComponent(m[1] ?? '');
+  if (!ID_RE.test(id))
+    throw new HoptraceError('API_NOT_FOUND', `repro ${id} not found`, { where: path });
+  const action = m[2];
+  if (action === undefined) {
+    if (method !== 'GET') throw badMethod(method, path, 'GET');
+    return found(id, repros.get(id));
+  }
+  if (method !== 'POST') throw badMethod(method, path, 'POST');
+  switch (action) {
+    case 'probes':
+      return found(id, repros.addProbe(id, parseProbeReport(parseBody(body))));
+    case 'marks':
+      return found(id, repros.addMark(id, parseMark(parseBody(body))));
+    case 'delete':
+      return found(id, await repros.deletePod(id));
+    default:
+      return found(id, repros.finishById(id, parseFinish(parseBody(body))));
+  }
+}

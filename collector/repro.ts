@@ -1,0 +1,664 @@
+/**
+ * The repro sessions of the collector (`/v1/repros`): one backend capture for the whole run, and
+ * decap/egress captures that follow the VPN workload. Every agent hello (agents re-send theirs when
+ * their namespaces change) and every failed capture re-plans the attachment (repro-core.ts): the old
+ * incarnation is detached when its namespace disappears, the new one attached as soon as an agent
+ * reports it — no new command from the user. Probes and marks (pod deleted, replacement ready) are
+ * reported by the prober; verdicts per probe are computed from the events on demand.
+ *
+ * Sessions live in memory only: a collector restart ends them (a repro is minutes long and re-run
+ * in one command). Capture ids are `r-…` so the SessionManager hands their messages here.
+ */
+import { randomBytes } from 'node:crypto';
+import { HoptraceError } from '../common/errors';
+import type { Inventory } from '../common/inventory';
+import type { CaptureState } from '../common/wire';
+import type { AgentHub, AgentMessage } from './hub-types';
+import { buildLiveInventory, resolveTarget, type CapturedNamespace } from './inventory-live';
+import type { CollectorLogger } from './logger';
+import {
+  analyzeProbe,
+  instanceKey,
+  matchWorkload,
+  planAttachment,
+  renderTimeline,
+  summarizeRepro,
+  type PodDeleter,
+  type ProbeReport,
+  type ReproMark,
+  type ReproSummary,
+  type ReturnRoute,
+  type ServedBy,
+  type TaggedEvent,
+  type TimelineRow,
+  type WorkloadInstance,
+  type WorkloadSelector,
+} from './repro-core';
+import { isUsefulEvent } from './session';
+
+/** `POST /v1/repros`. */
+export interface ReproSpec {
+  workload: WorkloadSelector;
+  decapIface: string;
+  egressIface: string;
+  backend: { target: string; iface: string; node?: string };
+  /** The client's tunnel address (the probes' source at the decap point). */
+  client: string;
+  /** The whole run ends by itself after this long (default 10 min). */
+  timeoutMs: number;
+  inventory?: Inventory;
+}
+
+/** One capture point's state as the agent reported it. */
+export interface ReproPointView {
+  name: string;
+  agentId: string | null;
+  state: CaptureState | 'pending';
+  events: number;
+  error?: { code: string; message: string };
+}
+
+/** One pod incarnation the decap and egress points were attached to. */
+export interface AttachmentView {
+  epoch: number;
+  pod: WorkloadInstance;
+  attachedAt: string;
+  detachedAt: string | null;
+  detachReason: string | null;
+  points: ReproPointView[];
+}
+
+/** `GET /v1/repros/:id`. */
+export interface ReproView {
+  id: string;
+  state: 'running' | 'finished';
+  createdAt: string;
+  finishedAt: string | null;
+  finalReason: string | null;
+  spec: ReproSpec;
+  backend: ReproPointView;
+  attachments: AttachmentView[];
+  /** Waiting for a new incarnation of the workload (none attached). */
+  waiting: boolean;
+  marks: ReproMark[];
+  timeline: TimelineRow[];
+  summary: ReproSummary | null;
+  /** The timeline and summary as text (what `hoptrace repro` prints). */
+  text: string[];
+}
+
+interface PointRec {
+  name: string;
+  agentId: string | null;
+  /** Collector time of the first 'capturing' status. */
+  capturingAtMs?: number;
+  state: CaptureState | 'pending';
+  events: number;
+  error?: { code: string; message: string };
+}
+
+interface Attachment {
+  epoch: number;
+  captureId: string;
+  pod: WorkloadInstance;
+  attachedAtMs: number;
+  detachedAtMs: number | null;
+  detachReason: string | null;
+  points: PointRec[];
+}
+
+interface Repro {
+  id: string;
+  spec: ReproSpec;
+  createdAtMs: number;
+  finishedAtMs: number | null;
+  finalReason: string | null;
+  backend: PointRec;
+  attachments: Attachment[];
+  retired: Set<string>;
+  events: Map<string, TaggedEvent[]>;
+  probes: ProbeReport[];
+  marks: ReproMark[];
+  routes: ReturnRoute[];
+  summary: ReproSummary | null;
+  timer: NodeJS.Timeout | undefined;
+}
+
+const POINTS = ['decap', 'egress', 'backend'] as const;
+/** Events kept per point in memory; beyond it the oldest are dropped (a repro is short). */
+const MAX_EVENTS_PER_POINT = 500_000;
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+export interface ReproManagerOptions {
+  hub: AgentHub;
+  logger: CollectorLogger;
+  nowMs?: () => number;
+  snaplen?: number;
+  /** Deletes pods for `POST /v1/repros/:id/delete` (the Kubernetes API path; none yet). */
+  deleter?: PodDeleter;
+}
+
+/** Owns every repro session of the collector. */
+export class ReproManager {
+  private readonly hub: AgentHub;
+  private readonly log: CollectorLogger;
+  private readonly nowMs: () => number;
+  private readonly snaplen: number;
+  private readonly deleter: PodDeleter | undefined;
+  private readonly repros = new Map<string, Repro>();
+
+  constructor(opts: ReproManagerOptions) {
+    this.hub = opts.hub;
+    this.log = opts.logger;
+    this.nowMs = opts.nowMs ?? Date.now;
+    this.snaplen = opts.snaplen ?? 65535;
+    this.deleter = opts.deleter;
+  }
+
+  /** Re-plans every running repro when an agent connects, re-sends its hello or leaves. */
+  start(): void {
+    this.hub.onAgent(() => {
+      for (const r of this.repros.values()) this.reconcile(r);
+    });
+  }
+
+  /** Capture ids of repro sessions: their agent messages come here. */
+  owns(captureId: string): boolean {
+    return captureId.startsWith('r-');
+  }
+
+  create(spec: ReproSpec): ReproView {
+    if (spec.workload.kubernetes !== undefined) {
+      throw new HoptraceError(
+        'REPRO_NOT_SUPPORTED',
+        'a Kubernetes workload selector (namespace + labels) is not implemented yet: it needs the Kubernetes API path',
+        {
+          where: 'workload.kubernetes',
+          hint: 'select the workload by namespace name: workload.netns',
+        },
+      );
+    }
+    const agents = this.hub.agents();
+    const first = matchWorkload(agents, spec.workload)[0];
+    if (first === undefined) {
+      throw new HoptraceError(
+        'REPRO_NO_WORKLOAD',
+        `no connected agent reports a namespace matching ${JSON.stringify(spec.workload)}`,
+        { where: 'POST /v1/repros', hint: 'GET /v1/agents lists the namespaces agents report' },
+      );
+    }
+    const now = this.nowMs();
+    const id = `r-${now.toString(36)}-${randomBytes(4).toString('hex')}`;
+    const r: Repro = {
+      id,
+      spec,
+      createdAtMs: now,
+      finishedAtMs: null,
+      finalReason: null,
+      backend: { name: 'backend', agentId: null, state: 'pending', events: 0 },
+      attachments: [],
+      retired: new Set(),
+      events: new Map(POINTS.map((p) => [p, []])),
+      probes: [],
+      marks: [],
+      routes: [],
+      summary: null,
+      timer: undefined,
+    };
+    this.repros.set(id, r);
+    const b = resolveTarget(spec.backend.target, spec.backend.node, agents);
+    if (b.ok) {
+      this.arm(
+        r,
+        `${id}-b`,
+        'backend',
+        b.agent.agentId,
+        spec.backend.target,
+        spec.backend.iface,
+        r.backend,
+      );
+    } else {
+      r.backend.state = 'failed';
+      r.backend.error = { code: b.code, message: b.message };
+    }
+    this.attach(r, first);
+    // Agent hellos drive the attachment; the tick catches an agent that left without one.
+    r.timer = setInterval(() => {
+      if (this.nowMs() - r.createdAtMs > spec.timeoutMs) this.finish(r, 'timeout', []);
+      else this.reconcile(r);
+    }, 1000);
+    r.timer.unref();
+    this.log.info({ captureId: id, node: first.node }, `repro created, attached to ${first.name}`);
+    return this.view(r);
+  }
+
+  get(id: string): ReproView | undefined {
+    const r = this.repros.get(id);
+    return r && this.view(r);
+  }
+
+  list(): ReproView[] {
+    return [...this.repros.values()].map((r) => this.view(r));
+  }
+
+  addProbe(id: string, p: ProbeReport): ReproView | undefined {
+    const r = this.repros.get(id);
+    if (!r) return undefined;
+    if (r.finishedAtMs === null) r.probes.push(p);
+    return this.view(r);
+  }
+
+  addMark(id: string, m: ReproMark): ReproView | undefined {
+    const r = this.repros.get(id);
+    if (!r) return undefined;
+    if (r.finishedAtMs === null) r.marks.push(m);
+    this.reconcile(r);
+    return this.view(r);
+  }
+
+  /** Deletes the attached pod through the configured PodDeleter. */
+  async deletePod(id: string): Promise<ReproView | undefined> {
+    const r = this.repros.get(id);
+    if (!r) return undefined;
+    if (this.deleter === undefined) {
+      throw new HoptraceError(
+        'REPRO_NOT_SUPPORTED',
+        'this collector cannot delete pods: the Kubernetes API deletion path is not implemented yet',
+        {
+          where: `POST /v1/repros/${id}/delete`,
+          hint: 'delete the pod yourself (kubectl delete pod) and POST a "deleted" mark',
+        },
+      );
+    }
+    const cur = this.current(r);
+    if (cur === undefined)
+      throw new HoptraceError('API_BAD_REQUEST', 'no pod is attached right now', { where: id });
+    const done = await this.deleter.deletePod(cur.pod);
+    r.marks.push({ kind: 'deleted', atMs: done.deletedAtMs, detail: done.detail });
+    return this.view(r);
+  }
+
+  /** Stops the captures and computes the summary (routes: the return routes read at the end). */
+  finishById(id: string, routes: ReturnRoute[]): ReproView | undefined {
+    const r = this.repros.get(id);
+    if (!r) return undefined;
+    if (r.finishedAtMs === null) this.finish(r, 'finished by the prober', routes);
+    return this.view(r);
+  }
+
+  close(): void {
+    for (const r of this.repros.values())
+      if (r.finishedAtMs === null) this.finish(r, 'collector closing', []);
+  }
+
+  /** An agent message for a repro capture; resolves at once (nothing is persisted). */
+  handle(msg: AgentMessage): Promise<void> {
+    const captureId =
+      msg.kind === 'events'
+        ? msg.batch.captureId
+        : msg.kind === 'status'
+          ? msg.status.captureId
+          : msg.kind === 'lost'
+            ? msg.lost.captureId
+            : msg.error.captureId;
+    const m = /^(r-[a-z0-9]+-[0-9a-f]{8})-(b|e(\d+))$/.exec(captureId);
+    const r = m?.[1] === undefined ? undefined : this.repros.get(m[1]);
+    if (m === null || r === undefined || r.finishedAtMs !== null) return Promise.resolve();
+    const epoch = m[3] === undefined ? 0 : Number(m[3]);
+    const att = epoch === 0 ? undefined : r.attachments.find((a) => a.epoch === epoch);
+    const pointName =
+      msg.kind === 'events'
+        ? msg.batch.point
+        : msg.kind === 'status'
+          ? msg.status.point
+          : msg.kind === 'lost'
+            ? msg.lost.point
+            : msg.error.point;
+    const p = epoch === 0 ? r.backend : att?.points.find((x) => x.name === pointName);
+    if (p === undefined || (p.agentId !== null && p.agentId !== msg.agentId))
+      return Promise.resolve();
+    switch (msg.kind) {
+      case 'events': {
+        p.events += msg.batch.events.length;
+        const list = r.events.get(pointName);
+        if (list === undefined) break;
+        for (const e of msg.batch.events) if (isUsefulEvent(e)) list.push({ epoch, event: e });
+        if (list.length > MAX_EVENTS_PER_POINT) list.splice(0, list.length - MAX_EVENTS_PER_POINT);
+        break;
+      }
+      case 'status':
+        if (msg.status.state === 'failed') {
+          p.state = 'failed';
+          p.error = {
+            code: msg.status.errorCode === '' ? 'CAPTURE_WORKER_FAILED' : msg.status.errorCode,
+            message: msg.status.message,
+          };
+        } else if (p.state !== 'failed') p.state = msg.status.state;
+        if (msg.status.state === 'capturing') p.capturingAtMs ??= this.nowMs();
+        break;
+      case 'error':
+        p.state = 'failed';
+        p.error = { code: msg.error.code, message: msg.error.message };
+        break;
+      case 'lost':
+        this.log.warn(
+          { captureId, point: pointName, count: msg.lost.count },
+          `events lost: ${msg.lost.reason}`,
+        );
+        break;
+    }
+    // A decap or egress capture that failed (its namespace is gone, most often) ends the attachment.
+    if (att !== undefined && att.detachedAtMs === null && p.state === 'failed') {
+      this.detach(
+        r,
+        att,
+        `${p.name} capture failed: ${p.error?.code ?? '?'} ${p.error?.message ?? ''}`.trim(),
+      );
+      this.reconcile(r);
+    }
+    return Promise.resolve();
+  }
+
+  private current(r: Repro): Attachment | undefined {
+    const last = r.attachments.at(-1);
+    return last !== undefined && last.detachedAtMs === null ? last : undefined;
+  }
+
+  private reconcile(r: Repro): void {
+    if (r.finishedAtMs !== null) return;
+    const candidates = matchWorkload(this.hub.agents(), r.spec.workload);
+    for (;;) {
+      const cur = this.current(r);
+      const plan = planAttachment(cur?.pod ?? null, candidates, r.retired);
+      if (plan.kind === 'detach' && cur !== undefined) {
+        this.detach(r, cur, plan.reason);
+        continue;
+      }
+      if (plan.kind === 'attach') this.attach(r, plan.to);
+      return;
+    }
+  }
+
+  private attach(r: Repro, pod: WorkloadInstance): void {
+    const epoch = r.attachments.length + 1;
+    const att: Attachment = {
+      epoch,
+      captureId: `${r.id}-e${epoch}`,
+      pod,
+      attachedAtMs: this.nowMs(),
+      detachedAtMs: null,
+      detachReason: null,
+      points: [
+        { name: 'decap', agentId: null, state: 'pending', events: 0 },
+        { name: 'egress', agentId: null, state: 'pending', events: 0 },
+      ],
+    };
+    r.attachments.push(att);
+    r.retired.add(instanceKey(pod));
+    const [decap, egress] = att.points;
+    if (decap === undefined || egress === undefined) return;
+    this.arm(r, att.captureId, 'decap', pod.agentId, pod.netns, r.spec.decapIface, decap);
+    this.arm(r, att.captureId, 'egress', pod.agentId, pod.netns, r.spec.egressIface, egress);
+    this.log.info(
+      { captureId: att.captureId, agentId: pod.agentId, node: pod.node },
+      `repro ${r.id}: decap and egress attached to ${pod.name} (${pod.ip})`,
+    );
+  }
+
+  private detach(r: Repro, att: Attachment, reason: string): void {
+    att.detachedAtMs = this.nowMs();
+    att.detachReason = reason;
+    for (const p of att.points) {
+      if (p.agentId !== null && p.state !== 'failed')
+        this.hub.send(p.agentId, {
+          kind: 'stop',
+          stop: { captureId: att.captureId, point: p.name },
+        });
+    }
+    this.log.info(
+      { captureId: att.captureId },
+      `repro ${r.id}: detached from ${att.pod.name}: ${reason}`,
+    );
+  }
+
+  private arm(
+    r: Repro,
+    captureId: string,
+    point: string,
+    agentId: string,
+    target: string,
+    iface: string,
+    rec: PointRec,
+  ): void {
+    const sent = this.hub.send(agentId, {
+      kind: 'capture',
+      capture: {
+        captureId,
+        point,
+        target,
+        iface,
+        filter: '',
+        snaplen: this.snaplen,
+        deadlineUnixMs: r.createdAtMs + r.spec.timeoutMs + 10_000,
+      },
+    });
+    rec.agentId = agentId;
+    if (sent) rec.state = 'arming';
+    else {
+      rec.state = 'failed';
+      rec.error = { code: 'AGENT_NOT_CONNECTED', message: `the agent ${agentId} is not connected` };
+    }
+  }
+
+  private finish(r: Repro, reason: string, routes: ReturnRoute[]): void {
+    const now = this.nowMs();
+    if (r.timer) clearInterval(r.timer);
+    const cur = this.current(r);
+    if (cur !== undefined) this.detach(r, cur, `repro ended: ${reason}`);
+    if (r.backend.agentId !== null && r.backend.state !== 'failed')
+      this.hub.send(r.backend.agentId, {
+        kind: 'stop',
+        stop: { captureId: `${r.id}-b`, point: 'backend' },
+      });
+    r.routes = routes;
+    r.finishedAtMs = now;
+    r.finalReason = reason;
+    const rows = this.timeline(r);
+    r.summary = summarizeRepro({
+      rows,
+      marks: r.marks,
+      attachments: r.attachments.map((a) => ({
+        served: served(a),
+        addresses: a.pod.addresses,
+        attachedAtMs: a.attachedAtMs,
+      })),
+      routes,
+      endMs: r.probes.at(-1)?.endedAtMs ?? now,
+    });
+    this.log.info({ captureId: r.id }, `repro finished: ${r.summary.why}`);
+  }
+
+  private inventory(r: Repro): Inventory {
+    const captured: CapturedNamespace[] = r.attachments.map((a) => ({
+      point: 'decap',
+      node: a.pod.node,
+      netns: a.pod.netns,
+      addresses: a.pod.addresses,
+    }));
+    return buildLiveInventory(this.hub.agents(), captured, r.spec.inventory);
+  }
+
+  private timeline(r: Repro): TimelineRow[] {
+    const epochs = new Map<number, ServedBy>(r.attachments.map((a) => [a.epoch, served(a)]));
+    const inventory = this.inventory(r);
+    const startMs = r.probes[0]?.startedAtMs ?? r.createdAtMs;
+    const points = POINTS.map((name) => ({ name, events: r.events.get(name) ?? [] }));
+    const decapCoverage = r.attachments.flatMap((a) => {
+      const from = a.points[0]?.capturingAtMs;
+      return from === undefined ? [] : [{ fromMs: from, toMs: a.detachedAtMs }];
+    });
+    return r.probes.map((probe) =>
+      analyzeProbe({
+        probe,
+        client: r.spec.client,
+        points,
+        epochs,
+        inventory,
+        startMs,
+        decapCoverage,
+      }),
+    );
+  }
+
+  private view(r: Repro): ReproView {
+    const timeline = this.timeline(r);
+    const pv = (p: PointRec): ReproPointView => ({
+      name: p.name,
+      agentId: p.agentId,
+      state: p.state,
+      events: p.events,
+      ...(p.error === undefined ? {} : { error: p.error }),
+    });
+    return {
+      id: r.id,
+      state: r.finishedAtMs === null ? 'running' : 'finished',
+      createdAt: iso(r.createdAtMs),
+      finishedAt: r.finishedAtMs === null ? null : iso(r.finishedAtMs),
+      finalReason: r.finalReason,
+      spec: r.spec,
+      backend: pv(r.backend),
+      attachments: r.attachments.map((a) => ({
+        epoch: a.epoch,
+        pod: a.pod,
+        attachedAt: iso(a.attachedAtMs),
+        detachedAt: a.detachedAtMs === null ? null : iso(a.detachedAtMs),
+        detachReason: a.detachReason,
+        points: a.points.map(pv),
+      })),
+      waiting: r.finishedAtMs === null && this.current(r) === undefined,
+      marks: r.marks,
+      timeline,
+      summary: r.summary,
+      text: renderTimeline(timeline, r.marks, r.summary),
+    };
+  }
+}
+
+function served(a: Attachment): ServedBy {
+  return { epoch: a.epoch, name: a.pod.name, ip: a.pod.ip, node: a.pod.node };
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function bad(where: string, message: string): HoptraceError {
+  return new HoptraceError('API_BAD_REQUEST', message, { where });
+}
+
+function str(o: Record<string, unknown>, k: string, where: string): string {
+  const v = o[k];
+  if (typeof v !== 'string' || v === '')
+    throw bad(`${where}.${k}`, `${k} must be a non-empty string`);
+  return v;
+}
+
+function num(o: Record<string, unknown>, k: string, where: string): number {
+  const v = o[k];
+  if (typeof v !== 'number' || !Number.isFinite(v))
+    throw bad(`${where}.${k}`, `${k} must be a number`);
+  return v;
+}
+
+/** Validates `POST /v1/repros`. */
+export function parseReproRequest(body: unknown): ReproSpec {
+  if (!isRecord(body)) throw bad('body', 'the body must be a JSON object');
+  const w = body['workload'];
+  if (!isRecord(w))
+    throw bad(
+      'workload',
+      'workload must be {netns: GLOB} or {kubernetes: {namespace, labelSelector}}',
+    );
+  const workload: WorkloadSelector = {};
+  if (w['netns'] !== undefined) workload.netns = str(w, 'netns', 'workload');
+  if (w['podCidr'] !== undefined) workload.podCidr = str(w, 'podCidr', 'workload');
+  const k = w['kubernetes'];
+  if (k !== undefined) {
+    if (!isRecord(k)) throw bad('workload.kubernetes', 'must be {namespace, labelSelector}');
+    workload.kubernetes = {
+      namespace: str(k, 'namespace', 'workload.kubernetes'),
+      labelSelector: str(k, 'labelSelector', 'workload.kubernetes'),
+    };
+  }
+  if (workload.netns === undefined && workload.kubernetes === undefined)
+    throw bad('workload', 'give workload.netns or workload.kubernetes');
+  const b = body['backend'];
+  if (!isRecord(b)) throw bad('backend', 'backend must be {target, iface, node?}');
+  const backend: ReproSpec['backend'] = {
+    target: str(b, 'target', 'backend'),
+    iface: str(b, 'iface', 'backend'),
+  };
+  if (b['node'] !== undefined) backend.node = str(b, 'node', 'backend');
+  const spec: ReproSpec = {
+    workload,
+    decapIface: str(body, 'decapIface', 'body'),
+    egressIface: str(body, 'egressIface', 'body'),
+    backend,
+    client: str(body, 'client', 'body'),
+    timeoutMs: body['timeoutMs'] === undefined ? 600_000 : num(body, 'timeoutMs', 'body'),
+  };
+  if (body['inventory'] !== undefined) {
+    if (!isRecord(body['inventory'])) throw bad('inventory', 'inventory must be an object');
+    spec.inventory = body['inventory'] as unknown as Inventory;
+  }
+  return spec;
+}
+
+/** Validates `POST /v1/repros/:id/probes`. */
+export function parseProbeReport(body: unknown): ProbeReport {
+  if (!isRecord(body)) throw bad('body', 'the body must be a JSON object');
+  const sport = num(body, 'sport', 'body');
+  if (!Number.isInteger(sport) || sport <= 0 || sport > 65535)
+    throw bad('body.sport', 'sport must be a port');
+  const http = body['httpCode'];
+  const err = body['error'];
+  return {
+    probeId: str(body, 'probeId', 'body'),
+    sport,
+    startedAtMs: num(body, 'startedAtMs', 'body'),
+    endedAtMs: num(body, 'endedAtMs', 'body'),
+    ok: body['ok'] === true,
+    httpCode: typeof http === 'string' ? http : null,
+    error: typeof err === 'string' ? err : null,
+  };
+}
+
+/** Validates `POST /v1/repros/:id/marks`. */
+export function parseMark(body: unknown): ReproMark {
+  if (!isRecord(body)) throw bad('body', 'the body must be a JSON object');
+  const kind = body['kind'];
+  if (kind !== 'deleted' && kind !== 'replacement-ready' && kind !== 'note')
+    throw bad('body.kind', 'kind must be deleted, replacement-ready or note');
+  return {
+    kind,
+    atMs: num(body, 'atMs', 'body'),
+    detail: typeof body['detail'] === 'string' ? body['detail'] : '',
+  };
+}
+
+/** Validates `POST /v1/repros/:id/finish`. */
+export function parseFinish(body: unknown): ReturnRoute[] {
+  if (body === undefined || body === null) return [];
+  if (!isRecord(body)) throw bad('body', 'the body must be a JSON object');
+  const routes = body['returnRoutes'];
+  if (routes === undefined) return [];
+  if (!Array.isArray(routes)) throw bad('body.returnRoutes', 'returnRoutes must be an array');
+  return routes.map((x: unknown, i) => {
+    if (!isRecord(x)) throw bad(`body.returnRoutes[${i}]`, 'a route is {node, dst, via?, dev?}');
+    return {
+      node: str(x, 'node', `returnRoutes[${i}]`),
+      dst: str(x, 'dst', `returnRoutes[${i}]`),
+      via: typeof x['via'] === 'string' ? x['via'] : null,
+      dev: typeof x['dev'] === 'string' ? x['dev'] : null,
+    };
+  });
+}

@@ -1,0 +1,289 @@
+// The pure core of `hoptrace repro`: following the workload, one verdict per probe (found by its
+// source port), and the reschedule summary. Table-driven; no agents, no clock.
+import t from 'tap';
+import type { AgentInfo } from '../../collector/hub-types';
+import {
+  analyzeProbe,
+  globToRegExp,
+  inCidr,
+  matchWorkload,
+  planAttachment,
+  renderTimeline,
+  summarizeRepro,
+  instanceKey,
+  type ProbeReport,
+  type ServedBy,
+  type TaggedEvent,
+  type TimelineRow,
+} from '../../collector/repro-core';
+import { parseReproRequest } from '../../collector/repro';
+import { isHoptraceError } from '../../common/errors';
+import { CLIENT, DIRECT, INVENTORY, MS, exchange } from './fixtures-events';
+
+function agent(node: string, namespaces: { path: string; addresses: string[] }[]): AgentInfo {
+  return {
+    agentId: `${node}-a`,
+    node,
+    connected: true,
+    connectedAtMs: 0,
+    lastSeenMs: 0,
+    hello: {
+      agentId: `${node}-a`,
+      node,
+      version: 'test',
+      nodeAddresses: [],
+      spoolFirstSeq: 1,
+      namespaces: namespaces.map((n, i) => ({ ...n, inode: i + 1, interfaces: [] })),
+    },
+  };
+}
+
+void t.test('workload selector: name glob, pod IP by CIDR, new incarnation', (t) => {
+  t.ok(globToRegExp('ht1-vpn-pod*').test('ht1-vpn-pod-r1'));
+  t.notOk(globToRegExp('ht1-vpn-pod*').test('ht1-be-pod'));
+  t.notOk(globToRegExp('a.b').test('axb'), 'dots are literal');
+  t.ok(inCidr('10.244.1.11', '10.244.0.0/16'));
+  t.notOk(inCidr('172.31.255.1', '10.244.0.0/16'));
+  const old = { path: '/v/ht1-vpn-pod', addresses: ['172.31.255.1', '10.90.0.1', '10.244.1.10'] };
+  const repl = {
+    path: '/v/ht1-vpn-pod-r1',
+    addresses: ['172.31.255.1', '10.90.0.1', '10.244.1.11'],
+  };
+  const sel = { netns: 'ht1-vpn-pod*', podCidr: '10.244.0.0/16' };
+  const before = matchWorkload(
+    [agent('vpn-node', [old, { path: '/v/ht1-be', addresses: ['10.244.2.5'] }])],
+    sel,
+  );
+  t.same(
+    before.map((i) => [i.name, i.ip]),
+    [['ht1-vpn-pod', '10.244.1.10']],
+    'the pod IP, not the underlay',
+  );
+  const cur = before[0] ?? null;
+  if (cur === null) throw new Error('no match');
+  const retired = new Set([instanceKey(cur)]);
+  t.same(planAttachment(cur, before, retired), { kind: 'keep' });
+  // Deleted: the hello no longer lists it; the replacement is not reported yet.
+  const gone = planAttachment(cur, [], retired);
+  t.equal(gone.kind, 'detach');
+  t.same(planAttachment(null, [], retired), { kind: 'wait' });
+  t.same(
+    planAttachment(null, before, retired),
+    { kind: 'wait' },
+    'a retired incarnation is never re-attached',
+  );
+  const after = matchWorkload([agent('vpn-node', [repl])], sel);
+  const plan = planAttachment(null, after, retired);
+  t.equal(plan.kind === 'attach' ? plan.to.ip : null, '10.244.1.11', 'attaches to the new IP');
+  // Rescheduled to another node: followed too.
+  const moved = matchWorkload([agent('other-node', [repl])], sel);
+  t.equal(moved[0]?.node, 'other-node');
+  t.end();
+});
+
+void t.test(
+  'request parsing: a Kubernetes selector is accepted (the manager refuses it), an empty one is not',
+  (t) => {
+    const spec = parseReproRequest({
+      workload: { kubernetes: { namespace: 'vpn', labelSelector: 'app=vpn' } },
+      decapIface: 'tun0',
+      egressIface: 'eth0',
+      backend: { target: '10.244.2.5', iface: 'eth0' },
+      client: CLIENT,
+    });
+    t.same(spec.workload.kubernetes, { namespace: 'vpn', labelSelector: 'app=vpn' });
+    try {
+      parseReproRequest({
+        workload: {},
+        decapIface: 'x',
+        egressIface: 'y',
+        backend: {},
+        client: CLIENT,
+      });
+      t.fail('should throw');
+    } catch (e) {
+      t.ok(
+        isHoptraceError(e) && e.code === 'API_BAD_REQUEST',
+        'an empty selector is a bad request',
+      );
+    }
+    t.end();
+  },
+);
+
+const POD1: ServedBy = { epoch: 1, name: 'vpn-pod', ip: '10.244.1.10', node: 'vpn-node' };
+const POD2: ServedBy = { epoch: 2, name: 'vpn-pod-r1', ip: '10.244.1.11', node: 'vpn-node' };
+const epochs = new Map([
+  [1, POD1],
+  [2, POD2],
+]);
+const tag = (
+  epoch: number,
+  evs: readonly import('../../common/event').PacketEvent[],
+): TaggedEvent[] => evs.map((event) => ({ epoch, event }));
+
+function probe(sport: number, ok: boolean, atMs: number): ProbeReport {
+  return {
+    probeId: `p${sport}`,
+    sport,
+    startedAtMs: atMs,
+    endedAtMs: atMs + 100,
+    ok,
+    httpCode: ok ? '200' : null,
+    error: ok ? null : 'curl exit 7: Failed to connect',
+  };
+}
+
+void t.test('one verdict per probe, found by source port, with the pod that served it', (t) => {
+  const a = { ...DIRECT, sport: 40001 };
+  const b = { ...DIRECT, sport: 40002 };
+  // Probe a: preserved through pod 1. Probe b: through pod 2, the reply never returns (no-return).
+  const points = [
+    {
+      name: 'decap',
+      events: [
+        ...tag(1, exchange('decap', a)),
+        ...tag(
+          2,
+          exchange('decap', b, { isn: 77, at: 3000n * MS, phase: 'syn-only', synRetransmits: 1 }),
+        ),
+      ],
+    },
+    {
+      name: 'egress',
+      events: [
+        ...tag(1, exchange('egress', a, { at: MS })),
+        ...tag(
+          2,
+          exchange('egress', b, { isn: 77, at: 3001n * MS, phase: 'syn-only', synRetransmits: 1 }),
+        ),
+      ],
+    },
+    {
+      name: 'backend',
+      events: [
+        ...tag(0, exchange('backend', a, { at: 2n * MS })),
+        ...tag(
+          0,
+          exchange('backend', b, {
+            isn: 77,
+            at: 3002n * MS,
+            phase: 'syn-synack',
+            synRetransmits: 1,
+          }),
+        ),
+      ],
+    },
+  ];
+  const base = { client: CLIENT, points, epochs, inventory: INVENTORY, startMs: 0 };
+  const ra = analyzeProbe({ ...base, probe: probe(40001, true, 0) });
+  t.equal(ra.verdict, 'preserved');
+  t.same(ra.servedBy, POD1);
+  t.equal(ra.backendSrc, CLIENT);
+  const rb = analyzeProbe({ ...base, probe: probe(40002, false, 3000) });
+  t.equal(rb.verdict, 'no-return', rb.detail);
+  t.same(rb.servedBy, POD2);
+  const rc = analyzeProbe({ ...base, probe: probe(40003, false, 2000) });
+  t.equal(rc.verdict, 'failed-to-connect', 'nothing reached decap and the prober failed');
+  t.equal(rc.servedBy, null);
+  const rd = analyzeProbe({ ...base, probe: probe(40004, true, 2500) });
+  t.equal(rd.verdict, 'not-captured', 'it worked but decap saw nothing: not attached');
+  // Egress re-attached after the SYN passed decap: not a no-return.
+  const late = [
+    points[0] ?? { name: 'decap', events: [] },
+    { name: 'egress', events: tag(2, exchange('egress', b, { isn: 77, at: 9000n * MS })) },
+    points[2] ?? { name: 'backend', events: [] },
+  ];
+  const re = analyzeProbe({ ...base, points: late, probe: probe(40002, true, 3000) });
+  t.equal(re.verdict, 'not-captured', re.detail);
+  t.match(re.detail, /egress was not capturing yet/);
+  t.end();
+});
+
+function row(
+  n: number,
+  atMs: number,
+  verdict: TimelineRow['verdict'],
+  ok: boolean,
+  servedBy: ServedBy | null,
+): TimelineRow {
+  return {
+    probeId: `p${n}`,
+    sport: n,
+    startedAtMs: atMs,
+    offsetMs: atMs,
+    servedBy,
+    verdict,
+    ok,
+    backendSrc: null,
+    detail: '',
+  };
+}
+
+const attachments = [
+  { served: POD1, addresses: ['10.244.1.10'], attachedAtMs: 0 },
+  { served: POD2, addresses: ['10.244.1.11'], attachedAtMs: 4000 },
+];
+const marks = [
+  { kind: 'deleted' as const, atMs: 1600, detail: 'vpn-pod deleted' },
+  { kind: 'replacement-ready' as const, atMs: 3800, detail: 'vpn-pod-r1 up' },
+];
+
+void t.test('summary: a route pinned to the deleted pod never comes back, and says why', (t) => {
+  const rows = [
+    row(1, 0, 'preserved', true, POD1),
+    row(2, 1000, 'preserved', true, POD1),
+    row(3, 2000, 'failed-to-connect', false, null),
+    row(4, 5000, 'no-return', false, POD2),
+    row(5, 6000, 'no-return', false, POD2),
+  ];
+  const s = summarizeRepro({
+    rows,
+    marks,
+    attachments,
+    routes: [{ node: 'vpn-node', dst: '10.90.0.0/24', via: '10.244.1.10', dev: 'cni0' }],
+    endMs: 7000,
+  });
+  t.equal(s.recovered, false);
+  t.equal(s.brokenMs, null);
+  t.equal(s.brokenForAtLeastMs, 7000 - 1600);
+  t.equal(s.okBefore, 2);
+  t.equal(s.failedAfter, 3);
+  t.same(s.deletedPod, POD1);
+  t.same(s.replacement, POD2);
+  t.match(
+    s.why,
+    /return route on node vpn-node .*still points at 10\.244\.1\.10, the deleted pod vpn-pod's address/,
+  );
+  const text = renderTimeline(rows, marks, s).join('\n');
+  t.match(text, /deleted: vpn-pod deleted/);
+  t.match(text, /p4 +vpn-pod-r1 10\.244\.1\.11 +no-return/);
+  t.match(text, /NOT recovered/);
+  t.end();
+});
+
+void t.test('summary: a stable gateway or SNAT recovers, with how long it was broken', (t) => {
+  const rows = [
+    row(1, 0, 'preserved', true, POD1),
+    row(2, 1000, 'preserved', true, POD1),
+    row(3, 2000, 'failed-to-connect', false, null),
+    row(4, 5000, 'preserved', true, POD2),
+  ];
+  const vip = summarizeRepro({
+    rows,
+    marks,
+    attachments: attachments.map((a) => ({ ...a, addresses: [...a.addresses, '10.244.1.100'] })),
+    routes: [{ node: 'vpn-node', dst: '10.90.0.0/24', via: '10.244.1.100', dev: null }],
+    endMs: 6000,
+  });
+  t.equal(vip.recovered, true);
+  t.equal(vip.brokenMs, 4000, 'from the last good probe before to the first good one after');
+  t.match(vip.why, /via 10\.244\.1\.100\) points at an address the replacement vpn-pod-r1/);
+  const snatRows = rows.map((r) =>
+    r.verdict === 'preserved' ? { ...r, verdict: 'vpn-pod' as const } : r,
+  );
+  const snat = summarizeRepro({ rows: snatRows, marks, attachments, routes: [], endMs: 6000 });
+  t.equal(snat.recovered, true);
+  t.match(snat.why, /masquerades \(vpn-pod\).*no return route is needed/);
+  t.end();
+});
