@@ -16,6 +16,7 @@ import {
   type NetnsScope,
 } from './netns/addresses';
 import { resolveTarget } from './netns/resolve';
+import { answerRequest } from './doctor/serve';
 import { AgentRuntime, buildHello } from './runtime';
 import type { HoptraceError } from '../common/errors';
 
@@ -104,6 +105,12 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   };
   link.onCommand((cmd) => {
     runtime.handle(cmd);
+  });
+  link.onRequest((req) => {
+    void answerRequest(req, agentId, { node, nodeNetns: opts.nodeNetns, scope }).then((body) => {
+      if (!link.reply(body))
+        log.warn({ agentId, kind: body.kind }, 'reply not sent: not connected');
+    });
   });
 
   const timer = setInterval(() => void refresh(), opts.refreshMs ?? 5000);

@@ -7,7 +7,7 @@ import { HoptraceError } from '../common/errors';
 import { parseCommandLine } from './args';
 
 const USAGE =
-  'hoptrace agent --collector ws://HOST:PORT/v1/agents [--node NAME] [--agent-id ID] [--token-file FILE] [--ca FILE] [--node-netns PATH] [--netns-glob GLOB] [--no-proc-scan] [--spool N] [--log-level LEVEL]';
+  'hoptrace agent --collector ws://HOST:PORT/v1/agents [--node NAME] [--agent-id ID] [--token-file FILE] [--ca FILE] [--node-netns PATH] [--netns-glob GLOB] [--no-proc-scan] [--refresh-ms N] [--spool N] [--log-level LEVEL]';
 
 /** The agent options from the command line and the environment. */
 export function parseAgentArgs(
@@ -24,6 +24,7 @@ export function parseAgentArgs(
     'netns-glob': { type: 'string' },
     'no-proc-scan': { type: 'boolean' },
     spool: { type: 'string' },
+    'refresh-ms': { type: 'string' },
     'log-level': { type: 'string' },
   });
   if (positionals.length > 0) {
@@ -68,6 +69,20 @@ export function parseAgentArgs(
         },
       );
     }
+  }
+  if (values['refresh-ms'] !== undefined) {
+    // How often the namespace inventory is re-read (a changed one re-sends the hello): a repro
+    // follows a rescheduled pod only as fast as this.
+    const n = Number(values['refresh-ms']);
+    if (!Number.isInteger(n) || n < 100)
+      throw new HoptraceError(
+        'CLI_USAGE',
+        `'${values['refresh-ms']}' is not a number of ms ≥ 100`,
+        {
+          where: '--refresh-ms',
+        },
+      );
+    opts.refreshMs = n;
   }
   if (values.spool !== undefined) {
     const n = Number(values.spool);

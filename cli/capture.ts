@@ -11,7 +11,7 @@ import { loadToken } from '../common/auth';
 import { ERRORS, HoptraceError, type ErrorCode } from '../common/errors';
 import { readInventoryFile } from '../common/inventory-file';
 import type { AnalysisResult } from '../collector/analyze';
-import { isValidTarget } from '../collector/capture-request';
+import { isValidTarget, parsePodTarget } from '../collector/capture-request';
 import { renderVerdictText } from '../collector/report';
 import type { PointSpec } from '../collector/session';
 import type { CaptureView } from '../collector/sessions';
@@ -51,7 +51,8 @@ export function parseCapturePoint(value: string): PointSpec {
     target = bracket[2] ?? '';
     if (isIP(target) !== 6) throw fail(`'${target}' in brackets is not an IPv6 address`);
   } else {
-    if (!rest.startsWith('/') && rest.includes('/')) {
+    // `vpn/wg-0` is a namespace/pod target (the collector resolves it), not NODE/TARGET.
+    if (!rest.startsWith('/') && rest.includes('/') && parsePodTarget(rest) === null) {
       const slash = rest.indexOf('/');
       node = rest.slice(0, slash);
       rest = rest.slice(slash + 1);
@@ -59,7 +60,8 @@ export function parseCapturePoint(value: string): PointSpec {
     target = rest;
     if (target.includes(':')) throw fail('write an IPv6 target in brackets: [fd00::5]:eth0');
   }
-  if (!isValidTarget(target)) throw fail(`'${target}' is not a pod IP, namespace path or PID`);
+  if (!isValidTarget(target))
+    throw fail(`'${target}' is not a pod IP, namespace path, PID or namespace/pod`);
   const p: PointSpec = { name, target, iface };
   if (node !== undefined) {
     if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(node)) throw fail(`'${node}' is not a node name`);

@@ -8,9 +8,10 @@ import { HoptraceError } from '../common/errors';
 import { LOG_LEVELS, type LogLevel } from '../collector/logger';
 import { startCollector, type CollectorOptions, type RunningCollector } from '../collector/main';
 import { parseCommandLine } from './args';
+import { parseDuration } from './capture';
 
 const USAGE =
-  'hoptrace collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--api-token-file FILE] [--tls-cert FILE --tls-key FILE] [--log-level LEVEL]';
+  'hoptrace collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--api-token-file FILE] [--tls-cert FILE --tls-key FILE] [--log-level LEVEL] [--kubernetes | --kubeconfig FILE] [--kubernetes-interval 10s]';
 
 /** `HOST:PORT`, `[IPv6]:PORT` or `:PORT` (all interfaces of 127.0.0.1 by default). */
 export function parseListen(value: string): { host: string; port: number } {
@@ -55,6 +56,9 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
     'tls-cert': { type: 'string' },
     'tls-key': { type: 'string' },
     'log-level': { type: 'string' },
+    kubernetes: { type: 'boolean' },
+    kubeconfig: { type: 'string' },
+    'kubernetes-interval': { type: 'string' },
   });
   if (positionals.length > 0) {
     throw new HoptraceError('CLI_USAGE', `unexpected argument '${String(positionals[0])}'`, {
@@ -70,6 +74,8 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
     port,
     dataDir: values['data-dir'] ?? defaultDataDir(env),
     tokens: [token],
+    // Agents read the flow's conntrack entries when a capture finishes (evidence in the report).
+    conntrack: true,
   };
   const apiFile = values['api-token-file'];
   if (apiFile !== undefined) opts.apiTokens = [loadToken({ file: apiFile })];
@@ -82,6 +88,39 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
   }
   if (cert !== undefined && key !== undefined) {
     opts.tls = { cert: readFileArg('--tls-cert', cert), key: readFileArg('--tls-key', key) };
+  }
+  const kubeconfig = values.kubeconfig;
+  if (values.kubernetes === true && kubeconfig !== undefined) {
+    throw new HoptraceError('CLI_USAGE', 'give --kubernetes or --kubeconfig FILE, not both', {
+      where: 'hoptrace collector',
+      hint: '--kubernetes uses the pod service account; --kubeconfig a file outside the cluster',
+    });
+  }
+  const interval = values['kubernetes-interval'];
+  if (values.kubernetes === true || kubeconfig !== undefined) {
+    opts.kubernetes = {
+      source:
+        kubeconfig === undefined
+          ? { kind: 'in-cluster' }
+          : { kind: 'kubeconfig', file: kubeconfig },
+    };
+    if (interval !== undefined) {
+      const ms = parseDuration(interval, '--kubernetes-interval');
+      if (ms < 1000) {
+        throw new HoptraceError('CLI_USAGE', 'list the API at most once a second', {
+          where: '--kubernetes-interval',
+        });
+      }
+      opts.kubernetes.intervalMs = ms;
+    }
+  } else if (interval !== undefined) {
+    throw new HoptraceError(
+      'CLI_USAGE',
+      '--kubernetes-interval needs --kubernetes or --kubeconfig',
+      {
+        where: 'hoptrace collector',
+      },
+    );
   }
   const level = values['log-level'];
   if (level !== undefined) {

@@ -5,6 +5,8 @@ import { runAnalyze } from './analyze';
 import { runCapture } from './capture';
 import { runCollector } from './collector';
 import { runDecode } from './decode';
+import { runRepro } from './repro';
+import { runDoctor } from './doctor';
 
 const USAGE = `usage: hoptrace <command> [options]
 
@@ -20,6 +22,12 @@ commands:
       one per node: captures inside pod network namespaces on the collector's command
   capture --collector URL --point NAME=TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--json]
       arm a live capture at the points, wait for the request, print the verdict and the report's URL
+  doctor --netns vpn=PATH --netns vpn-node=PATH --netns backend-node=PATH [--tunnel-range CIDR]
+         [--client IP] [--dst IP] [--denied-source IP --target IP:PORT --netns client=PATH] [--json]
+      check the path for a preserved client address: rp_filter, return route, masquerade, denied source
+  repro --lab [--only NAME,...]
+  repro --collector URL --vpn-workload NS/LABELSELECTOR --backend TARGET:IFACE [--delete-after N] [--interval 1s] [--count 20]
+      probe while the VPN pod is deleted and rescheduled; per-probe timeline (cluster form: not yet)
   help
       this text
 `;
@@ -32,6 +40,8 @@ const COMMANDS: Record<string, Runner> = {
   collector: (argv, out) => runCollector(argv, out),
   agent: runAgent,
   capture: (argv, out) => runCapture(argv, out),
+  repro: (argv, out) => runRepro(argv, out),
+  doctor: (argv, out) => runDoctor(argv, out),
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -20,6 +20,7 @@
  */
 
 import type { Inventory } from '../common/inventory';
+import type { ConntrackEntry } from '../common/wire';
 import type { Endpoint, Journey, MatchKey, PointMatch } from './correlate';
 import { endpointKey } from './correlate';
 import { hintFor } from './hints';
@@ -62,6 +63,14 @@ export interface Verdict {
   after?: Endpoint;
   node?: string;
   secondary?: SecondaryFinding[];
+  /** Independent evidence that names the same layer (conntrack entries, collector/conntrack-evidence.ts). */
+  confirmedBy?: string[];
+  /** The flow's conntrack entries and whether they confirm or disagree with the packet verdict. */
+  conntrack?: {
+    status: 'confirms' | 'disagrees' | 'no-entries' | 'consistent';
+    detail: string;
+    entries: ConntrackEntry[];
+  };
 }
 
 export interface AttributeOptions {

@@ -25,9 +25,27 @@ function bad(field: string, detail: string, hint?: string): HoptraceError {
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** A capture target: a pod IP, an absolute namespace path, or a PID. */
+// namespace = DNS-1123 label, pod name = DNS-1123 subdomain (what the API server accepts).
+const POD_REF =
+  /^([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)\/([a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?)$/;
+
+/**
+ * `namespace/pod` (resolved through the Kubernetes API). A pod part that is an IPv4 address or all
+ * digits stays the `NODE/IP` and `NODE/PID` forms of `hoptrace capture --point`.
+ */
+export function parsePodTarget(t: string): { namespace: string; name: string } | null {
+  const m = POD_REF.exec(t);
+  const namespace = m?.[1];
+  const name = m?.[2];
+  if (namespace === undefined || name === undefined) return null;
+  if (isIP(name) !== 0 || /^[0-9]+$/.test(name)) return null;
+  return { namespace, name };
+}
+
+/** A capture target: a pod IP, an absolute namespace path, a PID, or `namespace/pod`. */
 export function isValidTarget(t: string): boolean {
   if (isIP(t) !== 0) return true;
+  if (parsePodTarget(t) !== null) return true;
   if (/^[1-9][0-9]{0,9}$/.test(t)) return true;
   return t.startsWith('/') && t.length < 4096 && !t.split('/').includes('..');
 }
@@ -66,8 +84,8 @@ function parsePoint(v: unknown, i: number): PointSpec {
   if (target === undefined || !isValidTarget(target)) {
     throw bad(
       `${field}.target`,
-      'must be a pod IP, a namespace path or a PID',
-      'e.g. "10.244.1.10", "/run/netns/vpn" or "1234"',
+      'must be a pod IP, a namespace path, a PID or namespace/pod',
+      'e.g. "10.244.1.10", "/run/netns/vpn", "1234" or "vpn/wg-0"',
     );
   }
   const iface = optString(v, 'iface', field);
@@ -82,6 +100,8 @@ function parsePoint(v: unknown, i: number): PointSpec {
   const node = optString(v, 'node', field);
   if (node !== undefined) {
     if (!NODE.test(node)) throw bad(`${field}.node`, 'is not a node name');
+    if (parsePodTarget(target) !== null)
+      throw bad(`${field}.node`, 'a namespace/pod target brings its node', 'leave out "node"');
     p.node = node;
   }
   return p;

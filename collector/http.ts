@@ -9,6 +9,8 @@
  *   GET    /v1/captures/:id                  CaptureView | 404
  *   GET    /v1/captures/:id/report.md|.json  404 until the verdict exists
  *   DELETE /v1/captures/:id                  cancels (stop to the agents)
+ *   /v1/repros…                              collector/repro-http.ts
+ *   POST   /v1/doctor                        DoctorResult (collector/doctor-remote.ts) | 400 | 409
  *
  * Authentication: `Authorization: Bearer <token>` with an agent token or an API token. Errors are
  * `{"error": {"code", "message", "where", "hint"}}`.
@@ -17,7 +19,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { bearerToken, tokenMatches } from '../common/auth';
 import { HoptraceError, isHoptraceError, type ErrorCode } from '../common/errors';
 import { parseCaptureRequest } from './capture-request';
+import { doctorViaAgents, parseDoctorSpec } from './doctor-remote';
 import type { CollectorLogger } from './logger';
+import { routeRepro } from './repro-http';
 import type { SessionManager } from './sessions';
 import { CAPTURE_ID_RE } from './store';
 
@@ -51,6 +55,9 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   API_UNAUTHORIZED: 401,
   API_NOT_FOUND: 404,
   API_NO_AGENT: 409,
+  DOCTOR_NO_AGENT: 409,
+  REPRO_NO_WORKLOAD: 409,
+  REPRO_NOT_SUPPORTED: 501,
   STORE_IO: 503,
 };
 
@@ -94,6 +101,15 @@ export interface Api {
 export function createApi(opts: ApiOptions): Api {
   const { sessions, tokens, collectorId, logger } = opts;
 
+  function authorize(req: ApiRequest, path: string): void {
+    if (!tokenMatches(bearerToken(req.headers['authorization']), tokens)) {
+      throw new HoptraceError('API_UNAUTHORIZED', 'missing or wrong bearer token', {
+        where: path,
+        hint: 'send Authorization: Bearer <token> (the collector token file or HOPTRACE_TOKEN)',
+      });
+    }
+  }
+
   function route(req: ApiRequest): ApiResponse {
     const path = new URL(req.url, 'http://x').pathname;
     const method = req.method.toUpperCase();
@@ -104,12 +120,7 @@ export function createApi(opts: ApiOptions): Api {
         agentsConnected: sessions.agents().filter((a) => a.connected).length,
       });
     }
-    if (!tokenMatches(bearerToken(req.headers['authorization']), tokens)) {
-      throw new HoptraceError('API_UNAUTHORIZED', 'missing or wrong bearer token', {
-        where: path,
-        hint: 'send Authorization: Bearer <token> (the collector token file or HOPTRACE_TOKEN)',
-      });
-    }
+    authorize(req, path);
     if (path === '/v1/agents') {
       if (method !== 'GET') throw badMethod(method, path, 'GET');
       return json(200, { agents: sessions.agents() });
@@ -169,6 +180,22 @@ export function createApi(opts: ApiOptions): Api {
   async function handle(req: ApiRequest): Promise<ApiResponse> {
     await Promise.resolve();
     try {
+      // `/v1/repros…` (collector/repro-http.ts) behind the same token check.
+      const path = new URL(req.url, 'http://x').pathname;
+      if (path === '/v1/doctor') {
+        authorize(req, path);
+        if (req.method.toUpperCase() !== 'POST')
+          throw new HoptraceError('API_BAD_REQUEST', `${req.method} is not allowed here`, {
+            where: path,
+          });
+        const spec = parseDoctorSpec(req.body ?? '');
+        return json(200, await doctorViaAgents(sessions.agentInfos(), sessions.requests, spec));
+      }
+      if (path.startsWith('/v1/repros')) {
+        authorize(req, path);
+        const r = await routeRepro(sessions.repros, req.method.toUpperCase(), path, req.body);
+        if (r !== null) return json(r.status, r.value);
+      }
       return route(req);
     } catch (e) {
       if (isHoptraceError(e)) {

@@ -4,6 +4,10 @@
  */
 import type {
   CaptureCommand,
+  ConntrackQuery,
+  ConntrackReport,
+  DoctorReport,
+  DoctorRequest,
   CaptureStatus,
   ErrorReport,
   EventBatch,
@@ -29,6 +33,18 @@ export type AgentMessage =
   | { kind: 'lost'; agentId: string; lost: Lost }
   | { kind: 'error'; agentId: string; error: ErrorReport };
 
+/** A command the collector sends to one agent. */
+export type AgentCommand =
+  | { kind: 'capture'; capture: CaptureCommand }
+  | { kind: 'stop'; stop: StopCommand }
+  | { kind: 'doctorRequest'; doctorRequest: DoctorRequest }
+  | { kind: 'conntrackQuery'; conntrackQuery: ConntrackQuery };
+
+/** An agent's (unspooled) answer to a doctor or conntrack request. */
+export type AgentReply =
+  | { kind: 'doctorReport'; agentId: string; report: DoctorReport }
+  | { kind: 'conntrackReport'; agentId: string; report: ConntrackReport };
+
 export interface HubCounters {
   connected: number;
   refusedUnauthenticated: number;
@@ -41,10 +57,9 @@ export interface AgentHub {
   /** Known agents (connected or seen before). */
   agents(): AgentInfo[];
   /** Sends a command; false when the agent is not connected. */
-  send(
-    agentId: string,
-    cmd: { kind: 'capture'; capture: CaptureCommand } | { kind: 'stop'; stop: StopCommand },
-  ): boolean;
+  send(agentId: string, cmd: AgentCommand): boolean;
+  /** Handler for agents' replies to doctor/conntrack requests (optional: test fakes omit it). */
+  onReply?(handler: (reply: AgentReply) => void): void;
   /**
    * Handler for spooled agent messages. The hub acknowledges a message to the agent only after the
    * returned promise resolves (the caller has stored it), so a collector crash loses nothing.

@@ -16,7 +16,7 @@ import { bearerToken, tokenMatches } from '../common/auth';
 import { AGENT_KINDS, CLOSE_CODES, decodeEnvelope, encodeEnvelope } from '../common/envelope';
 import { isHoptraceError, type ErrorCode } from '../common/errors';
 import type { Envelope, Hello } from '../common/wire';
-import type { AgentHub, AgentInfo, AgentMessage, HubCounters } from './hub-types';
+import type { AgentHub, AgentInfo, AgentMessage, AgentReply, HubCounters } from './hub-types';
 import { refuseUpgrade, remoteOf } from './hub-upgrade';
 
 /** What the collector has stored per agent; persisted by the caller (survives a restart). */
@@ -107,6 +107,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     duplicatesDropped: 0,
   };
   let handler: ((msg: AgentMessage) => Promise<void>) | undefined;
+  const replyHandlers: ((reply: AgentReply) => void)[] = [];
   const agentHandlers: ((agent: AgentInfo) => void)[] = [];
   let closing = false;
   if (opts.tokens.every((t) => t === '')) {
@@ -266,7 +267,23 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       sendEnv(conn, { seq: 0, kind: 'heartbeat', heartbeat: { unixMs: Date.now() } });
       return;
     }
-    if (env.kind === 'capture' || env.kind === 'stop' || env.kind === 'ack') return; // excluded above
+    if (env.kind === 'doctorReport' || env.kind === 'conntrackReport') {
+      // Replies to a request: not spooled, matched by requestId by whoever asked.
+      const reply: AgentReply =
+        env.kind === 'doctorReport'
+          ? { kind: 'doctorReport', agentId, report: env.doctorReport }
+          : { kind: 'conntrackReport', agentId, report: env.conntrackReport };
+      for (const h of replyHandlers) h(reply);
+      return;
+    }
+    if (
+      env.kind === 'capture' ||
+      env.kind === 'stop' ||
+      env.kind === 'ack' ||
+      env.kind === 'doctorRequest' ||
+      env.kind === 'conntrackQuery'
+    )
+      return; // excluded above
     if (env.kind === 'helloAck') return;
     if (env.seq <= 0) {
       refuse(conn, 'WIRE_UNEXPECTED', CLOSE_CODES.UNEXPECTED, `${env.kind} without seq`);
@@ -366,10 +383,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     send(agentId, cmd) {
       const conn = agents.get(agentId)?.conn;
       if (!conn || conn.failed || conn.ws.readyState !== WebSocket.OPEN) return false;
-      const env: Envelope =
-        cmd.kind === 'capture'
-          ? { seq: 0, kind: 'capture', capture: cmd.capture }
-          : { seq: 0, kind: 'stop', stop: cmd.stop };
+      const env: Envelope = { seq: 0, ...cmd };
       conn.ws.send(encodeEnvelope(env));
       return true;
     },
@@ -378,6 +392,9 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     },
     onAgent(h) {
       agentHandlers.push(h);
+    },
+    onReply(h) {
+      replyHandlers.push(h);
     },
     counters: () => ({
       connected: [...agents.values()].filter((a) => a.conn !== undefined).length,

@@ -5,13 +5,33 @@
  * nodes[node] = the node addresses from the agent's hello. A namespace captured for a point becomes
  * a pod with the point's role (decap/egress → vpn, backend → backend, else other); every other
  * namespace in a hello becomes a pod with role other (an address in a namespace on node X is a pod
- * on X). An explicit inventory (POST body) wins over what agents reported.
+ * on X). With the Kubernetes API (collector/k8s), its node addresses are added to the agents' and its
+ * pods come first: an agent-seen namespace with a pod's IP keeps the pod's `namespace/name`, and a
+ * role from the `hoptrace.io/role` annotation wins over the role inferred from a capture point.
+ * An explicit inventory (POST body) wins over both.
  */
 
 import { isIP } from 'node:net';
 import type { ErrorCode } from '../common/errors';
 import type { Inventory, InventoryPod, PodRole } from '../common/inventory';
 import type { AgentInfo } from './hub-types';
+
+/** The Kubernetes API's facts; `labeled` = the role comes from the `hoptrace.io/role` annotation. */
+export interface ApiInventory {
+  nodes: Record<string, string[]>;
+  pods: Record<string, InventoryPod & { labeled: boolean }>;
+}
+
+/** The cluster as the collector knows it from the Kubernetes API (collector/k8s/source.ts). */
+export interface ClusterFacts {
+  /** The last listed inventory; undefined before the first successful list. */
+  inventory(): ApiInventory | undefined;
+  /** `namespace/pod` → its IP and node, or why not (K8S_POD_NOT_FOUND, K8S_API_UNREACHABLE …). */
+  resolvePod(
+    namespace: string,
+    name: string,
+  ): { ok: true; ip: string; node: string } | { ok: false; code: ErrorCode; message: string };
+}
 
 /** A namespace a session point captured in, as the agent reported it. */
 export interface CapturedNamespace {
@@ -42,19 +62,33 @@ export function buildLiveInventory(
   agents: readonly AgentInfo[],
   captured: readonly CapturedNamespace[],
   explicit?: Inventory,
+  cluster?: ApiInventory,
 ): Inventory {
   const inv: Inventory = { nodes: {}, pods: {} };
   const nodeAddrs = new Set<string>();
+  for (const [node, addrs] of Object.entries(cluster?.nodes ?? {})) {
+    inv.nodes[node] = addrs.filter(usable);
+    for (const x of inv.nodes[node]) nodeAddrs.add(x);
+  }
   for (const a of agents) {
     const addrs = a.hello.nodeAddresses.filter(usable);
     inv.nodes[a.node] = [...new Set([...(inv.nodes[a.node] ?? []), ...addrs])];
     for (const x of addrs) nodeAddrs.add(x);
   }
-  const byIp = new Map<string, { name: string; pod: InventoryPod }>();
+  const byIp = new Map<string, { name: string; pod: InventoryPod; labeled: boolean }>();
+  for (const [name, p] of Object.entries(cluster?.pods ?? {})) {
+    if (nodeAddrs.has(p.ip)) continue;
+    byIp.set(p.ip, { name, pod: { ip: p.ip, node: p.node, role: p.role }, labeled: p.labeled });
+  }
   const add = (name: string, pod: InventoryPod): void => {
     const prev = byIp.get(pod.ip);
-    if (prev && ROLE_RANK[prev.pod.role] >= ROLE_RANK[pod.role]) return;
-    byIp.set(pod.ip, { name: prev?.name ?? name, pod });
+    if (prev && (prev.labeled || ROLE_RANK[prev.pod.role] >= ROLE_RANK[pod.role])) return;
+    // The API's node is the scheduler's word; an agent's is where it saw the address.
+    byIp.set(pod.ip, {
+      name: prev?.name ?? name,
+      pod: { ...pod, node: prev?.pod.node ?? pod.node },
+      labeled: false,
+    });
   };
   for (const c of captured) {
     const ip = c.addresses.find(usable);

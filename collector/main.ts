@@ -8,6 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { HoptraceError } from '../common/errors';
 import { createApi } from './http';
 import { createAgentHub, type AgentHubOptions } from './hub';
+import type { KubeApi, KubeSource } from './k8s/client';
+import { K8sInventorySource } from './k8s/source';
 import type { AgentHub } from './hub-types';
 import { createLogger, type CollectorLogger, type LogLevel } from './logger';
 import { SessionManager, type Clock } from './sessions';
@@ -31,6 +33,10 @@ export interface CollectorOptions {
   /** fdatasync event appends (default true). */
   fsync?: boolean;
   debounceMs?: number;
+  /** Read nodes and pods from the Kubernetes API (`--kubernetes`, `--kubeconfig`); tests pass an api. */
+  kubernetes?: { source: KubeSource | KubeApi; intervalMs?: number };
+  /** Attach conntrack evidence to finished captures (agents read it; default false). */
+  conntrack?: boolean;
 }
 
 export interface RunningCollector {
@@ -41,6 +47,8 @@ export interface RunningCollector {
   collectorId: string;
   sessions: SessionManager;
   hub: AgentHub;
+  /** The Kubernetes API view, when enabled. */
+  kubernetes: K8sInventorySource | undefined;
   close(): Promise<void>;
 }
 
@@ -48,6 +56,16 @@ export const AGENTS_PATH = '/v1/agents';
 
 export async function startCollector(opts: CollectorOptions): Promise<RunningCollector> {
   const logger = opts.logger ?? createLogger({ level: opts.logLevel ?? 'info' });
+  // First: a wrong --kubeconfig stops the start before anything listens.
+  const k8s = opts.kubernetes
+    ? await K8sInventorySource.start({
+        api: opts.kubernetes.source,
+        logger,
+        ...(opts.kubernetes.intervalMs !== undefined
+          ? { intervalMs: opts.kubernetes.intervalMs }
+          : {}),
+      })
+    : undefined;
   const store = new CaptureStore({ dir: opts.dataDir, fsync: opts.fsync ?? true });
   const server: Server = opts.tls
     ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key })
@@ -67,6 +85,8 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
     logger,
     ...(opts.clock ? { clock: opts.clock } : {}),
     ...(opts.debounceMs !== undefined ? { debounceMs: opts.debounceMs } : {}),
+    ...(k8s ? { cluster: k8s } : {}),
+    ...(opts.conntrack !== undefined ? { conntrack: opts.conntrack } : {}),
   });
   sessions.start();
   const api = createApi({
@@ -87,6 +107,7 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
       });
     });
   } catch (e) {
+    k8s?.close();
     await sessions.close();
     await hub.close();
     throw new HoptraceError('COLLECTOR_LISTEN', e instanceof Error ? e.message : String(e), {
@@ -106,8 +127,10 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
     collectorId: store.collectorId,
     sessions,
     hub,
+    kubernetes: k8s,
     close: () => {
       closing ??= (async () => {
+        k8s?.close();
         await sessions.close();
         await hub.close();
         server.closeAllConnections();

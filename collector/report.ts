@@ -70,6 +70,8 @@ export function renderVerdictText(result: AnalysisResult): string {
   }
   if (v.reason !== undefined) lines.push(`  why:    ${v.reason}`);
   lines.push(`  proof:  ${provedBy(v)}`);
+  if (v.conntrack !== undefined)
+    lines.push(`  conntrack: ${v.conntrack.status}: ${v.conntrack.detail}`);
   for (const s of v.secondary ?? []) lines.push(`  also:   ${s.layer}: ${s.detail}`);
   lines.push(`  hint:   ${v.hint}`);
   return lines.join('\n') + '\n';
@@ -118,6 +120,35 @@ function reproduceCommand(meta: ReportMeta): string {
   return args.join(' ');
 }
 
+const tupleCell = (t: { src: string; sport: number; dst: string; dport: number }): string =>
+  `\`${formatEndpoint(t)}\``;
+
+/** The conntrack entries of the flow (original vs reply tuple), when the agents read them. */
+function conntrackSection(v: Verdict): string[] {
+  const ct = v.conntrack;
+  if (ct === undefined) return [];
+  const out = ['', '## Conntrack', '', `**${ct.status}**: ${ct.detail}`, ''];
+  if (ct.entries.length === 0) return out;
+  out.push('| namespace | node | state | original | reply | SNAT | DNAT |');
+  out.push('| --- | --- | --- | --- | --- | --- | --- |');
+  for (const e of ct.entries) {
+    out.push(
+      `| ${[
+        e.name,
+        e.node,
+        e.state,
+        tupleCell(e.orig),
+        tupleCell(e.reply),
+        yesNo(e.snat),
+        yesNo(e.dnat),
+      ]
+        .map(cell)
+        .join(' | ')} |`,
+    );
+  }
+  return out;
+}
+
 /** A report to paste into an incident: verdict, points table, evidence, hint, how to reproduce. */
 export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): string {
   const v = result.verdict;
@@ -146,6 +177,7 @@ export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): 
       `- **${e.point}** (${e.matchedBy.length > 0 ? e.matchedBy.join(', ') : 'no match'}): ${e.detail}`,
     );
   }
+  out.push(...conntrackSection(v));
   if (v.secondary !== undefined && v.secondary.length > 0) {
     out.push('', '## Also found', '');
     for (const s of v.secondary) out.push(`- **${s.layer}**: ${s.detail} — ${s.hint}`);

@@ -10,11 +10,23 @@ import { randomBytes } from 'node:crypto';
 import { HoptraceError } from '../common/errors';
 import type { Inventory } from '../common/inventory';
 import type { CaptureCommand } from '../common/wire';
+import type { AnalysisResult } from './analyze';
 import type { Verdict } from './attribute';
-import type { AgentHub, AgentMessage } from './hub-types';
-import { buildLiveInventory, resolveTarget, type CapturedNamespace } from './inventory-live';
+import type { AgentHub, AgentInfo, AgentMessage } from './hub-types';
+import { parsePodTarget } from './capture-request';
+import {
+  buildLiveInventory,
+  resolveTarget,
+  type CapturedNamespace,
+  type ClusterFacts,
+  type TargetResolution,
+} from './inventory-live';
 import type { CollectorLogger } from './logger';
+import { ReproManager } from './repro';
 import { renderReportJson, renderReportMarkdown, type ReportMeta } from './report';
+import { AgentRequests } from './agent-requests';
+import { conntrackForCapture } from './conntrack-remote';
+import { withConntrackEvidence } from './conntrack-evidence';
 import {
   CaptureSession,
   type CaptureSpec,
@@ -23,6 +35,13 @@ import {
   type SessionState,
 } from './session';
 import type { CaptureStore, ReportKind } from './store';
+
+/**
+ * How long a session resumed after a collector restart waits for the agents of its points to
+ * reconnect before it may conclude from missing events (the agents' reconnect backoff tops out at
+ * 10 s).
+ */
+const RESUME_GRACE_MS = 15_000;
 
 export interface Clock {
   /** Wall-clock milliseconds (also sent to agents as deadlines). */
@@ -91,6 +110,10 @@ export interface SessionManagerOptions {
   debounceMs?: number;
   /** Snaplen asked of agents (default 65535). */
   snaplen?: number;
+  /** The Kubernetes API's view (`--kubernetes`): inventory facts and `namespace/pod` targets. */
+  cluster?: ClusterFacts;
+  /** Ask the agents for the flow's conntrack entries when a capture finishes (default false). */
+  conntrack?: boolean;
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
@@ -102,13 +125,21 @@ export class SessionManager {
   private readonly clock: Clock;
   private readonly debounceMs: number;
   private readonly snaplen: number;
+  private readonly cluster: ClusterFacts | undefined;
   private readonly sessions = new Map<string, CaptureSession>();
   private readonly debounce = new Map<string, NodeJS.Timeout>();
   private readonly deadline = new Map<string, NodeJS.Timeout>();
   /** Resumed sessions are not timed out before agents had a chance to resend. */
   private readonly resumeUntil = new Map<string, number>();
+  /** When an agent last (re)connected (resumed sessions give its resend a settle period). */
+  private agentBackAtMs = 0;
   private readonly listeners = new Set<(view: CaptureView) => void>();
   private closed = false;
+  /** `hoptrace repro` sessions (`/v1/repros`): their `r-…` capture messages are handed there. */
+  readonly repros: ReproManager;
+  /** Doctor and conntrack requests to agents (shared: one reply handler on the hub). */
+  readonly requests: AgentRequests;
+  private readonly conntrack: boolean;
 
   constructor(opts: SessionManagerOptions) {
     this.hub = opts.hub;
@@ -117,6 +148,20 @@ export class SessionManager {
     this.clock = opts.clock ?? systemClock;
     this.debounceMs = opts.debounceMs ?? 100;
     this.snaplen = opts.snaplen ?? 65535;
+    this.cluster = opts.cluster;
+    this.requests = new AgentRequests(opts.hub, 5_000);
+    this.conntrack = opts.conntrack ?? false;
+    this.repros = new ReproManager({
+      hub: opts.hub,
+      logger: opts.logger,
+      nowMs: () => this.clock.nowMs(),
+      snaplen: this.snaplen,
+    });
+  }
+
+  /** The agents as the hub knows them, with their hellos (the doctor reads their namespaces). */
+  agentInfos(): AgentInfo[] {
+    return this.hub.agents();
   }
 
   /** Loads stored sessions (unfinished ones resume) and subscribes to the hub. */
@@ -132,17 +177,25 @@ export class SessionManager {
         );
       }
       if (!s.isFinal()) {
-        this.resumeUntil.set(s.id, now + Math.max(s.record.spec.settleMs, 1000));
+        this.resumeUntil.set(s.id, now + Math.max(s.record.spec.settleMs, RESUME_GRACE_MS));
         this.log.info({ captureId: s.id, state: s.record.state }, 'session resumed');
         this.step(s);
       }
     }
     this.hub.onMessage((msg) => this.handleMessage(msg));
+    this.repros.start();
     this.hub.onAgent((a) => {
       this.log.info(
         { agentId: a.agentId, node: a.node, state: a.connected ? 'connected' : 'disconnected' },
         'agent',
       );
+      // A resumed session waits for its agents; one coming back may let it conclude.
+      if (!a.connected) return;
+      this.agentBackAtMs = this.clock.nowMs();
+      for (const id of this.resumeUntil.keys()) {
+        const s = this.sessions.get(id);
+        if (s && !s.isFinal()) this.step(s);
+      }
     });
   }
 
@@ -150,7 +203,7 @@ export class SessionManager {
   create(spec: CaptureSpec): CaptureView {
     const now = this.clock.nowMs();
     const agents = this.hub.agents();
-    const resolved = spec.points.map((p) => ({ p, r: resolveTarget(p.target, p.node, agents) }));
+    const resolved = spec.points.map((p) => ({ p, r: this.resolvePoint(p, agents) }));
     if (!resolved.some((x) => x.r.ok)) {
       const why = resolved
         .map(({ p, r }) => `${p.name}: ${r.ok ? 'ok' : `${r.code} ${r.message}`}`)
@@ -173,7 +226,7 @@ export class SessionManager {
       const capture: CaptureCommand = {
         captureId: id,
         point: p.name,
-        target: p.target,
+        target: r.sendTarget,
         iface: p.iface,
         filter: p.filter ?? '',
         snaplen: this.snaplen,
@@ -195,6 +248,25 @@ export class SessionManager {
     this.log.info({ captureId: id, state: s.record.state }, 'capture created');
     this.step(s);
     return this.view(s);
+  }
+
+  /**
+   * The agent for a point, and the target it is sent: a `namespace/pod` target becomes the pod's IP
+   * on the pod's node (the agent finds the namespace holding that IP, as for any pod IP).
+   */
+  private resolvePoint(
+    p: CaptureSpec['points'][number],
+    agents: ReturnType<AgentHub['agents']>,
+  ): TargetResolution & { sendTarget: string } {
+    const pod = parsePodTarget(p.target);
+    if (pod === null) return { ...resolveTarget(p.target, p.node, agents), sendTarget: p.target };
+    if (this.cluster === undefined) {
+      const message = `${p.target} is a namespace/pod target and the collector does not read the Kubernetes API; start it with --kubernetes (in a cluster) or --kubeconfig FILE, or give the pod IP`;
+      return { ok: false, code: 'K8S_CONFIG', message, sendTarget: p.target };
+    }
+    const found = this.cluster.resolvePod(pod.namespace, pod.name);
+    if (!found.ok) return { ...found, sendTarget: p.target };
+    return { ...resolveTarget(found.ip, found.node, agents), sendTarget: found.ip };
   }
 
   get(id: string): CaptureView | undefined {
@@ -256,12 +328,18 @@ export class SessionManager {
             : [];
       captured.push({ point: p.name, node: p.node, netns: p.netns ?? p.target, addresses });
     }
-    return buildLiveInventory(this.hub.agents(), captured, s.record.spec.inventory);
+    return buildLiveInventory(
+      this.hub.agents(),
+      captured,
+      s.record.spec.inventory,
+      this.cluster?.inventory(),
+    );
   }
 
   /** Stores and applies one agent message; resolves once it is safe to acknowledge. */
   async handleMessage(msg: AgentMessage): Promise<void> {
     const captureId = captureIdOf(msg);
+    if (this.repros.owns(captureId)) return this.repros.handle(msg);
     const s = this.sessions.get(captureId);
     if (!s || s.isFinal()) {
       // Late or unknown: acknowledge and drop, or the agent would resend it forever.
@@ -319,6 +397,7 @@ export class SessionManager {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.repros.close();
     for (const t of [...this.debounce.values(), ...this.deadline.values()]) clearTimeout(t);
     this.debounce.clear();
     this.deadline.clear();
@@ -352,12 +431,20 @@ export class SessionManager {
     }
     const d = s.evaluate(now);
     const grace = this.resumeUntil.get(s.id) ?? 0;
-    if (d.kind === 'finish' && !(d.state === 'timeout' && now < grace)) {
+    // After a collector restart, agents reconnect with backoff and resend what was not
+    // acknowledged: until every armed point's agent is back (or the grace ends), missing events
+    // are in flight, not absent, so no verdict is drawn from their absence.
+    // An agent that just came back resends right after its hello: give it a settle period.
+    const back = this.armedAgentsConnected(s);
+    const quietUntil = this.agentBackAtMs + s.record.spec.settleMs;
+    const waiting = now < grace && (!back || now < quietUntil);
+    if (d.kind === 'finish' && !waiting && !(d.state === 'timeout' && now < grace)) {
       this.finish(s, d.state, d.reason);
       return;
     }
     if (s.record.state !== before) this.emit(s);
-    const next = Math.max(s.nextDeadlineMs() ?? now, grace);
+    let next = s.nextDeadlineMs() ?? now;
+    if (now < grace) next = Math.max(next, back ? Math.min(quietUntil, grace) : grace);
     const old = this.deadline.get(s.id);
     if (old) clearTimeout(old);
     const t = setTimeout(
@@ -368,6 +455,17 @@ export class SessionManager {
       Math.max(0, next - now),
     );
     this.deadline.set(s.id, t);
+  }
+
+  /** Every point that was armed has its agent connected (again). */
+  private armedAgentsConnected(s: CaptureSession): boolean {
+    const connected = new Set(
+      this.hub
+        .agents()
+        .filter((a) => a.connected)
+        .map((a) => a.agentId),
+    );
+    return s.record.points.every((p) => p.agentId === null || connected.has(p.agentId));
   }
 
   private finish(
@@ -417,6 +515,48 @@ export class SessionManager {
       { captureId: s.id, state, code: result.verdict.layer },
       `capture finished: ${reason}`,
     );
+    this.emit(s);
+    if (this.conntrack && result.verdict.client !== null)
+      void this.attachConntrack(s, state, reason, result, meta);
+  }
+
+  /**
+   * Conntrack evidence, right after the verdict (entries are fresh): the agents of the egress and
+   * backend points list the flow's entries; the verdict and the report are rewritten with them.
+   * Best effort: a failure is logged and the packet verdict stands as written.
+   */
+  private async attachConntrack(
+    s: CaptureSession,
+    state: string,
+    reason: string,
+    result: AnalysisResult,
+    meta: ReportMeta,
+  ): Promise<void> {
+    const { entries, errors } = await conntrackForCapture(
+      this.requests,
+      s.id,
+      s.record.points,
+      result.verdict,
+    );
+    if (this.closed) return;
+    if (errors.length > 0)
+      this.log.warn({ captureId: s.id, code: 'CONNTRACK_READ_FAILED' }, errors.join('; '));
+    const verdict = withConntrackEvidence(result.verdict, entries);
+    s.record.verdict = verdict;
+    const enriched = { ...result, verdict };
+    try {
+      this.store.writeFinal(s.id, {
+        verdict: JSON.stringify({ state, reason, verdict }, null, 2) + '\n',
+        markdown: renderReportMarkdown(enriched, meta),
+        json: renderReportJson(enriched),
+      });
+      this.store.saveSession(s.record);
+    } catch (e) {
+      this.log.error(
+        { captureId: s.id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
+        'cannot write the report with conntrack evidence',
+      );
+    }
     this.emit(s);
   }
 

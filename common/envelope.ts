@@ -13,6 +13,15 @@ import {
 } from './codec';
 import type {
   CaptureCommand,
+  ConntrackEntry,
+  ConntrackQuery,
+  ConntrackReport,
+  ConntrackTuple,
+  DoctorReport,
+  DoctorRequest,
+  DoctorTarget,
+  NamespaceFacts,
+  RouteEntry,
   CaptureState,
   CaptureStatus,
   Envelope,
@@ -59,7 +68,12 @@ export const AGENT_KINDS: readonly EnvelopeKind[] = [
   'status',
   'lost',
   'error',
+  'doctorReport',
+  'conntrackReport',
 ];
+
+/** Agent replies to a collector request: not spooled (seq 0), matched by requestId. */
+export const REPLY_KINDS = ['doctorReport', 'conntrackReport'] as const;
 
 /** True for kinds that carry a seq and are acknowledged. */
 export function isSpooledKind(kind: EnvelopeKind): kind is SpooledKind {
@@ -131,6 +145,14 @@ function bodyToWire(env: Envelope): [string, Record<string, unknown>] {
       return ['heartbeat', { unixMs: u64(env.heartbeat.unixMs) }];
     case 'ack':
       return ['ack', { seq: u64(env.ack.seq) }];
+    case 'doctorRequest':
+      return ['doctorRequest', { ...env.doctorRequest }];
+    case 'doctorReport':
+      return ['doctorReport', { ...env.doctorReport }];
+    case 'conntrackQuery':
+      return ['conntrackQuery', { ...env.conntrackQuery }];
+    case 'conntrackReport':
+      return ['conntrackReport', { ...env.conntrackReport }];
   }
 }
 
@@ -210,6 +232,85 @@ function statusFromWire(o: Obj): CaptureStatus {
   };
 }
 
+function targetsFromWire(o: Obj): DoctorTarget[] {
+  return objs(o, 'targets').map((t) => ({
+    name: str(t, 'name'),
+    target: str(t, 'target'),
+    routeTo: strs(t, 'routeTo'),
+  }));
+}
+
+function routeFromWire(o: Obj): RouteEntry {
+  return {
+    dst: str(o, 'dst'),
+    gateway: str(o, 'gateway'),
+    dev: str(o, 'dev'),
+    type: str(o, 'type'),
+    prefsrc: str(o, 'prefsrc'),
+    flags: strs(o, 'flags'),
+  };
+}
+
+function obj(o: Obj, k: string): Obj | null {
+  const v = o[k];
+  return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Obj) : null;
+}
+
+function factsFromWire(f: Obj): NamespaceFacts {
+  return {
+    name: str(f, 'name'),
+    target: str(f, 'target'),
+    netns: str(f, 'netns'),
+    node: str(f, 'node'),
+    addresses: strs(f, 'addresses'),
+    rpFilter: objs(f, 'rpFilter').map((r) => ({
+      iface: str(r, 'iface'),
+      value: num(r.value ?? 0, 'rp_filter'),
+    })),
+    routes: objs(f, 'routes').map(routeFromWire),
+    lookups: objs(f, 'lookups').map((l) => {
+      const r = obj(l, 'route');
+      return {
+        to: str(l, 'to'),
+        route: r === null ? null : routeFromWire(r),
+        error: str(l, 'error'),
+      };
+    }),
+    natChains: strs(f, 'natChains'),
+    natRules: objs(f, 'natRules').map((r) => ({
+      chain: str(r, 'chain'),
+      args: strs(r, 'args'),
+      text: str(r, 'text'),
+    })),
+    errorCode: str(f, 'errorCode'),
+    message: str(f, 'message'),
+  };
+}
+
+function tupleFromWire(o: Obj | null): ConntrackTuple {
+  return {
+    src: o === null ? '' : str(o, 'src'),
+    dst: o === null ? '' : str(o, 'dst'),
+    sport: o === null ? 0 : num(o.sport ?? 0, 'sport'),
+    dport: o === null ? 0 : num(o.dport ?? 0, 'dport'),
+  };
+}
+
+function entryFromWire(e: Obj): ConntrackEntry {
+  return {
+    name: str(e, 'name'),
+    netns: str(e, 'netns'),
+    node: str(e, 'node'),
+    proto: str(e, 'proto'),
+    state: str(e, 'state'),
+    orig: tupleFromWire(obj(e, 'orig')),
+    reply: tupleFromWire(obj(e, 'reply')),
+    snat: e.snat === true,
+    dnat: e.dnat === true,
+    raw: str(e, 'raw'),
+  };
+}
+
 function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
   switch (kind) {
     case 'hello':
@@ -269,6 +370,41 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
       return { seq, kind, heartbeat: { unixMs: num(o.unixMs, 'unixMs') } };
     case 'ack':
       return { seq, kind, ack: { seq: num(o.seq, 'ack seq') } };
+    case 'doctorRequest': {
+      const doctorRequest: DoctorRequest = {
+        requestId: str(o, 'requestId'),
+        targets: targetsFromWire(o),
+      };
+      return { seq, kind, doctorRequest };
+    }
+    case 'doctorReport': {
+      const doctorReport: DoctorReport = {
+        requestId: str(o, 'requestId'),
+        agentId: str(o, 'agentId'),
+        node: str(o, 'node'),
+        facts: objs(o, 'facts').map(factsFromWire),
+      };
+      return { seq, kind, doctorReport };
+    }
+    case 'conntrackQuery': {
+      const conntrackQuery: ConntrackQuery = {
+        requestId: str(o, 'requestId'),
+        captureId: str(o, 'captureId'),
+        targets: targetsFromWire(o),
+        tuples: objs(o, 'tuples').map((t) => tupleFromWire(t)),
+      };
+      return { seq, kind, conntrackQuery };
+    }
+    case 'conntrackReport': {
+      const conntrackReport: ConntrackReport = {
+        requestId: str(o, 'requestId'),
+        captureId: str(o, 'captureId'),
+        agentId: str(o, 'agentId'),
+        entries: objs(o, 'entries').map(entryFromWire),
+        errors: strs(o, 'errors'),
+      };
+      return { seq, kind, conntrackReport };
+    }
     default:
       throw malformed(`unknown body ${kind}`);
   }

@@ -72,6 +72,23 @@ export const ERRORS = {
   HUB_HANDLER_FAILED: 'the collector could not store an agent message; the agent resends it',
   LINK_UNREACHABLE: 'the agent cannot reach the collector (connection refused, DNS, TLS)',
   LINK_HEARTBEAT_TIMEOUT: 'the peer stopped answering heartbeats; the connection is dropped',
+  // Kubernetes API (collector/k8s).
+  K8S_CONFIG: 'no usable Kubernetes client configuration (kubeconfig file or in-cluster account)',
+  K8S_API_UNREACHABLE: 'the Kubernetes API server did not answer, or answered with an error',
+  K8S_FORBIDDEN: 'the Kubernetes API refused the collector (HTTP 401/403): RBAC or credentials',
+  K8S_POD_NOT_FOUND: 'no pod with this namespace/name is known to the Kubernetes API',
+  K8S_POD_NO_IP: 'the pod exists but has no IP or node yet (pending, or finished)',
+  // Repro during pod deletion (collector/repro.ts, cli/repro.ts).
+  REPRO_NO_WORKLOAD:
+    'no connected agent reports a namespace that matches the repro workload selector',
+  REPRO_NOT_SUPPORTED:
+    'this repro path is not implemented yet: selecting, deleting and following a pod through the Kubernetes API',
+  // Path checks and conntrack evidence (agent/doctor, collector/doctor*.ts, cli/doctor.ts).
+  DOCTOR_READ_FAILED:
+    'reading rp_filter, routes or the nat table inside a namespace failed; the checks are partial',
+  DOCTOR_DENIED_TEST_FAILED: 'the denied-source test could not capture or send its request',
+  DOCTOR_NO_AGENT: 'no connected agent can read a namespace the doctor needs',
+  CONNTRACK_READ_FAILED: 'listing the conntrack table inside a namespace failed',
   // Lab.
   LAB_PREREQUISITE: 'a tool the lab needs is missing or the lab is not running as root',
   LAB_SETUP: 'building the namespace lab failed',

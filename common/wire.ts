@@ -91,6 +91,126 @@ export type Envelope = { seq: number } & (
   | { kind: 'error'; error: ErrorReport }
   | { kind: 'heartbeat'; heartbeat: { unixMs: number } }
   | { kind: 'ack'; ack: { seq: number } }
+  | { kind: 'doctorRequest'; doctorRequest: DoctorRequest }
+  | { kind: 'doctorReport'; doctorReport: DoctorReport }
+  | { kind: 'conntrackQuery'; conntrackQuery: ConntrackQuery }
+  | { kind: 'conntrackReport'; conntrackReport: ConntrackReport }
 );
 
 export type EnvelopeKind = Envelope['kind'];
+
+// --- doctor and conntrack (issue 4) -----------------------------------------------------------
+
+/** One namespace the doctor asks an agent about. */
+export interface DoctorTarget {
+  /** Role on the path: vpn, vpn-node, backend-node, backend, client, … */
+  name: string;
+  /** A namespace path, a PID or a pod IP (like a capture target); '' = the agent's node namespace. */
+  target: string;
+  /** Addresses to look up with `ip route get` in that namespace (the client tunnel IP, the backend). */
+  routeTo: string[];
+}
+
+/** Collector -> agent: read the path facts of some namespaces. */
+export interface DoctorRequest {
+  requestId: string;
+  targets: DoctorTarget[];
+}
+
+/** One `ip -j route` entry, reduced to what the checks use. */
+export interface RouteEntry {
+  /** `default`, `10.90.0.0/24`, or a host address. */
+  dst: string;
+  gateway: string;
+  dev: string;
+  /** unicast, unreachable, blackhole, prohibit, local, … ('' = unicast). */
+  type: string;
+  prefsrc: string;
+  flags: string[];
+}
+
+/** `ip -j route get ADDR` in one namespace: the route, or the kernel's refusal. */
+export interface RouteLookup {
+  to: string;
+  route: RouteEntry | null;
+  error: string;
+}
+
+/** One rule of `iptables-save -t nat`: its chain, the argument vector after `-A CHAIN`, the text. */
+export interface NatRule {
+  chain: string;
+  args: string[];
+  text: string;
+}
+
+/** What an agent read in one namespace. */
+export interface NamespaceFacts {
+  name: string;
+  target: string;
+  /** The namespace file read (after resolving the target). */
+  netns: string;
+  node: string;
+  addresses: string[];
+  /** rp_filter sysctls by interface (`all`, `default`, interfaces), as read. */
+  rpFilter: { iface: string; value: number }[];
+  routes: RouteEntry[];
+  lookups: RouteLookup[];
+  /** User-defined and built-in chains of the nat table. */
+  natChains: string[];
+  natRules: NatRule[];
+  /** A stable error code when a read failed ('' = every read worked); facts are then partial. */
+  errorCode: string;
+  message: string;
+}
+
+/** Agent -> collector: the facts for one DoctorRequest. */
+export interface DoctorReport {
+  requestId: string;
+  agentId: string;
+  node: string;
+  facts: NamespaceFacts[];
+}
+
+/** An address:port pair in one direction of a conntrack entry. */
+export interface ConntrackTuple {
+  src: string;
+  dst: string;
+  sport: number;
+  dport: number;
+}
+
+/** One conntrack entry: original vs reply direction, NAT status derived from the two. */
+export interface ConntrackEntry {
+  /** Role name of the namespace it was read in (vpn, vpn-node, backend-node, …). */
+  name: string;
+  netns: string;
+  node: string;
+  proto: string;
+  state: string;
+  orig: ConntrackTuple;
+  reply: ConntrackTuple;
+  /** The reply goes to another address/port than the original came from: source NAT. */
+  snat: boolean;
+  /** The reply comes from another address/port than the original went to: destination NAT. */
+  dnat: boolean;
+  raw: string;
+}
+
+/** Collector -> agent: list the conntrack entries of a flow in some namespaces. */
+export interface ConntrackQuery {
+  requestId: string;
+  captureId: string;
+  targets: DoctorTarget[];
+  /** The flow as seen at the capture points (request direction); an entry matches any of them. */
+  tuples: ConntrackTuple[];
+}
+
+/** Agent -> collector: the entries found for one ConntrackQuery. */
+export interface ConntrackReport {
+  requestId: string;
+  captureId: string;
+  agentId: string;
+  entries: ConntrackEntry[];
+  /** Per namespace read errors: `name: CODE message`. */
+  errors: string[];
+}

@@ -60,6 +60,23 @@ export interface AgentStartOptions {
   /** Token file (default: the collector's). */
   tokenFile?: string;
   agentId?: string;
+  /** `--refresh-ms`: how often the agent re-reads its namespaces (default: the agent's 5 s). */
+  refreshMs?: number;
+}
+
+/** The view directory of node `node` under `viewRoot` (what `/run/netns` is on a real node). */
+export function viewDir(viewRoot: string, node: string): string {
+  return join(viewRoot, node);
+}
+
+/** A pod namespace appears on a node (the CNI created it): its agent will report it. */
+export function addToView(viewRoot: string, node: string, lab: Netns, ns: string): void {
+  symlinkSync(`/run/netns/${lab.full(ns)}`, join(viewDir(viewRoot, node), lab.full(ns)));
+}
+
+/** A pod namespace is gone from a node. */
+export function removeFromView(viewRoot: string, node: string, lab: Netns, ns: string): void {
+  rmSync(join(viewDir(viewRoot, node), lab.full(ns)), { force: true });
 }
 
 /**
@@ -98,6 +115,7 @@ export function startAgent(
       '--no-proc-scan',
       '--log-level',
       'info',
+      ...(opts.refreshMs === undefined ? [] : ['--refresh-ms', String(opts.refreshMs)]),
     ],
     agentEnv(),
   );

@@ -88,38 +88,13 @@ export async function buildTopology(
   const processes: LabProcess[] = [];
 
   // Underlay between the remote client and the VPN pod (the outer, encrypted-in-real-life path).
-  await veth(lab, NS.client, 'ul0', NS.vpnPod, 'ul0');
-  await addr(lab, NS.client, 'ul0', `${ADDR.clientOuter}/30`);
-  await addr(lab, NS.vpnPod, 'ul0', `${ADDR.vpnOuter}/30`);
+  await linkUnderlay(lab, NS.vpnPod);
 
   // Tunnel.
   let decapIface: string;
   let clientTunnelIface: string;
   if (scenario.decap === 'vxlan') {
-    for (const [ns, local, remote, ip] of [
-      [NS.client, ADDR.clientOuter, ADDR.vpnOuter, ADDR.clientTunnel],
-      [NS.vpnPod, ADDR.vpnOuter, ADDR.clientOuter, ADDR.vpnTunnel],
-    ] as const) {
-      await lab.ip(
-        ns,
-        'link',
-        'add',
-        'vx0',
-        'type',
-        'vxlan',
-        'id',
-        String(ADDR.vxlanId),
-        'local',
-        local,
-        'remote',
-        remote,
-        'dstport',
-        String(ADDR.vxlanPort),
-        'dev',
-        'ul0',
-      );
-      await addr(lab, ns, 'vx0', `${ip}/24`);
-    }
+    await addVxlanTunnel(lab, NS.vpnPod);
     decapIface = 'vx0';
     clientTunnelIface = 'vx0';
   } else {
@@ -226,13 +201,15 @@ export async function buildTopology(
   };
 }
 
-async function addr(lab: Netns, ns: string, dev: string, cidr: string): Promise<void> {
+/** Exported for lab/repro-pod.ts (rebuilding a rescheduled VPN pod). */
+export async function addr(lab: Netns, ns: string, dev: string, cidr: string): Promise<void> {
   await lab.ip(ns, 'addr', 'add', cidr, 'dev', dev);
   await lab.ip(ns, 'link', 'set', dev, 'up');
 }
 
 // Created inside nsA with its peer directly in nsB: the pair never exists in the host namespace.
-async function veth(
+/** Exported for lab/repro-pod.ts (rebuilding a rescheduled VPN pod). */
+export async function veth(
   lab: Netns,
   nsA: string,
   devA: string,
@@ -274,7 +251,8 @@ async function podVeth(
   await lab.ip(podNs, 'route', 'add', 'default', 'via', gateway);
 }
 
-async function applyRule(lab: Netns, rule: PathRule): Promise<void> {
+/** Exported for lab/repro-pod.ts (rebuilding a rescheduled VPN pod). */
+export async function applyRule(lab: Netns, rule: PathRule): Promise<void> {
   switch (rule.kind) {
     case 'vpn-pod-masquerade':
       await lab.iptables(
@@ -408,4 +386,39 @@ async function startNode(
     throw e;
   }
   return { name, child, stdout };
+}
+
+/** The underlay veth between the remote client and a VPN pod namespace (the outer path). */
+export async function linkUnderlay(lab: Netns, vpnNs: string): Promise<void> {
+  await veth(lab, NS.client, 'ul0', vpnNs, 'ul0');
+  await addr(lab, NS.client, 'ul0', `${ADDR.clientOuter}/30`);
+  await addr(lab, vpnNs, 'ul0', `${ADDR.vpnOuter}/30`);
+}
+
+/** A kernel VXLAN tunnel (vx0, Ethernet link type) between the client and a VPN pod over ul0. */
+export async function addVxlanTunnel(lab: Netns, vpnNs: string): Promise<void> {
+  for (const [ns, local, remote, ip] of [
+    [NS.client, ADDR.clientOuter, ADDR.vpnOuter, ADDR.clientTunnel],
+    [vpnNs, ADDR.vpnOuter, ADDR.clientOuter, ADDR.vpnTunnel],
+  ] as const) {
+    await lab.ip(
+      ns,
+      'link',
+      'add',
+      'vx0',
+      'type',
+      'vxlan',
+      'id',
+      String(ADDR.vxlanId),
+      'local',
+      local,
+      'remote',
+      remote,
+      'dstport',
+      String(ADDR.vxlanPort),
+      'dev',
+      'ul0',
+    );
+    await addr(lab, ns, 'vx0', `${ip}/24`);
+  }
 }

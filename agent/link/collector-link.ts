@@ -13,6 +13,10 @@ import { decodeEnvelope, encodeEnvelope } from '../../common/envelope';
 import { ERRORS, HoptraceError, isHoptraceError, type ErrorCode } from '../../common/errors';
 import type {
   CaptureCommand,
+  ConntrackQuery,
+  ConntrackReport,
+  DoctorReport,
+  DoctorRequest,
   CaptureStatus,
   Envelope,
   ErrorReport,
@@ -49,6 +53,16 @@ export interface CollectorLinkOptions {
 
 export type CollectorCommand =
   { kind: 'capture'; capture: CaptureCommand } | { kind: 'stop'; stop: StopCommand };
+
+/** Requests from the collector that the agent answers once (doctor facts, conntrack entries). */
+export type CollectorRequest =
+  | { kind: 'doctorRequest'; doctorRequest: DoctorRequest }
+  | { kind: 'conntrackQuery'; conntrackQuery: ConntrackQuery };
+
+/** The agent's answer to a CollectorRequest. */
+export type AgentReplyBody =
+  | { kind: 'doctorReport'; doctorReport: DoctorReport }
+  | { kind: 'conntrackReport'; conntrackReport: ConntrackReport };
 
 export interface LinkStats {
   /** helloAck received on the current connection. */
@@ -111,6 +125,7 @@ export class CollectorLink {
   private counts = { sent: 0, acked: 0, reconnects: 0 };
   private lastError: ErrorCode | null = null;
   private readonly commandHandlers: ((cmd: CollectorCommand) => void)[] = [];
+  private readonly requestHandlers: ((req: CollectorRequest) => void)[] = [];
   private readonly errorHandlers: ((err: HoptraceError) => void)[] = [];
   private readonly connectHandlers: ((ack: HelloAck) => void)[] = [];
   private closedPromise: Promise<void> = Promise.resolve();
@@ -144,6 +159,23 @@ export class CollectorLink {
   /** Commands from the collector (capture, stop). */
   onCommand(handler: (cmd: CollectorCommand) => void): void {
     this.commandHandlers.push(handler);
+  }
+
+  /** Doctor and conntrack requests from the collector. */
+  onRequest(handler: (req: CollectorRequest) => void): void {
+    this.requestHandlers.push(handler);
+  }
+
+  /**
+   * Sends a reply to a request, unspooled: a reply lost with the connection is not resent (the
+   * collector's request times out and can be repeated). False when not connected.
+   */
+  reply(body: AgentReplyBody): boolean {
+    const ws = this.ws;
+    if (this.phase !== 'ready' || ws === undefined || ws.readyState !== WebSocket.OPEN)
+      return false;
+    ws.send(encodeEnvelope({ seq: 0, ...body }));
+    return true;
   }
 
   /**
@@ -345,6 +377,10 @@ export class CollectorLink {
       case 'stop':
         for (const h of this.commandHandlers) h(env);
         return;
+      case 'doctorRequest':
+      case 'conntrackQuery':
+        for (const h of this.requestHandlers) h(env);
+        return;
       case 'error': {
         const code = env.error.code in ERRORS ? (env.error.code as ErrorCode) : 'WIRE_UNEXPECTED';
         this.report(code, `the collector says: ${env.error.message}`);
@@ -356,6 +392,8 @@ export class CollectorLink {
       case 'events':
       case 'status':
       case 'lost':
+      case 'doctorReport':
+      case 'conntrackReport':
         this.log.warn(
           { code: 'WIRE_UNEXPECTED', url: this.opts.url },
           `the collector sent ${env.kind}`,

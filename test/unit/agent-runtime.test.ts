@@ -48,11 +48,11 @@ function harness(opts: { resolveFails?: boolean; startFails?: HoptraceError } = 
   const specs: unknown[] = [];
   let stopped = 0;
   const deps: AgentDeps = {
-    send: ((kind: string, body: never) => {
+    send: (kind: string, body: never) => {
       if (kind === 'status') sent.statuses.push(body);
       else if (kind === 'events') sent.events.push((body as { events: PacketEvent[] }).events);
       else sent.errors.push(body);
-    }) as AgentDeps['send'],
+    },
     resolveTarget: (target) =>
       opts.resolveFails === true
         ? Promise.reject(new HoptraceError('TARGET_NOT_FOUND', `no namespace has ${target}`))

@@ -376,3 +376,45 @@ void t.test(
     t.equal(sessions.get(c.id)?.points[0]?.events, 0);
   },
 );
+
+void t.test(
+  'restart: a resumed capture waits for every armed agent before concluding from absence',
+  async (t) => {
+    const first = setup(t);
+    const body = { points: POINTS, settleMs: 200 };
+    const c = (await first.req('POST', '/v1/captures', body)).json as CaptureView;
+    for (const p of POINTS) {
+      const agentId = p.name === 'backend' ? 'agent-backend' : 'agent-vpn';
+      await first.hub.deliver({
+        kind: 'status',
+        agentId,
+        status: status(c.id, p.name, 'capturing'),
+      });
+    }
+    await first.close();
+
+    // The new collector: only the VPN node's agent is back so far.
+    const second = setup(t, { dir: first.dir, agents: false });
+    second.hub.addAgent('agent-vpn', 'vpn-node', ['192.168.50.1']);
+    for (const point of ['decap', 'egress'])
+      await second.hub.deliver({
+        kind: 'events',
+        agentId: 'agent-vpn',
+        batch: { captureId: c.id, point, events: events(point, 'vpn-node') },
+      });
+    // Several settle periods pass: the backend's events are in flight, not missing.
+    await new Promise((r) => setTimeout(r, 800));
+    t.equal(second.sessions.get(c.id)?.state, 'capturing', 'no verdict while an agent is away');
+
+    const done = waitFinal(second.sessions, c.id);
+    second.hub.addAgent('agent-backend', 'backend-node', ['192.168.50.2']);
+    await second.hub.deliver({
+      kind: 'events',
+      agentId: 'agent-backend',
+      batch: { captureId: c.id, point: 'backend', events: events('backend', 'backend-node') },
+    });
+    const v = await done;
+    t.equal(v.state, 'resolved');
+    t.equal(v.verdict?.layer, 'preserved', 'the resent backend events complete the journey');
+  },
+);
