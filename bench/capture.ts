@@ -1,0 +1,368 @@
+/**
+ * Capture benchmark: tcpdump vs the agent's capture (NsCapture with the native source, and with
+ * `source: 'cap'`) on the same veth interface, one trial after another in the same run.
+ *
+ * Topology (per-run namespaces from lab/netns.ts, removed in `finally` and on SIGINT/SIGTERM):
+ *
+ *   <prefix>tx: vtx 10.77.0.1 ══ veth ══ vrx 10.77.0.2 :<prefix>rx
+ *   udp-flood (AF_PACKET, sendmmsg) ──►   capture on vrx; raw PREROUTING drops the UDP, so the
+ *                                         receiver neither answers (ICMP) nor spends on it
+ *
+ * Per trial: capture opened → counters read → flood for `durationS` → drain → counters read →
+ * capture stopped. "offered" is what the capture could see: the vrx rx+tx packet delta (veth
+ * counts only what it handed to the receive path, so backlog drops before any tap are excluded and
+ * reported as vethDrops). loss = offered − delivered for the broad filter; for the one-flow filter
+ * the flow is udp-flood's trickle (src port 40000), whose every packet must be delivered.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { NsCapture } from '../agent/capture/ns-capture';
+import { delay, Netns, runCommand } from '../lab/netns';
+import { cpuNs } from './proc';
+
+export type CaptureTool = 'tcpdump' | 'native' | 'cap';
+
+export interface CaptureTrial {
+  tool: CaptureTool;
+  filter: 'none' | 'one-flow';
+  /** Requested flood rate (0 = as fast as one core sends). */
+  ratePps: number;
+  /** Frames udp-flood sent (flood + trickle). */
+  sent: number;
+  trickleSent: number;
+  elapsedS: number;
+  /** Packets the veth handed to the receive path of vrx (what a tap on vrx can see). */
+  offered: number;
+  /** Frames the sending veth dropped (receiver backlog full), never seen by any capture. */
+  vethDrops: number;
+  /** Packets delivered to the consumer (tcpdump: "packets captured"). */
+  delivered: number;
+  /** What must have been delivered: offered (broad filter) or trickleSent (one flow). */
+  expected: number;
+  loss: number;
+  /** Drops the source itself reported (kernel ring; null = the source cannot know). */
+  reportedDrops: number | null;
+  /** NsCapture: events dropped on queues (worker pipe, batcher). */
+  queueDrops: number;
+  /** CPU of the capturing process (NsCapture: the worker), ns. */
+  cpuNs: number;
+  /** NsCapture: CPU of the parent parsing the worker's frames (this process), ns. */
+  parentCpuNs: number | null;
+  /** Kernel ring size asked of the capture (undefined = the tool's default). */
+  bufferBytes?: number;
+}
+
+const TX = 'tx';
+const RX = 'rx';
+const FLOW_FILTER = 'udp src port 40000';
+const TRICKLE_PPS = 2000;
+
+interface LinkCounters {
+  rxPackets: number;
+  txPackets: number;
+  txDropped: number;
+}
+
+async function counters(lab: Netns, ns: string, dev: string): Promise<LinkCounters> {
+  const { stdout } = await lab.ip(ns, '-s', '-j', 'link', 'show', 'dev', dev);
+  const [link] = JSON.parse(stdout) as {
+    stats64?: { rx?: { packets?: number }; tx?: { packets?: number; dropped?: number } };
+  }[];
+  const s = link?.stats64;
+  return {
+    rxPackets: s?.rx?.packets ?? 0,
+    txPackets: s?.tx?.packets ?? 0,
+    txDropped: s?.tx?.dropped ?? 0,
+  };
+}
+
+/** Compiles udp-flood.c into `dir`; throws naming the source when it is missing. */
+async function buildFlood(src: string, dir: string): Promise<string> {
+  if (!existsSync(src)) {
+    throw new Error(
+      `the flood generator source ${src} is missing (set HOPTRACE_UDP_FLOOD_SRC to udp-flood.c)`,
+    );
+  }
+  const bin = join(dir, 'udp-flood');
+  await runCommand('cc', ['-O2', '-o', bin, src], 60_000);
+  return bin;
+}
+
+interface FloodResult {
+  sent: number;
+  trickle: number;
+  elapsedS: number;
+}
+
+function parseFlood(stdout: string): FloodResult {
+  const num = (k: string): number => Number(new RegExp(`${k}=([\\d.]+)`).exec(stdout)?.[1] ?? NaN);
+  return { sent: num('sent'), trickle: num('trickle'), elapsedS: num('elapsed') };
+}
+
+/** One running capture under test. */
+interface Running {
+  pid: number;
+  delivered(): number;
+  /** Resolves once delivery stopped growing (after the flood). */
+  drain(): Promise<void>;
+  stop(): Promise<{ delivered: number; reportedDrops: number | null; queueDrops: number }>;
+}
+
+async function startTcpdump(lab: Netns, filter: string): Promise<Running> {
+  const args = ['-i', 'vrx', '-s', '128', '-B', '8192', '-w', '/dev/null', '-n'];
+  if (filter !== '') args.push(filter);
+  const child = lab.spawn(RX, 'tcpdump', args);
+  let stderr = '';
+  await new Promise<void>((resolve, reject) => {
+    const t = setTimeout(() => {
+      reject(new Error(`tcpdump did not start: ${stderr}`));
+    }, 10_000);
+    child.stderr?.on('data', (c: Buffer) => {
+      stderr += c.toString('utf8');
+      if (stderr.includes('listening on')) {
+        clearTimeout(t);
+        resolve();
+      }
+    });
+    child.once('exit', () => {
+      clearTimeout(t);
+      reject(new Error(`tcpdump exited: ${stderr}`));
+    });
+  });
+  const closed = new Promise<void>((r) =>
+    child.once('close', () => {
+      r();
+    }),
+  );
+  return {
+    pid: child.pid ?? -1,
+    delivered: () => 0,
+    // tcpdump's TPACKET_V3 block timeout is 1 s (no --immediate-mode): a partly filled block is
+    // handed over only then, and SIGINT does not flush it.
+    drain: () => delay(1200),
+    async stop() {
+      child.kill('SIGINT');
+      await closed;
+      const n = (what: string): number | null => {
+        const m = new RegExp(`(\\d+) packets? ${what}`).exec(stderr);
+        return m?.[1] === undefined ? null : Number(m[1]);
+      };
+      return {
+        delivered: n('captured') ?? 0,
+        reportedDrops: n('dropped by kernel'),
+        queueDrops: 0,
+      };
+    },
+  };
+}
+
+async function startNsCapture(
+  lab: Netns,
+  tool: 'native' | 'cap',
+  filter: string,
+  bufferBytes: number | undefined,
+): Promise<Running> {
+  const spec = {
+    point: 'bench',
+    node: 'bench',
+    iface: 'vrx',
+    source: tool,
+    ...(filter !== '' ? { filter } : {}),
+    ...(bufferBytes !== undefined ? { bufferBytes } : {}),
+  };
+  const cap = new NsCapture(spec, {
+    netnsPath: `/run/netns/${lab.full(RX)}`,
+    statsIntervalMs: 200,
+    onWarning: () => undefined,
+  });
+  let delivered = 0;
+  await cap.start(
+    (evs) => {
+      delivered += evs.length;
+    },
+    () => undefined,
+  );
+  if (cap.sourceKind !== tool)
+    throw new Error(`asked for the ${tool} source, the worker runs ${cap.sourceKind ?? '?'}`);
+  // The worker is the only process in the receiver namespace (nsenter execs node).
+  const { stdout } = await runCommand('ip', ['netns', 'pids', lab.full(RX)]);
+  const pid = Number(stdout.trim().split('\n')[0]);
+  return {
+    pid,
+    delivered: () => delivered,
+    async drain() {
+      // The worker hands events over in bursts (measured: seconds apart at 50 k pps), so wait
+      // until neither deliveries nor reported drops moved for 1 s, at most 10 s.
+      const progress = (): number => delivered + cap.stats().queueDrops;
+      const deadline = Date.now() + 10_000;
+      let last = progress();
+      let still = 0;
+      while (still < 4 && Date.now() < deadline) {
+        await delay(250);
+        const now = progress();
+        still = now === last ? still + 1 : 0;
+        last = now;
+      }
+    },
+    async stop() {
+      await cap.stop();
+      const s = cap.stats();
+      return { delivered, reportedDrops: s.kernelDrops, queueDrops: s.queueDrops };
+    },
+  };
+}
+
+export interface CaptureOptions {
+  rates: number[];
+  durationS: number;
+  floodSrc: string;
+  log: (s: string) => void;
+}
+
+export interface CaptureResult {
+  trials: CaptureTrial[];
+  /** Highest zero-loss offered rate per tool (broad filter), pps. */
+  zeroLossPps: Record<CaptureTool, number>;
+}
+
+async function trial(
+  lab: Netns,
+  flood: string,
+  rxMac: string,
+  tool: CaptureTool,
+  filter: 'none' | 'one-flow',
+  ratePps: number,
+  durationS: number,
+  bufferBytes?: number,
+): Promise<CaptureTrial> {
+  const bpf = filter === 'none' ? '' : FLOW_FILTER;
+  const running =
+    tool === 'tcpdump'
+      ? await startTcpdump(lab, bpf)
+      : await startNsCapture(lab, tool, bpf, bufferBytes);
+  try {
+    const rx0 = await counters(lab, RX, 'vrx');
+    const tx0 = await counters(lab, TX, 'vtx');
+    const cpu0 = cpuNs(running.pid) ?? 0;
+    const parent0 = process.cpuUsage();
+    const trickle = filter === 'one-flow' ? TRICKLE_PPS : 0;
+    const args = ['vtx', '10.77.0.1', '10.77.0.2', rxMac, String(ratePps), String(durationS)];
+    args.push('64', '41000', '8', String(trickle), '40000');
+    const out = await lab.exec(TX, flood, args, (durationS + 30) * 1000);
+    const f = parseFlood(out.stdout);
+    await running.drain();
+    const cpu1 = cpuNs(running.pid) ?? cpu0;
+    const parent = process.cpuUsage(parent0);
+    const rx1 = await counters(lab, RX, 'vrx');
+    const tx1 = await counters(lab, TX, 'vtx');
+    const res = await running.stop();
+    const offered = rx1.rxPackets - rx0.rxPackets + (rx1.txPackets - rx0.txPackets);
+    const expected = filter === 'none' ? offered : f.trickle;
+    return {
+      tool,
+      filter,
+      ratePps,
+      sent: f.sent + f.trickle,
+      trickleSent: f.trickle,
+      elapsedS: f.elapsedS,
+      offered,
+      vethDrops: tx1.txDropped - tx0.txDropped,
+      delivered: res.delivered,
+      expected,
+      loss: Math.max(0, expected - res.delivered),
+      reportedDrops: res.reportedDrops,
+      queueDrops: res.queueDrops,
+      cpuNs: cpu1 - cpu0,
+      parentCpuNs: tool === 'tcpdump' ? null : (parent.user + parent.system) * 1000,
+      ...(bufferBytes !== undefined ? { bufferBytes } : {}),
+    };
+  } catch (e) {
+    await running.stop().catch(() => undefined);
+    throw e;
+  }
+}
+
+/** Runs every trial; the namespaces and the flood binary are removed whatever happens. */
+export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult> {
+  const lab = new Netns();
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-bench-flood-'));
+  try {
+    const flood = await buildFlood(opts.floodSrc, dir);
+    await lab.add(TX);
+    await lab.add(RX);
+    for (const ns of [TX, RX]) {
+      await lab.sysctl(ns, 'net.ipv6.conf.all.disable_ipv6', '1');
+      await lab.sysctl(ns, 'net.ipv6.conf.default.disable_ipv6', '1');
+    }
+    await lab.ip(
+      TX,
+      'link',
+      'add',
+      'vtx',
+      'type',
+      'veth',
+      'peer',
+      'name',
+      'vrx',
+      'netns',
+      lab.full(RX),
+    );
+    await lab.ip(TX, 'addr', 'add', '10.77.0.1/24', 'dev', 'vtx');
+    await lab.ip(RX, 'addr', 'add', '10.77.0.2/24', 'dev', 'vrx');
+    await lab.ip(TX, 'link', 'set', 'vtx', 'up');
+    await lab.ip(RX, 'link', 'set', 'vrx', 'up');
+    await lab.iptables(RX, '-t', 'raw', '-A', 'PREROUTING', '-p', 'udp', '-j', 'DROP');
+    const { stdout } = await lab.ip(RX, '-j', 'link', 'show', 'dev', 'vrx');
+    const rxMac = (JSON.parse(stdout) as { address?: string }[])[0]?.address ?? '';
+    if (!/^[0-9a-f:]{17}$/.test(rxMac)) throw new Error(`no MAC address on vrx: ${stdout}`);
+
+    const trials: CaptureTrial[] = [];
+    const zeroLossPps: Record<CaptureTool, number> = { tcpdump: 0, native: 0, cap: 0 };
+    const tools: CaptureTool[] = ['tcpdump', 'native', 'cap'];
+    const lossy = new Set<CaptureTool>();
+    const show = (t: CaptureTrial): void => {
+      opts.log(
+        `capture: ${t.tool} ${t.filter} rate ${t.ratePps || 'max'}: offered ${Math.round(t.offered / t.elapsedS)} pps, delivered ${t.delivered}/${t.expected}, drops ${String(t.reportedDrops)}+${t.queueDrops}, cpu ${(t.cpuNs / 1e6).toFixed(0)} ms`,
+      );
+    };
+    // Step the rate up; a tool leaves the ladder after its first lossy step. Tools alternate at
+    // each step so that background load hits all of them alike.
+    for (const rate of opts.rates) {
+      for (const tool of tools) {
+        if (lossy.has(tool)) continue;
+        const t = await trial(lab, flood, rxMac, tool, 'none', rate, opts.durationS);
+        trials.push(t);
+        show(t);
+        if (t.loss > 0) lossy.add(tool);
+        else zeroLossPps[tool] = Math.max(zeroLossPps[tool], t.offered / t.elapsedS);
+      }
+    }
+    // One flow under a full-speed flood: every trickle packet must arrive.
+    for (const tool of tools) {
+      const t = await trial(lab, flood, rxMac, tool, 'one-flow', 0, opts.durationS);
+      trials.push(t);
+      show(t);
+    }
+    // Forced loss: the native source with a 256 KiB ring at full speed, to check that what it
+    // loses is exactly what it reports (kernel drops + queue drops).
+    const forced = await trial(lab, flood, rxMac, 'native', 'none', 0, opts.durationS, 256 * 1024);
+    trials.push(forced);
+    show(forced);
+    return { trials, zeroLossPps };
+  } finally {
+    await lab.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Versions of the external tools, for the machine description. */
+export function toolVersion(file: string, args: readonly string[]): Promise<string> {
+  return new Promise((resolve) => {
+    execFile(file, args, { timeout: 10_000 }, (err, stdout, stderr) => {
+      const text = `${stdout}\n${stderr}`.trim().split('\n')[0] ?? '';
+      resolve(err !== null && text === '' ? 'not installed' : text);
+    });
+  });
+}

@@ -1,0 +1,154 @@
+/**
+ * `npm run bench [-- --quick] [-- --only capture,correlator,files,live]`: every measurement of
+ * issue 5 in one run, then BENCHMARKS.md regenerated from the results (bench/report.ts). Sections
+ * run one after another, never in parallel, so they do not compete for the two cores; a section
+ * that fails is reported as failed with its reason and the others still run (exit code 1).
+ */
+import { cpus } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadNativeAddon } from '../agent/capture/native-loader';
+import { benchCapture, toolVersion, type CaptureResult } from './capture';
+import { benchCorrelator } from './correlator';
+import type { CorrelatorResult } from './correlator-child';
+import { benchFiles, type FileResult } from './files';
+import { benchLive, type LiveRow } from './live';
+import { renderBenchmarks, type BenchResults, type Machine } from './report';
+
+const SECTIONS = ['capture', 'correlator', 'files', 'live'] as const;
+type Section = (typeof SECTIONS)[number];
+
+const repoRoot = resolve(__dirname, '..', '..');
+
+/** Writes `text` formatted by the repository's prettier config, so `npm run lint` stays clean. */
+async function writeFormatted(path: string, text: string): Promise<void> {
+  const prettier = await import('prettier');
+  const config = (await prettier.resolveConfig(path)) ?? {};
+  writeFileSync(path, await prettier.format(text, { ...config, filepath: path }));
+}
+
+function log(s: string): void {
+  process.stderr.write(`bench: ${s}\n`);
+}
+
+async function machine(): Promise<Machine> {
+  const cpuinfo = readFileSync('/proc/cpuinfo', 'utf8');
+  const model = /model name\s*:\s*(.+)/.exec(cpuinfo)?.[1] ?? cpus()[0]?.model ?? 'unknown';
+  const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  const addon = loadNativeAddon();
+  return {
+    nproc: cpus().length,
+    cpu: model.trim(),
+    kernel: readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim(),
+    node: process.version,
+    libpcap: addon.ok ? addon.addon.libpcapVersion : `native addon not loaded: ${addon.reason}`,
+    tcpdump: await toolVersion('tcpdump', ['--version']),
+    tshark: await toolVersion('tshark', ['--version']),
+    loadBefore: load,
+    date: new Date().toISOString(),
+  };
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      quick: { type: 'boolean' },
+      only: { type: 'string' },
+      out: { type: 'string' },
+      // Re-render BENCHMARKS.md from a results.json of an earlier run (no measurement).
+      render: { type: 'string' },
+    },
+  });
+  if (values.render !== undefined) {
+    const saved = JSON.parse(readFileSync(values.render, 'utf8')) as BenchResults;
+    await writeFormatted(values.out ?? join(repoRoot, 'BENCHMARKS.md'), renderBenchmarks(saved));
+    return 0;
+  }
+  const quick = values.quick === true;
+  const only = (values.only?.split(',') ?? [...SECTIONS]).filter((s) => s !== '');
+  const unknown = only.filter((s) => !(SECTIONS as readonly string[]).includes(s));
+  if (unknown.length > 0) {
+    process.stderr.write(`unknown section ${unknown.join(', ')}; known: ${SECTIONS.join(', ')}\n`);
+    return 2;
+  }
+  const wants = (s: Section): boolean => only.includes(s);
+  if (
+    typeof process.getuid === 'function' &&
+    process.getuid() !== 0 &&
+    (wants('capture') || wants('live'))
+  ) {
+    process.stderr.write(
+      'bench: the capture and live sections create network namespaces: run as root\n',
+    );
+    return 2;
+  }
+  const t0 = Date.now();
+  const results: BenchResults = {
+    machine: await machine(),
+    quick,
+    command: `npm run bench${quick ? ' -- --quick' : ''}`,
+    errors: {},
+  };
+  const attempt = async <T>(s: Section, fn: () => Promise<T>): Promise<T | undefined> => {
+    if (!wants(s)) return undefined;
+    const s0 = Date.now();
+    try {
+      const r = await fn();
+      log(`${s} done in ${((Date.now() - s0) / 1000).toFixed(1)} s`);
+      return r;
+    } catch (e) {
+      const msg = e instanceof Error ? e.message : String(e);
+      log(`${s} FAILED: ${msg}`);
+      results.errors[s] = msg;
+      return undefined;
+    }
+  };
+
+  const capture: CaptureResult | undefined = await attempt('capture', () =>
+    benchCapture({
+      rates: quick ? [10_000, 50_000, 0] : [10_000, 25_000, 50_000, 100_000, 200_000, 400_000, 0],
+      durationS: quick ? 1 : 2,
+      floodSrc:
+        process.env.HOPTRACE_UDP_FLOOD_SRC ??
+        join(repoRoot, '..', 'shared', 'tools', 'udp-flood.c'),
+      log,
+    }),
+  );
+  if (capture !== undefined) results.capture = capture;
+  const correlator: CorrelatorResult[] | undefined = await attempt('correlator', () =>
+    benchCorrelator(quick, log),
+  );
+  if (correlator !== undefined) results.correlator = correlator;
+  const files: FileResult | undefined = await attempt('files', () =>
+    benchFiles(repoRoot, quick ? 100_000 : 400_000, log),
+  );
+  if (files !== undefined) results.files = files;
+  const live: LiveRow[] | undefined = await attempt('live', () =>
+    benchLive(
+      quick ? ['preserve'] : ['preserve', 'kube-proxy-nodeport', 'proxy-pod'],
+      quick ? 1 : 2,
+      log,
+    ),
+  );
+  if (live !== undefined) results.live = live;
+
+  results.totalS = (Date.now() - t0) / 1000;
+  results.machine.loadAfter = readFileSync('/proc/loadavg', 'utf8')
+    .split(' ')
+    .slice(0, 3)
+    .join(' ');
+  const out = values.out ?? join(repoRoot, 'BENCHMARKS.md');
+  await writeFormatted(out, renderBenchmarks(results));
+  await writeFormatted(join(repoRoot, 'bench', 'results.json'), JSON.stringify(results));
+  log(`wrote ${out} and bench/results.json in ${results.totalS.toFixed(0)} s`);
+  return Object.keys(results.errors).length === 0 ? 0 : 1;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    process.stderr.write(`bench: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    process.exit(2);
+  },
+);
