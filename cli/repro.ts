@@ -4,18 +4,286 @@
  *
  *   hoptrace repro --lab [--only NAME,...]      the lab's three scenarios (root; namespaces only)
  *   hoptrace repro --collector URL --vpn-workload NS/LABELSELECTOR --backend TARGET:IFACE
- *                  [--delete-after N] [--interval 1s] [--count 20]
+ *                  --decap-iface wg0 --egress-iface eth0 --client IP --url http://BACKEND/...
+ *                  [--delete-after N] [--interval 1s] [--count 20] [--max-time 2s] [--token-file F]
  *
- * The cluster form needs the Kubernetes API path (select the VPN pods by namespace and labels,
- * delete one, find its replacement by owner/labels): not implemented yet, and it says so.
+ * The cluster form runs on the VPN client machine (the client side of the tunnel): it creates the
+ * repro on the collector (which selects the VPN pods through the Kubernetes API), sends one HTTP
+ * probe every interval from its own local port with `hoptrace-probe-<id>` in the path, posts each
+ * probe, asks the collector to delete the attached pod after N probes (the collector follows the
+ * replacement), finishes after `count` probes and prints the same timeline as the lab.
  */
-import { HoptraceError } from '../common/errors';
+import { randomBytes } from 'node:crypto';
+import { request } from 'node:http';
+import { setTimeout as delay } from 'node:timers/promises';
+import { loadToken } from '../common/auth';
+import { ERRORS, HoptraceError, type ErrorCode } from '../common/errors';
+import type { ReproView } from '../collector/repro';
 import { assertLabPrerequisites } from '../lab/prereq';
 import { printLabRepros } from '../lab/repro-print';
 import { parseCommandLine } from './args';
+import { parseDuration } from './capture';
 
 const USAGE =
-  'hoptrace repro --lab [--only NAME[,NAME]] | hoptrace repro --collector URL --vpn-workload NS/LABELSELECTOR --backend TARGET:IFACE [--delete-after N] [--interval 1s] [--count 20]';
+  'hoptrace repro --lab [--only NAME[,NAME]] | hoptrace repro --collector URL --vpn-workload NS/LABELSELECTOR --backend TARGET:IFACE --decap-iface IFACE --egress-iface IFACE --client IP --url http://BACKEND/PATH [--delete-after N] [--interval 1s] [--count 20] [--max-time 2s] [--token-file F]';
+
+/** What the cluster form needs (parsed from the flags; tests build it directly). */
+export interface ClusterReproOptions {
+  collector: string;
+  token: string;
+  workload: { namespace: string; labelSelector: string };
+  backend: { target: string; iface: string };
+  decapIface: string;
+  egressIface: string;
+  /** This machine's tunnel address (the probes' source at the decap point). */
+  client: string;
+  /** The probes go to this URL with `/hoptrace-probe-<id>` appended to its path. */
+  url: string;
+  /** Delete the attached pod right after this probe (1-based); null: never. */
+  deleteAfter: number | null;
+  intervalMs: number;
+  count: number;
+  /** Per-probe timeout. */
+  maxTimeMs: number;
+  /** How long to wait for the captures to report `capturing` before probing anyway. */
+  armWaitMs?: number;
+  /** Wait after the last probe for its events to arrive. */
+  settleMs?: number;
+}
+
+/** One probe: a fresh connection from `sport`, its HTTP status or error. */
+export async function sendProbe(
+  url: URL,
+  sport: number,
+  timeoutMs: number,
+): Promise<{ ok: boolean; httpCode: string | null; error: string | null }> {
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (v: { ok: boolean; httpCode: string | null; error: string | null }): void => {
+      if (done) return;
+      done = true;
+      resolve(v);
+    };
+    const req = request(
+      {
+        host: url.hostname.replace(/^\[|\]$/g, ''),
+        port: url.port === '' ? 80 : Number(url.port),
+        path: `${url.pathname}${url.search}`,
+        method: 'GET',
+        localPort: sport,
+        agent: false,
+        headers: { connection: 'close', 'user-agent': 'hoptrace-repro' },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => {
+          const code = String(res.statusCode ?? 0);
+          finish({ ok: code === '200', httpCode: code, error: null });
+        });
+        res.on('error', (e) => {
+          finish({ ok: false, httpCode: String(res.statusCode ?? 0), error: e.message });
+        });
+      },
+    );
+    req.setTimeout(timeoutMs, () => {
+      req.destroy(new Error(`no answer within ${timeoutMs} ms`));
+    });
+    req.on('error', (e) => {
+      finish({ ok: false, httpCode: null, error: e.message });
+    });
+    req.end();
+  });
+}
+
+/** The probe URL: `base`'s path with `hoptrace-probe-<id>` appended as the last segment. */
+export function probeUrl(base: string, id: string): URL {
+  const u = new URL(base);
+  u.pathname = `${u.pathname.replace(/\/+$/, '')}/hoptrace-probe-${id}`;
+  return u;
+}
+
+async function api(
+  o: ClusterReproOptions,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+): Promise<ReproView> {
+  const url = new URL(path, o.collector).toString();
+  let res: Response;
+  try {
+    res = await fetch(url, {
+      method,
+      headers: { authorization: `Bearer ${o.token}`, 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  } catch (e) {
+    throw new HoptraceError(
+      'COLLECTOR_UNREACHABLE',
+      `${method} ${url} failed (${e instanceof Error ? e.message : String(e)})`,
+      { where: o.collector },
+    );
+  }
+  const text = await res.text();
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    throw new HoptraceError('COLLECTOR_BAD_RESPONSE', `${method} ${url} did not return JSON`, {
+      where: o.collector,
+    });
+  }
+  if (res.status >= 400) {
+    const err = (v as { error?: { code?: unknown; message?: unknown; hint?: unknown } }).error;
+    const code =
+      typeof err?.code === 'string' && err.code in ERRORS
+        ? (err.code as ErrorCode)
+        : 'COLLECTOR_BAD_RESPONSE';
+    throw new HoptraceError(
+      code,
+      typeof err?.message === 'string'
+        ? err.message.replace(/^[A-Z_]+: /, '')
+        : `HTTP ${res.status}`,
+      {
+        where: `${method} ${path}`,
+        ...(typeof err?.hint === 'string' ? { hint: err.hint } : {}),
+      },
+    );
+  }
+  return v as ReproView;
+}
+
+const capturing = (v: ReproView): boolean =>
+  v.backend.state === 'capturing' &&
+  (v.attachments.at(-1)?.points.every((p) => p.state === 'capturing') ?? false);
+
+/** The cluster form: create, probe, delete after N, finish; resolves with the final view. */
+export async function runClusterRepro(
+  o: ClusterReproOptions,
+  out: (line: string) => void,
+): Promise<ReproView> {
+  const created = await api(o, 'POST', '/v1/repros', {
+    workload: { kubernetes: o.workload },
+    decapIface: o.decapIface,
+    egressIface: o.egressIface,
+    backend: o.backend,
+    client: o.client,
+    timeoutMs: o.count * (o.intervalMs + o.maxTimeMs) + 120_000,
+  });
+  const id = created.id;
+  const pod = created.attachments.at(-1)?.pod;
+  out(`repro ${id}: attached to ${pod?.name ?? '?'} (${pod?.ip ?? '?'}) on ${pod?.node ?? '?'}`);
+  const armUntil = Date.now() + (o.armWaitMs ?? 15_000);
+  let v = created;
+  while (!capturing(v) && Date.now() < armUntil) {
+    await delay(250);
+    v = await api(o, 'GET', `/v1/repros/${id}`);
+  }
+  if (!capturing(v)) {
+    const states = [v.backend, ...(v.attachments.at(-1)?.points ?? [])]
+      .map((p) => `${p.name}=${p.state}${p.error ? ` (${p.error.code})` : ''}`)
+      .join(', ');
+    out(`note: not every capture is capturing yet (${states}); probing anyway`);
+  }
+  const run = randomBytes(3).toString('hex');
+  const sportBase = 41000 + Math.floor(Math.random() * 20000);
+  for (let n = 1; n <= o.count; n++) {
+    const t0 = Date.now();
+    const probeId = `r${run}n${String(n).padStart(2, '0')}`;
+    const sport = sportBase + n;
+    const res = await sendProbe(probeUrl(o.url, probeId), sport, o.maxTimeMs);
+    await api(o, 'POST', `/v1/repros/${id}/probes`, {
+      probeId,
+      sport,
+      startedAtMs: t0,
+      endedAtMs: Date.now(),
+      ...res,
+    });
+    if (n === o.deleteAfter) {
+      const d = await api(o, 'POST', `/v1/repros/${id}/delete`);
+      const mark = d.marks.filter((m) => m.kind === 'deleted').at(-1);
+      out(`after probe ${n}: ${mark?.detail ?? 'pod deleted'}`);
+    }
+    const wait = t0 + o.intervalMs - Date.now();
+    if (wait > 0) await delay(wait);
+  }
+  // Events of the last probes are still on their way from the agents (batching, FIN/ACK).
+  await delay(o.settleMs ?? 1000);
+  const view = await api(o, 'POST', `/v1/repros/${id}/finish`, {});
+  for (const line of view.text) out(line);
+  return view;
+}
+
+function positiveInt(value: string | undefined, flag: string, dflt: number | null): number | null {
+  if (value === undefined) return dflt;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1)
+    throw new HoptraceError('CLI_USAGE', `'${value}' is not a positive integer`, { where: flag });
+  return n;
+}
+
+/** Parses the cluster form's flags (token from --token-file or HOPTRACE_TOKEN). */
+export function parseClusterRepro(
+  values: Record<string, string | boolean | undefined>,
+  env: NodeJS.ProcessEnv = process.env,
+): ClusterReproOptions {
+  const s = (k: string): string | undefined => {
+    const v = values[k];
+    return typeof v === 'string' ? v : undefined;
+  };
+  const need = [
+    'collector',
+    'vpn-workload',
+    'backend',
+    'decap-iface',
+    'egress-iface',
+    'client',
+    'url',
+  ];
+  const missing = need.filter((k) => s(k) === undefined);
+  if (missing.length > 0)
+    throw new HoptraceError(
+      'CLI_USAGE',
+      `give --lab, or ${need.map((k) => `--${k}`).join(', ')} (missing: ${missing.map((k) => `--${k}`).join(', ')})`,
+      { where: 'hoptrace repro', hint: `usage: ${USAGE}` },
+    );
+  const wl = /^([^/]+)\/(.+)$/.exec(s('vpn-workload') ?? '');
+  if (wl === null)
+    throw new HoptraceError(
+      'CLI_USAGE',
+      `'${s('vpn-workload') ?? ''}' is not NAMESPACE/LABELSELECTOR`,
+      { where: '--vpn-workload', hint: 'e.g. vpn/app=wireguard' },
+    );
+  const be = /^(.+):([^:\]]+)$/.exec(s('backend') ?? '');
+  if (be === null)
+    throw new HoptraceError('CLI_USAGE', `'${s('backend') ?? ''}' is not TARGET:IFACE`, {
+      where: '--backend',
+      hint: 'e.g. 10.244.2.5:eth0 or web/web-1:eth0',
+    });
+  const url = s('url') ?? '';
+  if (!/^http:\/\//.test(url) || !URL.canParse(url))
+    throw new HoptraceError('CLI_USAGE', `'${url}' is not an http:// URL`, { where: '--url' });
+  const count = positiveInt(s('count'), '--count', 20) ?? 20;
+  const deleteAfter = positiveInt(s('delete-after'), '--delete-after', null);
+  if (deleteAfter !== null && deleteAfter >= count)
+    throw new HoptraceError('CLI_USAGE', '--delete-after must be below --count', {
+      where: '--delete-after',
+    });
+  const tokenFile = s('token-file');
+  return {
+    collector: s('collector') ?? '',
+    token: loadToken(tokenFile === undefined ? { env } : { file: tokenFile }),
+    workload: { namespace: wl[1] ?? '', labelSelector: wl[2] ?? '' },
+    backend: { target: (be[1] ?? '').replace(/^\[|\]$/g, ''), iface: be[2] ?? '' },
+    decapIface: s('decap-iface') ?? '',
+    egressIface: s('egress-iface') ?? '',
+    client: s('client') ?? '',
+    url,
+    deleteAfter,
+    intervalMs: parseDuration(s('interval') ?? '1s', '--interval'),
+    count,
+    maxTimeMs: parseDuration(s('max-time') ?? '2s', '--max-time'),
+  };
+}
 
 export async function runRepro(argv: string[], out: (line: string) => void): Promise<number> {
   const { values } = parseCommandLine('repro', USAGE, argv, {
@@ -24,43 +292,21 @@ export async function runRepro(argv: string[], out: (line: string) => void): Pro
     collector: { type: 'string' },
     'vpn-workload': { type: 'string' },
     backend: { type: 'string' },
+    'decap-iface': { type: 'string' },
+    'egress-iface': { type: 'string' },
+    client: { type: 'string' },
+    url: { type: 'string' },
     'delete-after': { type: 'string' },
     interval: { type: 'string' },
     count: { type: 'string' },
+    'max-time': { type: 'string' },
+    'token-file': { type: 'string' },
   });
   if (values.lab === true) {
     assertLabPrerequisites();
     const bad = await printLabRepros(out, values.only?.split(','));
     return bad === 0 ? 0 : 1;
   }
-  if (
-    values.collector === undefined ||
-    values['vpn-workload'] === undefined ||
-    values.backend === undefined
-  ) {
-    throw new HoptraceError(
-      'CLI_USAGE',
-      'give --lab, or --collector, --vpn-workload and --backend',
-      {
-        where: 'hoptrace repro',
-        hint: `usage: ${USAGE}`,
-      },
-    );
-  }
-  if (!/^[^/]+\/.+$/.test(values['vpn-workload']))
-    throw new HoptraceError(
-      'CLI_USAGE',
-      `'${values['vpn-workload']}' is not NAMESPACE/LABELSELECTOR`,
-      {
-        where: '--vpn-workload',
-      },
-    );
-  throw new HoptraceError(
-    'REPRO_NOT_SUPPORTED',
-    'not yet: a repro on a cluster needs the Kubernetes API path (select the VPN pods by namespace/labels, delete one, follow its replacement); only the lab form runs today',
-    {
-      where: 'hoptrace repro --collector',
-      hint: 'run `hoptrace repro --lab` (root) to see the timeline on the lab',
-    },
-  );
+  await runClusterRepro(parseClusterRepro(values), out);
+  return 0;
 }

@@ -41,6 +41,28 @@ export interface WorkloadInstance {
   /** First usable address (the pod IP) and every address (a VIP it holds, say). */
   ip: string;
   addresses: string[];
+  /** The Kubernetes pod behind the namespace (a `kubernetes` workload only). */
+  k8s?: { namespace: string; name: string; uid: string; owner: string | null };
+}
+
+/** One pod of a Kubernetes workload as the API lists it. */
+export interface WorkloadPod {
+  namespace: string;
+  name: string;
+  uid: string;
+  node: string | null;
+  /** status.podIP, null while pending. */
+  ip: string | null;
+  phase: string;
+  /** metadata.deletionTimestamp is set. */
+  terminating: boolean;
+  /** The controlling ownerReference (`Kind/name/uid`), null for a bare pod. */
+  owner: string | null;
+}
+
+/** Lists the pods of a Kubernetes workload (namespace + label selector) through the API. */
+export interface WorkloadLister {
+  listWorkload(namespace: string, labelSelector: string): Promise<WorkloadPod[]>;
 }
 
 /** Deletes a pod of the workload (the lab: its namespace; a cluster: the Kubernetes API). */
@@ -195,6 +217,78 @@ export function matchWorkload(
       const ip = cidr === undefined ? addresses[0] : addresses.find((x) => inCidr(x, cidr));
       if (!re.test(name) || ip === undefined) continue;
       out.push({ agentId: a.agentId, node: a.node, netns: ns.path, name, ip, addresses });
+    }
+  }
+  return out.sort((x, y) => x.name.localeCompare(y.name) || x.node.localeCompare(y.node));
+}
+
+/** The pod deleted through the API: its replacement is a pod that did not exist then. */
+export interface DeletedPod {
+  uid: string;
+  owner: string | null;
+  /** Uids of the workload's pods at the deletion (the deleted one included). */
+  before: readonly string[];
+}
+
+/**
+ * True when `p` can be the replacement of `deleted`: a pod that was not there at the deletion
+ * (new uid), of the same controller when the deleted pod had one (else any pod the selector
+ * matched), Running with an IP and not terminating.
+ */
+export function isReplacement(deleted: DeletedPod, p: WorkloadPod): boolean {
+  return (
+    !deleted.before.includes(p.uid) &&
+    p.uid !== deleted.uid &&
+    (deleted.owner === null || p.owner === deleted.owner) &&
+    p.phase === 'Running' &&
+    p.ip !== null &&
+    !p.terminating
+  );
+}
+
+/** The replacement of `deleted` among `pods` (first by name), null while there is none. */
+export function findReplacement(
+  deleted: DeletedPod,
+  pods: readonly WorkloadPod[],
+): WorkloadPod | null {
+  return (
+    [...pods].sort((x, y) => x.name.localeCompare(y.name)).find((p) => isReplacement(deleted, p)) ??
+    null
+  );
+}
+
+/**
+ * The namespaces of a Kubernetes workload: each Running pod with an IP, found on the agent of its
+ * node as the namespace that holds the pod IP. A terminating pod counts only while it is `keepUid`
+ * (the attached one: it is followed until its namespace goes); after a deletion (`replacing`) only
+ * its replacement can be attached next, not another replica that was already there.
+ */
+export function matchK8sWorkload(
+  agents: readonly AgentInfo[],
+  pods: readonly WorkloadPod[],
+  o: { keepUid?: string; replacing?: DeletedPod } = {},
+): WorkloadInstance[] {
+  const out: WorkloadInstance[] = [];
+  for (const p of pods) {
+    if (p.phase !== 'Running' || p.ip === null || p.node === null) continue;
+    const kept = p.uid === o.keepUid;
+    if (p.terminating && !kept) continue;
+    if (o.replacing !== undefined && !kept && !isReplacement(o.replacing, p)) continue;
+    const ip = p.ip;
+    for (const a of agents) {
+      if (!a.connected || a.node !== p.node) continue;
+      const ns = a.hello.namespaces.find((n) => n.addresses.includes(ip));
+      if (ns === undefined) continue;
+      out.push({
+        agentId: a.agentId,
+        node: a.node,
+        netns: ns.path,
+        name: `${p.namespace}/${p.name}`,
+        ip,
+        addresses: ns.addresses.filter(usable),
+        k8s: { namespace: p.namespace, name: p.name, uid: p.uid, owner: p.owner },
+      });
+      break;
     }
   }
   return out.sort((x, y) => x.name.localeCompare(y.name) || x.node.localeCompare(y.node));

@@ -1,12 +1,12 @@
 /**
  * `/v1/repros` of the collector API (mounted by collector/http.ts, same token and error shape):
  *
- *   POST   /v1/repros                 201 ReproView | 400 | 409 REPRO_NO_WORKLOAD | 501 REPRO_NOT_SUPPORTED
+ *   POST   /v1/repros                 201 ReproView | 400 | 409 REPRO_NO_WORKLOAD | 501 REPRO_NOT_SUPPORTED (kubernetes without the API)
  *   GET    /v1/repros                 {repros: ReproView[]}
  *   GET    /v1/repros/:id             ReproView (timeline computed from the events so far)
  *   POST   /v1/repros/:id/probes      one probe the prober sent {probeId, sport, startedAtMs, endedAtMs, ok, httpCode?, error?}
  *   POST   /v1/repros/:id/marks       {kind: deleted|replacement-ready|note, atMs, detail?}
- *   POST   /v1/repros/:id/delete      deletes the attached pod (needs a PodDeleter: 501 today)
+ *   POST   /v1/repros/:id/delete      deletes the attached pod through the Kubernetes API (501 without --kubernetes/--kubeconfig)
  *   POST   /v1/repros/:id/finish      {returnRoutes?: [{node, dst, via?, dev?}]} → stops, summary
  */
 import { HoptraceError } from '../common/errors';
@@ -66,7 +66,7 @@ export async function routeRepro(
   if (path === '/v1/repros') {
     if (method === 'GET') return { status: 200, value: { repros: repros.list() } };
     if (method !== 'POST') throw badMethod(method, path, 'GET or POST');
-    return { status: 201, value: repros.create(parseReproRequest(parseBody(body))) };
+    return { status: 201, value: await repros.create(parseReproRequest(parseBody(body))) };
   }
   const m = /^\/v1\/repros\/([^/]+)(?:\/(probes|marks|delete|finish))?$/.exec(path);
   if (m === null) return null;

@@ -19,10 +19,12 @@ import type { CollectorLogger } from './logger';
 import {
   analyzeProbe,
   instanceKey,
+  matchK8sWorkload,
   matchWorkload,
   planAttachment,
   renderTimeline,
   summarizeRepro,
+  type DeletedPod,
   type PodDeleter,
   type ProbeReport,
   type ReproMark,
@@ -32,6 +34,8 @@ import {
   type TaggedEvent,
   type TimelineRow,
   type WorkloadInstance,
+  type WorkloadLister,
+  type WorkloadPod,
   type WorkloadSelector,
 } from './repro-core';
 import { isUsefulEvent } from './session';
@@ -122,6 +126,12 @@ interface Repro {
   routes: ReturnRoute[];
   summary: ReproSummary | null;
   timer: NodeJS.Timeout | undefined;
+  /** A `kubernetes` workload: its pods at the last list, a list in flight, the last list error. */
+  pods: WorkloadPod[];
+  listing: Promise<void> | undefined;
+  listError: string | null;
+  /** The pod deleted through the API (its replacement is the next attachment). */
+  deleted: DeletedPod | null;
 }
 
 const POINTS = ['decap', 'egress', 'backend'] as const;
@@ -134,8 +144,10 @@ export interface ReproManagerOptions {
   logger: CollectorLogger;
   nowMs?: () => number;
   snaplen?: number;
-  /** Deletes pods for `POST /v1/repros/:id/delete` (the Kubernetes API path; none yet). */
+  /** Deletes pods for `POST /v1/repros/:id/delete` (default: `kubernetes`). */
   deleter?: PodDeleter;
+  /** The Kubernetes API (collector --kubernetes/--kubeconfig): lists and deletes workload pods. */
+  kubernetes?: PodDeleter & WorkloadLister;
 }
 
 /** Owns every repro session of the collector. */
@@ -145,6 +157,7 @@ export class ReproManager {
   private readonly nowMs: () => number;
   private readonly snaplen: number;
   private readonly deleter: PodDeleter | undefined;
+  private readonly k8s: WorkloadLister | undefined;
   private readonly repros = new Map<string, Repro>();
 
   constructor(opts: ReproManagerOptions) {
@@ -152,7 +165,8 @@ export class ReproManager {
     this.log = opts.logger;
     this.nowMs = opts.nowMs ?? Date.now;
     this.snaplen = opts.snaplen ?? 65535;
-    this.deleter = opts.deleter;
+    this.deleter = opts.deleter ?? opts.kubernetes;
+    this.k8s = opts.kubernetes;
   }
 
   /** Re-plans every running repro when an agent connects, re-sends its hello or leaves. */
@@ -167,24 +181,39 @@ export class ReproManager {
     return captureId.startsWith('r-');
   }
 
-  create(spec: ReproSpec): ReproView {
-    if (spec.workload.kubernetes !== undefined) {
-      throw new HoptraceError(
-        'REPRO_NOT_SUPPORTED',
-        'a Kubernetes workload selector (namespace + labels) is not implemented yet: it needs the Kubernetes API path',
-        {
-          where: 'workload.kubernetes',
-          hint: 'select the workload by namespace name: workload.netns',
-        },
-      );
+  async create(spec: ReproSpec): Promise<ReproView> {
+    const kube = spec.workload.kubernetes;
+    let pods: WorkloadPod[] = [];
+    if (kube !== undefined) {
+      if (this.k8s === undefined) {
+        throw new HoptraceError(
+          'REPRO_NOT_SUPPORTED',
+          'a Kubernetes workload selector needs the Kubernetes API: this collector runs without --kubernetes or --kubeconfig',
+          {
+            where: 'workload.kubernetes',
+            hint: 'start the collector with --kubernetes (in a pod) or --kubeconfig FILE, or select by namespace name: workload.netns',
+          },
+        );
+      }
+      pods = await this.k8s.listWorkload(kube.namespace, kube.labelSelector);
     }
     const agents = this.hub.agents();
-    const first = matchWorkload(agents, spec.workload)[0];
+    const first = (
+      kube === undefined ? matchWorkload(agents, spec.workload) : matchK8sWorkload(agents, pods)
+    )[0];
     if (first === undefined) {
       throw new HoptraceError(
         'REPRO_NO_WORKLOAD',
-        `no connected agent reports a namespace matching ${JSON.stringify(spec.workload)}`,
-        { where: 'POST /v1/repros', hint: 'GET /v1/agents lists the namespaces agents report' },
+        kube === undefined
+          ? `no connected agent reports a namespace matching ${JSON.stringify(spec.workload)}`
+          : `no Running pod of ${kube.namespace} (${kube.labelSelector}) is reported by the agent of its node (pods: ${pods.map((p) => `${p.name} ${p.phase} ${p.ip ?? 'no IP'} on ${p.node ?? '?'}`).join(', ') || 'none'})`,
+        {
+          where: 'POST /v1/repros',
+          hint:
+            kube === undefined
+              ? 'GET /v1/agents lists the namespaces agents report'
+              : `kubectl -n ${kube.namespace} get pods -l '${kube.labelSelector}' -o wide; GET /v1/agents lists the namespaces agents report`,
+        },
       );
     }
     const now = this.nowMs();
@@ -204,6 +233,10 @@ export class ReproManager {
       routes: [],
       summary: null,
       timer: undefined,
+      pods,
+      listing: undefined,
+      listError: null,
+      deleted: null,
     };
     this.repros.set(id, r);
     const b = resolveTarget(spec.backend.target, spec.backend.node, agents);
@@ -225,6 +258,7 @@ export class ReproManager {
     // Agent hellos drive the attachment; the tick catches an agent that left without one.
     r.timer = setInterval(() => {
       if (this.nowMs() - r.createdAtMs > spec.timeoutMs) this.finish(r, 'timeout', []);
+      else if (kube !== undefined) void this.refreshPods(r);
       else this.reconcile(r);
     }, 1000);
     r.timer.unref();
@@ -263,10 +297,10 @@ export class ReproManager {
     if (this.deleter === undefined) {
       throw new HoptraceError(
         'REPRO_NOT_SUPPORTED',
-        'this collector cannot delete pods: the Kubernetes API deletion path is not implemented yet',
+        'this collector cannot delete pods: it runs without --kubernetes or --kubeconfig',
         {
           where: `POST /v1/repros/${id}/delete`,
-          hint: 'delete the pod yourself (kubectl delete pod) and POST a "deleted" mark',
+          hint: 'start the collector with --kubernetes/--kubeconfig, or delete the pod yourself (kubectl delete pod) and POST a "deleted" mark',
         },
       );
     }
@@ -275,7 +309,41 @@ export class ReproManager {
       throw new HoptraceError('API_BAD_REQUEST', 'no pod is attached right now', { where: id });
     const done = await this.deleter.deletePod(cur.pod);
     r.marks.push({ kind: 'deleted', atMs: done.deletedAtMs, detail: done.detail });
+    if (cur.pod.k8s !== undefined) {
+      r.deleted = {
+        uid: cur.pod.k8s.uid,
+        owner: cur.pod.k8s.owner,
+        before: [cur.pod.k8s.uid, ...r.pods.map((p) => p.uid)],
+      };
+      await this.refreshPods(r);
+    }
     return this.view(r);
+  }
+
+  /**
+   * Lists a `kubernetes` workload's pods again and re-plans (concurrent calls share one list). A
+   * failed list keeps the last pods and is logged once per distinct error.
+   */
+  refreshPods(id: string | Repro): Promise<void> {
+    const r = typeof id === 'string' ? this.repros.get(id) : id;
+    const kube = r?.spec.workload.kubernetes;
+    if (r === undefined || kube === undefined || this.k8s === undefined) return Promise.resolve();
+    const k8s = this.k8s;
+    r.listing ??= (async () => {
+      try {
+        r.pods = await k8s.listWorkload(kube.namespace, kube.labelSelector);
+        r.listError = null;
+      } catch (e) {
+        const text = e instanceof Error ? e.message : String(e);
+        if (text !== r.listError)
+          this.log.warn({ captureId: r.id }, `repro ${r.id}: listing the workload failed: ${text}`);
+        r.listError = text;
+      } finally {
+        r.listing = undefined;
+      }
+      this.reconcile(r);
+    })();
+    return r.listing;
   }
 
   /** Stops the captures and computes the summary (routes: the return routes read at the end). */
@@ -366,7 +434,14 @@ export class ReproManager {
 
   private reconcile(r: Repro): void {
     if (r.finishedAtMs !== null) return;
-    const candidates = matchWorkload(this.hub.agents(), r.spec.workload);
+    const attachedUid = this.current(r)?.pod.k8s?.uid;
+    const candidates =
+      r.spec.workload.kubernetes === undefined
+        ? matchWorkload(this.hub.agents(), r.spec.workload)
+        : matchK8sWorkload(this.hub.agents(), r.pods, {
+            ...(attachedUid === undefined ? {} : { keepUid: attachedUid }),
+            ...(r.deleted === null ? {} : { replacing: r.deleted }),
+          });
     for (;;) {
       const cur = this.current(r);
       const plan = planAttachment(cur?.pod ?? null, candidates, r.retired);
@@ -395,6 +470,17 @@ export class ReproManager {
     };
     r.attachments.push(att);
     r.retired.add(instanceKey(pod));
+    const gone = r.deleted;
+    if (gone !== null && pod.k8s !== undefined && pod.k8s.uid !== gone.uid) {
+      const how =
+        gone.owner === null ? 'a new pod the selector matched' : `same controller ${gone.owner}`;
+      r.marks.push({
+        kind: 'replacement-ready',
+        atMs: this.nowMs(),
+        detail: `${pod.name} (${pod.ip}, uid ${pod.k8s.uid}) on ${pod.node}: ${how}; decap/egress re-attached`,
+      });
+      r.deleted = null;
+    }
     const [decap, egress] = att.points;
     if (decap === undefined || egress === undefined) return;
     this.arm(r, att.captureId, 'decap', pod.agentId, pod.netns, r.spec.decapIface, decap);

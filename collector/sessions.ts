@@ -22,6 +22,8 @@ import {
   type TargetResolution,
 } from './inventory-live';
 import type { CollectorLogger } from './logger';
+import { K8sPodDeleter } from './k8s/repro-deleter';
+import { K8sInventorySource } from './k8s/source';
 import { ReproManager } from './repro';
 import { renderReportJson, renderReportMarkdown, type ReportMeta } from './report';
 import { AgentRequests } from './agent-requests';
@@ -156,6 +158,10 @@ export class SessionManager {
       logger: opts.logger,
       nowMs: () => this.clock.nowMs(),
       snaplen: this.snaplen,
+      // With --kubernetes/--kubeconfig, repro selects, deletes and follows pods through the API.
+      ...(opts.cluster instanceof K8sInventorySource
+        ? { kubernetes: new K8sPodDeleter(opts.cluster.api) }
+        : {}),
     });
   }
 

@@ -82,7 +82,7 @@ export const ERRORS = {
   REPRO_NO_WORKLOAD:
     'no connected agent reports a namespace that matches the repro workload selector',
   REPRO_NOT_SUPPORTED:
-    'this repro path is not implemented yet: selecting, deleting and following a pod through the Kubernetes API',
+    'this repro needs the Kubernetes API: a workload selector or a pod deletion on a collector started without --kubernetes/--kubeconfig, or a deletion asked for a netns (lab) workload',
   // Path checks and conntrack evidence (agent/doctor, collector/doctor*.ts, cli/doctor.ts).
   DOCTOR_READ_FAILED:
     'reading rp_filter, routes or the nat table inside a namespace failed; the checks are partial',

@@ -25,6 +25,13 @@ export interface KubeApi {
   listPods(): Promise<PodObject[]>;
   /** One pod, fresh from the API; K8S_POD_NOT_FOUND on 404. */
   readPod(namespace: string, name: string): Promise<PodObject>;
+  /** The pods of one namespace that match a label selector (`app=wg,tier!=x`), paged. */
+  listPodsBySelector(namespace: string, labelSelector: string): Promise<PodObject[]>;
+  /**
+   * Deletes one pod (graceful, the pod's own grace period). K8S_FORBIDDEN on 401/403 with the
+   * hint to grant `delete` in that namespace (deploy/optional/repro-rbac.yaml); K8S_POD_NOT_FOUND on 404.
+   */
+  deletePod(namespace: string, name: string): Promise<void>;
 }
 
 // A Function body keeps `import()` as written (tsc's CommonJS output would turn it into require()).
@@ -136,6 +143,39 @@ export async function createKubeApi(
           throw new HoptraceError('K8S_POD_NOT_FOUND', `no pod ${namespace}/${name}`, {
             where: server,
             hint: `check the name with \`kubectl -n ${namespace} get pods\``,
+          });
+        }
+        throw e;
+      }
+    },
+    listPodsBySelector: (namespace, labelSelector) =>
+      listAll<PodObject>(`list pods in ${namespace} (${labelSelector})`, (cont) =>
+        core.listNamespacedPod(
+          cont === undefined
+            ? { namespace, labelSelector, limit: PAGE }
+            : { namespace, labelSelector, limit: PAGE, _continue: cont },
+        ),
+      ),
+    deletePod: async (namespace, name) => {
+      try {
+        await call(`delete pod ${namespace}/${name}`, () =>
+          core.deleteNamespacedPod({ namespace, name }),
+        );
+      } catch (e) {
+        if (e instanceof HoptraceError && e.code === 'K8S_FORBIDDEN') {
+          throw new HoptraceError(
+            'K8S_FORBIDDEN',
+            `${e.message}: the collector may not delete pods in ${namespace}`,
+            {
+              where: server,
+              hint: `grant it in that namespace only: kubectl -n ${namespace} apply -f deploy/optional/repro-rbac.yaml`,
+            },
+          );
+        }
+        if (e instanceof HoptraceError && e.code === 'K8S_POD_NOT_FOUND') {
+          throw new HoptraceError('K8S_POD_NOT_FOUND', `no pod ${namespace}/${name} to delete`, {
+            where: server,
+            hint: `it may already be gone: kubectl -n ${namespace} get pods`,
           });
         }
         throw e;

@@ -29,7 +29,10 @@ export interface PodObject {
     namespace?: string;
     labels?: Record<string, string>;
     annotations?: Record<string, string>;
-    ownerReferences?: { kind?: string; name?: string; controller?: boolean }[];
+    uid?: string;
+    creationTimestamp?: string | Date;
+    deletionTimestamp?: string | Date;
+    ownerReferences?: { kind?: string; name?: string; uid?: string; controller?: boolean }[];
   };
   spec?: { nodeName?: string; hostNetwork?: boolean };
   status?: { phase?: string; podIP?: string; podIPs?: { ip?: string }[] };

@@ -1,7 +1,9 @@
 /**
  * A simulated Kubernetes API server on 127.0.0.1:0 (plain HTTP), serving recorded-style JSON for
- * the calls the collector makes: GET /api/v1/nodes, /api/v1/pods (paged with limit/continue) and
- * /api/v1/namespaces/NS/pods/NAME, with a kubeconfig file pointing at it.
+ * the calls the collector makes: GET /api/v1/nodes, /api/v1/pods (paged with limit/continue),
+ * /api/v1/namespaces/NS/pods (labelSelector k=v,…) and /api/v1/namespaces/NS/pods/NAME, and
+ * DELETE /api/v1/namespaces/NS/pods/NAME (sets deletionTimestamp; `onDelete` plays the controller),
+ * with a kubeconfig file pointing at it.
  */
 import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -100,8 +102,10 @@ export interface FakeApiServer {
   requests: string[];
   /** Authorization headers seen. */
   auth: Set<string>;
-  /** 'ok' answers; 'forbidden' answers 403 to everything. */
-  mode: 'ok' | 'forbidden';
+  /** 'ok' answers; 'forbidden' answers 403 to everything; 'no-delete' 403 to DELETE only. */
+  mode: 'ok' | 'forbidden' | 'no-delete';
+  /** Called after a DELETE marked the pod terminating (a test creates the replacement here). */
+  onDelete: ((pod: PodObject) => void) | undefined;
   nodes: NodeObject[];
   pods: PodObject[];
   close(): Promise<void>;
@@ -140,6 +144,7 @@ export async function startFakeApiServer(dir: string): Promise<FakeApiServer> {
     mode: 'ok',
     nodes: NODES,
     pods: PODS,
+    onDelete: undefined,
     close: () => Promise.resolve(),
   };
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -155,6 +160,25 @@ export async function startFakeApiServer(dir: string): Promise<FakeApiServer> {
       );
       return;
     }
+    const one = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)$/.exec(u.pathname);
+    if (req.method === 'DELETE' && one) {
+      if (fake.mode === 'no-delete') {
+        status(res, 403, 'Forbidden', `pods "${one[2] ?? ''}" is forbidden: cannot delete`);
+        return;
+      }
+      const p = fake.pods.find(
+        (x) => x.metadata?.namespace === one[1] && x.metadata?.name === one[2],
+      );
+      if (p === undefined || p.metadata === undefined) {
+        status(res, 404, 'NotFound', `pods "${one[2] ?? ''}" not found`);
+        return;
+      }
+      p.metadata.deletionTimestamp = '2026-01-01T00:00:00Z';
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Pod', apiVersion: 'v1', ...p }));
+      fake.onDelete?.(p);
+      return;
+    }
     if (req.method !== 'GET') {
       status(res, 405, 'MethodNotAllowed', 'only GET here');
       return;
@@ -167,7 +191,21 @@ export async function startFakeApiServer(dir: string): Promise<FakeApiServer> {
       list(res, 'PodList', fake.pods, u.searchParams);
       return;
     }
-    const m = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)$/.exec(u.pathname);
+    const inNs = /^\/api\/v1\/namespaces\/([^/]+)\/pods$/.exec(u.pathname);
+    if (inNs) {
+      const sel = (u.searchParams.get('labelSelector') ?? '')
+        .split(',')
+        .filter((x) => x !== '')
+        .map((x) => x.split('='));
+      const items = fake.pods.filter(
+        (x) =>
+          x.metadata?.namespace === inNs[1] &&
+          sel.every(([k = '', v]) => x.metadata?.labels?.[k] === v),
+      );
+      list(res, 'PodList', items, u.searchParams);
+      return;
+    }
+    const m = one;
     if (m) {
       const p = fake.pods.find((x) => x.metadata?.namespace === m[1] && x.metadata?.name === m[2]);
       if (p) {
@@ -208,4 +246,32 @@ export function writeKubeconfig(file: string, server: string): void {
       'current-context': 'sim',
     }),
   );
+}
+
+/** A pod of the VPN workload (`app=wg` in namespace vpn), with the uid and owner uid a repro reads. */
+export function wgPod(
+  name: string,
+  uid: string,
+  o: {
+    ip?: string;
+    phase?: string;
+    owner?: { kind: string; name: string; uid: string } | null;
+  } = {},
+): PodObject {
+  const owner =
+    o.owner === undefined ? { kind: 'StatefulSet', name: 'wg', uid: 'ss-wg-1' } : o.owner;
+  return {
+    metadata: {
+      name,
+      namespace: 'vpn',
+      uid,
+      labels: { app: 'wg' },
+      ...(owner === null ? {} : { ownerReferences: [{ ...owner, controller: true }] }),
+    },
+    spec: { nodeName: 'vpn-node' },
+    status: {
+      phase: o.phase ?? 'Running',
+      ...(o.ip === undefined ? {} : { podIP: o.ip, podIPs: [{ ip: o.ip }] }),
+    },
+  };
 }

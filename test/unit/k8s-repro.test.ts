@@ -1,0 +1,484 @@
+/**
+ * `hoptrace repro` on a cluster against the simulated API server (test/unit/k8s-fixtures): the
+ * workload listed by namespace + label selector, the deletion as a DELETE through the API (403 →
+ * K8S_FORBIDDEN with the RBAC hint), the replacement found by its controller, and the repro core
+ * re-attaching decap/egress to the new pod's namespace on its node (FakeHub stands for the agents).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { parseClusterRepro, probeUrl, runClusterRepro } from '../../cli/repro';
+import { createKubeApi, type KubeApi } from '../../collector/k8s/client';
+import { K8sPodDeleter, workloadPod } from '../../collector/k8s/repro-deleter';
+import { K8sInventorySource } from '../../collector/k8s/source';
+import { silentLogger } from '../../collector/logger';
+import { ReproManager, parseReproRequest } from '../../collector/repro';
+import { findReplacement, matchK8sWorkload, type WorkloadPod } from '../../collector/repro-core';
+import { routeRepro } from '../../collector/repro-http';
+import { SessionManager } from '../../collector/sessions';
+import { CaptureStore } from '../../collector/store';
+import { isHoptraceError, HoptraceError } from '../../common/errors';
+import type { NamespaceInfo } from '../../common/wire';
+import { FakeHub } from './collector-fixtures';
+import { startFakeApiServer, wgPod, type FakeApiServer } from './k8s-fixtures';
+
+function tmp(t: { teardown(fn: () => void): void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-k8s-repro-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
+
+async function withApi(t: {
+  teardown(fn: () => Promise<void> | void): void;
+}): Promise<{ fake: FakeApiServer; api: KubeApi }> {
+  const dir = tmp(t);
+  const fake = await startFakeApiServer(dir);
+  t.teardown(() => fake.close());
+  const other = wgPod('other', 'uid-other', { ip: '10.244.1.30', owner: null });
+  if (other.metadata) other.metadata.labels = { app: 'other' };
+  fake.pods = [
+    wgPod('wg-0', 'uid-wg-0', { ip: '10.244.1.10' }),
+    wgPod('wg-1', 'uid-wg-1', { ip: '10.244.1.20' }),
+    other,
+  ];
+  const api = await createKubeApi({ kind: 'kubeconfig', file: fake.kubeconfig });
+  return { fake, api };
+}
+
+function ns(path: string, ip: string): NamespaceInfo {
+  return { path, inode: 1, addresses: ['127.0.0.1', ip], interfaces: ['lo', 'eth0'] };
+}
+
+const SPEC = {
+  workload: { kubernetes: { namespace: 'vpn', labelSelector: 'app=wg' } },
+  decapIface: 'wg0',
+  egressIface: 'eth0',
+  backend: { target: '10.244.2.5', iface: 'eth0' },
+  client: '10.90.0.42',
+};
+
+function hubWithAgents(): FakeHub {
+  const hub = new FakeHub();
+  hub.addAgent(
+    'a-vpn',
+    'vpn-node',
+    ['192.168.50.1'],
+    [ns('/run/netns/cni-aaa', '10.244.1.10'), ns('/run/netns/cni-bbb', '10.244.1.20')],
+  );
+  hub.addAgent('a-web', 'backend-node', ['192.168.50.2'], [ns('/run/netns/cni-web', '10.244.2.5')]);
+  return hub;
+}
+
+void t.test('the client lists by selector and deletes through the API (403, 404)', async (t) => {
+  const { fake, api } = await withApi(t);
+  const pods = await api.listPodsBySelector('vpn', 'app=wg');
+  t.same(
+    pods.map((p) => p.metadata?.name),
+    ['wg-0', 'wg-1'],
+  );
+  t.ok(
+    fake.requests.some(
+      (r) =>
+        r.startsWith('GET /api/v1/namespaces/vpn/pods?') && r.includes('labelSelector=app%3Dwg'),
+    ),
+  );
+  t.same(workloadPod(pods[0] ?? {}), {
+    namespace: 'vpn',
+    name: 'wg-0',
+    uid: 'uid-wg-0',
+    node: 'vpn-node',
+    ip: '10.244.1.10',
+    phase: 'Running',
+    terminating: false,
+    owner: 'StatefulSet/wg/ss-wg-1',
+  });
+
+  await api.deletePod('vpn', 'wg-0');
+  t.ok(fake.requests.includes('DELETE /api/v1/namespaces/vpn/pods/wg-0'));
+  const after = await api.listPodsBySelector('vpn', 'app=wg');
+  t.equal(workloadPod(after[0] ?? {})?.terminating, true, 'deletionTimestamp is read');
+
+  await t.rejects(api.deletePod('vpn', 'nope'), { code: 'K8S_POD_NOT_FOUND' });
+  fake.mode = 'no-delete';
+  try {
+    await api.deletePod('vpn', 'wg-1');
+    t.fail('403 must throw');
+  } catch (e) {
+    t.ok(isHoptraceError(e) && e.code === 'K8S_FORBIDDEN');
+    t.match(e, {
+      message: /may not delete pods in vpn/,
+      hint: /kubectl -n vpn apply -f deploy\/optional\/repro-rbac\.yaml/,
+    });
+  }
+});
+
+void t.test('replacement: same controller, new uid, Running with an IP', (t) => {
+  const p = (name: string, uid: string, o: Partial<WorkloadPod> = {}): WorkloadPod => ({
+    namespace: 'vpn',
+    name,
+    uid,
+    node: 'vpn-node',
+    ip: '10.244.1.9',
+    phase: 'Running',
+    terminating: false,
+    owner: 'StatefulSet/wg/ss',
+    ...o,
+  });
+  const deleted = { uid: 'u0', owner: 'StatefulSet/wg/ss', before: ['u0', 'u1'] };
+  t.equal(
+    findReplacement(deleted, [p('wg-0', 'u0', { terminating: true }), p('wg-1', 'u1')]),
+    null,
+  );
+  t.equal(findReplacement(deleted, [p('wg-0', 'u2', { phase: 'Pending', ip: null })]), null);
+  t.equal(findReplacement(deleted, [p('x', 'u3', { owner: 'ReplicaSet/x/r' })]), null);
+  t.equal(findReplacement(deleted, [p('wg-0', 'u2')])?.uid, 'u2');
+  t.equal(
+    findReplacement({ uid: 'u0', owner: null, before: ['u0'] }, [p('bare', 'u5', { owner: null })])
+      ?.uid,
+    'u5',
+    'a bare pod: any new pod the selector matched',
+  );
+  const hub = hubWithAgents();
+  const m = matchK8sWorkload(hub.agents(), [p('wg-0', 'u0', { ip: '10.244.1.10' })]);
+  t.match(m, [
+    { agentId: 'a-vpn', netns: '/run/netns/cni-aaa', name: 'vpn/wg-0', ip: '10.244.1.10' },
+  ]);
+  t.same(m[0]?.addresses, ['10.244.1.10'], 'loopback is not a pod address');
+  t.end();
+});
+
+void t.test(
+  'repro on a cluster: delete through the API, re-attach to the replacement',
+  async (t) => {
+    const { fake, api } = await withApi(t);
+    const hub = hubWithAgents();
+    const repros = new ReproManager({
+      hub,
+      logger: silentLogger(),
+      kubernetes: new K8sPodDeleter(api),
+    });
+    repros.start();
+    t.teardown(() => {
+      repros.close();
+    });
+    const v = await repros.create(parseReproRequest(SPEC));
+    t.match(v.attachments, [
+      { epoch: 1, pod: { name: 'vpn/wg-0', ip: '10.244.1.10', node: 'vpn-node' } },
+    ]);
+    t.match(
+      hub.captures().map((c) => [c.captureId, c.point, c.target, c.iface]),
+      [
+        [`${v.id}-b`, 'backend', '10.244.2.5', 'eth0'],
+        [`${v.id}-e1`, 'decap', '/run/netns/cni-aaa', 'wg0'],
+        [`${v.id}-e1`, 'egress', '/run/netns/cni-aaa', 'eth0'],
+      ],
+    );
+
+    // The StatefulSet controller: the deleted pod comes back under the same name, new uid and IP.
+    fake.onDelete = (old) => {
+      setTimeout(() => {
+        fake.pods = fake.pods.filter((x) => x !== old);
+        fake.pods.push(wgPod('wg-0', 'uid-wg-0-b', { ip: '10.244.1.11' }));
+      }, 10);
+    };
+    const d = await routeRepro(repros, 'POST', `/v1/repros/${v.id}/delete`, undefined);
+    t.equal(d?.status, 200);
+    t.ok(
+      fake.requests.includes('DELETE /api/v1/namespaces/vpn/pods/wg-0'),
+      'deleted through the API',
+    );
+    const mid = repros.get(v.id);
+    t.match(mid?.marks, [
+      {
+        kind: 'deleted',
+        detail: /pod vpn\/wg-0 \(10\.244\.1\.10, uid uid-wg-0\) deleted through the API/,
+      },
+    ]);
+    t.equal(
+      mid?.attachments.length,
+      1,
+      'the terminating pod stays attached while its namespace is there',
+    );
+
+    // The old namespace leaves the agent's hello; the new pod's appears (the CNI ADD).
+    await new Promise((r) => setTimeout(r, 30));
+    const agent = hub.list[0];
+    if (agent === undefined) throw new Error('no agent');
+    agent.hello.namespaces = [
+      ns('/run/netns/cni-bbb', '10.244.1.20'),
+      ns('/run/netns/cni-ccc', '10.244.1.11'),
+    ];
+    await repros.refreshPods(v.id);
+    const after = repros.get(v.id);
+    t.match(after?.attachments, [
+      { epoch: 1, detachedAt: /./, detachReason: /no longer reported/ },
+      {
+        epoch: 2,
+        detachedAt: null,
+        pod: {
+          name: 'vpn/wg-0',
+          ip: '10.244.1.11',
+          netns: '/run/netns/cni-ccc',
+          k8s: { uid: 'uid-wg-0-b', owner: 'StatefulSet/wg/ss-wg-1' },
+        },
+      },
+    ]);
+    t.notOk(
+      after?.attachments.some((a) => a.pod.name === 'vpn/wg-1'),
+      'the replica that was already there is not the replacement',
+    );
+    t.match(after?.marks.at(-1), {
+      kind: 'replacement-ready',
+      detail:
+        /vpn\/wg-0 \(10\.244\.1\.11, uid uid-wg-0-b\) on vpn-node: same controller StatefulSet\/wg\/ss-wg-1/,
+    });
+    t.match(
+      hub
+        .captures()
+        .filter((c) => c.captureId === `${v.id}-e2`)
+        .map((c) => [c.point, c.target]),
+      [
+        ['decap', '/run/netns/cni-ccc'],
+        ['egress', '/run/netns/cni-ccc'],
+      ],
+    );
+    t.same(
+      hub
+        .stops()
+        .filter((s) => s.captureId === `${v.id}-e1`)
+        .map((s) => s.point),
+      ['decap', 'egress'],
+    );
+
+    // RBAC without delete: 403 → K8S_FORBIDDEN, nothing attached changes.
+    fake.mode = 'no-delete';
+    await t.rejects(routeRepro(repros, 'POST', `/v1/repros/${v.id}/delete`, undefined), {
+      code: 'K8S_FORBIDDEN',
+      hint: /kubectl -n vpn apply -f deploy\/optional\/repro-rbac\.yaml/,
+    });
+    t.equal(repros.get(v.id)?.attachments.length, 2);
+  },
+);
+
+void t.test('no pod of the workload on an agent → REPRO_NO_WORKLOAD', async (t) => {
+  const { api } = await withApi(t);
+  const hub = new FakeHub();
+  hub.addAgent('a-web', 'backend-node', ['192.168.50.2']);
+  const repros = new ReproManager({
+    hub,
+    logger: silentLogger(),
+    kubernetes: new K8sPodDeleter(api),
+  });
+  await t.rejects(repros.create(parseReproRequest(SPEC)), {
+    code: 'REPRO_NO_WORKLOAD',
+    message: /wg-0 Running 10\.244\.1\.10 on vpn-node/,
+  });
+});
+
+void t.test('without --kubernetes: a clear REPRO_NOT_SUPPORTED', async (t) => {
+  const hub = hubWithAgents();
+  const repros = new ReproManager({ hub, logger: silentLogger() });
+  await t.rejects(repros.create(parseReproRequest(SPEC)), {
+    code: 'REPRO_NOT_SUPPORTED',
+    message: /without --kubernetes or --kubeconfig/,
+  });
+  const v = await repros.create(parseReproRequest({ ...SPEC, workload: { netns: 'cni-aaa' } }));
+  t.teardown(() => {
+    repros.close();
+  });
+  await t.rejects(repros.deletePod(v.id), {
+    code: 'REPRO_NOT_SUPPORTED',
+    message: /without --kubernetes or --kubeconfig/,
+  });
+});
+
+void t.test('the collector with --kubeconfig wires the API into /v1/repros', async (t) => {
+  const { fake } = await withApi(t);
+  const dir = tmp(t);
+  const hub = hubWithAgents();
+  const cluster = await K8sInventorySource.start({
+    api: { kind: 'kubeconfig', file: fake.kubeconfig },
+    logger: silentLogger(),
+  });
+  t.teardown(() => {
+    cluster.close();
+  });
+  const sessions = new SessionManager({
+    hub,
+    store: new CaptureStore({ dir, fsync: false }),
+    logger: silentLogger(),
+    cluster,
+  });
+  sessions.start();
+  t.teardown(() => sessions.close());
+  const res = await routeRepro(sessions.repros, 'POST', '/v1/repros', JSON.stringify(SPEC));
+  t.equal(res?.status, 201);
+  const id = (res?.value as { id: string }).id;
+  const d = await routeRepro(sessions.repros, 'POST', `/v1/repros/${id}/delete`, undefined);
+  t.equal(d?.status, 200);
+  t.ok(fake.requests.includes('DELETE /api/v1/namespaces/vpn/pods/wg-0'));
+});
+
+async function listen(t: { teardown(fn: () => Promise<void>): void }, s: Server): Promise<string> {
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        s.closeAllConnections();
+        s.close(() => {
+          resolve();
+        });
+      }),
+  );
+  return `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+}
+
+void t.test('hoptrace repro --collector: flags', (t) => {
+  const base = {
+    collector: 'http://c:7070',
+    'vpn-workload': 'vpn/app=wg,tier=edge',
+    backend: 'web/web-1:eth0',
+    'decap-iface': 'wg0',
+    'egress-iface': 'eth0',
+    client: '10.90.0.42',
+    url: 'http://10.244.2.5:8080/health',
+  };
+  const o = parseClusterRepro(
+    { ...base, 'delete-after': '5', interval: '500ms' },
+    {
+      HOPTRACE_TOKEN: 'tok',
+    },
+  );
+  t.match(o, {
+    token: 'tok',
+    workload: { namespace: 'vpn', labelSelector: 'app=wg,tier=edge' },
+    backend: { target: 'web/web-1', iface: 'eth0' },
+    deleteAfter: 5,
+    intervalMs: 500,
+    count: 20,
+  });
+  t.equal(probeUrl('http://h:1/a/', 'x1').toString(), 'http://h:1/a/hoptrace-probe-x1');
+  for (const bad of [
+    { ...base, url: undefined },
+    { ...base, 'vpn-workload': 'vpn' },
+    { ...base, backend: '10.0.0.1' },
+    { ...base, url: 'https://x/' },
+    { ...base, 'delete-after': '20' },
+  ])
+    t.throws(() => parseClusterRepro(bad, { HOPTRACE_TOKEN: 'tok' }), { code: 'CLI_USAGE' });
+  t.end();
+});
+
+void t.test('hoptrace repro --collector: probes, deletion, replacement, timeline', async (t) => {
+  const { fake, api } = await withApi(t);
+  const hub = hubWithAgents();
+  const repros = new ReproManager({
+    hub,
+    logger: silentLogger(),
+    kubernetes: new K8sPodDeleter(api),
+  });
+  repros.start();
+  t.teardown(() => {
+    repros.close();
+  });
+  // The collector's /v1/repros (the same routes; auth checked by hand).
+  const collector = await listen(
+    t,
+    createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        void (async () => {
+          let status = 200;
+          let value: unknown;
+          try {
+            if (req.headers.authorization !== 'Bearer tok') throw new Error('unauthorized');
+            const a = await routeRepro(
+              repros,
+              req.method ?? 'GET',
+              req.url ?? '/',
+              Buffer.concat(chunks).toString(),
+            );
+            status = a?.status ?? 404;
+            value = a?.value ?? {};
+          } catch (e) {
+            status = 400;
+            value = {
+              error:
+                e instanceof HoptraceError
+                  ? { code: e.code, message: e.message }
+                  : { code: 'X', message: String(e) },
+            };
+          }
+          res.writeHead(status, { 'content-type': 'application/json' });
+          res.end(JSON.stringify(value));
+        })();
+      });
+    }),
+  );
+  const seen: { path: string; port: number }[] = [];
+  const backend = await listen(
+    t,
+    createServer((req, res) => {
+      seen.push({ path: req.url ?? '', port: req.socket.remotePort ?? 0 });
+      res.end('ok');
+    }),
+  );
+  // The StatefulSet controller and the CNI: a new wg-0 (new uid, new IP) in a new namespace.
+  fake.onDelete = (old) => {
+    fake.pods = fake.pods.filter((x) => x !== old);
+    fake.pods.push(wgPod('wg-0', 'uid-wg-0-b', { ip: '10.244.1.11' }));
+    const agent = hub.list[0];
+    if (agent)
+      agent.hello.namespaces = [
+        ns('/run/netns/cni-bbb', '10.244.1.20'),
+        ns('/run/netns/cni-ccc', '10.244.1.11'),
+      ];
+  };
+  const lines: string[] = [];
+  const view = await runClusterRepro(
+    {
+      collector,
+      token: 'tok',
+      workload: { namespace: 'vpn', labelSelector: 'app=wg' },
+      backend: { target: '10.244.2.5', iface: 'eth0' },
+      decapIface: 'wg0',
+      egressIface: 'eth0',
+      client: '127.0.0.1',
+      url: `${backend}/probe`,
+      deleteAfter: 2,
+      intervalMs: 30,
+      count: 4,
+      maxTimeMs: 2000,
+      armWaitMs: 50,
+      settleMs: 10,
+    },
+    (l) => lines.push(l),
+  );
+  t.equal(view.state, 'finished');
+  t.equal(seen.length, 4, 'one request per probe');
+  t.same(
+    seen.map((s) => s.port),
+    view.timeline.map((r) => r.sport),
+    'each probe from its own local port, as reported',
+  );
+  t.ok(seen.every((s, i) => s.path === `/probe/hoptrace-probe-${view.timeline[i]?.probeId ?? ''}`));
+  t.ok(view.timeline.every((r) => r.ok));
+  t.ok(fake.requests.includes('DELETE /api/v1/namespaces/vpn/pods/wg-0'));
+  t.match(
+    view.marks.map((m) => m.kind),
+    ['deleted', 'replacement-ready'],
+  );
+  t.match(
+    view.attachments.map((a) => a.pod.ip),
+    ['10.244.1.10', '10.244.1.11'],
+  );
+  t.match(lines[0], /attached to vpn\/wg-0 \(10\.244\.1\.10\) on vpn-node/);
+  t.ok(lines.some((l) => /after probe 2: pod vpn\/wg-0/.test(l)));
+  t.ok(lines.length > 4, 'the timeline is printed');
+});
