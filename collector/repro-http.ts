@@ -87,6 +87,6 @@ export async function routeRepro(
     case 'delete':
       return found(id, await repros.deletePod(id));
     default:
-      return found(id, repros.finishById(id, parseFinish(parseBody(body))));
+      return found(id, await repros.finishReadingRoutes(id, parseFinish(parseBody(body))));
   }
 }

@@ -148,6 +148,11 @@ export interface ReproManagerOptions {
   deleter?: PodDeleter;
   /** The Kubernetes API (collector --kubernetes/--kubeconfig): lists and deletes workload pods. */
   kubernetes?: PodDeleter & WorkloadLister;
+  /**
+   * Reads, through the agents of these nodes, the routes toward `client` (the return path), for
+   * the summary's "why" when the prober cannot (it runs on the VPN client, not on a node).
+   */
+  readRoutes?: (nodes: string[], agentIds: string[], client: string) => Promise<ReturnRoute[]>;
 }
 
 /** Owns every repro session of the collector. */
@@ -158,6 +163,7 @@ export class ReproManager {
   private readonly snaplen: number;
   private readonly deleter: PodDeleter | undefined;
   private readonly k8s: WorkloadLister | undefined;
+  private readonly readRoutes: ReproManagerOptions['readRoutes'];
   private readonly repros = new Map<string, Repro>();
 
   constructor(opts: ReproManagerOptions) {
@@ -167,6 +173,7 @@ export class ReproManager {
     this.snaplen = opts.snaplen ?? 65535;
     this.deleter = opts.deleter ?? opts.kubernetes;
     this.k8s = opts.kubernetes;
+    this.readRoutes = opts.readRoutes;
   }
 
   /** Re-plans every running repro when an agent connects, re-sends its hello or leaves. */
@@ -344,6 +351,27 @@ export class ReproManager {
       this.reconcile(r);
     })();
     return r.listing;
+  }
+
+  /**
+   * Like finishById; when the prober sent no routes, the agents of the nodes on the path read
+   * them first (a failed read only leaves the summary without its route check).
+   */
+  async finishReadingRoutes(id: string, routes: ReturnRoute[]): Promise<ReproView | undefined> {
+    const r = this.repros.get(id);
+    if (r && r.finishedAtMs === null && routes.length === 0 && this.readRoutes) {
+      const nodes = [...new Set(r.attachments.map((a) => a.pod.node))];
+      const agentIds = r.backend.agentId === null ? [] : [r.backend.agentId];
+      try {
+        routes = await this.readRoutes(nodes, agentIds, r.spec.client);
+      } catch (e) {
+        this.log.warn(
+          { captureId: id, err: e instanceof Error ? e.message : String(e) },
+          'reading return routes through the agents failed',
+        );
+      }
+    }
+    return this.finishById(id, routes);
   }
 
   /** Stops the captures and computes the summary (routes: the return routes read at the end). */

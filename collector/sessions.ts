@@ -25,6 +25,8 @@ import type { CollectorLogger } from './logger';
 import { K8sPodDeleter } from './k8s/repro-deleter';
 import { K8sInventorySource } from './k8s/source';
 import { ReproManager } from './repro';
+import type { ReturnRoute } from './repro-core';
+import { inCidr } from '../common/cidr';
 import { renderReportJson, renderReportMarkdown, type ReportMeta } from './report';
 import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
@@ -158,6 +160,7 @@ export class SessionManager {
       logger: opts.logger,
       nowMs: () => this.clock.nowMs(),
       snaplen: this.snaplen,
+      readRoutes: (nodes, agentIds, client) => this.readReturnRoutes(nodes, agentIds, client),
       // With --kubernetes/--kubeconfig, repro selects, deletes and follows pods through the API.
       ...(opts.cluster instanceof K8sInventorySource
         ? { kubernetes: new K8sPodDeleter(opts.cluster.api) }
@@ -461,6 +464,33 @@ export class SessionManager {
       Math.max(0, next - now),
     );
     this.deadline.set(s.id, t);
+  }
+
+  /** Routes toward `client` in the node namespaces of these nodes/agents, read by their agents. */
+  private async readReturnRoutes(
+    nodes: string[],
+    agentIds: string[],
+    client: string,
+  ): Promise<ReturnRoute[]> {
+    const agents = this.hub
+      .agents()
+      .filter((a) => a.connected && (nodes.includes(a.node) || agentIds.includes(a.agentId)));
+    const out: ReturnRoute[] = [];
+    for (const a of agents) {
+      const report = await this.requests.doctor(a.agentId, [
+        { name: 'node', target: '', routeTo: [client] },
+      ]);
+      for (const f of report.facts)
+        for (const r of f.routes)
+          if (r.dst !== 'default' && inCidr(client, r.dst.includes('/') ? r.dst : `${r.dst}/32`))
+            out.push({
+              node: a.node,
+              dst: r.dst,
+              via: r.gateway === '' ? null : r.gateway,
+              dev: r.dev === '' ? null : r.dev,
+            });
+    }
+    return out;
   }
 
   /** Every point that was armed has its agent connected (again). */

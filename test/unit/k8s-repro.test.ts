@@ -482,3 +482,41 @@ void t.test('hoptrace repro --collector: probes, deletion, replacement, timeline
   t.ok(lines.some((l) => /after probe 2: pod vpn\/wg-0/.test(l)));
   t.ok(lines.length > 4, 'the timeline is printed');
 });
+
+void t.test(
+  'finish without routes from the prober: the agents of the path read them',
+  async (t) => {
+    const hub = hubWithAgents();
+    const asked: { nodes: string[]; agentIds: string[]; client: string }[] = [];
+    const repros = new ReproManager({
+      hub,
+      logger: silentLogger(),
+      readRoutes: (nodes, agentIds, client) => {
+        asked.push({ nodes, agentIds, client });
+        return Promise.resolve([
+          { node: 'vpn-node', dst: '10.90.0.0/24', via: '10.244.1.10', dev: 'cni0' },
+        ]);
+      },
+    });
+    const v = await repros.create(parseReproRequest({ ...SPEC, workload: { netns: 'cni-aaa' } }));
+    t.teardown(() => {
+      repros.close();
+    });
+    const done = await routeRepro(repros, 'POST', `/v1/repros/${v.id}/finish`, '{}');
+    t.equal(done?.status, 200);
+    t.same(
+      asked,
+      [{ nodes: ['vpn-node'], agentIds: ['a-web'], client: '10.90.0.42' }],
+      "the VPN pods' nodes and the backend's agent are asked for the routes toward the client",
+    );
+    t.equal(repros.get(v.id)?.state, 'finished');
+
+    // Routes the prober read itself are used as they are: the agents are not asked.
+    const w = await repros.create(parseReproRequest({ ...SPEC, workload: { netns: 'cni-aaa' } }));
+    const body = JSON.stringify({
+      returnRoutes: [{ node: 'vpn-node', dst: '10.90.0.0/24', via: '10.244.1.10' }],
+    });
+    await routeRepro(repros, 'POST', `/v1/repros/${w.id}/finish`, body);
+    t.equal(asked.length, 1, 'no second read');
+  },
+);
