@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { CapSource } from '../../agent/capture/cap-source';
 import { FileSource } from '../../agent/capture/file-source';
+import { PcapParserSource } from '../../agent/capture/pcap-parser-source';
 import { loadNativeAddon } from '../../agent/capture/native-loader';
 import { NativeSource } from '../../agent/capture/native-source';
 import { NsCapture } from '../../agent/capture/ns-capture';
@@ -197,6 +198,58 @@ export function captureContract(
       badFilterCode: 'CAPTURE_FILTER_UNSUPPORTED',
       fileTs,
       kernelDrops: 'null',
+    },
+  );
+}
+
+// --- File replay through pcap-parser (the fallback reader) ---------------------------------------
+{
+  const file = join(pcaps, 'zeek_http-get.pcap');
+  const label = { point: 'decap', node: 'n1', iface: 'file' };
+  const fileTs = [...replayCaptureFile(file, label)].map((e) => e.tsNs);
+  captureContract(
+    'PcapParserSource',
+    (kind) =>
+      kind === 'bad-iface'
+        ? new PcapParserSource(join(pcaps, 'no-such-file.pcap'), label)
+        : new PcapParserSource(file, kind === 'bad-filter' ? { ...label, filter: 'tcp' } : label, {
+            maxBatch: 5,
+          }),
+    () => Promise.resolve(),
+    {
+      live: false,
+      count: fileTs.length,
+      label,
+      badIfaceCode: 'FILE_NOT_FOUND',
+      badFilterCode: 'CAPTURE_FILTER_UNSUPPORTED',
+      fileTs,
+      kernelDrops: 'null',
+    },
+  );
+
+  void t.test(
+    'PcapParserSource: the same events as the default reader; pcapng refused',
+    async (t) => {
+      const viaParser: PacketEvent[] = [];
+      const src = new PcapParserSource(file, label);
+      const done = new Promise<void>((resolve) => {
+        void src.start(
+          (b) => viaParser.push(...b),
+          () => {
+            resolve();
+          },
+        );
+      });
+      await done;
+      t.same(viaParser, [...replayCaptureFile(file, label)], 'identical PacketEvents');
+      const ng = new PcapParserSource(join(pcaps, 'zeek_snap-arp.pcapng'), label);
+      const err = await rejection(
+        ng.start(
+          () => undefined,
+          () => undefined,
+        ),
+      );
+      t.equal((err as HoptraceError).code, 'FILE_BAD_MAGIC', 'pcapng is beyond pcap-parser');
     },
   );
 }

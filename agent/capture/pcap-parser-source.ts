@@ -1,0 +1,166 @@
+/**
+ * File replay through the `pcap-parser` package (the design card's named reader), kept as a
+ * fallback behind the CaptureSource interface. It falls short, so FileSource (our own reader in
+ * pcap-file.ts) is the default: pcap-parser reads classic pcap with microsecond timestamps only
+ * (no nanosecond magic, no pcapng), checks neither the version's minor number nor the link-type
+ * field's reserved bits, and copies its whole pending buffer on every chunk it receives.
+ */
+import { existsSync } from 'node:fs';
+import { HoptraceError } from '../../common/errors';
+import type { PacketEvent } from '../../common/event';
+import { decodeFrame, linktypeOf, type DecodeOptions } from '../decode/frame';
+import { toPacketEvent, type EventContext } from '../event';
+import type { CaptureSource, CaptureSpec, CaptureStats } from './source';
+
+interface PcapParserPacket {
+  header: {
+    timestampSeconds: number;
+    timestampMicroseconds: number;
+    capturedLength: number;
+    originalLength: number;
+  };
+  data: Buffer;
+}
+
+interface PcapParser {
+  on(event: 'globalHeader', fn: (h: { linkLayerType: number }) => void): void;
+  on(event: 'packet', fn: (p: PcapParserPacket) => void): void;
+  on(event: 'end', fn: () => void): void;
+  on(event: 'error', fn: (e: Error) => void): void;
+  stream: { pause(): void; destroy(): void };
+}
+
+// pcap-parser ships no types; its one entry point parses a path or a readable stream.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const pcapParser = require('pcap-parser') as { parse(path: string): PcapParser };
+
+export interface PcapParserSourceOptions {
+  /** Most events per onEvents call (default 256). */
+  maxBatch?: number;
+  decode?: DecodeOptions;
+}
+
+/** Replays a classic (µs) pcap file with pcap-parser. */
+export class PcapParserSource implements CaptureSource {
+  private parser: PcapParser | undefined;
+  private ended = false;
+  private delivered = 0;
+  private decodeErrors = 0;
+  private onEnd: ((err: HoptraceError | null) => void) | undefined;
+
+  constructor(
+    readonly path: string,
+    private readonly spec: CaptureSpec,
+    private readonly opts: PcapParserSourceOptions = {},
+  ) {}
+
+  start(
+    onEvents: (events: PacketEvent[]) => void,
+    onEnd: (err: HoptraceError | null) => void,
+  ): Promise<void> {
+    if (this.parser !== undefined || this.ended) {
+      return Promise.reject(new Error('PcapParserSource.start() called twice'));
+    }
+    if (this.spec.filter !== undefined && this.spec.filter.trim() !== '') {
+      return Promise.reject(
+        new HoptraceError('CAPTURE_FILTER_UNSUPPORTED', `filter '${this.spec.filter}'`, {
+          where: this.path,
+          hint: `replay applies no BPF filter; pre-filter with tcpdump -r in.pcap -w out.pcap 'FILTER'`,
+        }),
+      );
+    }
+    // pcap-parser reports a missing file as an unhandled stream error: check first.
+    if (!existsSync(this.path)) {
+      return Promise.reject(
+        new HoptraceError('FILE_NOT_FOUND', 'no such file', {
+          where: this.path,
+          hint: 'give the path of a pcap file',
+        }),
+      );
+    }
+    this.onEnd = onEnd;
+    const ctx: EventContext = {
+      point: this.spec.point,
+      node: this.spec.node,
+      iface: this.spec.iface,
+    };
+    const maxBatch = this.opts.maxBatch ?? 256;
+    let linktype = -1;
+    let index = 0;
+    let batch: PacketEvent[] = [];
+    const flush = (): void => {
+      if (batch.length === 0 || this.ended) return;
+      const out = batch;
+      batch = [];
+      this.delivered += out.length;
+      onEvents(out);
+    };
+    const parser = pcapParser.parse(this.path);
+    this.parser = parser;
+    return new Promise((resolve, reject) => {
+      let opened = false;
+      parser.on('globalHeader', (h) => {
+        linktype = linktypeOf(h.linkLayerType);
+        opened = true;
+        resolve();
+      });
+      parser.on('packet', (p) => {
+        if (this.ended) return;
+        index++;
+        const tsNs =
+          BigInt(p.header.timestampSeconds) * 1_000_000_000n +
+          BigInt(p.header.timestampMicroseconds) * 1000n;
+        // Decoded while `p.data` is valid: the event keeps numbers and strings only.
+        const ev = toPacketEvent(
+          { index, tsNs, wireLength: p.header.originalLength },
+          decodeFrame(linktype, p.data, this.opts.decode),
+          ctx,
+        );
+        if (ev.error !== undefined) this.decodeErrors++;
+        batch.push(ev);
+        if (batch.length >= maxBatch) flush();
+      });
+      parser.on('error', (e) => {
+        const err = new HoptraceError('FILE_BAD_MAGIC', `pcap-parser: ${e.message}`, {
+          where: this.path,
+          hint: 'pcap-parser reads classic microsecond pcap only; use the default reader for pcapng or nanosecond files',
+        });
+        if (!opened) {
+          this.ended = true;
+          reject(err);
+          return;
+        }
+        this.finish(err);
+      });
+      parser.on('end', () => {
+        flush();
+        this.finish(null);
+      });
+    });
+  }
+
+  private finish(err: HoptraceError | null): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.onEnd?.(err);
+  }
+
+  stop(): Promise<void> {
+    if (this.parser !== undefined && !this.ended) {
+      this.parser.stream.pause();
+      this.parser.stream.destroy();
+    }
+    this.finish(null);
+    return Promise.resolve();
+  }
+
+  stats(): CaptureStats {
+    return {
+      packets: this.delivered,
+      decodeErrors: this.decodeErrors,
+      kernelDrops: null,
+      ifaceDrops: null,
+      queueDrops: 0,
+    };
+  }
+}
