@@ -10,7 +10,7 @@ import { ADDR } from './addresses';
 import { stopChild } from './child';
 import { addToView, removeFromView } from './live-agents';
 import { runCommand, type Netns } from './netns';
-import { addVxlanTunnel, linkUnderlay, NS, veth } from './topology';
+import { addVxlanTunnel, linkUnderlay, masqueradeTunnelRange, NS, veth } from './topology';
 
 /** One incarnation of the VPN pod. */
 export interface VpnPodSpec {
@@ -88,20 +88,7 @@ export class LabVpnPods implements PodDeleter {
       await lab.ip(spec.ns, 'addr', 'add', `${spec.vip}/24`, 'dev', 'eth0');
     await lab.ip(spec.ns, 'link', 'set', 'eth0', 'up');
     await lab.ip(spec.ns, 'route', 'add', 'default', 'via', ADDR.vpnNodeBridge);
-    if (spec.masquerade)
-      await lab.iptables(
-        spec.ns,
-        '-t',
-        'nat',
-        '-A',
-        'POSTROUTING',
-        '-s',
-        ADDR.tunnelCidr,
-        '-o',
-        'eth0',
-        '-j',
-        'MASQUERADE',
-      );
+    if (spec.masquerade) await masqueradeTunnelRange(lab, spec.ns);
     this.startDaemon(spec.ns);
     addToView(this.viewRoot, 'vpn-node', lab, spec.ns);
   }

@@ -255,19 +255,7 @@ async function podVeth(
 export async function applyRule(lab: Netns, rule: PathRule): Promise<void> {
   switch (rule.kind) {
     case 'vpn-pod-masquerade':
-      await lab.iptables(
-        NS.vpnPod,
-        '-t',
-        'nat',
-        '-A',
-        'POSTROUTING',
-        '-s',
-        ADDR.tunnelCidr,
-        '-o',
-        'eth0',
-        '-j',
-        'MASQUERADE',
-      );
+      await masqueradeTunnelRange(lab, NS.vpnPod);
       return;
     case 'cni-masquerade':
       // An ip-masq-agent-style chain whose non-masquerade list covers the cluster but not the tunnel range.
@@ -421,4 +409,21 @@ export async function addVxlanTunnel(lab: Netns, vpnNs: string): Promise<void> {
     );
     await addr(lab, ns, 'vx0', `${ip}/24`);
   }
+}
+
+/** The VPN software's own NAT: MASQUERADE the tunnel range out of the VPN pod's eth0. */
+export async function masqueradeTunnelRange(lab: Netns, vpnNs: string): Promise<void> {
+  await lab.iptables(
+    vpnNs,
+    '-t',
+    'nat',
+    '-A',
+    'POSTROUTING',
+    '-s',
+    ADDR.tunnelCidr,
+    '-o',
+    'eth0',
+    '-j',
+    'MASQUERADE',
+  );
 }

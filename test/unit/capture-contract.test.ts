@@ -176,56 +176,33 @@ export function captureContract(
   });
 }
 
-// --- File replay ------------------------------------------------------------------------------
+// --- File replay: our reader (the default) and pcap-parser (the fallback) ----------------------
 {
   const file = join(pcaps, 'zeek_http-get.pcap');
   const label = { point: 'decap', node: 'n1', iface: 'file' };
   const fileTs = [...replayCaptureFile(file, label)].map((e) => e.tsNs);
-  captureContract(
-    'FileSource',
-    (kind) =>
-      kind === 'bad-iface'
-        ? new FileSource(join(pcaps, 'no-such-file.pcap'), label)
-        : new FileSource(file, kind === 'bad-filter' ? { ...label, filter: 'tcp' } : label, {
-            maxBatch: 5,
-          }),
-    () => Promise.resolve(),
-    {
-      live: false,
-      count: fileTs.length,
-      label,
-      badIfaceCode: 'FILE_NOT_FOUND',
-      badFilterCode: 'CAPTURE_FILTER_UNSUPPORTED',
-      fileTs,
-      kernelDrops: 'null',
-    },
-  );
-}
-
-// --- File replay through pcap-parser (the fallback reader) ---------------------------------------
-{
-  const file = join(pcaps, 'zeek_http-get.pcap');
-  const label = { point: 'decap', node: 'n1', iface: 'file' };
-  const fileTs = [...replayCaptureFile(file, label)].map((e) => e.tsNs);
-  captureContract(
-    'PcapParserSource',
-    (kind) =>
-      kind === 'bad-iface'
-        ? new PcapParserSource(join(pcaps, 'no-such-file.pcap'), label)
-        : new PcapParserSource(file, kind === 'bad-filter' ? { ...label, filter: 'tcp' } : label, {
-            maxBatch: 5,
-          }),
-    () => Promise.resolve(),
-    {
-      live: false,
-      count: fileTs.length,
-      label,
-      badIfaceCode: 'FILE_NOT_FOUND',
-      badFilterCode: 'CAPTURE_FILTER_UNSUPPORTED',
-      fileTs,
-      kernelDrops: 'null',
-    },
-  );
+  const fileSources: [string, (path: string, spec: CaptureSpec) => CaptureSource][] = [
+    ['FileSource', (path, spec) => new FileSource(path, spec, { maxBatch: 5 })],
+    ['PcapParserSource', (path, spec) => new PcapParserSource(path, spec, { maxBatch: 5 })],
+  ];
+  for (const [name, make] of fileSources)
+    captureContract(
+      name,
+      (kind) =>
+        kind === 'bad-iface'
+          ? make(join(pcaps, 'no-such-file.pcap'), label)
+          : make(file, kind === 'bad-filter' ? { ...label, filter: 'tcp' } : label),
+      () => Promise.resolve(),
+      {
+        live: false,
+        count: fileTs.length,
+        label,
+        badIfaceCode: 'FILE_NOT_FOUND',
+        badFilterCode: 'CAPTURE_FILTER_UNSUPPORTED',
+        fileTs,
+        kernelDrops: 'null',
+      },
+    );
 
   void t.test(
     'PcapParserSource: the same events as the default reader; pcapng refused',
