@@ -244,7 +244,19 @@ export async function runRepro(
       if (n === opts.deleteAfter) {
         // The deletion itself is awaited (the next probe starts after it); the replacement comes
         // up in the background while probing goes on, so the probes see the gap and the new pod.
-        const v = await getRepro(collector, id);
+        // The last probe's packets may still sit in the capture's ring or batch (up to ~100 ms):
+        // deleting the pod now would take them with its namespace, as a real eviction can. The
+        // lab is about the reschedule, not that race, so it deletes once the probe was captured
+        // and served (waitRepro fails loudly past its bound).
+        const answered = res.ok;
+        const v = await waitRepro(
+          collector,
+          id,
+          (view) =>
+            !answered || view.timeline.some((r) => r.probeId === probeId && r.servedBy !== null),
+          `probe ${probeId} captured before the deletion`,
+          5_000,
+        );
         const pod = v.attachments.at(-1)?.pod;
         if (pod === undefined) throw new Error('no pod attached to delete');
         const d = await pods.deletePod(pod);
