@@ -3,6 +3,7 @@
  */
 import type { PacketEvent } from '../common/event';
 import { openCaptureFile } from './capture/pcap-file';
+import { openSummaryPcap, summaryEvents } from './capture/summary-file';
 import { decodeFrame, type DecodeOptions } from './decode/frame';
 import { toPacketEvent } from './event';
 
@@ -24,4 +25,22 @@ export function* replayCaptureFile(
   for (const f of reader.frames()) {
     yield toPacketEvent(f, decodeFrame(f.linktype, f.data, opts), evCtx);
   }
+}
+
+/**
+ * The same events (and errors) as replayCaptureFile, faster: a classic pcap file goes through the
+ * native addon's decoder fast path (capture/summary-file.ts); pcapng, or no addon, takes the JS
+ * path above.
+ */
+export function* replayCaptureFileFast(
+  path: string,
+  ctx: ReplayContext,
+  opts?: DecodeOptions,
+): Generator<PacketEvent> {
+  const reader = openSummaryPcap(path, { decode: opts });
+  if (reader === null) {
+    yield* replayCaptureFile(path, ctx, opts);
+    return;
+  }
+  yield* summaryEvents(reader, { point: ctx.point, node: ctx.node, iface: ctx.iface ?? 'file' });
 }

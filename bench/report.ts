@@ -123,7 +123,7 @@ function captureSection(c: CaptureResult, goals: Goal[]): string {
     const all = (n.cpuNs + (n.parentCpuNs ?? 0)) / Math.max(1, n.delivered) / nsPerPacket(r);
     goals.push({
       goal: "Agent: ≤ 2× tcpdump's CPU per packet",
-      result: `at ${fmt(pps(n) / 1000)} k pps: worker ${fmt(nsPerPacket(n))} ns vs tcpdump ${fmt(nsPerPacket(r))} ns per packet (${fmt(w, 2)}×; ${fmt(all, 2)}× counting the parent's frame parsing too)`,
+      result: `at ${fmt(pps(n) / 1000)} k pps: worker ${fmt(nsPerPacket(n))} ns vs tcpdump ${fmt(nsPerPacket(r))} ns per packet (${fmt(w, 2)}×; ${fmt(all, 2)}× counting the agent process too: building the events and encoding them for the collector)`,
       met: w <= 2 ? 'met' : 'missed',
     });
   } else {
@@ -156,8 +156,9 @@ trial after another (tcpdump, native, cap at each rate; a tool leaves the ladder
 lossy step). The receiver drops the UDP in \`raw PREROUTING\`, so it neither answers nor spends on it.
 **offered** = the receiving veth's rx+tx packet delta (what a tap there can see); **loss** =
 offered − delivered. **CPU** = the capturing process (tcpdump; for the agent the capture worker,
-all threads, from /proc/PID/task/*/schedstat); "+parent" adds the agent process parsing the
-worker's frames. tcpdump runs \`-s 128 -B 8192 -w /dev/null\`; the agent its defaults (native:
+all threads, from /proc/PID/task/*/schedstat): it decodes every packet in C in the libpcap
+callback and writes summary records to the agent. "+parent" adds the agent process: building a
+PacketEvent from every record and encoding the Envelope it would send to the collector. tcpdump runs \`-s 128 -B 8192 -w /dev/null\`; the agent its defaults (native:
 snaplen 512, 32 MiB ring, 50 ms block timeout; cap: snaplen 65535, 64 MiB, immediate mode) —
 every frame here is shorter than 128 bytes, so snaplen does not matter.
 

@@ -7,6 +7,7 @@ import { HoptraceError } from '../common/errors';
 import type { PacketEvent } from '../common/event';
 import type { Inventory } from '../common/inventory';
 import { attributeSourceRewrite, type Verdict } from './attribute';
+import type { DataIdentity } from './journey';
 import {
   correlateRequest,
   type Endpoint,
@@ -98,11 +99,57 @@ export function analyzeEvents(input: AnalyzeInput): AnalysisResult {
   return { verdict, points: summarizePoints(journey) };
 }
 
+/** Pass 1 at the first point: only new TCP connections (SYN without ACK) fitting `selector` matter. */
+export interface SelectPass {
+  kind: 'select';
+  selector: AnalyzeInput['selector'];
+  /** The window pass 2 will apply around the selected SYN. */
+  windowNs: bigint;
+}
+
+/** Pass 2 at the first point: only the request's connection (either direction) within the window. */
+export interface RequestPass {
+  kind: 'request';
+  /** The SYN pass 1 selected. */
+  syn: PacketEvent;
+  tuple: Endpoint;
+  synTsNs: bigint;
+  windowNs: bigint;
+}
+
+/**
+ * A later point: only TCP within the window matters, and of that only what a LaterPointSelection
+ * with these keys (the request's, from the first point) keeps.
+ */
+export interface LaterPass {
+  kind: 'later';
+  synTsNs: bigint;
+  windowNs: bigint;
+  isn: number;
+  /** What the SYN-ACK acknowledges (ISN + 1). */
+  synAckAck: number;
+  /** Client seqs (what later request packets carry) and what replies acknowledge. */
+  clientSeqs: ReadonlySet<number>;
+  acked: ReadonlySet<number>;
+  data: DataIdentity | null;
+}
+
+/**
+ * What one pass over a point will keep. A stream may leave out any event the pass cannot keep
+ * (and then report the true total with `capturedEvents`); handing over every event is always right.
+ */
+export type PassPlan = SelectPass | RequestPass | LaterPass;
+
 /** One point whose events can be read (again) from the start, e.g. a capture file replay. */
 export interface PointStream {
   name: string;
   /** A fresh pass over the point's events; called once or twice. */
-  events: () => Iterable<PacketEvent>;
+  events: (plan: PassPlan) => Iterable<PacketEvent>;
+  /**
+   * Events captured at this point, read after a pass: needed when `events` leaves some out.
+   * Without it the events handed over are counted.
+   */
+  capturedEvents?: () => number;
 }
 
 export interface AnalyzeStreamInput {
@@ -127,22 +174,204 @@ function earlier(a: PacketEvent, b: PacketEvent): boolean {
 }
 
 /** Direction-free key of a TCP connection. */
-function connectionKey(src: string, sport: number, dst: string, dport: number): string {
+export function connectionKey(src: string, sport: number, dst: string, dport: number): string {
   const a = `${src}:${sport}`;
   const b = `${dst}:${dport}`;
   return a < b ? `${a}|${b}` : `${b}|${a}`;
+}
+
+/** Pass 1: the request's SYN is the selector's first new TCP connection, by time. */
+export class RequestSynChoice {
+  best: PacketEvent | null = null;
+
+  constructor(private readonly selector: AnalyzeInput['selector']) {}
+
+  /** Considers one event of the first point; true when it is the best so far. */
+  offer(ev: PacketEvent): boolean {
+    const t = ev.inner;
+    if (t === null || t.proto !== 'tcp' || t.sport === undefined || t.dport === undefined)
+      return false;
+    const f = ev.keys.tcpFlags ?? 0;
+    if ((f & SYN) === 0 || (f & ACK) !== 0 || ev.keys.tcpSeq === undefined) return false;
+    const tuple = { src: t.src, sport: t.sport, dst: t.dst, dport: t.dport };
+    if (!matchesSelector(tuple, this.selector)) return false;
+    if (this.best !== null && !earlier(ev, this.best)) return false;
+    this.best = ev;
+    return true;
+  }
+}
+
+/**
+ * Whether a later point's TCP packet carries a key of the request: its ISN, a client seq, the
+ * SYN-ACK's ack, an acknowledged client seq, or a payload key of its first data segment.
+ * (cli/analyze.ts asks this only of records whose seq, ack or a payload key is one of the
+ * request's numbers: a new clause that needs none of them must be added to its pre-check too.)
+ */
+export function isTrigger(
+  plan: LaterPass,
+  flags: number,
+  seq: number | undefined,
+  ack: number | undefined,
+  payloadLength: number,
+  probeMarker: string | undefined,
+  payloadHash: number | undefined,
+  requestLineHash: number | undefined,
+): boolean {
+  const isSyn = (flags & SYN) !== 0;
+  const data = plan.data;
+  return (
+    (isSyn && (flags & ACK) === 0 && seq === plan.isn) ||
+    (!isSyn && seq !== undefined && plan.clientSeqs.has(seq)) ||
+    (isSyn && (flags & ACK) !== 0 && ack === plan.synAckAck) ||
+    ((flags & ACK) !== 0 && ack !== undefined && plan.acked.has(ack)) ||
+    (!isSyn &&
+      payloadLength > 0 &&
+      data !== null &&
+      ((data.probeMarker !== null && probeMarker === data.probeMarker) ||
+        (data.requestLineHash !== null && requestLineHash === data.requestLineHash) ||
+        (data.payloadHash !== null && payloadHash === data.payloadHash)))
+  );
+}
+
+/** The packet LaterPointSelection is offered, read lazily. */
+export interface SelectionCursor<T> {
+  /** `connectionKey` of the packet. */
+  key(): string;
+  /** The packet as kept (a copy when the cursor's storage is reused). */
+  take(): T;
+}
+
+/**
+ * Which of a later point's TCP packets within the window are kept: every connection that carries
+ * a key of the request (isTrigger). A connection that is not (yet) related is buffered, up to
+ * PENDING_PER_CONNECTION packets since its last data segment (PENDING_TOTAL in all), so a proxy's
+ * new connection keeps its SYN until its first data segment decides. When nothing is related, the
+ * first packet offered is kept, so "TCP seen within the window" stays true for the not-seen detail.
+ *
+ * Packets are offered in capture order. `hash`, when given, is an integer that must be equal for
+ * equal connection keys (e.g. a flow hash of the tuple): a packet whose hash no buffered or related
+ * connection shares is then decided without computing its key. Generic in what is kept, so a caller can run the
+ * same selection over cheaper records and materialize only what it keeps.
+ */
+export class LaterPointSelection<T> {
+  private readonly kept: T[] = [];
+  private readonly related = new Set<string>();
+  private readonly pending = new Map<string, { items: T[]; hash: number | undefined }>();
+  private pendingTotal = 0;
+  private sentinel: T | null = null;
+  /**
+   * How many related or pending connections each hash bucket (hash & 0x3fff) holds, and how many
+   * came without a hash: a packet whose bucket is empty (and no connection lacks a hash) is of a
+   * connection neither related nor buffered. A shared bucket only costs computing the key.
+   */
+  private readonly hot = new Uint32Array(1 << 14); // 64 KiB: stays in cache
+  private unhashed = 0;
+
+  private mark(hash: number | undefined, d: 1 | -1): void {
+    if (hash === undefined) this.unhashed += d;
+    else this.hot[hash & 0x3fff] = (this.hot[hash & 0x3fff] ?? 0) + d;
+  }
+
+  private drop(key: string, entry: { items: T[]; hash: number | undefined }): void {
+    this.pendingTotal -= entry.items.length;
+    this.pending.delete(key);
+    this.mark(entry.hash, -1);
+  }
+
+  /**
+   * True when offering a data segment that is not a trigger would change nothing: its connection
+   * is neither related nor buffered, and the sentinel is set. The caller may skip offering it.
+   */
+  ignoresData(hash: number): boolean {
+    return this.sentinel !== null && this.unhashed === 0 && this.hot[hash & 0x3fff] === 0;
+  }
+
+  offer(
+    c: SelectionCursor<T>,
+    hash: number | undefined,
+    trigger: boolean,
+    payloadLength: number,
+  ): void {
+    // False: this connection is neither related nor buffered.
+    const known = hash === undefined || this.unhashed > 0 || this.hot[hash & 0x3fff] !== 0;
+    let key: string | undefined;
+    if (known && this.related.size > 0) {
+      key = c.key();
+      if (this.related.has(key)) {
+        this.kept.push(c.take());
+        return;
+      }
+    }
+    if (trigger) {
+      key ??= c.key();
+      this.related.add(key);
+      this.mark(hash, 1);
+      const buf = known ? this.pending.get(key) : undefined;
+      if (buf !== undefined) {
+        for (const b of buf.items) this.kept.push(b);
+        this.drop(key, buf);
+      }
+      this.kept.push(c.take());
+      return;
+    }
+    this.sentinel ??= c.take();
+    if (payloadLength > 0) {
+      // A data segment without the request's keys: this connection's start is decided.
+      if (known && this.pending.size > 0) {
+        key ??= c.key();
+        const buf = this.pending.get(key);
+        if (buf !== undefined) this.drop(key, buf);
+      }
+      return;
+    }
+    key ??= c.key();
+    const buf = known ? this.pending.get(key) : undefined;
+    if (buf === undefined) {
+      this.pending.set(key, { items: [c.take()], hash });
+      this.mark(hash, 1);
+    } else if (buf.items.length < PENDING_PER_CONNECTION) buf.items.push(c.take());
+    else return;
+    this.pendingTotal++;
+    while (this.pendingTotal > PENDING_TOTAL) {
+      const oldest = this.pending.entries().next();
+      if (oldest.done === true) break;
+      this.drop(oldest.value[0], oldest.value[1]);
+    }
+  }
+
+  /** The kept packets, in the order they were kept. */
+  result(): T[] {
+    if (this.kept.length === 0 && this.sentinel !== null) this.kept.push(this.sentinel);
+    return this.kept;
+  }
+}
+
+/** An event as a SelectionCursor (events are kept as they are). */
+class EventCursor implements SelectionCursor<PacketEvent> {
+  ev: PacketEvent | null = null;
+  src = '';
+  sport = 0;
+  dst = '';
+  dport = 0;
+
+  key(): string {
+    return connectionKey(this.src, this.sport, this.dst, this.dport);
+  }
+
+  take(): PacketEvent {
+    if (this.ev === null) throw new Error('EventCursor: no event');
+    return this.ev;
+  }
 }
 
 /**
  * Streaming `analyzeEvents` with memory bounded by the request, not by the files: pass 1 streams
  * the first point to select the request (the selector's first SYN, by time); pass 2 streams every
  * point and keeps only events within the window around that SYN that can matter to correlation —
- * the request's connection at the first point; at later points every connection that carries a
- * key of the request (ISN, a client seq, the SYN-ACK's ack, an acknowledged client seq, a payload
- * key). A later point's connection that is not (yet) related is buffered, up to
- * PENDING_PER_CONNECTION events since its last data segment (PENDING_TOTAL in all), so a proxy's
- * new connection keeps its SYN until its first data segment decides. Correlating the kept events
- * gives the same result as correlating all of them (counts stay the totals captured).
+ * the request's connection at the first point; at later points what LaterPointSelection keeps.
+ * Correlating the kept events gives the same result as correlating all of them (counts stay the
+ * totals captured). Each pass tells the stream its PassPlan, so a stream that can skip events
+ * cheaply (cli/analyze.ts on classic pcap) need not materialize the rest.
  */
 export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
   const windowNs = input.windowNs ?? DEFAULT_WINDOW_NS;
@@ -153,19 +382,16 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
   if (first === undefined) return analyze([]);
 
   // Pass 1: the request's SYN at the first point.
-  let syn: PacketEvent | null = null;
+  const choice = new RequestSynChoice(sel);
   let firstCount = 0;
-  for (const ev of first.events()) {
+  for (const ev of first.events({ kind: 'select', selector: sel, windowNs })) {
     firstCount++;
-    const t = ev.inner;
-    if (t === null || t.proto !== 'tcp' || t.sport === undefined || t.dport === undefined) continue;
-    const f = ev.keys.tcpFlags ?? 0;
-    if ((f & SYN) === 0 || (f & ACK) !== 0 || ev.keys.tcpSeq === undefined) continue;
-    if (!matchesSelector({ src: t.src, sport: t.sport, dst: t.dst, dport: t.dport }, sel)) continue;
-    if (syn === null || earlier(ev, syn)) syn = ev;
+    choice.offer(ev);
   }
+  firstCount = first.capturedEvents?.() ?? firstCount;
+  const syn = choice.best;
   const synView = syn === null ? null : tcpView(syn);
-  if (synView === null || synView.seq === null) {
+  if (syn === null || synView === null || synView.seq === null) {
     // Nothing selected: the same outcome (and error) as with every event in memory.
     return analyze(
       input.points.map((p, i) => ({
@@ -175,7 +401,7 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
       })),
     );
   }
-  const synTs = synView.ev.tsNs;
+  const synTs = syn.tsNs;
   const inWindow = (ev: PacketEvent): boolean => absDiff(ev.tsNs, synTs) <= windowNs;
   const tuple = synView.tuple;
   const isn = synView.seq;
@@ -183,7 +409,8 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
   // Pass 2, first point: the request's connection (both directions) within the window.
   const firstKept: PacketEvent[] = [];
   firstCount = 0;
-  for (const ev of first.events()) {
+  const requestPass: RequestPass = { kind: 'request', syn, tuple, synTsNs: synTs, windowNs };
+  for (const ev of first.events(requestPass)) {
     firstCount++;
     const t = ev.inner;
     if (t === null || t.proto !== 'tcp' || t.sport === undefined || t.dport === undefined) continue;
@@ -202,10 +429,9 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
   const firstPoint: PointEvents = {
     name: first.name,
     events: firstKept,
-    capturedEvents: firstCount,
+    capturedEvents: first.capturedEvents?.() ?? firstCount,
   };
   const [id] = findRequests(firstPoint, sel, windowNs);
-  const data = id?.data ?? null;
   // Client seqs (what later request packets carry) and what replies acknowledge.
   const clientSeqs = new Set<number>();
   const acked = new Set<number>();
@@ -217,75 +443,50 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
     const f = ev.keys.tcpFlags ?? 0;
     acked.add((seq + ev.keys.payloadLength + ((f & (SYN | FIN)) !== 0 ? 1 : 0)) >>> 0);
   }
-  const synAckAck = (isn + 1) >>> 0;
+  const plan: LaterPass = {
+    kind: 'later',
+    synTsNs: synTs,
+    windowNs,
+    isn,
+    synAckAck: (isn + 1) >>> 0,
+    clientSeqs,
+    acked,
+    data: id?.data ?? null,
+  };
 
   const later: PointEvents[] = rest.map((p) => {
-    const kept: PacketEvent[] = [];
-    const related = new Set<string>();
-    const pending = new Map<string, PacketEvent[]>();
-    let pendingTotal = 0;
-    let sentinel: PacketEvent | null = null;
+    const selection = new LaterPointSelection<PacketEvent>();
+    const cursor = new EventCursor();
     let count = 0;
-    for (const ev of p.events()) {
+    for (const ev of p.events(plan)) {
       count++;
       const t = ev.inner;
       if (t === null || t.proto !== 'tcp' || t.sport === undefined || t.dport === undefined)
         continue;
       if (!inWindow(ev)) continue;
-      const key = connectionKey(t.src, t.sport, t.dst, t.dport);
-      if (related.has(key)) {
-        kept.push(ev);
-        continue;
-      }
       const k = ev.keys;
-      const f = k.tcpFlags ?? 0;
-      const seq = k.tcpSeq;
-      const isSyn = (f & SYN) !== 0;
-      const trigger =
-        (isSyn && (f & ACK) === 0 && seq === isn) ||
-        (!isSyn && seq !== undefined && clientSeqs.has(seq)) ||
-        (isSyn && (f & ACK) !== 0 && k.tcpAck === synAckAck) ||
-        ((f & ACK) !== 0 && k.tcpAck !== undefined && acked.has(k.tcpAck)) ||
-        (!isSyn &&
-          k.payloadLength > 0 &&
-          data !== null &&
-          ((data.probeMarker !== null && k.probeMarker === data.probeMarker) ||
-            (data.requestLineHash !== null && k.requestLineHash === data.requestLineHash) ||
-            (data.payloadHash !== null && k.payloadHash === data.payloadHash)));
-      const buf = pending.get(key);
-      if (trigger) {
-        related.add(key);
-        if (buf !== undefined) {
-          for (const b of buf) kept.push(b);
-          pendingTotal -= buf.length;
-          pending.delete(key);
-        }
-        kept.push(ev);
-        continue;
-      }
-      sentinel ??= ev;
-      if (k.payloadLength > 0) {
-        // A data segment without the request's keys: this connection's start is decided.
-        if (buf !== undefined) {
-          pendingTotal -= buf.length;
-          pending.delete(key);
-        }
-        continue;
-      }
-      if (buf === undefined) pending.set(key, [ev]);
-      else if (buf.length < PENDING_PER_CONNECTION) buf.push(ev);
-      else continue;
-      pendingTotal++;
-      while (pendingTotal > PENDING_TOTAL) {
-        const oldest = pending.keys().next();
-        if (oldest.done === true) break;
-        pendingTotal -= pending.get(oldest.value)?.length ?? 0;
-        pending.delete(oldest.value);
-      }
+      cursor.ev = ev;
+      cursor.src = t.src;
+      cursor.sport = t.sport;
+      cursor.dst = t.dst;
+      cursor.dport = t.dport;
+      const trigger = isTrigger(
+        plan,
+        k.tcpFlags ?? 0,
+        k.tcpSeq,
+        k.tcpAck,
+        k.payloadLength,
+        k.probeMarker,
+        k.payloadHash,
+        k.requestLineHash,
+      );
+      selection.offer(cursor, undefined, trigger, k.payloadLength);
     }
-    // An unrelated event keeps "TCP seen within the window" true for the not-seen detail.
-    if (kept.length === 0 && sentinel !== null) kept.push(sentinel);
-    return { name: p.name, events: kept, capturedEvents: count };
+    return {
+      name: p.name,
+      events: selection.result(),
+      capturedEvents: p.capturedEvents?.() ?? count,
+    };
   });
   return analyze([firstPoint, ...later]);
 }

@@ -31,7 +31,8 @@ export function protoType(name: string): protobuf.Type {
 
 const TRANSPORTS: readonly TransportName[] = TRANSPORT_NAMES;
 const TUNNELS: readonly TunnelKind[] = TUNNEL_KINDS;
-const LINKTYPES: readonly string[] = [
+/** LinkType enum names in wire order (enum value - 1). */
+export const LINKTYPE_NAMES: readonly string[] = [
   'ethernet',
   'linux-sll',
   'linux-sll2',
@@ -97,7 +98,7 @@ export function packetEventToWire(e: PacketEvent): Record<string, unknown> {
     point: e.point,
     node: e.node,
     iface: e.iface,
-    linkType: enumOf(LINKTYPES, e.linktype),
+    linkType: enumOf(LINKTYPE_NAMES, e.linktype),
     // A decimal string keeps all 64 bits: protobufjs converts it with its Long support.
     tsNs: e.tsNs.toString(),
     frame: e.frame,
@@ -163,7 +164,7 @@ export function packetEventFromWire(o: WirePacketEvent): PacketEvent {
     point: o.point,
     node: o.node,
     iface: o.iface,
-    linktype: nameOf(LINKTYPES, o.linkType, 'other'),
+    linktype: nameOf(LINKTYPE_NAMES, o.linkType, 'other'),
     tsNs: BigInt(o.tsNs),
     frame: Number(o.frame),
     outer: tupleFromWire(o.outer),

@@ -4,6 +4,7 @@
  * Envelope with a body throws HoptraceError WIRE_MALFORMED.
  */
 import { HoptraceError } from './errors';
+import { decodeEventsEnvelope, encodeEventsEnvelope } from './events-wire';
 import {
   WIRE_OBJECT_OPTIONS,
   packetEventFromWire,
@@ -158,6 +159,13 @@ function bodyToWire(env: Envelope): [string, Record<string, unknown>] {
 
 /** Encodes one Envelope as a hoptrace.v1.Envelope message. */
 export function encodeEnvelope(env: Envelope): Uint8Array {
+  // The hot message (one per event batch) has a hand-written encoder: events-wire.ts.
+  if (env.kind === 'events') return encodeEventsEnvelope(env.seq, env.events);
+  return encodeEnvelopeReflect(env);
+}
+
+/** The reflection encoder for every kind (events-wire.ts is tested against it). */
+export function encodeEnvelopeReflect(env: Envelope): Uint8Array {
   const T = protoType('Envelope');
   const [field, body] = bodyToWire(env);
   return T.encode(T.fromObject({ seq: u64(env.seq), [field]: body })).finish();
@@ -412,6 +420,12 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
 
 /** Decodes one hoptrace.v1.Envelope; throws HoptraceError WIRE_MALFORMED on anything else. */
 export function decodeEnvelope(bytes: Uint8Array): Envelope {
+  // Event batches (nearly all traffic) take the hand-written decoder; anything else, reflection.
+  return decodeEventsEnvelope(bytes) ?? decodeEnvelopeReflect(bytes);
+}
+
+/** The reflection decoder for every kind (events-wire.ts is tested against it). */
+export function decodeEnvelopeReflect(bytes: Uint8Array): Envelope {
   const T = protoType('Envelope');
   let o: Obj;
   try {

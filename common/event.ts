@@ -75,9 +75,9 @@ export interface PacketKeys {
   tsEcr?: number;
   /** Transport payload length on the wire (not the captured length). */
   payloadLength: number;
-  /** FNV-1a 32 of the first (up to 64) captured payload bytes; absent when there is no payload. */
+  /** xxHash32 (seed 0) of the first (up to 64) captured payload bytes; absent when there is no payload. */
   payloadHash?: number;
-  /** FNV-1a 32 of the payload's first line (up to CRLF / 128 bytes) with a trailing " HTTP/1.x" removed. */
+  /** xxHash32 of the payload's first line (up to CRLF / 128 bytes) with a trailing " HTTP/1.x" removed. */
   requestLineHash?: number;
   /** The id from a `hoptrace-probe-<id>` marker found in the first payload bytes. */
   probeMarker?: string;

@@ -19,6 +19,12 @@ export interface PcapBatchOptions {
   tstampPrecision?: 'nano' | 'micro';
   /** Size of the one reused batch buffer. */
   batchBytes?: number;
+  /**
+   * Summary mode: a 65536-byte UDP port table (summary.ts summaryPortTable). Each packet is then
+   * decoded in the packet callback by the C fast path, and onBatch receives summary records plus
+   * the bytes of the frames left to the reference decoder (see PcapBatchHandler).
+   */
+  summaryPorts?: Buffer;
 }
 
 /** pcap_stats of an open (or the last values of a closed) capture. */
@@ -54,7 +60,14 @@ export interface PcapBatchCapture {
  * Records in `buf[0, bytes)`: u32 caplen | u32 wirelen | u64 tsNs | bytes padded to 8, all
  * little-endian; `buf` is reused, so it is only valid during the call.
  */
-export type PcapBatchHandler = (buf: Buffer, count: number, bytes: number) => void;
+export type PcapBatchHandler = (
+  buf: Buffer,
+  count: number,
+  bytes: number,
+  /** Summary mode only: the SLOW frames' bytes (records' data offsets point here) and their length. */
+  raw?: Buffer,
+  rawBytes?: number,
+) => void;
 
 /** The addon's exports. */
 export interface PcapBatchAddon {
@@ -65,6 +78,22 @@ export interface PcapBatchAddon {
     onBatch: PcapBatchHandler,
     onError: (code: string, message: string) => void,
   ) => PcapBatchCapture;
+  /**
+   * The decoder's C fast path (summary.c): summarizes the records of src[pos, end) laid out as
+   * `layout` (SUMMARY_LAYOUT in summary.ts) into out (summaryBytes each); returns
+   * [records written, next position, stop reason].
+   */
+  summarize(
+    src: Buffer,
+    pos: number,
+    end: number,
+    layout: number,
+    linktype: number,
+    maxCaplen: number,
+    ports: Buffer,
+    out: Buffer,
+  ): [number, number, number];
+  summaryBytes: number;
 }
 
 /** The open() failure codes the addon throws with (Error.code). */
@@ -75,7 +104,7 @@ export type NativeLoad =
   { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
 
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
-const ADDON_VERSION = 2;
+const ADDON_VERSION = 3;
 
 /** Where the built addon lives: native/ at the repository root, from dist/agent/capture or agent/capture. */
 export function nativeAddonPath(): string {
@@ -112,7 +141,11 @@ function tryLoad(path: string): NativeLoad {
     };
   }
   const addon = mod as Partial<PcapBatchAddon> | null;
-  if (addon?.version !== ADDON_VERSION || typeof addon.Capture !== 'function') {
+  if (
+    addon?.version !== ADDON_VERSION ||
+    typeof addon.Capture !== 'function' ||
+    typeof addon.summarize !== 'function'
+  ) {
     return {
       ok: false,
       reason: `${path} is a different build (version ${String(addon?.version)}, want ${ADDON_VERSION}); rebuild with npm run build:native`,

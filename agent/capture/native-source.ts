@@ -11,6 +11,7 @@ import type { PacketEvent } from '../../common/event';
 import { decodeFrame, type DecodeOptions } from '../decode/frame';
 import { toPacketEvent, type EventContext } from '../event';
 import { badFilter, noInterface, openFailed } from './capture-errors';
+import { summaryPortTable } from './summary';
 import {
   loadNativeAddon,
   type PcapBatchAddon,
@@ -38,6 +39,7 @@ export const NATIVE_DEFAULT_BUFFER_BYTES = 32 * 1024 * 1024;
 export const NATIVE_DEFAULT_TIMEOUT_MS = 50;
 
 const REC_HDR = 16;
+const EMPTY = Buffer.alloc(0);
 
 export interface NativeSourceOptions {
   batch?: BatchOptions;
@@ -62,6 +64,21 @@ export interface NativeSourceOptions {
   direct?: boolean;
   /** How long stop() keeps draining a ring that still fills (default 1000 ms). */
   drainMs?: number;
+  /**
+   * Summary mode (the capture worker): each capture batch goes through the C fast path
+   * (summary.ts) and is handed over as summary records plus the bytes of the frames left to the
+   * reference decoder (the records' data offsets point into `raw`) — no
+   * PacketEvent is built here. Both buffers are reused: valid only during the call. onEvents is
+   * not called; decode errors are counted where the events are built.
+   */
+  onSummaries?: (
+    recs: Buffer,
+    count: number,
+    raw: Buffer,
+    rawBytes: number,
+    linktype: number,
+    firstFrame: number,
+  ) => void;
 }
 
 function errorCode(e: unknown): string {
@@ -131,10 +148,25 @@ export class NativeSource implements CaptureSource {
     const ctx: EventContext = { point: spec.point, node: spec.node, iface: spec.iface };
     const decodeOpts = this.opts.decode;
     const onRaw = this.opts.onRawBatch;
+    const onSummaries = this.opts.onSummaries;
     let linktype = -1;
     let view: DataView | undefined;
-    const onBatch = (buf: Buffer, count: number): void => {
+    const onBatch = (
+      buf: Buffer,
+      count: number,
+      _bytes: number,
+      raw?: Buffer,
+      rawBytes?: number,
+    ): void => {
       onRaw?.(count);
+      if (onSummaries !== undefined) {
+        // Summary mode: the addon decoded every packet in C (summary.c) as it came off the ring.
+        const first = this.frames + 1;
+        this.frames += count;
+        this.delivered += count;
+        onSummaries(buf, count, raw ?? EMPTY, rawBytes ?? 0, linktype, first);
+        return;
+      }
       if (view?.buffer !== buf.buffer) view = new DataView(buf.buffer, buf.byteOffset, buf.length);
       const v = view;
       const events: PacketEvent[] = new Array<PacketEvent>(count);
@@ -184,6 +216,7 @@ export class NativeSource implements CaptureSource {
           promisc: this.opts.promisc ?? true,
           tstampPrecision: 'nano',
           ...(this.opts.batchBytes !== undefined ? { batchBytes: this.opts.batchBytes } : {}),
+          ...(onSummaries !== undefined ? { summaryPorts: summaryPortTable(decodeOpts) } : {}),
         },
         onBatch,
         onError,

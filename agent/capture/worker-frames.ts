@@ -5,7 +5,12 @@
  *   length (u32 BE, counts type + body) | type (u8) | body
  *   type 1: one hoptrace.v1.PacketEvent (common/codec.ts); still parsed, no longer sent
  *   type 2: one UTF-8 JSON control message (WorkerControl)
- *   type 3: a batch of events in the compact binary layout below (what the worker sends)
+ *   type 3: a batch of events in the compact binary layout below (the cap fallback sends these)
+ *   type 4: a capture batch as C summary records (summary.ts; what the native worker sends):
+ *           u32 count | u32 linktype | f64 first frame number | u32 raw bytes | u16 n | n bytes of
+ *           UTF-8 JSON EventContext | pad to 8 | count × 192-byte records | raw area (the bytes of
+ *           the SLOW frames only; their records' data offsets point into it). The parent builds
+ *           the events (summaryEvent): the worker does no per-packet JavaScript at all.
  *
  * Batch body (little-endian):
  *   u32 count | u32 tableOffset (from the body start) | count event records | string table
@@ -36,10 +41,13 @@ import type {
 } from '../../common/event';
 import { TRANSPORT_NAMES, TUNNEL_KINDS } from '../../common/event';
 import type { CaptureStats } from './source';
+import { R, SUMMARY_BYTES, summaryEvent } from './summary';
+import type { EventContext } from '../event';
 
 export const FRAME_EVENT = 1;
 export const FRAME_CONTROL = 2;
 export const FRAME_EVENTS = 3;
+export const FRAME_SUMMARIES = 4;
 /** Largest frame accepted: a batch frame is split well below this; it only stops runaway lengths. */
 export const MAX_FRAME = 16 * 1024 * 1024;
 /** A batch frame is closed once its body reaches this many bytes (or its string table 60 k). */
@@ -403,6 +411,99 @@ export function decodeEventBatch(body: Buffer): PacketEvent[] {
   return events;
 }
 
+// ---- summary frames ---------------------------------------------------------------------------
+
+/** Reusable output buffers for summary frames: a frame stays in use until its write completes. */
+export class FramePool {
+  private free: Buffer[] = [];
+
+  /** A buffer of at least `size` bytes (from the pool when one is big enough). */
+  take(size: number): Buffer {
+    for (let i = this.free.length - 1; i >= 0; i--) {
+      const b = this.free[i];
+      if (b !== undefined && b.length >= size) {
+        this.free.splice(i, 1);
+        return b;
+      }
+    }
+    return Buffer.allocUnsafe(Math.max(size, 64 * 1024));
+  }
+
+  /** Gives a buffer back once nothing reads it any more (at most 8 are kept). */
+  give(b: Buffer): void {
+    if (this.free.length < 8) this.free.push(b);
+  }
+}
+
+/**
+ * One type-4 frame for a capture batch: the summary records as they are, plus the bytes of the
+ * frames the C fast path left to the reference decoder (`raw[0, rawBytes)`; the records' data
+ * offsets already point into it). Returns a view of `into` (or of a new buffer when too small).
+ */
+export function encodeSummaryFrame(
+  recs: Buffer,
+  count: number,
+  raw: Buffer,
+  rawBytes: number,
+  linktype: number,
+  firstFrame: number,
+  ctx: EventContext,
+  into?: Buffer,
+): Buffer {
+  const ctxJson = JSON.stringify(ctx);
+  const ctxLen = Buffer.byteLength(ctxJson, 'utf8');
+  const head = (22 + ctxLen + 7) & ~7;
+  const body = head + count * SUMMARY_BYTES + rawBytes;
+  const out =
+    into !== undefined && into.length >= 5 + body
+      ? into.subarray(0, 5 + body)
+      : Buffer.allocUnsafe(5 + body);
+  out.writeUInt32BE(body + 1, 0);
+  out[4] = FRAME_SUMMARIES;
+  const b = 5;
+  out.writeUInt32LE(count, b);
+  out.writeUInt32LE(linktype >>> 0, b + 4);
+  out.writeDoubleLE(firstFrame, b + 8);
+  out.writeUInt32LE(rawBytes, b + 16);
+  out.writeUInt16LE(ctxLen, b + 20);
+  out.write(ctxJson, b + 22, 'utf8');
+  out.fill(0, b + 22 + ctxLen, b + head);
+  recs.copy(out, b + head, 0, count * SUMMARY_BYTES);
+  if (rawBytes > 0) raw.copy(out, b + head + count * SUMMARY_BYTES, 0, rawBytes);
+  return out;
+}
+
+/** The events of a type-4 frame body. Throws Error when the body is inconsistent. */
+export function decodeSummaryFrame(body: Buffer): PacketEvent[] {
+  if (body.length < 22) throw new Error('summary frame shorter than its header');
+  const count = body.readUInt32LE(0);
+  const linktype = body.readUInt32LE(4);
+  const first = body.readDoubleLE(8);
+  const raw = body.readUInt32LE(16);
+  const ctxLen = body.readUInt16LE(20);
+  const head = (22 + ctxLen + 7) & ~7;
+  if (head + count * SUMMARY_BYTES + raw !== body.length) {
+    throw new Error(
+      `summary frame of ${body.length} bytes does not hold ${count} records + ${raw}`,
+    );
+  }
+  const ctx = JSON.parse(body.toString('utf8', 22, 22 + ctxLen)) as EventContext;
+  const recs = body.subarray(head, head + count * SUMMARY_BYTES);
+  const rawArea = body.subarray(head + count * SUMMARY_BYTES);
+  const events = new Array<PacketEvent>(count);
+  for (let i = 0; i < count; i++) {
+    const o = i * SUMMARY_BYTES;
+    if (
+      recs[o] !== 1 &&
+      recs.readUInt32LE(o + R.dataOffset) + recs.readUInt32LE(o + R.caplen) > raw
+    ) {
+      throw new Error(`summary record ${i} points past the raw area`);
+    }
+    events[i] = summaryEvent(recs, i, rawArea, linktype, first + i, ctx);
+  }
+  return events;
+}
+
 /** What the parser hands on. */
 export type WorkerFrame =
   | { type: 'event'; event: PacketEvent }
@@ -438,7 +539,10 @@ export class WorkerFrameParser {
       }
       const type = buf[at + 4];
       const body = buf.subarray(at + 5, at + 4 + len);
-      if (type === FRAME_EVENTS) out.push({ type: 'events', events: decodeEventBatch(body) });
+      if (type === FRAME_SUMMARIES) {
+        out.push({ type: 'events', events: decodeSummaryFrame(body) });
+      } else if (type === FRAME_EVENTS)
+        out.push({ type: 'events', events: decodeEventBatch(body) });
       else if (type === FRAME_EVENT) out.push({ type: 'event', event: decodePacketEvent(body) });
       else if (type === FRAME_CONTROL) {
         out.push({ type: 'control', msg: JSON.parse(body.toString('utf8')) as WorkerControl });

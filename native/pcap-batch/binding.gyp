@@ -2,8 +2,8 @@
   "targets": [
     {
       "target_name": "pcap_batch",
-      "sources": ["src/pcap_batch.c"],
-      "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+      "sources": ["src/pcap_batch.c", "src/summary.c"],
+      "cflags": ["-std=gnu11", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-override-init"],
       "defines": ["NAPI_VERSION=8"],
       "libraries": ["-lpcap"]
     }

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { Correlator, correlateRequest, findRequests } from '../../collector/correlate';
+import type { PacketEvent } from '../../common/event';
+import { Correlator, StringPool, correlateRequest, findRequests } from '../../collector/correlate';
 import {
   ACK,
   ADDR,
@@ -284,5 +285,79 @@ void t.test('Correlator: expire() gives what correlateRequest gives on the same 
     t.same(done, [want], order);
     t.same(c.journeys(), [want], `${order}: journeys()`);
   }
+  t.end();
+});
+
+void t.test('Correlator: times beyond 64 bits, in and out of order, stay exact', (t) => {
+  const NAT: Ep = { src: '10.244.1.10', sport: 33000, dst: ADDR.backendPod, dport: 8080 };
+  // Far beyond int64 either way, and straddling its top (some events in range, some beyond).
+  for (const base of [2n ** 70n, -(2n ** 65n), 2n ** 63n - 3n * MS]) {
+    const shift = (e: PacketEvent): PacketEvent => ({ ...e, tsNs: e.tsNs - T0 + base });
+    const points = [
+      pt('decap', exchange('decap', DIRECT).map(shift)),
+      pt('backend', exchange('backend', NAT, { at: 2n }).map(shift)),
+    ];
+    const want = correlateRequest(points, { client: CLIENT });
+    t.equal(want.points[1]?.status, 'matched');
+    for (const order of ['in order', 'arrivals out of order']) {
+      const c = new Correlator({ points: ['decap', 'backend'], selector: { client: CLIENT } });
+      let k = 0;
+      for (const p of points)
+        for (const e of p.events)
+          c.add(e, order === 'in order' ? base : base + BigInt(k++ % 3) * MS);
+      t.same(c.journeys(), [want], `${base}, ${order}: journeys()`);
+      t.same(c.expire(base + 11n * SEC), [want], `${base}, ${order}: expire()`);
+      t.equal(c.stats().buffered, 14);
+      c.expire(base + 21n * SEC);
+      t.equal(c.stats().buffered, 0, 'pruned after two windows');
+    }
+  }
+  t.end();
+});
+
+void t.test('Correlator: a wrapped buffer grows without reordering its events', (t) => {
+  const c = new Correlator({ points: ['decap', 'backend'], selector: { client: CLIENT } });
+  const noise = (i: number): PacketEvent =>
+    tcp(
+      'decap',
+      { src: '10.244.7.1', sport: 20000 + (i % 500), dst: '10.244.8.1', dport: 443 },
+      { flags: ACK, seq: i, ts: T0 + BigInt(i) * MS, frame: i },
+    );
+  // 800 events, then forgotten: the next ones start at slot 800 of 1024, so the request's events
+  // wrap to the start of the buffer, and it grows while wrapped.
+  let now = 1000n * SEC;
+  for (let i = 0; i < 800; i++) c.add(noise(i), now);
+  now += 30n * SEC;
+  c.expire(now);
+  t.equal(c.stats().buffered, 0);
+  const before = Array.from({ length: 224 }, (_, i) => noise(i));
+  const after = Array.from({ length: 2776 }, (_, i) => noise(224 + i));
+  const points = [
+    pt('decap', [...before, ...exchange('decap', DIRECT), ...after]),
+    pt('backend', exchange('backend', DIRECT, { at: 2n })),
+  ];
+  for (const p of points) for (const e of p.events) c.add(e, now);
+  t.equal(c.stats().buffered, 3014);
+  t.same(c.journeys(), [correlateRequest(points, { client: CLIENT })]);
+  t.end();
+});
+
+void t.test('StringPool: equal strings back under cache collisions, Map bounded', (t) => {
+  const pool = new StringPool(1000);
+  // 3000 addresses over a 1024-entry cache collide often; odd lengths and an empty string too.
+  const addrs = [
+    ...Array.from({ length: 3000 }, (_, i) => `10.${i >> 8}.${i & 255}.${i % 7}`),
+    ...['', '1', '::1', 'fe80::1', '2001:db8::8a2e:370:7334'],
+  ];
+  let wrong = 0;
+  for (let round = 0; round < 3; round++) {
+    for (const a of addrs) {
+      const copy = ` ${a}`.slice(1); // the same text in another string object, as a decoder builds
+      if (pool.addr(copy) !== a || pool.of(copy) !== a) wrong++;
+      if (pool.size > 1000) wrong++;
+    }
+  }
+  t.equal(wrong, 0);
+  t.ok(pool.size > 0 && pool.size <= 1000, `${pool.size} strings kept`);
   t.end();
 });

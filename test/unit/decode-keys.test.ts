@@ -5,7 +5,7 @@
 import t from 'tap';
 import { formatIPv6 } from '../../agent/decode/address';
 import { decodeFrame } from '../../agent/decode/frame';
-import { findProbeMarker, fnv1a32, requestLineHash } from '../../agent/decode/keys';
+import { findProbeMarker, fnv1a32, requestLineHash, xxh32 } from '../../agent/decode/keys';
 
 const hex = (s: string): Uint8Array => Uint8Array.from(Buffer.from(s.replace(/\s+/g, ''), 'hex'));
 const ascii = (s: string): Uint8Array => Uint8Array.from(Buffer.from(s, 'latin1'));
@@ -61,24 +61,31 @@ void t.test(
       payloadLength: payload.length,
       probeMarker: 'abc123',
     });
-    t.equal(d.keys.payloadHash, fnv1a32(payload, 0, Math.min(64, payload.length)));
+    t.equal(d.keys.payloadHash, xxh32(payload, 0, Math.min(64, payload.length)));
     // The request line without its HTTP version: a proxy that rewrites 1.1 to 1.0 still matches.
-    t.equal(d.keys.requestLineHash, fnv1a32(ascii('GET /x'), 0, 6));
+    t.equal(d.keys.requestLineHash, xxh32(ascii('GET /x'), 0, 6));
     const tcp = d.layers.find((l) => l.kind === 'tcp');
     t.match(tcp, { kind: 'tcp', tsVal: 111, tsEcr: 222 });
     t.end();
   },
 );
 
-void t.test('FNV-1a 32 and the request-line hash', (t) => {
+void t.test('xxHash32, FNV-1a 32 and the request-line hash', (t) => {
   t.equal(fnv1a32(ascii(''), 0, 0), 0x811c9dc5);
   t.equal(fnv1a32(ascii('a'), 0, 1), 0xe40c292c);
   t.equal(fnv1a32(ascii('foobar'), 0, 6), 0xbf9cf968);
+  // Published xxHash32 (seed 0) vectors: empty, short (< 4, < 16) and striped (>= 16) inputs.
+  t.equal(xxh32(ascii(''), 0, 0), 0x02cc5d05);
+  t.equal(xxh32(ascii('a'), 0, 1), 0x550d7456);
+  t.equal(xxh32(ascii('abc'), 0, 3), 0x32d153ff);
+  t.equal(xxh32(ascii('Nobody inspects the spammish repetition'), 0, 39), 0xe2293b2f);
+  const framed = ascii('__abc__');
+  t.equal(xxh32(framed, 2, 5), 0x32d153ff, 'a sub-range hashes like the bytes alone');
   const v10 = ascii('GET / HTTP/1.0\r\n');
   const v11 = ascii('GET / HTTP/1.1\r\nHost: x\r\n');
   const bare = ascii('GET /');
   t.equal(requestLineHash(v10, 0, v10.length), requestLineHash(v11, 0, v11.length));
-  t.equal(requestLineHash(v10, 0, v10.length), fnv1a32(bare, 0, bare.length));
+  t.equal(requestLineHash(v10, 0, v10.length), xxh32(bare, 0, bare.length));
   const v2 = ascii('GET / HTTP/2.0\r\n');
   t.not(
     requestLineHash(v2, 0, v2.length),
@@ -86,7 +93,7 @@ void t.test('FNV-1a 32 and the request-line hash', (t) => {
     'only 1.0 / 1.1 are stripped',
   );
   const long = ascii('x'.repeat(300));
-  t.equal(requestLineHash(long, 0, long.length), fnv1a32(long, 0, 128), 'line capped at 128 bytes');
+  t.equal(requestLineHash(long, 0, long.length), xxh32(long, 0, 128), 'line capped at 128 bytes');
   t.end();
 });
 

@@ -6,6 +6,10 @@
  *   onBatch(buf, count, bytes)   buf is ONE reused Buffer holding `count` records:
  *                                  u32 caplen | u32 wirelen | u64 ts_ns | caplen bytes, pad to 8
  *                                (little-endian); valid only during the call.
+ *   Summary mode (options.summaryPorts = a 65536-byte UDP port table, see summary.c): every packet
+ *   is decoded in the callback by the C fast path and onBatch(buf, count, bytes, raw, rawBytes)
+ *   gets `count` 192-byte summary records in buf and, in raw, the bytes of the SLOW frames (the
+ *   records' data offsets point there); both reused, valid only during the call.
  *   onError(code, message)      the capture failed (e.g. 'IFACE_GONE'); delivery has stopped.
  *   h.stats() -> { recv, drop, ifdrop, delivered }   pcap_stats (after close: the values read at
  *                                close, after the last delivery) and the packets handed to onBatch;
@@ -35,7 +39,9 @@
 #include <sys/socket.h>
 #include <uv.h>
 
-#define ADDON_VERSION 2
+#include "summary.h"
+
+#define ADDON_VERSION 3
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -67,6 +73,16 @@ typedef struct {
   struct pcap_stat last; /* stats at close */
   int have_last;
   double handed; /* packets handed to onBatch since open */
+  /* Summary mode (options.summaryPorts): onBatch gets summary records (summary.c) in buf and the
+   * bytes of the frames the fast path left to the reference decoder in raw. */
+  int summary;
+  uint32_t linktype;
+  napi_ref ports_ref;
+  const uint8_t *ports;
+  napi_ref raw_ref;
+  uint8_t *raw;
+  size_t raw_len;
+  size_t raw_used;
 } Capture;
 
 #define CHECK(call)                                                                             \
@@ -97,6 +113,26 @@ static int dlt_to_linktype(int dlt) {
 static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *bytes) {
   Capture *c = (Capture *)user;
   uint32_t caplen = h->caplen;
+  if (c->summary) {
+    /* Decoded here, straight from the ring: a FAST frame's bytes are never copied. */
+    if (c->used + SUMMARY_BYTES > c->buf_len || c->raw_used + caplen > c->raw_len) return;
+    uint64_t ts = (uint64_t)h->ts.tv_sec * 1000000000ull +
+                  (uint64_t)h->ts.tv_usec * (c->nano ? 1ull : 1000ull);
+    uint8_t *rec = c->buf + c->used;
+    /* TPACKET_V3 lays a block's frames out back to back: start loading the next frame's header
+     * and first bytes now, so its cache misses overlap this frame's decode. */
+    __builtin_prefetch(bytes + caplen + 32);
+    __builtin_prefetch(bytes + caplen + 96);
+    __builtin_prefetch(bytes + caplen + 160);
+    if (!summary_one(bytes, caplen, h->len, ts, c->linktype, c->ports, rec, (uint32_t)c->raw_used)) {
+      memcpy(c->raw + c->raw_used, bytes, caplen);
+      c->raw_used += caplen;
+    }
+    c->used += SUMMARY_BYTES;
+    c->count++;
+    c->handed += 1;
+    return;
+  }
   size_t rec = REC_HDR + ALIGN8(caplen);
   /* Cannot happen (max_per_batch leaves room for a full-snaplen record each); never overrun. */
   if (c->used + rec > c->buf_len) return;
@@ -149,8 +185,12 @@ static void do_close(Capture *c) {
   if (c->on_batch != NULL) napi_delete_reference(env, c->on_batch);
   if (c->on_error != NULL) napi_delete_reference(env, c->on_error);
   if (c->buf_ref != NULL) napi_delete_reference(env, c->buf_ref);
-  c->on_batch = c->on_error = c->buf_ref = NULL;
+  if (c->raw_ref != NULL) napi_delete_reference(env, c->raw_ref);
+  if (c->ports_ref != NULL) napi_delete_reference(env, c->ports_ref);
+  c->on_batch = c->on_error = c->buf_ref = c->raw_ref = c->ports_ref = NULL;
   c->buf = NULL;
+  c->raw = NULL;
+  c->ports = NULL;
   if (c->async != NULL) napi_async_destroy(env, c->async);
   c->async = NULL;
   if (c->self != NULL) napi_reference_unref(env, c->self, NULL);
@@ -169,12 +209,18 @@ static void report_error(Capture *c, const char *code, const char *msg) {
 
 static void deliver(Capture *c) {
   napi_env env = c->env;
-  napi_value argv[3];
+  napi_value argv[5];
+  size_t argc = 3;
   if (napi_get_reference_value(env, c->buf_ref, &argv[0]) != napi_ok) return;
   napi_create_uint32(env, c->count, &argv[1]);
   napi_create_uint32(env, (uint32_t)c->used, &argv[2]);
+  if (c->summary) {
+    if (napi_get_reference_value(env, c->raw_ref, &argv[3]) != napi_ok) return;
+    napi_create_uint32(env, (uint32_t)c->raw_used, &argv[4]);
+    argc = 5;
+  }
   c->in_js = 1;
-  call_js(c, c->on_batch, 3, argv);
+  call_js(c, c->on_batch, argc, argv);
   c->in_js = 0;
 }
 
@@ -188,6 +234,7 @@ static int64_t dispatch_rounds(Capture *c, int rounds) {
   for (int round = 0; round < rounds; round++) {
     c->used = 0;
     c->count = 0;
+    c->raw_used = 0;
     int n = pcap_dispatch(c->p, c->max_per_batch, on_packet, (u_char *)c);
     if (n < 0) {
       int gone = strcmp(c->iface, "any") != 0 && if_nametoindex(c->iface) == 0;
@@ -339,6 +386,13 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
   int immediate = get_bool(env, opts, "immediate", 0);
   int promisc = get_bool(env, opts, "promisc", 1);
   int want_nano = strcmp(prec, "micro") != 0;
+  napi_value ports_val = NULL;
+  uint8_t *ports = NULL;
+  size_t ports_len = 0;
+  if (get_prop(env, opts, "summaryPorts", napi_object, &ports_val)) {
+    if (napi_get_buffer_info(env, ports_val, (void **)&ports, &ports_len) != napi_ok || ports_len < 65536)
+      return throw_code(env, "BAD_ARGUMENT", "summaryPorts: a 65536-byte UDP port table");
+  }
   if (snaplen < 64 || snaplen > 262144)
     return throw_code(env, "BAD_ARGUMENT", "snaplen must be within 64..262144");
   if (buffer_bytes < 4096 || buffer_bytes > ((int64_t)1 << 31) - 1)
@@ -411,11 +465,27 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
   c->buf_len = (size_t)batch_bytes;
   c->max_per_batch = (int)(c->buf_len / (REC_HDR + ALIGN8(snap)));
   if (c->max_per_batch < 1) c->max_per_batch = 1;
+  if (ports != NULL) {
+    /* Records in buf, SLOW frames' bytes in raw: room for a full batch of either. */
+    c->summary = 1;
+    c->linktype = (uint32_t)dlt_to_linktype(pcap_datalink(p));
+    c->raw_len = (size_t)c->max_per_batch * (size_t)snap;
+    c->buf_len = (size_t)c->max_per_batch * SUMMARY_BYTES;
+  }
 
   napi_value buf, name;
   void *data = NULL;
   napi_status st = napi_create_buffer(env, c->buf_len, &data, &buf);
   if (st == napi_ok) st = napi_create_reference(env, buf, 1, &c->buf_ref);
+  if (st == napi_ok && c->summary) {
+    napi_value raw;
+    void *raw_data = NULL;
+    st = napi_create_buffer(env, c->raw_len, &raw_data, &raw);
+    if (st == napi_ok) st = napi_create_reference(env, raw, 1, &c->raw_ref);
+    if (st == napi_ok) st = napi_create_reference(env, ports_val, 1, &c->ports_ref);
+    c->raw = raw_data;
+    c->ports = ports;
+  }
   if (st == napi_ok) st = napi_create_reference(env, argv[1], 1, &c->on_batch);
   if (st == napi_ok) st = napi_create_reference(env, argv[2], 1, &c->on_error);
   if (st == napi_ok)
@@ -512,6 +582,45 @@ static napi_value capture_close(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/*
+ * summarize(src, pos, end, layout, linktype, maxCaplen, ports, out) -> [count, nextPos, stop]
+ * Runs the C fast path (summary.c) over the records of src[pos, end); out receives
+ * floor(out.length / 192) records at most; ports is a 65536-byte UDP port table.
+ */
+static napi_value summarize(napi_env env, napi_callback_info info) {
+  size_t argc = 8;
+  napi_value argv[8];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 8) return throw_code(env, "BAD_ARGUMENT", "summarize needs 8 arguments");
+  uint8_t *src, *ports, *out;
+  size_t src_len, ports_len, out_len;
+  uint32_t pos, end, layout, linktype, max_caplen;
+  if (napi_get_buffer_info(env, argv[0], (void **)&src, &src_len) != napi_ok ||
+      napi_get_value_uint32(env, argv[1], &pos) != napi_ok ||
+      napi_get_value_uint32(env, argv[2], &end) != napi_ok ||
+      napi_get_value_uint32(env, argv[3], &layout) != napi_ok ||
+      napi_get_value_uint32(env, argv[4], &linktype) != napi_ok ||
+      napi_get_value_uint32(env, argv[5], &max_caplen) != napi_ok ||
+      napi_get_buffer_info(env, argv[6], (void **)&ports, &ports_len) != napi_ok ||
+      napi_get_buffer_info(env, argv[7], (void **)&out, &out_len) != napi_ok)
+    return throw_code(env, "BAD_ARGUMENT", "summarize(src, pos, end, layout, linktype, maxCaplen, ports, out)");
+  if (ports_len < 65536 || end > src_len || pos > end || layout > SUMMARY_LAYOUT_PCAP_BE_NS)
+    return throw_code(env, "BAD_ARGUMENT", "summarize: ports must hold 65536 bytes; pos <= end <= src.length");
+  size_t next = pos;
+  int stop = 0;
+  size_t n = summary_run(src, end, pos, (int)layout, linktype, max_caplen, ports, out,
+                         out_len / SUMMARY_BYTES, &next, &stop);
+  napi_value res, v;
+  CHECK(napi_create_array_with_length(env, 3, &res));
+  CHECK(napi_create_uint32(env, (uint32_t)n, &v));
+  CHECK(napi_set_element(env, res, 0, v));
+  CHECK(napi_create_uint32(env, (uint32_t)next, &v));
+  CHECK(napi_set_element(env, res, 1, v));
+  CHECK(napi_create_uint32(env, (uint32_t)stop, &v));
+  CHECK(napi_set_element(env, res, 2, v));
+  return res;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor methods[] = {
       {"stats", NULL, capture_stats, NULL, NULL, NULL, napi_default, NULL},
@@ -525,6 +634,11 @@ static napi_value init(napi_env env, napi_value exports) {
   CHECK(napi_set_named_property(env, exports, "version", version));
   CHECK(napi_create_string_utf8(env, pcap_lib_version(), NAPI_AUTO_LENGTH, &libver));
   CHECK(napi_set_named_property(env, exports, "libpcapVersion", libver));
+  napi_value sfn, sbytes;
+  CHECK(napi_create_function(env, "summarize", NAPI_AUTO_LENGTH, summarize, NULL, &sfn));
+  CHECK(napi_set_named_property(env, exports, "summarize", sfn));
+  CHECK(napi_create_uint32(env, SUMMARY_BYTES, &sbytes));
+  CHECK(napi_set_named_property(env, exports, "summaryBytes", sbytes));
   return exports;
 }
 

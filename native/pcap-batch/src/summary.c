@@ -1,0 +1,650 @@
+/*
+ * summary.c — the decoder's fast path in C: frames → fixed 192-byte summary records.
+ *
+ * agent/decode (TypeScript) is the reference decoder: every link type, tunnel and malformation.
+ * This file decodes only the shapes that make up nearly all traffic, and decodes them exactly as
+ * the reference does (test/unit/summary-parity.test.ts compares both on every frame of the shared
+ * corpus, the lab captures and mutated frames):
+ *
+ *   link:      Ethernet (+ VLAN 8100/88a8/9100/9200 stacks), Linux SLL/SLL2, RAW, NULL/LOOP
+ *   network:   IPv4 (any options, first fragments), IPv6 without extension headers
+ *   transport: TCP (timestamp option), UDP, any protocol the reference leaves as a leaf
+ *   tunnels:   UDP port → VXLAN / Geneve (the caller's port table), IPIP / 6in4 / 4in6 / 6in6;
+ *              at most two IP layers
+ *
+ * Anything else — a header cut short by the snaplen, a malformed field, ICMP (its quoted tuple),
+ * IPv6 extension headers, GRE, MPLS, WireGuard, a non-first fragment, TSO lengths of 0 — is marked
+ * SLOW and the caller decodes that frame with the reference decoder. So the fast path is never
+ * wrong, only sometimes not taken: a SLOW record costs what it cost before.
+ *
+ * Record (little-endian, 192 bytes, SUMMARY_BYTES):
+ *   0  u8  status (1 fast, 0 slow)       1  u8  flags (SF_*)
+ *   2  u8  inner IP protocol             3  u8  outer IP protocol
+ *   4  u8  inner transport index         5  u8  outer transport index (common/event.ts order)
+ *   6  u8  port flags (1 inner, 2 outer) 7  u8  tunnel count (0..2)
+ *   8  u32 caplen   12 u32 wire length   16 u64 ts (ns)   24 u32 offset of the frame's bytes in src
+ *   28 u32 direction-free flow hash of the inner tuple (addresses, ports, protocol)
+ *   32 u16 inner sport  34 u16 inner dport  36 u16 outer sport  38 u16 outer dport
+ *   40 u8 tunnel 0 kind  41 u8 tunnel 0 has id  42 u8 tunnel 1 kind  43 u8 tunnel 1 has id
+ *   44 u32 tunnel 0 id   48 u32 tunnel 1 id
+ *   52 u32 IPv4 id  56 u32 seq  60 u32 ack  64 u8 TCP flags  65 u8 marker length  66 u16 window
+ *   68 u32 tsVal  72 u32 tsEcr  76 u32 payload length  80 u32 payload hash  84 u32 request-line hash
+ *   88 inner src (16)  104 inner dst (16)  120 outer src (16)  136 outer dst (16)  (IPv4: first 4)
+ *   152 probe marker id (32, marker length bytes)   184 u32 FNV-1a of the marker id
+ *   188 u8 flags2 (SF2_*)
+ */
+#include "summary.h"
+
+#include <string.h>
+
+#define SF_OUTER 1
+#define SF_INNER_V6 2
+#define SF_OUTER_V6 4
+#define SF_TCP 8
+#define SF_TSOPT 16
+#define SF_PAYLOAD 32 /* payload length present (> 0) */
+#define SF_IPID 64
+#define SF_MARKER 128
+#define SF2_HASHES 1 /* payload and request-line hashes present (some payload captured) */
+
+/* common/event.ts TRANSPORT_NAMES and TUNNEL_KINDS indexes. */
+enum { TR_TCP = 0, TR_UDP, TR_ICMP, TR_ICMPV6, TR_SCTP, TR_GRE, TR_ESP, TR_OTHER };
+enum { TK_VXLAN = 0, TK_GENEVE = 2, TK_IPIP = 5, TK_6IN4 = 6, TK_4IN6 = 7, TK_6IN6 = 8 };
+
+#define FNV_OFFSET 0x811c9dc5u
+#define FNV_PRIME 0x01000193u
+
+static uint32_t fnv(const uint8_t *b, uint32_t from, uint32_t to) {
+  uint32_t h = FNV_OFFSET;
+  for (uint32_t i = from; i < to; i++) {
+    h ^= b[i];
+    h *= FNV_PRIME;
+  }
+  return h;
+}
+
+/* xxHash32, seed 0 (https://github.com/Cyan4973/xxHash/blob/dev/doc/xxhash_spec.md): the payload
+ * fingerprint of agent/decode/keys.ts. Lanes are read little-endian, as the spec says. */
+#define XP1 0x9E3779B1u
+#define XP2 0x85EBCA77u
+#define XP3 0xC2B2AE3Du
+#define XP4 0x27D4EB2Fu
+#define XP5 0x165667B1u
+static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+static inline uint32_t rdle32(const uint8_t *p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint32_t xxh32(const uint8_t *b, uint32_t from, uint32_t to) {
+  const uint8_t *p = b + from, *end = b + to;
+  uint32_t len = to - from, h;
+  if (len >= 16) {
+    uint32_t v1 = XP1 + XP2, v2 = XP2, v3 = 0, v4 = 0u - XP1;
+    const uint8_t *limit = end - 16;
+    do {
+      v1 = rotl32(v1 + rdle32(p) * XP2, 13) * XP1;
+      v2 = rotl32(v2 + rdle32(p + 4) * XP2, 13) * XP1;
+      v3 = rotl32(v3 + rdle32(p + 8) * XP2, 13) * XP1;
+      v4 = rotl32(v4 + rdle32(p + 12) * XP2, 13) * XP1;
+      p += 16;
+    } while (p <= limit);
+    h = rotl32(v1, 1) + rotl32(v2, 7) + rotl32(v3, 12) + rotl32(v4, 18);
+  } else {
+    h = XP5;
+  }
+  h += len;
+  while (p + 4 <= end) {
+    h = rotl32(h + rdle32(p) * XP3, 17) * XP4;
+    p += 4;
+  }
+  while (p < end) {
+    h = rotl32(h + (uint32_t)(*p) * XP5, 11) * XP1;
+    p++;
+  }
+  h ^= h >> 15;
+  h *= XP2;
+  h ^= h >> 13;
+  h *= XP3;
+  h ^= h >> 16;
+  return h;
+}
+
+/* First CR or LF in b[from, end), else end: eight bytes per step (a zero-byte test on b ^ CR and
+ * b ^ LF), then byte by byte within the word that has one. */
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+static uint32_t line_end(const uint8_t *b, uint32_t from, uint32_t end) {
+  uint32_t i = from;
+  for (; i + 8 <= end; i += 8) {
+    uint64_t v;
+    memcpy(&v, b + i, 8);
+    uint64_t x = v ^ (0x0dull * ONES), y = v ^ (0x0aull * ONES);
+    if (((x - ONES) & ~x & HIGHS) | ((y - ONES) & ~y & HIGHS)) break;
+  }
+  for (; i < end; i++)
+    if (b[i] == 0x0d || b[i] == 0x0a) return i;
+  return end;
+}
+
+static const char MARK[] = "hoptrace-probe-";
+#define MARK_LEN 15u
+/* Horspool shifts for MARK, by the byte under the window's last position. */
+static const uint8_t mark_shift[256] = {
+    [0 ... 255] = MARK_LEN,
+    /* MARK_LEN - 1 - (rightmost index of the byte in MARK[0 .. MARK_LEN - 2]) */
+    ['h'] = 14, ['t'] = 11, ['a'] = 9, ['c'] = 8, ['-'] = 6, ['p'] = 5, ['r'] = 4, ['o'] = 3,
+    ['b'] = 2, ['e'] = 1,
+};
+
+static inline uint32_t rd_le32_at(const uint8_t *p) { return rdle32(p); }
+static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static inline uint32_t be32(const uint8_t *p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static inline void le16(uint8_t *o, uint32_t v) {
+  o[0] = (uint8_t)v;
+  o[1] = (uint8_t)(v >> 8);
+}
+static inline void le32(uint8_t *o, uint32_t v) {
+  o[0] = (uint8_t)v;
+  o[1] = (uint8_t)(v >> 8);
+  o[2] = (uint8_t)(v >> 16);
+  o[3] = (uint8_t)(v >> 24);
+}
+
+static int transport_index(int p) {
+  switch (p) {
+    case 6: return TR_TCP;
+    case 17: return TR_UDP;
+    case 1: return TR_ICMP;
+    case 58: return TR_ICMPV6;
+    case 132: return TR_SCTP;
+    case 47: return TR_GRE;
+    case 50: return TR_ESP;
+    default: return TR_OTHER;
+  }
+}
+
+typedef struct {
+  int v6;
+  int proto;
+  int has_ports;
+  uint16_t sport, dport;
+  const uint8_t *src, *dst;
+} IpTuple;
+
+typedef struct {
+  const uint8_t *b;
+  uint32_t caplen;
+  uint32_t len; /* readable window, narrowed to each IP datagram */
+  const uint8_t *ports;
+  IpTuple ip[2];
+  int nip;
+  int pending; /* index of the tuple the next transport header fills, -1 none */
+  int ntun;
+  uint8_t tun_kind[2], tun_has_id[2];
+  uint32_t tun_id[2];
+  int32_t ip_id;
+  int tcp;
+  uint32_t seq, ack, tsval, tsecr;
+  int tsopt;
+  uint8_t flags;
+  uint16_t window;
+  int64_t pay_off, pay_end;
+  uint32_t ip_wire_end;
+  int cur_v6;
+} St;
+
+#define NEED(at, n) ((uint64_t)(at) + (uint64_t)(n) <= (uint64_t)s->len)
+
+enum { NX_SLOW = -1, NX_DONE = 0, NX_ETH, NX_ETHERTYPE, NX_V4, NX_V6 };
+
+/* EtherType → next; 'ethertype' is in s->... passed by value. VLAN tags are walked in place. */
+static int ethertype_next(St *s, uint32_t *off, uint16_t type, int allow_vlan) {
+  int tags = 0;
+  for (;;) {
+    if (type == 0x0800) return NX_V4;
+    if (type == 0x86dd) return NX_V6;
+    if (type == 0x6558) return NX_ETH;
+    if (allow_vlan && (type == 0x8100 || type == 0x88a8 || type == 0x9100 || type == 0x9200)) {
+      if (++tags > 8 || !NEED(*off, 4)) return NX_SLOW;
+      type = be16(s->b + *off + 2);
+      *off += 4;
+      if (type <= 1500) return NX_SLOW; /* LLC */
+      continue;
+    }
+    return NX_SLOW;
+  }
+}
+
+static int begin_ip(St *s, int v6, const uint8_t *src, const uint8_t *dst, int proto) {
+  if (s->nip == 2) return 0;
+  IpTuple *t = &s->ip[s->nip];
+  t->v6 = v6;
+  t->proto = proto;
+  t->has_ports = 0;
+  t->src = src;
+  t->dst = dst;
+  s->pending = s->nip;
+  s->nip++;
+  s->ip_id = -1;
+  s->tcp = 0;
+  s->tsopt = 0;
+  s->pay_off = -1;
+  s->pay_end = -1;
+  return 1;
+}
+
+static void tcp_options(St *s, uint32_t from, uint32_t to) {
+  const uint8_t *b = s->b;
+  uint32_t o = from;
+  while (o < to) {
+    uint8_t kind = b[o];
+    if (kind == 0) return;
+    if (kind == 1) {
+      o++;
+      continue;
+    }
+    /* The reference reads b[o + 1] even past the header (undefined → 0 → stop). */
+    uint32_t len = o + 1 < s->caplen ? b[o + 1] : 0;
+    if (len < 2 || o + len > to) return;
+    if (kind == 8 && len == 10) {
+      s->tsval = be32(b + o + 2);
+      s->tsecr = be32(b + o + 6);
+      s->tsopt = 1;
+    }
+    o += len;
+  }
+}
+
+/* Decodes b[0, caplen) of link type lt into rec; returns 1 (fast) or 0 (slow: use the reference). */
+static int fast(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *ports, uint8_t *rec) {
+  St st;
+  St *s = &st;
+  /* Every field is set before it is read: no memset of the whole state (this runs per packet). */
+  s->nip = 0;
+  s->ntun = 0;
+  s->seq = s->ack = s->tsval = s->tsecr = 0;
+  s->flags = 0;
+  s->window = 0;
+  s->tcp = 0;
+  s->tsopt = 0;
+  s->cur_v6 = 0;
+  s->ip_wire_end = 0;
+  s->b = b;
+  s->caplen = caplen;
+  s->len = caplen;
+  s->ports = ports;
+  s->pending = -1;
+  s->ip_id = -1;
+  s->pay_off = -1;
+  s->pay_end = -1;
+  uint32_t off = 0;
+  int nx;
+  /* The frame comes cold from the ring (the kernel wrote it on another core): start loading its
+   * second and third cache lines (inner headers, payload) while the first one is parsed. */
+  if (caplen > 64) __builtin_prefetch(b + 64);
+  if (caplen > 128) __builtin_prefetch(b + 128);
+
+  switch (lt & 0xffff) {
+    case 1: nx = NX_ETH; break;
+    case 101: case 12: case 14: case 228: case 229:
+      if (!NEED(0, 1)) return 0;
+      nx = (b[0] >> 4) == 4 ? NX_V4 : (b[0] >> 4) == 6 ? NX_V6 : NX_SLOW;
+      break;
+    case 113: {
+      if (!NEED(0, 16)) return 0;
+      uint16_t proto = be16(b + 14);
+      off = 16;
+      if (proto == 0x0004) return 0;
+      nx = ethertype_next(s, &off, proto, 1);
+      break;
+    }
+    case 276: {
+      if (!NEED(0, 20)) return 0;
+      uint16_t proto = be16(b);
+      off = 20;
+      if (proto == 0x0004) return 0;
+      nx = ethertype_next(s, &off, proto, 1);
+      break;
+    }
+    case 0: case 108: {
+      if (!NEED(0, 4)) return 0;
+      uint32_t fam = be32(b);
+      if ((lt & 0xffff) == 0 && (fam & 0xffff0000u) != 0)
+        fam = ((fam >> 24) | ((fam >> 8) & 0xff00u)) & 0xffffu;
+      off = 4;
+      nx = fam == 2 ? NX_V4 : (fam == 24 || fam == 28 || fam == 30) ? NX_V6 : NX_SLOW;
+      break;
+    }
+    default: return 0;
+  }
+
+  int steps = 0;
+  while (nx > NX_DONE) {
+    if (++steps > 16) return 0;
+    switch (nx) {
+      case NX_ETH: {
+        if (!NEED(off, 14)) return 0;
+        uint16_t type = be16(b + off + 12);
+        off += 14;
+        if (type <= 1500) return 0; /* LLC */
+        nx = ethertype_next(s, &off, type, 1);
+        break;
+      }
+      case NX_V4:
+      case NX_V6: {
+        uint32_t at = off, hlen, wire_end;
+        int proto;
+        if (nx == NX_V4) {
+          if (!NEED(at, 20)) return 0;
+          uint8_t v = b[at];
+          if ((v >> 4) != 4) return 0;
+          hlen = (uint32_t)(v & 0x0f) * 4;
+          if (hlen < 20) return 0;
+          uint32_t total = be16(b + at + 2);
+          if (total == 0 || total < hlen) return 0; /* TSO length: reference handles it */
+          uint16_t frag = be16(b + at + 6);
+          if ((frag & 0x1fff) != 0) return 0; /* a later fragment: no transport header */
+          proto = b[at + 9];
+          if (!begin_ip(s, 0, b + at + 12, b + at + 16, proto)) return 0;
+          s->ip_id = be16(b + at + 4);
+          wire_end = at + total;
+          s->ip_wire_end = wire_end;
+          if (wire_end < s->len) s->len = wire_end;
+          if (!NEED(at, hlen)) return 0;
+          s->cur_v6 = 0;
+        } else {
+          if (!NEED(at, 40)) return 0;
+          if ((b[at] >> 4) != 6) return 0;
+          uint32_t plen = be16(b + at + 4);
+          if (plen == 0) return 0; /* jumbogram / TSO */
+          proto = b[at + 6];
+          if (!begin_ip(s, 1, b + at + 8, b + at + 24, proto)) return 0;
+          hlen = 40;
+          wire_end = at + 40 + plen;
+          s->ip_wire_end = wire_end;
+          if (wire_end < s->len) s->len = wire_end;
+          s->cur_v6 = 1;
+        }
+        /* ipNext(proto, at + hlen) */
+        uint32_t next = at + hlen;
+        s->pay_off = next;
+        s->pay_end = s->ip_wire_end;
+        off = next;
+        switch (proto) {
+          case 4:
+          case 41:
+            if (s->ntun == 2) return 0;
+            s->tun_kind[s->ntun] = proto == 4 ? (s->cur_v6 ? TK_4IN6 : TK_IPIP)
+                                              : (s->cur_v6 ? TK_6IN6 : TK_6IN4);
+            s->tun_has_id[s->ntun] = 0;
+            s->ntun++;
+            nx = proto == 4 ? NX_V4 : NX_V6;
+            if (!NEED(off, 1)) return 0;
+            if ((b[off] >> 4) != (proto == 4 ? 4 : 6)) return 0;
+            break;
+          case 6: {
+            if (!NEED(off, 20)) return 0;
+            IpTuple *t = &s->ip[s->pending];
+            t->has_ports = 1;
+            t->sport = be16(b + off);
+            t->dport = be16(b + off + 2);
+            s->pending = -1;
+            s->tcp = 1;
+            s->seq = be32(b + off + 4);
+            s->ack = be32(b + off + 8);
+            uint16_t of = be16(b + off + 12);
+            s->flags = (uint8_t)of;
+            s->window = be16(b + off + 14);
+            uint32_t thl = (uint32_t)(of >> 12) * 4;
+            if (thl < 20) return 0;
+            s->pay_off = off + thl;
+            s->pay_end = s->ip_wire_end;
+            if (!NEED(off, thl)) return 0;
+            if (thl > 20) tcp_options(s, off + 20, off + thl);
+            nx = NX_DONE;
+            break;
+          }
+          case 17: {
+            if (!NEED(off, 8)) return 0;
+            IpTuple *t = &s->ip[s->pending];
+            uint16_t sport = be16(b + off), dport = be16(b + off + 2);
+            t->has_ports = 1;
+            t->sport = sport;
+            t->dport = dport;
+            s->pending = -1;
+            uint32_t ulen = be16(b + off + 4);
+            s->pay_off = off + 8;
+            s->pay_end = s->ip_wire_end;
+            if (ulen != 0 && ulen < 8) return 0;
+            if (s->ip_wire_end <= off + 8) {
+              nx = NX_DONE;
+              break;
+            }
+            uint8_t kind = ports[dport] ? ports[dport] : ports[sport];
+            if (kind == SUMMARY_PORT_NONE) {
+              nx = NX_DONE;
+              break;
+            }
+            if (kind != SUMMARY_PORT_VXLAN && kind != SUMMARY_PORT_GENEVE) return 0;
+            uint32_t at8 = off + 8;
+            if (!NEED(at8, 8) || s->ntun == 2) return 0;
+            uint32_t vni = be32(b + at8 + 4) >> 8;
+            s->tun_kind[s->ntun] = kind == SUMMARY_PORT_VXLAN ? TK_VXLAN : TK_GENEVE;
+            s->tun_has_id[s->ntun] = 1;
+            s->tun_id[s->ntun] = vni;
+            s->ntun++;
+            if (kind == SUMMARY_PORT_VXLAN) {
+              off = at8 + 8;
+              nx = NX_ETH;
+            } else {
+              uint8_t first = b[at8];
+              if ((first >> 6) != 0) return 0;
+              uint32_t olen = (uint32_t)(first & 0x3f) * 4;
+              uint16_t protocol = be16(b + at8 + 2);
+              if (!NEED(at8, 8 + olen)) return 0;
+              off = at8 + 8 + olen;
+              nx = ethertype_next(s, &off, protocol, 1);
+            }
+            break;
+          }
+          /* Protocols the reference decodes further (or quotes a tuple for): its job. */
+          case 0: case 43: case 60: case 44: case 51: case 132: case 1: case 58: case 47: case 50:
+            return 0;
+          default:
+            nx = NX_DONE; /* a leaf: the tuple names the protocol, no ports */
+            break;
+        }
+        break;
+      }
+      default: return 0;
+    }
+  }
+  if (nx == NX_SLOW || s->nip == 0) return 0;
+
+  /* ---- write the record ---- */
+  /* Zero the fields that are not always written (ports .. hashes); addresses are copied below and
+   * read only as far as their family says, the marker only as far as its length says. */
+  memset(rec, 0, 88);
+  rec[188] = 0;
+  const IpTuple *in = &s->ip[s->nip - 1];
+  const IpTuple *out = &s->ip[0];
+  int encapsulated = s->nip > 1 || s->ntun > 0;
+  uint8_t fl = 0, fl2 = 0;
+  rec[0] = 1;
+  rec[2] = (uint8_t)in->proto;
+  rec[4] = (uint8_t)transport_index(in->proto);
+  if (in->v6) fl |= SF_INNER_V6;
+  uint8_t pf = in->has_ports ? 1 : 0;
+  if (in->has_ports) {
+    le16(rec + 32, in->sport);
+    le16(rec + 34, in->dport);
+  }
+  uint32_t alen_in = in->v6 ? 16 : 4;
+  memcpy(rec + 88, in->src, alen_in);
+  memcpy(rec + 104, in->dst, alen_in);
+  if (encapsulated) {
+    fl |= SF_OUTER;
+    if (out->v6) fl |= SF_OUTER_V6;
+    rec[3] = (uint8_t)out->proto;
+    rec[5] = (uint8_t)transport_index(out->proto);
+    if (out->has_ports) {
+      pf |= 2;
+      le16(rec + 36, out->sport);
+      le16(rec + 38, out->dport);
+    }
+    uint32_t alen_out = out->v6 ? 16 : 4;
+    memcpy(rec + 120, out->src, alen_out);
+    memcpy(rec + 136, out->dst, alen_out);
+  }
+  rec[6] = pf;
+  rec[7] = (uint8_t)s->ntun;
+  for (int i = 0; i < s->ntun; i++) {
+    rec[40 + 2 * i] = s->tun_kind[i];
+    rec[41 + 2 * i] = s->tun_has_id[i];
+    le32(rec + 44 + 4 * i, s->tun_id[i]);
+  }
+  /* Direction-free flow hash (a prefilter key, verified by the caller): each endpoint mixed
+   * word by word, the two combined symmetrically. */
+  {
+    uint32_t ha = 0x9e3779b9u, hb = 0x9e3779b9u;
+    for (uint32_t k = 0; k < alen_in; k += 4) {
+      ha = (ha ^ be32(in->src + k)) * 0x85ebca6bu;
+      ha ^= ha >> 13;
+      hb = (hb ^ be32(in->dst + k)) * 0x85ebca6bu;
+      hb ^= hb >> 13;
+    }
+    ha = (ha ^ (in->has_ports ? in->sport : 0)) * 0xc2b2ae35u;
+    hb = (hb ^ (in->has_ports ? in->dport : 0)) * 0xc2b2ae35u;
+    uint32_t h = (ha + hb) ^ ((ha ^ hb) >> 7) ^ ((uint32_t)in->proto * 0x27d4eb2fu);
+    h ^= h >> 16;
+    le32(rec + 28, h);
+  }
+  if (s->ip_id >= 0) {
+    fl |= SF_IPID;
+    le32(rec + 52, (uint32_t)s->ip_id);
+  }
+  if (s->tcp) {
+    fl |= SF_TCP;
+    le32(rec + 56, s->seq);
+    le32(rec + 60, s->ack);
+    rec[64] = s->flags;
+    le16(rec + 66, s->window);
+  }
+  if (s->tsopt) {
+    fl |= SF_TSOPT;
+    le32(rec + 68, s->tsval);
+    le32(rec + 72, s->tsecr);
+  }
+  if (s->pay_off >= 0 && s->pay_end > s->pay_off) {
+    uint32_t po = (uint32_t)s->pay_off;
+    uint32_t pay_len = (uint32_t)(s->pay_end - s->pay_off);
+    uint32_t cap_end = (uint32_t)s->pay_end < caplen ? (uint32_t)s->pay_end : caplen;
+    fl |= SF_PAYLOAD;
+    le32(rec + 76, pay_len);
+    if (cap_end > po) {
+      fl2 |= SF2_HASHES;
+      /* Request line: up to CR/LF or 128 bytes, without a trailing " HTTP/1.0" / " HTTP/1.1". */
+      uint32_t end = cap_end < po + 128 ? cap_end : po + 128;
+      end = line_end(b, po, end);
+      if (end - po >= 9 && (b[end - 1] == '0' || b[end - 1] == '1') &&
+          memcmp(b + end - 9, " HTTP/1.", 8) == 0)
+        end -= 9;
+      uint32_t pl_end = cap_end < po + 64 ? cap_end : po + 64;
+      le32(rec + 80, xxh32(b, po, pl_end));
+      le32(rec + 84, end == pl_end ? rd_le32_at(rec + 80) : xxh32(b, po, end));
+      /* Probe marker: the first "hoptrace-probe-" followed by 1..32 of [0-9a-z]. */
+      uint32_t to = cap_end < po + 512 ? cap_end : po + 512;
+      if (to > po + MARK_LEN) {
+        /* Boyer-Moore-Horspool: most payload bytes are not in the marker, so the window moves 15
+         * bytes at a time. Occurrences are found in order, as the reference's byte loop does. */
+        uint32_t last = to - MARK_LEN;
+        for (uint32_t i = po; i < last; i += mark_shift[b[i + MARK_LEN - 1]]) {
+          if (b[i + MARK_LEN - 1] != '-' || memcmp(b + i, MARK, MARK_LEN - 1) != 0) continue;
+          uint32_t id0 = i + MARK_LEN, j = id0;
+          while (j < to && j - id0 < 32 &&
+                 ((b[j] >= '0' && b[j] <= '9') || (b[j] >= 'a' && b[j] <= 'z')))
+            j++;
+          if (j == id0) continue;
+          fl |= SF_MARKER;
+          rec[65] = (uint8_t)(j - id0);
+          memcpy(rec + 152, b + id0, j - id0);
+          le32(rec + 184, fnv(b, id0, j));
+          break;
+        }
+      }
+    }
+  }
+  rec[1] = fl;
+  rec[188] = fl2;
+  return 1;
+}
+
+static inline uint32_t rd32(const uint8_t *p, int le) {
+  return le ? ((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24))
+            : be32(p);
+}
+
+int summary_one(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts,
+                uint32_t linktype, const uint8_t *ports, uint8_t *rec, uint32_t raw_offset) {
+  int ok = fast(b, caplen, linktype, ports, rec);
+  if (!ok) rec[0] = 0;
+  le32(rec + 8, caplen);
+  le32(rec + 12, wirelen);
+  le32(rec + 16, (uint32_t)ts);
+  le32(rec + 20, (uint32_t)(ts >> 32));
+  le32(rec + 24, raw_offset);
+  return ok;
+}
+
+size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, uint32_t linktype,
+                   uint32_t max_caplen, const uint8_t *ports, uint8_t *out, size_t max_records,
+                   size_t *next_pos, int *stop) {
+  size_t n = 0;
+  *stop = SUMMARY_STOP_END;
+  while (n < max_records) {
+    uint32_t caplen, wirelen, data;
+    uint64_t ts;
+    if (layout == SUMMARY_LAYOUT_BATCH) {
+      if (pos + 16 > src_len) break;
+      caplen = rd32(src + pos, 1);
+      wirelen = rd32(src + pos + 4, 1);
+      ts = (uint64_t)rd32(src + pos + 8, 1) | ((uint64_t)rd32(src + pos + 12, 1) << 32);
+      data = (uint32_t)(pos + 16);
+      if ((size_t)data + caplen > src_len) {
+        *stop = SUMMARY_STOP_BAD;
+        break;
+      }
+      pos = data + (((size_t)caplen + 7u) & ~(size_t)7u);
+    } else {
+      int le = layout == SUMMARY_LAYOUT_PCAP_LE_US || layout == SUMMARY_LAYOUT_PCAP_LE_NS;
+      int ns = layout == SUMMARY_LAYOUT_PCAP_LE_NS || layout == SUMMARY_LAYOUT_PCAP_BE_NS;
+      if (pos + 16 > src_len) break;
+      uint32_t sec = rd32(src + pos, le), frac = rd32(src + pos + 4, le);
+      caplen = rd32(src + pos + 8, le);
+      wirelen = rd32(src + pos + 12, le);
+      if (caplen > max_caplen) {
+        *stop = SUMMARY_STOP_BAD;
+        break;
+      }
+      if (pos + 16 + caplen > src_len) break; /* the rest of this record is in the next chunk */
+      ts = (uint64_t)sec * 1000000000ull + (uint64_t)frac * (ns ? 1ull : 1000ull);
+      data = (uint32_t)(pos + 16);
+      pos = data + caplen;
+    }
+    uint8_t *rec = out + n * SUMMARY_BYTES;
+    if (!fast(src + data, caplen, linktype, ports, rec)) {
+      memset(rec, 0, 32);
+      rec[0] = 0;
+    }
+    le32(rec + 8, caplen);
+    le32(rec + 12, wirelen);
+    le32(rec + 16, (uint32_t)ts);
+    le32(rec + 20, (uint32_t)(ts >> 32));
+    le32(rec + 24, data);
+    n++;
+  }
+  if (n == max_records) *stop = SUMMARY_STOP_FULL;
+  *next_pos = pos;
+  return n;
+}

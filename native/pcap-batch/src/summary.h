@@ -1,0 +1,36 @@
+/* summary.h — the C fast path of the decoder (summary.c): frames → fixed-size summary records. */
+#ifndef HOPTRACE_SUMMARY_H
+#define HOPTRACE_SUMMARY_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define SUMMARY_BYTES 192
+
+/* Source layouts summary_run walks. */
+#define SUMMARY_LAYOUT_BATCH 0      /* capture batch: u32 caplen | u32 wirelen | u64 ts_ns | data, pad 8 */
+#define SUMMARY_LAYOUT_PCAP_LE_US 1 /* classic pcap records: u32 sec | u32 frac | u32 incl | u32 orig | data */
+#define SUMMARY_LAYOUT_PCAP_LE_NS 2
+#define SUMMARY_LAYOUT_PCAP_BE_US 3
+#define SUMMARY_LAYOUT_PCAP_BE_NS 4
+
+/* UDP port table values (one byte per port). */
+#define SUMMARY_PORT_NONE 0
+#define SUMMARY_PORT_VXLAN 1
+#define SUMMARY_PORT_GENEVE 2
+#define SUMMARY_PORT_OTHER 3 /* a tunnel the reference decoder handles: slow path */
+
+/* Why summary_run stopped. */
+#define SUMMARY_STOP_END 0  /* no further complete record in src */
+#define SUMMARY_STOP_FULL 1 /* max_records written */
+#define SUMMARY_STOP_BAD 2  /* the record at *next_pos is malformed (caplen too large / past the end) */
+
+/* Summarizes one frame into rec; returns 1 (FAST) or 0 (SLOW: rec holds only caplen, wire
+ * length, ts and raw_offset, where the caller stores the frame's bytes). */
+int summary_one(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts,
+                uint32_t linktype, const uint8_t *ports, uint8_t *rec, uint32_t raw_offset);
+
+/* Summarizes records of src from pos; returns the number written to out. */
+size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, uint32_t linktype,
+                   uint32_t max_caplen, const uint8_t *ports, uint8_t *out, size_t max_records,
+                   size_t *next_pos, int *stop);
+#endif

@@ -1,0 +1,811 @@
+/**
+ * `hoptrace analyze` on the native fast path (cli/analyze.ts FilePointStream: summary records,
+ * a record-level prefilter, events built only for what a pass can keep) against the JS path
+ * (every frame through the JS reader + reference decoder): the same AnalysisResult — or the same
+ * error — on the corpus, the lab's captures when present, the benchmark file, and hand-made files
+ * for the prefilter's edge cases: a proxy's new connection buffered until its data segment, the
+ * window's edges, frames the fast path leaves to the reference decoder (SLOW), a record on the
+ * request's ports before its SYN, out-of-order SYNs, the pending buffers' bounds and two
+ * connections whose flow hashes collide. Fails (never skips) without the addon.
+ */
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { writeBenchPcap, BENCH_CLIENT } from '../../bench/pcap-writer';
+import { loadNativeAddon } from '../../agent/capture/native-loader';
+import { R, SUMMARY_BYTES } from '../../agent/capture/summary';
+import { openSummaryPcap } from '../../agent/capture/summary-file';
+import { analyzeFiles, type PointFile, type RequestSelector } from '../../cli/analyze';
+import type { Inventory } from '../../common/inventory';
+import { readInventoryFile } from '../../common/inventory-file';
+
+const load = loadNativeAddon();
+if (!load.ok) {
+  t.fail(`the native addon is required for this test: ${load.reason}`);
+  process.exit(1);
+}
+
+const pcaps = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps');
+const labOut = join(__dirname, '..', '..', '..', 'lab-out');
+const EMPTY: Inventory = { nodes: {}, pods: {} };
+
+/** The result (or error) of analyze on one path, as comparable text. */
+function run(points: PointFile[], selector: RequestSelector, fast: boolean, inv = EMPTY): string {
+  try {
+    return JSON.stringify(analyzeFiles({ points, inventory: inv, selector }, { fast }));
+  } catch (e: unknown) {
+    return `error: ${e instanceof Error ? e.message : String(e)}`;
+  }
+}
+
+type Asserts = Pick<typeof t, 'equal' | 'ok' | 'fail' | 'not'>;
+
+/** Both paths agree; returns the (shared) outcome. */
+function agree(
+  t: Asserts,
+  label: string,
+  points: PointFile[],
+  selector: RequestSelector,
+  inv = EMPTY,
+): string {
+  const want = run(points, selector, false, inv);
+  const got = run(points, selector, true, inv);
+  t.equal(got, want, `${label} ${JSON.stringify(selector)}`);
+  return want;
+}
+
+const at = (files: string[]): PointFile[] =>
+  files.map((file, i) => ({ name: ['decap', 'egress', 'backend', 'p4'][i] ?? `p${i}`, file }));
+
+// ---- frames -------------------------------------------------------------------------------
+
+interface Seg {
+  src: string;
+  dst: string;
+  sport: number;
+  dport: number;
+  seq: number;
+  ack?: number;
+  flags: number;
+  payload?: string;
+  /** TCP options bytes (padded to 4). */
+  options?: number[];
+  ipId?: number;
+  /** IPv4 total length 0 (a TSO super-packet as captured): left to the reference decoder. */
+  tso?: boolean;
+}
+
+interface Pkt {
+  ts: bigint;
+  data: Buffer;
+  /** Captured bytes (default all). */
+  caplen?: number;
+}
+
+const ip4 = (s: string): number[] => s.split('.').map(Number);
+
+function eth(type: number, body: Buffer): Buffer {
+  const h = Buffer.alloc(14);
+  h.writeUIntBE(0x020000000002, 0, 6);
+  h.writeUIntBE(0x020000000001, 6, 6);
+  h.writeUInt16BE(type, 12);
+  return Buffer.concat([h, body]);
+}
+
+function ipv4(proto: number, src: string, dst: string, body: Buffer, id = 1, tso = false): Buffer {
+  const h = Buffer.alloc(20);
+  h[0] = 0x45;
+  h.writeUInt16BE(tso ? 0 : 20 + body.length, 2);
+  h.writeUInt16BE(id & 0xffff, 4);
+  h[8] = 64;
+  h[9] = proto;
+  Buffer.from(ip4(src)).copy(h, 12);
+  Buffer.from(ip4(dst)).copy(h, 16);
+  return Buffer.concat([h, body]);
+}
+
+function tcpHeader(s: Seg): Buffer {
+  const opts = Buffer.from(s.options ?? []);
+  const optLen = (opts.length + 3) & ~3;
+  const h = Buffer.alloc(20 + optLen);
+  h.writeUInt16BE(s.sport, 0);
+  h.writeUInt16BE(s.dport, 2);
+  h.writeUInt32BE(s.seq >>> 0, 4);
+  h.writeUInt32BE((s.ack ?? 0) >>> 0, 8);
+  h[12] = ((20 + optLen) / 4) << 4;
+  h[13] = s.flags;
+  h.writeUInt16BE(64240, 14);
+  opts.copy(h, 20);
+  return Buffer.concat([h, Buffer.from(s.payload ?? '', 'latin1')]);
+}
+
+const tcp = (ts: bigint, s: Seg, caplen?: number): Pkt => {
+  const p: Pkt = { ts, data: eth(0x0800, ipv4(6, s.src, s.dst, tcpHeader(s), s.ipId, s.tso)) };
+  if (caplen !== undefined) p.caplen = caplen;
+  return p;
+};
+
+/** ICMP port unreachable from `from`, quoting the first 28 bytes of a segment's IP packet. */
+function icmpError(ts: bigint, from: string, s: Seg): Pkt {
+  const quoted = ipv4(6, s.src, s.dst, tcpHeader(s)).subarray(0, 28);
+  const icmp = Buffer.concat([Buffer.from([3, 3, 0, 0, 0, 0, 0, 0]), quoted]);
+  return { ts, data: eth(0x0800, ipv4(1, from, s.src, icmp)) };
+}
+
+/** TCP over IPv6 behind a hop-by-hop options header (left to the reference decoder). */
+function tcp6hbh(ts: bigint, s: Seg & { src6: string; dst6: string }): Pkt {
+  const body = tcpHeader(s);
+  const hbh = Buffer.from([6, 0, 1, 4, 0, 0, 0, 0]);
+  const h = Buffer.alloc(40);
+  h[0] = 0x60;
+  h.writeUInt16BE(hbh.length + body.length, 4);
+  h[6] = 0; // hop-by-hop
+  h[7] = 64;
+  const a6 = (s6: string): Buffer => {
+    const b = Buffer.alloc(16);
+    s6.split(':').forEach((g, i) => b.writeUInt16BE(parseInt(g, 16), i * 2));
+    return b;
+  };
+  a6(s.src6).copy(h, 8);
+  a6(s.dst6).copy(h, 24);
+  return { ts, data: eth(0x86dd, Buffer.concat([h, hbh, body])) };
+}
+
+/** Writes a nanosecond (or µs) little-endian pcap of Ethernet frames, in the given order. */
+function writePcap(path: string, pkts: Pkt[], micro = false): string {
+  const parts: Buffer[] = [];
+  const h = Buffer.alloc(24);
+  h.writeUInt32LE(micro ? 0xa1b2c3d4 : 0xa1b23c4d, 0);
+  h.writeUInt16LE(2, 4);
+  h.writeUInt16LE(4, 6);
+  h.writeUInt32LE(262144, 16);
+  h.writeUInt32LE(1, 20);
+  parts.push(h);
+  for (const p of pkts) {
+    const caplen = Math.min(p.caplen ?? p.data.length, p.data.length);
+    const r = Buffer.alloc(16);
+    r.writeUInt32LE(Number(p.ts / 1_000_000_000n), 0);
+    const frac = p.ts % 1_000_000_000n;
+    r.writeUInt32LE(Number(micro ? frac / 1000n : frac), 4);
+    r.writeUInt32LE(caplen, 8);
+    r.writeUInt32LE(p.data.length, 12);
+    parts.push(r, p.data.subarray(0, caplen));
+  }
+  writeFileSync(path, Buffer.concat(parts));
+  return path;
+}
+
+// ---- the request, as seen at each point ---------------------------------------------------
+
+const T0 = 1_700_000_000_000_000_000n;
+const US = 1000n;
+const MS = 1_000_000n;
+const S = 1_000_000_000n;
+const W = 10n * S; // DEFAULT_WINDOW_NS
+const CLIENT = '10.90.0.42';
+const SERVICE = '10.96.0.10';
+const REQUEST = 'GET /hoptrace-probe-abc123 HTTP/1.1\r\nHost: svc\r\n\r\n';
+const PLAIN = 'GET /index.html HTTP/1.1\r\nHost: svc\r\n\r\n';
+const REWRITTEN =
+  'GET /api/v1/hoptrace-probe-abc123 HTTP/1.1\r\nHost: svc\r\nX-Forwarded-For: 10.90.0.42\r\n\r\n';
+const REPLY = 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok';
+const ISN = 0x1000;
+const SISN = 0x7000;
+const TS_OPT = [1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0];
+const MSS_TS_OPTS = [2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7];
+
+interface Ends {
+  src: string;
+  sport: number;
+  dst: string;
+  dport: number;
+}
+
+/** One connection's exchange: SYN, SYN-ACK, ACK, request, ACK, reply, FINs. */
+function exchange(
+  e: Ends,
+  t0: bigint,
+  isn = ISN,
+  sisn = SISN,
+  payload = REQUEST,
+  opts: { synOptions?: number[]; synCaplen?: number } = {},
+): Pkt[] {
+  const c = { src: e.src, dst: e.dst, sport: e.sport, dport: e.dport };
+  const s = { src: e.dst, dst: e.src, sport: e.dport, dport: e.sport };
+  const q = payload.length;
+  const r = REPLY.length;
+  const syn: Seg = { ...c, seq: isn, flags: 0x02 };
+  if (opts.synOptions !== undefined) syn.options = opts.synOptions;
+  return [
+    tcp(t0, syn, opts.synCaplen),
+    tcp(t0 + 100n * US, { ...s, seq: sisn, ack: isn + 1, flags: 0x12 }),
+    tcp(t0 + 200n * US, { ...c, seq: isn + 1, ack: sisn + 1, flags: 0x10 }),
+    tcp(t0 + 300n * US, { ...c, seq: isn + 1, ack: sisn + 1, flags: 0x18, payload }),
+    tcp(t0 + 400n * US, { ...s, seq: sisn + 1, ack: isn + 1 + q, flags: 0x10 }),
+    tcp(t0 + 500n * US, { ...s, seq: sisn + 1, ack: isn + 1 + q, flags: 0x18, payload: REPLY }),
+    tcp(t0 + 600n * US, { ...c, seq: isn + 1 + q, ack: sisn + 1 + r, flags: 0x11 }),
+    tcp(t0 + 700n * US, { ...s, seq: sisn + 1 + r, ack: isn + 2 + q, flags: 0x11 }),
+  ];
+}
+
+/** Background connections: handshakes, pure ACKs and unrelated data. */
+function noise(n: number, t0: bigint, step: bigint, base = 20000): Pkt[] {
+  const out: Pkt[] = [];
+  for (let i = 0; i < n; i++) {
+    const e = { src: '10.244.7.1', sport: base + i, dst: '10.244.8.1', dport: 443 };
+    out.push(...exchange(e, t0 + BigInt(i) * step, 5000 + i * 7919, 90000 + i, `noise ${i}`));
+  }
+  return out;
+}
+
+const byTime = (pkts: Pkt[]): Pkt[] =>
+  [...pkts].sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : 0));
+
+const REQ_ENDS: Ends = { src: CLIENT, sport: 40123, dst: SERVICE, dport: 80 };
+const NAT_ENDS: Ends = { src: '10.244.1.10', sport: 33000, dst: '10.244.2.20', dport: 8080 };
+const PROXY_ENDS: Ends = { src: '10.244.3.7', sport: 51000, dst: '10.244.2.20', dport: 8080 };
+
+// ---- tests --------------------------------------------------------------------------------
+
+const dir = mkdtempSync(join(tmpdir(), 'ht-analyze-fast-'));
+// HT_KEEP=1 keeps the hand-made files for a look with `hoptrace decode`.
+if (process.env.HT_KEEP === undefined) {
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+} else t.comment(`files kept in ${dir}`);
+const file = (name: string, pkts: Pkt[], micro = false): string =>
+  writePcap(join(dir, `${name}.pcap`), pkts, micro);
+
+void t.test(
+  'the fast path is taken for classic pcap (so the comparisons compare something)',
+  (t) => {
+    const f = file('one', exchange(REQ_ENDS, T0));
+    const r = openSummaryPcap(f);
+    t.not(r, null, 'classic pcap opens on the fast path');
+    r?.close();
+    t.end();
+  },
+);
+
+/** The proxy's side: its own new connection, buffered until its data segment carries `payload`. */
+function proxied(payload: string): Pkt[] {
+  const p = { src: PROXY_ENDS.src, dst: PROXY_ENDS.dst, sport: PROXY_ENDS.sport, dport: 8080 };
+  const back = { src: p.dst, dst: p.src, sport: 8080, dport: p.sport };
+  return [
+    ...noise(30, T0 - 4n * S, 83n * MS, 22000),
+    // Unrelated connections: pure ACKs buffered, then cleared by a data segment, then again.
+    ...Array.from({ length: 20 }, (_, i) =>
+      tcp(T0 + 900n * US + BigInt(i) * US, {
+        src: '10.244.9.9',
+        dst: '10.244.2.20',
+        sport: 30000,
+        dport: 8080,
+        seq: 1,
+        ack: 1,
+        flags: i === 10 ? 0x18 : 0x10,
+        payload: i === 10 ? 'other' : '',
+      }),
+    ),
+    // The proxy's connection: SYN, SYN-ACK, more than PENDING_PER_CONNECTION pure ACKs, then data.
+    tcp(T0 + 1n * MS, { ...p, seq: 99, flags: 0x02 }),
+    tcp(T0 + 1n * MS + 50n * US, { ...back, seq: 500, ack: 100, flags: 0x12 }),
+    ...Array.from({ length: 20 }, (_, i) =>
+      tcp(T0 + 1n * MS + 100n * US + BigInt(i) * US, { ...p, seq: 100, ack: 501, flags: 0x10 }),
+    ),
+    tcp(T0 + 3n * MS, { ...p, seq: 100, ack: 501, flags: 0x18, payload }),
+    tcp(T0 + 3n * MS + 100n * US, { ...back, seq: 501, ack: 100 + payload.length, flags: 0x10 }),
+    tcp(T0 + 3n * MS + 200n * US, { ...back, seq: 501, ack: 100, flags: 0x18, payload: REPLY }),
+  ];
+}
+
+void t.test('proxy: a new connection buffered until its data segment decides', (t) => {
+  // The proxy forwards the request as is (every payload key), without a probe marker (hashes
+  // only), or with its request line rewritten (the probe marker only).
+  const variants = [
+    { name: 'as is', request: REQUEST, forwarded: REQUEST },
+    { name: 'no marker', request: PLAIN, forwarded: PLAIN },
+    { name: 'marker only', request: REQUEST, forwarded: REWRITTEN },
+  ];
+  for (const v of variants) {
+    const tag = v.name.replace(/\W+/g, '-');
+    const decapPkts = byTime([
+      ...noise(30, T0 - 2n * S, 97n * MS),
+      ...exchange(REQ_ENDS, T0, ISN, SISN, v.request),
+    ]);
+    const egressPkts = byTime([
+      ...exchange(NAT_ENDS, T0 + 50n * US, ISN, SISN, v.request),
+      ...noise(30, T0 - 3n * S, 89n * MS, 21000),
+    ]);
+    const backendPkts = byTime(proxied(v.forwarded));
+    const points = at([
+      file(`proxy-${tag}-decap`, decapPkts),
+      file(`proxy-${tag}-egress`, egressPkts),
+      file(`proxy-${tag}-backend`, backendPkts),
+    ]);
+    for (const sel of [{}, { client: CLIENT }, { client: '10.1.2.3' }, { dst: SERVICE, dport: 80 }])
+      agree(t, `proxy ${v.name}`, points, sel);
+    // The request is followed to the proxy's connection, with its buffered start.
+    t.match(
+      run(points, { client: CLIENT }, false),
+      /"name":"backend","status":"matched","packets":19,"requestPackets":16/,
+      `proxy ${v.name}: the proxied connection is matched with its start`,
+    );
+    // The same, written with microsecond timestamps.
+    const us = at([
+      file(`proxy-${tag}-decap-us`, decapPkts, true),
+      file(`proxy-${tag}-egress-us`, egressPkts, true),
+      file(`proxy-${tag}-backend-us`, backendPkts, true),
+    ]);
+    agree(t, `proxy ${v.name} (µs)`, us, { client: CLIENT });
+  }
+  t.end();
+});
+
+void t.test('later points that see one direction only', (t) => {
+  // The request in two segments at the first point: the second one's seq is a client seq.
+  const cont = (e: Ends): Pkt =>
+    tcp(T0 + 310n * US, {
+      ...e,
+      seq: ISN + 1 + REQUEST.length,
+      ack: SISN + 1,
+      flags: 0x18,
+      payload: 'X-More: 1\r\n\r\n',
+    });
+  const decap = file('oneway-decap', [...exchange(REQ_ENDS, T0), cont(REQ_ENDS)]);
+  const nat = exchange(NAT_ENDS, T0 + 50n * US);
+  const fromClient = (p: Pkt): boolean => p.data.readUInt16BE(14 + 20) === NAT_ENDS.sport;
+  // Unrelated TCP first, so that what the request's packets are kept for is their own keys.
+  const other = tcp(T0, {
+    src: '10.244.9.9',
+    dst: '10.244.2.20',
+    sport: 1,
+    dport: 2,
+    seq: 1,
+    flags: 0x10,
+  });
+  const cases: { name: string; pkts: Pkt[] }[] = [
+    { name: 'only the SYN (dropped after)', pkts: [other, ...nat.slice(0, 1)] },
+    { name: 'SYN and ACK, no data', pkts: [other, ...nat.filter(fromClient).slice(0, 2)] },
+    { name: 'client direction only', pkts: nat.filter(fromClient) },
+    { name: 'reply direction only', pkts: nat.filter((p) => !fromClient(p)) },
+    { name: 'SYN-ACK only', pkts: [other, ...nat.slice(1, 2)] },
+    // Data segments whose only key is their seq (a request's second segment) or their ack.
+    { name: 'second request segment only', pkts: [other, cont(NAT_ENDS)] },
+    { name: 'reply data only', pkts: [other, nat[5]!] },
+  ];
+  for (const c of cases) {
+    const out = agree(
+      t,
+      c.name,
+      at([decap, file(`oneway-${c.name.replace(/\W+/g, '-')}`, c.pkts)]),
+      {
+        client: CLIENT,
+      },
+    );
+    // A reply's data alone is kept (its ack is the request's) but proves nothing.
+    if (c.name !== 'reply data only')
+      t.match(out, /"name":"egress","status":"matched"/, `${c.name}: matched`);
+  }
+  t.end();
+});
+
+void t.test('a proxied data segment alone, matched by one payload key', (t) => {
+  const long = `GET /${'a'.repeat(70)}`;
+  const variants = [
+    // [request at the first point, what the proxy forwards]: probe marker only, request line only,
+    // first 64 bytes only (a request line longer than that, changed after byte 64).
+    ['marker', REQUEST, REWRITTEN],
+    ['request line', PLAIN, 'GET /index.html HTTP/1.1\r\nHost: other-svc\r\nVia: proxy\r\n\r\n'],
+    ['first bytes', `${long}1 HTTP/1.1\r\n\r\n`, `${long}2 HTTP/1.1\r\n\r\n`],
+  ] as const;
+  const other = tcp(T0, {
+    src: '10.244.9.9',
+    dst: '10.244.2.20',
+    sport: 1,
+    dport: 2,
+    seq: 1,
+    flags: 0x10,
+  });
+  for (const [name, request, forwarded] of variants) {
+    const decap = file(
+      `alone-${name.replace(/\W+/g, '-')}-decap`,
+      exchange(REQ_ENDS, T0, ISN, SISN, request),
+    );
+    const backend = file(`alone-${name.replace(/\W+/g, '-')}-backend`, [
+      other,
+      tcp(T0 + 3n * MS, { ...PROXY_ENDS, seq: 100, ack: 501, flags: 0x18, payload: forwarded }),
+    ]);
+    const out = agree(t, `alone: ${name}`, at([decap, backend]), { client: CLIENT });
+    t.match(out, /"name":"egress","status":"matched"/, `alone: ${name}: matched`);
+  }
+  t.end();
+});
+
+void t.test('window edges: exactly ±window is in, one nanosecond more is out', (t) => {
+  const retransmit = (e: Ends, ts: bigint): Pkt =>
+    tcp(ts, { ...e, seq: ISN + 1, ack: SISN + 1, flags: 0x18, payload: REQUEST });
+  for (const [name, edge] of [
+    ['+W', W],
+    ['+W+1', W + 1n],
+    ['-W', -W],
+    ['-W-1', -W - 1n],
+  ] as const) {
+    const decap = file(`edge${name}-decap`, [
+      ...exchange(REQ_ENDS, T0),
+      retransmit(REQ_ENDS, T0 + edge),
+    ]);
+    const egress = file(`edge${name}-egress`, [
+      ...exchange(NAT_ENDS, T0 + 50n * US),
+      retransmit(NAT_ENDS, T0 + edge),
+    ]);
+    // Only an unrelated segment at the edge: "TCP seen within the window" hinges on it.
+    const backend = file(`edge${name}-backend`, [
+      tcp(T0 + edge, {
+        src: '10.244.9.9',
+        dst: '10.244.2.20',
+        sport: 1,
+        dport: 2,
+        seq: 1,
+        flags: 0x10,
+      }),
+      tcp(T0 + edge + (edge > 0n ? 5n * S : -5n * S), {
+        src: '10.244.9.9',
+        dst: '10.244.2.20',
+        sport: 1,
+        dport: 2,
+        seq: 9,
+        flags: 0x10,
+      }),
+    ]);
+    agree(t, `edge ${name}`, at([decap, egress, backend]), { client: CLIENT });
+  }
+  // A later point whose only TCP in the window is unrelated data: it alone says "TCP was seen".
+  const dataOnly = file('data-only-backend', [
+    tcp(T0 - 20n * S, {
+      src: '10.244.9.9',
+      dst: '10.244.2.20',
+      sport: 1,
+      dport: 2,
+      seq: 1,
+      flags: 0x18,
+      payload: 'old',
+    }),
+    tcp(T0 + 2n * S, {
+      src: '10.244.9.9',
+      dst: '10.244.2.20',
+      sport: 1,
+      dport: 2,
+      seq: 4,
+      flags: 0x18,
+      payload: 'x',
+    }),
+    tcp(T0 + 3n * S, {
+      src: '10.244.9.8',
+      dst: '10.244.2.20',
+      sport: 1,
+      dport: 2,
+      seq: 5,
+      flags: 0x18,
+      payload: 'y',
+    }),
+  ]);
+  const out = agree(
+    t,
+    'unrelated data only',
+    at([file('data-only-decap', exchange(REQ_ENDS, T0)), dataOnly]),
+    {},
+  );
+  t.match(out, /"status":"not-seen"/);
+  t.end();
+});
+
+void t.test('SLOW frames among them: truncated, ICMP, IPv6 extension header, TSO', (t) => {
+  const p = { src: PROXY_ENDS.src, dst: PROXY_ENDS.dst, sport: PROXY_ENDS.sport, dport: 8080 };
+  const back = { src: p.dst, dst: p.src, sport: 8080, dport: p.sport };
+  const decapPkts = [
+    ...exchange(REQ_ENDS, T0),
+    // A data segment of the request cut inside its TCP options (decoded by the reference).
+    tcp(
+      T0 + 350n * US,
+      { ...REQ_ENDS, seq: ISN + 1, ack: SISN + 1, flags: 0x18, options: TS_OPT, payload: REQUEST },
+      14 + 20 + 24,
+    ),
+    icmpError(T0 + 360n * US, '10.0.0.1', { ...REQ_ENDS, seq: ISN + 1, flags: 0x18 }),
+    tcp6hbh(T0 + 370n * US, {
+      ...REQ_ENDS,
+      src6: 'fd00:0:0:0:0:0:0:1',
+      dst6: 'fd00:0:0:0:0:0:0:2',
+      seq: 5,
+      flags: 0x02,
+    }),
+  ];
+  const egressPkts = [
+    // The SYN-ACK cut inside its options: the first trigger of this connection is a SLOW event.
+    tcp(
+      T0 + 150n * US,
+      {
+        src: NAT_ENDS.dst,
+        dst: NAT_ENDS.src,
+        sport: NAT_ENDS.dport,
+        dport: NAT_ENDS.sport,
+        seq: SISN,
+        ack: ISN + 1,
+        flags: 0x12,
+        options: MSS_TS_OPTS,
+      },
+      14 + 20 + 26,
+    ),
+    ...exchange(NAT_ENDS, T0 + 200n * US).slice(2),
+    tcp(T0 + 900n * US, { ...NAT_ENDS, seq: ISN + 1, ack: SISN + 1, flags: 0x10, tso: true }),
+  ];
+  const backendPkts = [
+    icmpError(T0 + 500n * US, '10.244.2.20', { ...p, seq: 1, flags: 0x02 }),
+    // The proxy's SYN and a pure ACK decoded by the reference, buffered with FAST ACKs.
+    tcp(T0 + 1n * MS, { ...p, seq: 99, flags: 0x02, options: MSS_TS_OPTS }, 14 + 20 + 25),
+    tcp(T0 + 1n * MS + 50n * US, { ...back, seq: 500, ack: 100, flags: 0x12 }),
+    tcp(
+      T0 + 1n * MS + 100n * US,
+      { ...p, seq: 100, ack: 501, flags: 0x10, options: TS_OPT },
+      14 + 20 + 22,
+    ),
+    tcp(T0 + 1n * MS + 150n * US, { ...p, seq: 100, ack: 501, flags: 0x10 }),
+    tcp(T0 + 3n * MS, { ...p, seq: 100, ack: 501, flags: 0x18, payload: REQUEST }),
+    // Related afterwards: a TSO frame and a truncated one.
+    tcp(T0 + 4n * MS, {
+      ...back,
+      seq: 501,
+      ack: 100 + REQUEST.length,
+      flags: 0x18,
+      payload: REPLY,
+      tso: true,
+    }),
+    tcp(
+      T0 + 5n * MS,
+      { ...p, seq: 100 + REQUEST.length, ack: 501, flags: 0x11, options: TS_OPT },
+      14 + 20 + 21,
+    ),
+  ];
+  for (const sel of [{}, { client: CLIENT }]) {
+    const out = agree(
+      t,
+      'slow',
+      at([
+        file('slow-decap', decapPkts),
+        file('slow-egress', egressPkts),
+        file('slow-backend', backendPkts),
+      ]),
+      sel,
+    );
+    t.notMatch(out, /^error/);
+  }
+  // A buffer opened by a SYN decoded by the reference, then a FAST data segment of the same
+  // connection without the request's keys (a PROXY protocol line): it must clear the buffer.
+  const preamble = [
+    tcp(T0 + 1n * MS, { ...p, seq: 99, flags: 0x02, options: MSS_TS_OPTS }, 14 + 20 + 25),
+    tcp(T0 + 1n * MS + 50n * US, { ...back, seq: 500, ack: 100, flags: 0x12 }),
+    tcp(
+      T0 + 1n * MS + 100n * US,
+      { ...p, seq: 100, ack: 501, flags: 0x10, options: TS_OPT },
+      14 + 20 + 22,
+    ),
+    tcp(T0 + 2n * MS, {
+      ...p,
+      seq: 100,
+      ack: 501,
+      flags: 0x18,
+      payload: 'PROXY TCP4 10.90.0.42 10.96.0.10 40123 80\r\n',
+    }),
+    tcp(T0 + 2n * MS + 50n * US, { ...p, seq: 143, ack: 501, flags: 0x10 }),
+    tcp(T0 + 3n * MS, { ...p, seq: 143, ack: 501, flags: 0x18, payload: REQUEST }),
+  ];
+  const pre = agree(
+    t,
+    'slow buffered, then cleared',
+    at([file('pre-decap', exchange(REQ_ENDS, T0)), file('pre-backend', preamble)]),
+    { client: CLIENT },
+  );
+  t.match(pre, /"name":"egress","status":"matched","packets":2,/, 'the cleared buffer is not kept');
+  // The request's SYN itself left to the reference decoder.
+  const slowSyn = exchange(REQ_ENDS, T0, ISN, SISN, REQUEST, {
+    synOptions: MSS_TS_OPTS,
+    synCaplen: 14 + 20 + 25,
+  });
+  agree(
+    t,
+    'slow SYN',
+    at([
+      file('slowsyn-decap', slowSyn),
+      file('slowsyn-egress', egressPkts),
+      file('slowsyn-backend', backendPkts),
+    ]),
+    {},
+  );
+  t.end();
+});
+
+void t.test('first point: records on the request ports before its SYN, out-of-order SYNs', (t) => {
+  const egress = file('order-egress', exchange(NAT_ENDS, T0 + 50n * US));
+  const cases: { name: string; pkts: Pkt[] }[] = [
+    {
+      // Same tuple, before the SYN and within the window (an old connection's RST): kept by pass 2.
+      name: 'same tuple before the SYN',
+      pkts: [tcp(T0 - 2n * S, { ...REQ_ENDS, seq: 77, flags: 0x04 }), ...exchange(REQ_ENDS, T0)],
+    },
+    {
+      name: 'same ports, other hosts, before the SYN',
+      pkts: [
+        tcp(T0 - 1n * S, { ...REQ_ENDS, src: '10.9.9.9', seq: 77, flags: 0x10 }),
+        ...exchange(REQ_ENDS, T0),
+      ],
+    },
+    {
+      // A later SYN in the file with an earlier time wins; one of its packets precedes it.
+      name: 'out-of-order SYNs',
+      pkts: [
+        ...exchange({ ...REQ_ENDS, sport: 40200 }, T0 + 1n * S, 0x3000),
+        tcp(T0 + 100n * US, { ...REQ_ENDS, seq: ISN + 1, ack: SISN + 1, flags: 0x10 }),
+        ...exchange(REQ_ENDS, T0),
+      ],
+    },
+    {
+      name: 'out-of-order SYNs, nothing before',
+      pkts: [
+        ...exchange({ ...REQ_ENDS, sport: 40200 }, T0 + 1n * S, 0x3000),
+        ...exchange(REQ_ENDS, T0),
+      ],
+    },
+    {
+      name: 'retransmitted SYN and a reused tuple later',
+      pkts: [
+        ...exchange(REQ_ENDS, T0),
+        tcp(T0 + 1n * S, { ...REQ_ENDS, seq: ISN, flags: 0x02 }),
+        ...exchange(REQ_ENDS, T0 + 5n * S, 0x9000),
+      ],
+    },
+  ];
+  for (const c of cases) {
+    for (const sel of [{}, { client: CLIENT }, { client: '10.9.9.9' }]) {
+      agree(t, c.name, at([file(`order-${c.name.replace(/\W+/g, '-')}`, c.pkts), egress]), sel);
+    }
+  }
+  t.end();
+});
+
+void t.test('pending buffers past PENDING_TOTAL: the oldest connections are dropped alike', (t) => {
+  const p = { src: PROXY_ENDS.src, dst: PROXY_ENDS.dst, sport: PROXY_ENDS.sport, dport: 8080 };
+  const pkts: Pkt[] = [tcp(T0 + 1n * MS, { ...p, seq: 99, flags: 0x02 })];
+  for (let i = 0; i < 66_000; i++) {
+    pkts.push(
+      tcp(T0 + 2n * MS + BigInt(i) * US, {
+        src: `10.245.${(i >> 8) & 255}.${i & 255}`,
+        dst: '10.244.2.20',
+        sport: 1024 + (i % 50000),
+        dport: 8080,
+        seq: 1_000_000 + i,
+        flags: 0x02,
+      }),
+    );
+  }
+  pkts.push(tcp(T0 + 500n * MS, { ...p, seq: 100, ack: 501, flags: 0x18, payload: REQUEST }));
+  const out = agree(
+    t,
+    'pending total',
+    at([file('evict-decap', exchange(REQ_ENDS, T0)), file('evict-backend', pkts)]),
+    {},
+  );
+  t.notMatch(out, /^error/);
+  t.end();
+});
+
+void t.test('two connections with colliding flow hashes stay apart', (t) => {
+  // Find two connections to the backend whose (30-bit) flow hashes collide, with the addon itself.
+  const tuples: Ends[] = [];
+  for (let i = 0; i < 120_000; i++) {
+    tuples.push({
+      src: `10.${246 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`,
+      sport: 1024 + ((i * 7) % 60000),
+      dst: '10.244.2.20',
+      dport: 8080,
+    });
+  }
+  const probe = file(
+    'hash-probe',
+    tuples.map((e, i) => tcp(T0 + BigInt(i), { ...e, seq: 1, flags: 0x02 })),
+  );
+  const reader = openSummaryPcap(probe);
+  const seen = new Map<number, number>();
+  let pair: [Ends, Ends] | null = null;
+  for (let b = reader?.next() ?? null; b !== null && pair === null; b = reader?.next() ?? null) {
+    for (let i = 0; i < b.count; i++) {
+      const h = b.recs.readUInt32LE(i * SUMMARY_BYTES + R.flowHash) & 0x3fffffff;
+      const other = seen.get(h);
+      const idx = b.firstFrame - 1 + i;
+      if (other !== undefined) {
+        pair = [tuples[other]!, tuples[idx]!];
+        break;
+      }
+      seen.set(h, idx);
+    }
+  }
+  reader?.close();
+  if (pair === null) {
+    t.fail('no flow hash collision among 120000 connections (expected a few)');
+    t.end();
+    return;
+  }
+  const [a, b] = pair;
+  const rev = (e: Ends): Ends => ({ src: e.dst, sport: e.dport, dst: e.src, dport: e.sport });
+  const backend = [
+    // A (the proxy's connection) buffered; B's data segment must not clear A's buffer.
+    tcp(T0 + 1n * MS, { ...a, seq: 99, flags: 0x02 }),
+    tcp(T0 + 1n * MS + 10n * US, { ...rev(a), seq: 500, ack: 100, flags: 0x12 }),
+    tcp(T0 + 1n * MS + 20n * US, { ...b, seq: 7, flags: 0x02 }),
+    tcp(T0 + 1n * MS + 30n * US, { ...b, seq: 8, ack: 1, flags: 0x18, payload: 'unrelated' }),
+    tcp(T0 + 1n * MS + 40n * US, { ...b, seq: 17, ack: 1, flags: 0x10 }),
+    tcp(T0 + 2n * MS, { ...a, seq: 100, ack: 501, flags: 0x18, payload: REQUEST }),
+    tcp(T0 + 2n * MS + 10n * US, { ...b, seq: 17, ack: 1, flags: 0x10 }),
+    tcp(T0 + 2n * MS + 20n * US, { ...rev(a), seq: 501, ack: 100 + REQUEST.length, flags: 0x10 }),
+  ];
+  const out = agree(
+    t,
+    'hash collision',
+    at([file('hash-decap', exchange(REQ_ENDS, T0)), file('hash-backend', backend)]),
+    {},
+  );
+  t.match(out, /"name":"egress","status":"matched"/, 'the buffered connection is matched');
+  t.end();
+});
+
+void t.test('the benchmark file (20000 frames) at three points', (t) => {
+  const f = join(dir, 'bench.pcap');
+  writeBenchPcap(f, 20_000, 'bench0001');
+  const out = agree(t, 'bench', at([f, f, f]), { client: BENCH_CLIENT });
+  t.match(out, /"layer":"preserved"/);
+  agree(t, 'bench', at([f, f, f]), {});
+  t.end();
+});
+
+void t.test('corpus captures, alone and in pairs, on both paths', (t) => {
+  const files = readdirSync(pcaps)
+    .filter((f) => /\.(pcap|pcapng)$/.test(f))
+    .sort()
+    .map((f) => join(pcaps, f));
+  let verdicts = 0;
+  for (const f of files) {
+    for (const sel of [{}, { client: '141.142.228.5' }]) {
+      if (!agree(t, f, at([f, f, f]), sel).startsWith('error')) verdicts++;
+    }
+  }
+  // Pairs: a file's request looked for in another file (mostly not seen, sometimes matched).
+  for (let i = 0; i + 1 < files.length; i += 3)
+    agree(t, 'pair', at([files[i]!, files[i + 1]!]), {});
+  t.ok(verdicts > 10, `${verdicts} corpus analyses reach a verdict`);
+  t.end();
+});
+
+void t.test('the lab captures, when a lab run left them', (t) => {
+  if (!existsSync(labOut)) {
+    t.comment(`${labOut} is absent: nothing to compare`);
+    t.end();
+    return;
+  }
+  let n = 0;
+  for (const sc of readdirSync(labOut).sort()) {
+    const d = join(labOut, sc);
+    const names = ['decap', 'egress', 'backend'];
+    if (!names.every((p) => existsSync(join(d, `${p}.pcap`)))) continue;
+    let inv = EMPTY;
+    try {
+      if (existsSync(join(d, 'inventory.json'))) inv = readInventoryFile(join(d, 'inventory.json'));
+    } catch {
+      inv = EMPTY;
+    }
+    const points = names.map((name) => ({ name, file: join(d, `${name}.pcap`) }));
+    for (const sel of [{}, { client: CLIENT }]) agree(t, `lab ${sc}`, points, sel, inv);
+    n++;
+  }
+  t.comment(`${n} lab scenarios compared`);
+  t.end();
+});
