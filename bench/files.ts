@@ -83,6 +83,13 @@ export async function benchFiles(
         out: verdictFile,
       },
       {
+        // The floor under every hoptrace command: Node's own start, no module of ours loaded.
+        tool: 'node -e 0 (Node startup alone)',
+        file: process.execPath,
+        args: ['-e', '0'],
+        n: 0,
+      },
+      {
         tool: 'hoptrace decode --json (¼ file)',
         file: process.execPath,
         args: [main, 'decode', '--json', small],

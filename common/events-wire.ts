@@ -18,48 +18,65 @@ import { LINKTYPE_NAMES } from './codec';
 
 // ---- encode ----------------------------------------------------------------------------------
 
-/** A growable byte buffer with protobuf primitives; nested messages are length-prefixed in place. */
+/**
+ * A growable byte buffer with protobuf primitives; nested messages are length-prefixed in place.
+ * The caller reserves room once per event (`ensure`) with an upper bound, so the primitives write
+ * without checks.
+ */
 class Out {
   buf = Buffer.allocUnsafe(64 * 1024);
+  view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
   at = 0;
 
-  private room(n: number): void {
+  ensure(n: number): void {
     if (this.at + n <= this.buf.length) return;
     let size = this.buf.length * 2;
     while (size < this.at + n) size *= 2;
     const next = Buffer.allocUnsafe(size);
     this.buf.copy(next, 0, 0, this.at);
     this.buf = next;
+    this.view = new DataView(next.buffer, next.byteOffset, next.length);
   }
 
   varint(v: number): void {
-    this.room(10);
     const b = this.buf;
     let at = this.at;
-    // Up to 2^53: the low 7 bits at a time; division keeps values above 2^32 exact.
-    while (v >= 0x80) {
-      b[at++] = (v % 0x80) | 0x80;
-      v = Math.floor(v / 0x80);
+    if (v < 0x80) {
+      b[at] = v;
+      this.at = at + 1;
+      return;
+    }
+    if (v <= 0xffffffff) {
+      while (v >= 0x80) {
+        b[at++] = (v & 0x7f) | 0x80;
+        v >>>= 7;
+      }
+    } else {
+      // Above 2^32 (frame numbers, seq): division keeps the value exact up to 2^53.
+      while (v >= 0x80) {
+        b[at++] = (v % 0x80) | 0x80;
+        v = Math.floor(v / 0x80);
+      }
     }
     b[at++] = v;
     this.at = at;
   }
 
+  /** A tag of field 1..15 (one byte). */
   tag(field: number, wire: number): void {
-    this.varint((field << 3) | wire);
+    this.buf[this.at++] = (field << 3) | wire;
   }
 
   uint(field: number, v: number): void {
-    this.tag(field, 0);
+    this.buf[this.at++] = field << 3;
     this.varint(v);
   }
 
   string(field: number, s: string): void {
-    this.tag(field, 2);
+    this.buf[this.at++] = (field << 3) | 2;
     const n = s.length;
     if (n < 128) {
       // ASCII (addresses, names, codes): one length byte and a byte per char, no native call.
-      this.room(n + 1);
       const b = this.buf;
       const at = this.at;
       let i = 0;
@@ -76,35 +93,21 @@ class Out {
     }
     const len = Buffer.byteLength(s, 'utf8');
     this.varint(len);
-    this.room(len);
     this.at += this.buf.write(s, this.at, 'utf8');
   }
 
   fixed64(field: number, v: bigint): void {
-    this.tag(field, 1);
-    this.room(8);
-    const u = BigInt.asUintN(64, v);
-    const lo = Number(u & 0xffffffffn);
-    const hi = Number(u >> 32n);
-    const b = this.buf;
-    const at = this.at;
-    b[at] = lo;
-    b[at + 1] = lo >>> 8;
-    b[at + 2] = lo >>> 16;
-    b[at + 3] = lo >>> 24;
-    b[at + 4] = hi;
-    b[at + 5] = hi >>> 8;
-    b[at + 6] = hi >>> 16;
-    b[at + 7] = hi >>> 24;
-    this.at = at + 8;
+    this.buf[this.at++] = (field << 3) | 1;
+    // setBigUint64 takes the value modulo 2^64, as protobuf's fixed64 does.
+    this.view.setBigUint64(this.at, v, true);
+    this.at += 8;
   }
 
   /** Starts a length-delimited field; returns the mark for end(). Reserves 3 length bytes. */
   begin(field: number): number {
-    this.tag(field, 2);
-    this.room(3);
-    const mark = this.at;
-    this.at += 3;
+    this.buf[this.at] = (field << 3) | 2;
+    const mark = this.at + 1;
+    this.at += 4;
     return mark;
   }
 
@@ -120,21 +123,33 @@ class Out {
     }
     const body = Buffer.from(this.buf.subarray(mark + 3, this.at));
     this.at = mark;
+    this.ensure(10 + body.length);
     this.varint(len);
-    this.room(body.length);
     body.copy(this.buf, this.at);
     this.at += body.length;
   }
 }
 
-function enumValue(list: readonly string[], name: string): number {
-  const i = list.indexOf(name);
-  return i < 0 ? list.length : i + 1;
+function enumMap(list: readonly string[]): Map<string, number> {
+  return new Map(list.map((n, i) => [n, i + 1]));
+}
+const TRANSPORT_VALUE = enumMap(TRANSPORT_NAMES);
+const TUNNEL_VALUE = enumMap(TUNNEL_KINDS);
+const LINKTYPE_VALUE = enumMap(LINKTYPE_NAMES);
+
+/** Enum value of a name; an unknown name becomes the list's last value + 1 (as codec.ts does). */
+function enumValue(map: Map<string, number>, name: string): number {
+  return map.get(name) ?? map.size + 1;
+}
+
+/** Bytes a tuple can take at most (strings counted at 3 bytes per UTF-16 unit). */
+function tupleBound(t: Tuple | null | undefined): number {
+  return t === null || t === undefined ? 0 : 40 + 3 * (t.src.length + t.dst.length);
 }
 
 function writeTuple(o: Out, field: number, t: Tuple): void {
   const m = o.begin(field);
-  o.uint(1, enumValue(TRANSPORT_NAMES, t.proto));
+  o.uint(1, enumValue(TRANSPORT_VALUE, t.proto));
   if (t.ipProto !== 0) o.uint(2, t.ipProto);
   if (t.src !== '') o.string(3, t.src);
   if (t.dst !== '') o.string(4, t.dst);
@@ -143,22 +158,22 @@ function writeTuple(o: Out, field: number, t: Tuple): void {
   o.end(m);
 }
 
-const KEY_FIELDS = [
-  ['ipId', 1],
-  ['tcpSeq', 2],
-  ['tcpAck', 3],
-  ['tcpFlags', 4],
-  ['tcpWindow', 5],
-  ['tsVal', 6],
-  ['tsEcr', 7],
-] as const;
-
 function writeEvent(o: Out, e: PacketEvent): void {
+  const k = e.keys;
+  o.ensure(
+    160 +
+      3 * (e.point.length + e.node.length + e.iface.length) +
+      tupleBound(e.outer) +
+      tupleBound(e.inner) +
+      tupleBound(e.related) +
+      20 * e.tunnels.length +
+      3 * ((k.probeMarker?.length ?? 0) + (e.error?.length ?? 0)),
+  );
   const m = o.begin(3);
   if (e.point !== '') o.string(1, e.point);
   if (e.node !== '') o.string(2, e.node);
   if (e.iface !== '') o.string(3, e.iface);
-  o.uint(4, enumValue(LINKTYPE_NAMES, e.linktype));
+  o.uint(4, enumValue(LINKTYPE_VALUE, e.linktype));
   o.fixed64(5, e.tsNs);
   if (e.frame !== 0) o.uint(6, e.frame);
   if (e.outer !== null) writeTuple(o, 7, e.outer);
@@ -166,17 +181,19 @@ function writeEvent(o: Out, e: PacketEvent): void {
   if (e.related !== undefined) writeTuple(o, 9, e.related);
   for (const t of e.tunnels) {
     const tm = o.begin(10);
-    o.uint(1, enumValue(TUNNEL_KINDS, t.kind));
+    o.uint(1, enumValue(TUNNEL_VALUE, t.kind));
     if (t.id !== undefined) o.uint(2, t.id);
     if (t.messageType !== undefined) o.uint(3, t.messageType);
     o.end(tm);
   }
-  const k = e.keys;
   const km = o.begin(11);
-  for (const [name, field] of KEY_FIELDS) {
-    const v = k[name];
-    if (v !== undefined) o.uint(field, v);
-  }
+  if (k.ipId !== undefined) o.uint(1, k.ipId);
+  if (k.tcpSeq !== undefined) o.uint(2, k.tcpSeq);
+  if (k.tcpAck !== undefined) o.uint(3, k.tcpAck);
+  if (k.tcpFlags !== undefined) o.uint(4, k.tcpFlags);
+  if (k.tcpWindow !== undefined) o.uint(5, k.tcpWindow);
+  if (k.tsVal !== undefined) o.uint(6, k.tsVal);
+  if (k.tsEcr !== undefined) o.uint(7, k.tsEcr);
   if (k.payloadLength !== 0) o.uint(8, k.payloadLength);
   if (k.payloadHash !== undefined) o.uint(9, k.payloadHash);
   if (k.requestLineHash !== undefined) o.uint(10, k.requestLineHash);
@@ -194,15 +211,20 @@ const shared = new Out();
 export function encodeEventsEnvelope(seq: number, batch: EventBatch): Uint8Array {
   const o = shared;
   o.at = 0;
+  o.ensure(32 + 3 * (batch.captureId.length + batch.point.length));
   if (seq !== 0) o.uint(1, Math.trunc(seq));
   const m = o.begin(14);
   if (batch.captureId !== '') o.string(1, batch.captureId);
   if (batch.point !== '') o.string(2, batch.point);
   for (const e of batch.events) writeEvent(o, e);
   o.end(m);
-  const out = Buffer.allocUnsafe(o.at);
-  o.buf.copy(out, 0, 0, o.at);
-  if (o.buf.length > 16 * 1024 * 1024) o.buf = Buffer.allocUnsafe(64 * 1024);
+  // TypedArray.set is one memcpy (Buffer.copy goes through more JavaScript in Node 20).
+  const out = new Uint8Array(o.at);
+  out.set(o.buf.subarray(0, o.at));
+  if (o.buf.length > 16 * 1024 * 1024) {
+    o.buf = Buffer.allocUnsafe(64 * 1024);
+    o.view = new DataView(o.buf.buffer, o.buf.byteOffset, o.buf.length);
+  }
   return out;
 }
 

@@ -149,6 +149,18 @@ function tuple(
   return t;
 }
 
+let lastView: DataView | undefined;
+let lastViewOf: Buffer | undefined;
+
+/** A DataView of `b` (cached for the last buffer: getBigUint64 is a builtin, no BigInt math). */
+function viewOf(b: Buffer): DataView {
+  if (lastViewOf !== b || lastView === undefined) {
+    lastView = new DataView(b.buffer, b.byteOffset, b.length);
+    lastViewOf = b;
+  }
+  return lastView;
+}
+
 /** Nanosecond timestamp of record `i`. */
 export function recordTsNs(recs: Buffer, i: number): bigint {
   return recs.readBigUInt64LE(i * SUMMARY_BYTES + R.tsLo);
@@ -170,7 +182,7 @@ export function summaryEvent(
   const o = i * SUMMARY_BYTES;
   const caplen = recs.readUInt32LE(o + R.caplen);
   const wireLength = recs.readUInt32LE(o + R.wireLength);
-  const tsNs = recs.readBigUInt64LE(o + R.tsLo);
+  const tsNs = viewOf(recs).getBigUint64(o + R.tsLo, true);
   if (recs[o] !== 1) {
     const at = recs.readUInt32LE(o + R.dataOffset);
     const d = decodeFrame(linktype, src.subarray(at, at + caplen), opts);
