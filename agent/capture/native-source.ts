@@ -11,7 +11,7 @@ import type { PacketEvent } from '../../common/event';
 import { decodeFrame, type DecodeOptions } from '../decode/frame';
 import { toPacketEvent, type EventContext } from '../event';
 import { badFilter, noInterface, openFailed } from './capture-errors';
-import { summaryPortTable } from './summary';
+import { summaryPortTable, type SummaryHandler } from './summary';
 import {
   loadNativeAddon,
   type PcapBatchAddon,
@@ -71,14 +71,7 @@ export interface NativeSourceOptions {
    * PacketEvent is built here. Both buffers are reused: valid only during the call. onEvents is
    * not called; decode errors are counted where the events are built.
    */
-  onSummaries?: (
-    recs: Buffer,
-    count: number,
-    raw: Buffer,
-    rawBytes: number,
-    linktype: number,
-    firstFrame: number,
-  ) => void;
+  onSummaries?: SummaryHandler;
 }
 
 function errorCode(e: unknown): string {

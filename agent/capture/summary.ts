@@ -103,6 +103,20 @@ export function summaryPortTable(opts?: DecodeOptions): Buffer {
   return b;
 }
 
+/**
+ * Where a capture in summary mode hands each batch: `count` records in `recs`, the SLOW frames'
+ * bytes in `raw[0, rawBytes)` (records' data offsets point there), frame numbers from firstFrame.
+ * Both buffers are reused after the call.
+ */
+export type SummaryHandler = (
+  recs: Buffer,
+  count: number,
+  raw: Buffer,
+  rawBytes: number,
+  linktype: number,
+  firstFrame: number,
+) => void;
+
 /** True when record `i` of `recs` is a FAST record (fields valid); false = decode the frame. */
 export function isFast(recs: Buffer, i: number): boolean {
   return recs[i * SUMMARY_BYTES] === 1;

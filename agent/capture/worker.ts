@@ -12,7 +12,7 @@
 import { isHoptraceError, type HoptraceError } from '../../common/errors';
 import { loadNativeAddon } from './native-loader';
 import { NativeSource } from './native-source';
-import { SUMMARY_BYTES } from './summary';
+import { SUMMARY_BYTES, type SummaryHandler } from './summary';
 import type { CaptureSource, CaptureSpec } from './source';
 import {
   encodeControlFrame,
@@ -35,21 +35,11 @@ export interface WorkerArgs {
 
 type LiveSource = CaptureSource & { linktypeName: string | undefined };
 
-/** Where the native source hands its summary batches (set once stdout is set up). */
-type SummarySink = (
-  recs: Buffer,
-  count: number,
-  raw: Buffer,
-  rawBytes: number,
-  linktype: number,
-  firstFrame: number,
-) => void;
-
 /** The spec's source, else native when the addon loads, else cap with a warning. */
 function pickSource(
   args: WorkerArgs,
   warn: (message: string) => void,
-  onSummaries: SummarySink,
+  onSummaries: SummaryHandler,
 ): { src: LiveSource; kind: 'native' | 'cap' } {
   const opts = args.where === undefined ? {} : { where: args.where };
   const want = args.spec.source;

@@ -465,7 +465,19 @@ static int fast(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *p
   /* ---- write the record ---- */
   /* Zero the fields that are not always written (ports .. hashes); addresses are copied below and
    * read only as far as their family says, the marker only as far as its length says. */
-  memset(rec, 0, 88);
+  {
+    /* Straight-line 16-byte stores: a memset (or a loop) of this size compiles to `rep stos`,
+     * which cost 13 % of the decoder. */
+    typedef uint64_t u64x2 __attribute__((vector_size(16), aligned(1)));
+    const u64x2 z = {0, 0};
+    *(u64x2 *)(rec + 0) = z;
+    *(u64x2 *)(rec + 16) = z;
+    *(u64x2 *)(rec + 32) = z;
+    *(u64x2 *)(rec + 48) = z;
+    *(u64x2 *)(rec + 64) = z;
+    const uint64_t z8 = 0;
+    memcpy(rec + 80, &z8, 8);
+  }
   rec[188] = 0;
   const IpTuple *in = &s->ip[s->nip - 1];
   const IpTuple *out = &s->ip[0];
