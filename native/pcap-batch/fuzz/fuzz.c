@@ -1,0 +1,57 @@
+/*
+ * Sanitizer fuzz of the C decoder (summary.c), run by test/unit/summary-fuzz.test.ts: seed frames
+ * (Ethernet/VLAN/IPv4/IPv6/TCP/UDP/VXLAN/Geneve with a request line and a probe marker) are
+ * mutated and cut at random, each copied into an exactly-sized heap buffer, so AddressSanitizer
+ * stops at the first byte read past a frame; UndefinedBehaviorSanitizer catches shifts, overflows
+ * and misaligned accesses. summary.c parses untrusted packets in a privileged agent: this is the
+ * test that it never reads what it was not given. Usage: fuzz [iterations]
+ */
+#include "summary.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static uint32_t x = 0x12345678;
+static uint32_t rnd(void) { x ^= x << 13; x ^= x >> 17; x ^= x << 5; return x; }
+static size_t build(uint8_t *f, int kind) {
+  memset(f, 0, 600);
+  size_t o = 0;
+  f[12] = 0x08; f[13] = 0x00; o = 14;
+  if (kind == 1) { f[12] = 0x81; f[13] = 0; f[16] = 0x08; f[17] = 0; o = 18; }
+  if (kind == 2) { f[12] = 0x86; f[13] = 0xdd; f[o] = 0x60; f[o+4] = 0; f[o+5] = 100; f[o+6] = 6; o += 40; f[o+12] = 0x80; return o + 100; }
+  f[o] = 0x45; f[o+2] = 1; f[o+3] = 0; f[o+9] = (kind == 3 || kind == 4) ? 17 : 6; size_t ip = o; o += 20;
+  if (kind == 3 || kind == 4) { f[o+2] = kind == 3 ? 0x12 : 0x17; f[o+3] = kind == 3 ? 0xb5 : 0xc1; f[o+4] = 0; f[o+5] = 200; o += 8;
+    if (kind == 4) { f[o] = 0x02; f[o+2] = 0x65; f[o+3] = 0x58; o += 16; } else { f[o] = 0x08; o += 8; }
+    f[o+12] = 0x08; o += 14; f[o] = 0x46; f[o+3] = 120; f[o+9] = 6; o += 24; }
+  f[o+12] = 0x80; f[o+20] = 8; f[o+21] = 10; o += 32;
+  memcpy(f + o, "GET /x HTTP/1.1\r\nhoptrace-probe-ab12 ", 37);
+  (void)ip;
+  return o + 120;
+}
+int main(int argc, char **argv) {
+  long iterations = argc > 1 ? atol(argv[1]) : 1000000;
+  uint8_t ports[65536] = {0}; ports[4789] = 1; ports[8472] = 1; ports[6081] = 2; ports[51820] = 3;
+  uint8_t rec[192], seed[600];
+  long fast = 0;
+  for (long it = 0; it < iterations; it++) {
+    size_t n = build(seed, (int)(rnd() % 5));
+    int flips = rnd() % 6;
+    for (int k = 0; k < flips; k++) seed[rnd() % n] = (uint8_t)rnd();
+    size_t len = rnd() % 3 == 0 ? rnd() % (n + 1) : n;
+    uint8_t *f = malloc(len ? len : 1);
+    memcpy(f, seed, len);
+    uint32_t lt = (uint32_t[]){1, 1, 1, 113, 276, 101, 0, 108}[rnd() % 8];
+    fast += summary_one(f, (uint32_t)len, (uint32_t)len, 1, lt, ports, rec, 0);
+    free(f);
+  }
+  /* summary_run over a buffer of random bytes in every layout: framing never reads past src_len. */
+  for (long it = 0; it < iterations / 10; it++) {
+    size_t len = rnd() % 400;
+    uint8_t *src = malloc(len ? len : 1);
+    for (size_t i = 0; i < len; i++) src[i] = (uint8_t)rnd();
+    uint8_t out[192 * 4]; size_t next; int stop;
+    summary_run(src, len, 0, (int)(rnd() % 5), 1, 262144, ports, out, 4, &next, &stop);
+    free(src);
+  }
+  printf("ok: %ld frames, %ld took the fast path\n", iterations, fast);
+  return 0;
+}
