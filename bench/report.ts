@@ -408,9 +408,11 @@ const LIMITS = `## What limits the numbers
   protobufjs reflection encoder it replaced took 4–9 µs), plus garbage collection of those objects.
   On two cores this process competes with the sender, which is why the agent's trials reach a lower
   "max" offered rate than tcpdump's and the zero-loss ratio is a floor set by the sender.
-- **One flow under a flood**: tcpdump wakes once a second (its default timeout); the agent every
-  50 ms block timeout plus its stats timer, so at 2 k pps its CPU is mostly per-wake-up cost, not
-  per-packet cost (the kernel's BPF filter runs in the sender's softirq for both).
+- **One flow under a flood**: tcpdump wakes about once a second; the agent's worker polls its ring
+  ~40 times a second (50 ms block timeout), hands over a batch a few times a second and starts
+  with a cold JIT (every trial starts a fresh worker), so at 2 k pps its ~1–2 % of a core is a
+  fixed cost per second, not per packet (idle, the worker takes ~0.2 %). The kernel's BPF filter
+  runs in the sender's softirq for both.
 - **Correlator**: one record of typed slots per event, strings interned through a small direct
   cache; what remains per event is the property reads of the incoming PacketEvent and the ring
   stores. Memory is two windows of events at most (maxEventsPerPoint drops and counts beyond).
