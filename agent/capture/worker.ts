@@ -84,6 +84,8 @@ function main(): void {
     out.write(encodeControlFrame(msg));
   };
   const ctx = { point: args.spec.point, node: args.spec.node, iface: args.spec.iface };
+  // Frame header + the context as JSON (see encodeSummaryFrame), before the records.
+  const frameHead = 40 + Buffer.byteLength(JSON.stringify(ctx), 'utf8');
   const pool = new FramePool();
   const { src, kind } = pickSource(
     args,
@@ -97,8 +99,9 @@ function main(): void {
         pipeDrops += count;
         return;
       }
-      // Pooled output buffers: a fresh ~400 KB buffer per batch cost page faults and GC.
-      const buf = pool.take(64 + count * SUMMARY_BYTES + rawBytes);
+      // Pooled output buffers: a fresh 100-400 KB buffer per batch is an mmap/munmap pair and
+      // page faults each time (strace showed them at every batch).
+      const buf = pool.take(frameHead + count * SUMMARY_BYTES + rawBytes);
       const frame = encodeSummaryFrame(recs, count, raw, rawBytes, linktype, firstFrame, ctx, buf);
       out.write(frame, () => {
         pool.give(buf);
