@@ -9,6 +9,11 @@
  * collector may or may not have stored). Status, error and lost messages are exempt: they are few
  * and say what happened. Dropped events become one Lost per capture and point, updated in place
  * while it waits to be sent.
+ *
+ * An event batch is kept as its encoded bytes only: its PacketEvent objects are let go once
+ * encoded (10,000 spooled batches of objects would be gigabytes; their bytes are a fraction of
+ * that). Renumbering rewrites the seq at the head of those bytes (field 1, written first by
+ * common/events-wire.ts) instead of encoding the events again.
  */
 import { encodeEnvelope, type SpooledKind } from '../../common/envelope';
 import type { Envelope } from '../../common/wire';
@@ -75,7 +80,15 @@ export class Spool {
     const entry: SpoolEntry = {
       seq: env.seq,
       kind: env.kind,
-      env,
+      // An event batch keeps its bytes, not its objects (see the top of this file).
+      env:
+        env.kind === 'events'
+          ? {
+              seq: env.seq,
+              kind: 'events',
+              events: { captureId: env.events.captureId, point: env.events.point, events: [] },
+            }
+          : env,
       bytes,
       events: env.kind === 'events' ? env.events.events.length : 0,
     };
@@ -154,8 +167,32 @@ export class Spool {
       if (!e) continue;
       e.seq = e.env.seq = this.nextSeqValue++;
       this.byteCount -= e.bytes.length;
-      e.bytes = encodeEnvelope(e.env);
+      e.bytes = e.kind === 'events' ? withSeq(e.bytes, e.seq) : encodeEnvelope(e.env);
       this.byteCount += e.bytes.length;
     }
   }
+}
+
+/** An encoded Envelope with its seq (field 1, varint, first when present) replaced by `seq`. */
+export function withSeq(bytes: Uint8Array, seq: number): Uint8Array {
+  let rest = 0;
+  if (bytes[0] === 0x08) {
+    rest = 1;
+    while (rest < bytes.length && ((bytes[rest] ?? 0) & 0x80) !== 0) rest++;
+    rest++;
+  }
+  const head: number[] = [];
+  if (seq !== 0) {
+    head.push(0x08);
+    let v = seq;
+    while (v >= 0x80) {
+      head.push((v % 0x80) | 0x80);
+      v = Math.floor(v / 0x80);
+    }
+    head.push(v);
+  }
+  const out = new Uint8Array(head.length + bytes.length - rest);
+  out.set(head, 0);
+  out.set(bytes.subarray(rest), head.length);
+  return out;
 }

@@ -56,14 +56,36 @@ void t.test('acks trim the spool from the front; the transmit cursor follows', (
 
 void t.test('renumbering re-encodes every entry above a collector-held seq', (t) => {
   const s = new Spool(10, 1);
-  s.add({ seq: 0, kind: 'events', events: batch(1, 1) });
-  s.add({ seq: 0, kind: 'events', events: batch(2, 1) });
-  s.renumberFrom(51);
+  const b1 = batch(1, 1);
+  const b2 = batch(2, 1);
+  s.add({ seq: 0, kind: 'events', events: b1 });
+  s.add({ seq: 0, kind: 'events', events: b2 });
+  s.add({ seq: 0, kind: 'lost', lost: { captureId: 'c', point: 'p', count: 3, reason: 'x' } });
+  // Across varint lengths: 1-byte seqs become 3-byte ones and beyond 2^32.
+  s.renumberFrom(2 ** 40);
+  const [e1, e2, e3] = [s.takeNext(), s.takeNext(), s.takeNext()];
+  const d1 = e1 ? decodeEnvelope(e1.bytes) : null;
+  const d2 = e2 ? decodeEnvelope(e2.bytes) : null;
   t.same(
-    [s.takeNext(), s.takeNext()].map((e) => (e ? decodeEnvelope(e.bytes).seq : 0)),
-    [51, 52],
+    [d1?.seq, d2?.seq, e3 ? decodeEnvelope(e3.bytes).seq : 0],
+    [2 ** 40, 2 ** 40 + 1, 2 ** 40 + 2],
   );
-  t.equal(s.nextSeq, 53);
+  // The events themselves survive the rewrite byte for byte.
+  t.same(d1?.kind === 'events' ? d1.events : null, b1);
+  t.same(d2?.kind === 'events' ? d2.events : null, b2);
+  t.equal(s.nextSeq, 2 ** 40 + 3);
+  t.equal(s.bytes, (e1?.bytes.length ?? 0) + (e2?.bytes.length ?? 0) + (e3?.bytes.length ?? 0));
+  t.end();
+});
+
+void t.test('a spooled event batch keeps its bytes, not its PacketEvent objects', (t) => {
+  const s = new Spool(10, 7);
+  s.add({ seq: 0, kind: 'events', events: batch(1, 50) });
+  const e = s.takeNext();
+  t.equal(e?.events, 50);
+  t.same(e?.env.kind === 'events' ? e.env.events.events : null, [], 'objects let go');
+  const d = e ? decodeEnvelope(e.bytes) : null;
+  t.equal(d?.kind === 'events' ? d.events.events.length : 0, 50, 'all 50 in the bytes');
   t.end();
 });
 
