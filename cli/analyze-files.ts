@@ -13,6 +13,7 @@ import { replayCaptureFile } from '../agent/replay';
 import {
   analyzeEventStreams,
   connectionKey,
+  isKeysTrigger,
   isTrigger,
   LaterPointSelection,
   RequestSynChoice,
@@ -24,6 +25,7 @@ import {
   type SelectPass,
   type SelectionCursor,
 } from '../collector/analyze';
+import { isUsefulEvent } from '../collector/session';
 import type { PacketEvent } from '../common/event';
 import type { Inventory } from '../common/inventory';
 
@@ -44,14 +46,9 @@ export interface AnalyzeFilesInput {
   selector: RequestSelector;
 }
 
-// Only what correlation can use is kept: TCP/UDP packets and ICMP errors quoting a flow.
-function useful(e: PacketEvent): boolean {
-  return e.related !== undefined || e.inner?.proto === 'tcp' || e.inner?.proto === 'udp';
-}
-
 function* usefulEvents(file: string, point: string): Generator<PacketEvent> {
   for (const ev of replayCaptureFile(file, { point, node: '', iface: 'file' })) {
-    if (useful(ev)) yield ev;
+    if (isUsefulEvent(ev)) yield ev;
   }
 }
 
@@ -301,7 +298,7 @@ class SelectScan extends Scan {
     for (let i = 0, w = 0; i < b.count; i++, w += SUMMARY_WORDS) {
       if (((words[w + W_HEAD] ?? 0) & 0xff) !== 1) {
         const ev = this.event(b, i);
-        if (!useful(ev)) continue;
+        if (!isUsefulEvent(ev)) continue;
         this.count++;
         const t = tcpTuple(ev);
         if (t !== null) this.offer(ev, (t.sport | (t.dport << 16)) >>> 0);
@@ -347,7 +344,7 @@ class RequestScan extends Scan {
     for (let i = 0, w = 0; i < b.count; i++, w += SUMMARY_WORDS) {
       if (((words[w + W_HEAD] ?? 0) & 0xff) !== 1) {
         const ev = this.event(b, i);
-        if (!useful(ev)) continue;
+        if (!isUsefulEvent(ev)) continue;
         this.count++;
         if (ev.inner?.proto === 'tcp') this.out.push(ev);
         continue;
@@ -398,21 +395,12 @@ class LaterScan extends Scan {
   /** A record the fast path left to the reference decoder. */
   private slow(b: SummaryBlock, i: number): void {
     const ev = this.event(b, i);
-    if (!useful(ev)) return;
+    if (!isUsefulEvent(ev)) return;
     this.count++;
     const t = tcpTuple(ev);
     if (t === null || !this.win.hasEvent(ev)) return;
     const k = ev.keys;
-    const trigger = isTrigger(
-      this.plan,
-      k.tcpFlags ?? 0,
-      k.tcpSeq,
-      k.tcpAck,
-      k.payloadLength,
-      k.probeMarker,
-      k.payloadHash,
-      k.requestLineHash,
-    );
+    const trigger = isKeysTrigger(this.plan, k);
     this.selection.offer(new EventCursor(ev, t), undefined, trigger, k.payloadLength);
   }
 

@@ -4,7 +4,7 @@
  */
 
 import { HoptraceError } from '../common/errors';
-import type { PacketEvent } from '../common/event';
+import type { PacketEvent, PacketKeys } from '../common/event';
 import type { Inventory } from '../common/inventory';
 import { attributeSourceRewrite, type Verdict } from './attribute';
 import type { DataIdentity } from './journey';
@@ -207,6 +207,20 @@ export class RequestSynChoice {
  * (cli/analyze.ts asks this only of records whose seq, ack or a payload key is one of the
  * request's numbers: a new clause that needs none of them must be added to its pre-check too.)
  */
+/** isTrigger for a built event's keys. */
+export function isKeysTrigger(plan: LaterPass, k: PacketKeys): boolean {
+  return isTrigger(
+    plan,
+    k.tcpFlags ?? 0,
+    k.tcpSeq,
+    k.tcpAck,
+    k.payloadLength,
+    k.probeMarker,
+    k.payloadHash,
+    k.requestLineHash,
+  );
+}
+
 export function isTrigger(
   plan: LaterPass,
   flags: number,
@@ -470,16 +484,7 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
       cursor.sport = t.sport;
       cursor.dst = t.dst;
       cursor.dport = t.dport;
-      const trigger = isTrigger(
-        plan,
-        k.tcpFlags ?? 0,
-        k.tcpSeq,
-        k.tcpAck,
-        k.payloadLength,
-        k.probeMarker,
-        k.payloadHash,
-        k.requestLineHash,
-      );
+      const trigger = isKeysTrigger(plan, k);
       selection.offer(cursor, undefined, trigger, k.payloadLength);
     }
     return {

@@ -4,7 +4,7 @@
  * Envelope with a body throws HoptraceError WIRE_MALFORMED.
  */
 import { HoptraceError } from './errors';
-import { decodeEventsEnvelope, encodeEventsEnvelope } from './events-wire';
+import { decodeEventsEnvelope, encodeEventsEnvelope, malformed } from './events-wire';
 import {
   WIRE_OBJECT_OPTIONS,
   packetEventFromWire,
@@ -172,10 +172,6 @@ export function encodeEnvelopeReflect(env: Envelope): Uint8Array {
 }
 
 // --- decode -----------------------------------------------------------------------------------
-
-function malformed(detail: string): HoptraceError {
-  return new HoptraceError('WIRE_MALFORMED', detail, { where: 'envelope' });
-}
 
 /** A decimal uint64 as a JS number; beyond 2^53 cannot be represented exactly and is refused. */
 function num(s: unknown, field: string): number {

@@ -230,7 +230,8 @@ export function encodeEventsEnvelope(seq: number, batch: EventBatch): Uint8Array
 
 // ---- decode ----------------------------------------------------------------------------------
 
-function malformed(detail: string): HoptraceError {
+/** The error every undecodable Envelope gets (envelope.ts uses it too). */
+export function malformed(detail: string): HoptraceError {
   return new HoptraceError('WIRE_MALFORMED', detail, { where: 'envelope' });
 }
 

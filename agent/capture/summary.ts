@@ -15,7 +15,6 @@ import { formatIPv4, formatIPv6 } from '../decode/address';
 import { decodeFrame, linktypeName, type DecodeOptions } from '../decode/frame';
 import { Next, udpPortTable } from '../decode/tables';
 import { toPacketEvent, type EventContext } from '../event';
-import type { PcapBatchAddon } from './native-loader';
 
 export const SUMMARY_BYTES = 192;
 
@@ -117,11 +116,6 @@ export type SummaryHandler = (
   firstFrame: number,
 ) => void;
 
-/** True when record `i` of `recs` is a FAST record (fields valid); false = decode the frame. */
-export function isFast(recs: Buffer, i: number): boolean {
-  return recs[i * SUMMARY_BYTES] === 1;
-}
-
 /**
  * IPv4 address text by value: a capture sees the same few addresses over and over, and building
  * the dotted quad is most of a tuple's cost. Bounded: cleared when it reaches 65,536 entries.
@@ -173,11 +167,6 @@ function viewOf(b: Buffer): DataView {
     lastViewOf = b;
   }
   return lastView;
-}
-
-/** Nanosecond timestamp of record `i`. */
-export function recordTsNs(recs: Buffer, i: number): bigint {
-  return recs.readBigUInt64LE(i * SUMMARY_BYTES + R.tsLo);
 }
 
 /**
@@ -277,67 +266,4 @@ export function markerOf(recs: Buffer, i: number): string {
   const o = i * SUMMARY_BYTES;
   const n = recs[o + R.markerLength] ?? 0;
   return recs.toString('latin1', o + R.marker, o + R.marker + n);
-}
-
-/**
- * Gathers the bytes of the SLOW records' frames (which point into `src`) into one compact area and
- * points their data offsets there — the shape the capture's summary mode delivers.
- */
-export function compactSlowFrames(
-  recs: Buffer,
-  count: number,
-  src: Uint8Array,
-): { raw: Buffer; rawBytes: number } {
-  let size = 0;
-  for (let i = 0; i < count; i++) {
-    const o = i * SUMMARY_BYTES;
-    if (recs[o] !== 1) size += recs.readUInt32LE(o + R.caplen);
-  }
-  const raw = Buffer.allocUnsafe(size);
-  let at = 0;
-  for (let i = 0; i < count; i++) {
-    const o = i * SUMMARY_BYTES;
-    if (recs[o] === 1) continue;
-    const caplen = recs.readUInt32LE(o + R.caplen);
-    const from = recs.readUInt32LE(o + R.dataOffset);
-    raw.set(src.subarray(from, from + caplen), at);
-    recs.writeUInt32LE(at, o + R.dataOffset);
-    at += caplen;
-  }
-  return { raw, rawBytes: at };
-}
-
-/** Summarizes `count` records of a capture batch (u32 caplen | u32 wirelen | u64 ts | data, pad 8). */
-export class BatchSummarizer {
-  private out = Buffer.allocUnsafe(SUMMARY_BYTES * 1024);
-  private readonly ports: Buffer;
-
-  constructor(
-    private readonly addon: PcapBatchAddon,
-    private readonly linktype: number,
-    opts?: DecodeOptions,
-  ) {
-    this.ports = summaryPortTable(opts);
-  }
-
-  /** Summary records of the batch (valid until the next call). */
-  run(buf: Buffer, count: number, bytes: number): Buffer {
-    if (this.out.length < count * SUMMARY_BYTES) {
-      this.out = Buffer.allocUnsafe(
-        SUMMARY_BYTES * Math.max(count, (this.out.length / SUMMARY_BYTES) * 2),
-      );
-    }
-    const [n] = this.addon.summarize(
-      buf,
-      0,
-      bytes,
-      SUMMARY_LAYOUT.batch,
-      this.linktype,
-      0xffffffff,
-      this.ports,
-      this.out,
-    );
-    if (n !== count) throw new Error(`summarize: ${n} records of ${count}`);
-    return this.out;
-  }
 }

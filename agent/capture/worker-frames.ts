@@ -447,10 +447,10 @@ export function encodeSummaryFrame(
   rawBytes: number,
   linktype: number,
   firstFrame: number,
-  ctx: EventContext,
+  /** JSON of the EventContext (serialized once per capture, not per batch). */
+  ctxJson: string,
   into?: Buffer,
 ): Buffer {
-  const ctxJson = JSON.stringify(ctx);
   const ctxLen = Buffer.byteLength(ctxJson, 'utf8');
   const head = (22 + ctxLen + 7) & ~7;
   const body = head + count * SUMMARY_BYTES + rawBytes;

@@ -83,9 +83,13 @@ function main(): void {
   const send = (msg: WorkerControl): void => {
     out.write(encodeControlFrame(msg));
   };
-  const ctx = { point: args.spec.point, node: args.spec.node, iface: args.spec.iface };
+  const ctxJson = JSON.stringify({
+    point: args.spec.point,
+    node: args.spec.node,
+    iface: args.spec.iface,
+  });
   // Frame header + the context as JSON (see encodeSummaryFrame), before the records.
-  const frameHead = 40 + Buffer.byteLength(JSON.stringify(ctx), 'utf8');
+  const frameHead = 40 + Buffer.byteLength(ctxJson, 'utf8');
   const pool = new FramePool();
   const { src, kind } = pickSource(
     args,
@@ -102,7 +106,16 @@ function main(): void {
       // Pooled output buffers: a fresh 100-400 KB buffer per batch is an mmap/munmap pair and
       // page faults each time (strace showed them at every batch).
       const buf = pool.take(frameHead + count * SUMMARY_BYTES + rawBytes);
-      const frame = encodeSummaryFrame(recs, count, raw, rawBytes, linktype, firstFrame, ctx, buf);
+      const frame = encodeSummaryFrame(
+        recs,
+        count,
+        raw,
+        rawBytes,
+        linktype,
+        firstFrame,
+        ctxJson,
+        buf,
+      );
       out.write(frame, () => {
         pool.give(buf);
       });

@@ -21,15 +21,43 @@ import {
   WorkerFrameParser,
 } from '../../agent/capture/worker-frames';
 import {
-  compactSlowFrames,
   SUMMARY_BYTES,
   SUMMARY_LAYOUT,
+  R,
   SUMMARY_STOP,
   summaryEvent,
   summaryPortTable,
 } from '../../agent/capture/summary';
 import { decodeFrame, type DecodeOptions } from '../../agent/decode/frame';
 import { toPacketEvent } from '../../agent/event';
+
+/**
+ * Gathers the bytes of the SLOW records' frames (which point into `src`) into one compact area and
+ * points their data offsets there — the shape the capture's summary mode delivers.
+ */
+function compactSlowFrames(
+  recs: Buffer,
+  count: number,
+  src: Uint8Array,
+): { raw: Buffer; rawBytes: number } {
+  let size = 0;
+  for (let i = 0; i < count; i++) {
+    const o = i * SUMMARY_BYTES;
+    if (recs[o] !== 1) size += recs.readUInt32LE(o + R.caplen);
+  }
+  const raw = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (let i = 0; i < count; i++) {
+    const o = i * SUMMARY_BYTES;
+    if (recs[o] === 1) continue;
+    const caplen = recs.readUInt32LE(o + R.caplen);
+    const from = recs.readUInt32LE(o + R.dataOffset);
+    raw.set(src.subarray(from, from + caplen), at);
+    recs.writeUInt32LE(at, o + R.dataOffset);
+    at += caplen;
+  }
+  return { raw, rawBytes: at };
+}
 
 const load = loadNativeAddon();
 if (!load.ok) {
@@ -336,7 +364,7 @@ void t.test(
     const [n] = addon.summarize(buf, 0, bytes, 0, 1, 0xffffffff, summaryPortTable(), out);
     t.equal(n, frames.length);
     const { raw, rawBytes } = compactSlowFrames(out, n, buf);
-    const wire = encodeSummaryFrame(out, n, raw, rawBytes, 1, 41, ctx);
+    const wire = encodeSummaryFrame(out, n, raw, rawBytes, 1, 41, JSON.stringify(ctx));
     // Reused buffers are overwritten after the call: the frame must not view them.
     out.fill(0xee);
     buf.fill(0xee);
