@@ -395,14 +395,16 @@ ${table(
 const LIMITS = `## What limits the numbers
 
 - **Capture, per packet.** The worker decodes every packet in C inside the libpcap callback
-  (native/pcap-batch/src/summary.c) and writes 192-byte summary records, one pipe write per ring
-  batch; no JavaScript runs per packet there. perf on the worker at ~200 k pps: ~55 % in the C
-  decoder, most of it stalls on the first read of each frame (the kernel wrote it into the ring
-  on the other core) and on the record stores; ~20 % Node's per-batch work (the N-API call, the
-  frame, the pipe write); ~10 % libpcap; ~10 % kernel. tcpdump \`-w\` touches each frame once, to
-  copy it into a stdio buffer, and hashes nothing; the agent also reads the payload (xxHash32 of
-  the first 64 bytes and of the request line, the probe-marker search). That read is the job — the
-  keys are what survives NAT — so the worker stays several times tcpdump's cost per packet.
+  (native/pcap-batch/src/summary.c) into a 192-byte summary record, and the addon writes each ring
+  batch as one frame with one writev(2) to the agent (frame_out.c) — no JavaScript runs per packet
+  or per batch. perf on the worker at ~340 k pps: ~50 % in the C decoder, most of it stalls on the
+  first read of each frame (the kernel wrote it into the ring on the other core) and on the record
+  stores; ~35 % kernel (a third of it copying the records into the socket to the agent, the rest
+  wake-ups and the ring); ~9 % Node's event loop; ~5 % libpcap. tcpdump \`-w\` touches each frame
+  once, to copy it into a stdio buffer, and hashes nothing; the agent also reads the payload
+  (xxHash32 of the first 64 bytes and of the request line, the probe-marker search). That read is
+  the job — the keys are what survives NAT. Before the addon wrote the frames itself, the batch
+  went through JavaScript (a copy into a frame, a stream write): ~30 % more per packet.
 - **Capture, the agent process** ("+parent"): building a PacketEvent object from each record
   (~0.3 µs) and encoding the Envelope for the collector (common/events-wire.ts, ~0.5 µs; the
   protobufjs reflection encoder it replaced took 4–9 µs), plus garbage collection of those objects.

@@ -25,6 +25,29 @@ export interface PcapBatchOptions {
    * the bytes of the frames left to the reference decoder (see PcapBatchHandler).
    */
   summaryPorts?: Buffer;
+  /**
+   * Direct output (summary mode only): each batch is written by the addon through this writer as
+   * one type-4 frame (worker-frames.ts) with `frameContext` (the EventContext as JSON, ≤ 1023
+   * bytes) in its header; onBatch is then never called.
+   */
+  frameOut?: PcapFrameWriter;
+  frameContext?: string;
+}
+
+/**
+ * The capture worker's one writer of frames to its parent (native/pcap-batch/src/frame_out.c):
+ * writes straight to the fd when it can, queues otherwise, polls the fd until the queue is empty.
+ * JavaScript must not also open a stream on the same fd.
+ */
+export interface PcapFrameWriter {
+  /** true: written or queued; false: dropped (droppable and over the bound) or the writer failed. */
+  write(frame: Uint8Array, droppable: boolean): boolean;
+  /** Bytes accepted but not yet taken by the fd. */
+  pending(): number;
+  /** null, or why writing stopped (the parent closed its end: EPIPE). */
+  error(): string | null;
+  /** Stops writing (queued bytes are discarded); the fd stays open. */
+  close(): void;
 }
 
 /** pcap_stats of an open (or the last values of a closed) capture. */
@@ -40,6 +63,8 @@ export interface PcapBatchStats {
    * recv - drop - delivered is what was left in the ring, unseen.
    */
   delivered: number;
+  /** Direct output: packets of the batches the frame writer dropped (counted in delivered). */
+  outDrops: number;
 }
 
 /** One open capture. */
@@ -94,6 +119,7 @@ export interface PcapBatchAddon {
     out: Buffer,
   ): [number, number, number];
   summaryBytes: number;
+  FrameWriter: new (fd: number, maxQueuedBytes: number) => PcapFrameWriter;
 }
 
 /** The open() failure codes the addon throws with (Error.code). */
@@ -104,7 +130,7 @@ export type NativeLoad =
   { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
 
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
-const ADDON_VERSION = 3;
+const ADDON_VERSION = 4;
 
 /** Where the built addon lives: native/ at the repository root, from dist/agent/capture or agent/capture. */
 export function nativeAddonPath(): string {
@@ -144,7 +170,8 @@ function tryLoad(path: string): NativeLoad {
   if (
     addon?.version !== ADDON_VERSION ||
     typeof addon.Capture !== 'function' ||
-    typeof addon.summarize !== 'function'
+    typeof addon.summarize !== 'function' ||
+    typeof addon.FrameWriter !== 'function'
   ) {
     return {
       ok: false,

@@ -11,12 +11,13 @@ import type { PacketEvent } from '../../common/event';
 import { decodeFrame, type DecodeOptions } from '../decode/frame';
 import { toPacketEvent, type EventContext } from '../event';
 import { badFilter, noInterface, openFailed } from './capture-errors';
-import { summaryPortTable, type SummaryHandler } from './summary';
+import { summaryPortTable } from './summary';
 import {
   loadNativeAddon,
   type PcapBatchAddon,
   type PcapBatchCapture,
   type PcapBatchStats,
+  type PcapFrameWriter,
 } from './native-loader';
 import {
   EventBatcher,
@@ -39,7 +40,6 @@ export const NATIVE_DEFAULT_BUFFER_BYTES = 32 * 1024 * 1024;
 export const NATIVE_DEFAULT_TIMEOUT_MS = 50;
 
 const REC_HDR = 16;
-const EMPTY = Buffer.alloc(0);
 
 export interface NativeSourceOptions {
   batch?: BatchOptions;
@@ -65,13 +65,14 @@ export interface NativeSourceOptions {
   /** How long stop() keeps draining a ring that still fills (default 1000 ms). */
   drainMs?: number;
   /**
-   * Summary mode (the capture worker): each capture batch goes through the C fast path
-   * (summary.ts) and is handed over as summary records plus the bytes of the frames left to the
-   * reference decoder (the records' data offsets point into `raw`) — no
-   * PacketEvent is built here. Both buffers are reused: valid only during the call. onEvents is
-   * not called; decode errors are counted where the events are built.
+   * Summary mode with direct output (the capture worker): the addon decodes each packet with the
+   * C fast path (summary.ts) as it comes off the ring and writes each batch through `writer` as
+   * one type-4 frame (summary records plus the bytes of the frames left to the reference
+   * decoder), with `context` (the EventContext as JSON) in its header. No JavaScript runs per
+   * batch and onEvents is never called; decode errors are counted where the events are built
+   * (the parent), batches the writer drops are counted in queueDrops.
    */
-  onSummaries?: SummaryHandler;
+  frameOut?: { writer: PcapFrameWriter; context: string };
 }
 
 function errorCode(e: unknown): string {
@@ -141,25 +142,11 @@ export class NativeSource implements CaptureSource {
     const ctx: EventContext = { point: spec.point, node: spec.node, iface: spec.iface };
     const decodeOpts = this.opts.decode;
     const onRaw = this.opts.onRawBatch;
-    const onSummaries = this.opts.onSummaries;
+    const frameOut = this.opts.frameOut;
     let linktype = -1;
     let view: DataView | undefined;
-    const onBatch = (
-      buf: Buffer,
-      count: number,
-      _bytes: number,
-      raw?: Buffer,
-      rawBytes?: number,
-    ): void => {
+    const onBatch = (buf: Buffer, count: number): void => {
       onRaw?.(count);
-      if (onSummaries !== undefined) {
-        // Summary mode: the addon decoded every packet in C (summary.c) as it came off the ring.
-        const first = this.frames + 1;
-        this.frames += count;
-        this.delivered += count;
-        onSummaries(buf, count, raw ?? EMPTY, rawBytes ?? 0, linktype, first);
-        return;
-      }
       if (view?.buffer !== buf.buffer) view = new DataView(buf.buffer, buf.byteOffset, buf.length);
       const v = view;
       const events: PacketEvent[] = new Array<PacketEvent>(count);
@@ -209,7 +196,13 @@ export class NativeSource implements CaptureSource {
           promisc: this.opts.promisc ?? true,
           tstampPrecision: 'nano',
           ...(this.opts.batchBytes !== undefined ? { batchBytes: this.opts.batchBytes } : {}),
-          ...(onSummaries !== undefined ? { summaryPorts: summaryPortTable(decodeOpts) } : {}),
+          ...(frameOut !== undefined
+            ? {
+                summaryPorts: summaryPortTable(decodeOpts),
+                frameOut: frameOut.writer,
+                frameContext: frameOut.context,
+              }
+            : {}),
         },
         onBatch,
         onError,
@@ -301,12 +294,16 @@ export class NativeSource implements CaptureSource {
   stats(): CaptureStats {
     const b = this.batcher;
     const p = this.pcapStats();
+    // Direct output: the addon delivers without us; what it handed on is its own count, less
+    // the batches its frame writer dropped.
+    const outDrops = p?.outDrops ?? 0;
+    const direct = this.opts.frameOut !== undefined ? (p?.delivered ?? 0) - outDrops : undefined;
     const s: CaptureStats = {
-      packets: b?.delivered ?? this.delivered,
+      packets: b?.delivered ?? direct ?? this.delivered,
       decodeErrors: b?.decodeErrors ?? this.decodeErrors,
       kernelDrops: p?.drop ?? null,
       ifaceDrops: p?.ifdrop ?? null,
-      queueDrops: (b?.dropped ?? 0) + this.leftInRing,
+      queueDrops: (b?.dropped ?? 0) + this.leftInRing + outDrops,
     };
     if (p !== undefined) s.received = p.recv;
     return s;

@@ -30,6 +30,11 @@ export interface NsCaptureOptions {
   /** How often the namespace's identity is checked (default 250 ms). */
   watchIntervalMs?: number;
   statsIntervalMs?: number;
+  /**
+   * Bytes the worker may hold unread by this process before it drops event batches and counts
+   * them (default 8 MiB, besides what the kernel's socket buffer holds).
+   */
+  workerMaxQueuedBytes?: number;
   batch?: BatchOptions;
   /** Worker script (default: worker.js next to this file). */
   workerPath?: string;
@@ -121,6 +126,9 @@ export class NsCapture implements CaptureSource {
     }
     const args: WorkerArgs = { spec: this.spec, where: nsPath ?? 'agent namespace' };
     if (this.opts.statsIntervalMs !== undefined) args.statsIntervalMs = this.opts.statsIntervalMs;
+    if (this.opts.workerMaxQueuedBytes !== undefined) {
+      args.maxQueuedBytes = this.opts.workerMaxQueuedBytes;
+    }
     const worker = this.opts.workerPath ?? join(__dirname, 'worker.js');
     const argv = [worker, JSON.stringify(args)];
     const t0 = process.hrtime.bigint();

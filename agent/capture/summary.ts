@@ -103,20 +103,6 @@ export function summaryPortTable(opts?: DecodeOptions): Buffer {
 }
 
 /**
- * Where a capture in summary mode hands each batch: `count` records in `recs`, the SLOW frames'
- * bytes in `raw[0, rawBytes)` (records' data offsets point there), frame numbers from firstFrame.
- * Both buffers are reused after the call.
- */
-export type SummaryHandler = (
-  recs: Buffer,
-  count: number,
-  raw: Buffer,
-  rawBytes: number,
-  linktype: number,
-  firstFrame: number,
-) => void;
-
-/**
  * IPv4 address text by value: a capture sees the same few addresses over and over, and building
  * the dotted quad is most of a tuple's cost. Bounded: cleared when it reaches 65,536 entries.
  */

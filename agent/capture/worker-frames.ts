@@ -6,7 +6,8 @@
  *   type 1: one hoptrace.v1.PacketEvent (common/codec.ts); still parsed, no longer sent
  *   type 2: one UTF-8 JSON control message (WorkerControl)
  *   type 3: a batch of events in the compact binary layout below (the cap fallback sends these)
- *   type 4: a capture batch as C summary records (summary.ts; what the native worker sends):
+ *   type 4: a capture batch as C summary records (summary.ts; what the native worker sends, written
+ *           by the addon itself: pcap_batch.c deliver_frame; encodeSummaryFrame is the reference):
  *           u32 count | u32 linktype | f64 first frame number | u32 raw bytes | u16 n | n bytes of
  *           UTF-8 JSON EventContext | pad to 8 | count × 192-byte records | raw area (the bytes of
  *           the SLOW frames only; their records' data offsets point into it). The parent builds
@@ -412,28 +413,6 @@ export function decodeEventBatch(body: Buffer): PacketEvent[] {
 }
 
 // ---- summary frames ---------------------------------------------------------------------------
-
-/** Reusable output buffers for summary frames: a frame stays in use until its write completes. */
-export class FramePool {
-  private free: Buffer[] = [];
-
-  /** A buffer of at least `size` bytes (from the pool when one is big enough). */
-  take(size: number): Buffer {
-    for (let i = this.free.length - 1; i >= 0; i--) {
-      const b = this.free[i];
-      if (b !== undefined && b.length >= size) {
-        this.free.splice(i, 1);
-        return b;
-      }
-    }
-    return Buffer.allocUnsafe(Math.max(size, 64 * 1024));
-  }
-
-  /** Gives a buffer back once nothing reads it any more (at most 8 are kept). */
-  give(b: Buffer): void {
-    if (this.free.length < 8) this.free.push(b);
-  }
-}
 
 /**
  * One type-4 frame for a capture batch: the summary records as they are, plus the bytes of the

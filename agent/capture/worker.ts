@@ -10,15 +10,12 @@
  * (the parent died), so it never outlives the agent.
  */
 import { isHoptraceError, type HoptraceError } from '../../common/errors';
-import { loadNativeAddon } from './native-loader';
+import { loadNativeAddon, type PcapBatchAddon, type PcapFrameWriter } from './native-loader';
 import { NativeSource } from './native-source';
-import { SUMMARY_BYTES, type SummaryHandler } from './summary';
 import type { CaptureSource, CaptureSpec } from './source';
 import {
   encodeControlFrame,
-  encodeSummaryFrame,
   EventBatchEncoder,
-  FramePool,
   type WireError,
   type WorkerControl,
 } from './worker-frames';
@@ -35,11 +32,63 @@ export interface WorkerArgs {
 
 type LiveSource = CaptureSource & { linktypeName: string | undefined };
 
+/** Where the worker's frames go: its stdout, read by the parent. */
+interface FrameSink {
+  /** Writes one whole frame; a droppable one is dropped (false) while maxQueuedBytes are unread. */
+  write(frame: Uint8Array, droppable: boolean): boolean;
+  /** Calls done once the parent has taken everything written (or writing failed). */
+  flush(done: () => void): void;
+  /** Writing failed: the parent went away. */
+  failed(): boolean;
+  /** The addon's writer, when the sink is one (the native capture writes through it from C). */
+  native?: PcapFrameWriter;
+}
+
+/**
+ * With the addon: its FrameWriter owns fd 1 (process.stdout is never opened, so libuv polls the fd
+ * once and frames never interleave), and the native capture writes its batches through it from C.
+ */
+function nativeSink(addon: PcapBatchAddon, maxQueued: number): FrameSink {
+  const w = new addon.FrameWriter(1, maxQueued);
+  return {
+    native: w,
+    write: (frame, droppable) => w.write(frame, droppable),
+    flush(done) {
+      const check = (): void => {
+        if (w.pending() === 0 || w.error() !== null) done();
+        else setTimeout(check, 5);
+      };
+      check();
+    },
+    failed: () => w.error() !== null,
+  };
+}
+
+/** Without the addon: process.stdout (libuv queues what the pipe does not take). */
+function stdoutSink(maxQueued: number): FrameSink {
+  const out = process.stdout;
+  let failed = false;
+  out.on('error', () => {
+    failed = true;
+  });
+  return {
+    write(frame, droppable) {
+      if (failed || (droppable && out.writableLength > maxQueued)) return false;
+      out.write(frame);
+      return true;
+    },
+    flush(done) {
+      out.end(done);
+    },
+    failed: () => failed,
+  };
+}
+
 /** The spec's source, else native when the addon loads, else cap with a warning. */
 function pickSource(
   args: WorkerArgs,
   warn: (message: string) => void,
-  onSummaries: SummaryHandler,
+  sink: FrameSink,
 ): { src: LiveSource; kind: 'native' | 'cap' } {
   const opts = args.where === undefined ? {} : { where: args.where };
   const want = args.spec.source;
@@ -47,10 +96,20 @@ function pickSource(
     const load = loadNativeAddon();
     // Forced 'native' without the addon: NativeSource.start() rejects with the reason.
     if (load.ok || want === 'native') {
-      // Each capture batch goes through the C fast path and is written as it comes, as summary
-      // records (one frame per batch): no per-packet JavaScript and no second queue here.
+      // Each capture batch is decoded by the C fast path and written by the addon as one frame
+      // of summary records: no JavaScript per packet or per batch here.
+      const context = JSON.stringify({
+        point: args.spec.point,
+        node: args.spec.node,
+        iface: args.spec.iface,
+      });
+      const frameOut = sink.native !== undefined ? { writer: sink.native, context } : undefined;
       return {
-        src: new NativeSource(args.spec, { ...opts, direct: true, onSummaries }),
+        src: new NativeSource(args.spec, {
+          ...opts,
+          direct: true,
+          ...(frameOut !== undefined ? { frameOut } : {}),
+        }),
         kind: 'native',
       };
     }
@@ -76,59 +135,32 @@ function toWire(e: unknown): WireError {
 function main(): void {
   const args = JSON.parse(process.argv[2] ?? '{}') as WorkerArgs;
   const maxQueued = args.maxQueuedBytes ?? 8 * 1024 * 1024;
-  const out = process.stdout;
+  const load = args.spec.source === 'cap' ? undefined : loadNativeAddon();
+  const sink = load?.ok === true ? nativeSink(load.addon, maxQueued) : stdoutSink(maxQueued);
   let pipeDrops = 0;
   let exiting = false;
 
   const send = (msg: WorkerControl): void => {
-    out.write(encodeControlFrame(msg));
+    sink.write(encodeControlFrame(msg), false);
   };
-  const ctxJson = JSON.stringify({
-    point: args.spec.point,
-    node: args.spec.node,
-    iface: args.spec.iface,
-  });
-  // Frame header + the context as JSON (see encodeSummaryFrame), before the records.
-  const frameHead = 40 + Buffer.byteLength(ctxJson, 'utf8');
-  const pool = new FramePool();
   const { src, kind } = pickSource(
     args,
     (message) => {
       process.stderr.write(`hoptrace capture worker: ${message}\n`);
       send({ kind: 'warning', message });
     },
-    (recs, count, raw, rawBytes, linktype, firstFrame) => {
-      // Same bound as for event batches: a slow parent never blocks the capture or grows memory.
-      if (out.writableLength > maxQueued) {
-        pipeDrops += count;
-        return;
-      }
-      // Pooled output buffers: a fresh 100-400 KB buffer per batch is an mmap/munmap pair and
-      // page faults each time (strace showed them at every batch).
-      const buf = pool.take(frameHead + count * SUMMARY_BYTES + rawBytes);
-      const frame = encodeSummaryFrame(
-        recs,
-        count,
-        raw,
-        rawBytes,
-        linktype,
-        firstFrame,
-        ctxJson,
-        buf,
-      );
-      out.write(frame, () => {
-        pool.give(buf);
-      });
-    },
+    sink,
   );
   const sendStats = (): void => {
+    // The parent went away while we were writing: nothing left to report to.
+    if (sink.failed()) process.exit(0);
     const s = src.stats();
     send({ kind: 'stats', stats: { ...s, queueDrops: s.queueDrops + pipeDrops } });
   };
   const exit = (code: number): void => {
-    // Exit once stdout has drained, so the last frames reach the parent (at most maxQueued
-    // bytes are pending; the parent waits 10 s before SIGKILL).
-    out.end(() => process.exit(code));
+    // Exit once the parent has taken the last frames (at most maxQueued bytes are pending; the
+    // parent waits 10 s before SIGKILL).
+    sink.flush(() => process.exit(code));
     setTimeout(() => process.exit(code), 8000).unref();
   };
   const shutdown = (): void => {
@@ -146,22 +178,22 @@ function main(): void {
   process.stdin.on('end', shutdown);
   process.stdin.on('close', shutdown);
   process.stdin.resume();
-  // The parent went away while we were writing: nothing left to report to.
-  out.on('error', () => process.exit(0));
 
-  // stdout is a pipe: writes are asynchronous (libuv queues what the pipe does not take), so
-  // writableLength is what the parent has not read yet. One frame per capture batch.
+  // Event batches (the cap source): never let a slow parent block the capture or grow memory;
+  // beyond the bound a batch is dropped and counted.
   const encoder = new EventBatchEncoder();
   src
     .start(
       (events) => {
-        // Never let a slow parent block the capture or grow memory: beyond the bound, drop the
-        // batch and count it.
-        if (out.writableLength > maxQueued) {
-          pipeDrops += events.length;
-          return;
+        // The bound is checked once per batch (its first frame): a batch goes whole or not at all.
+        let first = true;
+        for (const f of encoder.encode(events)) {
+          if (!sink.write(f, first)) {
+            pipeDrops += events.length;
+            return;
+          }
+          first = false;
         }
-        for (const f of encoder.encode(events)) out.write(f);
       },
       (err: HoptraceError | null) => {
         // The capture failed after it was open (interface removed, read error): report and exit.

@@ -148,4 +148,58 @@ if (!isRoot) {
       t.ok((s.received ?? 0) <= sent, `received ${String(s.received)} ≤ sent ${sent}`);
     },
   );
+
+  void t.test(
+    'a parent that stops reading: the worker drops whole batches at its bound and counts them',
+    async (t) => {
+      await buildPair(lab, 'e', 'f');
+      const cap = new NsCapture(
+        {
+          point: 'backend',
+          node: 'n1',
+          iface: 'v0',
+          filter: 'udp and dst port 9',
+          source: 'native',
+        },
+        {
+          netnsPath: `/run/netns/${lab.full('e')}`,
+          // The addon's frame writer drops a batch once 64 KiB are queued unread (after the kernel's
+          // socket buffer is full).
+          workerMaxQueuedBytes: 64 * 1024,
+          statsIntervalMs: 100,
+        },
+      );
+      let delivered = 0;
+      let stalled = false;
+      const ends: unknown[] = [];
+      await cap.start(
+        (events) => {
+          delivered += events.length;
+          if (!stalled) {
+            // This process does not read the worker's socket for 3 s while packets keep coming.
+            stalled = true;
+            const until = Date.now() + 3000;
+            while (Date.now() < until) {
+              // busy
+            }
+          }
+        },
+        (err) => ends.push(err),
+      );
+      t.equal(cap.sourceKind, 'native', 'the worker runs the native source');
+      const sent = await burst(lab, 'f', 400_000, 120_000);
+      await new Promise((r) => setTimeout(r, 500));
+      await cap.stop();
+      const s = cap.stats();
+      t.comment(JSON.stringify({ sent, delivered, ...s }));
+      t.same(ends, [null], 'onEnd once, without error');
+      t.ok(s.queueDrops > 0, `the worker dropped batches and counted them (${s.queueDrops})`);
+      t.equal(s.packets, delivered, 'stats().packets = what the consumer got');
+      t.equal(
+        s.packets + (s.kernelDrops ?? 0) + s.queueDrops,
+        s.received,
+        'delivered + kernelDrops + queueDrops = received',
+      );
+    },
+  );
 }

@@ -10,8 +10,12 @@
  *   is decoded in the callback by the C fast path and onBatch(buf, count, bytes, raw, rawBytes)
  *   gets `count` 192-byte summary records in buf and, in raw, the bytes of the SLOW frames (the
  *   records' data offsets point there); both reused, valid only during the call.
+ *   Direct output (options.frameOut = a FrameWriter, options.frameContext = the EventContext as
+ *   JSON; summary mode only): each batch is written by C through the writer as one type-4 frame
+ *   (agent/capture/worker-frames.ts) and onBatch is never called: no JavaScript per batch.
  *   onError(code, message)      the capture failed (e.g. 'IFACE_GONE'); delivery has stopped.
- *   h.stats() -> { recv, drop, ifdrop, delivered }   pcap_stats (after close: the values read at
+ *   h.stats() -> { recv, drop, ifdrop, delivered, outDrops }  outDrops: packets of the batches
+ *                                the FrameWriter dropped (its queue over the bound; in delivered)   pcap_stats (after close: the values read at
  *                                close, after the last delivery) and the packets handed to onBatch;
  *                                after close, recv - drop - delivered = packets left in the ring.
  *   h.drain(rounds?) -> n        delivers what the ring holds now (retired blocks), no waiting.
@@ -23,6 +27,10 @@
  * retired ring block (full, or after timeoutMs), not per packet; every wake-up drains the ring
  * with pcap_dispatch into one buffer and makes one JS call per buffer. When JS is slow the ring
  * fills and the kernel drops and counts (ps_drop): nothing queues up in user space unseen.
+ *
+ *   const w = new FrameWriter(fd, maxQueuedBytes)   the capture worker's one frame writer on fd
+ *   w.write(buf, droppable) -> bool   false: dropped (queue over the bound) or the writer failed
+ *   w.pending() / w.error() / w.close()   see frame_out.c
  *
  * open() throws an Error whose .code is one of NO_SUCH_DEVICE, PERM_DENIED, BAD_FILTER,
  * ACTIVATE, BAD_ARGUMENT; the message is libpcap's.
@@ -39,9 +47,10 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "frame_out.h"
 #include "summary.h"
 
-#define ADDON_VERSION 3
+#define ADDON_VERSION 4
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -83,7 +92,21 @@ typedef struct {
   uint8_t *raw;
   size_t raw_len;
   size_t raw_used;
+  /* Direct output (options.frameOut, summary mode only): each batch is written by C as one
+   * type-4 frame through the FrameWriter, and onBatch is never called. */
+  struct FrameWriter *out;
+  napi_ref out_ref;
+  uint8_t *fhead; /* the frame's header template: length, type, body header, context, padding */
+  size_t fhead_len;
+  double out_drops; /* packets in batches the writer dropped (its queue over the bound) */
 } Capture;
+
+/* The JS FrameWriter: the worker's frame writer (frame_out.c); o is NULL once closed. */
+typedef struct FrameWriter {
+  FrameOut *o;
+} FrameWriter;
+
+static const napi_type_tag FRAME_WRITER_TAG = {0x686f70747261636bULL, 0x6672616d656f7574ULL};
 
 #define CHECK(call)                                                                             \
   do {                                                                                          \
@@ -187,7 +210,11 @@ static void do_close(Capture *c) {
   if (c->buf_ref != NULL) napi_delete_reference(env, c->buf_ref);
   if (c->raw_ref != NULL) napi_delete_reference(env, c->raw_ref);
   if (c->ports_ref != NULL) napi_delete_reference(env, c->ports_ref);
-  c->on_batch = c->on_error = c->buf_ref = c->raw_ref = c->ports_ref = NULL;
+  if (c->out_ref != NULL) napi_delete_reference(env, c->out_ref);
+  c->on_batch = c->on_error = c->buf_ref = c->raw_ref = c->ports_ref = c->out_ref = NULL;
+  c->out = NULL;
+  free(c->fhead);
+  c->fhead = NULL;
   c->buf = NULL;
   c->raw = NULL;
   c->ports = NULL;
@@ -207,7 +234,38 @@ static void report_error(Capture *c, const char *code, const char *msg) {
   c->in_js = 0;
 }
 
+static void put_u32be(uint8_t *o, uint32_t v) {
+  o[0] = (uint8_t)(v >> 24);
+  o[1] = (uint8_t)(v >> 16);
+  o[2] = (uint8_t)(v >> 8);
+  o[3] = (uint8_t)v;
+}
+
+/* The batch as one type-4 frame (layout: agent/capture/worker-frames.ts encodeSummaryFrame):
+ * header template patched in place, then the records and the SLOW frames' bytes, one writev. */
+static void deliver_frame(Capture *c) {
+  size_t body = c->fhead_len - 5 + c->used + c->raw_used;
+  double first = c->handed - (double)c->count + 1;
+  uint64_t first_bits;
+  memcpy(&first_bits, &first, sizeof first_bits);
+  uint8_t *h = c->fhead;
+  put_u32be(h, (uint32_t)(body + 1));
+  put_u32(h + 5, c->count);
+  put_u32(h + 9, c->linktype);
+  put_u64(h + 13, first_bits);
+  put_u32(h + 21, (uint32_t)c->raw_used);
+  struct iovec iov[3] = {
+      {h, c->fhead_len}, {c->buf, c->used}, {c->raw, c->raw_used}};
+  FrameOut *o = c->out != NULL ? c->out->o : NULL;
+  int rc = o != NULL ? frame_out_writev(o, iov, c->raw_used > 0 ? 3 : 2, 1) : FRAME_OUT_FAILED;
+  if (rc != FRAME_OUT_WRITTEN) c->out_drops += c->count;
+}
+
 static void deliver(Capture *c) {
+  if (c->fhead != NULL) {
+    deliver_frame(c);
+    return;
+  }
   napi_env env = c->env;
   napi_value argv[5];
   size_t argc = 3;
@@ -393,6 +451,20 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     if (napi_get_buffer_info(env, ports_val, (void **)&ports, &ports_len) != napi_ok || ports_len < 65536)
       return throw_code(env, "BAD_ARGUMENT", "summaryPorts: a 65536-byte UDP port table");
   }
+  napi_value out_val = NULL;
+  FrameWriter *out = NULL;
+  char context[1024];
+  if (get_prop(env, opts, "frameOut", napi_object, &out_val)) {
+    bool tagged = false;
+    if (ports == NULL)
+      return throw_code(env, "BAD_ARGUMENT", "frameOut needs summary mode (summaryPorts)");
+    if (napi_check_object_type_tag(env, out_val, &FRAME_WRITER_TAG, &tagged) != napi_ok ||
+        !tagged || napi_unwrap(env, out_val, (void **)&out) != napi_ok || out == NULL ||
+        out->o == NULL)
+      return throw_code(env, "BAD_ARGUMENT", "frameOut: an open FrameWriter");
+    if (!get_str(env, opts, "frameContext", context, sizeof context))
+      return throw_code(env, "BAD_ARGUMENT", "frameContext: JSON of at most 1023 bytes");
+  }
   if (snaplen < 64 || snaplen > 262144)
     return throw_code(env, "BAD_ARGUMENT", "snaplen must be within 64..262144");
   if (buffer_bytes < 4096 || buffer_bytes > ((int64_t)1 << 31) - 1)
@@ -486,6 +558,23 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     c->raw = raw_data;
     c->ports = ports;
   }
+  if (st == napi_ok && out != NULL) {
+    /* Header template: u32 BE length | type 4 | u32 count | u32 linktype | f64 first frame |
+     * u32 raw bytes | u16 context length | context | zero padding to 8 (from the body start). */
+    size_t ctx_len = strlen(context);
+    size_t head = (22 + ctx_len + 7) & ~(size_t)7;
+    c->fhead_len = 5 + head;
+    c->fhead = calloc(1, c->fhead_len);
+    if (c->fhead == NULL) st = napi_generic_failure;
+    if (st == napi_ok) st = napi_create_reference(env, out_val, 1, &c->out_ref);
+    if (st == napi_ok) {
+      c->fhead[4] = 4;
+      c->fhead[5 + 20] = (uint8_t)ctx_len;
+      c->fhead[5 + 21] = (uint8_t)(ctx_len >> 8);
+      memcpy(c->fhead + 5 + 22, context, ctx_len);
+      c->out = out;
+    }
+  }
   if (st == napi_ok) st = napi_create_reference(env, argv[1], 1, &c->on_batch);
   if (st == napi_ok) st = napi_create_reference(env, argv[2], 1, &c->on_error);
   if (st == napi_ok)
@@ -537,6 +626,7 @@ static napi_value capture_stats(napi_env env, napi_callback_info info) {
   set_num(env, out, "drop", s.ps_drop);
   set_num(env, out, "ifdrop", s.ps_ifdrop);
   set_num(env, out, "delivered", c->handed);
+  set_num(env, out, "outDrops", c->out_drops);
   return out;
 }
 
@@ -621,6 +711,117 @@ static napi_value summarize(napi_env env, napi_callback_info info) {
   return res;
 }
 
+/* ---- FrameWriter ---------------------------------------------------------------------------- */
+
+static void writer_finalize(napi_env env, void *data, void *hint) {
+  FrameWriter *w = (FrameWriter *)data;
+  if (w->o != NULL) frame_out_free(w->o);
+  free(w);
+}
+
+static FrameWriter *unwrap_writer(napi_env env, napi_callback_info info, size_t *argc,
+                                  napi_value *argv) {
+  napi_value self;
+  void *data = NULL;
+  bool tagged = false;
+  if (napi_get_cb_info(env, info, argc, argv, &self, NULL) != napi_ok) return NULL;
+  if (napi_check_object_type_tag(env, self, &FRAME_WRITER_TAG, &tagged) != napi_ok || !tagged)
+    return NULL;
+  if (napi_unwrap(env, self, &data) != napi_ok) return NULL;
+  return (FrameWriter *)data;
+}
+
+/* new FrameWriter(fd, maxQueuedBytes) */
+static napi_value writer_new(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], self;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, &self, NULL));
+  int32_t fd = -1;
+  int64_t max_queued = -1;
+  if (argc < 2 || napi_get_value_int32(env, argv[0], &fd) != napi_ok ||
+      napi_get_value_int64(env, argv[1], &max_queued) != napi_ok || fd < 0 || max_queued < 0)
+    return throw_code(env, "BAD_ARGUMENT", "usage: new FrameWriter(fd, maxQueuedBytes)");
+  uv_loop_t *loop = NULL;
+  CHECK(napi_get_uv_event_loop(env, &loop));
+  int err = 0;
+  FrameOut *o = frame_out_new(loop, fd, (size_t)max_queued, &err);
+  if (o == NULL) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "cannot write frames to fd %d: %s", fd,
+             err < 0 ? uv_strerror(err) : strerror(err));
+    return throw_code(env, "ACTIVATE", msg);
+  }
+  FrameWriter *w = calloc(1, sizeof *w);
+  if (w == NULL) {
+    frame_out_free(o);
+    return throw_code(env, "ACTIVATE", "out of memory");
+  }
+  w->o = o;
+  if (napi_wrap(env, self, w, writer_finalize, NULL, NULL) != napi_ok ||
+      napi_type_tag_object(env, self, &FRAME_WRITER_TAG) != napi_ok) {
+    frame_out_free(o);
+    free(w);
+    return throw_code(env, "ACTIVATE", "cannot set up the FrameWriter");
+  }
+  return self;
+}
+
+/* w.write(buf, droppable) -> true (written or queued) | false (dropped, or the writer failed) */
+static napi_value writer_write(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], res;
+  FrameWriter *w = unwrap_writer(env, info, &argc, argv);
+  if (w == NULL) return throw_code(env, "BAD_ARGUMENT", "not a FrameWriter");
+  void *data = NULL;
+  size_t len = 0;
+  bool droppable = false;
+  if (argc < 1 || napi_get_buffer_info(env, argv[0], &data, &len) != napi_ok)
+    return throw_code(env, "BAD_ARGUMENT", "write(buffer, droppable)");
+  if (argc >= 2) napi_get_value_bool(env, argv[1], &droppable);
+  int rc = FRAME_OUT_FAILED;
+  if (w->o != NULL) {
+    struct iovec iov = {data, len};
+    rc = frame_out_writev(w->o, &iov, 1, droppable);
+  }
+  CHECK(napi_get_boolean(env, rc == FRAME_OUT_WRITTEN, &res));
+  return res;
+}
+
+/* w.pending() -> bytes accepted but not yet taken by the fd */
+static napi_value writer_pending(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  napi_value res;
+  FrameWriter *w = unwrap_writer(env, info, &argc, NULL);
+  if (w == NULL) return throw_code(env, "BAD_ARGUMENT", "not a FrameWriter");
+  CHECK(napi_create_double(env, w->o != NULL ? (double)frame_out_pending(w->o) : 0, &res));
+  return res;
+}
+
+/* w.error() -> null, or why writing stopped (e.g. the parent closed its end: EPIPE) */
+static napi_value writer_error(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  napi_value res;
+  FrameWriter *w = unwrap_writer(env, info, &argc, NULL);
+  if (w == NULL) return throw_code(env, "BAD_ARGUMENT", "not a FrameWriter");
+  int err = w->o != NULL ? frame_out_error(w->o) : EBADF;
+  if (err == 0) {
+    CHECK(napi_get_null(env, &res));
+  } else {
+    CHECK(napi_create_string_utf8(env, strerror(err), NAPI_AUTO_LENGTH, &res));
+  }
+  return res;
+}
+
+/* w.close(): stops writing (queued bytes are discarded); the fd stays open. Idempotent. */
+static napi_value writer_close(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  FrameWriter *w = unwrap_writer(env, info, &argc, NULL);
+  if (w == NULL) return throw_code(env, "BAD_ARGUMENT", "not a FrameWriter");
+  if (w->o != NULL) frame_out_free(w->o);
+  w->o = NULL;
+  return NULL;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor methods[] = {
       {"stats", NULL, capture_stats, NULL, NULL, NULL, napi_default, NULL},
@@ -634,6 +835,16 @@ static napi_value init(napi_env env, napi_value exports) {
   CHECK(napi_set_named_property(env, exports, "version", version));
   CHECK(napi_create_string_utf8(env, pcap_lib_version(), NAPI_AUTO_LENGTH, &libver));
   CHECK(napi_set_named_property(env, exports, "libpcapVersion", libver));
+  napi_property_descriptor wmethods[] = {
+      {"write", NULL, writer_write, NULL, NULL, NULL, napi_default, NULL},
+      {"pending", NULL, writer_pending, NULL, NULL, NULL, napi_default, NULL},
+      {"error", NULL, writer_error, NULL, NULL, NULL, napi_default, NULL},
+      {"close", NULL, writer_close, NULL, NULL, NULL, napi_default, NULL},
+  };
+  napi_value wcls;
+  CHECK(napi_define_class(env, "FrameWriter", NAPI_AUTO_LENGTH, writer_new, NULL, 4, wmethods,
+                          &wcls));
+  CHECK(napi_set_named_property(env, exports, "FrameWriter", wcls));
   napi_value sfn, sbytes;
   CHECK(napi_create_function(env, "summarize", NAPI_AUTO_LENGTH, summarize, NULL, &sfn));
   CHECK(napi_set_named_property(env, exports, "summarize", sfn));

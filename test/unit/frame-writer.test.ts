@@ -1,0 +1,263 @@
+/**
+ * The capture worker's frame writer (native/pcap-batch/src/frame_out.c), on a FIFO this test
+ * creates: frames arrive whole and in order whether the reader keeps up or not, a droppable frame
+ * is dropped (and said so) only while more than the bound is unread, control frames are never
+ * dropped, a reader that goes away is reported. And the capture's direct output: batches the addon
+ * writes itself decode to the same events as the batches it hands to JavaScript (live on
+ * loopback, root). Fails (never skips) without the addon or root.
+ */
+import { execFileSync } from 'node:child_process';
+import { closeSync, constants, mkdtempSync, openSync, readSync, rmSync } from 'node:fs';
+import { createSocket } from 'node:dgram';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { loadNativeAddon, type PcapFrameWriter } from '../../agent/capture/native-loader';
+import { NativeSource } from '../../agent/capture/native-source';
+import {
+  FRAME_CONTROL,
+  WorkerFrameParser,
+  type WorkerFrame,
+} from '../../agent/capture/worker-frames';
+import type { PacketEvent } from '../../common/event';
+
+const native = loadNativeAddon();
+const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+
+/** A type-2 frame of `size` bytes whose JSON body carries its sequence number. */
+function frame(seq: number, size: number): Buffer {
+  const json = Buffer.from(JSON.stringify({ kind: 'warning', message: String(seq) }), 'utf8');
+  const body = Buffer.alloc(Math.max(size - 5, json.length), 0x20); // JSON tolerates trailing blanks
+  json.copy(body);
+  const out = Buffer.alloc(5 + body.length);
+  out.writeUInt32BE(body.length + 1, 0);
+  out[4] = FRAME_CONTROL;
+  body.copy(out, 5);
+  return out;
+}
+
+interface Fifo {
+  path: string;
+  rd: number;
+  wr: number;
+  dir: string;
+}
+
+function fifo(): Fifo {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-fifo-'));
+  const path = join(dir, 'out');
+  execFileSync('mkfifo', [path]);
+  const rd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  const wr = openSync(path, constants.O_WRONLY | constants.O_NONBLOCK);
+  return { path, rd, wr, dir };
+}
+
+/** Reads what the FIFO holds now (non-blocking). */
+function readAvailable(fd: number): Buffer {
+  const parts: Buffer[] = [];
+  const chunk = Buffer.alloc(1 << 20);
+  for (;;) {
+    let n = 0;
+    try {
+      n = readSync(fd, chunk, 0, chunk.length, null);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EAGAIN') break;
+      throw e;
+    }
+    if (n === 0) break;
+    parts.push(Buffer.from(chunk.subarray(0, n)));
+  }
+  return Buffer.concat(parts);
+}
+
+const tick = (): Promise<void> => new Promise((r) => setTimeout(r, 5));
+
+/** Reads until the writer has nothing pending and the FIFO is empty; returns the parsed frames. */
+async function drainAll(w: PcapFrameWriter, fd: number): Promise<WorkerFrame[]> {
+  const parser = new WorkerFrameParser();
+  const frames: WorkerFrame[] = [];
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const got = readAvailable(fd);
+    if (got.length > 0) frames.push(...parser.push(got));
+    if (w.pending() === 0 && got.length === 0) break;
+    if (Date.now() > deadline) throw new Error(`writer still has ${w.pending()} bytes pending`);
+    await tick(); // the writer's poll runs on the event loop
+  }
+  return frames;
+}
+
+const seqOf = (f: WorkerFrame): number =>
+  f.type === 'control' && f.msg.kind === 'warning' ? Number(f.msg.message) : -1;
+
+if (!native.ok) {
+  t.fail(`the native capture addon is unavailable: ${native.reason}`);
+} else {
+  const addon = native.addon;
+
+  void t.test('a reader that keeps up: every frame, whole and in order', async (t) => {
+    const f = fifo();
+    t.teardown(() => {
+      closeSync(f.rd);
+      closeSync(f.wr);
+      rmSync(f.dir, { recursive: true, force: true });
+    });
+    const w = new addon.FrameWriter(f.wr, 1 << 20);
+    const sent: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      t.equal(w.write(frame(i, 100 + ((i * 997) % 5000)), true), true, `frame ${i} accepted`);
+      sent.push(i);
+      if (i % 20 === 0) await tick();
+    }
+    const frames = await drainAll(w, f.rd);
+    t.same(frames.map(seqOf), sent, 'all 200 frames, in order');
+    t.equal(w.error(), null, 'no error');
+    w.close();
+  });
+
+  void t.test(
+    'a stalled reader: droppable frames dropped beyond the bound, control frames kept',
+    async (t) => {
+      const f = fifo();
+      t.teardown(() => {
+        closeSync(f.rd);
+        closeSync(f.wr);
+        rmSync(f.dir, { recursive: true, force: true });
+      });
+      const bound = 256 * 1024;
+      const w = new addon.FrameWriter(f.wr, bound);
+      const accepted: number[] = [];
+      let dropped = 0;
+      // 64 KiB frames, nobody reading: the FIFO fills (1 MiB), then the queue, then drops.
+      for (let i = 0; i < 64; i++) {
+        if (w.write(frame(i, 64 * 1024), true)) accepted.push(i);
+        else dropped++;
+      }
+      t.ok(dropped > 0, `frames were dropped (${dropped})`);
+      t.ok(w.pending() > bound, `the queue went past the bound (${w.pending()})`);
+      t.ok(w.pending() <= bound + 64 * 1024, 'but by at most one frame');
+      // A control frame is never dropped, however full the queue.
+      t.equal(w.write(frame(1000, 200), false), true, 'control frame accepted');
+      accepted.push(1000);
+      const frames = await drainAll(w, f.rd);
+      t.same(frames.map(seqOf), accepted, 'what was accepted arrives whole and in order');
+      t.equal(accepted.length + dropped, 65, 'accepted + dropped = written');
+      w.close();
+    },
+  );
+
+  void t.test('the reader goes away: the writer says why and stops', (t) => {
+    const f = fifo();
+    t.teardown(() => {
+      closeSync(f.wr);
+      rmSync(f.dir, { recursive: true, force: true });
+    });
+    const w = new addon.FrameWriter(f.wr, 1 << 20);
+    t.equal(w.write(frame(1, 100), false), true, 'first frame written');
+    closeSync(f.rd);
+    t.equal(w.write(frame(2, 100), false), false, 'a write after the reader left fails');
+    t.match(w.error() ?? '', /pipe/i, `error names the broken pipe (${String(w.error())})`);
+    t.equal(w.write(frame(3, 100), false), false, 'and writing stays stopped');
+    w.close();
+    w.close();
+    t.equal(w.pending(), 0, 'closed twice, nothing pending');
+    t.end();
+  });
+
+  void t.test('bad arguments are refused with BAD_ARGUMENT', (t) => {
+    t.throws(() => new addon.FrameWriter(-1, 0), { code: 'BAD_ARGUMENT' }, 'negative fd');
+    const noop = (): void => undefined;
+    t.throws(
+      () =>
+        new addon.Capture(
+          { iface: 'lo', frameOut: {} as PcapFrameWriter, summaryPorts: Buffer.alloc(65536) },
+          noop,
+          noop,
+        ),
+      { code: 'BAD_ARGUMENT', message: /FrameWriter/ },
+      'frameOut that is not a FrameWriter',
+    );
+    const f = fifo();
+    const w = new addon.FrameWriter(f.wr, 1024);
+    t.throws(
+      () => new addon.Capture({ iface: 'lo', frameOut: w }, noop, noop),
+      { code: 'BAD_ARGUMENT', message: /summaryPorts/ },
+      'frameOut without summary mode',
+    );
+    w.close();
+    closeSync(f.rd);
+    closeSync(f.wr);
+    rmSync(f.dir, { recursive: true, force: true });
+    t.end();
+  });
+
+  void t.test(
+    'direct output decodes to the same events as delivery to JavaScript (loopback)',
+    async (t) => {
+      if (!isRoot) {
+        t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
+        return;
+      }
+      const f = fifo();
+      t.teardown(() => {
+        closeSync(f.rd);
+        closeSync(f.wr);
+        rmSync(f.dir, { recursive: true, force: true });
+      });
+      const port = 40_000 + (process.pid % 20_000);
+      const spec = {
+        point: 'backend',
+        node: 'n1',
+        iface: 'lo',
+        filter: `udp and dst port ${port}`,
+      };
+      const w = new addon.FrameWriter(f.wr, 8 << 20);
+      const context = JSON.stringify({ point: spec.point, node: spec.node, iface: spec.iface });
+      const direct = new NativeSource(spec, { direct: true, frameOut: { writer: w, context } });
+      const viaJs = new NativeSource(spec, { direct: true });
+      const jsEvents: PacketEvent[] = [];
+      await direct.start(
+        () => t.fail('onEvents is not called with direct output'),
+        () => undefined,
+      );
+      await viaJs.start(
+        (evs) => jsEvents.push(...evs),
+        () => undefined,
+      );
+      const sock = createSocket('udp4');
+      const N = 300;
+      for (let i = 0; i < N; i++) {
+        // Some payloads carry a probe marker and a request line, so the keys differ per packet.
+        const body =
+          i % 3 === 0 ? `GET /x?${i} HTTP/1.1\r\nhoptrace-probe-m${i}\r\n` : `datagram ${i}`;
+        await new Promise<void>((r) => {
+          sock.send(body, port, '127.0.0.1', () => {
+            r();
+          });
+        });
+      }
+      sock.close();
+      await new Promise((r) => setTimeout(r, 200));
+      await direct.stop();
+      await viaJs.stop();
+      const frames = await drainAll(w, f.rd);
+      const directEvents = frames.flatMap((fr) => (fr.type === 'events' ? fr.events : []));
+      t.equal(jsEvents.length, N, `JavaScript delivery saw all ${N} datagrams`);
+      t.equal(directEvents.length, N, `direct output wrote all ${N}`);
+      // Frame numbers count per source; everything else must be identical.
+      const strip = (e: PacketEvent): PacketEvent => ({ ...e, frame: 0 });
+      t.same(directEvents.map(strip), jsEvents.map(strip), 'same events');
+      t.same(
+        directEvents.map((e) => e.frame),
+        Array.from({ length: N }, (_, i) => i + 1),
+        'frame numbers run 1..N across batches',
+      );
+      const s = direct.stats();
+      t.equal(s.packets, N, 'stats().packets counts what the addon wrote');
+      // On loopback ps_recv counts each datagram twice (libpcap drops the outgoing copy in user
+      // space), so "left in the ring" is not zero for either path; it must be the same for both.
+      t.equal(s.queueDrops, viaJs.stats().queueDrops, 'the same drop accounting as the JS path');
+      w.close();
+    },
+  );
+}
