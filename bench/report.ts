@@ -121,10 +121,18 @@ function captureSection(c: CaptureResult, goals: Goal[]): string {
     const [n, r] = common;
     const w = nsPerPacket(n) / nsPerPacket(r);
     const all = (n.cpuNs + (n.parentCpuNs ?? 0)) / Math.max(1, n.delivered) / nsPerPacket(r);
+    // Two rows: the capture process is what compares with tcpdump (capture, write out); the
+    // agent process then does what tcpdump does not do at all, and the goal does not say which is
+    // meant, so both are reported with their own status.
     goals.push({
-      goal: "Agent: ≤ 2× tcpdump's CPU per packet",
-      result: `at ${fmt(pps(n) / 1000)} k pps: worker ${fmt(nsPerPacket(n))} ns vs tcpdump ${fmt(nsPerPacket(r))} ns per packet (${fmt(w, 2)}×; ${fmt(all, 2)}× counting the agent process too: building the events and encoding them for the collector)`,
+      goal: "Agent: ≤ 2× tcpdump's CPU per packet — capture process (worker)",
+      result: `at ${fmt(pps(n) / 1000)} k pps: worker ${fmt(nsPerPacket(n))} ns vs tcpdump ${fmt(nsPerPacket(r))} ns per packet (${fmt(w, 2)}×)`,
       met: w <= 2 ? 'met' : 'missed',
+    });
+    goals.push({
+      goal: "Agent: ≤ 2× tcpdump's CPU per packet — whole agent (worker + agent process)",
+      result: `at ${fmt(pps(n) / 1000)} k pps: ${fmt((n.cpuNs + (n.parentCpuNs ?? 0)) / Math.max(1, n.delivered))} ns per packet (${fmt(all, 2)}×): the agent process builds a PacketEvent from every record and encodes the Envelope for the collector`,
+      met: all <= 2 ? 'met' : 'missed',
     });
   } else {
     goals.push({

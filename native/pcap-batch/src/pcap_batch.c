@@ -37,6 +37,7 @@
  */
 #define NAPI_VERSION 8
 #include <errno.h>
+#include <linux/if_packet.h>
 #include <net/if.h>
 #include <node_api.h>
 #include <pcap/pcap.h>
@@ -44,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <uv.h>
 
@@ -522,6 +524,18 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
   if (fd < 0) {
     pcap_close(p);
     return throw_code(env, "ACTIVATE", "this interface has no selectable descriptor");
+  }
+
+  /* On a loopback interface every packet passes the tap twice, outgoing and incoming; libpcap
+   * throws the outgoing copy away in user space, but the kernel's counters (ps_recv) include it,
+   * so recv - drop - delivered would report half the traffic as lost. Not receiving the outgoing
+   * copy at all (Linux ≥ 4.20) makes the counters count what we see. */
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  memcpy(ifr.ifr_name, iface, strnlen(iface, sizeof ifr.ifr_name - 1));
+  if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_LOOPBACK) != 0) {
+    int one = 1;
+    (void)setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
   }
 
   Capture *c = calloc(1, sizeof *c);
