@@ -5,9 +5,11 @@
  * built, after a `warning` frame, or when the spec asks for `source: 'cap'`) and streams frames
  * (worker-frames.ts) on stdout: `ready` once the capture is open, event batches (one binary frame
  * per capture batch; beyond maxQueuedBytes unread by the parent a batch is dropped and counted),
- * periodic `stats` (final ones after the ring is drained at stop), and
- * `error` + exit code 2 when it cannot start or the capture fails. It stops on SIGTERM/SIGINT and when stdin closes
- * (the parent died), so it never outlives the agent.
+ * periodic `stats` (final ones after the ring is drained at stop), and `error` + exit code 2 when
+ * it cannot start or the capture fails. When the addon loads, its FrameWriter is the one writer on
+ * stdout, and the native capture writes each batch through it from C (no JavaScript per batch).
+ * It stops on SIGTERM/SIGINT and when stdin closes (the parent died), so it never outlives the
+ * agent.
  */
 import { isHoptraceError, type HoptraceError } from '../../common/errors';
 import { loadNativeAddon, type PcapBatchAddon, type PcapFrameWriter } from './native-loader';
@@ -136,7 +138,18 @@ function main(): void {
   const args = JSON.parse(process.argv[2] ?? '{}') as WorkerArgs;
   const maxQueued = args.maxQueuedBytes ?? 8 * 1024 * 1024;
   const load = args.spec.source === 'cap' ? undefined : loadNativeAddon();
-  const sink = load?.ok === true ? nativeSink(load.addon, maxQueued) : stdoutSink(maxQueued);
+  let sink: FrameSink | undefined;
+  if (load?.ok === true) {
+    try {
+      sink = nativeSink(load.addon, maxQueued);
+    } catch (e) {
+      // fd 1 cannot be polled (a regular file, say): stdout still works, per batch in JavaScript.
+      process.stderr.write(
+        `hoptrace capture worker: ${e instanceof Error ? e.message : String(e)}; writing through process.stdout\n`,
+      );
+    }
+  }
+  sink ??= stdoutSink(maxQueued);
   let pipeDrops = 0;
   let exiting = false;
 

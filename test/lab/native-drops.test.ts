@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import t from 'tap';
 import { loadNativeAddon } from '../../agent/capture/native-loader';
-import { NsCapture } from '../../agent/capture/ns-capture';
+import { NsCapture, type NsCaptureOptions } from '../../agent/capture/ns-capture';
 import { Netns } from '../../lab/netns';
 import { A_IP, buildPair } from './fixtures/capture-pair';
 import type { ChildArgs, ChildResult } from './fixtures/native-capture-child';
@@ -34,6 +34,26 @@ async function burst(lab: Netns, ns: string, count: number, timeoutMs = 60_000):
     pump();`;
   const { stdout } = await lab.exec(ns, process.execPath, ['-e', script], timeoutMs);
   return Number(stdout.trim());
+}
+
+/** The native source in namespace `ns` on v0, for the datagrams burst() sends. */
+function udpCapture(
+  lab: Netns,
+  ns: string,
+  bufferBytes: number | undefined,
+  opts: NsCaptureOptions,
+): NsCapture {
+  return new NsCapture(
+    {
+      point: 'backend',
+      node: 'n1',
+      iface: 'v0',
+      filter: 'udp and dst port 9',
+      source: 'native',
+      ...(bufferBytes !== undefined ? { bufferBytes } : {}),
+    },
+    { netnsPath: `/run/netns/${lab.full(ns)}`, statsIntervalMs: 100, ...opts },
+  );
 }
 
 if (!isRoot) {
@@ -91,22 +111,10 @@ if (!isRoot) {
     'under load, stopped mid-flow: delivered + kernel + queue drops = received',
     async (t) => {
       await buildPair(lab, 'c', 'd');
-      const cap = new NsCapture(
-        {
-          point: 'backend',
-          node: 'n1',
-          iface: 'v0',
-          filter: 'udp and dst port 9',
-          source: 'native',
-          bufferBytes: 256 * 1024,
-        },
-        {
-          netnsPath: `/run/netns/${lab.full('c')}`,
-          // A small parent queue in front of a slow consumer: queue drops, as an overloaded agent.
-          batch: { maxBatch: 256, maxQueued: 2048 },
-          statsIntervalMs: 100,
-        },
-      );
+      const cap = udpCapture(lab, 'c', 256 * 1024, {
+        // A small parent queue in front of a slow consumer: queue drops, as an overloaded agent.
+        batch: { maxBatch: 256, maxQueued: 2048 },
+      });
       let delivered = 0;
       let batches = 0;
       const ends: unknown[] = [];
@@ -153,22 +161,11 @@ if (!isRoot) {
     'a parent that stops reading: the worker drops whole batches at its bound and counts them',
     async (t) => {
       await buildPair(lab, 'e', 'f');
-      const cap = new NsCapture(
-        {
-          point: 'backend',
-          node: 'n1',
-          iface: 'v0',
-          filter: 'udp and dst port 9',
-          source: 'native',
-        },
-        {
-          netnsPath: `/run/netns/${lab.full('e')}`,
-          // The addon's frame writer drops a batch once 64 KiB are queued unread (after the kernel's
-          // socket buffer is full).
-          workerMaxQueuedBytes: 64 * 1024,
-          statsIntervalMs: 100,
-        },
-      );
+      const cap = udpCapture(lab, 'e', undefined, {
+        // The addon's frame writer drops a batch once 64 KiB are queued unread (after the kernel's
+        // socket buffer is full).
+        workerMaxQueuedBytes: 64 * 1024,
+      });
       let delivered = 0;
       let stalled = false;
       const ends: unknown[] = [];
