@@ -8,7 +8,7 @@
 import { isIP } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { loadToken } from '../common/auth';
-import { ERRORS, HoptraceError, type ErrorCode } from '../common/errors';
+import { HoptraceError } from '../common/errors';
 import { readInventoryFile } from '../common/inventory-file';
 import type { AnalysisResult } from '../collector/analyze';
 import { isValidTarget, parsePodTarget } from '../collector/capture-request';
@@ -17,6 +17,7 @@ import type { PointSpec } from '../collector/session';
 import type { CaptureView } from '../collector/sessions';
 import { parseDstArg } from './analyze';
 import { parseCommandLine } from './args';
+import { CollectorClient } from './collector-client';
 
 const USAGE =
   'hoptrace capture --collector URL --point NAME=[NODE/]TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] [--inventory FILE] [--json] [--token-file FILE]';
@@ -92,83 +93,6 @@ export interface CaptureDeps {
   pollMs?: number;
 }
 
-interface ApiErrorBody {
-  error?: { code?: unknown; message?: unknown };
-}
-
-class Client {
-  constructor(
-    private readonly base: string,
-    private readonly token: string,
-    private readonly doFetch: typeof fetch,
-  ) {}
-
-  async call(
-    method: string,
-    path: string,
-    body?: unknown,
-  ): Promise<{ status: number; text: string }> {
-    const url = new URL(path, this.base).toString();
-    let res: Response;
-    try {
-      res = await this.doFetch(url, {
-        method,
-        headers: {
-          authorization: `Bearer ${this.token}`,
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
-    } catch (e) {
-      const cause = e instanceof Error && e.cause instanceof Error ? e.cause.message : String(e);
-      throw new HoptraceError('COLLECTOR_UNREACHABLE', `${method} ${url} failed (${cause})`, {
-        where: this.base,
-        hint: 'check --collector and that `hoptrace collector` runs and is reachable from here',
-      });
-    }
-    const text = await res.text();
-    if (res.status >= 400) throw apiError(res.status, text, url);
-    return { status: res.status, text };
-  }
-
-  async json<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const { text } = await this.call(method, path, body);
-    try {
-      return JSON.parse(text) as T;
-    } catch {
-      throw new HoptraceError('COLLECTOR_BAD_RESPONSE', `${method} ${path} did not return JSON`, {
-        where: this.base,
-        hint: 'check --collector points at a hoptrace collector',
-      });
-    }
-  }
-}
-
-function apiError(status: number, text: string, url: string): HoptraceError {
-  let body: ApiErrorBody = {};
-  try {
-    body = JSON.parse(text) as ApiErrorBody;
-  } catch {
-    // not the API's error shape; handled below
-  }
-  const code = body.error?.code;
-  const message = body.error?.message;
-  if (status === 401) {
-    return new HoptraceError('API_UNAUTHORIZED', 'the collector refused the token', {
-      where: url,
-      hint: 'give the collector token with --token-file or HOPTRACE_TOKEN',
-    });
-  }
-  if (typeof code === 'string' && code in ERRORS && typeof message === 'string') {
-    // The collector's message already says code, where and what to do.
-    return new HoptraceError(code as ErrorCode, message.replace(/^[A-Z_]+: /, ''));
-  }
-  return new HoptraceError('COLLECTOR_BAD_RESPONSE', `HTTP ${status} without a hoptrace error`, {
-    where: url,
-    hint: 'check --collector points at a hoptrace collector',
-  });
-}
-
 function progressLine(v: CaptureView, elapsedMs: number): string {
   const pts = v.points
     .map((p) => {
@@ -239,7 +163,7 @@ export async function runCapture(
   const tokenFile = values['token-file'];
   const token = loadToken(tokenFile === undefined ? { env } : { file: tokenFile, env });
 
-  const client = new Client(base, token, deps.fetch ?? fetch);
+  const client = new CollectorClient(base, token, deps.fetch ?? fetch);
   let view = await client.json<CaptureView>('POST', '/v1/captures', body);
   const started = Date.now();
   err(`capture ${view.id} armed on ${base}`);

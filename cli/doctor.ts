@@ -10,7 +10,7 @@ import { basename } from 'node:path';
 import { isIPv4 } from 'node:net';
 import { firstHost } from '../common/cidr';
 import { loadToken } from '../common/auth';
-import { ERRORS, HoptraceError, type ErrorCode } from '../common/errors';
+import { HoptraceError } from '../common/errors';
 import type { DoctorTarget, NamespaceFacts } from '../common/wire';
 import { runDeniedTest } from '../agent/doctor/denied';
 import { readNamespaceFacts } from '../agent/doctor/read';
@@ -23,6 +23,7 @@ import {
   type DoctorResult,
 } from '../collector/doctor';
 import { parseCommandLine } from './args';
+import { CollectorClient } from './collector-client';
 
 const USAGE =
   'hoptrace doctor --collector URL --vpn POD_IP|NODE/PATH --backend POD_IP|NODE/PATH [--token-file F] [--tunnel-range CIDR] [--client IP] [--dst IP] [--json]\n       hoptrace doctor --netns vpn=PATH --netns vpn-node=PATH --netns backend-node=PATH [--netns backend=PATH] [--netns client=PATH] [--tunnel-range 10.90.0.0/24] [--client IP] [--dst IP] [--pod-cidr CIDR]... [--denied-source IP --target IP:PORT] [--known-netns GLOB] [--json]';
@@ -244,44 +245,9 @@ async function doctorViaCollector(
     });
   }
   const token = loadToken(o.tokenFile === undefined ? {} : { file: o.tokenFile });
-  const url = new URL('/v1/doctor', base).toString();
-  let res: Response;
-  try {
-    res = await fetch(url, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ vpn: o.vpn, backend: o.backend, ...o.body }),
-    });
-  } catch (e) {
-    throw new HoptraceError(
-      'COLLECTOR_UNREACHABLE',
-      `POST ${url} failed (${e instanceof Error ? e.message : String(e)})`,
-      {
-        where: base,
-      },
-    );
-  }
-  const text = await res.text();
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    throw new HoptraceError('COLLECTOR_BAD_RESPONSE', `POST ${url} did not return JSON`, {
-      where: base,
-    });
-  }
-  if (res.status >= 400) {
-    const err = (v as { error?: { code?: unknown; message?: unknown } }).error;
-    const code =
-      typeof err?.code === 'string' && err.code in ERRORS
-        ? (err.code as ErrorCode)
-        : 'COLLECTOR_BAD_RESPONSE';
-    throw new HoptraceError(
-      code,
-      typeof err?.message === 'string'
-        ? err.message.replace(/^[A-Z_]+: /, '')
-        : `HTTP ${res.status}`,
-    );
-  }
-  return v as DoctorResult;
+  return new CollectorClient(base, token).json<DoctorResult>('POST', '/v1/doctor', {
+    vpn: o.vpn,
+    backend: o.backend,
+    ...o.body,
+  });
 }

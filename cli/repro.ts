@@ -17,11 +17,12 @@ import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
 import { setTimeout as delay } from 'node:timers/promises';
 import { loadToken } from '../common/auth';
-import { ERRORS, HoptraceError, type ErrorCode } from '../common/errors';
+import { HoptraceError } from '../common/errors';
 import type { ReproView } from '../collector/repro';
 import { assertLabPrerequisites } from '../lab/prereq';
 import { printLabRepros } from '../lab/repro-print';
 import { parseCommandLine } from './args';
+import { CollectorClient } from './collector-client';
 import { parseDuration } from './capture';
 
 const USAGE =
@@ -102,54 +103,13 @@ export function probeUrl(base: string, id: string): URL {
   return u;
 }
 
-async function api(
+function api(
   o: ClusterReproOptions,
   method: 'GET' | 'POST',
   path: string,
   body?: unknown,
 ): Promise<ReproView> {
-  const url = new URL(path, o.collector).toString();
-  let res: Response;
-  try {
-    res = await fetch(url, {
-      method,
-      headers: { authorization: `Bearer ${o.token}`, 'content-type': 'application/json' },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-  } catch (e) {
-    throw new HoptraceError(
-      'COLLECTOR_UNREACHABLE',
-      `${method} ${url} failed (${e instanceof Error ? e.message : String(e)})`,
-      { where: o.collector },
-    );
-  }
-  const text = await res.text();
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    throw new HoptraceError('COLLECTOR_BAD_RESPONSE', `${method} ${url} did not return JSON`, {
-      where: o.collector,
-    });
-  }
-  if (res.status >= 400) {
-    const err = (v as { error?: { code?: unknown; message?: unknown; hint?: unknown } }).error;
-    const code =
-      typeof err?.code === 'string' && err.code in ERRORS
-        ? (err.code as ErrorCode)
-        : 'COLLECTOR_BAD_RESPONSE';
-    throw new HoptraceError(
-      code,
-      typeof err?.message === 'string'
-        ? err.message.replace(/^[A-Z_]+: /, '')
-        : `HTTP ${res.status}`,
-      {
-        where: `${method} ${path}`,
-        ...(typeof err?.hint === 'string' ? { hint: err.hint } : {}),
-      },
-    );
-  }
-  return v as ReproView;
+  return new CollectorClient(o.collector, o.token).json<ReproView>(method, path, body);
 }
 
 const capturing = (v: ReproView): boolean =>
