@@ -8,11 +8,11 @@
 import pino from 'pino';
 import type { NsCapture } from './capture/ns-capture';
 import { isHoptraceError, HoptraceError } from '../common/errors';
-import type { PacketEvent } from '../common/event';
 import type {
   CaptureCommand,
   CaptureState,
   CaptureStatus,
+  EventBatch,
   Hello,
   StopCommand,
 } from '../common/wire';
@@ -20,9 +20,13 @@ import type { CollectorCommand } from './link/collector-link';
 import type { NamespaceInfo, NetnsScope } from './netns/addresses';
 import type { ResolvedTarget } from './netns/resolve';
 
+/** What the runtime needs of a capture (NsCapture; tests give fakes, startEncoded optional). */
+type RuntimeCapture = Pick<NsCapture, 'start' | 'stop' | 'stats'> &
+  Partial<Pick<NsCapture, 'startEncoded'>>;
+
 /** What the runtime needs from the outside world (injected, so it is testable without root). */
 export interface AgentDeps {
-  send(kind: 'events', body: { captureId: string; point: string; events: PacketEvent[] }): void;
+  send(kind: 'events', body: EventBatch): void;
   send(kind: 'status', body: CaptureStatus): void;
   send(
     kind: 'error',
@@ -33,13 +37,13 @@ export interface AgentDeps {
   makeCapture(
     spec: { point: string; node: string; iface: string; filter?: string; snaplen?: number },
     netnsPath: string,
-  ): Pick<NsCapture, 'start' | 'stop' | 'stats'>;
+  ): RuntimeCapture;
   nowMs(): number;
 }
 
 interface Running {
   cmd: CaptureCommand;
-  capture: Pick<NsCapture, 'start' | 'stop' | 'stats'> | undefined;
+  capture: RuntimeCapture | undefined;
   state: CaptureState;
   netns: string;
   netnsAddresses: string[];
@@ -147,14 +151,23 @@ export class AgentRuntime {
       if (cmd.snaplen > 0) spec.snaplen = cmd.snaplen;
       const capture = this.deps.makeCapture(spec, target.path);
       r.capture = capture;
-      await capture.start(
-        (events) => {
-          this.deps.send('events', { captureId: cmd.captureId, point: cmd.point, events });
-        },
-        (err) => {
-          this.finish(r, err);
-        },
-      );
+      const onEnd = (err: HoptraceError | null): void => {
+        this.finish(r, err);
+      };
+      // Encoded delivery when the capture offers it (the namespace worker): no PacketEvent per
+      // packet between the capture and the wire.
+      await (capture.startEncoded !== undefined
+        ? capture.startEncoded((encoded) => {
+            this.deps.send('events', {
+              captureId: cmd.captureId,
+              point: cmd.point,
+              events: [],
+              encoded,
+            });
+          }, onEnd)
+        : capture.start((events) => {
+            this.deps.send('events', { captureId: cmd.captureId, point: cmd.point, events });
+          }, onEnd));
       if (r.state !== 'arming') return; // stopped or failed while opening
       r.state = 'capturing';
       log.info({ state: 'capturing', netns: r.netns, iface: cmd.iface }, 'capture started');

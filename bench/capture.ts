@@ -180,16 +180,16 @@ async function startNsCapture(
   });
   let delivered = 0;
   let seq = 0;
-  await cap.start(
-    (evs) => {
-      delivered += evs.length;
-      // What the agent process does with every batch besides parsing it: encode the Envelope it
-      // sends to the collector (common/envelope.ts). "+parent" CPU therefore covers the agent's
-      // whole per-packet path except the WebSocket send.
+  // What the agent runtime does (agent/runtime.ts): encoded delivery, each chunk wrapped in the
+  // Envelope it sends to the collector (common/envelope.ts). "+parent" CPU therefore covers the
+  // agent's whole per-packet path except the WebSocket send.
+  await cap.startEncoded(
+    (encoded) => {
+      delivered += encoded.count;
       encodeEnvelope({
         seq: ++seq,
         kind: 'events',
-        events: { captureId: 'bench', point: 'bench', events: evs },
+        events: { captureId: 'bench', point: 'bench', events: [], encoded },
       });
     },
     () => undefined,

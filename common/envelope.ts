@@ -166,6 +166,9 @@ export function encodeEnvelope(env: Envelope): Uint8Array {
 
 /** The reflection encoder for every kind (events-wire.ts is tested against it). */
 export function encodeEnvelopeReflect(env: Envelope): Uint8Array {
+  if (env.kind === 'events' && env.events.encoded !== undefined) {
+    throw new Error('pre-encoded events go through encodeEnvelope (events-wire.ts)');
+  }
   const T = protoType('Envelope');
   const [field, body] = bodyToWire(env);
   return T.encode(T.fromObject({ seq: u64(env.seq), [field]: body })).finish();

@@ -23,7 +23,7 @@ import { LINKTYPE_NAMES } from './codec';
  * The caller reserves room once per event (`ensure`) with an upper bound, so the primitives write
  * without checks.
  */
-class Out {
+export class Out {
   buf = Buffer.allocUnsafe(64 * 1024);
   view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
   at = 0;
@@ -142,6 +142,11 @@ function enumValue(map: Map<string, number>, name: string): number {
   return map.get(name) ?? map.size + 1;
 }
 
+/** The wire values of a transport, tunnel kind and link type name (for encoders of their own). */
+export const transportValue = (name: string): number => enumValue(TRANSPORT_VALUE, name);
+export const tunnelValue = (kind: string): number => enumValue(TUNNEL_VALUE, kind);
+export const linktypeValue = (name: string): number => enumValue(LINKTYPE_VALUE, name);
+
 /** Bytes a tuple can take at most (strings counted at 3 bytes per UTF-16 unit). */
 function tupleBound(t: Tuple | null | undefined): number {
   return t === null || t === undefined ? 0 : 40 + 3 * (t.src.length + t.dst.length);
@@ -158,7 +163,8 @@ function writeTuple(o: Out, field: number, t: Tuple): void {
   o.end(m);
 }
 
-function writeEvent(o: Out, e: PacketEvent): void {
+/** One PacketEvent as an entry of EventBatch's repeated `events` field (tag, length, message). */
+export function writeEvent(o: Out, e: PacketEvent): void {
   const k = e.keys;
   o.ensure(
     160 +
@@ -217,6 +223,25 @@ export function encodeEventsEnvelope(seq: number, batch: EventBatch): Uint8Array
   if (batch.captureId !== '') o.string(1, batch.captureId);
   if (batch.point !== '') o.string(2, batch.point);
   for (const e of batch.events) writeEvent(o, e);
+  const enc = batch.encoded;
+  if (enc !== undefined && enc.bytes.length > 0) {
+    const body = o.at - m - 3 + enc.bytes.length;
+    if (body < 0x200000) {
+      // The pre-encoded entries go straight from their chunk to the output: one copy, and no
+      // zero-fill (allocUnsafe; every byte is written).
+      o.end(m);
+      o.buf[m] = (body & 0x7f) | 0x80;
+      o.buf[m + 1] = ((body >>> 7) & 0x7f) | 0x80;
+      o.buf[m + 2] = body >>> 14;
+      const out = Buffer.allocUnsafe(o.at + enc.bytes.length);
+      out.set(o.buf.subarray(0, o.at));
+      out.set(enc.bytes, o.at);
+      return out;
+    }
+    o.ensure(enc.bytes.length);
+    o.buf.set(enc.bytes, o.at);
+    o.at += enc.bytes.length;
+  }
   o.end(m);
   // TypedArray.set is one memcpy (Buffer.copy goes through more JavaScript in Node 20).
   const out = new Uint8Array(o.at);

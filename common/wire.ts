@@ -44,6 +44,23 @@ export interface EventBatch {
   captureId: string;
   point: string;
   events: PacketEvent[];
+  /**
+   * Agent side only: events already encoded (agent/capture/summary-wire.ts), sent after `events`
+   * as more entries of the same repeated field. Never set by a decoder: the collector reads them
+   * as ordinary `events`.
+   */
+  encoded?: EncodedEvents;
+}
+
+/** PacketEvents as protobuf bytes: `count` entries of EventBatch's repeated `events` field. */
+export interface EncodedEvents {
+  bytes: Uint8Array;
+  count: number;
+}
+
+/** Events in a batch, counting the encoded ones. */
+export function batchEventCount(b: EventBatch): number {
+  return b.events.length + (b.encoded?.count ?? 0);
 }
 
 export type CaptureState = 'arming' | 'capturing' | 'stopped' | 'failed';

@@ -119,6 +119,21 @@ export interface PcapBatchAddon {
     out: Buffer,
   ): [number, number, number];
   summaryBytes: number;
+  /**
+   * FAST summary records recs[i, end) → EventBatch `events` entries in out from pos (summary_wire.c);
+   * stops at a SLOW record or when out lacks room for one more. Returns [next i, next pos].
+   */
+  wireRun: (
+    recs: Buffer,
+    i: number,
+    end: number,
+    ctx: Uint8Array,
+    linktypeValue: number,
+    frame: number,
+    tables: Buffer,
+    out: Buffer,
+    pos: number,
+  ) => [number, number];
   FrameWriter: new (fd: number, maxQueuedBytes: number) => PcapFrameWriter;
 }
 
@@ -130,7 +145,7 @@ export type NativeLoad =
   { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
 
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
-const ADDON_VERSION = 4;
+const ADDON_VERSION = 5;
 
 /** Where the built addon lives: native/ at the repository root, from dist/agent/capture or agent/capture. */
 export function nativeAddonPath(): string {
@@ -171,7 +186,8 @@ function tryLoad(path: string): NativeLoad {
     addon?.version !== ADDON_VERSION ||
     typeof addon.Capture !== 'function' ||
     typeof addon.summarize !== 'function' ||
-    typeof addon.FrameWriter !== 'function'
+    typeof addon.FrameWriter !== 'function' ||
+    typeof addon.wireRun !== 'function'
   ) {
     return {
       ok: false,

@@ -12,6 +12,8 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ERRORS, HoptraceError, type ErrorCode } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
+import type { EncodedEvents } from '../../common/wire';
+import { EventsWireEncoder, parseSummaryFrame } from './summary-wire';
 import {
   EventBatcher,
   type BatchOptions,
@@ -82,6 +84,9 @@ export function errorFromWire(e: WireError): HoptraceError {
 export class NsCapture implements CaptureSource {
   private child: ChildProcess | undefined;
   private batcher: EventBatcher | undefined;
+  /** startEncoded: the encoder, and the events it handed over. */
+  private encoder: EventsWireEncoder | undefined;
+  private encodedEvents = 0;
   private onEnd: ((err: HoptraceError | null) => void) | undefined;
   private stopping: Promise<void> | undefined;
   private ended = false;
@@ -108,6 +113,53 @@ export class NsCapture implements CaptureSource {
   start(
     onEvents: (events: PacketEvent[]) => void,
     onEnd: (err: HoptraceError | null) => void,
+  ): Promise<void> {
+    const batcher = new EventBatcher(onEvents, this.opts.batch);
+    return this.launch(
+      false,
+      (f) => {
+        if (f.type === 'events') for (const ev of f.events) batcher.push(ev);
+        else if (f.type === 'event') batcher.push(f.event);
+      },
+      onEnd,
+      batcher,
+    );
+  }
+
+  /**
+   * Like start(), but the events arrive already encoded as EventBatch `events` entries
+   * (summary-wire.ts): the native worker's summary records become protobuf bytes without a
+   * PacketEvent per packet. Chunks hold at most batch.maxBatch events (default 256) and are handed
+   * over as each worker frame arrives (the worker already batches per ring block), so nothing is
+   * queued here. What the agent runtime uses.
+   */
+  startEncoded(
+    onEncoded: (chunk: EncodedEvents) => void,
+    onEnd: (err: HoptraceError | null) => void,
+  ): Promise<void> {
+    const enc = new EventsWireEncoder((chunk) => {
+      this.encodedEvents += chunk.count;
+      onEncoded(chunk);
+    }, this.opts.batch?.maxBatch ?? 256);
+    this.encoder = enc;
+    return this.launch(
+      true,
+      (f) => {
+        if (f.type === 'summaries') enc.summaries(parseSummaryFrame(f.body));
+        else if (f.type === 'events') enc.events(f.events);
+        else enc.events([f.event]);
+        enc.flush();
+      },
+      onEnd,
+      undefined,
+    );
+  }
+
+  private launch(
+    rawSummaries: boolean,
+    consume: (f: Exclude<WorkerFrame, { type: 'control' }>) => void,
+    onEnd: (err: HoptraceError | null) => void,
+    batcher: EventBatcher | undefined,
   ): Promise<void> {
     if (this.child !== undefined || this.stopping !== undefined) {
       return Promise.reject(new Error('NsCapture.start() called twice'));
@@ -139,10 +191,9 @@ export class NsCapture implements CaptureSource {
             stdio: ['pipe', 'pipe', 'pipe'],
           });
     this.child = child;
-    const batcher = new EventBatcher(onEvents, this.opts.batch);
     this.batcher = batcher;
     this.onEnd = onEnd;
-    const parser = new WorkerFrameParser();
+    const parser = new WorkerFrameParser({ rawSummaries });
 
     return new Promise<void>((resolve, reject) => {
       let ready = false;
@@ -172,12 +223,12 @@ export class NsCapture implements CaptureSource {
 
       const onFrame = (f: WorkerFrame): void => {
         if (this.ended) return;
-        if (f.type === 'events') {
-          for (const ev of f.events) batcher.push(ev);
-          return;
-        }
-        if (f.type === 'event') {
-          batcher.push(f.event);
+        if (f.type !== 'control') {
+          try {
+            consume(f);
+          } catch (e) {
+            unreadable(e);
+          }
           return;
         }
         const msg = f.msg;
@@ -206,18 +257,21 @@ export class NsCapture implements CaptureSource {
         }
       };
 
+      const unreadable = (e: unknown): void => {
+        fail(
+          new HoptraceError(
+            'CAPTURE_WORKER_FAILED',
+            `unreadable worker output: ${e instanceof Error ? e.message : String(e)}`,
+            { where: this.where },
+          ),
+        );
+      };
       child.stdout.on('data', (chunk: Buffer) => {
         let frames: WorkerFrame[];
         try {
           frames = parser.push(chunk);
         } catch (e) {
-          fail(
-            new HoptraceError(
-              'CAPTURE_WORKER_FAILED',
-              `unreadable worker output: ${e instanceof Error ? e.message : String(e)}`,
-              { where: this.where },
-            ),
-          );
+          unreadable(e);
           return;
         }
         for (const f of frames) onFrame(f);
@@ -364,8 +418,8 @@ export class NsCapture implements CaptureSource {
     const b = this.batcher;
     const w = this.workerStats;
     const s: CaptureStats = {
-      packets: b?.delivered ?? 0,
-      decodeErrors: b?.decodeErrors ?? 0,
+      packets: b?.delivered ?? this.encodedEvents,
+      decodeErrors: b?.decodeErrors ?? this.encoder?.decodeErrors ?? 0,
       kernelDrops: w?.kernelDrops ?? null,
       ifaceDrops: w?.ifaceDrops ?? null,
       queueDrops: (w?.queueDrops ?? 0) + (b?.dropped ?? 0),

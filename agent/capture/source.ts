@@ -5,6 +5,7 @@
  */
 import type { HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
+import type { EncodedEvents } from '../../common/wire';
 
 /** What to capture and how to label it. */
 export interface CaptureSpec {
@@ -55,6 +56,14 @@ export interface CaptureSource {
    */
   start(
     onEvents: (events: PacketEvent[]) => void,
+    onEnd: (err: HoptraceError | null) => void,
+  ): Promise<void>;
+  /**
+   * Optional: start() with the events delivered already encoded (EventBatch `events` entries,
+   * common/events-wire.ts), without a PacketEvent per packet. The agent runtime prefers it.
+   */
+  startEncoded?(
+    onEncoded: (chunk: EncodedEvents) => void,
     onEnd: (err: HoptraceError | null) => void,
   ): Promise<void>;
   /** Stops delivery (flushing what is queued) and releases the capture; idempotent. */

@@ -42,8 +42,8 @@ import type {
 } from '../../common/event';
 import { TRANSPORT_NAMES, TUNNEL_KINDS } from '../../common/event';
 import type { CaptureStats } from './source';
-import { R, SUMMARY_BYTES, summaryEvent } from './summary';
-import type { EventContext } from '../event';
+import { SUMMARY_BYTES, summaryEvent } from './summary';
+import { parseSummaryFrame } from './summary-wire';
 
 export const FRAME_EVENT = 1;
 export const FRAME_CONTROL = 2;
@@ -454,31 +454,10 @@ export function encodeSummaryFrame(
 
 /** The events of a type-4 frame body. Throws Error when the body is inconsistent. */
 export function decodeSummaryFrame(body: Buffer): PacketEvent[] {
-  if (body.length < 22) throw new Error('summary frame shorter than its header');
-  const count = body.readUInt32LE(0);
-  const linktype = body.readUInt32LE(4);
-  const first = body.readDoubleLE(8);
-  const raw = body.readUInt32LE(16);
-  const ctxLen = body.readUInt16LE(20);
-  const head = (22 + ctxLen + 7) & ~7;
-  if (head + count * SUMMARY_BYTES + raw !== body.length) {
-    throw new Error(
-      `summary frame of ${body.length} bytes does not hold ${count} records + ${raw}`,
-    );
-  }
-  const ctx = JSON.parse(body.toString('utf8', 22, 22 + ctxLen)) as EventContext;
-  const recs = body.subarray(head, head + count * SUMMARY_BYTES);
-  const rawArea = body.subarray(head + count * SUMMARY_BYTES);
-  const events = new Array<PacketEvent>(count);
-  for (let i = 0; i < count; i++) {
-    const o = i * SUMMARY_BYTES;
-    if (
-      recs[o] !== 1 &&
-      recs.readUInt32LE(o + R.dataOffset) + recs.readUInt32LE(o + R.caplen) > raw
-    ) {
-      throw new Error(`summary record ${i} points past the raw area`);
-    }
-    events[i] = summaryEvent(recs, i, rawArea, linktype, first + i, ctx);
+  const f = parseSummaryFrame(body);
+  const events = new Array<PacketEvent>(f.count);
+  for (let i = 0; i < f.count; i++) {
+    events[i] = summaryEvent(f.recs, i, f.raw, f.linktype, f.firstFrame + i, f.ctx);
   }
   return events;
 }
@@ -487,6 +466,8 @@ export function decodeSummaryFrame(body: Buffer): PacketEvent[] {
 export type WorkerFrame =
   | { type: 'event'; event: PacketEvent }
   | { type: 'events'; events: PacketEvent[] }
+  /** A type-4 body, unparsed (WorkerFrameParser with rawSummaries): a view of the read chunk. */
+  | { type: 'summaries'; body: Buffer }
   | { type: 'control'; msg: WorkerControl };
 
 /**
@@ -494,6 +475,12 @@ export type WorkerFrame =
  * may hold many frames). Throws Error on a malformed stream (then the stream is unusable).
  */
 export class WorkerFrameParser {
+  /**
+   * rawSummaries: hand type-4 bodies over as they are (`summaries` frames), for a consumer that
+   * encodes them without building events (summary-wire.ts); else they become `events`.
+   */
+  constructor(private readonly opts: { rawSummaries?: boolean } = {}) {}
+
   private pending: Buffer[] = [];
   private pendingBytes = 0;
   /** Bytes the frame at the head of `pending` needs in all (0 = not known yet). */
@@ -519,7 +506,11 @@ export class WorkerFrameParser {
       const type = buf[at + 4];
       const body = buf.subarray(at + 5, at + 4 + len);
       if (type === FRAME_SUMMARIES) {
-        out.push({ type: 'events', events: decodeSummaryFrame(body) });
+        out.push(
+          this.opts.rawSummaries === true
+            ? { type: 'summaries', body }
+            : { type: 'events', events: decodeSummaryFrame(body) },
+        );
       } else if (type === FRAME_EVENTS)
         out.push({ type: 'events', events: decodeEventBatch(body) });
       else if (type === FRAME_EVENT) out.push({ type: 'event', event: decodePacketEvent(body) });

@@ -16,7 +16,7 @@
  * common/events-wire.ts) instead of encoding the events again.
  */
 import { encodeEnvelope, type SpooledKind } from '../../common/envelope';
-import type { Envelope } from '../../common/wire';
+import { batchEventCount, type Envelope } from '../../common/wire';
 
 export interface SpoolEntry {
   seq: number;
@@ -64,7 +64,7 @@ export class Spool {
   /** Spools a message; returns its seq, or 0 when it was an event batch dropped for overflow. */
   add(env: Envelope & { kind: SpooledKind }): number {
     if (env.kind === 'events' && this.batches >= this.limit) {
-      const n = env.events.events.length;
+      const n = batchEventCount(env.events);
       if (n > 0) {
         this.droppedEvents += n;
         this.addLost(env.events.captureId, env.events.point, n);
@@ -90,7 +90,7 @@ export class Spool {
             }
           : env,
       bytes,
-      events: env.kind === 'events' ? env.events.events.length : 0,
+      events: env.kind === 'events' ? batchEventCount(env.events) : 0,
     };
     this.entries.push(entry);
     this.byteCount += bytes.length;

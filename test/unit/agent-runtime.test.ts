@@ -1,4 +1,5 @@
 /** The agent runtime without root or sockets: commands in, statuses/events/errors out. */
+import type { EncodedEvents } from '../../common/wire';
 import t from 'tap';
 import { AgentRuntime, type AgentDeps } from '../../agent/runtime';
 import { HoptraceError } from '../../common/errors';
@@ -160,3 +161,45 @@ void t.test('a namespace that vanishes mid-capture ends the point with the reaso
     ['failed'],
   );
 });
+
+void t.test(
+  'a capture with encoded delivery: the runtime sends its chunks as they come',
+  async (t) => {
+    const batches: unknown[] = [];
+    let onEncoded: ((c: EncodedEvents) => void) | undefined;
+    let startCalls = 0;
+    const rt = new AgentRuntime('n1', {
+      send: (kind: string, body: never) => {
+        if (kind === 'events') batches.push(body);
+      },
+      resolveTarget: () =>
+        Promise.resolve({ path: '/run/netns/vpn', dev: 1, inode: 2, via: 'ip' } as never),
+      namespaceAddresses: () => Promise.resolve({ addresses: [] }),
+      makeCapture: () => ({
+        start: () => {
+          startCalls++;
+          return Promise.resolve();
+        },
+        startEncoded: (enc) => {
+          onEncoded = enc;
+          return Promise.resolve();
+        },
+        stop: () => Promise.resolve(),
+        stats: () => ({
+          packets: 0,
+          decodeErrors: 0,
+          kernelDrops: 0,
+          ifaceDrops: 0,
+          queueDrops: 0,
+        }),
+      }),
+      nowMs: () => 1000,
+    });
+    rt.handle({ kind: 'capture', capture: cmd() });
+    await settle();
+    t.equal(startCalls, 0, 'start() is not used when startEncoded() exists');
+    const chunk = { bytes: Uint8Array.from([0x1a, 0x00]), count: 1 };
+    onEncoded?.(chunk);
+    t.same(batches, [{ captureId: 'c1', point: 'decap', events: [], encoded: chunk }]);
+  },
+);

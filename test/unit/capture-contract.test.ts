@@ -20,6 +20,7 @@ import {
   type WorkerFrame,
 } from '../../agent/capture/worker-frames';
 import { replayCaptureFile } from '../../agent/replay';
+import { decodeEnvelope, encodeEnvelope } from '../../common/envelope';
 import { isHoptraceError, type ErrorCode, type HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
 import { Netns } from '../../lab/netns';
@@ -288,7 +289,7 @@ if (!isRoot) {
   const ready = buildPair(lab);
   const nsLabel = { point: 'backend', node: 'n2', iface: 'v0' };
   const nsSpec: CaptureSpec = { ...nsLabel, filter: 'udp and dst port 9999' };
-  let source: (kind: Kind, spec?: CaptureSpec) => CaptureSource = () => {
+  let source: (kind: Kind, spec?: CaptureSpec) => NsCapture = () => {
     throw new Error('lab not built');
   };
   t.before(async () => {
@@ -318,6 +319,52 @@ if (!isRoot) {
       // The worker runs the native source when the addon is built (else it falls back to cap).
       kernelDrops: native.ok ? 'number' : 'null',
       kernelTs: native.ok,
+    },
+  );
+  // The runtime's path: startEncoded, the chunks wrapped in an Envelope and decoded as the
+  // collector decodes them, must keep the same contract.
+  const viaWire = (cap: NsCapture): CaptureSource => ({
+    start: (onEvents, onEnd) =>
+      cap.startEncoded((encoded) => {
+        const env = decodeEnvelope(
+          encodeEnvelope({
+            seq: 1,
+            kind: 'events',
+            events: { captureId: 'c', point: 'backend', events: [], encoded },
+          }),
+        );
+        if (env.kind !== 'events') throw new Error(`decoded a ${env.kind} envelope`);
+        t.equal(env.events.events.length, encoded.count, 'chunk count = events decoded');
+        onEvents(env.events.events);
+      }, onEnd),
+    stop: () => cap.stop(),
+    stats: () => cap.stats(),
+  });
+  captureContract(
+    'NsCapture encoded (worker in a namespace, startEncoded → Envelope → collector decode)',
+    (kind) => viaWire(source(kind)),
+    () => sendUdp(lab, 'b', A_IP, 9999, 10),
+    {
+      live: true,
+      count: 10,
+      label: nsLabel,
+      badIfaceCode: 'CAPTURE_NO_INTERFACE',
+      badFilterCode: 'CAPTURE_BAD_FILTER',
+      kernelDrops: native.ok ? 'number' : 'null',
+      kernelTs: native.ok,
+    },
+  );
+  captureContract(
+    'NsCapture encoded (cap forced)',
+    (kind) => viaWire(source(kind, { ...nsSpec, source: 'cap' })),
+    () => sendUdp(lab, 'b', A_IP, 9999, 10),
+    {
+      live: true,
+      count: 10,
+      label: nsLabel,
+      badIfaceCode: 'CAPTURE_NO_INTERFACE',
+      badFilterCode: 'CAPTURE_BAD_FILTER',
+      kernelDrops: 'null',
     },
   );
   captureContract(

@@ -13,7 +13,12 @@ import {
 } from '../../common/envelope';
 import { isHoptraceError } from '../../common/errors';
 import { TRANSPORT_NAMES, TUNNEL_KINDS, type PacketEvent, type Tuple } from '../../common/event';
-import { decodeEventsEnvelope, encodeEventsEnvelope } from '../../common/events-wire';
+import {
+  decodeEventsEnvelope,
+  encodeEventsEnvelope,
+  Out,
+  writeEvent,
+} from '../../common/events-wire';
 import type { Envelope } from '../../common/wire';
 
 let x = 0x2545f491;
@@ -118,6 +123,44 @@ void t.test('hand-written and reflection codecs read each other exactly', (t) =>
       JSON.stringify(v, (_k, val: unknown) => (typeof val === 'bigint' ? val.toString() : val));
     t.equal(json(decodeEventsEnvelope(slow)), json(decodeEnvelopeReflect(slow)));
   }
+  t.end();
+});
+
+void t.test('pre-encoded events: sent after the objects, decoded as ordinary events', (t) => {
+  for (const env of envelopes()) {
+    if (env.kind !== 'events') continue;
+    const all = env.events.events;
+    const cut = Math.floor(all.length / 2);
+    const o = new Out();
+    for (const e of all.slice(cut)) writeEvent(o, e);
+    const split = encodeEnvelope({
+      seq: env.seq,
+      kind: 'events',
+      events: {
+        captureId: env.events.captureId,
+        point: env.events.point,
+        events: all.slice(0, cut),
+        encoded: { bytes: Uint8Array.from(o.buf.subarray(0, o.at)), count: all.length - cut },
+      },
+    });
+    t.same(Buffer.from(split), Buffer.from(encodeEnvelope(env)), 'the same bytes as one batch');
+    t.same(decodeEnvelopeReflect(split), env, 'reflection reads them');
+  }
+  t.throws(
+    () =>
+      encodeEnvelopeReflect({
+        seq: 1,
+        kind: 'events',
+        events: {
+          captureId: 'c',
+          point: 'p',
+          events: [],
+          encoded: { bytes: new Uint8Array(0), count: 0 },
+        },
+      }),
+    /pre-encoded/,
+    'the reflection encoder refuses what it would drop',
+  );
   t.end();
 });
 

@@ -37,6 +37,17 @@ void t.test('a full spool drops NEW batches, counts their events in one pending 
   t.end();
 });
 
+void t.test('a dropped batch of pre-encoded events counts them in its Lost', (t) => {
+  const s = new Spool(1, 100);
+  t.equal(s.add({ seq: 0, kind: 'events', events: batch(1, 3) }), 100);
+  const encoded = { bytes: new Uint8Array(0), count: 250 };
+  const events = { captureId: 'c', point: 'p', events: [], encoded };
+  t.equal(s.add({ seq: 0, kind: 'events', events }), 0, 'dropped');
+  t.equal(s.droppedEvents, 250);
+  t.same(lost(s), [250]);
+  t.end();
+});
+
 void t.test('acks trim the spool from the front; the transmit cursor follows', (t) => {
   const s = new Spool(10, 1);
   for (let i = 0; i < 5; i++) s.add({ seq: 0, kind: 'events', events: batch(i, 1) });

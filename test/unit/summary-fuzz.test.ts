@@ -13,7 +13,7 @@ import t from 'tap';
 const root = join(__dirname, '..', '..', '..');
 const native = join(root, 'native', 'pcap-batch');
 
-void t.test('summary.c under ASan/UBSan: a million mutated frames', (t) => {
+void t.test('summary.c and summary_wire.c under ASan/UBSan: a million mutated frames', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'ht-fuzz-'));
   try {
     const bin = join(dir, 'fuzz');
@@ -32,6 +32,7 @@ void t.test('summary.c under ASan/UBSan: a million mutated frames', (t) => {
           bin,
           join(native, 'fuzz', 'fuzz.c'),
           join(native, 'src', 'summary.c'),
+          join(native, 'src', 'summary_wire.c'),
         ],
         { stdio: 'pipe' },
       );

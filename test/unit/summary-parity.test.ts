@@ -30,6 +30,9 @@ import {
 } from '../../agent/capture/summary';
 import { decodeFrame, type DecodeOptions } from '../../agent/decode/frame';
 import { toPacketEvent } from '../../agent/event';
+import { EventsWireEncoder } from '../../agent/capture/summary-wire';
+import { Out, writeEvent } from '../../common/events-wire';
+import type { EncodedEvents } from '../../common/wire';
 
 /**
  * Gathers the bytes of the SLOW records' frames (which point into `src`) into one compact area and
@@ -96,6 +99,75 @@ interface Tally {
   frames: number;
   fast: number;
   mismatches: number;
+  /** Records whose wire bytes (summary-wire.ts) differ from writeEvent(summaryEvent(…)). */
+  wireMismatches?: number;
+}
+
+/**
+ * The records' protobuf entries as the agent writes them (EventsWireEncoder, one chunk per
+ * event) against writeEvent of the event summaryEvent builds: must be byte-identical.
+ */
+function checkWire(
+  t: Asserts,
+  label: string,
+  out: Buffer,
+  n: number,
+  raw: Buffer,
+  linktype: number,
+  tally: Tally,
+  opts?: DecodeOptions,
+): void {
+  const want: Buffer[] = [];
+  for (let i = 0; i < n; i++) {
+    const ref = new Out();
+    writeEvent(ref, summaryEvent(out, i, raw, linktype, i + 1, ctx, opts));
+    want.push(Buffer.from(ref.buf.subarray(0, ref.at)));
+  }
+  // Chunks of up to 7 events, FAST runs in C between SLOW records: the same bytes in order.
+  const sized: EncodedEvents[] = [];
+  const big = new EventsWireEncoder((c) => sized.push(c), 7, opts);
+  big.summaries({
+    count: n,
+    linktype,
+    firstFrame: 1,
+    ctx,
+    recs: out.subarray(0, n * SUMMARY_BYTES),
+    raw,
+  });
+  big.flush();
+  const joined = Buffer.concat(sized.map((c) => c.bytes));
+  if (!joined.equals(Buffer.concat(want)) || sized.some((c) => c.count < 1 || c.count > 7)) {
+    tally.wireMismatches = (tally.wireMismatches ?? 0) + 1;
+    t.fail(`${label}: chunks of 7 differ from the events in order`);
+  }
+  // Both writers of FAST records: C (the addon's wireRun) and TypeScript.
+  for (const writer of ['native', 'js'] as const) {
+    const chunks: EncodedEvents[] = [];
+    const enc = new EventsWireEncoder((c) => chunks.push(c), 1, opts, writer);
+    enc.summaries({
+      count: n,
+      linktype,
+      firstFrame: 1,
+      ctx,
+      recs: out.subarray(0, n * SUMMARY_BYTES),
+      raw,
+    });
+    enc.flush();
+    if (chunks.length !== n) t.fail(`${label} (${writer}): ${chunks.length} chunks for ${n}`);
+    for (let i = 0; i < n; i++) {
+      const got = Buffer.from(chunks[i]?.bytes ?? new Uint8Array(0));
+      const w = want[i] ?? Buffer.alloc(0);
+      if (!got.equals(w)) {
+        tally.wireMismatches = (tally.wireMismatches ?? 0) + 1;
+        if (tally.wireMismatches <= 10) {
+          t.fail(`${label} #${i + 1} (${writer}): wire bytes`, {
+            found: got.toString('hex'),
+            wanted: w.toString('hex'),
+          });
+        }
+      }
+    }
+  }
 }
 
 /** Summarizes frames of one link type and compares every record with the reference. */
@@ -121,6 +193,7 @@ function check(
     out,
   );
   t.equal(n, frames.length, `${label}: every record summarized`);
+  checkWire(t, label, out, n, buf, linktype, tally, opts);
   t.equal(next, bytes, `${label}: consumed the batch`);
   t.not(stop, SUMMARY_STOP.bad, `${label}: no framing error`);
   frames.forEach((f, i) => {
@@ -182,6 +255,7 @@ void t.test('corpus frames: fast records equal the reference', (t) => {
   for (const [file, frames] of corpus) for (const r of runs(frames)) check(t, file, r, tally);
   t.comment(`${tally.fast} of ${tally.frames} corpus frames took the fast path`);
   t.equal(tally.mismatches, 0);
+  t.equal(tally.wireMismatches ?? 0, 0, 'wire bytes identical');
   // The fast path must actually be exercised, or this test proves nothing.
   t.ok(tally.fast > 100, `fast path taken for ${tally.fast} frames`);
   t.end();
@@ -201,6 +275,7 @@ void t.test('every header prefix of every corpus frame', (t) => {
   }
   t.comment(`${tally.fast} of ${tally.frames} prefixes took the fast path`);
   t.equal(tally.mismatches, 0);
+  t.equal(tally.wireMismatches ?? 0, 0, 'wire bytes identical');
   t.end();
 });
 
@@ -234,6 +309,7 @@ void t.test('byte-mutated corpus frames', (t) => {
   }
   t.comment(`${tally.fast} of ${tally.frames} mutated frames took the fast path`);
   t.equal(tally.mismatches, 0);
+  t.equal(tally.wireMismatches ?? 0, 0, 'wire bytes identical');
   t.end();
 });
 
@@ -258,6 +334,7 @@ void t.test(
       // VXLAN moved to another port: 4789/8472 frames become plain UDP, on both paths.
       check(t, 'bench, vxlan on 9999', frames, tally, { vxlanPorts: [9999] });
       t.equal(tally.mismatches, 0);
+      t.equal(tally.wireMismatches ?? 0, 0, 'wire bytes identical');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -448,5 +525,6 @@ void t.test('payload keys: markers, request lines and their edges, at every offs
   check(t, 'payloads', frames, tally);
   t.equal(tally.fast, tally.frames, 'all take the fast path');
   t.equal(tally.mismatches, 0);
+  t.equal(tally.wireMismatches ?? 0, 0, 'wire bytes identical');
   t.end();
 });

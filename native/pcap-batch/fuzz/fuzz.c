@@ -4,7 +4,9 @@
  * mutated and cut at random, each copied into an exactly-sized heap buffer, so AddressSanitizer
  * stops at the first byte read past a frame; UndefinedBehaviorSanitizer catches shifts, overflows
  * and misaligned accesses. summary.c parses untrusted packets in a privileged agent: this is the
- * test that it never reads what it was not given. Usage: fuzz [iterations]
+ * test that it never reads what it was not given. Every FAST record, and random garbage records,
+ * also go through summary_wire.c into an exactly-sized buffer of ctx + SUMMARY_WIRE_MAX bytes: the
+ * protobuf writer never writes past its bound. Usage: fuzz [iterations]
  */
 #include "summary.h"
 #include <stdio.h>
@@ -27,6 +29,18 @@ static size_t build(uint8_t *f, int kind) {
   (void)ip;
   return o + 120;
 }
+/* summary_wire of rec into an exactly-sized heap buffer (a 20-byte context, tables of 256). */
+static size_t wire(const uint8_t *rec) {
+  static uint8_t tables[512];
+  static const uint8_t ctx[20] = {0x0a, 7, 'b', 'a', 'c', 'k', 'e', 'n', 'd', 0x12, 2, 'n', '1',
+                                  0x1a, 4, 'e', 't', 'h', '0', 0};
+  for (int i = 0; i < 512; i++) tables[i] = (uint8_t)(i % 9 + 1);
+  uint8_t *out = malloc(20 + SUMMARY_WIRE_MAX);
+  size_t n = summary_wire(rec, ctx, 20, 1, (uint64_t)rnd() << 20, tables, tables + 256, out);
+  free(out);
+  return n;
+}
+
 int main(int argc, char **argv) {
   long iterations = argc > 1 ? atol(argv[1]) : 1000000;
   uint8_t ports[65536] = {0}; ports[4789] = 1; ports[8472] = 1; ports[6081] = 2; ports[51820] = 3;
@@ -40,8 +54,16 @@ int main(int argc, char **argv) {
     uint8_t *f = malloc(len ? len : 1);
     memcpy(f, seed, len);
     uint32_t lt = (uint32_t[]){1, 1, 1, 113, 276, 101, 0, 108}[rnd() % 8];
-    fast += summary_one(f, (uint32_t)len, (uint32_t)len, 1, lt, ports, rec, 0);
+    int ok = summary_one(f, (uint32_t)len, (uint32_t)len, 1, lt, ports, rec, 0);
+    fast += ok;
     free(f);
+    if (ok && wire(rec) > 20 + SUMMARY_WIRE_MAX) return 1;
+  }
+  /* Garbage records (any bytes, marked FAST): the writer stays within its bound. */
+  for (long it = 0; it < iterations / 10; it++) {
+    for (int i = 0; i < 192; i++) rec[i] = (uint8_t)rnd();
+    rec[0] = 1;
+    if (wire(rec) > 20 + SUMMARY_WIRE_MAX) return 1;
   }
   /* summary_run over a buffer of random bytes in every layout: framing never reads past src_len. */
   for (long it = 0; it < iterations / 10; it++) {

@@ -28,6 +28,8 @@
  * with pcap_dispatch into one buffer and makes one JS call per buffer. When JS is slow the ring
  * fills and the kernel drops and counts (ps_drop): nothing queues up in user space unseen.
  *
+ *   wireRun(recs, i, end, ctx, linktypeValue, frame, tables, out, pos) -> [nextI, nextPos]
+ *                                FAST summary records → protobuf event entries (summary_wire.c)
  *   const w = new FrameWriter(fd, maxQueuedBytes)   the capture worker's one frame writer on fd
  *   w.write(buf, droppable) -> bool   false: dropped (queue over the bound) or the writer failed
  *   w.pending() / w.error() / w.close()   see frame_out.c
@@ -52,7 +54,7 @@
 #include "frame_out.h"
 #include "summary.h"
 
-#define ADDON_VERSION 4
+#define ADDON_VERSION 5
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -725,6 +727,53 @@ static napi_value summarize(napi_env env, napi_callback_info info) {
   return res;
 }
 
+/*
+ * wireRun(recs, i, end, ctx, linktypeValue, frame, tables, out, pos) -> [nextI, nextPos]
+ * Writes records i, i+1, … of recs as EventBatch `events` entries (summary_wire.c) into out from
+ * pos, while they are FAST, before end, and while out has room for one more (ctx.length +
+ * SUMMARY_WIRE_MAX bytes). frame is record i's frame number; tables holds 256 transport then 256
+ * tunnel-kind wire values. The caller handles the SLOW record it stops at.
+ */
+static napi_value wire_run(napi_env env, napi_callback_info info) {
+  size_t argc = 9;
+  napi_value argv[9];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  uint8_t *recs, *ctx, *tables, *out;
+  size_t recs_len, ctx_len, tables_len, out_len;
+  uint32_t i, end, lt, pos;
+  double frame;
+  if (argc < 9 || napi_get_buffer_info(env, argv[0], (void **)&recs, &recs_len) != napi_ok ||
+      napi_get_value_uint32(env, argv[1], &i) != napi_ok ||
+      napi_get_value_uint32(env, argv[2], &end) != napi_ok ||
+      napi_get_buffer_info(env, argv[3], (void **)&ctx, &ctx_len) != napi_ok ||
+      napi_get_value_uint32(env, argv[4], &lt) != napi_ok ||
+      napi_get_value_double(env, argv[5], &frame) != napi_ok ||
+      napi_get_buffer_info(env, argv[6], (void **)&tables, &tables_len) != napi_ok ||
+      napi_get_buffer_info(env, argv[7], (void **)&out, &out_len) != napi_ok ||
+      napi_get_value_uint32(env, argv[8], &pos) != napi_ok)
+    return throw_code(env, "BAD_ARGUMENT",
+                      "wireRun(recs, i, end, ctx, linktypeValue, frame, tables, out, pos)");
+  if (tables_len < 512 || (size_t)end * SUMMARY_BYTES > recs_len || i > end || pos > out_len ||
+      ctx_len > 1024 || !(frame >= 0 && frame < 9007199254740992.0))
+    return throw_code(env, "BAD_ARGUMENT",
+                      "wireRun: i <= end <= records in recs, pos <= out.length, tables of 512 bytes");
+  uint64_t f = (uint64_t)frame;
+  while (i < end && recs[(size_t)i * SUMMARY_BYTES] == 1 &&
+         pos + ctx_len + SUMMARY_WIRE_MAX <= out_len) {
+    pos += (uint32_t)summary_wire(recs + (size_t)i * SUMMARY_BYTES, ctx, ctx_len, lt, f, tables,
+                                  tables + 256, out + pos);
+    i++;
+    f++;
+  }
+  napi_value res, v;
+  CHECK(napi_create_array_with_length(env, 2, &res));
+  CHECK(napi_create_uint32(env, i, &v));
+  CHECK(napi_set_element(env, res, 0, v));
+  CHECK(napi_create_uint32(env, pos, &v));
+  CHECK(napi_set_element(env, res, 1, v));
+  return res;
+}
+
 /* ---- FrameWriter ---------------------------------------------------------------------------- */
 
 static void writer_finalize(napi_env env, void *data, void *hint) {
@@ -860,6 +909,9 @@ static napi_value init(napi_env env, napi_value exports) {
                           &wcls));
   CHECK(napi_set_named_property(env, exports, "FrameWriter", wcls));
   napi_value sfn, sbytes;
+  napi_value wfn;
+  CHECK(napi_create_function(env, "wireRun", NAPI_AUTO_LENGTH, wire_run, NULL, &wfn));
+  CHECK(napi_set_named_property(env, exports, "wireRun", wfn));
   CHECK(napi_create_function(env, "summarize", NAPI_AUTO_LENGTH, summarize, NULL, &sfn));
   CHECK(napi_set_named_property(env, exports, "summarize", sfn));
   CHECK(napi_create_uint32(env, SUMMARY_BYTES, &sbytes));

@@ -33,4 +33,13 @@ int summary_one(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts
 size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, uint32_t linktype,
                    uint32_t max_caplen, const uint8_t *ports, uint8_t *out, size_t max_records,
                    size_t *next_pos, int *stop);
+/* Most bytes summary_wire writes besides the context (two IPv6 tuples, two tunnels, all keys). */
+#define SUMMARY_WIRE_MAX 512
+
+/* Writes the FAST record rec as one EventBatch `events` entry (summary_wire.c) to out: ctx is
+ * fields 1-3 already encoded, the tables map a record's transport / tunnel kind index to its
+ * wire enum value. Returns the bytes written (at most ctx_len + SUMMARY_WIRE_MAX). */
+size_t summary_wire(const uint8_t *rec, const uint8_t *ctx, size_t ctx_len,
+                    uint32_t linktype_value, uint64_t frame, const uint8_t *transport_wire,
+                    const uint8_t *tunnel_wire, uint8_t *out);
 #endif
