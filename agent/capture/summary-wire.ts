@@ -3,8 +3,10 @@
  * worker (worker-frames.ts) into EventBatch `events` entries (common/events-wire.ts) without
  * building a PacketEvent per packet. A FAST record is written field by field from the record, in
  * the order and with the presence rules of writeEvent; a SLOW one is decoded by the reference
- * decoder (summaryEvent) and written by writeEvent. The bytes equal writeEvent(summaryEvent(…))
- * for every record (test/unit/summary-wire.test.ts), so the collector cannot tell the paths apart.
+ * decoder (summaryEvent) and written by writeEvent. FAST records are written in C when the addon
+ * loads (wireRun, native/pcap-batch/src/summary_wire.c), else by fast() below, its TypeScript
+ * twin. Both give the bytes of writeEvent(summaryEvent(…)) for every record
+ * (test/unit/summary-parity.test.ts), so the collector cannot tell the paths apart.
  *
  * Why: building an object per packet and encoding it again cost the agent ~1.6 µs per packet at
  * a busy backend (BENCHMARKS.md, "+parent"), most of it allocation, property access and GC.
@@ -136,6 +138,13 @@ export class EventsWireEncoder {
           o.buf,
           o.at,
         );
+        if (next === i) {
+          // No progress (cannot happen: room for the run is reserved): never loop, write it here.
+          this.fast(recs, i, lt, frame);
+          i++;
+          if (++this.n >= this.maxBatch) this.flush();
+          continue;
+        }
         o.at = at;
         this.n += next - i;
         i = next;

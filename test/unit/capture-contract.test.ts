@@ -306,21 +306,19 @@ if (!isRoot) {
       );
   });
   t.teardown(() => lab.destroy());
-  captureContract(
-    'NsCapture (worker in a namespace)',
-    (kind) => source(kind),
-    () => sendUdp(lab, 'b', A_IP, 9999, 10),
-    {
-      live: true,
-      count: 10,
-      label: nsLabel,
-      badIfaceCode: 'CAPTURE_NO_INTERFACE',
-      badFilterCode: 'CAPTURE_BAD_FILTER',
-      // The worker runs the native source when the addon is built (else it falls back to cap).
-      kernelDrops: native.ok ? 'number' : 'null',
-      kernelTs: native.ok,
-    },
-  );
+  const traffic = (): Promise<void> => sendUdp(lab, 'b', A_IP, 9999, 10);
+  const nsExpect: Expect = {
+    live: true,
+    count: 10,
+    label: nsLabel,
+    badIfaceCode: 'CAPTURE_NO_INTERFACE',
+    badFilterCode: 'CAPTURE_BAD_FILTER',
+    // The worker runs the native source when the addon is built (else it falls back to cap).
+    kernelDrops: native.ok ? 'number' : 'null',
+    kernelTs: native.ok,
+  };
+  const capExpect: Expect = { ...nsExpect, kernelDrops: 'null', kernelTs: false };
+  captureContract('NsCapture (worker in a namespace)', (kind) => source(kind), traffic, nsExpect);
   // The runtime's path: startEncoded, the chunks wrapped in an Envelope and decoded as the
   // collector decodes them, must keep the same contract.
   const viaWire = (cap: NsCapture): CaptureSource => ({
@@ -343,42 +341,20 @@ if (!isRoot) {
   captureContract(
     'NsCapture encoded (worker in a namespace, startEncoded → Envelope → collector decode)',
     (kind) => viaWire(source(kind)),
-    () => sendUdp(lab, 'b', A_IP, 9999, 10),
-    {
-      live: true,
-      count: 10,
-      label: nsLabel,
-      badIfaceCode: 'CAPTURE_NO_INTERFACE',
-      badFilterCode: 'CAPTURE_BAD_FILTER',
-      kernelDrops: native.ok ? 'number' : 'null',
-      kernelTs: native.ok,
-    },
+    traffic,
+    nsExpect,
   );
   captureContract(
     'NsCapture encoded (cap forced)',
     (kind) => viaWire(source(kind, { ...nsSpec, source: 'cap' })),
-    () => sendUdp(lab, 'b', A_IP, 9999, 10),
-    {
-      live: true,
-      count: 10,
-      label: nsLabel,
-      badIfaceCode: 'CAPTURE_NO_INTERFACE',
-      badFilterCode: 'CAPTURE_BAD_FILTER',
-      kernelDrops: 'null',
-    },
+    traffic,
+    capExpect,
   );
   captureContract(
     'NsCapture (worker in a namespace, cap forced)',
     (kind) => source(kind, { ...nsSpec, source: 'cap' }),
-    () => sendUdp(lab, 'b', A_IP, 9999, 10),
-    {
-      live: true,
-      count: 10,
-      label: nsLabel,
-      badIfaceCode: 'CAPTURE_NO_INTERFACE',
-      badFilterCode: 'CAPTURE_BAD_FILTER',
-      kernelDrops: 'null',
-    },
+    traffic,
+    capExpect,
   );
 }
 

@@ -123,17 +123,18 @@ function checkWire(
     writeEvent(ref, summaryEvent(out, i, raw, linktype, i + 1, ctx, opts));
     want.push(Buffer.from(ref.buf.subarray(0, ref.at)));
   }
-  // Chunks of up to 7 events, FAST runs in C between SLOW records: the same bytes in order.
-  const sized: EncodedEvents[] = [];
-  const big = new EventsWireEncoder((c) => sized.push(c), 7, opts);
-  big.summaries({
+  const frame = {
     count: n,
     linktype,
     firstFrame: 1,
     ctx,
     recs: out.subarray(0, n * SUMMARY_BYTES),
     raw,
-  });
+  };
+  // Chunks of up to 7 events, FAST runs in C between SLOW records: the same bytes in order.
+  const sized: EncodedEvents[] = [];
+  const big = new EventsWireEncoder((c) => sized.push(c), 7, opts);
+  big.summaries(frame);
   big.flush();
   const joined = Buffer.concat(sized.map((c) => c.bytes));
   if (!joined.equals(Buffer.concat(want)) || sized.some((c) => c.count < 1 || c.count > 7)) {
@@ -144,14 +145,7 @@ function checkWire(
   for (const writer of ['native', 'js'] as const) {
     const chunks: EncodedEvents[] = [];
     const enc = new EventsWireEncoder((c) => chunks.push(c), 1, opts, writer);
-    enc.summaries({
-      count: n,
-      linktype,
-      firstFrame: 1,
-      ctx,
-      recs: out.subarray(0, n * SUMMARY_BYTES),
-      raw,
-    });
+    enc.summaries(frame);
     enc.flush();
     if (chunks.length !== n) t.fail(`${label} (${writer}): ${chunks.length} chunks for ${n}`);
     for (let i = 0; i < n; i++) {

@@ -754,7 +754,7 @@ static napi_value wire_run(napi_env env, napi_callback_info info) {
     return throw_code(env, "BAD_ARGUMENT",
                       "wireRun(recs, i, end, ctx, linktypeValue, frame, tables, out, pos)");
   if (tables_len < 512 || (size_t)end * SUMMARY_BYTES > recs_len || i > end || pos > out_len ||
-      ctx_len > 1024 || !(frame >= 0 && frame < 9007199254740992.0))
+      ctx_len > 4096 || !(frame >= 0 && frame < 9007199254740992.0))
     return throw_code(env, "BAD_ARGUMENT",
                       "wireRun: i <= end <= records in recs, pos <= out.length, tables of 512 bytes");
   uint64_t f = (uint64_t)frame;
