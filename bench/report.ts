@@ -58,7 +58,9 @@ function toolName(t: CaptureTrial): string {
 }
 
 function captureSection(c: CaptureResult, goals: Goal[]): string {
-  const broad = c.trials.filter((t) => t.filter === 'none' && t.bufferBytes === undefined);
+  const broad = c.trials.filter(
+    (t) => t.filter === 'none' && t.bufferBytes === undefined && t.repeat === undefined,
+  );
   const tcpdumpAt = (rate: number): CaptureTrial | undefined =>
     broad.find((t) => t.tool === 'tcpdump' && t.ratePps === rate);
   const rows = broad.map((t) => {
@@ -112,32 +114,75 @@ function captureSection(c: CaptureResult, goals: Goal[]): string {
     result: `${fmt(z.native / 1000)} k vs ${fmt(z.tcpdump / 1000)} k pps (${fmt(100 * zRatio)} %)${atMax ? '; both lossless at the highest rate the sender reached, so this is a floor' : ''}`,
     met: Number.isFinite(zRatio) ? (zRatio >= 0.95 ? 'met' : 'missed') : 'not measured',
   });
-  const common = broad
-    .filter((t) => t.tool === 'native' && t.loss === 0)
-    .map((t) => [t, tcpdumpAt(t.ratePps)] as const)
-    .filter(([, r]) => r !== undefined && r.loss === 0)
-    .at(-1);
-  if (common !== undefined && common[1] !== undefined) {
-    const [n, r] = common;
-    const w = nsPerPacket(n) / nsPerPacket(r);
-    const all = (n.cpuNs + (n.parentCpuNs ?? 0)) / Math.max(1, n.delivered) / nsPerPacket(r);
+  // CPU per packet: the ladder's highest-rate pair and the repeat pairs (each tcpdump, then native,
+  // back to back), where both were lossless; the goals take the median ratio, shown with its range.
+  const pairs: [CaptureTrial, CaptureTrial][] = [];
+  const ladderNative = broad.find((t) => t.tool === 'native' && t.ratePps === 0);
+  const ladderTd = tcpdumpAt(0);
+  if (ladderNative !== undefined && ladderTd !== undefined) pairs.push([ladderTd, ladderNative]);
+  const repeats = c.trials.filter((t) => t.repeat !== undefined);
+  for (const r of new Set(repeats.map((t) => t.repeat))) {
+    const td = repeats.find((t) => t.repeat === r && t.tool === 'tcpdump');
+    const nat = repeats.find((t) => t.repeat === r && t.tool === 'native');
+    if (td !== undefined && nat !== undefined) pairs.push([td, nat]);
+  }
+  const clean = pairs.filter(([td, nat]) => td.loss === 0 && nat.loss === 0);
+  const workerRatio = ([td, nat]: [CaptureTrial, CaptureTrial]): number =>
+    nsPerPacket(nat) / nsPerPacket(td);
+  const agentNs = (t: CaptureTrial): number =>
+    (t.cpuNs + (t.parentCpuNs ?? 0)) / Math.max(1, t.delivered);
+  const wholeRatio = ([td, nat]: [CaptureTrial, CaptureTrial]): number =>
+    agentNs(nat) / nsPerPacket(td);
+  const pairRows = pairs.map((p, i) => {
+    const [td, nat] = p;
+    return [
+      i === 0 ? 'ladder' : `repeat ${i}`,
+      `${fmt(pps(td) / 1000)} k / ${fmt(pps(nat) / 1000)} k`,
+      fmt(nsPerPacket(td)),
+      fmt(nsPerPacket(nat)),
+      fmt(agentNs(nat)),
+      td.loss === 0 && nat.loss === 0 ? fmt(workerRatio(p), 2) + '×' : 'lossy, left out',
+      td.loss === 0 && nat.loss === 0 ? fmt(wholeRatio(p), 2) + '×' : '–',
+    ];
+  });
+  const pairTable =
+    pairs.length === 0
+      ? 'No highest-rate pairs.'
+      : table(
+          [
+            'pair',
+            'offered (tcpdump / agent)',
+            'tcpdump ns/packet',
+            'worker ns/packet',
+            'worker + agent process ns/packet',
+            'worker vs tcpdump',
+            'whole agent vs tcpdump',
+          ],
+          pairRows,
+        );
+  if (clean.length > 0) {
+    const w = median(clean.map(workerRatio));
+    const all = median(clean.map(wholeRatio));
+    const range = (xs: number[]): string =>
+      `${fmt(Math.min(...xs), 2)}–${fmt(Math.max(...xs), 2)}×`;
+    const tdNs = median(clean.map(([td]) => nsPerPacket(td)));
     // Two rows: the capture process is what compares with tcpdump (capture, write out); the
     // agent process then does what tcpdump does not do at all, and the goal does not say which is
     // meant, so both are reported with their own status.
     goals.push({
       goal: "Agent: ≤ 2× tcpdump's CPU per packet — capture process (worker)",
-      result: `at ${fmt(pps(n) / 1000)} k pps: worker ${fmt(nsPerPacket(n))} ns vs tcpdump ${fmt(nsPerPacket(r))} ns per packet (${fmt(w, 2)}×)`,
+      result: `median of ${clean.length} back-to-back pairs at the highest rate: worker ${fmt(median(clean.map(([, n]) => nsPerPacket(n))))} ns vs tcpdump ${fmt(tdNs)} ns per packet, ratio ${fmt(w, 2)}× (pairs ${range(clean.map(workerRatio))})`,
       met: w <= 2 ? 'met' : 'missed',
     });
     goals.push({
       goal: "Agent: ≤ 2× tcpdump's CPU per packet — whole agent (worker + agent process)",
-      result: `at ${fmt(pps(n) / 1000)} k pps: ${fmt((n.cpuNs + (n.parentCpuNs ?? 0)) / Math.max(1, n.delivered))} ns per packet (${fmt(all, 2)}×): the agent process also reads every record, writes it as PacketEvent bytes and wraps them in Envelopes for the collector`,
+      result: `median ${fmt(median(clean.map(([, n]) => agentNs(n))))} ns per packet, ${fmt(all, 2)}× (pairs ${range(clean.map(wholeRatio))}): the agent process also reads every record, writes it as PacketEvent bytes and wraps them in Envelopes for the collector`,
       met: all <= 2 ? 'met' : 'missed',
     });
   } else {
     goals.push({
       goal: "Agent: ≤ 2× tcpdump's CPU per packet",
-      result: 'no rate where both were lossless',
+      result: 'no highest-rate pair where both were lossless',
       met: 'not measured',
     });
   }
@@ -165,8 +210,9 @@ lossy step). The receiver drops the UDP in \`raw PREROUTING\`, so it neither ans
 **offered** = the receiving veth's rx+tx packet delta (what a tap there can see); **loss** =
 offered − delivered. **CPU** = the capturing process (tcpdump; for the agent the capture worker,
 all threads, from /proc/PID/task/*/schedstat): it decodes every packet in C in the libpcap
-callback and writes summary records to the agent. "+parent" adds the agent process: building a
-PacketEvent from every record and encoding the Envelope it would send to the collector. tcpdump runs \`-s 128 -B 8192 -w /dev/null\`; the agent its defaults (native:
+callback and the addon writes the records to the agent. "+parent" adds the agent process: reading
+the records, writing each as PacketEvent bytes (in C) and wrapping them in the Envelope it would
+send to the collector. tcpdump runs \`-s 128 -B 8192 -w /dev/null\`; the agent its defaults (native:
 snaplen 512, 32 MiB ring, 50 ms block timeout; cap: snaplen 65535, 64 MiB, immediate mode) —
 every frame here is shorter than 128 bytes, so snaplen does not matter.
 
@@ -194,6 +240,13 @@ Highest zero-loss rate: ${(['tcpdump', 'native', 'cap'] as CaptureTool[])
     .join(', ')} (native/tcpdump ${fmt(100 * zRatio)} %, cap/tcpdump ${fmt(
     (100 * z.cap) / Math.max(1, z.tcpdump),
   )} %).
+
+### CPU per packet at the highest rate, pair by pair
+
+Runs on this machine move by tens of percent, so the highest rate is run again after the ladder,
+tcpdump then the agent, back to back; the goals below take the median ratio over these pairs.
+
+${pairTable}
 
 ### One flow under a flood (\`udp src port 40000\`)
 
