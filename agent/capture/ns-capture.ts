@@ -139,7 +139,15 @@ export class NsCapture implements CaptureSource {
   ): Promise<void> {
     const enc = new EventsWireEncoder((chunk) => {
       this.encodedEvents += chunk.count;
-      onEncoded(chunk);
+      try {
+        onEncoded(chunk);
+      } catch (e) {
+        // The consumer's own failure, not unreadable worker output: rethrown outside the frame
+        // parsing (as one thrown from start()'s onEvents would surface).
+        queueMicrotask(() => {
+          throw e;
+        });
+      }
     }, this.opts.batch?.maxBatch ?? 256);
     this.encoder = enc;
     return this.launch(
