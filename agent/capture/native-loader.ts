@@ -21,8 +21,8 @@ export interface PcapBatchOptions {
   batchBytes?: number;
   /**
    * Summary mode: a 65536-byte UDP port table (summary.ts summaryPortTable). Each packet is then
-   * decoded in the packet callback by the C fast path, and onBatch receives summary records plus
-   * the bytes of the frames left to the reference decoder (see PcapBatchHandler).
+   * decoded in the packet callback by the C fast path, and each batch is written through
+   * `frameOut` (required with it); onBatch is not called.
    */
   summaryPorts?: Buffer;
   /**
@@ -85,14 +85,7 @@ export interface PcapBatchCapture {
  * Records in `buf[0, bytes)`: u32 caplen | u32 wirelen | u64 tsNs | bytes padded to 8, all
  * little-endian; `buf` is reused, so it is only valid during the call.
  */
-export type PcapBatchHandler = (
-  buf: Buffer,
-  count: number,
-  bytes: number,
-  /** Summary mode only: the SLOW frames' bytes (records' data offsets point here) and their length. */
-  raw?: Buffer,
-  rawBytes?: number,
-) => void;
+export type PcapBatchHandler = (buf: Buffer, count: number, bytes: number) => void;
 
 /** The addon's exports. */
 export interface PcapBatchAddon {

@@ -177,6 +177,11 @@ if (!native.ok) {
       { code: 'BAD_ARGUMENT', message: /FrameWriter/ },
       'frameOut that is not a FrameWriter',
     );
+    t.throws(
+      () => new addon.Capture({ iface: 'lo', summaryPorts: Buffer.alloc(65536) }, noop, noop),
+      { code: 'BAD_ARGUMENT', message: /summaryPorts needs frameOut/ },
+      'summary mode without frameOut',
+    );
     const f = fifo();
     const w = new addon.FrameWriter(f.wr, 1024);
     t.throws(

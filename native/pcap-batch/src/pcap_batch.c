@@ -6,18 +6,19 @@
  *   onBatch(buf, count, bytes)   buf is ONE reused Buffer holding `count` records:
  *                                  u32 caplen | u32 wirelen | u64 ts_ns | caplen bytes, pad to 8
  *                                (little-endian); valid only during the call.
- *   Summary mode (options.summaryPorts = a 65536-byte UDP port table, see summary.c): every packet
- *   is decoded in the callback by the C fast path and onBatch(buf, count, bytes, raw, rawBytes)
- *   gets `count` 192-byte summary records in buf and, in raw, the bytes of the SLOW frames (the
- *   records' data offsets point there); both reused, valid only during the call.
- *   Direct output (options.frameOut = a FrameWriter, options.frameContext = the EventContext as
- *   JSON; summary mode only): each batch is written by C through the writer as one type-4 frame
- *   (agent/capture/worker-frames.ts) and onBatch is never called: no JavaScript per batch.
+ *   Summary mode with direct output (options.summaryPorts = a 65536-byte UDP port table, see
+ *   summary.c; options.frameOut = a FrameWriter; options.frameContext = the EventContext as JSON):
+ *   every packet is decoded in the callback by the C fast path into a 192-byte summary record (the
+ *   bytes of SLOW frames are kept beside the records), and each batch is written by C through the
+ *   writer as one type-4 frame (agent/capture/worker-frames.ts). onBatch is never called: no
+ *   JavaScript per batch.
  *   onError(code, message)      the capture failed (e.g. 'IFACE_GONE'); delivery has stopped.
- *   h.stats() -> { recv, drop, ifdrop, delivered, outDrops }  outDrops: packets of the batches
- *                                the FrameWriter dropped (its queue over the bound; in delivered)   pcap_stats (after close: the values read at
- *                                close, after the last delivery) and the packets handed to onBatch;
- *                                after close, recv - drop - delivered = packets left in the ring.
+ *   h.stats() -> { recv, drop, ifdrop, delivered, outDrops }   pcap_stats (after close: the values
+ *                                read at close, after the last delivery) and the packets handed
+ *                                on (to onBatch or the FrameWriter); after close, recv - drop -
+ *                                delivered = packets left in the ring. outDrops: packets of the
+ *                                batches the FrameWriter dropped (its queue over the bound; they
+ *                                are counted in delivered too).
  *   h.drain(rounds?) -> n        delivers what the ring holds now (retired blocks), no waiting.
  *   h.close()                   idempotent; safe inside onBatch.
  *   h.linktype / h.linktypeName / h.snaplen / h.tstampPrecision
@@ -86,18 +87,17 @@ typedef struct {
   struct pcap_stat last; /* stats at close */
   int have_last;
   double handed; /* packets handed to onBatch since open */
-  /* Summary mode (options.summaryPorts): onBatch gets summary records (summary.c) in buf and the
-   * bytes of the frames the fast path left to the reference decoder in raw. */
+  /* Summary mode (options.summaryPorts, always with direct output): summary records (summary.c)
+   * in buf, the bytes of the frames the fast path left to the reference decoder in raw. */
   int summary;
   uint32_t linktype;
   napi_ref ports_ref;
   const uint8_t *ports;
-  napi_ref raw_ref;
-  uint8_t *raw;
+  uint8_t *raw; /* malloc'd: only C reads it */
   size_t raw_len;
   size_t raw_used;
-  /* Direct output (options.frameOut, summary mode only): each batch is written by C as one
-   * type-4 frame through the FrameWriter, and onBatch is never called. */
+  /* Direct output (options.frameOut, required by summary mode): each batch is written by C as
+   * one type-4 frame through the FrameWriter, and onBatch is never called. */
   struct FrameWriter *out;
   napi_ref out_ref;
   uint8_t *fhead; /* the frame's header template: length, type, body header, context, padding */
@@ -212,14 +212,14 @@ static void do_close(Capture *c) {
   if (c->on_batch != NULL) napi_delete_reference(env, c->on_batch);
   if (c->on_error != NULL) napi_delete_reference(env, c->on_error);
   if (c->buf_ref != NULL) napi_delete_reference(env, c->buf_ref);
-  if (c->raw_ref != NULL) napi_delete_reference(env, c->raw_ref);
   if (c->ports_ref != NULL) napi_delete_reference(env, c->ports_ref);
   if (c->out_ref != NULL) napi_delete_reference(env, c->out_ref);
-  c->on_batch = c->on_error = c->buf_ref = c->raw_ref = c->ports_ref = c->out_ref = NULL;
+  c->on_batch = c->on_error = c->buf_ref = c->ports_ref = c->out_ref = NULL;
   c->out = NULL;
   free(c->fhead);
   c->fhead = NULL;
   c->buf = NULL;
+  free(c->raw);
   c->raw = NULL;
   c->ports = NULL;
   if (c->async != NULL) napi_async_destroy(env, c->async);
@@ -271,18 +271,12 @@ static void deliver(Capture *c) {
     return;
   }
   napi_env env = c->env;
-  napi_value argv[5];
-  size_t argc = 3;
+  napi_value argv[3];
   if (napi_get_reference_value(env, c->buf_ref, &argv[0]) != napi_ok) return;
   napi_create_uint32(env, c->count, &argv[1]);
   napi_create_uint32(env, (uint32_t)c->used, &argv[2]);
-  if (c->summary) {
-    if (napi_get_reference_value(env, c->raw_ref, &argv[3]) != napi_ok) return;
-    napi_create_uint32(env, (uint32_t)c->raw_used, &argv[4]);
-    argc = 5;
-  }
   c->in_js = 1;
-  call_js(c, c->on_batch, argc, argv);
+  call_js(c, c->on_batch, 3, argv);
   c->in_js = 0;
 }
 
@@ -468,6 +462,9 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
       return throw_code(env, "BAD_ARGUMENT", "frameOut: an open FrameWriter");
     if (!get_str(env, opts, "frameContext", context, sizeof context))
       return throw_code(env, "BAD_ARGUMENT", "frameContext: JSON of at most 1023 bytes");
+  } else if (ports != NULL) {
+    return throw_code(env, "BAD_ARGUMENT",
+                      "summaryPorts needs frameOut (summary mode writes its batches itself)");
   }
   if (snaplen < 64 || snaplen > 262144)
     return throw_code(env, "BAD_ARGUMENT", "snaplen must be within 64..262144");
@@ -566,12 +563,9 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
   napi_status st = napi_create_buffer(env, c->buf_len, &data, &buf);
   if (st == napi_ok) st = napi_create_reference(env, buf, 1, &c->buf_ref);
   if (st == napi_ok && c->summary) {
-    napi_value raw;
-    void *raw_data = NULL;
-    st = napi_create_buffer(env, c->raw_len, &raw_data, &raw);
-    if (st == napi_ok) st = napi_create_reference(env, raw, 1, &c->raw_ref);
+    c->raw = malloc(c->raw_len);
+    if (c->raw == NULL) st = napi_generic_failure;
     if (st == napi_ok) st = napi_create_reference(env, ports_val, 1, &c->ports_ref);
-    c->raw = raw_data;
     c->ports = ports;
   }
   if (st == napi_ok && out != NULL) {
