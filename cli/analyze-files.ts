@@ -235,6 +235,22 @@ abstract class Scan {
   protected event(b: SummaryBlock, i: number): PacketEvent {
     return summaryEvent(b.recs, i, b.src, this.linktype, b.firstFrame + i, this.ctx);
   }
+
+  /** A SLOW record: its event, counted, when it is useful (isUsefulEvent), else null. */
+  protected usefulSlow(b: SummaryBlock, i: number): PacketEvent | null {
+    const ev = this.event(b, i);
+    if (!isUsefulEvent(ev)) return null;
+    this.count++;
+    return ev;
+  }
+
+  /** A FAST record's transport, counted, when it is useful (TCP or UDP), else -1. */
+  protected usefulTransport(words: Uint32Array, w: number): number {
+    const tr = (words[w + W_TRANSPORT] ?? 0) & 0xff;
+    if (tr !== TR_TCP && tr !== TR_UDP) return -1;
+    this.count++;
+    return tr;
+  }
 }
 
 /**
@@ -297,18 +313,14 @@ class SelectScan extends Scan {
     const words = b.words;
     for (let i = 0, w = 0; i < b.count; i++, w += SUMMARY_WORDS) {
       if (((words[w + W_HEAD] ?? 0) & 0xff) !== 1) {
-        const ev = this.event(b, i);
-        if (!isUsefulEvent(ev)) continue;
-        this.count++;
+        const ev = this.usefulSlow(b, i);
+        if (ev === null) continue;
         const t = tcpTuple(ev);
         if (t !== null) this.offer(ev, (t.sport | (t.dport << 16)) >>> 0);
         this.out.push(ev);
         continue;
       }
-      const tr = (words[w + W_TRANSPORT] ?? 0) & 0xff;
-      if (tr !== TR_TCP && tr !== TR_UDP) continue;
-      this.count++;
-      if (tr !== TR_TCP) continue;
+      if (this.usefulTransport(words, w) !== TR_TCP) continue;
       const ports = words[w + W_PORTS] ?? 0;
       if (((words[w + W_TCP] ?? 0) & (SYN | ACK)) === SYN) {
         const ev = this.event(b, i);
@@ -343,17 +355,13 @@ class RequestScan extends Scan {
     const words = b.words;
     for (let i = 0, w = 0; i < b.count; i++, w += SUMMARY_WORDS) {
       if (((words[w + W_HEAD] ?? 0) & 0xff) !== 1) {
-        const ev = this.event(b, i);
-        if (!isUsefulEvent(ev)) continue;
-        this.count++;
-        if (ev.inner?.proto === 'tcp') this.out.push(ev);
+        const ev = this.usefulSlow(b, i);
+        if (ev?.inner?.proto === 'tcp') this.out.push(ev);
         continue;
       }
-      const tr = (words[w + W_TRANSPORT] ?? 0) & 0xff;
-      if (tr !== TR_TCP && tr !== TR_UDP) continue;
-      this.count++;
+      if (this.usefulTransport(words, w) !== TR_TCP) continue;
       const ports = words[w + W_PORTS] ?? 0;
-      if (tr === TR_TCP && (ports === this.fwd || ports === this.back))
+      if (ports === this.fwd || ports === this.back)
         this.out.push(this.event(b, i));
     }
   }
@@ -394,9 +402,8 @@ class LaterScan extends Scan {
 
   /** A record the fast path left to the reference decoder. */
   private slow(b: SummaryBlock, i: number): void {
-    const ev = this.event(b, i);
-    if (!isUsefulEvent(ev)) return;
-    this.count++;
+    const ev = this.usefulSlow(b, i);
+    if (ev === null) return;
     const t = tcpTuple(ev);
     if (t === null || !this.win.hasEvent(ev)) return;
     const k = ev.keys;
@@ -422,10 +429,8 @@ class LaterScan extends Scan {
         this.slow(b, i);
         continue;
       }
-      const tr = (words[w + W_TRANSPORT] ?? 0) & 0xff;
-      if (tr !== TR_TCP && tr !== TR_UDP) continue;
-      this.count++;
-      if (tr !== TR_TCP || !win.has(words[w + W_TS_HI] ?? 0, words[w + W_TS_LO] ?? 0)) continue;
+      if (this.usefulTransport(words, w) !== TR_TCP) continue;
+      if (!win.has(words[w + W_TS_HI] ?? 0, words[w + W_TS_LO] ?? 0)) continue;
       if (
         (head & HEAD_PAYLOAD) !== 0 &&
         (head & HEAD_MARKER) === 0 &&
