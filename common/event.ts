@@ -83,6 +83,20 @@ export interface PacketKeys {
   probeMarker?: string;
 }
 
+/** PacketKeys' numeric fields, in the order of their field numbers (1–10) in proto/hoptrace.proto. */
+export const NUMERIC_KEYS = [
+  'ipId',
+  'tcpSeq',
+  'tcpAck',
+  'tcpFlags',
+  'tcpWindow',
+  'tsVal',
+  'tsEcr',
+  'payloadLength',
+  'payloadHash',
+  'requestLineHash',
+] as const satisfies readonly (keyof PacketKeys)[];
+
 /** Well-known capture point names; more points are allowed (e.g. 'uplink'). */
 export type PointName = string;
 

@@ -12,7 +12,7 @@
  */
 import { HoptraceError } from './errors';
 import type { PacketEvent, PacketKeys, Tuple, TunnelInfo } from './event';
-import { TRANSPORT_NAMES, TUNNEL_KINDS } from './event';
+import { NUMERIC_KEYS, TRANSPORT_NAMES, TUNNEL_KINDS } from './event';
 import type { Envelope, EventBatch } from './wire';
 import { LINKTYPE_NAMES } from './codec';
 
@@ -448,20 +448,6 @@ function readTuple(r: In, end: number, slots: StringSlots): Tuple {
   return out;
 }
 
-const KEY_NAMES = [
-  '',
-  'ipId',
-  'tcpSeq',
-  'tcpAck',
-  'tcpFlags',
-  'tcpWindow',
-  'tsVal',
-  'tsEcr',
-  'payloadLength',
-  'payloadHash',
-  'requestLineHash',
-] as const;
-
 function readKeys(r: In, end: number): PacketKeys {
   let ipId: number | undefined;
   let tcpSeq: number | undefined;
@@ -478,7 +464,8 @@ function readKeys(r: In, end: number): PacketKeys {
     const tag = r.u32();
     const f = tag >>> 3;
     const w = tag & 7;
-    if (f >= 1 && f <= 10 && w !== 0) expectWire(w, 0, `PacketKeys.${KEY_NAMES[f] ?? f}`);
+    if (f >= 1 && f <= NUMERIC_KEYS.length && w !== 0)
+      expectWire(w, 0, `PacketKeys.${NUMERIC_KEYS[f - 1] ?? f}`);
     switch (f) {
       case 1:
         ipId = r.u32();

@@ -40,7 +40,7 @@ import type {
   TunnelInfo,
   TunnelKind,
 } from '../../common/event';
-import { TRANSPORT_NAMES, TUNNEL_KINDS } from '../../common/event';
+import { NUMERIC_KEYS, TRANSPORT_NAMES, TUNNEL_KINDS } from '../../common/event';
 import type { CaptureStats } from './source';
 import { SUMMARY_BYTES, summaryEvent } from './summary';
 import { parseSummaryFrame } from './summary-wire';
@@ -95,18 +95,8 @@ const TRANSPORTS: readonly TransportName[] = TRANSPORT_NAMES;
 const TUNNELS: readonly TunnelKind[] = TUNNEL_KINDS;
 const TRANSPORT_INDEX = new Map<string, number>(TRANSPORTS.map((n, i) => [n, i]));
 const TUNNEL_INDEX = new Map<string, number>(TUNNELS.map((n, i) => [n, i]));
-/** The optional numeric keys, in mask-bit order. */
-const KEY_FIELDS = [
-  'ipId',
-  'tcpSeq',
-  'tcpAck',
-  'tcpFlags',
-  'tcpWindow',
-  'tsVal',
-  'tsEcr',
-  'payloadHash',
-  'requestLineHash',
-] as const;
+/** The optional numeric keys (all but payloadLength, which is always sent), in mask-bit order. */
+const KEY_FIELDS = NUMERIC_KEYS.filter((k) => k !== 'payloadLength');
 const KEY_PROBE = 1 << KEY_FIELDS.length;
 
 const EV_OUTER = 1;
