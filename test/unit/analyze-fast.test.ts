@@ -126,6 +126,10 @@ const tcp = (ts: bigint, s: Seg, caplen?: number): Pkt => {
   return p;
 };
 
+/** A segment of an unrelated connection (10.244.9.9:1 → 10.244.2.20:2): ACK-only unless given. */
+const unrelated = (ts: bigint, seq: number, more: Partial<Seg> = {}): Pkt =>
+  tcp(ts, { src: '10.244.9.9', dst: '10.244.2.20', sport: 1, dport: 2, seq, flags: 0x10, ...more });
+
 /** ICMP port unreachable from `from`, quoting the first 28 bytes of a segment's IP packet. */
 function icmpError(ts: bigint, from: string, s: Seg): Pkt {
   const quoted = ipv4(6, s.src, s.dst, tcpHeader(s)).subarray(0, 28);
@@ -357,14 +361,7 @@ void t.test('later points that see one direction only', (t) => {
   const nat = exchange(NAT_ENDS, T0 + 50n * US);
   const fromClient = (p: Pkt): boolean => p.data.readUInt16BE(14 + 20) === NAT_ENDS.sport;
   // Unrelated TCP first, so that what the request's packets are kept for is their own keys.
-  const other = tcp(T0, {
-    src: '10.244.9.9',
-    dst: '10.244.2.20',
-    sport: 1,
-    dport: 2,
-    seq: 1,
-    flags: 0x10,
-  });
+  const other = unrelated(T0, 1);
   const cases: { name: string; pkts: Pkt[] }[] = [
     { name: 'only the SYN (dropped after)', pkts: [other, ...nat.slice(0, 1)] },
     { name: 'SYN and ACK, no data', pkts: [other, ...nat.filter(fromClient).slice(0, 2)] },
@@ -400,14 +397,7 @@ void t.test('a proxied data segment alone, matched by one payload key', (t) => {
     ['request line', PLAIN, 'GET /index.html HTTP/1.1\r\nHost: other-svc\r\nVia: proxy\r\n\r\n'],
     ['first bytes', `${long}1 HTTP/1.1\r\n\r\n`, `${long}2 HTTP/1.1\r\n\r\n`],
   ] as const;
-  const other = tcp(T0, {
-    src: '10.244.9.9',
-    dst: '10.244.2.20',
-    sport: 1,
-    dport: 2,
-    seq: 1,
-    flags: 0x10,
-  });
+  const other = unrelated(T0, 1);
   for (const [name, request, forwarded] of variants) {
     const decap = file(
       `alone-${name.replace(/\W+/g, '-')}-decap`,
@@ -442,45 +432,15 @@ void t.test('window edges: exactly ±window is in, one nanosecond more is out', 
     ]);
     // Only an unrelated segment at the edge: "TCP seen within the window" hinges on it.
     const backend = file(`edge${name}-backend`, [
-      tcp(T0 + edge, {
-        src: '10.244.9.9',
-        dst: '10.244.2.20',
-        sport: 1,
-        dport: 2,
-        seq: 1,
-        flags: 0x10,
-      }),
-      tcp(T0 + edge + (edge > 0n ? 5n * S : -5n * S), {
-        src: '10.244.9.9',
-        dst: '10.244.2.20',
-        sport: 1,
-        dport: 2,
-        seq: 9,
-        flags: 0x10,
-      }),
+      unrelated(T0 + edge, 1),
+      unrelated(T0 + edge + (edge > 0n ? 5n * S : -5n * S), 9),
     ]);
     agree(t, `edge ${name}`, at([decap, egress, backend]), { client: CLIENT });
   }
   // A later point whose only TCP in the window is unrelated data: it alone says "TCP was seen".
   const dataOnly = file('data-only-backend', [
-    tcp(T0 - 20n * S, {
-      src: '10.244.9.9',
-      dst: '10.244.2.20',
-      sport: 1,
-      dport: 2,
-      seq: 1,
-      flags: 0x18,
-      payload: 'old',
-    }),
-    tcp(T0 + 2n * S, {
-      src: '10.244.9.9',
-      dst: '10.244.2.20',
-      sport: 1,
-      dport: 2,
-      seq: 4,
-      flags: 0x18,
-      payload: 'x',
-    }),
+    unrelated(T0 - 20n * S, 1, { flags: 0x18, payload: 'old' }),
+    unrelated(T0 + 2n * S, 4, { flags: 0x18, payload: 'x' }),
     tcp(T0 + 3n * S, {
       src: '10.244.9.8',
       dst: '10.244.2.20',
