@@ -2,7 +2,7 @@ import t from 'tap';
 import { decodeEnvelope, encodeEnvelope } from '../../common/envelope';
 import { isHoptraceError } from '../../common/errors';
 import type { Envelope } from '../../common/wire';
-import { batch, hello } from './transport-fixtures';
+import { batch, decodeFailure, hello } from './transport-fixtures';
 
 const BIG = 2 ** 52 + 7; // well beyond 32 bits, still exact in a JS number
 
@@ -91,27 +91,17 @@ void t.test('PacketEvents inside a batch keep their 64-bit timestamps', (t) => {
   t.end();
 });
 
-/** The error code decodeEnvelope throws, 'decoded' when it did not throw. */
-function failure(bytes: Uint8Array): string {
-  try {
-    decodeEnvelope(bytes);
-    return 'decoded';
-  } catch (e) {
-    return isHoptraceError(e) ? e.code : 'other exception';
-  }
-}
-
 void t.test('malformed bytes throw WIRE_MALFORMED, never anything else', (t) => {
-  t.equal(failure(new Uint8Array(0)), 'WIRE_MALFORMED', 'empty');
-  t.equal(failure(Buffer.from('hello world')), 'WIRE_MALFORMED', 'text');
-  t.equal(failure(Buffer.from([0xff, 0xff, 0xff])), 'WIRE_MALFORMED', 'bad varint');
-  t.equal(failure(Buffer.from([0x08, 0x01])), 'WIRE_MALFORMED', 'seq without body');
+  t.equal(decodeFailure(new Uint8Array(0)), 'WIRE_MALFORMED', 'empty');
+  t.equal(decodeFailure(Buffer.from('hello world')), 'WIRE_MALFORMED', 'text');
+  t.equal(decodeFailure(Buffer.from([0xff, 0xff, 0xff])), 'WIRE_MALFORMED', 'bad varint');
+  t.equal(decodeFailure(Buffer.from([0x08, 0x01])), 'WIRE_MALFORMED', 'seq without body');
   // Envelope.seq = 2^63 (beyond exact JS numbers) with an ack body.
   const seq2p63 = [0x08, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01];
-  t.equal(failure(Buffer.from([...seq2p63, 0x9a, 0x01, 0x00])), 'WIRE_MALFORMED', 'seq 2^63');
+  t.equal(decodeFailure(Buffer.from([...seq2p63, 0x9a, 0x01, 0x00])), 'WIRE_MALFORMED', 'seq 2^63');
   // status with state = 9 (no such CaptureState).
   t.equal(
-    failure(Buffer.from([0x7a, 0x02, 0x18, 0x09])),
+    decodeFailure(Buffer.from([0x7a, 0x02, 0x18, 0x09])),
     'WIRE_MALFORMED',
     'unknown capture state',
   );

@@ -11,7 +11,6 @@ import {
   encodeEnvelope,
   encodeEnvelopeReflect,
 } from '../../common/envelope';
-import { isHoptraceError } from '../../common/errors';
 import { TRANSPORT_NAMES, TUNNEL_KINDS, type PacketEvent, type Tuple } from '../../common/event';
 import {
   decodeEventsEnvelope,
@@ -20,6 +19,7 @@ import {
   writeEvent,
 } from '../../common/events-wire';
 import type { Envelope } from '../../common/wire';
+import { decodeFailure } from './transport-fixtures';
 
 let x = 0x2545f491;
 const rnd = (n: number): number => {
@@ -176,22 +176,13 @@ void t.test('only pure events Envelopes take the fast decoder', (t) => {
   t.end();
 });
 
-function failure(bytes: Uint8Array): string {
-  try {
-    decodeEnvelope(bytes);
-    return 'decoded';
-  } catch (e) {
-    return isHoptraceError(e) ? e.code : `other exception: ${String(e)}`;
-  }
-}
-
 void t.test('every prefix and corruption: decoded or WIRE_MALFORMED, like reflection', (t) => {
   const env = envelopes().find((e) => e.kind === 'events' && e.events.events.length > 5);
   if (env === undefined) throw new Error('no envelope with events');
   const good = Buffer.from(encodeEnvelope(env));
   let other = 0;
   for (let n = 0; n < good.length; n++) {
-    const r = failure(good.subarray(0, n));
+    const r = decodeFailure(good.subarray(0, n));
     if (r !== 'decoded' && r !== 'WIRE_MALFORMED') other++;
   }
   for (let i = 0; i < good.length; i++) {
@@ -199,7 +190,7 @@ void t.test('every prefix and corruption: decoded or WIRE_MALFORMED, like reflec
     for (const v of [0x00, 0xff, g ^ 0x80, g ^ 0x07]) {
       const bad = Buffer.from(good);
       bad[i] = v;
-      const r = failure(bad);
+      const r = decodeFailure(bad);
       if (r !== 'decoded' && r !== 'WIRE_MALFORMED') {
         other++;
         if (other < 5) t.fail(`byte ${i} = ${v}: ${r}`);
@@ -208,8 +199,8 @@ void t.test('every prefix and corruption: decoded or WIRE_MALFORMED, like reflec
   }
   t.equal(other, 0);
   // A varint that does not end, and a wrong wire type for a known field.
-  t.equal(failure(Buffer.from([0x72, 0x05, 0x1a, 0x03, 0x0a, 0x81, 0x81])), 'WIRE_MALFORMED');
-  t.equal(failure(Buffer.from([0x72, 0x03, 0x1a, 0x01, 0x0d])), 'WIRE_MALFORMED');
+  t.equal(decodeFailure(Buffer.from([0x72, 0x05, 0x1a, 0x03, 0x0a, 0x81, 0x81])), 'WIRE_MALFORMED');
+  t.equal(decodeFailure(Buffer.from([0x72, 0x03, 0x1a, 0x01, 0x0d])), 'WIRE_MALFORMED');
   t.end();
 });
 

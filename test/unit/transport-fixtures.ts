@@ -6,6 +6,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import WebSocket from 'ws';
 import { decodeEnvelope, encodeEnvelope } from '../../common/envelope';
+import { isHoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
 import type { Envelope, EventBatch, Hello } from '../../common/wire';
 
@@ -148,5 +149,15 @@ export class RawAgent {
 
   acks(): number[] {
     return this.received.flatMap((e) => (e.kind === 'ack' ? [e.ack.seq] : []));
+  }
+}
+
+/** The error code decodeEnvelope throws for `bytes`; 'decoded' when it did not throw. */
+export function decodeFailure(bytes: Uint8Array): string {
+  try {
+    decodeEnvelope(bytes);
+    return 'decoded';
+  } catch (e) {
+    return isHoptraceError(e) ? e.code : `other exception: ${String(e)}`;
   }
 }
