@@ -500,9 +500,8 @@ void t.test('SLOW frames among them: truncated, ICMP, IPv6 extension header, TSO
     ...exchange(NAT_ENDS, T0 + 200n * US).slice(2),
     tcp(T0 + 900n * US, { ...NAT_ENDS, seq: ISN + 1, ack: SISN + 1, flags: 0x10, tso: true }),
   ];
-  const backendPkts = [
-    icmpError(T0 + 500n * US, '10.244.2.20', { ...p, seq: 1, flags: 0x02 }),
-    // The proxy's SYN and a pure ACK decoded by the reference, buffered with FAST ACKs.
+  // The proxy's handshake: its SYN and a pure ACK cut short, so the reference decodes them.
+  const handshake = [
     tcp(T0 + 1n * MS, { ...p, seq: 99, flags: 0x02, options: MSS_TS_OPTS }, 14 + 20 + 25),
     tcp(T0 + 1n * MS + 50n * US, { ...back, seq: 500, ack: 100, flags: 0x12 }),
     tcp(
@@ -510,6 +509,11 @@ void t.test('SLOW frames among them: truncated, ICMP, IPv6 extension header, TSO
       { ...p, seq: 100, ack: 501, flags: 0x10, options: TS_OPT },
       14 + 20 + 22,
     ),
+  ];
+  const backendPkts = [
+    icmpError(T0 + 500n * US, '10.244.2.20', { ...p, seq: 1, flags: 0x02 }),
+    // The handshake's SYN and pure ACK decoded by the reference, buffered with FAST ACKs.
+    ...handshake,
     tcp(T0 + 1n * MS + 150n * US, { ...p, seq: 100, ack: 501, flags: 0x10 }),
     tcp(T0 + 3n * MS, { ...p, seq: 100, ack: 501, flags: 0x18, payload: REQUEST }),
     // Related afterwards: a TSO frame and a truncated one.
@@ -543,13 +547,7 @@ void t.test('SLOW frames among them: truncated, ICMP, IPv6 extension header, TSO
   // A buffer opened by a SYN decoded by the reference, then a FAST data segment of the same
   // connection without the request's keys (a PROXY protocol line): it must clear the buffer.
   const preamble = [
-    tcp(T0 + 1n * MS, { ...p, seq: 99, flags: 0x02, options: MSS_TS_OPTS }, 14 + 20 + 25),
-    tcp(T0 + 1n * MS + 50n * US, { ...back, seq: 500, ack: 100, flags: 0x12 }),
-    tcp(
-      T0 + 1n * MS + 100n * US,
-      { ...p, seq: 100, ack: 501, flags: 0x10, options: TS_OPT },
-      14 + 20 + 22,
-    ),
+    ...handshake,
     tcp(T0 + 2n * MS, {
       ...p,
       seq: 100,
