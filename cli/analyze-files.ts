@@ -361,8 +361,7 @@ class RequestScan extends Scan {
       }
       if (this.usefulTransport(words, w) !== TR_TCP) continue;
       const ports = words[w + W_PORTS] ?? 0;
-      if (ports === this.fwd || ports === this.back)
-        this.out.push(this.event(b, i));
+      if (ports === this.fwd || ports === this.back) this.out.push(this.event(b, i));
     }
   }
 }
