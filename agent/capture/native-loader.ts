@@ -50,6 +50,23 @@ export interface PcapFrameWriter {
   close(): void;
 }
 
+/**
+ * The parent's end of a frame ring (native/pcap-batch/src/frame_ring.c): shared memory the worker
+ * copies its batch frames into, announcing each with a small FRAME_RING notice on its stdout
+ * (worker-frames.ts). Saves the socket copy and its accounting on both sides.
+ */
+export interface PcapSharedRing {
+  /** The memfd (close-on-exec): pass it to the worker as a stdio fd, then close(). */
+  readonly fd: number;
+  /** The data area; frames are views of it, valid until their bytes are released. */
+  readonly buffer: Buffer;
+  readonly size: number;
+  /** Everything before `end` (a notice's end) is read: the worker may reuse it. */
+  release(end: number): void;
+  /** Closes `fd` (the mapping stays as long as `buffer`). Idempotent. */
+  close(): void;
+}
+
 /** pcap_stats of an open (or the last values of a closed) capture. */
 export interface PcapBatchStats {
   /** ps_recv: packets that passed the filter, including those dropped for lack of ring space. */
@@ -127,7 +144,10 @@ export interface PcapBatchAddon {
     out: Buffer,
     pos: number,
   ) => [number, number];
-  FrameWriter: new (fd: number, maxQueuedBytes: number) => PcapFrameWriter;
+  /** ringFd: a SharedRing's fd, inherited from the parent: droppable frames then go through it. */
+  FrameWriter: new (fd: number, maxQueuedBytes: number, ringFd?: number) => PcapFrameWriter;
+  /** A new frame ring of `bytes` data bytes (64 KiB … 1 GiB). */
+  SharedRing: new (bytes: number) => PcapSharedRing;
 }
 
 /** The open() failure codes the addon throws with (Error.code). */
@@ -138,7 +158,7 @@ export type NativeLoad =
   { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
 
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
-const ADDON_VERSION = 5;
+const ADDON_VERSION = 6;
 
 /** Where the built addon lives: native/ at the repository root, from dist/agent/capture or agent/capture. */
 export function nativeAddonPath(): string {
@@ -180,6 +200,7 @@ function tryLoad(path: string): NativeLoad {
     typeof addon.Capture !== 'function' ||
     typeof addon.summarize !== 'function' ||
     typeof addon.FrameWriter !== 'function' ||
+    typeof addon.SharedRing !== 'function' ||
     typeof addon.wireRun !== 'function'
   ) {
     return {

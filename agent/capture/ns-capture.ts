@@ -7,12 +7,14 @@
  * unmounts the name while our worker keeps the namespace itself alive, so without the watch a
  * deleted namespace would be captured (and kept) forever.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
 import { statSync } from 'node:fs';
+import type { Readable, Writable } from 'node:stream';
 import { join } from 'node:path';
 import { ERRORS, HoptraceError, type ErrorCode } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
 import type { EncodedEvents } from '../../common/wire';
+import { loadNativeAddon, type PcapSharedRing } from './native-loader';
 import { EventsWireEncoder, parseSummaryFrame } from './summary-wire';
 import {
   EventBatcher,
@@ -38,6 +40,11 @@ export interface NsCaptureOptions {
    */
   workerMaxQueuedBytes?: number;
   batch?: BatchOptions;
+  /**
+   * Share a frame ring with the worker (native-loader.ts PcapSharedRing) when the addon loads here
+   * and the worker runs the native source (default true); false: everything through its stdout.
+   */
+  ring?: boolean;
   /** Worker script (default: worker.js next to this file). */
   workerPath?: string;
   /** The worker's warnings, e.g. the fallback to cap (default: process.emitWarning). */
@@ -98,6 +105,11 @@ export class NsCapture implements CaptureSource {
   startupMs: number | undefined;
   /** Which implementation the worker runs ('native' or 'cap'), from its ready frame. */
   sourceKind: 'native' | 'cap' | undefined;
+  /** Worker frames that came through the shared frame ring (0: all through its stdout). */
+  get ringFrames(): number {
+    return this.parser?.ringFrames ?? 0;
+  }
+  private parser: WorkerFrameParser | undefined;
   /** Warnings the worker sent (e.g. the fallback to cap and why). */
   readonly warnings: string[] = [];
 
@@ -189,19 +201,34 @@ export class NsCapture implements CaptureSource {
     if (this.opts.workerMaxQueuedBytes !== undefined) {
       args.maxQueuedBytes = this.opts.workerMaxQueuedBytes;
     }
+    const ring = this.frameRing();
+    // The worker inherits the ring as its fd 3.
+    if (ring !== undefined) args.ringFd = 3;
+    const stdio: ('pipe' | number)[] = ['pipe', 'pipe', 'pipe'];
+    if (ring !== undefined) stdio.push(ring.fd);
     const worker = this.opts.workerPath ?? join(__dirname, 'worker.js');
     const argv = [worker, JSON.stringify(args)];
     const t0 = process.hrtime.bigint();
-    const child =
-      nsPath === undefined
-        ? spawn(process.execPath, argv, { stdio: ['pipe', 'pipe', 'pipe'] })
-        : spawn('nsenter', [`--net=${nsPath}`, '--', process.execPath, ...argv], {
-            stdio: ['pipe', 'pipe', 'pipe'],
-          });
+    let child: ChildProcessByStdio<Writable, Readable, Readable>;
+    try {
+      // stdio 0-2 are pipes, so the three streams exist (the typings lose that with an fd added).
+      child = (
+        nsPath === undefined
+          ? spawn(process.execPath, argv, { stdio })
+          : spawn('nsenter', [`--net=${nsPath}`, '--', process.execPath, ...argv], { stdio })
+      ) as ChildProcessByStdio<Writable, Readable, Readable>;
+    } finally {
+      // The worker has its own copy now; the mapping here lives as long as ring.buffer.
+      ring?.close();
+    }
     this.child = child;
     this.batcher = batcher;
     this.onEnd = onEnd;
-    const parser = new WorkerFrameParser({ rawSummaries });
+    const parser = new WorkerFrameParser({
+      rawSummaries,
+      ...(ring !== undefined ? { ring } : {}),
+    });
+    this.parser = parser;
 
     return new Promise<void>((resolve, reject) => {
       let ready = false;
@@ -283,6 +310,8 @@ export class NsCapture implements CaptureSource {
           return;
         }
         for (const f of frames) onFrame(f);
+        // Everything handed out is consumed: the worker may reuse those ring bytes.
+        parser.release();
       });
       child.stderr.on('data', (chunk: Buffer) => {
         this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-2000);
@@ -313,6 +342,30 @@ export class NsCapture implements CaptureSource {
         void this.classifyExit(code, signal).then(fail);
       });
     });
+  }
+
+  /**
+   * A frame ring for the worker, when it will run the native source and the addon loads here;
+   * undefined otherwise, or when it cannot be created (the worker then writes everything to its
+   * stdout: slower, nothing lost).
+   */
+  private frameRing(): PcapSharedRing | undefined {
+    if (this.opts.ring === false || this.spec.source === 'cap') return undefined;
+    const load = loadNativeAddon();
+    if (!load.ok) return undefined;
+    const bytes = Math.min(
+      Math.max(this.opts.workerMaxQueuedBytes ?? 8 * 1024 * 1024, 64 * 1024),
+      1024 * 1024 * 1024,
+    );
+    try {
+      return new load.addon.SharedRing(bytes);
+    } catch (e) {
+      const message = `shared frame ring unavailable (${e instanceof Error ? e.message : String(e)}); batches go through the worker's stdout`;
+      this.warnings.push(message);
+      if (this.opts.onWarning !== undefined) this.opts.onWarning(message);
+      else process.emitWarning(message, { code: 'HOPTRACE_CAPTURE_RING' });
+      return undefined;
+    }
   }
 
   private stderrNote(): string {

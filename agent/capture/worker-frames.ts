@@ -12,6 +12,10 @@
  *           UTF-8 JSON EventContext | pad to 8 | count × 192-byte records | raw area (the bytes of
  *           the SLOW frames only; their records' data offsets point into it). The parent builds
  *           the events (summaryEvent): the worker does no per-packet JavaScript at all.
+ *   type 5: a frame in the shared ring (native/pcap-batch/src/frame_ring.c), when the parent gave
+ *           the worker one: u32 offset | u32 length | u64 end (LE). ring[offset, offset + length)
+ *           holds one whole frame of another type, parsed as if it had come inline; `end` is what
+ *           the parent releases once it has consumed that frame.
  *
  * Batch body (little-endian):
  *   u32 count | u32 tableOffset (from the body start) | count event records | string table
@@ -49,6 +53,7 @@ export const FRAME_EVENT = 1;
 export const FRAME_CONTROL = 2;
 export const FRAME_EVENTS = 3;
 export const FRAME_SUMMARIES = 4;
+export const FRAME_RING = 5;
 /** Largest frame accepted: a batch frame is split well below this; it only stops runaway lengths. */
 export const MAX_FRAME = 16 * 1024 * 1024;
 /** A batch frame is closed once its body reaches this many bytes (or its string table 60 k). */
@@ -456,28 +461,47 @@ export function decodeSummaryFrame(body: Buffer): PacketEvent[] {
 export type WorkerFrame =
   | { type: 'event'; event: PacketEvent }
   | { type: 'events'; events: PacketEvent[] }
-  /** A type-4 body, unparsed (WorkerFrameParser with rawSummaries): a view of the read chunk. */
+  /**
+   * A type-4 body, unparsed (WorkerFrameParser with rawSummaries): a view of the read chunk, or of
+   * the ring until the parser's release().
+   */
   | { type: 'summaries'; body: Buffer }
   | { type: 'control'; msg: WorkerControl };
+
+/** The parent's view of a frame ring (native-loader.ts PcapSharedRing). */
+export interface FrameRingView {
+  buffer: Buffer;
+  release(end: number): void;
+}
 
 /**
  * Incremental parser: feed it stdout chunks as they come (a frame may span several chunks, a chunk
  * may hold many frames). Throws Error on a malformed stream (then the stream is unusable).
+ *
+ * With a ring, FRAME_RING notices are replaced by the frames they point at. Those frames' bodies
+ * (`summaries`) view the ring: they are valid until release(), which the consumer calls once it
+ * has handled what push() returned (push() also releases what the previous call handed out).
  */
 export class WorkerFrameParser {
   /**
    * rawSummaries: hand type-4 bodies over as they are (`summaries` frames), for a consumer that
    * encodes them without building events (summary-wire.ts); else they become `events`.
    */
-  constructor(private readonly opts: { rawSummaries?: boolean } = {}) {}
+  constructor(private readonly opts: { rawSummaries?: boolean; ring?: FrameRingView } = {}) {}
 
   private pending: Buffer[] = [];
   private pendingBytes = 0;
   /** Bytes the frame at the head of `pending` needs in all (0 = not known yet). */
   private need = 0;
+  /** The ring's end of the last frame handed out, and what was released. */
+  private ringEnd = 0;
+  private ringReleased = 0;
+  /** Frames that came through the ring. */
+  ringFrames = 0;
 
   /** Parses `chunk` and returns every frame it completes. */
   push(chunk: Buffer): WorkerFrame[] {
+    this.release();
     this.pending.push(chunk);
     this.pendingBytes += chunk.length;
     // A large frame spans many chunks: do not re-join them until it is complete.
@@ -493,20 +517,10 @@ export class WorkerFrameParser {
         this.need = 4 + len;
         break;
       }
-      const type = buf[at + 4];
+      const type = buf[at + 4] ?? 0;
       const body = buf.subarray(at + 5, at + 4 + len);
-      if (type === FRAME_SUMMARIES) {
-        out.push(
-          this.opts.rawSummaries === true
-            ? { type: 'summaries', body }
-            : { type: 'events', events: decodeSummaryFrame(body) },
-        );
-      } else if (type === FRAME_EVENTS)
-        out.push({ type: 'events', events: decodeEventBatch(body) });
-      else if (type === FRAME_EVENT) out.push({ type: 'event', event: decodePacketEvent(body) });
-      else if (type === FRAME_CONTROL) {
-        out.push({ type: 'control', msg: JSON.parse(body.toString('utf8')) as WorkerControl });
-      } else throw new Error(`unknown frame type ${String(type)} at byte ${at}`);
+      if (type === FRAME_RING) out.push(this.ringFrame(body, at));
+      else out.push(this.frame(type, body, at));
       at += 4 + len;
     }
     buf = buf.subarray(at);
@@ -514,6 +528,53 @@ export class WorkerFrameParser {
     this.pending = buf.length > 0 ? [Buffer.from(buf)] : [];
     this.pendingBytes = buf.length;
     return out;
+  }
+
+  /** Lets the worker reuse the ring bytes of every frame handed out so far. */
+  release(): void {
+    if (this.ringEnd > this.ringReleased && this.opts.ring !== undefined) {
+      this.opts.ring.release(this.ringEnd);
+      this.ringReleased = this.ringEnd;
+    }
+  }
+
+  private frame(type: number, body: Buffer, at: number): WorkerFrame {
+    if (type === FRAME_SUMMARIES) {
+      return this.opts.rawSummaries === true
+        ? { type: 'summaries', body }
+        : { type: 'events', events: decodeSummaryFrame(body) };
+    }
+    if (type === FRAME_EVENTS) return { type: 'events', events: decodeEventBatch(body) };
+    if (type === FRAME_EVENT) return { type: 'event', event: decodePacketEvent(body) };
+    if (type === FRAME_CONTROL) {
+      return { type: 'control', msg: JSON.parse(body.toString('utf8')) as WorkerControl };
+    }
+    throw new Error(`unknown frame type ${String(type)} at byte ${at}`);
+  }
+
+  /** The frame a FRAME_RING notice points at, checked against the ring before it is read. */
+  private ringFrame(body: Buffer, at: number): WorkerFrame {
+    const ring = this.opts.ring;
+    if (ring === undefined) throw new Error(`ring frame at byte ${at}, but no ring was set up`);
+    if (body.length !== 16) throw new Error(`ring notice of ${body.length} bytes at byte ${at}`);
+    const offset = body.readUInt32LE(0);
+    const length = body.readUInt32LE(4);
+    const end = body.readUInt32LE(8) + body.readUInt32LE(12) * 2 ** 32;
+    const size = ring.buffer.length;
+    if (length < 5 || offset + length > size || end < this.ringEnd) {
+      throw new Error(
+        `ring notice at byte ${at} points outside the ${size}-byte ring or back (offset ${offset}, length ${length}, end ${end})`,
+      );
+    }
+    const inner = ring.buffer.subarray(offset, offset + length);
+    const type = inner[4] ?? 0;
+    if (inner.readUInt32BE(0) !== length - 4 || type === FRAME_RING) {
+      throw new Error(`ring frame at offset ${offset} is not one whole frame of ${length} bytes`);
+    }
+    const f = this.frame(type, inner.subarray(5), at);
+    this.ringEnd = end;
+    this.ringFrames++;
+    return f;
   }
 
   /** Bytes received that do not yet form a whole frame. */

@@ -30,6 +30,11 @@ export interface WorkerArgs {
   statsIntervalMs?: number;
   /** Bytes queued on stdout beyond which event batches are dropped and counted (default 8 MiB). */
   maxQueuedBytes?: number;
+  /**
+   * An inherited fd of the parent's frame ring (native-loader.ts PcapSharedRing): with the addon,
+   * batch frames go through it (a full ring is then the bound), only notices through stdout.
+   */
+  ringFd?: number;
 }
 
 type LiveSource = CaptureSource & { linktypeName: string | undefined };
@@ -50,8 +55,23 @@ interface FrameSink {
  * With the addon: its FrameWriter owns fd 1 (process.stdout is never opened, so libuv polls the fd
  * once and frames never interleave), and the native capture writes its batches through it from C.
  */
-function nativeSink(addon: PcapBatchAddon, maxQueued: number): FrameSink {
-  const w = new addon.FrameWriter(1, maxQueued);
+function nativeSink(
+  addon: PcapBatchAddon,
+  maxQueued: number,
+  ringFd: number | undefined,
+  warn: (message: string) => void,
+): FrameSink {
+  let w: PcapFrameWriter;
+  try {
+    w = new addon.FrameWriter(1, maxQueued, ringFd);
+  } catch (e) {
+    if (ringFd === undefined) throw e;
+    // Everything still works through stdout, only with a copy more on each side.
+    w = new addon.FrameWriter(1, maxQueued);
+    warn(
+      `shared frame ring unusable (${e instanceof Error ? e.message : String(e)}); batches go through the worker's stdout`,
+    );
+  }
   return {
     native: w,
     write: (frame, droppable) => w.write(frame, droppable),
@@ -139,9 +159,10 @@ function main(): void {
   const maxQueued = args.maxQueuedBytes ?? 8 * 1024 * 1024;
   const load = args.spec.source === 'cap' ? undefined : loadNativeAddon();
   let sink: FrameSink | undefined;
+  const early: string[] = [];
   if (load?.ok === true) {
     try {
-      sink = nativeSink(load.addon, maxQueued);
+      sink = nativeSink(load.addon, maxQueued, args.ringFd, (m) => early.push(m));
     } catch (e) {
       // fd 1 cannot be polled (a regular file, say): stdout still works, per batch in JavaScript.
       process.stderr.write(
@@ -156,14 +177,12 @@ function main(): void {
   const send = (msg: WorkerControl): void => {
     sink.write(encodeControlFrame(msg), false);
   };
-  const { src, kind } = pickSource(
-    args,
-    (message) => {
-      process.stderr.write(`hoptrace capture worker: ${message}\n`);
-      send({ kind: 'warning', message });
-    },
-    sink,
-  );
+  const warn = (message: string): void => {
+    process.stderr.write(`hoptrace capture worker: ${message}\n`);
+    send({ kind: 'warning', message });
+  };
+  for (const message of early) warn(message);
+  const { src, kind } = pickSource(args, warn, sink);
   const sendStats = (): void => {
     // The parent went away while we were writing: nothing left to report to.
     if (sink.failed()) process.exit(0);

@@ -289,20 +289,20 @@ if (!isRoot) {
   const ready = buildPair(lab);
   const nsLabel = { point: 'backend', node: 'n2', iface: 'v0' };
   const nsSpec: CaptureSpec = { ...nsLabel, filter: 'udp and dst port 9999' };
-  let source: (kind: Kind, spec?: CaptureSpec) => NsCapture = () => {
+  let source: (kind: Kind, spec?: CaptureSpec, ring?: boolean) => NsCapture = () => {
     throw new Error('lab not built');
   };
   t.before(async () => {
     await ready;
     const netnsPath = `/run/netns/${lab.full('a')}`;
-    source = (kind, base = nsSpec) =>
+    source = (kind, base = nsSpec, ring = true) =>
       new NsCapture(
         kind === 'bad-iface'
           ? { ...base, iface: 'nope0' }
           : kind === 'bad-filter'
             ? { ...base, filter: 'udp and and' }
             : base,
-        { netnsPath, batch: { maxDelayMs: 10 } },
+        { netnsPath, batch: { maxDelayMs: 10 }, ring },
       );
   });
   t.teardown(() => lab.destroy());
@@ -344,6 +344,38 @@ if (!isRoot) {
     traffic,
     nsExpect,
   );
+  captureContract(
+    'NsCapture encoded, no frame ring (batches through the worker stdout)',
+    (kind) => viaWire(source(kind, nsSpec, false)),
+    traffic,
+    nsExpect,
+  );
+  // Which way the batches went: through the shared ring by default, else the worker's stdout.
+  for (const ring of [true, false]) {
+    void t.test(
+      `NsCapture with ring: ${String(ring)}: batches through the ${ring ? 'ring' : 'stdout'}`,
+      async (t) => {
+        if (!isRoot || !native.ok) {
+          t.fail('needs root and the native addon (run the suite as root, as CI does)');
+          return;
+        }
+        const cap = source('good', nsSpec, ring);
+        const got: PacketEvent[] = [];
+        await cap.start(
+          (evs) => got.push(...evs),
+          () => undefined,
+        );
+        await traffic();
+        for (let i = 0; i < 100 && got.length < 10; i++)
+          await new Promise((r) => setTimeout(r, 50));
+        await cap.stop();
+        t.equal(got.length, 10, 'every event delivered');
+        if (ring) t.ok(cap.ringFrames > 0, `frames came through the ring (${cap.ringFrames})`);
+        else t.equal(cap.ringFrames, 0, 'no frame came through a ring');
+        t.same(cap.warnings, [], 'no warning (no fallback)');
+      },
+    );
+  }
   captureContract(
     'NsCapture encoded (cap forced)',
     (kind) => viaWire(source(kind, { ...nsSpec, source: 'cap' })),

@@ -2,7 +2,9 @@
  * The capture worker's frame writer (native/pcap-batch/src/frame_out.c), on a FIFO this test
  * creates: frames arrive whole and in order whether the reader keeps up or not, a droppable frame
  * is dropped (and said so) only while more than the bound is unread, control frames are never
- * dropped, a reader that goes away is reported. And the capture's direct output: batches the addon
+ * dropped, a reader that goes away is reported. The same through a shared frame ring (frame_ring.c):
+ * frames whole and in order over many wrap-arounds, only notices on the FIFO, a full ring drops,
+ * bad notices are refused. And the capture's direct output: batches the addon
  * writes itself decode to the same events as the batches it hands to JavaScript (live on
  * loopback, root). Fails (never skips) without the addon or root.
  */
@@ -16,6 +18,7 @@ import { loadNativeAddon, type PcapFrameWriter } from '../../agent/capture/nativ
 import { NativeSource } from '../../agent/capture/native-source';
 import {
   FRAME_CONTROL,
+  FRAME_RING,
   WorkerFrameParser,
   type WorkerFrame,
 } from '../../agent/capture/worker-frames';
@@ -72,14 +75,21 @@ function readAvailable(fd: number): Buffer {
 
 const tick = (): Promise<void> => new Promise((r) => setTimeout(r, 5));
 
-/** Reads until the writer has nothing pending and the FIFO is empty; returns the parsed frames. */
-async function drainAll(w: PcapFrameWriter, fd: number): Promise<WorkerFrame[]> {
-  const parser = new WorkerFrameParser();
+/**
+ * Reads until the writer has nothing pending and the FIFO is empty; returns the parsed frames
+ * (with a ring: releasing what each read handed out, as ns-capture does).
+ */
+async function drainAll(
+  w: PcapFrameWriter,
+  fd: number,
+  parser = new WorkerFrameParser(),
+): Promise<WorkerFrame[]> {
   const frames: WorkerFrame[] = [];
   const deadline = Date.now() + 10_000;
   for (;;) {
     const got = readAvailable(fd);
     if (got.length > 0) frames.push(...parser.push(got));
+    parser.release();
     if (w.pending() === 0 && got.length === 0) break;
     if (Date.now() > deadline) throw new Error(`writer still has ${w.pending()} bytes pending`);
     await tick(); // the writer's poll runs on the event loop
@@ -164,8 +174,125 @@ if (!native.ok) {
     t.end();
   });
 
+  void t.test('through a shared ring: whole, in order, over many wrap-arounds', async (t) => {
+    const f = fifo();
+    const ring = new addon.SharedRing(64 * 1024);
+    t.teardown(() => {
+      ring.close();
+      closeSync(f.rd);
+      closeSync(f.wr);
+      rmSync(f.dir, { recursive: true, force: true });
+    });
+    t.equal(ring.buffer.length, 64 * 1024, 'the data area is the size asked for');
+    const w = new addon.FrameWriter(f.wr, 1 << 20, ring.fd);
+    const parser = new WorkerFrameParser({ ring });
+    const sent: number[] = [];
+    const got: WorkerFrame[] = [];
+    let fifoBytes = 0;
+    let written = 0;
+    // ~1.3 MB through a 64 KiB ring: frames of 100 B … 12 KB, read after every few writes.
+    for (let i = 0; i < 500; i++) {
+      const fr = frame(i, 100 + ((i * 7919) % 12_000));
+      t.equal(w.write(fr, true), true, `frame ${i} accepted`);
+      sent.push(i);
+      written += fr.length;
+      if (i % 3 === 2) {
+        const chunk = readAvailable(f.rd);
+        fifoBytes += chunk.length;
+        got.push(...parser.push(chunk));
+        parser.release();
+      }
+    }
+    const chunk = readAvailable(f.rd);
+    fifoBytes += chunk.length;
+    got.push(...parser.push(chunk));
+    t.same(got.map(seqOf), sent, 'all 500 frames, in order');
+    t.ok(written > 16 * ring.size, `the ring wrapped many times (${written} bytes)`);
+    t.equal(fifoBytes, 500 * 21, 'only a 21-byte notice per frame crossed the FIFO');
+    t.equal(w.error(), null, 'no error');
+    w.close();
+  });
+
+  void t.test(
+    'a ring nobody releases: droppable frames dropped once full, control frames inline',
+    async (t) => {
+      const f = fifo();
+      const ring = new addon.SharedRing(64 * 1024);
+      t.teardown(() => {
+        ring.close();
+        closeSync(f.rd);
+        closeSync(f.wr);
+        rmSync(f.dir, { recursive: true, force: true });
+      });
+      const w = new addon.FrameWriter(f.wr, 1 << 20, ring.fd);
+      const accepted: number[] = [];
+      let dropped = 0;
+      for (let i = 0; i < 20; i++) {
+        if (w.write(frame(i, 10_000), true)) accepted.push(i);
+        else dropped++;
+      }
+      t.equal(accepted.length, 6, 'six 10 kB frames fit in 64 KiB');
+      t.equal(dropped, 14, 'the rest were dropped, and said so');
+      t.equal(w.write(frame(100, 200), false), true, 'a control frame still goes (inline)');
+      accepted.push(100);
+      const parser = new WorkerFrameParser({ ring });
+      const frames = await drainAll(w, f.rd, parser);
+      t.same(frames.map(seqOf), accepted, 'what was accepted arrives, in order');
+      // Released (drainAll does): the ring takes frames again.
+      t.equal(w.write(frame(200, 10_000), true), true, 'accepted again after release');
+      t.same((await drainAll(w, f.rd, parser)).map(seqOf), [200], 'and delivered');
+      w.close();
+    },
+  );
+
+  void t.test('bad ring notices are refused with the reason', (t) => {
+    const ring = new addon.SharedRing(64 * 1024);
+    t.teardown(() => ring.close());
+    const notice = (offset: number, length: number, end: number): Buffer => {
+      const b = Buffer.alloc(21);
+      b.writeUInt32BE(17, 0);
+      b[4] = FRAME_RING;
+      b.writeUInt32LE(offset, 5);
+      b.writeUInt32LE(length, 9);
+      b.writeUInt32LE(end % 2 ** 32, 13);
+      b.writeUInt32LE(Math.floor(end / 2 ** 32), 17);
+      return b;
+    };
+    t.throws(
+      () => new WorkerFrameParser().push(notice(0, 100, 100)),
+      /no ring was set up/,
+      'a notice without a ring',
+    );
+    t.throws(
+      () => new WorkerFrameParser({ ring }).push(notice(65_000, 1000, 66_000)),
+      /points outside the 65536-byte ring/,
+      'a notice past the end of the ring',
+    );
+    ring.buffer.fill(0, 0, 200);
+    t.throws(
+      () => new WorkerFrameParser({ ring }).push(notice(0, 100, 100)),
+      /not one whole frame of 100 bytes/,
+      'a notice pointing at something that is not a frame',
+    );
+    frame(7, 100).copy(ring.buffer, 0);
+    const p = new WorkerFrameParser({ ring });
+    t.same(p.push(notice(0, 100, 100)).map(seqOf), [7], 'a good notice parses');
+    t.throws(() => p.push(notice(0, 100, 50)), /or back/, 'an end that moves back');
+    t.end();
+  });
+
   void t.test('bad arguments are refused with BAD_ARGUMENT', (t) => {
     t.throws(() => new addon.FrameWriter(-1, 0), { code: 'BAD_ARGUMENT' }, 'negative fd');
+    t.throws(() => new addon.SharedRing(1024), { code: 'BAD_ARGUMENT' }, 'a ring too small');
+    const g = fifo();
+    t.throws(
+      () => new addon.FrameWriter(g.wr, 1024, g.rd),
+      { code: 'BAD_ARGUMENT', message: /is not a frame ring/ },
+      'a ring fd that is not a ring',
+    );
+    closeSync(g.rd);
+    closeSync(g.wr);
+    rmSync(g.dir, { recursive: true, force: true });
     const noop = (): void => undefined;
     t.throws(
       () =>

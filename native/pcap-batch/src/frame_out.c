@@ -17,11 +17,17 @@
  *                            │
  *                  uv_poll UV_WRITABLE ──► write(fd) from the queue until empty, then stop polling
  *
+ * With a shared ring attached (frame_out_attach_ring, frame_ring.c), a droppable frame (a capture
+ * batch) is copied into the ring instead and only a 21-byte notice takes the path above; the
+ * ring's free space is then the bound.
+ *
  * The fd is the worker's stdout (a socket or pipe to the parent); JavaScript must not open a
  * stream on it as well (libuv cannot poll one fd twice). A write error (EPIPE: the parent went
  * away) stops all writing and is reported by frame_out_error; SIGPIPE is ignored by Node.
  */
 #include "frame_out.h"
+
+#include "frame_ring.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,10 +44,12 @@ struct FrameOut {
   size_t max_queued;
   uint8_t *q; /* queued bytes are q[start, end) */
   size_t start, end, cap;
+  FrameRing *ring; /* droppable frames go here when set */
 };
 
 static void free_handle(uv_handle_t *h) {
   FrameOut *o = (FrameOut *)h->data;
+  frame_ring_free(o->ring);
   free(o->q);
   free(o);
   free(h);
@@ -134,8 +142,30 @@ FrameOut *frame_out_new(uv_loop_t *loop, int fd, size_t max_queued, int *err) {
   return o;
 }
 
+int frame_out_attach_ring(FrameOut *o, int ring_fd) {
+  int err = 0;
+  FrameRing *r = frame_ring_open(ring_fd, &err);
+  if (r == NULL) return err;
+  frame_ring_free(o->ring);
+  o->ring = r;
+  return 0;
+}
+
 int frame_out_writev(FrameOut *o, const struct iovec *iov, int n, int droppable) {
   if (o->error != 0) return FRAME_OUT_FAILED;
+  uint8_t note[FRAME_RING_NOTICE_BYTES]; /* outlives the block: iov points at it */
+  struct iovec niov = {note, sizeof note};
+  if (droppable && o->ring != NULL) {
+    uint32_t offset = 0;
+    uint64_t end = 0;
+    if (!frame_ring_put(o->ring, iov, n, &offset, &end)) return FRAME_OUT_DROPPED;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += iov[i].iov_len;
+    frame_ring_notice(note, offset, (uint32_t)total, end);
+    iov = &niov;
+    n = 1;
+    droppable = 0; /* the frame is in the ring: its notice must reach the parent */
+  }
   size_t total = 0;
   for (int i = 0; i < n; i++) total += iov[i].iov_len;
   size_t done = 0;

@@ -22,6 +22,10 @@ FrameOut *frame_out_new(uv_loop_t *loop, int fd, size_t max_queued, int *err);
  * dropped (FRAME_OUT_DROPPED) when the bytes still queued exceed max_queued; others always queue.
  */
 int frame_out_writev(FrameOut *o, const struct iovec *iov, int n, int droppable);
+/* From now on droppable frames go through the shared ring mapped from ring_fd (frame_ring.c):
+ * each is copied there and only its notice is written to the fd; a full ring drops the frame.
+ * Returns 0, or an errno (the writer is unchanged). */
+int frame_out_attach_ring(FrameOut *o, int ring_fd);
 /* Bytes accepted but not yet taken by the fd. */
 size_t frame_out_pending(const FrameOut *o);
 /* 0, or the errno of the write that failed (the peer went away): nothing more is written. */

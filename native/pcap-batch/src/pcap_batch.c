@@ -31,9 +31,15 @@
  *
  *   wireRun(recs, i, end, ctx, linktypeValue, frame, tables, out, pos) -> [nextI, nextPos]
  *                                FAST summary records → protobuf event entries (summary_wire.c)
- *   const w = new FrameWriter(fd, maxQueuedBytes)   the capture worker's one frame writer on fd
- *   w.write(buf, droppable) -> bool   false: dropped (queue over the bound) or the writer failed
+ *   const w = new FrameWriter(fd, maxQueuedBytes, ringFd?)   the capture worker's one frame
+ *                                writer on fd; with ringFd (a SharedRing's fd the parent passed
+ *                                down) droppable frames go through that ring, notices through fd
+ *   w.write(buf, droppable) -> bool   false: dropped (queue or ring full) or the writer failed
  *   w.pending() / w.error() / w.close()   see frame_out.c
+ *   const r = new SharedRing(bytes)   the parent's end of a frame ring (frame_ring.c): r.fd (the
+ *                                memfd, to hand to the worker), r.buffer (a Buffer over the data
+ *                                area), r.release(end) (bytes before `end` are read), r.close()
+ *                                (closes r.fd; the mapping lives as long as r.buffer)
  *
  * open() throws an Error whose .code is one of NO_SUCH_DEVICE, PERM_DENIED, BAD_FILTER,
  * ACTIVATE, BAD_ARGUMENT; the message is libpcap's.
@@ -50,12 +56,14 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "frame_out.h"
+#include "frame_ring.h"
 #include "summary.h"
 
-#define ADDON_VERSION 5
+#define ADDON_VERSION 6
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -111,6 +119,17 @@ typedef struct FrameWriter {
 } FrameWriter;
 
 static const napi_type_tag FRAME_WRITER_TAG = {0x686f70747261636bULL, 0x6672616d656f7574ULL};
+
+/* The JS SharedRing: the parent's end of a frame ring. The mapping belongs to `buffer` (unmapped
+ * when that Buffer is collected); the ring object holds the Buffer strongly, so release() always
+ * writes to mapped memory. */
+typedef struct SharedRing {
+  FrameRing *r;
+  int fd; /* -1 once closed */
+  napi_ref buf_ref;
+} SharedRing;
+
+static const napi_type_tag SHARED_RING_TAG = {0x686f70747261636bULL, 0x7368617265647267ULL};
 
 #define CHECK(call)                                                                             \
   do {                                                                                          \
@@ -788,16 +807,20 @@ static FrameWriter *unwrap_writer(napi_env env, napi_callback_info info, size_t 
   return (FrameWriter *)data;
 }
 
-/* new FrameWriter(fd, maxQueuedBytes) */
+/* new FrameWriter(fd, maxQueuedBytes, ringFd?) */
 static napi_value writer_new(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2], self;
+  size_t argc = 3;
+  napi_value argv[3], self;
   CHECK(napi_get_cb_info(env, info, &argc, argv, &self, NULL));
-  int32_t fd = -1;
+  int32_t fd = -1, ring_fd = -1;
   int64_t max_queued = -1;
+  napi_valuetype rt = napi_undefined;
+  if (argc >= 3) CHECK(napi_typeof(env, argv[2], &rt));
   if (argc < 2 || napi_get_value_int32(env, argv[0], &fd) != napi_ok ||
-      napi_get_value_int64(env, argv[1], &max_queued) != napi_ok || fd < 0 || max_queued < 0)
-    return throw_code(env, "BAD_ARGUMENT", "usage: new FrameWriter(fd, maxQueuedBytes)");
+      napi_get_value_int64(env, argv[1], &max_queued) != napi_ok || fd < 0 || max_queued < 0 ||
+      (rt != napi_undefined &&
+       (napi_get_value_int32(env, argv[2], &ring_fd) != napi_ok || ring_fd < 0)))
+    return throw_code(env, "BAD_ARGUMENT", "usage: new FrameWriter(fd, maxQueuedBytes, ringFd?)");
   uv_loop_t *loop = NULL;
   CHECK(napi_get_uv_event_loop(env, &loop));
   int err = 0;
@@ -807,6 +830,16 @@ static napi_value writer_new(napi_env env, napi_callback_info info) {
     snprintf(msg, sizeof msg, "cannot write frames to fd %d: %s", fd,
              err < 0 ? uv_strerror(err) : strerror(err));
     return throw_code(env, "ACTIVATE", msg);
+  }
+  if (ring_fd >= 0) {
+    int rerr = frame_out_attach_ring(o, ring_fd);
+    if (rerr != 0) {
+      frame_out_free(o);
+      char msg[160];
+      snprintf(msg, sizeof msg, "fd %d is not a frame ring: %s", ring_fd,
+               rerr == EINVAL ? "wrong size or magic" : strerror(rerr));
+      return throw_code(env, "BAD_ARGUMENT", msg);
+    }
   }
   FrameWriter *w = calloc(1, sizeof *w);
   if (w == NULL) {
@@ -879,6 +912,114 @@ static napi_value writer_close(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* ---- SharedRing ----------------------------------------------------------------------------- */
+
+static void ring_buffer_finalize(napi_env env, void *data, void *hint) {
+  frame_ring_free((FrameRing *)hint);
+}
+
+static void ring_finalize(napi_env env, void *data, void *hint) {
+  SharedRing *s = (SharedRing *)data;
+  if (s->fd >= 0) close(s->fd);
+  if (s->buf_ref != NULL) napi_delete_reference(env, s->buf_ref);
+  free(s);
+}
+
+static SharedRing *unwrap_ring(napi_env env, napi_callback_info info, size_t *argc,
+                               napi_value *argv) {
+  napi_value self;
+  void *data = NULL;
+  bool tagged = false;
+  if (napi_get_cb_info(env, info, argc, argv, &self, NULL) != napi_ok) return NULL;
+  if (napi_check_object_type_tag(env, self, &SHARED_RING_TAG, &tagged) != napi_ok || !tagged)
+    return NULL;
+  if (napi_unwrap(env, self, &data) != napi_ok) return NULL;
+  return (SharedRing *)data;
+}
+
+/* new SharedRing(bytes) */
+static napi_value ring_new(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], self, buf, fdv, sizev;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, &self, NULL));
+  int64_t bytes = -1;
+  if (argc < 1 || napi_get_value_int64(env, argv[0], &bytes) != napi_ok ||
+      bytes < (int64_t)FRAME_RING_MIN || bytes > (int64_t)FRAME_RING_MAX) {
+    char msg[120];
+    snprintf(msg, sizeof msg, "usage: new SharedRing(bytes), %u ≤ bytes ≤ %u", FRAME_RING_MIN,
+             FRAME_RING_MAX);
+    return throw_code(env, "BAD_ARGUMENT", msg);
+  }
+  int fd = -1, err = 0;
+  FrameRing *r = frame_ring_create((size_t)bytes, &fd, &err);
+  if (r == NULL) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "cannot create the shared frame ring: %s", strerror(err));
+    return throw_code(env, "ACTIVATE", msg);
+  }
+  SharedRing *s = calloc(1, sizeof *s);
+  if (s == NULL) {
+    close(fd);
+    frame_ring_free(r);
+    return throw_code(env, "ACTIVATE", "out of memory");
+  }
+  s->r = r;
+  s->fd = fd;
+  /* From here the Buffer owns the mapping (its finalizer unmaps it). */
+  if (napi_create_external_buffer(env, frame_ring_size(r), frame_ring_data(r),
+                                  ring_buffer_finalize, r, &buf) != napi_ok) {
+    close(fd);
+    frame_ring_free(r);
+    free(s);
+    return throw_code(env, "ACTIVATE", "cannot expose the shared frame ring");
+  }
+  if (napi_create_reference(env, buf, 1, &s->buf_ref) != napi_ok ||
+      napi_create_int32(env, fd, &fdv) != napi_ok ||
+      napi_create_double(env, (double)frame_ring_size(r), &sizev) != napi_ok) {
+    close(fd);
+    free(s);
+    return throw_code(env, "ACTIVATE", "cannot set up the SharedRing");
+  }
+  napi_property_descriptor props[] = {
+      {"buffer", NULL, NULL, NULL, NULL, buf, napi_enumerable, NULL},
+      {"fd", NULL, NULL, NULL, NULL, fdv, napi_enumerable, NULL},
+      {"size", NULL, NULL, NULL, NULL, sizev, napi_enumerable, NULL},
+  };
+  if (napi_define_properties(env, self, 3, props) != napi_ok ||
+      napi_wrap(env, self, s, ring_finalize, NULL, NULL) != napi_ok ||
+      napi_type_tag_object(env, self, &SHARED_RING_TAG) != napi_ok) {
+    close(fd);
+    napi_delete_reference(env, s->buf_ref);
+    free(s);
+    return throw_code(env, "ACTIVATE", "cannot set up the SharedRing");
+  }
+  return self;
+}
+
+/* r.release(end): the frames before `end` (a notice's end) are read; never moves back. */
+static napi_value ring_release(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  SharedRing *s = unwrap_ring(env, info, &argc, argv);
+  if (s == NULL) return throw_code(env, "BAD_ARGUMENT", "not a SharedRing");
+  double end = -1;
+  if (argc < 1 || napi_get_value_double(env, argv[0], &end) != napi_ok || !(end >= 0) ||
+      end > 9007199254740991.0)
+    return throw_code(env, "BAD_ARGUMENT", "release(end): end is a byte count ≥ 0");
+  frame_ring_release(s->r, (uint64_t)end);
+  return NULL;
+}
+
+/* r.close(): closes the parent's copy of the fd (after the worker inherited it). Idempotent. */
+static napi_value ring_close(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  SharedRing *s = unwrap_ring(env, info, &argc, NULL);
+  if (s == NULL) return throw_code(env, "BAD_ARGUMENT", "not a SharedRing");
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+  return NULL;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor methods[] = {
       {"stats", NULL, capture_stats, NULL, NULL, NULL, napi_default, NULL},
@@ -902,6 +1043,14 @@ static napi_value init(napi_env env, napi_value exports) {
   CHECK(napi_define_class(env, "FrameWriter", NAPI_AUTO_LENGTH, writer_new, NULL, 4, wmethods,
                           &wcls));
   CHECK(napi_set_named_property(env, exports, "FrameWriter", wcls));
+  napi_property_descriptor rmethods[] = {
+      {"release", NULL, ring_release, NULL, NULL, NULL, napi_default, NULL},
+      {"close", NULL, ring_close, NULL, NULL, NULL, napi_default, NULL},
+  };
+  napi_value rcls;
+  CHECK(napi_define_class(env, "SharedRing", NAPI_AUTO_LENGTH, ring_new, NULL, 2, rmethods,
+                          &rcls));
+  CHECK(napi_set_named_property(env, exports, "SharedRing", rcls));
   napi_value sfn, sbytes;
   napi_value wfn;
   CHECK(napi_create_function(env, "wireRun", NAPI_AUTO_LENGTH, wire_run, NULL, &wfn));
