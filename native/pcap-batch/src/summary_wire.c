@@ -53,16 +53,33 @@ static inline void len3(uint8_t *mark, const uint8_t *end) {
   mark[2] = (uint8_t)(len >> 14);
 }
 
-/* Dotted quad, as agent/decode/address.ts formatIPv4. */
-static char *fmt_v4(const uint8_t *a, char *s) {
-  for (int k = 0; k < 4; k++) {
-    if (k) *s++ = '.';
-    unsigned v = a[k];
-    if (v >= 100) *s++ = (char)('0' + v / 100);
-    if (v >= 10) *s++ = (char)('0' + (v / 10) % 10);
-    *s++ = (char)('0' + v % 10);
+/* Decimal text of each byte value: its digits, then '.' (4 bytes), and the digit count. Built
+ * once when the addon (or the fuzz harness) loads. */
+static char dec_text[256][4];
+static uint8_t dec_len[256];
+__attribute__((constructor)) static void dec_init(void) {
+  for (unsigned v = 0; v < 256; v++) {
+    char t[4] = {0};
+    int n = 0;
+    if (v >= 100) t[n++] = (char)('0' + v / 100);
+    if (v >= 10) t[n++] = (char)('0' + (v / 10) % 10);
+    t[n++] = (char)('0' + v % 10);
+    t[n] = '.';
+    memcpy(dec_text[v], t, 4);
+    dec_len[v] = (uint8_t)n;
   }
-  return s;
+}
+
+/* Dotted quad, as agent/decode/address.ts formatIPv4: four 4-byte stores of "ddd." (the last
+ * octet's '.' and any byte past it are overwritten by whatever comes next: callers leave room, at
+ * most 3 bytes past the text). This showed as ~8 % of the agent process with a digit loop. */
+static char *fmt_v4(const uint8_t *a, char *s) {
+  for (int k = 0; k < 3; k++) {
+    memcpy(s, dec_text[a[k]], 4);
+    s += dec_len[a[k]] + 1;
+  }
+  memcpy(s, dec_text[a[3]], 4);
+  return s + dec_len[a[3]];
 }
 
 /* RFC 5952 text, as agent/decode/address.ts formatIPv6 (same run choice, same ::ffff: rule). */
