@@ -27,6 +27,12 @@
  * tail is stored with release and loaded with acquire semantics, so the producer never reuses
  * bytes the consumer may still be reading. A full ring is the bound: the caller drops the batch
  * and counts it (frame_out.c).
+ *
+ * Large parts are copied with non-temporal stores: the worker never reads them again, and a
+ * plain memcpy first fetched every destination line of the 8 MiB ring for ownership. Measured
+ * at ~330 k pps (five runs each, same sender): worker ~260–270 ns/packet with memcpy, ~220–240
+ * with streaming stores; the agent process did not get slower reading them (~355–390 vs
+ * ~435–470 ns). The sfence orders them before the notice's write(2).
  */
 #define _GNU_SOURCE
 #include "frame_ring.h"
@@ -37,6 +43,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define MAGIC 0x31474e4952504f48ull /* "HOPRING1" read little-endian */
 #define TAIL_AT 64
@@ -132,6 +141,35 @@ uint8_t *frame_ring_data(const FrameRing *r) { return r->data; }
 
 size_t frame_ring_size(const FrameRing *r) { return r->size; }
 
+/* Non-temporal stores for large parts: the producer does not read these bytes again, so the
+ * lines need not be fetched before they are overwritten (no read-for-ownership). */
+static void copy_out(uint8_t *o, const void *src, size_t len) {
+#if defined(__SSE2__)
+  if (len >= 4096) {
+    const uint8_t *s = src;
+    size_t head = (16 - ((uintptr_t)o & 15)) & 15;
+    memcpy(o, s, head);
+    o += head;
+    s += head;
+    len -= head;
+    for (; len >= 64; len -= 64, o += 64, s += 64) {
+      __m128i a = _mm_loadu_si128((const __m128i *)(const void *)s);
+      __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + 16));
+      __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + 32));
+      __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(s + 48));
+      _mm_stream_si128((__m128i *)(void *)o, a);
+      _mm_stream_si128((__m128i *)(void *)(o + 16), b);
+      _mm_stream_si128((__m128i *)(void *)(o + 32), c);
+      _mm_stream_si128((__m128i *)(void *)(o + 48), d);
+    }
+    memcpy(o, s, len);
+    _mm_sfence();
+    return;
+  }
+#endif
+  memcpy(o, src, len);
+}
+
 int frame_ring_put(FrameRing *r, const struct iovec *iov, int n, uint32_t *offset,
                    uint64_t *end) {
   size_t total = 0;
@@ -144,7 +182,7 @@ int frame_ring_put(FrameRing *r, const struct iovec *iov, int n, uint32_t *offse
   if (skip != 0) pos = 0;
   uint8_t *o = r->data + pos;
   for (int i = 0; i < n; i++) {
-    memcpy(o, iov[i].iov_base, iov[i].iov_len);
+    copy_out(o, iov[i].iov_base, iov[i].iov_len);
     o += iov[i].iov_len;
   }
   r->head += skip + total;
