@@ -30,7 +30,7 @@
  *
  * Large parts are copied with non-temporal stores: the worker never reads them again, and a
  * plain memcpy first fetched every destination line of the 8 MiB ring for ownership. Measured
- * at ~330 k pps (five runs each, same sender): worker ~260–270 ns/packet with memcpy, ~220–240
+ * at ~330 k pps (three runs each, same sender): worker ~260–270 ns/packet with memcpy, ~220–240
  * with streaming stores; the agent process did not get slower reading them (~355–390 vs
  * ~435–470 ns). The sfence orders them before the notice's write(2).
  */
