@@ -47,7 +47,7 @@ import type {
 import { NUMERIC_KEYS, TRANSPORT_NAMES, TUNNEL_KINDS } from '../../common/event';
 import type { CaptureStats } from './source';
 import { SUMMARY_BYTES, summaryEvent } from './summary';
-import { parseSummaryFrame } from './summary-wire';
+import { parseSummaryFrame, slowSummaryEvent } from './summary-wire';
 
 export const FRAME_EVENT = 1;
 export const FRAME_CONTROL = 2;
@@ -452,7 +452,10 @@ export function decodeSummaryFrame(body: Buffer): PacketEvent[] {
   const f = parseSummaryFrame(body);
   const events = new Array<PacketEvent>(f.count);
   for (let i = 0; i < f.count; i++) {
-    events[i] = summaryEvent(f.recs, i, f.raw, f.linktype, f.firstFrame + i, f.ctx);
+    events[i] =
+      f.recs[i * SUMMARY_BYTES] === 1
+        ? summaryEvent(f.recs, i, f.raw, f.linktype, f.firstFrame + i, f.ctx)
+        : slowSummaryEvent(f, i);
   }
   return events;
 }

@@ -30,7 +30,7 @@ import {
 } from '../../agent/capture/summary';
 import { decodeFrame, type DecodeOptions } from '../../agent/decode/frame';
 import { toPacketEvent } from '../../agent/event';
-import { EventsWireEncoder } from '../../agent/capture/summary-wire';
+import { EventsWireEncoder, parseSummaryFrame } from '../../agent/capture/summary-wire';
 import { Out, writeEvent } from '../../common/events-wire';
 import type { EncodedEvents } from '../../common/wire';
 
@@ -458,6 +458,21 @@ void t.test(
     const body = wire.subarray(5, wire.length - 1);
     t.throws(() => decodeSummaryFrame(body), /does not hold/);
     t.throws(() => decodeSummaryFrame(Buffer.alloc(10)), /shorter than its header/);
+    // A SLOW record pointing past the raw area is refused where it is read, on both paths.
+    const bad = Buffer.from(wire.subarray(5));
+    const head = (22 + bad.readUInt16LE(20) + 7) & ~7;
+    const slowAt = frames.findIndex((_, i) => bad[head + i * SUMMARY_BYTES] !== 1);
+    t.ok(slowAt >= 0, 'the batch has a SLOW record');
+    bad.writeUInt32LE(rawBytes, head + slowAt * SUMMARY_BYTES + R.dataOffset);
+    t.throws(
+      () => decodeSummaryFrame(bad),
+      new RegExp(`summary record ${slowAt} points past the raw area`),
+    );
+    const enc = new EventsWireEncoder(() => undefined);
+    t.throws(
+      () => enc.summaries(parseSummaryFrame(bad)),
+      new RegExp(`summary record ${slowAt} points past the raw area`),
+    );
     t.end();
   },
 );
