@@ -210,9 +210,9 @@ lossy step). The receiver drops the UDP in \`raw PREROUTING\`, so it neither ans
 **offered** = the receiving veth's rx+tx packet delta (what a tap there can see); **loss** =
 offered − delivered. **CPU** = the capturing process (tcpdump; for the agent the capture worker,
 all threads, from /proc/PID/task/*/schedstat): it decodes every packet in C in the libpcap
-callback and the addon writes the records to the agent. "+parent" adds the agent process: reading
-the records, writing each as PacketEvent bytes (in C) and wrapping them in the Envelope it would
-send to the collector. tcpdump runs \`-s 128 -B 8192 -w /dev/null\`; the agent its defaults (native:
+callback and the addon hands the records to the agent through shared memory. "+parent" adds the
+agent process: reading the records, writing each as PacketEvent bytes (in C) and wrapping them in
+the Envelope it would send to the collector. tcpdump runs \`-s 128 -B 8192 -w /dev/null\`; the agent its defaults (native:
 snaplen 512, 32 MiB ring, 50 ms block timeout; cap: snaplen 65535, 64 MiB, immediate mode) —
 every frame here is shorter than 128 bytes, so snaplen does not matter.
 
@@ -456,23 +456,26 @@ ${table(
 const LIMITS = `## What limits the numbers
 
 - **Capture, per packet.** The worker decodes every packet in C inside the libpcap callback
-  (native/pcap-batch/src/summary.c) into a 192-byte summary record, and the addon writes each ring
-  batch as one frame with one writev(2) to the agent (frame_out.c) — no JavaScript runs per packet
-  or per batch. perf on the worker at ~340 k pps: ~50 % in the C decoder, most of it stalls on the
-  first read of each frame (the kernel wrote it into the ring on the other core) and on the record
-  stores; ~35 % kernel (a third of it copying the records into the socket to the agent, the rest
-  wake-ups and the ring); ~9 % Node's event loop; ~5 % libpcap. tcpdump \`-w\` touches each frame
+  (native/pcap-batch/src/summary.c) into a 192-byte summary record; the addon copies each batch
+  into a ring of shared memory with streaming stores (frame_ring.c) and writes a 21-byte notice
+  to the agent — no JavaScript runs per packet or per batch, and records of several wake-ups go
+  out as one frame (at most 20 ms apart). perf on the worker at ~330 k pps: ~50 % in the C
+  decoder, most of it stalls on the first read of each frame (the kernel wrote it into the ring
+  on the other core); ~10 % xxHash32 of the payload; ~5–10 % the copy into shared memory; the rest
+  wake-ups (epoll, the notices), Node's event loop and libpcap. tcpdump \`-w\` touches each frame
   once, to copy it into a stdio buffer, and hashes nothing; the agent also reads the payload
   (xxHash32 of the first 64 bytes and of the request line, the probe-marker search). That read is
-  the job — the keys are what survives NAT. Before the addon wrote the frames itself, the batch
-  went through JavaScript (a copy into a frame, a stream write): ~30 % more per packet.
-- **Capture, the agent process** ("+parent"): reading the worker's frames from its socket (a
-  kernel copy and, for frames larger than a read, one more to join them), writing each FAST
-  record as PacketEvent bytes in C (agent/capture/summary-wire.ts → summary_wire.c, no object per
-  packet; SLOW records go through the reference decoder) and wrapping each chunk of 256 in the
-  Envelope for the collector. Before the records went straight to bytes, building a PacketEvent
-  per packet and encoding it cost ~1.6 µs per packet here; now ~0.6 µs, most of it the copies.
-  On two cores this process competes with the sender, which is why the agent's trials reach a
+  the job — the keys are what survives NAT. The CPU ratio also moves with the sender's rate: fixed
+  costs per wake-up weigh less at higher rates, for both tools.
+- **Capture, the agent process** ("+parent"): reading each batch in place from the shared ring,
+  writing each FAST record as PacketEvent bytes in C (agent/capture/summary-wire.ts →
+  summary_wire.c, no object per packet; SLOW records go through the reference decoder) and
+  wrapping each chunk of 256 in the Envelope for the collector. Building a PacketEvent per packet
+  and encoding it cost ~1.6 µs per packet here; bytes straight from the records through a socket
+  ~0.6 µs; through the ring, in fewer and larger frames, ~0.35 µs. Most of what remains is the
+  first touch of each record written on the other core, the address text and two copies (the
+  chunk, the Envelope).
+  On two cores this process competes with the sender, which is why the agent's trials can reach a
   lower "max" offered rate than tcpdump's and the zero-loss ratio is a floor set by the sender.
 - **One flow under a flood**: tcpdump wakes about once a second; the agent's worker polls its ring
   ~40 times a second (50 ms block timeout), hands over a batch a few times a second and starts

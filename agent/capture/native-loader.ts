@@ -32,6 +32,11 @@ export interface PcapBatchOptions {
    */
   frameOut?: PcapFrameWriter;
   frameContext?: string;
+  /**
+   * Direct output only (0 = off): records of several wake-ups go out as one frame, at most this
+   * long after the previous frame (a timer writes what is left; drain() and close() at once).
+   */
+  coalesceMs?: number;
 }
 
 /**

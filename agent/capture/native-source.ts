@@ -72,7 +72,7 @@ export interface NativeSourceOptions {
    * batch and onEvents is never called; decode errors are counted where the events are built
    * (the parent), batches the writer drops are counted in queueDrops.
    */
-  frameOut?: { writer: PcapFrameWriter; context: string };
+  frameOut?: { writer: PcapFrameWriter; context: string; coalesceMs?: number };
 }
 
 function errorCode(e: unknown): string {
@@ -201,6 +201,7 @@ export class NativeSource implements CaptureSource {
                 summaryPorts: summaryPortTable(decodeOpts),
                 frameOut: frameOut.writer,
                 frameContext: frameOut.context,
+                ...(frameOut.coalesceMs !== undefined ? { coalesceMs: frameOut.coalesceMs } : {}),
               }
             : {}),
         },

@@ -3,6 +3,10 @@
  * turns every way it can fail into a HoptraceError — interface missing, bad filter, namespace
  * missing at start (rejects start()), namespace or interface gone mid-capture (onEnd).
  *
+ * With the addon, the worker's batches come through a ring of shared memory this process creates
+ * and the worker inherits as fd 3 (native-loader.ts PcapSharedRing): only small notices cross
+ * the worker's stdout, and each batch is read in place and released once consumed.
+ *
  * The namespace is watched by identity (device + inode of its nsfs file): `ip netns del` only
  * unmounts the name while our worker keeps the namespace itself alive, so without the watch a
  * deleted namespace would be captured (and kept) forever.

@@ -174,7 +174,7 @@ if (!native.ok) {
     t.end();
   });
 
-  void t.test('through a shared ring: whole, in order, over many wrap-arounds', async (t) => {
+  void t.test('through a shared ring: whole, in order, over many wrap-arounds', (t) => {
     const f = fifo();
     const ring = new addon.SharedRing(64 * 1024);
     t.teardown(() => {
@@ -211,6 +211,7 @@ if (!native.ok) {
     t.equal(fifoBytes, 500 * 21, 'only a 21-byte notice per frame crossed the FIFO');
     t.equal(w.error(), null, 'no error');
     w.close();
+    t.end();
   });
 
   void t.test(
@@ -247,7 +248,9 @@ if (!native.ok) {
 
   void t.test('bad ring notices are refused with the reason', (t) => {
     const ring = new addon.SharedRing(64 * 1024);
-    t.teardown(() => ring.close());
+    t.teardown(() => {
+      ring.close();
+    });
     const notice = (offset: number, length: number, end: number): Buffer => {
       const b = Buffer.alloc(21);
       b.writeUInt32BE(17, 0);
@@ -394,4 +397,93 @@ if (!native.ok) {
       w.close();
     },
   );
+
+  void t.test(
+    'coalescing: wake-ups gathered into fewer frames, the rest written by the timer, none lost',
+    async (t) => {
+      if (!isRoot) {
+        t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
+        return;
+      }
+      const f = fifo();
+      t.teardown(() => {
+        closeSync(f.rd);
+        closeSync(f.wr);
+        rmSync(f.dir, { recursive: true, force: true });
+      });
+      const port = 40_000 + ((process.pid + 7) % 20_000);
+      const spec = {
+        point: 'backend',
+        node: 'n1',
+        iface: 'lo',
+        filter: `udp and dst port ${port}`,
+      };
+      const context = JSON.stringify({ point: spec.point, node: spec.node, iface: spec.iface });
+      // Two captures of the same traffic: 10 ms block timeout, one writing every wake-up's
+      // records at once, one gathering them for up to 300 ms.
+      const plain = new addon.FrameWriter(f.wr, 8 << 20);
+      const g = fifo();
+      t.teardown(() => {
+        closeSync(g.rd);
+        closeSync(g.wr);
+        rmSync(g.dir, { recursive: true, force: true });
+      });
+      const gathered = new addon.FrameWriter(g.wr, 8 << 20);
+      const a = new NativeSource(spec, {
+        direct: true,
+        timeoutMs: 10,
+        frameOut: { writer: plain, context },
+      });
+      const b = new NativeSource(spec, {
+        direct: true,
+        timeoutMs: 10,
+        frameOut: { writer: gathered, context, coalesceMs: 300 },
+      });
+      const noop = (): void => undefined;
+      await a.start(noop, noop);
+      await b.start(noop, noop);
+      const sock = createSocket('udp4');
+      const N = 40;
+      for (let i = 0; i < N; i++) {
+        await new Promise<void>((r) => {
+          sock.send(`datagram ${i}`, port, '127.0.0.1', () => {
+            r();
+          });
+        });
+        await new Promise((r) => setTimeout(r, 15)); // ~600 ms of traffic, many wake-ups
+      }
+      sock.close();
+      // No stop(): what the gathering capture still holds must come from its timer.
+      await new Promise((r) => setTimeout(r, 700));
+      const plainFrames = await drainAll(plain, f.rd);
+      const gatheredFrames = await drainAll(gathered, g.rd);
+      const count = (fr: WorkerFrame[]): number =>
+        fr.reduce((n, x) => n + (x.type === 'events' ? x.events.length : 0), 0);
+      t.equal(
+        count(plainFrames),
+        N,
+        `every datagram written at once (${plainFrames.length} frames)`,
+      );
+      t.equal(count(gatheredFrames), N, 'every datagram written by coalescing, before stop()');
+      t.ok(
+        gatheredFrames.length <= 4 && gatheredFrames.length < plainFrames.length,
+        `fewer frames when gathering (${gatheredFrames.length} vs ${plainFrames.length})`,
+      );
+      await a.stop();
+      await b.stop();
+      t.equal(b.stats().packets, N, 'stats count what was written');
+      t.equal(b.stats().queueDrops, 0, 'nothing dropped');
+      plain.close();
+      gathered.close();
+    },
+  );
+
+  void t.test('coalesceMs without frameOut is refused', (t) => {
+    const noop = (): void => undefined;
+    t.throws(() => new addon.Capture({ iface: 'lo', coalesceMs: 10 }, noop, noop), {
+      code: 'BAD_ARGUMENT',
+      message: /coalesceMs/,
+    });
+    t.end();
+  });
 }

@@ -470,7 +470,9 @@ void t.test(
     );
     const enc = new EventsWireEncoder(() => undefined);
     t.throws(
-      () => enc.summaries(parseSummaryFrame(bad)),
+      () => {
+        enc.summaries(parseSummaryFrame(bad));
+      },
       new RegExp(`summary record ${slowAt} points past the raw area`),
     );
     t.end();

@@ -19,6 +19,9 @@
  *                                delivered = packets left in the ring. outDrops: packets of the
  *                                batches the FrameWriter dropped (its queue over the bound; they
  *                                are counted in delivered too).
+ *   options.coalesceMs (direct output only, 0 = off): records of several wake-ups go out as one
+ *                                frame, at most coalesceMs after the previous frame (a timer
+ *                                writes what is left); drain() and close() write it at once.
  *   h.drain(rounds?) -> n        delivers what the ring holds now (retired blocks), no waiting.
  *   h.close()                   idempotent; safe inside onBatch.
  *   h.linktype / h.linktypeName / h.snaplen / h.tstampPrecision
@@ -111,6 +114,12 @@ typedef struct {
   uint8_t *fhead; /* the frame's header template: length, type, body header, context, padding */
   size_t fhead_len;
   double out_drops; /* packets in batches the writer dropped (its queue over the bound) */
+  /* Coalescing (options.coalesceMs, direct output only): at high rates a ring block retires every
+   * few ms; records from several wake-ups go out as one frame, at most coalesce_ns after the
+   * previous one, so the worker wakes the agent (a cross-CPU wake-up each) less often. */
+  uint64_t coalesce_ns;
+  uint64_t last_out_ns; /* uv_hrtime() of the last frame written */
+  uv_timer_t *flush_timer; /* freed in its close callback */
 } Capture;
 
 /* The JS FrameWriter: the worker's frame writer (frame_out.c); o is NULL once closed. */
@@ -214,9 +223,20 @@ static void call_js(Capture *c, napi_ref fn_ref, size_t argc, napi_value *argv) 
 static void free_poll(uv_handle_t *h) { free(h); }
 
 /* Releases the pcap handle and the JS references; the Capture itself lives until finalized. */
+static void flush_pending(Capture *c);
+
+static void free_timer(uv_handle_t *h) { free(h); }
+
 static void do_close(Capture *c) {
   if (c->closed) return;
+  /* Records decoded but held for coalescing go out first: they are counted as delivered. */
+  flush_pending(c);
   c->closed = 1;
+  if (c->flush_timer != NULL) {
+    uv_timer_stop(c->flush_timer);
+    uv_close((uv_handle_t *)c->flush_timer, free_timer);
+    c->flush_timer = NULL;
+  }
   if (c->poll != NULL) {
     uv_poll_stop(c->poll);
     uv_close((uv_handle_t *)c->poll, free_poll);
@@ -301,25 +321,59 @@ static void deliver(Capture *c) {
 
 static void on_poll(uv_poll_t *h, int status, int events);
 
-/* Up to `rounds` pcap_dispatch calls, each delivered as one batch; stops early when the ring is
- * drained (fewer than a full batch). Returns the packets delivered, or -1 after a read error
- * (reported through onError). Call with a handle scope open and outside onBatch. */
+/* Hands the batch on and starts the next one. */
+static void out_batch(Capture *c) {
+  if (c->count > 0) {
+    deliver(c);
+    c->last_out_ns = uv_hrtime();
+  }
+  c->used = 0;
+  c->count = 0;
+  c->raw_used = 0;
+}
+
+/* Writes what coalescing holds (direct output only; no JavaScript runs). */
+static void flush_pending(Capture *c) {
+  if (c->flush_timer != NULL) uv_timer_stop(c->flush_timer);
+  if (c->fhead != NULL && c->count > 0 && !c->closed) out_batch(c);
+}
+
+static void on_flush_timer(uv_timer_t *t) { flush_pending((Capture *)t->data); }
+
+/* Up to `rounds` pcap_dispatch calls; stops early when the ring is drained (fewer packets than
+ * asked for). Without coalescing each call's packets are delivered as one batch. With it, records
+ * accumulate until the batch is full or coalesce_ns have passed since the last frame; what is
+ * left is written by the flush timer (or drain/close). Returns the packets read, or -1 after a
+ * read error (reported through onError). Call with a handle scope open and outside onBatch. */
 static int64_t dispatch_rounds(Capture *c, int rounds) {
+  int coalesce = c->fhead != NULL && c->coalesce_ns > 0;
   int64_t total = 0;
   for (int round = 0; round < rounds; round++) {
-    c->used = 0;
-    c->count = 0;
-    c->raw_used = 0;
-    int n = pcap_dispatch(c->p, c->max_per_batch, on_packet, (u_char *)c);
+    int room = c->max_per_batch - (int)c->count;
+    if (room <= 0) {
+      out_batch(c);
+      room = c->max_per_batch;
+    }
+    uint32_t before = c->count;
+    int n = pcap_dispatch(c->p, room, on_packet, (u_char *)c);
     if (n < 0) {
       int gone = strcmp(c->iface, "any") != 0 && if_nametoindex(c->iface) == 0;
       report_error(c, gone ? "IFACE_GONE" : "READ_ERROR", pcap_geterr(c->p));
       return -1;
     }
-    total += c->count;
-    if (c->count > 0) deliver(c);
+    total += c->count - before;
+    if (!coalesce || (int)c->count >= c->max_per_batch) out_batch(c);
     if (c->close_pending || c->closed || c->failed) break;
-    if (n < c->max_per_batch) break; /* the ring is drained */
+    if (n < room) break; /* the ring is drained */
+  }
+  if (coalesce && c->count > 0 && !c->closed && !c->failed) {
+    uint64_t now = uv_hrtime();
+    if (now - c->last_out_ns >= c->coalesce_ns) {
+      flush_pending(c);
+    } else if (c->flush_timer != NULL && !uv_is_active((uv_handle_t *)c->flush_timer)) {
+      uint64_t wait_ms = (c->last_out_ns + c->coalesce_ns - now + 999999) / 1000000;
+      uv_timer_start(c->flush_timer, on_flush_timer, wait_ms, 0);
+    }
   }
   return total;
 }
@@ -458,6 +512,7 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
   int64_t buffer_bytes = get_int(env, opts, "bufferBytes", 32 << 20);
   int64_t timeout_ms = get_int(env, opts, "timeoutMs", 50);
   int64_t batch_bytes = get_int(env, opts, "batchBytes", 1 << 20);
+  int64_t coalesce_ms = get_int(env, opts, "coalesceMs", 0);
   int immediate = get_bool(env, opts, "immediate", 0);
   int promisc = get_bool(env, opts, "promisc", 1);
   int want_nano = strcmp(prec, "micro") != 0;
@@ -493,6 +548,8 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     return throw_code(env, "BAD_ARGUMENT", "timeoutMs must be within 1..60000");
   if (batch_bytes < 65536 || batch_bytes > (64 << 20))
     return throw_code(env, "BAD_ARGUMENT", "batchBytes must be within 64 KiB..64 MiB");
+  if (coalesce_ms < 0 || coalesce_ms > 1000 || (coalesce_ms > 0 && out == NULL))
+    return throw_code(env, "BAD_ARGUMENT", "coalesceMs must be within 0..1000, with frameOut");
 
   char errbuf[PCAP_ERRBUF_SIZE] = {0};
   pcap_t *p = pcap_create(iface, errbuf);
@@ -628,6 +685,18 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     return throw_code(env, "ACTIVATE", "cannot poll the capture descriptor");
   }
   c->poll->data = c;
+  if (coalesce_ms > 0) {
+    c->flush_timer = calloc(1, sizeof *c->flush_timer);
+    if (c->flush_timer == NULL || uv_timer_init(loop, c->flush_timer) != 0) {
+      free(c->flush_timer);
+      c->flush_timer = NULL;
+      do_close(c);
+      return throw_code(env, "ACTIVATE", "cannot set up the coalescing timer");
+    }
+    c->flush_timer->data = c;
+    uv_unref((uv_handle_t *)c->flush_timer); /* the poll keeps the loop alive, not this */
+    c->coalesce_ns = (uint64_t)coalesce_ms * 1000000u;
+  }
   uv_poll_start(c->poll, UV_READABLE, on_poll);
 
   int dlt = pcap_datalink(p);
@@ -682,6 +751,7 @@ static napi_value capture_drain(napi_env env, napi_callback_info info) {
   if (!c->closed && !c->failed && !c->in_js && !c->close_pending && c->p != NULL) {
     n = dispatch_rounds(c, (int)rounds);
     if (n < 0) n = 0;
+    flush_pending(c); /* drain() hands everything on now */
     if (c->close_pending) do_close(c);
   }
   CHECK(napi_create_double(env, (double)n, &out));
