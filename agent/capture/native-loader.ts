@@ -70,6 +70,11 @@ export interface PcapSharedRing {
   release(end: number): void;
   /** Closes `fd` (the mapping stays as long as `buffer`). Idempotent. */
   close(): void;
+  /**
+   * Unmaps the ring now: `buffer` and every view of it become empty (detached), `fd` is closed.
+   * Once the worker has exited and its output is read; else the mapping waits for GC. Idempotent.
+   */
+  dispose(): void;
 }
 
 /** pcap_stats of an open (or the last values of a closed) capture. */

@@ -322,6 +322,7 @@ export class NsCapture implements CaptureSource {
       });
       child.stdin.on('error', () => undefined);
       child.once('error', (e) => {
+        ring?.dispose();
         fail(
           new HoptraceError('CAPTURE_WORKER_FAILED', `cannot start the worker: ${e.message}`, {
             where: this.where,
@@ -330,6 +331,8 @@ export class NsCapture implements CaptureSource {
         );
       });
       child.once('close', (code, signal) => {
+        // The worker is gone and its stdout read to the end: no notice can point into the ring.
+        ring?.dispose();
         clearTimeout(readyTimer);
         this.stopWatch();
         if (this.ended) return;

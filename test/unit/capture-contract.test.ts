@@ -2,7 +2,7 @@
 // and the namespace worker (native by default, cap forced). Live parts need root and fail with the reason otherwise (never skip). Live
 // traffic stays on loopback or inside namespaces this test creates.
 import { createSocket } from 'node:dgram';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { CapSource } from '../../agent/capture/cap-source';
@@ -355,6 +355,11 @@ if (!isRoot) {
     void t.test(
       `NsCapture with ring: ${String(ring)}: batches through the ${ring ? 'ring' : 'stdout'}`,
       async (t) => {
+        const mapped = (): number =>
+          readFileSync('/proc/self/maps', 'utf8')
+            .split('\n')
+            .filter((l) => l.includes('hoptrace-frame-ring')).length;
+        const before = mapped();
         const cap = source('good', nsSpec, ring);
         const got: PacketEvent[] = [];
         await cap.start(
@@ -369,6 +374,7 @@ if (!isRoot) {
         if (ring) t.ok(cap.ringFrames > 0, `frames came through the ring (${cap.ringFrames})`);
         else t.equal(cap.ringFrames, 0, 'no frame came through a ring');
         t.same(cap.warnings, [], 'no warning (no fallback)');
+        t.equal(mapped(), before, 'no ring left mapped once the worker is gone (not left to GC)');
       },
     );
   }

@@ -9,7 +9,15 @@
  * loopback, root). Fails (never skips) without the addon or root.
  */
 import { execFileSync } from 'node:child_process';
-import { closeSync, constants, mkdtempSync, openSync, readSync, rmSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readSync,
+  rmSync,
+} from 'node:fs';
 import { createSocket } from 'node:dgram';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -245,6 +253,36 @@ if (!native.ok) {
       w.close();
     },
   );
+
+  void t.test('dispose(): unmapped now, every view empty, safe to call again', (t) => {
+    const mapped = (): number =>
+      readFileSync('/proc/self/maps', 'utf8')
+        .split('\n')
+        .filter((l) => l.includes('hoptrace-frame-ring')).length;
+    const before = mapped();
+    const ring = new addon.SharedRing(64 * 1024);
+    const view = ring.buffer.subarray(100, 200);
+    t.equal(mapped(), before + 1, 'mapped while alive');
+    ring.dispose();
+    t.equal(mapped(), before, 'unmapped by dispose()');
+    t.equal(ring.buffer.length, 0, 'the buffer is detached');
+    t.equal(view.length, 0, 'and so is every view of it (no read of unmapped memory)');
+    t.doesNotThrow(() => {
+      ring.release(100);
+      ring.dispose();
+      ring.close();
+    }, 'release/dispose/close after dispose do nothing');
+    const notice = Buffer.alloc(21);
+    notice.writeUInt32BE(17, 0);
+    notice[4] = FRAME_RING;
+    notice.writeUInt32LE(5, 9);
+    t.throws(
+      () => new WorkerFrameParser({ ring }).push(notice),
+      /outside the 0-byte ring/,
+      'a notice after dispose is refused, not read',
+    );
+    t.end();
+  });
 
   void t.test('bad ring notices are refused with the reason', (t) => {
     const ring = new addon.SharedRing(64 * 1024);

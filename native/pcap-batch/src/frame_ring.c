@@ -208,12 +208,19 @@ void frame_ring_notice(uint8_t *out, uint32_t offset, uint32_t length, uint64_t 
 }
 
 void frame_ring_release(FrameRing *r, uint64_t end) {
+  if (r->map == NULL) return;
   uint64_t *t = tail_of(r);
   if (end > __atomic_load_n(t, __ATOMIC_RELAXED)) __atomic_store_n(t, end, __ATOMIC_RELEASE);
 }
 
+void frame_ring_unmap(FrameRing *r) {
+  if (r->map != NULL) munmap(r->map, r->map_len);
+  r->map = NULL;
+  r->data = NULL;
+}
+
 void frame_ring_free(FrameRing *r) {
   if (r == NULL) return;
-  munmap(r->map, r->map_len);
+  frame_ring_unmap(r);
   free(r);
 }

@@ -40,7 +40,9 @@ int frame_ring_put(FrameRing *r, const struct iovec *iov, int n, uint32_t *offse
 void frame_ring_notice(uint8_t *out, uint32_t offset, uint32_t length, uint64_t end);
 /* Consumer: everything before `end` is read; the producer may reuse it (never moves back). */
 void frame_ring_release(FrameRing *r, uint64_t end);
-/* Unmaps the ring. */
+/* Unmaps the ring now (the struct stays; release() then does nothing). */
+void frame_ring_unmap(FrameRing *r);
+/* Unmaps the ring (unless already) and frees the struct. */
 void frame_ring_free(FrameRing *r);
 
 #endif

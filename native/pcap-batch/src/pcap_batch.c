@@ -42,7 +42,8 @@
  *   const r = new SharedRing(bytes)   the parent's end of a frame ring (frame_ring.c): r.fd (the
  *                                memfd, to hand to the worker), r.buffer (a Buffer over the data
  *                                area), r.release(end) (bytes before `end` are read), r.close()
- *                                (closes r.fd; the mapping lives as long as r.buffer)
+ *                                (closes r.fd; the mapping lives as long as r.buffer),
+ *                                r.dispose() (unmaps now; r.buffer and its views become empty)
  *
  * open() throws an Error whose .code is one of NO_SUCH_DEVICE, PERM_DENIED, BAD_FILTER,
  * ACTIVATE, BAD_ARGUMENT; the message is libpcap's.
@@ -133,9 +134,10 @@ static const napi_type_tag FRAME_WRITER_TAG = {0x686f70747261636bULL, 0x6672616d
  * when that Buffer is collected); the ring object holds the Buffer strongly, so release() always
  * writes to mapped memory. */
 typedef struct SharedRing {
-  FrameRing *r;
-  int fd; /* -1 once closed */
+  FrameRing *r; /* NULL once disposed (the Buffer's finalizer frees it) */
+  int fd;       /* -1 once closed */
   napi_ref buf_ref;
+  int64_t ext; /* bytes reported to V8 as external memory, until disposed or collected */
 } SharedRing;
 
 static const napi_type_tag SHARED_RING_TAG = {0x686f70747261636bULL, 0x7368617265647267ULL};
@@ -990,6 +992,8 @@ static void ring_buffer_finalize(napi_env env, void *data, void *hint) {
 
 static void ring_finalize(napi_env env, void *data, void *hint) {
   SharedRing *s = (SharedRing *)data;
+  int64_t left = 0;
+  if (s->ext != 0) napi_adjust_external_memory(env, -s->ext, &left);
   if (s->fd >= 0) close(s->fd);
   if (s->buf_ref != NULL) napi_delete_reference(env, s->buf_ref);
   free(s);
@@ -1050,6 +1054,10 @@ static napi_value ring_new(napi_env env, napi_callback_info info) {
     free(s);
     return throw_code(env, "ACTIVATE", "cannot set up the SharedRing");
   }
+  /* Tell V8 what the mapping weighs, so that a dropped ring is collected in good time. */
+  int64_t total = 0;
+  if (napi_adjust_external_memory(env, (int64_t)frame_ring_size(r), &total) == napi_ok)
+    s->ext = (int64_t)frame_ring_size(r);
   napi_property_descriptor props[] = {
       {"buffer", NULL, NULL, NULL, NULL, buf, napi_enumerable, NULL},
       {"fd", NULL, NULL, NULL, NULL, fdv, napi_enumerable, NULL},
@@ -1076,7 +1084,35 @@ static napi_value ring_release(napi_env env, napi_callback_info info) {
   if (argc < 1 || napi_get_value_double(env, argv[0], &end) != napi_ok || !(end >= 0) ||
       end > 9007199254740991.0)
     return throw_code(env, "BAD_ARGUMENT", "release(end): end is a byte count ≥ 0");
-  frame_ring_release(s->r, (uint64_t)end);
+  if (s->r != NULL) frame_ring_release(s->r, (uint64_t)end);
+  return NULL;
+}
+
+/* r.dispose(): unmaps the ring now — r.buffer and every view of it become empty (detached), so
+ * nothing can read freed memory — and closes r.fd. For when the worker has exited and its last
+ * frames are read; without it the mapping goes when r.buffer is collected. Idempotent. */
+static napi_value ring_dispose(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  SharedRing *s = unwrap_ring(env, info, &argc, NULL);
+  if (s == NULL) return throw_code(env, "BAD_ARGUMENT", "not a SharedRing");
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+  if (s->r == NULL) return NULL;
+  napi_value buf, ab;
+  napi_typedarray_type type;
+  size_t len = 0, off = 0;
+  void *data = NULL;
+  if (napi_get_reference_value(env, s->buf_ref, &buf) != napi_ok ||
+      napi_get_typedarray_info(env, buf, &type, &len, &data, &ab, &off) != napi_ok)
+    return throw_code(env, "ACTIVATE", "cannot reach the ring's buffer");
+  /* Unmap first, then detach: detaching may free the struct through the Buffer's finalizer. */
+  frame_ring_unmap(s->r);
+  s->r = NULL;
+  if (napi_detach_arraybuffer(env, ab) != napi_ok)
+    return throw_code(env, "ACTIVATE", "cannot detach the ring's buffer");
+  int64_t left = 0;
+  if (s->ext != 0) napi_adjust_external_memory(env, -s->ext, &left);
+  s->ext = 0;
   return NULL;
 }
 
@@ -1116,9 +1152,10 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor rmethods[] = {
       {"release", NULL, ring_release, NULL, NULL, NULL, napi_default, NULL},
       {"close", NULL, ring_close, NULL, NULL, NULL, napi_default, NULL},
+      {"dispose", NULL, ring_dispose, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_value rcls;
-  CHECK(napi_define_class(env, "SharedRing", NAPI_AUTO_LENGTH, ring_new, NULL, 2, rmethods,
+  CHECK(napi_define_class(env, "SharedRing", NAPI_AUTO_LENGTH, ring_new, NULL, 3, rmethods,
                           &rcls));
   CHECK(napi_set_named_property(env, exports, "SharedRing", rcls));
   napi_value sfn, sbytes;
