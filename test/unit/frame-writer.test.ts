@@ -22,6 +22,7 @@ import { createSocket } from 'node:dgram';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import type tap from 'tap';
 import { loadNativeAddon, type PcapFrameWriter } from '../../agent/capture/native-loader';
 import { NativeSource } from '../../agent/capture/native-source';
 import {
@@ -61,6 +62,17 @@ function fifo(): Fifo {
   const rd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   const wr = openSync(path, constants.O_WRONLY | constants.O_NONBLOCK);
   return { path, rd, wr, dir };
+}
+
+/** A FIFO removed (both ends closed) when test `t` ends. */
+function fifoFor(t: Pick<typeof tap, 'teardown'>): Fifo {
+  const f = fifo();
+  t.teardown(() => {
+    closeSync(f.rd);
+    closeSync(f.wr);
+    rmSync(f.dir, { recursive: true, force: true });
+  });
+  return f;
 }
 
 /** Reads what the FIFO holds now (non-blocking). */
@@ -114,12 +126,7 @@ if (!native.ok) {
   const addon = native.addon;
 
   void t.test('a reader that keeps up: every frame, whole and in order', async (t) => {
-    const f = fifo();
-    t.teardown(() => {
-      closeSync(f.rd);
-      closeSync(f.wr);
-      rmSync(f.dir, { recursive: true, force: true });
-    });
+    const f = fifoFor(t);
     const w = new addon.FrameWriter(f.wr, 1 << 20);
     const sent: number[] = [];
     for (let i = 0; i < 200; i++) {
@@ -136,12 +143,7 @@ if (!native.ok) {
   void t.test(
     'a stalled reader: droppable frames dropped beyond the bound, control frames kept',
     async (t) => {
-      const f = fifo();
-      t.teardown(() => {
-        closeSync(f.rd);
-        closeSync(f.wr);
-        rmSync(f.dir, { recursive: true, force: true });
-      });
+      const f = fifoFor(t);
       const bound = 256 * 1024;
       const w = new addon.FrameWriter(f.wr, bound);
       const accepted: number[] = [];
@@ -183,13 +185,10 @@ if (!native.ok) {
   });
 
   void t.test('through a shared ring: whole, in order, over many wrap-arounds', (t) => {
-    const f = fifo();
+    const f = fifoFor(t);
     const ring = new addon.SharedRing(64 * 1024);
     t.teardown(() => {
-      ring.close();
-      closeSync(f.rd);
-      closeSync(f.wr);
-      rmSync(f.dir, { recursive: true, force: true });
+      ring.dispose();
     });
     t.equal(ring.buffer.length, 64 * 1024, 'the data area is the size asked for');
     const w = new addon.FrameWriter(f.wr, 1 << 20, ring.fd);
@@ -225,13 +224,10 @@ if (!native.ok) {
   void t.test(
     'a ring nobody releases: droppable frames dropped once full, control frames inline',
     async (t) => {
-      const f = fifo();
+      const f = fifoFor(t);
       const ring = new addon.SharedRing(64 * 1024);
       t.teardown(() => {
-        ring.close();
-        closeSync(f.rd);
-        closeSync(f.wr);
-        rmSync(f.dir, { recursive: true, force: true });
+        ring.dispose();
       });
       const w = new addon.FrameWriter(f.wr, 1 << 20, ring.fd);
       const accepted: number[] = [];
@@ -325,15 +321,12 @@ if (!native.ok) {
   void t.test('bad arguments are refused with BAD_ARGUMENT', (t) => {
     t.throws(() => new addon.FrameWriter(-1, 0), { code: 'BAD_ARGUMENT' }, 'negative fd');
     t.throws(() => new addon.SharedRing(1024), { code: 'BAD_ARGUMENT' }, 'a ring too small');
-    const g = fifo();
+    const g = fifoFor(t);
     t.throws(
       () => new addon.FrameWriter(g.wr, 1024, g.rd),
       { code: 'BAD_ARGUMENT', message: /is not a frame ring/ },
       'a ring fd that is not a ring',
     );
-    closeSync(g.rd);
-    closeSync(g.wr);
-    rmSync(g.dir, { recursive: true, force: true });
     const noop = (): void => undefined;
     t.throws(
       () =>
@@ -350,7 +343,7 @@ if (!native.ok) {
       { code: 'BAD_ARGUMENT', message: /summaryPorts needs frameOut/ },
       'summary mode without frameOut',
     );
-    const f = fifo();
+    const f = fifoFor(t);
     const w = new addon.FrameWriter(f.wr, 1024);
     t.throws(
       () => new addon.Capture({ iface: 'lo', frameOut: w }, noop, noop),
@@ -358,9 +351,6 @@ if (!native.ok) {
       'frameOut without summary mode',
     );
     w.close();
-    closeSync(f.rd);
-    closeSync(f.wr);
-    rmSync(f.dir, { recursive: true, force: true });
     t.end();
   });
 
@@ -371,12 +361,7 @@ if (!native.ok) {
         t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
         return;
       }
-      const f = fifo();
-      t.teardown(() => {
-        closeSync(f.rd);
-        closeSync(f.wr);
-        rmSync(f.dir, { recursive: true, force: true });
-      });
+      const f = fifoFor(t);
       const port = 40_000 + (process.pid % 20_000);
       const spec = {
         point: 'backend',
@@ -443,12 +428,7 @@ if (!native.ok) {
         t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
         return;
       }
-      const f = fifo();
-      t.teardown(() => {
-        closeSync(f.rd);
-        closeSync(f.wr);
-        rmSync(f.dir, { recursive: true, force: true });
-      });
+      const f = fifoFor(t);
       const port = 40_000 + ((process.pid + 7) % 20_000);
       const spec = {
         point: 'backend',
@@ -460,12 +440,7 @@ if (!native.ok) {
       // Two captures of the same traffic: 10 ms block timeout, one writing every wake-up's
       // records at once, one gathering them for up to 300 ms.
       const plain = new addon.FrameWriter(f.wr, 8 << 20);
-      const g = fifo();
-      t.teardown(() => {
-        closeSync(g.rd);
-        closeSync(g.wr);
-        rmSync(g.dir, { recursive: true, force: true });
-      });
+      const g = fifoFor(t);
       const gathered = new addon.FrameWriter(g.wr, 8 << 20);
       const a = new NativeSource(spec, {
         direct: true,

@@ -867,16 +867,22 @@ static void writer_finalize(napi_env env, void *data, void *hint) {
   free(w);
 }
 
-static FrameWriter *unwrap_writer(napi_env env, napi_callback_info info, size_t *argc,
-                                  napi_value *argv) {
+/* The native object behind `this` when it carries `tag` (a FrameWriter or a SharedRing), else
+ * NULL; fills argv like napi_get_cb_info. */
+static void *unwrap_tagged(napi_env env, napi_callback_info info, size_t *argc, napi_value *argv,
+                           const napi_type_tag *tag) {
   napi_value self;
   void *data = NULL;
   bool tagged = false;
   if (napi_get_cb_info(env, info, argc, argv, &self, NULL) != napi_ok) return NULL;
-  if (napi_check_object_type_tag(env, self, &FRAME_WRITER_TAG, &tagged) != napi_ok || !tagged)
-    return NULL;
+  if (napi_check_object_type_tag(env, self, tag, &tagged) != napi_ok || !tagged) return NULL;
   if (napi_unwrap(env, self, &data) != napi_ok) return NULL;
-  return (FrameWriter *)data;
+  return data;
+}
+
+static FrameWriter *unwrap_writer(napi_env env, napi_callback_info info, size_t *argc,
+                                  napi_value *argv) {
+  return (FrameWriter *)unwrap_tagged(env, info, argc, argv, &FRAME_WRITER_TAG);
 }
 
 /* new FrameWriter(fd, maxQueuedBytes, ringFd?) */
@@ -1001,14 +1007,12 @@ static void ring_finalize(napi_env env, void *data, void *hint) {
 
 static SharedRing *unwrap_ring(napi_env env, napi_callback_info info, size_t *argc,
                                napi_value *argv) {
-  napi_value self;
-  void *data = NULL;
-  bool tagged = false;
-  if (napi_get_cb_info(env, info, argc, argv, &self, NULL) != napi_ok) return NULL;
-  if (napi_check_object_type_tag(env, self, &SHARED_RING_TAG, &tagged) != napi_ok || !tagged)
-    return NULL;
-  if (napi_unwrap(env, self, &data) != napi_ok) return NULL;
-  return (SharedRing *)data;
+  return (SharedRing *)unwrap_tagged(env, info, argc, argv, &SHARED_RING_TAG);
+}
+
+static void ring_close_fd(SharedRing *s) {
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
 }
 
 /* new SharedRing(bytes) */
@@ -1095,8 +1099,7 @@ static napi_value ring_dispose(napi_env env, napi_callback_info info) {
   size_t argc = 0;
   SharedRing *s = unwrap_ring(env, info, &argc, NULL);
   if (s == NULL) return throw_code(env, "BAD_ARGUMENT", "not a SharedRing");
-  if (s->fd >= 0) close(s->fd);
-  s->fd = -1;
+  ring_close_fd(s);
   if (s->r == NULL) return NULL;
   napi_value buf, ab;
   napi_typedarray_type type;
@@ -1121,8 +1124,7 @@ static napi_value ring_close(napi_env env, napi_callback_info info) {
   size_t argc = 0;
   SharedRing *s = unwrap_ring(env, info, &argc, NULL);
   if (s == NULL) return throw_code(env, "BAD_ARGUMENT", "not a SharedRing");
-  if (s->fd >= 0) close(s->fd);
-  s->fd = -1;
+  ring_close_fd(s);
   return NULL;
 }
 
