@@ -90,7 +90,10 @@ export interface PcapBatchStats {
    * recv - drop - delivered is what was left in the ring, unseen.
    */
   delivered: number;
-  /** Direct output: packets of the batches the frame writer dropped (counted in delivered). */
+  /**
+   * Direct output: packets of the batches the frame writer dropped (counted in delivered). With
+   * coalesceMs, delivered also counts records held for the next frame (written by close()).
+   */
   outDrops: number;
 }
 

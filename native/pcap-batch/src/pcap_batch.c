@@ -15,10 +15,11 @@
  *   onError(code, message)      the capture failed (e.g. 'IFACE_GONE'); delivery has stopped.
  *   h.stats() -> { recv, drop, ifdrop, delivered, outDrops }   pcap_stats (after close: the values
  *                                read at close, after the last delivery) and the packets handed
- *                                on (to onBatch or the FrameWriter); after close, recv - drop -
- *                                delivered = packets left in the ring. outDrops: packets of the
- *                                batches the FrameWriter dropped (its queue over the bound; they
- *                                are counted in delivered too).
+ *                                on (to onBatch or the FrameWriter; with coalesceMs, also those
+ *                                held for the next frame, written at the latest by close()); after
+ *                                close, recv - drop - delivered = packets left in the ring.
+ *                                outDrops: packets of the batches the FrameWriter dropped (its
+ *                                queue or ring full; they are counted in delivered too).
  *   options.coalesceMs (direct output only, 0 = off): records of several wake-ups go out as one
  *                                frame, at most coalesceMs after the previous frame (a timer
  *                                writes what is left); drain() and close() write it at once.
