@@ -111,14 +111,21 @@ export class Out {
     return mark;
   }
 
+  /**
+   * `len` (< 2^21) as the 3-byte varint at `mark`, the room begin() reserved. A non-minimal
+   * 3-byte varint is valid protobuf (parsers accept padded varints).
+   */
+  len3(mark: number, len: number): void {
+    this.buf[mark] = (len & 0x7f) | 0x80;
+    this.buf[mark + 1] = ((len >>> 7) & 0x7f) | 0x80;
+    this.buf[mark + 2] = len >>> 14;
+  }
+
   /** Writes the length of the field begun at `mark` (moving the body if it needs > 3 bytes). */
   end(mark: number): void {
     const len = this.at - mark - 3;
     if (len < 0x200000) {
-      // A non-minimal 3-byte varint is valid protobuf (parsers accept padded varints).
-      this.buf[mark] = (len & 0x7f) | 0x80;
-      this.buf[mark + 1] = ((len >>> 7) & 0x7f) | 0x80;
-      this.buf[mark + 2] = len >>> 14;
+      this.len3(mark, len);
       return;
     }
     const body = Buffer.from(this.buf.subarray(mark + 3, this.at));
@@ -228,11 +235,8 @@ export function encodeEventsEnvelope(seq: number, batch: EventBatch): Uint8Array
     const body = o.at - m - 3 + enc.bytes.length;
     if (body < 0x200000) {
       // The pre-encoded entries go straight from their chunk to the output: one copy, and no
-      // zero-fill (allocUnsafe; every byte is written).
-      o.end(m);
-      o.buf[m] = (body & 0x7f) | 0x80;
-      o.buf[m + 1] = ((body >>> 7) & 0x7f) | 0x80;
-      o.buf[m + 2] = body >>> 14;
+      // zero-fill (allocUnsafe; every byte is written). The length counts the entries that follow.
+      o.len3(m, body);
       const out = Buffer.allocUnsafe(o.at + enc.bytes.length);
       out.set(o.buf.subarray(0, o.at));
       out.set(enc.bytes, o.at);

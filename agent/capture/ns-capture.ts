@@ -287,9 +287,7 @@ export class NsCapture implements CaptureSource {
             fail(errorFromWire(msg.error));
             break;
           case 'warning':
-            this.warnings.push(msg.message);
-            if (this.opts.onWarning !== undefined) this.opts.onWarning(msg.message);
-            else process.emitWarning(msg.message, { code: 'HOPTRACE_CAPTURE_FALLBACK' });
+            this.warn(msg.message, 'HOPTRACE_CAPTURE_FALLBACK');
             break;
           case 'end':
             break;
@@ -367,12 +365,19 @@ export class NsCapture implements CaptureSource {
     try {
       return new load.addon.SharedRing(bytes);
     } catch (e) {
-      const message = `shared frame ring unavailable (${e instanceof Error ? e.message : String(e)}); batches go through the worker's stdout`;
-      this.warnings.push(message);
-      if (this.opts.onWarning !== undefined) this.opts.onWarning(message);
-      else process.emitWarning(message, { code: 'HOPTRACE_CAPTURE_RING' });
+      this.warn(
+        `shared frame ring unavailable (${e instanceof Error ? e.message : String(e)}); batches go through the worker's stdout`,
+        'HOPTRACE_CAPTURE_RING',
+      );
       return undefined;
     }
+  }
+
+  /** Keeps a warning and passes it on (opts.onWarning, else a process warning with `code`). */
+  private warn(message: string, code: string): void {
+    this.warnings.push(message);
+    if (this.opts.onWarning !== undefined) this.opts.onWarning(message);
+    else process.emitWarning(message, { code });
   }
 
   private stderrNote(): string {

@@ -126,11 +126,8 @@ export class EventsWireEncoder {
     const o = this.o;
     for (let i = 0; i < f.count;) {
       const frame = f.firstFrame + i;
-      if (recs[i * SUMMARY_BYTES] !== 1) {
-        this.event(slowSummaryEvent(f, i, this.opts));
-        i++;
-        if (++this.n >= this.maxBatch) this.flush();
-      } else if (wireRun !== undefined) {
+      const fast = recs[i * SUMMARY_BYTES] === 1;
+      if (fast && wireRun !== undefined) {
         // A run of FAST records up to the chunk's end, in C (room for all of them reserved).
         const room = this.maxBatch - this.n;
         o.ensure(room * (this.ctxBytes.length + WIRE_MAX));
@@ -146,22 +143,20 @@ export class EventsWireEncoder {
           o.buf,
           o.at,
         );
-        if (next === i) {
-          // No progress (cannot happen: room for the run is reserved): never loop, write it here.
-          this.fast(recs, i, lt, frame);
-          i++;
-          if (++this.n >= this.maxBatch) this.flush();
+        if (next > i) {
+          o.at = at;
+          this.n += next - i;
+          i = next;
+          if (this.n >= this.maxBatch) this.flush();
           continue;
         }
-        o.at = at;
-        this.n += next - i;
-        i = next;
-        if (this.n >= this.maxBatch) this.flush();
-      } else {
-        this.fast(recs, i, lt, frame);
-        i++;
-        if (++this.n >= this.maxBatch) this.flush();
+        // No progress (cannot happen: room for the run is reserved): write this one record
+        // below, so the loop always advances.
       }
+      if (fast) this.fast(recs, i, lt, frame);
+      else this.event(slowSummaryEvent(f, i, this.opts));
+      i++;
+      if (++this.n >= this.maxBatch) this.flush();
     }
   }
 
