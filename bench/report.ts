@@ -459,7 +459,7 @@ const LIMITS = `## What limits the numbers
   (native/pcap-batch/src/summary.c) into a 192-byte summary record; the addon copies each batch
   into a ring of shared memory with streaming stores (frame_ring.c) and writes a 21-byte notice
   to the agent — no JavaScript runs per packet or per batch, and records of several wake-ups go
-  out as one frame (at most 20 ms apart). perf on the worker at ~330 k pps: ~50 % in the C
+  out as one frame (a full 2 MiB batch, or 100 ms after the previous one). perf on the worker at ~330 k pps: ~50 % in the C
   decoder, most of it stalls on the first read of each frame (the kernel wrote it into the ring
   on the other core); ~10 % xxHash32 of the payload; ~5–10 % the copy into shared memory; the rest
   wake-ups (epoll, the notices), Node's event loop and libpcap. tcpdump \`-w\` touches each frame

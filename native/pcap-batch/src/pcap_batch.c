@@ -11,7 +11,9 @@
  *   every packet is decoded in the callback by the C fast path into a 192-byte summary record (the
  *   bytes of SLOW frames are kept beside the records), and each batch is written by C through the
  *   writer as one type-4 frame (agent/capture/worker-frames.ts). onBatch is never called: no
- *   JavaScript per batch.
+ *   JavaScript per batch. A batch holds up to batchBytes / 192 records whatever the snaplen; the
+ *   SLOW frames' bytes go to an area of a quarter of batchBytes (at least 16 snaplen frames), and
+ *   a batch goes out early when the next frame might not fit there.
  *   onError(code, message)      the capture failed (e.g. 'IFACE_GONE'); delivery has stopped.
  *   h.stats() -> { recv, drop, ifdrop, delivered, outDrops }   pcap_stats (after close: the values
  *                                read at close, after the last delivery) and the packets handed
@@ -168,11 +170,16 @@ static int dlt_to_linktype(int dlt) {
   return dlt;
 }
 
+static void out_batch(Capture *c);
+
 static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *bytes) {
   Capture *c = (Capture *)user;
   uint32_t caplen = h->caplen;
   if (c->summary) {
     /* Decoded here, straight from the ring: a FAST frame's bytes are never copied. */
+    /* The raw area holds only SLOW frames' bytes and is smaller than a batch of full-snaplen
+     * frames: when this frame might not fit, the batch goes out first (direct output, no JS). */
+    if (c->raw_used + caplen > c->raw_len && c->count > 0) out_batch(c);
     if (c->used + SUMMARY_BYTES > c->buf_len || c->raw_used + caplen > c->raw_len) return;
     uint64_t ts = (uint64_t)h->ts.tv_sec * 1000000000ull +
                   (uint64_t)h->ts.tv_usec * (c->nano ? 1ull : 1000ull);
@@ -357,14 +364,14 @@ static int64_t dispatch_rounds(Capture *c, int rounds) {
       out_batch(c);
       room = c->max_per_batch;
     }
-    uint32_t before = c->count;
+    double before = c->handed; /* not c->count: a batch may go out inside the callback */
     int n = pcap_dispatch(c->p, room, on_packet, (u_char *)c);
     if (n < 0) {
       int gone = strcmp(c->iface, "any") != 0 && if_nametoindex(c->iface) == 0;
       report_error(c, gone ? "IFACE_GONE" : "READ_ERROR", pcap_geterr(c->p));
       return -1;
     }
-    total += c->count - before;
+    total += (int64_t)(c->handed - before);
     if (!coalesce || (int)c->count >= c->max_per_batch) out_batch(c);
     if (c->close_pending || c->closed || c->failed) break;
     if (n < room) break; /* the ring is drained */
@@ -630,11 +637,17 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
   c->max_per_batch = (int)(c->buf_len / (REC_HDR + ALIGN8(snap)));
   if (c->max_per_batch < 1) c->max_per_batch = 1;
   if (ports != NULL) {
-    /* Records in buf, SLOW frames' bytes in raw: room for a full batch of either. */
+    /* batchBytes of records; SLOW frames' bytes in a raw area of a quarter of that (at least 16
+     * full-snaplen frames). Sizing raw for a whole batch of full-snaplen frames instead capped a
+     * batch at batchBytes / (16 + snaplen) records (~4 k at 2 MiB and snaplen 512) and so woke the
+     * agent ~3x as often at a busy backend; now a batch whose raw area fills goes out early
+     * (on_packet), which only many SLOW frames can cause. */
     c->summary = 1;
     c->linktype = (uint32_t)dlt_to_linktype(pcap_datalink(p));
-    c->raw_len = (size_t)c->max_per_batch * (size_t)snap;
+    c->max_per_batch = (int)((size_t)batch_bytes / SUMMARY_BYTES);
     c->buf_len = (size_t)c->max_per_batch * SUMMARY_BYTES;
+    c->raw_len = (size_t)batch_bytes / 4;
+    if (c->raw_len < 16 * (size_t)snap) c->raw_len = 16 * (size_t)snap;
   }
 
   napi_value buf, name;
