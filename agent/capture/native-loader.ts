@@ -37,6 +37,11 @@ export interface PcapBatchOptions {
    * long after the previous frame (a timer writes what is left; drain() and close() at once).
    */
   coalesceMs?: number;
+  /**
+   * Direct output only (0 = off): when ring blocks retire less than this far apart, read the ring
+   * on a timer every busyPollMs instead of waiting on the socket, until a tick finds it empty.
+   */
+  busyPollMs?: number;
 }
 
 /**
@@ -95,6 +100,12 @@ export interface PcapBatchStats {
    * coalesceMs, delivered also counts records held for the next frame (written by close()).
    */
   outDrops: number;
+  /** Wake-ups by the socket's readiness since open. */
+  pollWakeups: number;
+  /** Busy-polling ticks since open (busyPollMs). */
+  timerWakeups: number;
+  /** Reading on the busy-polling timer now (the socket not waited on). */
+  busy: boolean;
 }
 
 /** One open capture. */
@@ -171,7 +182,7 @@ export type NativeLoad =
   { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
 
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
-const ADDON_VERSION = 6;
+const ADDON_VERSION = 7;
 
 /** Where the built addon lives: native/ at the repository root, from dist/agent/capture or agent/capture. */
 export function nativeAddonPath(): string {

@@ -72,7 +72,12 @@ export interface NativeSourceOptions {
    * batch and onEvents is never called; decode errors are counted where the events are built
    * (the parent), batches the writer drops are counted in queueDrops.
    */
-  frameOut?: { writer: PcapFrameWriter; context: string; coalesceMs?: number };
+  frameOut?: {
+    writer: PcapFrameWriter;
+    context: string;
+    coalesceMs?: number;
+    busyPollMs?: number;
+  };
 }
 
 function errorCode(e: unknown): string {
@@ -202,6 +207,7 @@ export class NativeSource implements CaptureSource {
                 frameOut: frameOut.writer,
                 frameContext: frameOut.context,
                 ...(frameOut.coalesceMs !== undefined ? { coalesceMs: frameOut.coalesceMs } : {}),
+                ...(frameOut.busyPollMs !== undefined ? { busyPollMs: frameOut.busyPollMs } : {}),
               }
             : {}),
         },

@@ -8,7 +8,7 @@
  * writes itself decode to the same events as the batches it hands to JavaScript (live on
  * loopback, root). Fails (never skips) without the addon or root.
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import {
   closeSync,
   constants,
@@ -25,6 +25,7 @@ import t from 'tap';
 import type tap from 'tap';
 import { loadNativeAddon, type PcapFrameWriter } from '../../agent/capture/native-loader';
 import { NativeSource } from '../../agent/capture/native-source';
+import { summaryPortTable } from '../../agent/capture/summary';
 import {
   FRAME_CONTROL,
   FRAME_RING,
@@ -603,6 +604,102 @@ if (!native.ok) {
     t.equal(odd, undefined, 'each decoded from its own bytes');
     t.equal(src.stats().queueDrops, 0, 'nothing dropped');
     w.close();
+  });
+
+  void t.test(
+    'busy polling: blocks retiring close together switch to a timer, an empty tick back to the socket',
+    async (t) => {
+      if (!isRoot) {
+        t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
+        return;
+      }
+      const f = fifoFor(t);
+      const port = 40_000 + ((process.pid + 17) % 20_000);
+      const w = new addon.FrameWriter(f.wr, 64 << 20);
+      const errors: string[] = [];
+      // 1400-byte datagrams at snaplen 2048: ~150 frames fill a 256 KiB ring block, so a burst
+      // retires blocks a few ms apart, well under the 200 ms busy-polling period.
+      const cap = new addon.Capture(
+        {
+          iface: 'lo',
+          filter: `udp and dst port ${port}`,
+          snaplen: 2048,
+          timeoutMs: 10,
+          summaryPorts: summaryPortTable(),
+          frameOut: w,
+          frameContext: JSON.stringify({ point: 'backend', node: 'n1', iface: 'lo' }),
+          busyPollMs: 200,
+        },
+        () => undefined,
+        (code, message) => errors.push(`${code}: ${message}`),
+      );
+      t.teardown(() => {
+        cap.close();
+        w.close();
+      });
+      const N = 3000;
+      // From another process, this one's loop kept free: sent from here, the burst kept the
+      // capture's poll from running until it was over (one wake-up for everything).
+      const sender = `const s = require('node:dgram').createSocket('udp4');
+        const p = Buffer.alloc(1400, 120);
+        let i = 0;
+        (function next() {
+          if (i++ >= ${N}) return s.close();
+          s.send(p, ${port}, '127.0.0.1', next);
+        })();`;
+      await new Promise<void>((resolve, reject) => {
+        execFile(process.execPath, ['-e', sender], (e) => {
+          if (e) reject(e);
+          else resolve();
+        });
+      });
+      await new Promise((r) => setTimeout(r, 100));
+      const during = cap.stats();
+      t.ok(during.busy, 'reading on the timer during the burst');
+      // The next tick finds the ring empty and goes back to the socket.
+      await new Promise((r) => setTimeout(r, 600));
+      const after = cap.stats();
+      t.ok(after.timerWakeups > 0, `timer ticks read the ring (${after.timerWakeups})`);
+      t.notOk(after.busy, 'back on the socket once a tick found nothing');
+      // A lone datagram now arrives through the socket's wake-up, within its block timeout.
+      await sendBurst(port, 1, () => 'lone');
+      await new Promise((r) => setTimeout(r, 150));
+      const last = cap.stats();
+      t.ok(last.pollWakeups > after.pollWakeups, 'the socket woke the capture again');
+      t.equal(last.timerWakeups, after.timerWakeups, 'no ticks while idle');
+      const sizes = eventsIn(await drainAll(w, f.rd));
+      t.equal(
+        sizes.reduce((a, b) => a + b, 0),
+        N + 1,
+        'every datagram written, the lone one without waiting for stop()',
+      );
+      t.equal(last.drop, 0, 'nothing dropped by the kernel');
+      t.same(errors, [], 'no capture errors');
+    },
+  );
+
+  void t.test('busyPollMs without frameOut, or out of range, is refused', (t) => {
+    const noop = (): void => undefined;
+    t.throws(() => new addon.Capture({ iface: 'lo', busyPollMs: 10 }, noop, noop), {
+      code: 'BAD_ARGUMENT',
+      message: /busyPollMs/,
+    });
+    t.throws(
+      () =>
+        new addon.Capture(
+          {
+            iface: 'lo',
+            busyPollMs: 5000,
+            summaryPorts: summaryPortTable(),
+            frameOut: new addon.FrameWriter(1, 1 << 20),
+            frameContext: '{}',
+          },
+          noop,
+          noop,
+        ),
+      { code: 'BAD_ARGUMENT', message: /busyPollMs/ },
+    );
+    t.end();
   });
 
   void t.test('coalesceMs without frameOut is refused', (t) => {

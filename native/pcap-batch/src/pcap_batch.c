@@ -15,7 +15,8 @@
  *   SLOW frames' bytes go to an area of a quarter of batchBytes (at least 16 snaplen frames), and
  *   a batch goes out early when the next frame might not fit there.
  *   onError(code, message)      the capture failed (e.g. 'IFACE_GONE'); delivery has stopped.
- *   h.stats() -> { recv, drop, ifdrop, delivered, outDrops }   pcap_stats (after close: the values
+ *   h.stats() -> { recv, drop, ifdrop, delivered, outDrops, pollWakeups, timerWakeups, busy }
+ *                                pcap_stats (after close: the values
  *                                read at close, after the last delivery) and the packets handed
  *                                on (to onBatch or the FrameWriter; with coalesceMs, also those
  *                                held for the next frame, written at the latest by close()); after
@@ -25,6 +26,14 @@
  *   options.coalesceMs (direct output only, 0 = off): records of several wake-ups go out as one
  *                                frame, at most coalesceMs after the previous frame (a timer
  *                                writes what is left); drain() and close() write it at once.
+ *   options.busyPollMs (direct output only, 0 = off): when ring blocks retire less than busyPollMs
+ *                                apart, stop waiting on the socket and read the ring every
+ *                                busyPollMs on a timer instead, until a tick finds it empty
+ *                                (NAPI's interrupt mitigation, in user space). TPACKET_V3 blocks
+ *                                are 256 KiB (libpcap), so a busy link wakes the poll hundreds of
+ *                                times a second, and each wake-up costs more than the packets of
+ *                                a block share of it. stats().pollWakeups / timerWakeups count
+ *                                both kinds, stats().busy says which mode reads now.
  *   h.drain(rounds?) -> n        delivers what the ring holds now (retired blocks), no waiting.
  *   h.close()                   idempotent; safe inside onBatch.
  *   h.linktype / h.linktypeName / h.snaplen / h.tstampPrecision
@@ -70,7 +79,7 @@
 #include "frame_ring.h"
 #include "summary.h"
 
-#define ADDON_VERSION 6
+#define ADDON_VERSION 7
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -124,6 +133,14 @@ typedef struct {
   uint64_t coalesce_ns;
   uint64_t last_out_ns; /* uv_hrtime() of the last frame written */
   uv_timer_t *flush_timer; /* freed in its close callback */
+  /* Busy polling (options.busyPollMs, direct output only): see the header comment. */
+  uv_timer_t *busy_timer; /* freed in its close callback */
+  uint64_t busy_ms;
+  uint64_t last_wake_ns; /* uv_hrtime() of the last poll wake-up */
+  int busy;              /* reading on busy_timer, the poll stopped */
+  int drained;           /* the last dispatch_rounds emptied the ring */
+  double poll_wakeups;
+  double timer_wakeups;
 } Capture;
 
 /* The JS FrameWriter: the worker's frame writer (frame_out.c); o is NULL once closed. */
@@ -247,6 +264,11 @@ static void do_close(Capture *c) {
     uv_close((uv_handle_t *)c->flush_timer, free_timer);
     c->flush_timer = NULL;
   }
+  if (c->busy_timer != NULL) {
+    uv_timer_stop(c->busy_timer);
+    uv_close((uv_handle_t *)c->busy_timer, free_timer);
+    c->busy_timer = NULL;
+  }
   if (c->poll != NULL) {
     uv_poll_stop(c->poll);
     uv_close((uv_handle_t *)c->poll, free_poll);
@@ -358,6 +380,7 @@ static void on_flush_timer(uv_timer_t *t) { flush_pending((Capture *)t->data); }
 static int64_t dispatch_rounds(Capture *c, int rounds) {
   int coalesce = c->fhead != NULL && c->coalesce_ns > 0;
   int64_t total = 0;
+  c->drained = 0;
   for (int round = 0; round < rounds; round++) {
     int room = c->max_per_batch - (int)c->count;
     if (room <= 0) {
@@ -374,7 +397,10 @@ static int64_t dispatch_rounds(Capture *c, int rounds) {
     total += (int64_t)(c->handed - before);
     if (!coalesce || (int)c->count >= c->max_per_batch) out_batch(c);
     if (c->close_pending || c->closed || c->failed) break;
-    if (n < room) break; /* the ring is drained */
+    if (n < room) {
+      c->drained = 1; /* the ring is drained */
+      break;
+    }
   }
   if (coalesce && c->count > 0 && !c->closed && !c->failed) {
     uint64_t now = uv_hrtime();
@@ -412,6 +438,31 @@ static void on_poll_error(Capture *c, int status) {
   report_error(c, "READ_ERROR", msg);
 }
 
+/* Busy ticks read more rounds than a poll wake-up: no JavaScript runs per batch (direct output). */
+#define BUSY_ROUNDS 16
+
+static void on_busy_tick(uv_timer_t *t) {
+  Capture *c = (Capture *)t->data;
+  if (c->closed || c->failed) return;
+  napi_handle_scope scope;
+  if (napi_open_handle_scope(c->env, &scope) != napi_ok) return;
+  c->timer_wakeups += 1;
+  int64_t n = dispatch_rounds(c, BUSY_ROUNDS);
+  if (n >= 0 && !c->closed && !c->failed && !c->close_pending) {
+    if (n == 0) {
+      /* Nothing retired since the last tick: back to waiting on the socket. */
+      c->busy = 0;
+      c->last_wake_ns = 0;
+      uv_poll_start(c->poll, UV_READABLE, on_poll);
+    } else {
+      /* Not drained (BUSY_ROUNDS full batches): read on at once, the ring is filling. */
+      uv_timer_start(c->busy_timer, on_busy_tick, c->drained ? c->busy_ms : 0, 0);
+    }
+  }
+  if (c->close_pending) do_close(c);
+  napi_close_handle_scope(c->env, scope);
+}
+
 static void on_poll(uv_poll_t *h, int status, int events) {
   Capture *c = (Capture *)h->data;
   if (c->closed || c->failed) return;
@@ -420,7 +471,17 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   if (status < 0) {
     on_poll_error(c, status);
   } else {
-    dispatch_rounds(c, MAX_ROUNDS);
+    c->poll_wakeups += 1;
+    int64_t n = dispatch_rounds(c, MAX_ROUNDS);
+    if (c->busy_timer != NULL && n > 0 && !c->closed && !c->failed && !c->close_pending) {
+      uint64_t now = uv_hrtime();
+      if (c->last_wake_ns != 0 && now - c->last_wake_ns < c->busy_ms * 1000000u) {
+        c->busy = 1;
+        uv_poll_stop(c->poll);
+        uv_timer_start(c->busy_timer, on_busy_tick, c->busy_ms, 0);
+      }
+      c->last_wake_ns = now;
+    }
   }
   if (c->close_pending) do_close(c);
   napi_close_handle_scope(c->env, scope);
@@ -523,6 +584,7 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
   int64_t timeout_ms = get_int(env, opts, "timeoutMs", 50);
   int64_t batch_bytes = get_int(env, opts, "batchBytes", 1 << 20);
   int64_t coalesce_ms = get_int(env, opts, "coalesceMs", 0);
+  int64_t busy_ms = get_int(env, opts, "busyPollMs", 0);
   int immediate = get_bool(env, opts, "immediate", 0);
   int promisc = get_bool(env, opts, "promisc", 1);
   int want_nano = strcmp(prec, "micro") != 0;
@@ -560,6 +622,8 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     return throw_code(env, "BAD_ARGUMENT", "batchBytes must be within 64 KiB..64 MiB");
   if (coalesce_ms < 0 || coalesce_ms > 1000 || (coalesce_ms > 0 && out == NULL))
     return throw_code(env, "BAD_ARGUMENT", "coalesceMs must be within 0..1000, with frameOut");
+  if (busy_ms < 0 || busy_ms > 1000 || (busy_ms > 0 && out == NULL))
+    return throw_code(env, "BAD_ARGUMENT", "busyPollMs must be within 0..1000, with frameOut");
 
   char errbuf[PCAP_ERRBUF_SIZE] = {0};
   pcap_t *p = pcap_create(iface, errbuf);
@@ -713,6 +777,17 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     uv_unref((uv_handle_t *)c->flush_timer); /* the poll keeps the loop alive, not this */
     c->coalesce_ns = (uint64_t)coalesce_ms * 1000000u;
   }
+  if (busy_ms > 0) {
+    c->busy_timer = calloc(1, sizeof *c->busy_timer);
+    if (c->busy_timer == NULL || uv_timer_init(loop, c->busy_timer) != 0) {
+      free(c->busy_timer);
+      c->busy_timer = NULL;
+      do_close(c);
+      return throw_code(env, "ACTIVATE", "cannot set up the busy-polling timer");
+    }
+    c->busy_timer->data = c;
+    c->busy_ms = (uint64_t)busy_ms; /* ref'd: while busy it keeps the loop alive, as the poll */
+  }
   uv_poll_start(c->poll, UV_READABLE, on_poll);
 
   int dlt = pcap_datalink(p);
@@ -741,6 +816,11 @@ static napi_value capture_stats(napi_env env, napi_callback_info info) {
   set_num(env, out, "ifdrop", s.ps_ifdrop);
   set_num(env, out, "delivered", c->handed);
   set_num(env, out, "outDrops", c->out_drops);
+  set_num(env, out, "pollWakeups", c->poll_wakeups);
+  set_num(env, out, "timerWakeups", c->timer_wakeups);
+  napi_value busy;
+  if (napi_get_boolean(env, c->busy != 0, &busy) == napi_ok)
+    napi_set_named_property(env, out, "busy", busy);
   return out;
 }
 
