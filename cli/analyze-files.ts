@@ -5,7 +5,7 @@
  * built only for the frames the request can need; other files, or hosts without the addon, replay
  * every frame through the TypeScript decoder (the reference the fast path is tested against).
  */
-import { R, SF, SUMMARY_BYTES, markerOf, summaryEvent } from '../agent/capture/summary';
+import { PF, R, SF, SUMMARY_BYTES, markerOf, summaryEvent } from '../agent/capture/summary';
 import { openSummaryPcap, SUMMARY_WORDS, type SummaryBlock } from '../agent/capture/summary-file';
 import type { EventContext } from '../agent/event';
 import { formatIPv4, formatIPv6 } from '../agent/decode/address';
@@ -65,7 +65,6 @@ const W_TCP = R.tcpFlags / 4; // TCP flags | marker length | window
 const W_PAYLOAD = R.payloadLength / 4;
 const W_PAYLOAD_HASH = R.payloadHash / 4;
 const W_LINE_HASH = R.requestLineHash / 4;
-const W_FLAGS2 = R.flags2 / 4;
 const SF_PAYLOAD = SF.payload;
 const SF_MARKER = SF.marker;
 /** SF bits as they sit in the record's first word (flags is byte 1). */
@@ -450,7 +449,8 @@ class LaterScan extends Scan {
     const head = words[w + W_HEAD] ?? 0;
     const fl = (head >>> 8) & 0xff;
     const payloadLength = (fl & SF_PAYLOAD) !== 0 ? (words[w + W_PAYLOAD] ?? 0) : 0;
-    const hashed = payloadLength > 0 && ((words[w + W_FLAGS2] ?? 0) & 1) !== 0;
+    const portFlags = ((words[w + W_TRANSPORT] ?? 0) >>> 16) & 0xff;
+    const hashed = payloadLength > 0 && (portFlags & PF.hashes) !== 0;
     const seq = words[w + W_SEQ] ?? 0;
     const ack = words[w + W_ACK] ?? 0;
     const payloadHash = words[w + W_PAYLOAD_HASH] ?? 0;

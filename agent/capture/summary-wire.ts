@@ -24,7 +24,7 @@ import { formatIPv6 } from '../decode/address';
 import { linktypeName, type DecodeOptions } from '../decode/frame';
 import type { EventContext } from '../event';
 import { loadNativeAddon, type PcapBatchAddon } from './native-loader';
-import { markerOf, R, SF, SF2_HASHES, SUMMARY_BYTES, summaryEvent } from './summary';
+import { markerOf, PF, R, SF, SUMMARY_BYTES, summaryEvent } from './summary';
 
 /** Wire value of each transport index of a record (out of range: 'other', as summaryEvent). */
 const TRANSPORT_WIRE = Array.from({ length: 256 }, (_, i) =>
@@ -260,7 +260,7 @@ export class EventsWireEncoder {
     if ((fl & SF.payload) !== 0) {
       const len = u32(recs, r + R.payloadLength);
       if (len !== 0) at = field(buf, at, 8, len);
-      if (((recs[r + R.flags2] ?? 0) & SF2_HASHES) !== 0) {
+      if ((pf & PF.hashes) !== 0) {
         at = field(buf, at, 9, u32(recs, r + R.payloadHash));
         at = field(buf, at, 10, u32(recs, r + R.requestLineHash));
         if ((fl & SF.marker) !== 0) at = ascii(buf, at, 11, markerOf(recs, i));

@@ -69,7 +69,6 @@ export const R = {
   outerDst: 136,
   marker: 152,
   markerHash: 184,
-  flags2: 188,
 } as const;
 
 export const SF = {
@@ -82,7 +81,8 @@ export const SF = {
   ipId: 64,
   marker: 128,
 } as const;
-export const SF2_HASHES = 1;
+/** Port-flags byte (R.portFlags): inner ports, outer ports, payload and request-line hashes. */
+export const PF = { innerPorts: 1, outerPorts: 2, hashes: 4 } as const;
 
 const PORT_KIND = new Map<Next, number>([
   [Next.VXLAN, 1],
@@ -233,7 +233,7 @@ export function summaryEvent(
   }
   if ((fl & SF.payload) !== 0) {
     keys.payloadLength = recs.readUInt32LE(o + R.payloadLength);
-    if (((recs[o + R.flags2] ?? 0) & SF2_HASHES) !== 0) {
+    if ((pf & PF.hashes) !== 0) {
       keys.payloadHash = recs.readUInt32LE(o + R.payloadHash);
       keys.requestLineHash = recs.readUInt32LE(o + R.requestLineHash);
       if ((fl & SF.marker) !== 0) keys.probeMarker = markerOf(recs, i);

@@ -20,6 +20,7 @@ import {
 } from 'node:fs';
 import { createSocket } from 'node:dgram';
 import { tmpdir } from 'node:os';
+import { promisify } from 'node:util';
 import { join } from 'node:path';
 import t from 'tap';
 import type tap from 'tap';
@@ -647,12 +648,7 @@ if (!native.ok) {
           if (i++ >= ${N}) return s.close();
           s.send(p, ${port}, '127.0.0.1', next);
         })();`;
-      await new Promise<void>((resolve, reject) => {
-        execFile(process.execPath, ['-e', sender], (e) => {
-          if (e) reject(e);
-          else resolve();
-        });
-      });
+      await promisify(execFile)(process.execPath, ['-e', sender]);
       await new Promise((r) => setTimeout(r, 100));
       const during = cap.stats();
       t.ok(during.busy, 'reading on the timer during the burst');

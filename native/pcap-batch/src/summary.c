@@ -21,7 +21,8 @@
  *   0  u8  status (1 fast, 0 slow)       1  u8  flags (SF_*)
  *   2  u8  inner IP protocol             3  u8  outer IP protocol
  *   4  u8  inner transport index         5  u8  outer transport index (common/event.ts order)
- *   6  u8  port flags (1 inner, 2 outer) 7  u8  tunnel count (0..2)
+ *   6  u8  port flags (1 inner ports, 2 outer ports, 4 payload and request-line hashes present)
+ *   7  u8  tunnel count (0..2)
  *   8  u32 caplen   12 u32 wire length   16 u64 ts (ns)   24 u32 offset of the frame's bytes in src
  *   28 u32 direction-free flow hash of the inner tuple (addresses, ports, protocol)
  *   32 u16 inner sport  34 u16 inner dport  36 u16 outer sport  38 u16 outer dport
@@ -31,7 +32,9 @@
  *   68 u32 tsVal  72 u32 tsEcr  76 u32 payload length  80 u32 payload hash  84 u32 request-line hash
  *   88 inner src (16)  104 inner dst (16)  120 outer src (16)  136 outer dst (16)  (IPv4: first 4)
  *   152 probe marker id (32, marker length bytes)   184 u32 FNV-1a of the marker id
- *   188 u8 flags2 (SF2_*)
+ *   188 reserved (zero)
+ * A FAST IPv4 record without tunnel or marker is read from its first two cache lines only (the
+ * hashes flag lived in byte 188 once, and cost the agent a third line per record).
  */
 #include "summary.h"
 
@@ -45,7 +48,7 @@
 #define SF_PAYLOAD 32 /* payload length present (> 0) */
 #define SF_IPID 64
 #define SF_MARKER 128
-#define SF2_HASHES 1 /* payload and request-line hashes present (some payload captured) */
+#define PF_HASHES 4 /* port flags: payload and request-line hashes present (some payload captured) */
 
 /* common/event.ts TRANSPORT_NAMES and TUNNEL_KINDS indexes. */
 enum { TR_TCP = 0, TR_UDP, TR_ICMP, TR_ICMPV6, TR_SCTP, TR_GRE, TR_ESP, TR_OTHER };
@@ -482,7 +485,7 @@ static int fast(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *p
   const IpTuple *in = &s->ip[s->nip - 1];
   const IpTuple *out = &s->ip[0];
   int encapsulated = s->nip > 1 || s->ntun > 0;
-  uint8_t fl = 0, fl2 = 0;
+  uint8_t fl = 0;
   rec[0] = 1;
   rec[2] = (uint8_t)in->proto;
   rec[4] = (uint8_t)transport_index(in->proto);
@@ -509,7 +512,6 @@ static int fast(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *p
     memcpy(rec + 120, out->src, alen_out);
     memcpy(rec + 136, out->dst, alen_out);
   }
-  rec[6] = pf;
   rec[7] = (uint8_t)s->ntun;
   for (int i = 0; i < s->ntun; i++) {
     rec[40 + 2 * i] = s->tun_kind[i];
@@ -555,7 +557,7 @@ static int fast(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *p
     fl |= SF_PAYLOAD;
     le32(rec + 76, pay_len);
     if (cap_end > po) {
-      fl2 |= SF2_HASHES;
+      pf |= PF_HASHES;
       /* Request line: up to CR/LF or 128 bytes, without a trailing " HTTP/1.0" / " HTTP/1.1". */
       uint32_t end = cap_end < po + 128 ? cap_end : po + 128;
       end = line_end(b, po, end);
@@ -588,7 +590,7 @@ static int fast(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *p
     }
   }
   rec[1] = fl;
-  rec[188] = fl2;
+  rec[6] = pf;
   return 1;
 }
 

@@ -26,7 +26,7 @@
 #define SF_PAYLOAD 32
 #define SF_IPID 64
 #define SF_MARKER 128
-#define SF2_HASHES 1
+#define PF_HASHES 4
 
 static inline uint32_t u32(const uint8_t *p) {
   return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
@@ -195,7 +195,7 @@ size_t summary_wire(const uint8_t *rec, const uint8_t *ctx, size_t ctx_len,
   if (fl & SF_PAYLOAD) {
     uint32_t len = u32(rec + 76);
     if (len != 0) o = field(o, 8, len);
-    if (rec[188] & SF2_HASHES) {
+    if (pf & PF_HASHES) {
       o = field(o, 9, u32(rec + 80));
       o = field(o, 10, u32(rec + 84));
       if (fl & SF_MARKER) {
