@@ -240,7 +240,7 @@ export interface CaptureOptions {
 
 export interface CaptureResult {
   trials: CaptureTrial[];
-  /** Highest zero-loss offered rate per tool (broad filter), pps. */
+  /** Highest zero-loss offered rate per tool (broad filter, ladder and repeats), pps. */
   zeroLossPps: Record<CaptureTool, number>;
 }
 
@@ -363,6 +363,7 @@ export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult>
         t.repeat = round;
         trials.push(t);
         show(t);
+        if (t.loss === 0) zeroLossPps[tool] = Math.max(zeroLossPps[tool], t.offered / t.elapsedS);
       }
     }
     // One flow under a full-speed flood: every trickle packet must arrive.

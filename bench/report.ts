@@ -34,7 +34,11 @@ export interface BenchResults {
   totalS?: number;
 }
 
-type Goal = { goal: string; result: string; met: 'met' | 'missed' | 'not measured' };
+type Goal = {
+  goal: string;
+  result: string;
+  met: 'met' | 'missed' | 'not measured' | 'no loss at any rate offered';
+};
 
 const pps = (t: CaptureTrial): number => t.offered / t.elapsedS;
 const nsPerPacket = (t: CaptureTrial): number => t.cpuNs / Math.max(1, t.delivered);
@@ -104,15 +108,31 @@ function captureSection(c: CaptureResult, goals: Goal[]): string {
   ]);
 
   // Goals: zero-loss rate, CPU per packet at the highest rate where both were lossless, exact drops.
-  const z = c.zeroLossPps;
+  // Zero-loss rates over the ladder and the repeat pairs. The goal is missed only when the agent
+  // lost packets at a rate tcpdump kept up with. When neither lost a packet at any rate the
+  // sender reached, both limits lie above what this machine can offer: the sender's own rate
+  // varies by ~10 % between trials, so the ratio of the highest rates reached says nothing.
+  const allBroad = c.trials.filter((t) => t.filter === 'none' && t.bufferBytes === undefined);
+  const z = { tcpdump: 0, native: 0, cap: 0 };
+  for (const t of allBroad) {
+    if (t.loss === 0) z[t.tool] = Math.max(z[t.tool], t.offered / t.elapsedS);
+  }
   const zRatio = z.tcpdump > 0 ? z.native / z.tcpdump : NaN;
-  const nativeTopLossless = broad.filter((t) => t.tool === 'native' && t.loss === 0).at(-1);
-  const tdMaxLossless = broad.filter((t) => t.tool === 'tcpdump' && t.loss === 0).at(-1);
-  const atMax = nativeTopLossless?.ratePps === 0 && tdMaxLossless?.ratePps === 0;
+  const lossFree = (tool: CaptureTool): boolean =>
+    allBroad.some((t) => t.tool === tool) && allBroad.every((t) => t.tool !== tool || t.loss === 0);
+  const senderLimited = lossFree('native') && lossFree('tcpdump');
   goals.push({
     goal: "Agent: ≥ 95 % of tcpdump's zero-loss rate",
-    result: `${fmt(z.native / 1000)} k vs ${fmt(z.tcpdump / 1000)} k pps (${fmt(100 * zRatio)} %)${atMax ? '; both lossless at the highest rate the sender reached, so this is a floor' : ''}`,
-    met: Number.isFinite(zRatio) ? (zRatio >= 0.95 ? 'met' : 'missed') : 'not measured',
+    result: senderLimited
+      ? `neither lost a packet at any rate the sender reached (${allBroad.filter((t) => t.tool === 'native').length} agent and ${allBroad.filter((t) => t.tool === 'tcpdump').length} tcpdump trials): the agent up to ${fmt(z.native / 1000)} k pps, tcpdump up to ${fmt(z.tcpdump / 1000)} k pps (${fmt(100 * zRatio)} %, the sender's own spread); both limits lie above what this machine can offer`
+      : `${fmt(z.native / 1000)} k vs ${fmt(z.tcpdump / 1000)} k pps (${fmt(100 * zRatio)} %)`,
+    met: senderLimited
+      ? 'no loss at any rate offered'
+      : Number.isFinite(zRatio)
+        ? zRatio >= 0.95
+          ? 'met'
+          : 'missed'
+        : 'not measured',
   });
   // CPU per packet: the ladder's highest-rate pair and the repeat pairs (each tcpdump, then native,
   // back to back), where both were lossless; the goals take the median ratio, shown with its range.
@@ -235,7 +255,7 @@ ${table(
   rows,
 )}
 
-Highest zero-loss rate: ${(['tcpdump', 'native', 'cap'] as CaptureTool[])
+Highest zero-loss rate (ladder and repeat pairs): ${(['tcpdump', 'native', 'cap'] as CaptureTool[])
     .map((t) => `${t} ${fmt(z[t] / 1000)} k pps`)
     .join(', ')} (native/tcpdump ${fmt(100 * zRatio)} %, cap/tcpdump ${fmt(
     (100 * z.cap) / Math.max(1, z.tcpdump),
@@ -459,24 +479,32 @@ const LIMITS = `## What limits the numbers
   (native/pcap-batch/src/summary.c) into a 192-byte summary record; the addon copies each batch
   into a ring of shared memory with streaming stores (frame_ring.c) and writes a 21-byte notice
   to the agent — no JavaScript runs per packet or per batch, and records of several wake-ups go
-  out as one frame (a full 2 MiB batch, or 100 ms after the previous one). perf on the worker at ~330 k pps: ~50 % in the C
-  decoder, most of it stalls on the first read of each frame (the kernel wrote it into the ring
-  on the other core); ~10 % xxHash32 of the payload; ~5–10 % the copy into shared memory; the rest
-  wake-ups (epoll, the notices), Node's event loop and libpcap. tcpdump \`-w\` touches each frame
-  once, to copy it into a stdio buffer, and hashes nothing; the agent also reads the payload
-  (xxHash32 of the first 64 bytes and of the request line, the probe-marker search). That read is
-  the job — the keys are what survives NAT. The CPU ratio also moves with the sender's rate: fixed
-  costs per wake-up weigh less at higher rates, for both tools.
+  out as one frame (a full 2 MiB batch, or 100 ms after the previous one). Under load the worker
+  reads the kernel ring on a 20 ms timer instead of waking for each retired 256 KiB block
+  (~220 a second at this rate; busy polling, pcap_batch.c), which took it from ~260–300 to
+  ~220–270 ns per packet. perf on the worker at ~330 k pps: ~50 % in the C decoder, most of it
+  stalls on the first read of each frame (the kernel wrote it into the ring on the other core);
+  ~10 % xxHash32 of the payload; ~10 % the copy into shared memory; the rest wake-ups, Node's
+  event loop and libpcap. tcpdump \`-w\` touches each frame once, to copy it into a stdio
+  buffer, and hashes nothing; the agent also reads the payload (xxHash32 of the first 64 bytes
+  and of the request line, the probe-marker search). That read is the job — the keys are what
+  survives NAT. The CPU ratio also moves with the sender's rate: fixed costs per wake-up weigh
+  less at higher rates, for both tools.
 - **Capture, the agent process** ("+parent"): reading each batch in place from the shared ring,
   writing each FAST record as PacketEvent bytes in C (agent/capture/summary-wire.ts →
   summary_wire.c, no object per packet; SLOW records go through the reference decoder) and
   wrapping each chunk of 256 in the Envelope for the collector. Building a PacketEvent per packet
   and encoding it cost ~1.6 µs per packet here; bytes straight from the records through a socket
-  ~0.6 µs; through the ring, in fewer and larger frames, ~0.35 µs. Most of what remains is the
-  first touch of each record written on the other core, the address text and two copies (the
-  chunk, the Envelope).
-  On two cores this process competes with the sender, which is why the agent's trials can reach a
-  lower "max" offered rate than tcpdump's and the zero-loss ratio is a floor set by the sender.
+  ~0.6 µs; through the ring ~0.35 µs; in frames of up to 10,922 records (~30 a second at this
+  rate instead of ~90: each wake-up of this process cost ~0.4 ms of CPU whatever the frame held)
+  ~0.25 µs. What remains is writing the protobuf itself (~45 ns per event in a hot loop, ~90 ns
+  here where each record was written on the other core), the two copies (the chunk, the
+  Envelope) and the JavaScript per chunk and per frame. Writing the protobuf in the worker
+  instead moves that cost, it does not remove it: measured there, +80–100 ns per packet.
+- **Zero-loss rate**: neither tool has lost a packet at any rate this sender reaches with one
+  core (its own rate varies by ~10 % between trials, with either tool), so both limits lie above
+  what this machine can offer; the goal would be missed only by an agent trial with loss at a
+  rate tcpdump kept up with.
 - **One flow under a flood**: tcpdump wakes about once a second; the agent's worker polls its ring
   ~40 times a second (50 ms block timeout), hands over a batch a few times a second and starts
   with a cold JIT (every trial starts a fresh worker), so at 2 k pps its ~1–2 % of a core is a

@@ -221,6 +221,17 @@ export class NsCapture implements CaptureSource {
           ? spawn(process.execPath, argv, { stdio })
           : spawn('nsenter', [`--net=${nsPath}`, '--', process.execPath, ...argv], { stdio })
       ) as ChildProcessByStdio<Writable, Readable, Readable>;
+    } catch (e) {
+      // Refused before any process existed (bad arguments, no resources): start() rejects as for
+      // any worker failure, and the ring is unmapped now rather than at some later GC.
+      ring?.dispose();
+      return Promise.reject(
+        new HoptraceError(
+          'CAPTURE_WORKER_FAILED',
+          `cannot start the capture worker: ${e instanceof Error ? e.message : String(e)}`,
+          { where: this.where },
+        ),
+      );
     } finally {
       // The worker has its own copy now; the mapping here lives as long as ring.buffer.
       ring?.close();

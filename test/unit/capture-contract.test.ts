@@ -378,6 +378,30 @@ if (!isRoot) {
       },
     );
   }
+  void t.test(
+    'a worker that cannot be spawned: start() rejects, does not throw, leaves no ring mapped',
+    async (t) => {
+      const mapped = (): number =>
+        readFileSync('/proc/self/maps', 'utf8')
+          .split('\n')
+          .filter((l) => l.includes('hoptrace-frame-ring')).length;
+      const before = mapped();
+      // A NUL byte in an argument makes spawn() throw before any process exists.
+      const cap = new NsCapture(nsSpec, { workerPath: 'no\u0000such-worker.js' });
+      let started: Promise<void> | undefined;
+      t.doesNotThrow(() => {
+        started = cap.start(
+          () => undefined,
+          () => undefined,
+        );
+      }, 'start() returns a promise');
+      await t.rejects(started ?? Promise.resolve(), {
+        code: 'CAPTURE_WORKER_FAILED',
+        message: /cannot start the capture worker/,
+      });
+      t.equal(mapped(), before, 'the ring is unmapped at once');
+    },
+  );
   captureContract(
     'NsCapture encoded (cap forced)',
     (kind) => viaWire(source(kind, { ...nsSpec, source: 'cap' })),

@@ -607,6 +607,69 @@ if (!native.ok) {
     w.close();
   });
 
+  /**
+   * A capture on loopback writing through a FIFO, with busy polling every `busyPollMs`, and a
+   * burst of n 1400-byte datagrams to it from another process (this one's loop kept free: sent
+   * from here, the burst kept the capture's poll from running until it was over). At snaplen
+   * 2048 ~150 such frames fill a 256 KiB ring block, so blocks retire a few ms apart.
+   */
+  function busyCapture(
+    t: Pick<typeof tap, 'teardown'>,
+    salt: number,
+    extra: { bufferBytes?: number },
+  ): {
+    cap: ReturnType<typeof openCapture>;
+    burst: (n: number) => Promise<void>;
+    written: () => Promise<number>;
+    errors: string[];
+  } {
+    const f = fifoFor(t);
+    const port = 40_000 + ((process.pid + salt) % 20_000);
+    const w = new addon.FrameWriter(f.wr, 64 << 20);
+    const errors: string[] = [];
+    const cap = openCapture(port, w, extra, errors);
+    t.teardown(() => {
+      cap.close();
+      w.close();
+    });
+    const burst = async (n: number): Promise<void> => {
+      const sender = `const s = require('node:dgram').createSocket('udp4');
+        const p = Buffer.alloc(1400, 120);
+        let i = 0;
+        (function next() {
+          if (i++ >= ${n}) return s.close();
+          s.send(p, ${port}, '127.0.0.1', next);
+        })();`;
+      await promisify(execFile)(process.execPath, ['-e', sender]);
+    };
+    const written = async (): Promise<number> =>
+      eventsIn(await drainAll(w, f.rd)).reduce((a, b) => a + b, 0);
+    return { cap, burst, written, errors };
+  }
+
+  function openCapture(
+    port: number,
+    w: PcapFrameWriter,
+    extra: { bufferBytes?: number },
+    errors: string[],
+  ): InstanceType<typeof addon.Capture> {
+    return new addon.Capture(
+      {
+        iface: 'lo',
+        filter: `udp and dst port ${port}`,
+        snaplen: 2048,
+        timeoutMs: 10,
+        summaryPorts: summaryPortTable(),
+        frameOut: w,
+        frameContext: JSON.stringify({ point: 'backend', node: 'n1', iface: 'lo' }),
+        busyPollMs: 100,
+        ...extra,
+      },
+      () => undefined,
+      (code, message) => errors.push(`${code}: ${message}`),
+    );
+  }
+
   void t.test(
     'busy polling: blocks retiring close together switch to a timer, an empty tick back to the socket',
     async (t) => {
@@ -614,62 +677,52 @@ if (!native.ok) {
         t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
         return;
       }
-      const f = fifoFor(t);
-      const port = 40_000 + ((process.pid + 17) % 20_000);
-      const w = new addon.FrameWriter(f.wr, 64 << 20);
-      const errors: string[] = [];
-      // 1400-byte datagrams at snaplen 2048: ~150 frames fill a 256 KiB ring block, so a burst
-      // retires blocks a few ms apart, well under the 200 ms busy-polling period.
-      const cap = new addon.Capture(
-        {
-          iface: 'lo',
-          filter: `udp and dst port ${port}`,
-          snaplen: 2048,
-          timeoutMs: 10,
-          summaryPorts: summaryPortTable(),
-          frameOut: w,
-          frameContext: JSON.stringify({ point: 'backend', node: 'n1', iface: 'lo' }),
-          busyPollMs: 200,
-        },
-        () => undefined,
-        (code, message) => errors.push(`${code}: ${message}`),
-      );
-      t.teardown(() => {
-        cap.close();
-        w.close();
-      });
+      const { cap, burst, written, errors } = busyCapture(t, 17, {});
       const N = 3000;
-      // From another process, this one's loop kept free: sent from here, the burst kept the
-      // capture's poll from running until it was over (one wake-up for everything).
-      const sender = `const s = require('node:dgram').createSocket('udp4');
-        const p = Buffer.alloc(1400, 120);
-        let i = 0;
-        (function next() {
-          if (i++ >= ${N}) return s.close();
-          s.send(p, ${port}, '127.0.0.1', next);
-        })();`;
-      await promisify(execFile)(process.execPath, ['-e', sender]);
-      await new Promise((r) => setTimeout(r, 100));
+      await burst(N);
+      await new Promise((r) => setTimeout(r, 50));
       const during = cap.stats();
       t.ok(during.busy, 'reading on the timer during the burst');
       // The next tick finds the ring empty and goes back to the socket.
-      await new Promise((r) => setTimeout(r, 600));
+      await new Promise((r) => setTimeout(r, 400));
       const after = cap.stats();
       t.ok(after.timerWakeups > 0, `timer ticks read the ring (${after.timerWakeups})`);
       t.notOk(after.busy, 'back on the socket once a tick found nothing');
       // A lone datagram now arrives through the socket's wake-up, within its block timeout.
-      await sendBurst(port, 1, () => 'lone');
+      await burst(1);
       await new Promise((r) => setTimeout(r, 150));
       const last = cap.stats();
       t.ok(last.pollWakeups > after.pollWakeups, 'the socket woke the capture again');
       t.equal(last.timerWakeups, after.timerWakeups, 'no ticks while idle');
-      const sizes = eventsIn(await drainAll(w, f.rd));
       t.equal(
-        sizes.reduce((a, b) => a + b, 0),
+        await written(),
         N + 1,
-        'every datagram written, the lone one without waiting for stop()',
+        'every datagram written, the last without waiting for stop()',
       );
       t.equal(last.drop, 0, 'nothing dropped by the kernel');
+      t.same(errors, [], 'no capture errors');
+    },
+  );
+
+  void t.test(
+    'busy polling stays off when the ring could not hold four periods of the traffic',
+    async (t) => {
+      if (!isRoot) {
+        t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
+        return;
+      }
+      // 1 MiB: four blocks, a few ms of this burst each; a 100 ms tick would overflow it.
+      const { cap, burst, written, errors } = busyCapture(t, 19, { bufferBytes: 1 << 20 });
+      const N = 3000;
+      await burst(N);
+      await new Promise((r) => setTimeout(r, 200));
+      const s = cap.stats();
+      t.equal(s.timerWakeups, 0, 'no timer ticks');
+      t.notOk(s.busy, 'on the socket');
+      t.ok(s.pollWakeups > 1, `woken by the socket (${s.pollWakeups})`);
+      t.equal(s.recv, N, 'the kernel saw every datagram');
+      t.equal(s.drop, 0, 'nothing dropped by the kernel');
+      t.equal(await written(), N, 'every datagram written');
       t.same(errors, [], 'no capture errors');
     },
   );

@@ -29,7 +29,9 @@
  *   options.busyPollMs (direct output only, 0 = off): when ring blocks retire less than busyPollMs
  *                                apart, stop waiting on the socket and read the ring every
  *                                busyPollMs on a timer instead, until a tick finds it empty
- *                                (NAPI's interrupt mitigation, in user space). TPACKET_V3 blocks
+ *                                (NAPI's interrupt mitigation, in user space). Only while the
+ *                                ring (bufferBytes) holds four periods of the traffic: a tick
+ *                                that finds it more than a quarter full goes back to the socket. TPACKET_V3 blocks
  *                                are 256 KiB (libpcap), so a busy link wakes the poll hundreds of
  *                                times a second, and each wake-up costs more than the packets of
  *                                a block share of it. stats().pollWakeups / timerWakeups count
@@ -138,6 +140,8 @@ typedef struct {
   uint64_t busy_ms;
   uint64_t last_wake_ns; /* uv_hrtime() of the last poll wake-up */
   int busy;              /* reading on busy_timer, the poll stopped */
+  double ring_bytes;     /* the kernel ring's size (bufferBytes) */
+  double read_bytes;     /* ring bytes read since open, roughly: caplen + 64 per packet */
   int drained;           /* the last dispatch_rounds emptied the ring */
   double poll_wakeups;
   double timer_wakeups;
@@ -213,6 +217,7 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *b
     c->used += SUMMARY_BYTES;
     c->count++;
     c->handed += 1;
+    c->read_bytes += caplen + 64; /* the frame's ring slot, roughly (header, alignment) */
     return;
   }
   size_t rec = REC_HDR + ALIGN8(caplen);
@@ -440,6 +445,9 @@ static void on_poll_error(Capture *c, int status) {
 
 /* Busy ticks read more rounds than a poll wake-up: no JavaScript runs per batch (direct output). */
 #define BUSY_ROUNDS 16
+/* libpcap's TPACKET_V3 block size (pcap-linux.c create_ring: a page doubled up to
+ * MAXIMUM_SNAPLEN, 256 KiB, since libpcap 1.5): each poll wake-up means a block retired. */
+#define RING_BLOCK_BYTES (256.0 * 1024)
 
 static void on_busy_tick(uv_timer_t *t) {
   Capture *c = (Capture *)t->data;
@@ -447,10 +455,12 @@ static void on_busy_tick(uv_timer_t *t) {
   napi_handle_scope scope;
   if (napi_open_handle_scope(c->env, &scope) != napi_ok) return;
   c->timer_wakeups += 1;
+  double before = c->read_bytes;
   int64_t n = dispatch_rounds(c, BUSY_ROUNDS);
   if (n >= 0 && !c->closed && !c->failed && !c->close_pending) {
-    if (n == 0) {
-      /* Nothing retired since the last tick: back to waiting on the socket. */
+    if (n == 0 || (c->read_bytes - before) * 4 > c->ring_bytes) {
+      /* Nothing retired since the last tick, or the ring filled by more than a quarter between
+       * ticks (a small ring, or traffic beyond what the period allows): back to the socket. */
       c->busy = 0;
       c->last_wake_ns = 0;
       uv_poll_start(c->poll, UV_READABLE, on_poll);
@@ -472,10 +482,18 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     on_poll_error(c, status);
   } else {
     c->poll_wakeups += 1;
+    double before = c->read_bytes;
     int64_t n = dispatch_rounds(c, MAX_ROUNDS);
     if (c->busy_timer != NULL && n > 0 && !c->closed && !c->failed && !c->close_pending) {
       uint64_t now = uv_hrtime();
-      if (c->last_wake_ns != 0 && now - c->last_wake_ns < c->busy_ms * 1000000u) {
+      double since = (double)(now - c->last_wake_ns), period = (double)c->busy_ms * 1e6;
+      /* Busy: wake-ups closer than the period, and the ring big enough to hold four periods of
+       * the traffic (else it would overflow between ticks). A wake-up means at least one block
+       * retired, so the traffic is taken as at least a block per wake-up: a wake-up that read
+       * only a few packets (a block cut by its timeout) must not make a burst look light. */
+      double got = c->read_bytes - before;
+      if (got < RING_BLOCK_BYTES) got = RING_BLOCK_BYTES;
+      if (c->last_wake_ns != 0 && since < period && got * (period / since) * 4 <= c->ring_bytes) {
         c->busy = 1;
         uv_poll_stop(c->poll);
         uv_timer_start(c->busy_timer, on_busy_tick, c->busy_ms, 0);
@@ -787,6 +805,7 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     }
     c->busy_timer->data = c;
     c->busy_ms = (uint64_t)busy_ms; /* ref'd: while busy it keeps the loop alive, as the poll */
+    c->ring_bytes = (double)buffer_bytes;
   }
   uv_poll_start(c->poll, UV_READABLE, on_poll);
 
