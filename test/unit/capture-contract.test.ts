@@ -350,15 +350,16 @@ if (!isRoot) {
     traffic,
     nsExpect,
   );
+  /** Frame rings mapped into this process now (/proc/self/maps). */
+  const mapped = (): number =>
+    readFileSync('/proc/self/maps', 'utf8')
+      .split('\n')
+      .filter((l) => l.includes('hoptrace-frame-ring')).length;
   // Which way the batches went: through the shared ring by default, else the worker's stdout.
   for (const ring of [true, false]) {
     void t.test(
       `NsCapture with ring: ${String(ring)}: batches through the ${ring ? 'ring' : 'stdout'}`,
       async (t) => {
-        const mapped = (): number =>
-          readFileSync('/proc/self/maps', 'utf8')
-            .split('\n')
-            .filter((l) => l.includes('hoptrace-frame-ring')).length;
         const before = mapped();
         const cap = source('good', nsSpec, ring);
         const got: PacketEvent[] = [];
@@ -381,10 +382,6 @@ if (!isRoot) {
   void t.test(
     'a worker that cannot be spawned: start() rejects, does not throw, leaves no ring mapped',
     async (t) => {
-      const mapped = (): number =>
-        readFileSync('/proc/self/maps', 'utf8')
-          .split('\n')
-          .filter((l) => l.includes('hoptrace-frame-ring')).length;
       const before = mapped();
       // A NUL byte in an argument makes spawn() throw before any process exists.
       const cap = new NsCapture(nsSpec, { workerPath: 'no\u0000such-worker.js' });

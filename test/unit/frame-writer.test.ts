@@ -34,6 +34,7 @@ import {
   type WorkerFrame,
 } from '../../agent/capture/worker-frames';
 import type { PacketEvent } from '../../common/event';
+import type { CaptureSpec } from '../../agent/capture/source';
 
 const native = loadNativeAddon();
 const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
@@ -356,23 +357,36 @@ if (!native.ok) {
     t.end();
   });
 
+  /** Fails t (never skips) unless the suite runs as root, as live capture needs. */
+  function asRoot(t: Pick<typeof tap, 'fail'>): boolean {
+    if (!isRoot) t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
+    return isRoot;
+  }
+
+  /** A loopback capture of UDP to a port of its own (salt), and its frame context. */
+  function loCapture(
+    salt: number,
+    extra: { snaplen?: number } = {},
+  ): { port: number; spec: CaptureSpec; context: string } {
+    const port = 40_000 + ((process.pid + salt) % 20_000);
+    const spec: CaptureSpec = {
+      point: 'backend',
+      node: 'n1',
+      iface: 'lo',
+      filter: `udp and dst port ${port}`,
+      ...extra,
+    };
+    const context = JSON.stringify({ point: spec.point, node: spec.node, iface: spec.iface });
+    return { port, spec, context };
+  }
+
   void t.test(
     'direct output decodes to the same events as delivery to JavaScript (loopback)',
     async (t) => {
-      if (!isRoot) {
-        t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
-        return;
-      }
+      if (!asRoot(t)) return;
       const f = fifoFor(t);
-      const port = 40_000 + (process.pid % 20_000);
-      const spec = {
-        point: 'backend',
-        node: 'n1',
-        iface: 'lo',
-        filter: `udp and dst port ${port}`,
-      };
+      const { port, spec, context } = loCapture(0);
       const w = new addon.FrameWriter(f.wr, 8 << 20);
-      const context = JSON.stringify({ point: spec.point, node: spec.node, iface: spec.iface });
       const direct = new NativeSource(spec, { direct: true, frameOut: { writer: w, context } });
       const viaJs = new NativeSource(spec, { direct: true });
       const jsEvents: PacketEvent[] = [];
@@ -426,19 +440,9 @@ if (!native.ok) {
   void t.test(
     'coalescing: wake-ups gathered into fewer frames, the rest written by the timer, none lost',
     async (t) => {
-      if (!isRoot) {
-        t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
-        return;
-      }
+      if (!asRoot(t)) return;
       const f = fifoFor(t);
-      const port = 40_000 + ((process.pid + 7) % 20_000);
-      const spec = {
-        point: 'backend',
-        node: 'n1',
-        iface: 'lo',
-        filter: `udp and dst port ${port}`,
-      };
-      const context = JSON.stringify({ point: spec.point, node: spec.node, iface: spec.iface });
+      const { port, spec, context } = loCapture(7);
       // Two captures of the same traffic: 10 ms block timeout, one writing every wake-up's
       // records at once, one gathering them for up to 300 ms.
       const plain = new addon.FrameWriter(f.wr, 8 << 20);
@@ -512,19 +516,9 @@ if (!native.ok) {
   void t.test(
     'a batch holds batchBytes / 192 records whatever the snaplen (fewer, larger frames)',
     async (t) => {
-      if (!isRoot) {
-        t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
-        return;
-      }
+      if (!asRoot(t)) return;
       const f = fifoFor(t);
-      const port = 40_000 + ((process.pid + 11) % 20_000);
-      const spec = {
-        point: 'backend',
-        node: 'n1',
-        iface: 'lo',
-        filter: `udp and dst port ${port}`,
-      };
-      const context = JSON.stringify({ point: spec.point, node: spec.node, iface: spec.iface });
+      const { port, spec, context } = loCapture(11);
       const w = new addon.FrameWriter(f.wr, 8 << 20);
       // 64 KiB of records: 341 of them. Sized for full-snaplen (512) frames it held 124.
       const src = new NativeSource(spec, {
@@ -556,22 +550,11 @@ if (!native.ok) {
   );
 
   void t.test('SLOW frames that fill the raw area send the batch early, none lost', async (t) => {
-    if (!isRoot) {
-      t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
-      return;
-    }
+    if (!asRoot(t)) return;
     const f = fifoFor(t);
-    const port = 40_000 + ((process.pid + 13) % 20_000);
     // The port as WireGuard's: the C fast path leaves these frames to the reference decoder,
     // so each keeps its bytes in the batch's raw area.
-    const spec = {
-      point: 'backend',
-      node: 'n1',
-      iface: 'lo',
-      filter: `udp and dst port ${port}`,
-      snaplen: 64,
-    };
-    const context = JSON.stringify({ point: spec.point, node: spec.node, iface: spec.iface });
+    const { port, spec, context } = loCapture(13, { snaplen: 64 });
     const w = new addon.FrameWriter(f.wr, 8 << 20);
     // Raw area: a quarter of 64 KiB = 256 frames of 64 bytes; a batch has room for 341 records.
     const src = new NativeSource(spec, {
@@ -624,7 +607,7 @@ if (!native.ok) {
     errors: string[];
   } {
     const f = fifoFor(t);
-    const port = 40_000 + ((process.pid + salt) % 20_000);
+    const { port } = loCapture(salt);
     const w = new addon.FrameWriter(f.wr, 64 << 20);
     const errors: string[] = [];
     const cap = openCapture(port, w, extra, errors);
@@ -673,10 +656,7 @@ if (!native.ok) {
   void t.test(
     'busy polling: blocks retiring close together switch to a timer, an empty tick back to the socket',
     async (t) => {
-      if (!isRoot) {
-        t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
-        return;
-      }
+      if (!asRoot(t)) return;
       const { cap, burst, written, errors } = busyCapture(t, 17, {});
       const N = 3000;
       await burst(N);
@@ -707,10 +687,7 @@ if (!native.ok) {
   void t.test(
     'busy polling stays off when the ring could not hold four periods of the traffic',
     async (t) => {
-      if (!isRoot) {
-        t.fail('live capture on loopback needs root (run the suite as root, as CI does)');
-        return;
-      }
+      if (!asRoot(t)) return;
       // 1 MiB: four blocks, a few ms of this burst each; a 100 ms tick would overflow it.
       const { cap, burst, written, errors } = busyCapture(t, 19, { bufferBytes: 1 << 20 });
       const N = 3000;

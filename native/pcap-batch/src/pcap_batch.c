@@ -577,6 +577,17 @@ static napi_value set_str(napi_env env, napi_value obj, const char *name, const 
 }
 
 /* new Capture(opts, onBatch, onError) */
+/* A timer handle for c on loop (freed by free_timer once closed), or NULL. */
+static uv_timer_t *new_timer(uv_loop_t *loop, Capture *c) {
+  uv_timer_t *t = calloc(1, sizeof *t);
+  if (t == NULL || uv_timer_init(loop, t) != 0) {
+    free(t);
+    return NULL;
+  }
+  t->data = c;
+  return t;
+}
+
 static napi_value capture_new(napi_env env, napi_callback_info info) {
   size_t argc = 3;
   napi_value argv[3], self;
@@ -784,26 +795,20 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
   }
   c->poll->data = c;
   if (coalesce_ms > 0) {
-    c->flush_timer = calloc(1, sizeof *c->flush_timer);
-    if (c->flush_timer == NULL || uv_timer_init(loop, c->flush_timer) != 0) {
-      free(c->flush_timer);
-      c->flush_timer = NULL;
+    c->flush_timer = new_timer(loop, c);
+    if (c->flush_timer == NULL) {
       do_close(c);
       return throw_code(env, "ACTIVATE", "cannot set up the coalescing timer");
     }
-    c->flush_timer->data = c;
     uv_unref((uv_handle_t *)c->flush_timer); /* the poll keeps the loop alive, not this */
     c->coalesce_ns = (uint64_t)coalesce_ms * 1000000u;
   }
   if (busy_ms > 0) {
-    c->busy_timer = calloc(1, sizeof *c->busy_timer);
-    if (c->busy_timer == NULL || uv_timer_init(loop, c->busy_timer) != 0) {
-      free(c->busy_timer);
-      c->busy_timer = NULL;
+    c->busy_timer = new_timer(loop, c);
+    if (c->busy_timer == NULL) {
       do_close(c);
       return throw_code(env, "ACTIVATE", "cannot set up the busy-polling timer");
     }
-    c->busy_timer->data = c;
     c->busy_ms = (uint64_t)busy_ms; /* ref'd: while busy it keeps the loop alive, as the poll */
     c->ring_bytes = (double)buffer_bytes;
   }
