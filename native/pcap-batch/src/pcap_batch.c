@@ -29,13 +29,14 @@
  *   options.busyPollMs (direct output only, 0 = off): when ring blocks retire less than busyPollMs
  *                                apart, stop waiting on the socket and read the ring every
  *                                busyPollMs on a timer instead, until a tick finds it empty
- *                                (NAPI's interrupt mitigation, in user space). Only while the
- *                                ring (bufferBytes) holds four periods of the traffic: a tick
- *                                that finds it more than a quarter full goes back to the socket. TPACKET_V3 blocks
+ *                                (NAPI's interrupt mitigation, in user space). TPACKET_V3 blocks
  *                                are 256 KiB (libpcap), so a busy link wakes the poll hundreds of
  *                                times a second, and each wake-up costs more than the packets of
- *                                a block share of it. stats().pollWakeups / timerWakeups count
- *                                both kinds, stats().busy says which mode reads now.
+ *                                a block share of it. Only while the ring (bufferBytes) holds
+ *                                four periods of the traffic: a tick that finds it more than a
+ *                                quarter full, or the socket in error, goes back to the socket.
+ *                                stats().pollWakeups / timerWakeups count both kinds of wake-up,
+ *                                stats().busy says which mode reads now.
  *   h.drain(rounds?) -> n        delivers what the ring holds now (retired blocks), no waiting.
  *   h.close()                   idempotent; safe inside onBatch.
  *   h.linktype / h.linktypeName / h.snaplen / h.tstampPrecision
@@ -68,6 +69,7 @@
 #include <net/if.h>
 #include <node_api.h>
 #include <pcap/pcap.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -455,6 +457,16 @@ static void on_busy_tick(uv_timer_t *t) {
   napi_handle_scope scope;
   if (napi_open_handle_scope(c->env, &scope) != napi_ok) return;
   c->timer_wakeups += 1;
+  /* An error on the socket (the interface down or gone): back to the poll, whose error path
+   * tells the two apart (on_poll_error), rather than failing in pcap_dispatch. */
+  struct pollfd pfd = {.fd = pcap_get_selectable_fd(c->p), .events = POLLIN, .revents = 0};
+  if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
+    c->busy = 0;
+    c->last_wake_ns = 0;
+    uv_poll_start(c->poll, UV_READABLE, on_poll);
+    napi_close_handle_scope(c->env, scope);
+    return;
+  }
   double before = c->read_bytes;
   int64_t n = dispatch_rounds(c, BUSY_ROUNDS);
   if (n >= 0 && !c->closed && !c->failed && !c->close_pending) {
@@ -465,7 +477,8 @@ static void on_busy_tick(uv_timer_t *t) {
       c->last_wake_ns = 0;
       uv_poll_start(c->poll, UV_READABLE, on_poll);
     } else {
-      /* Not drained (BUSY_ROUNDS full batches): read on at once, the ring is filling. */
+      /* Still busy: the next tick after the period, or at once when BUSY_ROUNDS full batches
+       * did not empty the ring. */
       uv_timer_start(c->busy_timer, on_busy_tick, c->drained ? c->busy_ms : 0, 0);
     }
   }
@@ -576,7 +589,6 @@ static napi_value set_str(napi_env env, napi_value obj, const char *name, const 
   return obj;
 }
 
-/* new Capture(opts, onBatch, onError) */
 /* A timer handle for c on loop (freed by free_timer once closed), or NULL. */
 static uv_timer_t *new_timer(uv_loop_t *loop, Capture *c) {
   uv_timer_t *t = calloc(1, sizeof *t);
@@ -588,6 +600,7 @@ static uv_timer_t *new_timer(uv_loop_t *loop, Capture *c) {
   return t;
 }
 
+/* new Capture(opts, onBatch, onError) */
 static napi_value capture_new(napi_env env, napi_callback_info info) {
   size_t argc = 3;
   napi_value argv[3], self;
