@@ -3,6 +3,8 @@
 // show the loss, and what was delivered plus what was dropped must account for what was received.
 // Then the whole path under load (worker in a namespace → parent → a slow consumer, stopped while
 // packets still arrive): every packet received is delivered or counted, never a silent loss.
+// And the capture's interface taken down and up under load (the worker then reads the ring on its
+// busy-polling timer): the capture keeps going and delivers everything sent after.
 // Needs root and the built addon; fails with the reason otherwise (never skips). Traffic stays
 // inside this test's namespaces.
 import { spawn } from 'node:child_process';
@@ -19,12 +21,21 @@ const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 const native = loadNativeAddon();
 const BURST = 30_000;
 
-/** Sends `count` datagrams to dst:9 from inside `ns` as fast as dgram allows; resolves with how many were sent. */
-async function burst(lab: Netns, ns: string, count: number, timeoutMs = 60_000): Promise<number> {
+/**
+ * Sends `count` datagrams of `size` bytes to dst:9 from inside `ns` as fast as dgram allows;
+ * resolves with how many were sent (the rest failed, e.g. while the link was down).
+ */
+async function burst(
+  lab: Netns,
+  ns: string,
+  count: number,
+  timeoutMs = 60_000,
+  size = 18,
+): Promise<number> {
   const script = `
     const s = require('node:dgram').createSocket('udp4');
     let queued = 0, done = 0, ok = 0;
-    const payload = Buffer.from('hoptrace-drop-test');
+    const payload = Buffer.alloc(${size}, 'hoptrace-drop-test');
     const pump = () => {
       for (let k = 0; k < 256 && queued < ${count}; k++, queued++) {
         s.send(payload, 9, '${A_IP}', (err) => { if (!err) ok++; if (++done === ${count}) { console.log(ok); s.close(); } });
@@ -197,6 +208,43 @@ if (!isRoot) {
         s.received,
         'delivered + kernelDrops + queueDrops = received',
       );
+    },
+  );
+
+  void t.test(
+    'the interface taken down and up under load: the capture keeps going, then delivers all',
+    async (t) => {
+      await buildPair(lab, 'g', 'h');
+      const cap = udpCapture(lab, 'g', undefined, {});
+      let delivered = 0;
+      const ends: unknown[] = [];
+      await cap.start(
+        (events) => {
+          delivered += events.length;
+        },
+        (err) => ends.push(err),
+      );
+      t.equal(cap.sourceKind, 'native', 'the worker runs the native source');
+      // ~1400-byte datagrams as fast as one sender goes: ring blocks retire a few ms apart, so the
+      // worker reads the ring on its busy-polling timer when the link goes down.
+      const sending = burst(lab, 'h', 150_000, 120_000, 1400);
+      await new Promise((r) => setTimeout(r, 700));
+      await lab.ip('g', 'link', 'set', 'v0', 'down');
+      await new Promise((r) => setTimeout(r, 300));
+      await lab.ip('g', 'link', 'set', 'v0', 'up');
+      await sending;
+      await new Promise((r) => setTimeout(r, 500));
+      t.same(ends, [], 'the capture did not end');
+      const before = delivered;
+      const N = 2000;
+      const sent = await burst(lab, 'h', N);
+      for (let i = 0; i < 40 && delivered - before < sent; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      t.equal(sent, N, 'the link carries traffic again');
+      t.equal(delivered - before, sent, 'every datagram after the link came back delivered');
+      await cap.stop();
+      t.same(ends, [null], 'onEnd once, without error, at stop()');
     },
   );
 }

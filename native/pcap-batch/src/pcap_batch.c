@@ -34,7 +34,7 @@
  *                                times a second, and each wake-up costs more than the packets of
  *                                a block share of it. Only while the ring (bufferBytes) holds
  *                                four periods of the traffic: a tick that finds it more than a
- *                                quarter full, or the socket in error, goes back to the socket.
+ *                                quarter full goes back to the socket.
  *                                stats().pollWakeups / timerWakeups count both kinds of wake-up,
  *                                stats().busy says which mode reads now.
  *   h.drain(rounds?) -> n        delivers what the ring holds now (retired blocks), no waiting.
@@ -69,7 +69,6 @@
 #include <net/if.h>
 #include <node_api.h>
 #include <pcap/pcap.h>
-#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -457,16 +456,6 @@ static void on_busy_tick(uv_timer_t *t) {
   napi_handle_scope scope;
   if (napi_open_handle_scope(c->env, &scope) != napi_ok) return;
   c->timer_wakeups += 1;
-  /* An error on the socket (the interface down or gone): back to the poll, whose error path
-   * tells the two apart (on_poll_error), rather than failing in pcap_dispatch. */
-  struct pollfd pfd = {.fd = pcap_get_selectable_fd(c->p), .events = POLLIN, .revents = 0};
-  if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
-    c->busy = 0;
-    c->last_wake_ns = 0;
-    uv_poll_start(c->poll, UV_READABLE, on_poll);
-    napi_close_handle_scope(c->env, scope);
-    return;
-  }
   double before = c->read_bytes;
   int64_t n = dispatch_rounds(c, BUSY_ROUNDS);
   if (n >= 0 && !c->closed && !c->failed && !c->close_pending) {
