@@ -3,8 +3,9 @@
 // show the loss, and what was delivered plus what was dropped must account for what was received.
 // Then the whole path under load (worker in a namespace → parent → a slow consumer, stopped while
 // packets still arrive): every packet received is delivered or counted, never a silent loss.
-// And the capture's interface taken down and up under load (the worker then reads the ring on its
-// busy-polling timer): the capture keeps going and delivers everything sent after.
+// And the capture's interface taken down and up, under load (the worker then reads the ring on its
+// busy-polling timer) and idle (it waits on the socket): the capture keeps going and delivers
+// everything sent after.
 // Needs root and the built addon; fails with the reason otherwise (never skips). Traffic stays
 // inside this test's namespaces.
 import { spawn } from 'node:child_process';
@@ -243,6 +244,35 @@ if (!isRoot) {
       }
       t.equal(sent, N, 'the link carries traffic again');
       t.equal(delivered - before, sent, 'every datagram after the link came back delivered');
+      await cap.stop();
+      t.same(ends, [null], 'onEnd once, without error, at stop()');
+    },
+  );
+
+  void t.test(
+    'the interface taken down and up while idle: the capture waits, then delivers all',
+    async (t) => {
+      await buildPair(lab, 'i', 'j');
+      const cap = udpCapture(lab, 'i', undefined, {});
+      let delivered = 0;
+      const ends: unknown[] = [];
+      await cap.start(
+        (events) => {
+          delivered += events.length;
+        },
+        (err) => ends.push(err),
+      );
+      // Light traffic: the worker waits on the capture socket, which reports the link going down
+      // as an error (ENETDOWN); down is not gone, so it waits on.
+      t.equal(await burst(lab, 'j', 100), 100, 'traffic before');
+      await lab.ip('i', 'link', 'set', 'v0', 'down');
+      await new Promise((r) => setTimeout(r, 300));
+      await lab.ip('i', 'link', 'set', 'v0', 'up');
+      await new Promise((r) => setTimeout(r, 300));
+      t.same(ends, [], 'the capture did not end');
+      t.equal(await burst(lab, 'j', 100), 100, 'traffic after');
+      for (let i = 0; i < 40 && delivered < 200; i++) await new Promise((r) => setTimeout(r, 50));
+      t.equal(delivered, 200, 'every datagram delivered, before and after');
       await cap.stop();
       t.same(ends, [null], 'onEnd once, without error, at stop()');
     },
