@@ -68,6 +68,32 @@ function udpCapture(
   );
 }
 
+/** A started udpCapture on a new pair (ns, peer) counting what it delivers and how it ends. */
+async function countingCapture(
+  lab: Netns,
+  ns: string,
+  peer: string,
+): Promise<{ cap: NsCapture; delivered: () => number; ends: unknown[] }> {
+  await buildPair(lab, ns, peer);
+  const cap = udpCapture(lab, ns, undefined, {});
+  let delivered = 0;
+  const ends: unknown[] = [];
+  await cap.start(
+    (events) => {
+      delivered += events.length;
+    },
+    (err) => ends.push(err),
+  );
+  return { cap, delivered: () => delivered, ends };
+}
+
+/** Takes the capture's interface (v0 in `ns`) down for 300 ms, then up again. */
+async function flap(lab: Netns, ns: string): Promise<void> {
+  await lab.ip(ns, 'link', 'set', 'v0', 'down');
+  await new Promise((r) => setTimeout(r, 300));
+  await lab.ip(ns, 'link', 'set', 'v0', 'up');
+}
+
 if (!isRoot) {
   t.fail('the drop test needs root (run the suite as root, as CI does)');
 } else if (!native.ok) {
@@ -215,35 +241,24 @@ if (!isRoot) {
   void t.test(
     'the interface taken down and up under load: the capture keeps going, then delivers all',
     async (t) => {
-      await buildPair(lab, 'g', 'h');
-      const cap = udpCapture(lab, 'g', undefined, {});
-      let delivered = 0;
-      const ends: unknown[] = [];
-      await cap.start(
-        (events) => {
-          delivered += events.length;
-        },
-        (err) => ends.push(err),
-      );
+      const { cap, delivered, ends } = await countingCapture(lab, 'g', 'h');
       t.equal(cap.sourceKind, 'native', 'the worker runs the native source');
       // ~1400-byte datagrams as fast as one sender goes: ring blocks retire a few ms apart, so the
       // worker reads the ring on its busy-polling timer when the link goes down.
       const sending = burst(lab, 'h', 150_000, 120_000, 1400);
       await new Promise((r) => setTimeout(r, 700));
-      await lab.ip('g', 'link', 'set', 'v0', 'down');
-      await new Promise((r) => setTimeout(r, 300));
-      await lab.ip('g', 'link', 'set', 'v0', 'up');
+      await flap(lab, 'g');
       await sending;
       await new Promise((r) => setTimeout(r, 500));
       t.same(ends, [], 'the capture did not end');
-      const before = delivered;
+      const before = delivered();
       const N = 2000;
       const sent = await burst(lab, 'h', N);
-      for (let i = 0; i < 40 && delivered - before < sent; i++) {
+      for (let i = 0; i < 40 && delivered() - before < sent; i++) {
         await new Promise((r) => setTimeout(r, 50));
       }
       t.equal(sent, N, 'the link carries traffic again');
-      t.equal(delivered - before, sent, 'every datagram after the link came back delivered');
+      t.equal(delivered() - before, sent, 'every datagram after the link came back delivered');
       await cap.stop();
       t.same(ends, [null], 'onEnd once, without error, at stop()');
     },
@@ -252,27 +267,16 @@ if (!isRoot) {
   void t.test(
     'the interface taken down and up while idle: the capture waits, then delivers all',
     async (t) => {
-      await buildPair(lab, 'i', 'j');
-      const cap = udpCapture(lab, 'i', undefined, {});
-      let delivered = 0;
-      const ends: unknown[] = [];
-      await cap.start(
-        (events) => {
-          delivered += events.length;
-        },
-        (err) => ends.push(err),
-      );
+      const { cap, delivered, ends } = await countingCapture(lab, 'i', 'j');
       // Light traffic: the worker waits on the capture socket, which reports the link going down
       // as an error (ENETDOWN); down is not gone, so it waits on.
       t.equal(await burst(lab, 'j', 100), 100, 'traffic before');
-      await lab.ip('i', 'link', 'set', 'v0', 'down');
-      await new Promise((r) => setTimeout(r, 300));
-      await lab.ip('i', 'link', 'set', 'v0', 'up');
+      await flap(lab, 'i');
       await new Promise((r) => setTimeout(r, 300));
       t.same(ends, [], 'the capture did not end');
       t.equal(await burst(lab, 'j', 100), 100, 'traffic after');
-      for (let i = 0; i < 40 && delivered < 200; i++) await new Promise((r) => setTimeout(r, 50));
-      t.equal(delivered, 200, 'every datagram delivered, before and after');
+      for (let i = 0; i < 40 && delivered() < 200; i++) await new Promise((r) => setTimeout(r, 50));
+      t.equal(delivered(), 200, 'every datagram delivered, before and after');
       await cap.stop();
       t.same(ends, [null], 'onEnd once, without error, at stop()');
     },
