@@ -100,6 +100,11 @@ export interface PcapBatchStats {
    * coalesceMs, delivered also counts records held for the next frame (written by close()).
    */
   outDrops: number;
+  /**
+   * Of delivered: records waiting in the batch for the next frame (coalesceMs), not yet written;
+   * 0 once close() wrote them.
+   */
+  held: number;
   /** Wake-ups by the socket's readiness since open. */
   pollWakeups: number;
   /** Busy-polling ticks since open (busyPollMs). */
@@ -182,7 +187,7 @@ export type NativeLoad =
   { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
 
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
-const ADDON_VERSION = 7;
+const ADDON_VERSION = 8;
 
 /** Where the built addon lives: native/ at the repository root, from dist/agent/capture or agent/capture. */
 export function nativeAddonPath(): string {

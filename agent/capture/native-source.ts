@@ -302,9 +302,12 @@ export class NativeSource implements CaptureSource {
     const b = this.batcher;
     const p = this.pcapStats();
     // Direct output: the addon delivers without us; what it handed on is its own count, less
-    // the batches its frame writer dropped.
+    // the batches its frame writer dropped and the records it still holds for the next frame.
     const outDrops = p?.outDrops ?? 0;
-    const direct = this.opts.frameOut !== undefined ? (p?.delivered ?? 0) - outDrops : undefined;
+    const direct =
+      this.opts.frameOut !== undefined
+        ? (p?.delivered ?? 0) - outDrops - (p?.held ?? 0)
+        : undefined;
     const s: CaptureStats = {
       packets: b?.delivered ?? direct ?? this.delivered,
       decodeErrors: b?.decodeErrors ?? this.decodeErrors,

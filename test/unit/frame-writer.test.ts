@@ -497,6 +497,44 @@ if (!native.ok) {
     },
   );
 
+  void t.test(
+    'coalescing: stats() count records held for the next frame as held, not as delivered',
+    async (t) => {
+      if (!asRoot(t)) return;
+      const f = fifoFor(t);
+      const { port, spec, context } = loCapture(17);
+      const w = new addon.FrameWriter(f.wr, 8 << 20);
+      const src = new NativeSource(spec, {
+        direct: true,
+        timeoutMs: 10,
+        frameOut: { writer: w, context, coalesceMs: 1000 },
+      });
+      const noop = (): void => undefined;
+      await src.start(noop, noop);
+      const until = async (what: string, ok: () => boolean): Promise<void> => {
+        const deadline = Date.now() + 3000;
+        while (!ok() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+        t.ok(ok(), what);
+      };
+      // After a quiet spell the first datagram goes out at once; the next ones within the
+      // coalescing period wait in the batch.
+      await sendBurst(port, 1, () => 'first');
+      await until('the first datagram written at once', () => src.stats().packets === 1);
+      await sendBurst(port, 5, (i) => `held ${i}`);
+      await until('five records held for the next frame', () => src.pcapStats()?.held === 5);
+      t.equal(src.stats().packets, 1, 'held records are not counted as delivered');
+      t.equal(src.pcapStats()?.delivered, 6, 'the addon has read all six');
+      // The coalescing timer writes them within the period (1 s after the first frame).
+      await until('the timer wrote them', () => src.stats().packets === 6);
+      t.equal(src.pcapStats()?.held, 0, 'nothing held once written');
+      const frames = await drainAll(w, f.rd);
+      t.same(eventsIn(frames), [1, 5], 'two frames: the first datagram, then the five');
+      await src.stop();
+      t.equal(src.stats().packets, 6, 'six delivered at stop');
+      w.close();
+    },
+  );
+
   /** Sends n datagrams to port on loopback, each after the previous one's callback. */
   async function sendBurst(port: number, n: number, body: (i: number) => string): Promise<void> {
     const sock = createSocket('udp4');

@@ -15,12 +15,14 @@
  *   SLOW frames' bytes go to an area of a quarter of batchBytes (at least 16 snaplen frames), and
  *   a batch goes out early when the next frame might not fit there.
  *   onError(code, message)      the capture failed (e.g. 'IFACE_GONE'); delivery has stopped.
- *   h.stats() -> { recv, drop, ifdrop, delivered, outDrops, pollWakeups, timerWakeups, busy }
- *                                pcap_stats (after close: the values
+ *   h.stats() -> { recv, drop, ifdrop, delivered, held, outDrops, pollWakeups, timerWakeups,
+ *                  busy }        pcap_stats (after close: the values
  *                                read at close, after the last delivery) and the packets handed
  *                                on (to onBatch or the FrameWriter; with coalesceMs, also those
  *                                held for the next frame, written at the latest by close()); after
  *                                close, recv - drop - delivered = packets left in the ring.
+ *                                held: of delivered, the records waiting in the batch for the
+ *                                next frame (coalesceMs; 0 once close() wrote them).
  *                                outDrops: packets of the batches the FrameWriter dropped (its
  *                                queue or ring full; they are counted in delivered too).
  *   options.coalesceMs (direct output only, 0 = off): records of several wake-ups go out as one
@@ -82,7 +84,7 @@
 #include "frame_ring.h"
 #include "summary.h"
 
-#define ADDON_VERSION 7
+#define ADDON_VERSION 8
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -841,6 +843,8 @@ static napi_value capture_stats(napi_env env, napi_callback_info info) {
   set_num(env, out, "drop", s.ps_drop);
   set_num(env, out, "ifdrop", s.ps_ifdrop);
   set_num(env, out, "delivered", c->handed);
+  /* Between dispatch rounds only a coalescing batch holds records (the others went out). */
+  set_num(env, out, "held", c->fhead != NULL ? (double)c->count : 0);
   set_num(env, out, "outDrops", c->out_drops);
   set_num(env, out, "pollWakeups", c->poll_wakeups);
   set_num(env, out, "timerWakeups", c->timer_wakeups);
