@@ -14,13 +14,14 @@
  * reported as vethDrops). loss = offered − delivered for the broad filter; for the one-flow filter
  * the flow is udp-flood's trickle (src port 40000), whose every packet must be delivered.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn, type ChildProcessByStdio } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NsCapture } from '../agent/capture/ns-capture';
-import { encodeEnvelope } from '../common/envelope';
+import { createInterface } from 'node:readline';
+import type { Readable, Writable } from 'node:stream';
 import { delay, Netns, runCommand } from '../lab/netns';
+import type { AgentChildArgs, AgentChildReport } from './agent-child';
 import { cpuNs } from './proc';
 
 export type CaptureTool = 'tcpdump' | 'native' | 'cap';
@@ -49,7 +50,10 @@ export interface CaptureTrial {
   queueDrops: number;
   /** CPU of the capturing process (NsCapture: the worker), ns. */
   cpuNs: number;
-  /** NsCapture: CPU of the parent parsing the worker's frames (this process), ns. */
+  /**
+   * NsCapture: CPU of the agent process (agent-child.ts: reads the worker's frames, writes the
+   * Envelopes), ns; null for tcpdump.
+   */
   parentCpuNs: number | null;
   /** Kernel ring size asked of the capture (undefined = the tool's default). */
   bufferBytes?: number;
@@ -106,7 +110,10 @@ function parseFlood(stdout: string): FloodResult {
 
 /** One running capture under test. */
 interface Running {
+  /** The capturing process: tcpdump, or the agent's capture worker. */
   pid: number;
+  /** The agent process (agent-child.js) that reads the worker's frames; none for tcpdump. */
+  agentPid?: number;
   delivered(): number;
   /** Resolves once delivery stopped growing (after the flood). */
   drain(): Promise<void>;
@@ -163,6 +170,7 @@ async function startTcpdump(lab: Netns, filter: string): Promise<Running> {
 
 async function startNsCapture(
   lab: Netns,
+  agent: AgentChild,
   tool: 'native' | 'cap',
   filter: string,
   bufferBytes: number | undefined,
@@ -175,55 +183,108 @@ async function startNsCapture(
     ...(filter !== '' ? { filter } : {}),
     ...(bufferBytes !== undefined ? { bufferBytes } : {}),
   };
-  const cap = new NsCapture(spec, {
-    netnsPath: `/run/netns/${lab.full(RX)}`,
-    statsIntervalMs: 200,
-    onWarning: () => undefined,
-  });
-  let delivered = 0;
-  let seq = 0;
-  // What the agent runtime does (agent/runtime.ts): encoded delivery, each chunk wrapped in the
-  // Envelope it sends to the collector (common/envelope.ts). "+parent" CPU therefore covers the
-  // agent's whole per-packet path except the WebSocket send.
-  await cap.startEncoded(
-    (encoded) => {
-      delivered += encoded.count;
-      encodeEnvelope({
-        seq: ++seq,
-        kind: 'events',
-        events: { captureId: 'bench', point: 'bench', events: [], encoded },
-      });
-    },
-    () => undefined,
-  );
-  if (cap.sourceKind !== tool)
-    throw new Error(`asked for the ${tool} source, the worker runs ${cap.sourceKind ?? '?'}`);
+  const source = await agent.start({ spec, netnsPath: `/run/netns/${lab.full(RX)}` });
+  if (source !== tool) {
+    await agent.ask('stop');
+    throw new Error(`asked for the ${tool} source, the worker runs ${source ?? '?'}`);
+  }
   // The worker is the only process in the receiver namespace (nsenter execs node).
   const { stdout } = await runCommand('ip', ['netns', 'pids', lab.full(RX)]);
   const pid = Number(stdout.trim().split('\n')[0]);
+  let delivered = 0;
   return {
     pid,
+    agentPid: agent.pid,
     delivered: () => delivered,
     async drain() {
       // The worker hands events over in bursts (measured: seconds apart at 50 k pps), so wait
       // until neither deliveries nor reported drops moved for 1 s, at most 10 s.
-      const progress = (): number => delivered + cap.stats().queueDrops;
+      const progress = async (): Promise<number> => {
+        const r = await agent.ask('progress');
+        delivered = r.delivered;
+        return r.delivered + r.queueDrops;
+      };
       const deadline = Date.now() + 10_000;
-      let last = progress();
+      let last = await progress();
       let still = 0;
       while (still < 4 && Date.now() < deadline) {
         await delay(250);
-        const now = progress();
+        const now = await progress();
         still = now === last ? still + 1 : 0;
         last = now;
       }
     },
     async stop() {
-      await cap.stop();
-      const s = cap.stats();
-      return { delivered, reportedDrops: s.kernelDrops, queueDrops: s.queueDrops };
+      const r = await agent.ask('stop');
+      delivered = r.delivered;
+      return { delivered, reportedDrops: r.kernelDrops ?? null, queueDrops: r.queueDrops };
     },
   };
+}
+
+/** The agent process of every native/cap trial (agent-child.ts; its protocol). */
+class AgentChild {
+  private readonly child: ChildProcessByStdio<Writable, Readable, null>;
+  private readonly lines: string[] = [];
+  private waiter: (() => void) | undefined;
+  private readonly exit: Promise<void>;
+  private gone = false;
+
+  constructor(script: string) {
+    this.child = spawn(process.execPath, [script], { stdio: ['pipe', 'pipe', 'inherit'] });
+    createInterface({ input: this.child.stdout }).on('line', (l) => {
+      this.lines.push(l);
+      this.waiter?.();
+    });
+    this.exit = new Promise((resolve) => {
+      this.child.once('close', () => {
+        this.gone = true;
+        this.waiter?.();
+        resolve();
+      });
+    });
+  }
+
+  get pid(): number {
+    return this.child.pid ?? -1;
+  }
+
+  private async next(): Promise<Record<string, unknown>> {
+    const deadline = Date.now() + 30_000;
+    while (this.lines.length === 0) {
+      if (this.gone) throw new Error('the bench agent process exited (its stderr is above)');
+      if (Date.now() > deadline) throw new Error('the bench agent process did not answer in 30 s');
+      await new Promise<void>((resolve) => {
+        this.waiter = resolve;
+        setTimeout(resolve, 1000);
+      });
+      this.waiter = undefined;
+    }
+    const msg = JSON.parse(this.lines.shift() ?? '{}') as Record<string, unknown>;
+    if (typeof msg.error === 'string') throw new Error(`bench agent process: ${msg.error}`);
+    return msg;
+  }
+
+  /** Starts a capture; the source the worker runs. */
+  async start(args: AgentChildArgs): Promise<string | undefined> {
+    this.child.stdin.write(`${JSON.stringify({ start: args })}\n`);
+    const { source } = await this.next();
+    return typeof source === 'string' ? source : undefined;
+  }
+
+  async ask(what: 'progress' | 'stop'): Promise<AgentChildReport> {
+    this.child.stdin.write(`${what}\n`);
+    return (await this.next()) as unknown as AgentChildReport;
+  }
+
+  /** Ends the process (stdin closed; killed if it does not exit within 10 s). */
+  async close(): Promise<void> {
+    if (this.gone) return;
+    this.child.stdin.end();
+    const t = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
+    await this.exit;
+    clearTimeout(t);
+  }
 }
 
 export interface CaptureOptions {
@@ -246,6 +307,7 @@ export interface CaptureResult {
 
 async function trial(
   lab: Netns,
+  agent: AgentChild,
   flood: string,
   rxMac: string,
   tool: CaptureTool,
@@ -258,12 +320,12 @@ async function trial(
   const running =
     tool === 'tcpdump'
       ? await startTcpdump(lab, bpf)
-      : await startNsCapture(lab, tool, bpf, bufferBytes);
+      : await startNsCapture(lab, agent, tool, bpf, bufferBytes);
   try {
     const rx0 = await counters(lab, RX, 'vrx');
     const tx0 = await counters(lab, TX, 'vtx');
     const cpu0 = cpuNs(running.pid) ?? 0;
-    const parent0 = process.cpuUsage();
+    const agent0 = running.agentPid !== undefined ? (cpuNs(running.agentPid) ?? 0) : 0;
     const trickle = filter === 'one-flow' ? TRICKLE_PPS : 0;
     const args = ['vtx', '10.77.0.1', '10.77.0.2', rxMac, String(ratePps), String(durationS)];
     args.push('64', '41000', '8', String(trickle), '40000');
@@ -271,7 +333,7 @@ async function trial(
     const f = parseFlood(out.stdout);
     await running.drain();
     const cpu1 = cpuNs(running.pid) ?? cpu0;
-    const parent = process.cpuUsage(parent0);
+    const agent1 = running.agentPid !== undefined ? (cpuNs(running.agentPid) ?? agent0) : 0;
     const rx1 = await counters(lab, RX, 'vrx');
     const tx1 = await counters(lab, TX, 'vtx');
     const res = await running.stop();
@@ -292,7 +354,7 @@ async function trial(
       reportedDrops: res.reportedDrops,
       queueDrops: res.queueDrops,
       cpuNs: cpu1 - cpu0,
-      parentCpuNs: tool === 'tcpdump' ? null : (parent.user + parent.system) * 1000,
+      parentCpuNs: running.agentPid === undefined ? null : agent1 - agent0,
       ...(bufferBytes !== undefined ? { bufferBytes } : {}),
     };
   } catch (e) {
@@ -305,6 +367,7 @@ async function trial(
 export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult> {
   const lab = new Netns();
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-bench-flood-'));
+  let agent: AgentChild | undefined;
   try {
     const flood = await buildFlood(opts.floodSrc, dir);
     await lab.add(TX);
@@ -335,6 +398,7 @@ export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult>
     const rxMac = (JSON.parse(stdout) as { address?: string }[])[0]?.address ?? '';
     if (!/^[0-9a-f:]{17}$/.test(rxMac)) throw new Error(`no MAC address on vrx: ${stdout}`);
 
+    agent = new AgentChild(join(__dirname, 'agent-child.js'));
     const trials: CaptureTrial[] = [];
     const zeroLossPps: Record<CaptureTool, number> = { tcpdump: 0, native: 0, cap: 0 };
     const tools: CaptureTool[] = ['tcpdump', 'native', 'cap'];
@@ -349,7 +413,7 @@ export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult>
     for (const rate of opts.rates) {
       for (const tool of tools) {
         if (lossy.has(tool)) continue;
-        const t = await trial(lab, flood, rxMac, tool, 'none', rate, opts.durationS);
+        const t = await trial(lab, agent, flood, rxMac, tool, 'none', rate, opts.durationS);
         trials.push(t);
         show(t);
         if (t.loss > 0) lossy.add(tool);
@@ -359,7 +423,7 @@ export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult>
     // The highest rate again, tcpdump and native back to back: the CPU ratio's median and spread.
     for (let round = 1; round <= opts.repeats; round++) {
       for (const tool of ['tcpdump', 'native'] as const) {
-        const t = await trial(lab, flood, rxMac, tool, 'none', 0, opts.durationS);
+        const t = await trial(lab, agent, flood, rxMac, tool, 'none', 0, opts.durationS);
         t.repeat = round;
         trials.push(t);
         show(t);
@@ -368,17 +432,28 @@ export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult>
     }
     // One flow under a full-speed flood: every trickle packet must arrive.
     for (const tool of tools) {
-      const t = await trial(lab, flood, rxMac, tool, 'one-flow', 0, opts.durationS);
+      const t = await trial(lab, agent, flood, rxMac, tool, 'one-flow', 0, opts.durationS);
       trials.push(t);
       show(t);
     }
     // Forced loss: the native source with a 256 KiB ring at full speed, to check that what it
     // loses is exactly what it reports (kernel drops + queue drops).
-    const forced = await trial(lab, flood, rxMac, 'native', 'none', 0, opts.durationS, 256 * 1024);
+    const forced = await trial(
+      lab,
+      agent,
+      flood,
+      rxMac,
+      'native',
+      'none',
+      0,
+      opts.durationS,
+      256 * 1024,
+    );
     trials.push(forced);
     show(forced);
     return { trials, zeroLossPps };
   } finally {
+    await agent?.close();
     await lab.destroy();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -231,8 +231,10 @@ lossy step). The receiver drops the UDP in \`raw PREROUTING\`, so it neither ans
 offered − delivered. **CPU** = the capturing process (tcpdump; for the agent the capture worker,
 all threads, from /proc/PID/task/*/schedstat): it decodes every packet in C in the libpcap
 callback and the addon hands the records to the agent through shared memory. "+parent" adds the
-agent process: reading the records, writing each as PacketEvent bytes (in C) and wrapping them in
-the Envelope it would send to the collector. tcpdump runs \`-s 128 -B 8192 -w /dev/null\`; the agent its defaults (native:
+agent process, measured the same way: a process of its own (bench/agent-child.ts) that does what
+the agent runtime does with a capture — reading the records, writing each as PacketEvent bytes (in
+C) and wrapping them in the Envelope it would send to the collector — and nothing of the
+benchmark's own work (starting the sender, reading counters). tcpdump runs \`-s 128 -B 8192 -w /dev/null\`; the agent its defaults (native:
 snaplen 512, 32 MiB ring, 50 ms block timeout; cap: snaplen 65535, 64 MiB, immediate mode) —
 every frame here is shorter than 128 bytes, so snaplen does not matter.
 
