@@ -682,6 +682,9 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     return throw_code(env, code, msg);
   }
   if (nano) nano = pcap_get_tstamp_precision(p) == PCAP_TSTAMP_PRECISION_NANO;
+  /* `any`: Linux cooked v2 (libpcap ≥ 1.10) rather than v1, the default: its header names the
+   * interface (ifindex), which the filter below needs. Left at v1 when libpcap cannot. */
+  if (strcmp(iface, "any") == 0) (void)pcap_set_datalink(p, DLT_LINUX_SLL2);
 
   struct bpf_program prog;
   if (pcap_compile(p, &prog, filter, 1, PCAP_NETMASK_UNKNOWN) != 0) {
@@ -689,6 +692,24 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     snprintf(msg, sizeof msg, "%s", pcap_geterr(p));
     pcap_close(p);
     return throw_code(env, "BAD_FILTER", msg);
+  }
+  /* On `any` the tap also sees loopback's outgoing copy of each packet, which libpcap discards in
+   * user space after the kernel counted it (ps_recv): recv - drop - delivered would report it as
+   * lost. With LINUX_SLL2 the filter can name the interface, so the kernel leaves those copies
+   * out (and out of its counters): (filter) and not (outbound and ifindex <lo>). LINUX_SLL cannot
+   * say ifindex; the user's filter then stays as it is. */
+  unsigned lo = if_nametoindex("lo");
+  if (strcmp(iface, "any") == 0 && pcap_datalink(p) == DLT_LINUX_SLL2 && lo != 0) {
+    char both[sizeof filter + 64];
+    int n = filter[0] != 0
+                ? snprintf(both, sizeof both, "(%s) and not (outbound and ifindex %u)", filter, lo)
+                : snprintf(both, sizeof both, "not (outbound and ifindex %u)", lo);
+    struct bpf_program narrower;
+    if (n > 0 && (size_t)n < sizeof both &&
+        pcap_compile(p, &narrower, both, 1, PCAP_NETMASK_UNKNOWN) == 0) {
+      pcap_freecode(&prog);
+      prog = narrower;
+    }
   }
   rc = pcap_setfilter(p, &prog);
   pcap_freecode(&prog);
