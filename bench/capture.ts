@@ -254,10 +254,12 @@ class AgentChild {
     while (this.lines.length === 0) {
       if (this.gone) throw new Error('the bench agent process exited (its stderr is above)');
       if (Date.now() > deadline) throw new Error('the bench agent process did not answer in 30 s');
+      let timer: NodeJS.Timeout | undefined;
       await new Promise<void>((resolve) => {
         this.waiter = resolve;
-        setTimeout(resolve, 1000);
+        timer = setTimeout(resolve, 1000);
       });
+      clearTimeout(timer);
       this.waiter = undefined;
     }
     const msg = JSON.parse(this.lines.shift() ?? '{}') as Record<string, unknown>;

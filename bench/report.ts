@@ -518,10 +518,13 @@ const LIMITS = `## What limits the numbers
 - **Files**: \`analyze\` reads classic pcap through the same C decoder (agent/capture/summary-file.ts)
   and builds events only for the records its prefilter keeps (collector/analyze.ts); pcapng and
   machines without the addon use the TypeScript decoder (~0.6–3 µs per frame). A single run starts
-  with Node itself (the \`node -e 0\` row) and ~40 ms of loading modules, which alone is more than a
-  twentieth of \`tcpdump -nn -r\` on this file, so the 20× goal cannot be met by one invocation
-  on this machine; the ratio per file read is shown beside it. \`decode --json\` is bound by
-  building and printing one JSON object per frame.
+  with Node itself (the \`node -e 0\` row: 0.10–0.15 s across runs here) and ~40 ms of loading
+  modules before it reads a byte, while a twentieth of \`tcpdump -nn -r\` on this file is 0.11–0.15
+  s here: the start alone takes about the whole budget, so one invocation cannot reach 20× on this
+  machine; the ratio per file read is shown beside it. (tcpdump runs as a user would run it, with
+  TZ unset; glibc then checks /etc/localtime for every timestamp it prints, and with
+  \`TZ=:/etc/localtime\` the same command took 1.1 s instead of 2.3 s.) \`decode --json\` is bound
+  by building and printing one JSON object per frame.
 - **Live lab**: the verdict waits for the collector to see the request at every point and for its
   settle logic; the 50 ms TPACKET_V3 block timeout and the 50 ms event batcher in the agent add up
   to ~100–200 ms before the collector has the last packet.
