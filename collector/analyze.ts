@@ -7,6 +7,7 @@ import { HoptraceError } from '../common/errors';
 import type { PacketEvent, PacketKeys } from '../common/event';
 import type { Inventory } from '../common/inventory';
 import { attributeSourceRewrite, type Verdict } from './attribute';
+import type { CaptureHealth } from './capture-health';
 import type { DataIdentity } from './journey';
 import {
   correlateRequest,
@@ -46,6 +47,10 @@ export interface PointSummary {
 export interface AnalysisResult {
   verdict: Verdict;
   points: PointSummary[];
+  /** Live sessions: each point's capture as its agent last reported it (capture-health.ts). */
+  captureHealth?: CaptureHealth[];
+  /** Live sessions: what the captures lost that may hide a missing request or reply. */
+  caveats?: string[];
 }
 
 export interface AnalyzeInput {

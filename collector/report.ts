@@ -5,6 +5,7 @@
 
 import type { AnalysisResult, PointSummary } from './analyze';
 import type { Layer, Verdict } from './attribute';
+import type { CaptureHealth } from './capture-health';
 import type { Endpoint } from './correlate';
 
 /** What produced the report, so a reader can reproduce it. */
@@ -69,6 +70,7 @@ export function renderVerdictText(result: AnalysisResult): string {
     );
   }
   if (v.reason !== undefined) lines.push(`  why:    ${v.reason}`);
+  for (const c of result.caveats ?? []) lines.push(`  caution: ${c}`);
   lines.push(`  proof:  ${provedBy(v)}`);
   if (v.conntrack !== undefined)
     lines.push(`  conntrack: ${v.conntrack.status}: ${v.conntrack.detail}`);
@@ -99,6 +101,36 @@ function pointRow(p: PointSummary): string {
   ]
     .map(cell)
     .join(' | ')} |`;
+}
+
+/** What each point's capture delivered and lost (live sessions; nothing for files). */
+function healthSection(health: CaptureHealth[] | undefined): string[] {
+  if (health === undefined || health.length === 0) return [];
+  const out = ['## Capture health', ''];
+  out.push(
+    "From each agent's last status before this report (agents report every second). Kernel drops " +
+      '`unknown`: the `cap` fallback source cannot count them.',
+    '',
+  );
+  out.push(
+    '| point | node | interface | state | packets | kernel drops | agent drops | events lost |',
+  );
+  out.push('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const h of health) {
+    const row = [
+      h.point,
+      h.node ?? '?',
+      h.iface,
+      h.state,
+      String(h.packets),
+      h.kernelDrops === null ? 'unknown' : String(h.kernelDrops),
+      String(h.queueDrops),
+      String(h.lost),
+    ];
+    out.push(`| ${row.map(cell).join(' | ')} |`);
+  }
+  out.push('');
+  return out;
 }
 
 function shellQuote(s: string): string {
@@ -163,6 +195,7 @@ export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): 
     out.push(`- source: \`${formatEndpoint(v.before)}\` → \`${formatEndpoint(v.after)}\``);
   }
   if (v.reason !== undefined) out.push(`- why: ${v.reason}`);
+  for (const c of result.caveats ?? []) out.push(`- **caution**: ${c}`);
   out.push('');
   out.push('## Capture points (in path order)', '');
   out.push(
@@ -171,6 +204,7 @@ export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): 
   out.push('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const p of result.points) out.push(pointRow(p));
   out.push('');
+  out.push(...healthSection(result.captureHealth));
   out.push('## Evidence', '');
   for (const e of v.evidence) {
     out.push(

@@ -27,6 +27,7 @@ import { K8sInventorySource } from './k8s/source';
 import { ReproManager } from './repro';
 import type { ReturnRoute } from './repro-core';
 import { inCidr } from '../common/cidr';
+import { withCaptureHealth } from './capture-health';
 import { renderReportJson, renderReportMarkdown, type ReportMeta } from './report';
 import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
@@ -516,7 +517,19 @@ export class SessionManager {
       m.delete(s.id);
     }
     const armed = s.record.points.filter((p) => p.agentId !== null && p.state !== 'failed');
-    const result = s.finish(state, reason, now, this.inventoryFor(s));
+    const result = withCaptureHealth(
+      s.finish(state, reason, now, this.inventoryFor(s)),
+      s.record.points.map((p) => ({
+        point: p.name,
+        node: p.node,
+        iface: p.iface,
+        state: p.state,
+        packets: p.packets,
+        kernelDrops: p.kernelDrops,
+        queueDrops: p.queueDrops,
+        lost: p.lost,
+      })),
+    );
     for (const p of armed) {
       if (p.agentId === null) continue;
       this.hub.send(p.agentId, { kind: 'stop', stop: { captureId: s.id, point: p.name } });

@@ -273,6 +273,46 @@ void t.test(
   },
 );
 
+void t.test(
+  'a request the backend never saw while its capture dropped packets: the report says so',
+  async (t) => {
+    const { req, hub, sessions } = setup(t);
+    const c = (await req('POST', '/v1/captures', { points: POINTS, settleMs: 200 }))
+      .json as CaptureView;
+    for (const p of POINTS) {
+      const backend = p.name === 'backend';
+      await hub.deliver({
+        kind: 'status',
+        agentId: backend ? 'agent-backend' : 'agent-vpn',
+        status: status(c.id, p.name, 'capturing', {
+          packets: backend ? 5000 : 12,
+          kernelDrops: backend ? 37 : 0,
+        }),
+      });
+    }
+    const done = waitFinal(sessions, c.id);
+    for (const point of ['decap', 'egress'])
+      await hub.deliver({
+        kind: 'events',
+        agentId: 'agent-vpn',
+        batch: { captureId: c.id, point, events: events(point, 'vpn-node') },
+      });
+    const v = await done;
+    t.equal(v.verdict?.layer, 'dropped');
+    const md = (await req('GET', `/v1/captures/${c.id}/report.md`)).body;
+    t.match(
+      md,
+      /- \*\*caution\*\*: backend did not see the request, and its capture lost 37 in the kernel/,
+    );
+    t.match(md, /\| backend \| backend-node \| eth0 \| \w+ \| 5000 \| 37 \| 0 \| 0 \|/);
+    t.match(md, /\| decap \| vpn-node \| tun0 \| \w+ \| \d+ \| 0 \| 0 \| 0 \|/);
+    const rj = (await req('GET', `/v1/captures/${c.id}/report.json`)).json as {
+      caveats?: string[];
+    };
+    t.equal(rj.caveats?.length, 1, 'one caution in the JSON report');
+  },
+);
+
 void t.test('DELETE cancels and stops the agents', async (t) => {
   const { req, hub } = setup(t);
   const c = (await req('POST', '/v1/captures', { points: POINTS })).json as CaptureView;

@@ -1,0 +1,69 @@
+/**
+ * What the captures themselves missed, next to the verdict. A packet absent at a point proves
+ * something only if that point's capture saw everything: when it lost packets (kernel ring full,
+ * agent queue full, events lost on the way) or cannot count its drops at all (the `cap`
+ * fallback), a missing request or reply may be one of them, and the report must say so. Pure:
+ * the analysis and the agents' last statuses in, sentences out.
+ */
+import type { AnalysisResult, PointSummary } from './analyze';
+
+/** One point's capture as its agent last reported it (a live session's point record). */
+export interface CaptureHealth {
+  point: string;
+  node: string | null;
+  iface: string;
+  state: string;
+  /** Packets the capture delivered. */
+  packets: number;
+  /** Dropped by the kernel for lack of ring space; null = the source cannot count them. */
+  kernelDrops: number | null;
+  /** Dropped inside the agent (its queues, the worker's frame ring). */
+  queueDrops: number;
+  /** Events the agent reported lost on the way to the collector (spool full). */
+  lost: number;
+}
+
+/** Packets and events the capture at one point lost, as a phrase; null when none. */
+function lossPhrase(h: CaptureHealth): string | null {
+  const parts: string[] = [];
+  if (h.kernelDrops !== null && h.kernelDrops > 0) parts.push(`${h.kernelDrops} in the kernel`);
+  if (h.queueDrops > 0) parts.push(`${h.queueDrops} in the agent`);
+  if (h.lost > 0) parts.push(`${h.lost} events on the way to the collector`);
+  if (parts.length > 0) return `lost ${parts.join(', ')}`;
+  if (h.kernelDrops === null) return 'cannot count its kernel drops (the `cap` fallback source)';
+  return null;
+}
+
+/**
+ * Cautions for the reader: each point that did not see the request, or saw it but not the reply
+ * although the backend saw the request, while its capture lost packets or cannot count them.
+ * Points without a status are skipped (a file analysis has none).
+ */
+export function healthCaveats(points: PointSummary[], health: CaptureHealth[]): string[] {
+  const out: string[] = [];
+  // A reply is expected only once the request reached the last point (the backend).
+  const replyDue = points[points.length - 1]?.seenRequest === true;
+  for (const p of points) {
+    const h = health.find((x) => x.point === p.name);
+    if (h === undefined) continue;
+    const loss = lossPhrase(h);
+    if (loss === null) continue;
+    if (!p.seenRequest) {
+      out.push(
+        `${p.name} did not see the request, and its capture ${loss}: the request may be among ` +
+          'them; capture again before concluding it never got there',
+      );
+    } else if (!p.seenReply && replyDue) {
+      out.push(
+        `${p.name} saw the request but not the reply, and its capture ${loss}: the reply may be ` +
+          'among them; capture again before concluding it never came back',
+      );
+    }
+  }
+  return out;
+}
+
+/** The analysis with the captures' health and the cautions it gives rise to. */
+export function withCaptureHealth(result: AnalysisResult, health: CaptureHealth[]): AnalysisResult {
+  return { ...result, captureHealth: health, caveats: healthCaveats(result.points, health) };
+}
