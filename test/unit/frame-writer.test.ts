@@ -35,6 +35,7 @@ import {
 } from '../../agent/capture/worker-frames';
 import type { PacketEvent } from '../../common/event';
 import type { CaptureSpec } from '../../agent/capture/source';
+import type { DecodeOptions } from '../../agent/decode/frame';
 
 const native = loadNativeAddon();
 const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
@@ -380,6 +381,33 @@ if (!native.ok) {
     return { port, spec, context };
   }
 
+  /**
+   * A started loopback capture (10 ms block timeout) writing through a FIFO and gathering records
+   * for up to a second (coalesceMs 1000), so frames go out when a batch fills or at stop().
+   */
+  async function gatheringCapture(
+    t: Pick<typeof tap, 'teardown'>,
+    salt: number,
+    o: { snaplen?: number; batchBytes?: number; decode?: (port: number) => DecodeOptions } = {},
+  ): Promise<{ f: Fifo; port: number; w: PcapFrameWriter; src: NativeSource }> {
+    const f = fifoFor(t);
+    const { port, spec, context } = loCapture(
+      salt,
+      o.snaplen !== undefined ? { snaplen: o.snaplen } : {},
+    );
+    const w = new addon.FrameWriter(f.wr, 8 << 20);
+    const src = new NativeSource(spec, {
+      direct: true,
+      timeoutMs: 10,
+      ...(o.batchBytes !== undefined ? { batchBytes: o.batchBytes } : {}),
+      ...(o.decode !== undefined ? { decode: o.decode(port) } : {}),
+      frameOut: { writer: w, context, coalesceMs: 1000 },
+    });
+    const noop = (): void => undefined;
+    await src.start(noop, noop);
+    return { f, port, w, src };
+  }
+
   void t.test(
     'direct output decodes to the same events as delivery to JavaScript (loopback)',
     async (t) => {
@@ -501,16 +529,7 @@ if (!native.ok) {
     'coalescing: stats() count records held for the next frame as held, not as delivered',
     async (t) => {
       if (!asRoot(t)) return;
-      const f = fifoFor(t);
-      const { port, spec, context } = loCapture(17);
-      const w = new addon.FrameWriter(f.wr, 8 << 20);
-      const src = new NativeSource(spec, {
-        direct: true,
-        timeoutMs: 10,
-        frameOut: { writer: w, context, coalesceMs: 1000 },
-      });
-      const noop = (): void => undefined;
-      await src.start(noop, noop);
+      const { f, port, w, src } = await gatheringCapture(t, 17);
       const until = async (what: string, ok: () => boolean): Promise<void> => {
         const deadline = Date.now() + 3000;
         while (!ok() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
@@ -555,18 +574,8 @@ if (!native.ok) {
     'a batch holds batchBytes / 192 records whatever the snaplen (fewer, larger frames)',
     async (t) => {
       if (!asRoot(t)) return;
-      const f = fifoFor(t);
-      const { port, spec, context } = loCapture(11);
-      const w = new addon.FrameWriter(f.wr, 8 << 20);
       // 64 KiB of records: 341 of them. Sized for full-snaplen (512) frames it held 124.
-      const src = new NativeSource(spec, {
-        direct: true,
-        timeoutMs: 10,
-        batchBytes: 65536,
-        frameOut: { writer: w, context, coalesceMs: 1000 },
-      });
-      const noop = (): void => undefined;
-      await src.start(noop, noop);
+      const { f, port, w, src } = await gatheringCapture(t, 11, { batchBytes: 65536 });
       const N = 1000;
       await sendBurst(port, N, (i) => `datagram ${i}`);
       await new Promise((r) => setTimeout(r, 100));
@@ -589,21 +598,14 @@ if (!native.ok) {
 
   void t.test('SLOW frames that fill the raw area send the batch early, none lost', async (t) => {
     if (!asRoot(t)) return;
-    const f = fifoFor(t);
     // The port as WireGuard's: the C fast path leaves these frames to the reference decoder,
-    // so each keeps its bytes in the batch's raw area.
-    const { port, spec, context } = loCapture(13, { snaplen: 64 });
-    const w = new addon.FrameWriter(f.wr, 8 << 20);
-    // Raw area: a quarter of 64 KiB = 256 frames of 64 bytes; a batch has room for 341 records.
-    const src = new NativeSource(spec, {
-      direct: true,
-      timeoutMs: 10,
+    // so each keeps its bytes in the batch's raw area. Raw area: a quarter of 64 KiB = 256
+    // frames of 64 bytes; a batch has room for 341 records.
+    const { f, port, w, src } = await gatheringCapture(t, 13, {
+      snaplen: 64,
       batchBytes: 65536,
-      decode: { wireguardPorts: [port] },
-      frameOut: { writer: w, context, coalesceMs: 1000 },
+      decode: (p) => ({ wireguardPorts: [p] }),
     });
-    const noop = (): void => undefined;
-    await src.start(noop, noop);
     const N = 600;
     await sendBurst(port, N, (i) => `slow datagram ${String(i).padStart(30, '.')}`);
     await new Promise((r) => setTimeout(r, 100));
