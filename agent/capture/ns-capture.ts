@@ -105,6 +105,8 @@ export class NsCapture implements CaptureSource {
   private stderrTail = '';
   private watch: NodeJS.Timeout | undefined;
   private nsId: NsIdentity | null = null;
+  /** The error the capture ends with once the worker has exited (its namespace went away). */
+  private endWith: HoptraceError | undefined;
   /** Milliseconds from spawn to the worker's ready frame. */
   startupMs: number | undefined;
   /** Which implementation the worker runs ('native' or 'cap'), from its ready frame. */
@@ -288,7 +290,7 @@ export class NsCapture implements CaptureSource {
             ready = true;
             this.startupMs = Number(process.hrtime.bigint() - t0) / 1e6;
             this.sourceKind = msg.source;
-            this.startWatch(fail);
+            this.startWatch();
             resolve();
             break;
           case 'stats':
@@ -345,6 +347,10 @@ export class NsCapture implements CaptureSource {
         clearTimeout(readyTimer);
         this.stopWatch();
         if (this.ended) return;
+        if (this.endWith !== undefined) {
+          this.end(this.endWith, true);
+          return;
+        }
         if (this.stopping !== undefined) {
           if (ready) this.end(null, true);
           else
@@ -442,13 +448,17 @@ export class NsCapture implements CaptureSource {
     );
   }
 
-  private startWatch(fail: (err: HoptraceError) => void): void {
+  private startWatch(): void {
     const nsPath = this.opts.netnsPath;
     if (nsPath === undefined) return;
     this.watch = setInterval(() => {
       if (!sameIdentity(identity(nsPath), this.nsId)) {
         this.stopWatch();
-        fail(this.namespaceGone());
+        // Not the end yet: asked to stop, the worker drains its ring and writes what it holds —
+        // packets captured before the deletion (a pod deleted mid-request). The capture ends
+        // with this error once the worker has exited.
+        this.endWith ??= this.namespaceGone();
+        this.kill();
       }
     }, this.opts.watchIntervalMs ?? 250);
     this.watch.unref();

@@ -49,6 +49,25 @@ async function burst(
   return Number(stdout.trim());
 }
 
+/**
+ * From inside `ns`: 40 datagrams to A_IP:9, then at once (same process, no scheduling gap)
+ * `ip <ipArgs>`, as when a pod is deleted mid-request. Resolves with 'deleted'.
+ */
+async function sendThenDelete(lab: Netns, ns: string, ipArgs: string[]): Promise<string> {
+  const script = `
+    const s = require('node:dgram').createSocket('udp4');
+    let done = 0;
+    for (let i = 0; i < 40; i++) s.send('last words', 9, '${A_IP}', () => {
+      if (++done === 40) {
+        require('node:child_process').execFileSync('ip', ${JSON.stringify(ipArgs)});
+        console.log('deleted');
+        s.close();
+      }
+    });`;
+  const { stdout } = await lab.exec(ns, process.execPath, ['-e', script], 30_000);
+  return stdout.trim();
+}
+
 /** The native source in namespace `ns` on v0, for the datagrams burst() sends. */
 function udpCapture(
   lab: Netns,
@@ -262,6 +281,85 @@ if (!isRoot) {
       t.equal(delivered() - before, sent, 'every datagram after the link came back delivered');
       await cap.stop();
       t.same(ends, [null], 'onEnd once, without error, at stop()');
+    },
+  );
+
+  void t.test(
+    'the interface deleted right after a burst: what the ring holds is delivered before the end',
+    async (t) => {
+      const { cap, delivered, ends } = await countingCapture(lab, 'o', 'p');
+      // As when a pod is deleted mid-request: the last packets sit in the kernel ring (in a block
+      // its 50 ms timeout has not retired yet) when the interface goes away.
+      t.equal(
+        await sendThenDelete(lab, 'p', ['-n', lab.full('o'), 'link', 'del', 'v0']),
+        'deleted',
+        'sent 40, then deleted the interface at once',
+      );
+      for (let i = 0; i < 100 && ends.length === 0; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      t.match(ends, [{ code: 'CAPTURE_INTERFACE_GONE' }], 'the capture ended: interface gone');
+      t.equal(delivered(), 40, 'every datagram captured before the deletion delivered');
+      await cap.stop();
+    },
+  );
+
+  void t.test(
+    'the namespace deleted right after a burst: the worker drains, then NAMESPACE_GONE',
+    async (t) => {
+      await buildPair(lab, 's', 'u');
+      // Checked every 5 ms, the deletion is seen while the burst still sits in the kernel ring.
+      const cap = udpCapture(lab, 's', undefined, { watchIntervalMs: 5 });
+      let delivered = 0;
+      const ends: unknown[] = [];
+      await cap.start(
+        (events) => {
+          delivered += events.length;
+        },
+        (err) => ends.push(err),
+      );
+      t.equal(await sendThenDelete(lab, 'u', ['netns', 'del', lab.full('s')]), 'deleted');
+      for (let i = 0; i < 100 && ends.length === 0; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      t.match(ends, [{ code: 'CAPTURE_NAMESPACE_GONE' }], 'the capture ended: namespace gone');
+      t.equal(delivered, 40, 'every datagram captured before the deletion delivered');
+      await cap.stop();
+    },
+  );
+
+  void t.test(
+    'the interface deleted inside the block timeout: the block is read before IFACE_GONE',
+    async (t) => {
+      // Deterministic: a 1 s block timeout, so the block holding the burst cannot have retired
+      // when the interface goes (tens of ms later). Before, all of it was lost.
+      await buildPair(lab, 'q', 'r');
+      const args: ChildArgs = {
+        spec: { point: 'backend', node: 'n1', iface: 'v0', filter: 'udp and dst port 9' },
+        source: 'native',
+        timeoutMs: 1000,
+      };
+      const childPath = join(__dirname, 'fixtures', 'native-capture-child.js');
+      const child = spawn(
+        'ip',
+        ['netns', 'exec', lab.full('q'), process.execPath, childPath, JSON.stringify(args)],
+        { stdio: ['pipe', 'pipe', 'inherit'] },
+      );
+      t.teardown(() => {
+        child.kill();
+      });
+      const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+      t.same(JSON.parse(String((await lines.next()).value)), { ready: true }, 'capture open');
+      t.equal(await burst(lab, 'r', 40), 40, 'sent');
+      await lab.ip('q', 'link', 'del', 'v0');
+      const ended = JSON.parse(String((await lines.next()).value)) as {
+        ended?: string;
+        delivered?: number;
+      };
+      t.same(ended, { ended: 'CAPTURE_INTERFACE_GONE', delivered: 40 }, 'all 40, then the end');
+      child.stdin.end();
+      const res = JSON.parse(String((await lines.next()).value)) as ChildResult;
+      t.equal(res.delivered, 40, 'nothing more after the end');
     },
   );
 

@@ -15,6 +15,8 @@
  *   SLOW frames' bytes go to an area of a quarter of batchBytes (at least 16 snaplen frames), and
  *   a batch goes out early when the next frame might not fit there.
  *   onError(code, message)      the capture failed (e.g. 'IFACE_GONE'); delivery has stopped.
+ *                                IFACE_GONE comes after what the ring still held was delivered:
+ *                                read at once, and again after the block timeout (begin_gone).
  *   h.stats() -> { recv, drop, ifdrop, delivered, held, outDrops, pollWakeups, timerWakeups,
  *                  busy }        pcap_stats (after close: the values
  *                                read at close, after the last delivery) and the packets handed
@@ -148,6 +150,12 @@ typedef struct {
   int drained;           /* the last dispatch_rounds emptied the ring */
   double poll_wakeups;
   double timer_wakeups;
+  /* The interface went away (begin_gone): the ring is read once more after the block timeout,
+   * then IFACE_GONE is reported with gone_msg. */
+  int going;
+  uint64_t timeout_ms;   /* the TPACKET_V3 block timeout asked of libpcap */
+  uv_timer_t *gone_timer; /* freed in its close callback */
+  char gone_msg[256];
 } Capture;
 
 /* The JS FrameWriter: the worker's frame writer (frame_out.c); o is NULL once closed. */
@@ -277,6 +285,11 @@ static void do_close(Capture *c) {
     uv_close((uv_handle_t *)c->busy_timer, free_timer);
     c->busy_timer = NULL;
   }
+  if (c->gone_timer != NULL) {
+    uv_timer_stop(c->gone_timer);
+    uv_close((uv_handle_t *)c->gone_timer, free_timer);
+    c->gone_timer = NULL;
+  }
   if (c->poll != NULL) {
     uv_poll_stop(c->poll);
     uv_close((uv_handle_t *)c->poll, free_poll);
@@ -380,6 +393,8 @@ static void flush_pending(Capture *c) {
 
 static void on_flush_timer(uv_timer_t *t) { flush_pending((Capture *)t->data); }
 
+static void begin_gone(Capture *c, const char *msg);
+
 /* Up to `rounds` pcap_dispatch calls; stops early when the ring is drained (fewer packets than
  * asked for). Without coalescing each call's packets are delivered as one batch. With it, records
  * accumulate until the batch is full or coalesce_ns have passed since the last frame; what is
@@ -398,8 +413,11 @@ static int64_t dispatch_rounds(Capture *c, int rounds) {
     double before = c->handed; /* not c->count: a batch may go out inside the callback */
     int n = pcap_dispatch(c->p, room, on_packet, (u_char *)c);
     if (n < 0) {
+      /* Reading what is left after the interface went away: the ring is empty. */
+      if (c->going) break;
       int gone = strcmp(c->iface, "any") != 0 && if_nametoindex(c->iface) == 0;
-      report_error(c, gone ? "IFACE_GONE" : "READ_ERROR", pcap_geterr(c->p));
+      if (gone) begin_gone(c, pcap_geterr(c->p));
+      else report_error(c, "READ_ERROR", pcap_geterr(c->p));
       return -1;
     }
     total += (int64_t)(c->handed - before);
@@ -435,7 +453,7 @@ static void on_poll_error(Capture *c, int status) {
   if (gone) {
     snprintf(msg, sizeof msg, "interface %s disappeared (%s)", c->iface,
              err != 0 ? strerror(err) : uv_strerror(status));
-    report_error(c, "IFACE_GONE", msg);
+    begin_gone(c, msg);
     return;
   }
   if (err == ENETDOWN || err == 0) {
@@ -446,6 +464,42 @@ static void on_poll_error(Capture *c, int status) {
   report_error(c, "READ_ERROR", msg);
 }
 
+/* After the block timeout (and a margin): the kernel's block timer has retired the block that was
+ * being filled when the interface went away; read it, write what coalescing holds, report. */
+#define GONE_GRACE_MS 20
+
+static void on_gone_timer(uv_timer_t *t) {
+  Capture *c = (Capture *)t->data;
+  if (c->closed || c->failed) return;
+  napi_handle_scope scope;
+  if (napi_open_handle_scope(c->env, &scope) != napi_ok) return;
+  dispatch_rounds(c, MAX_ROUNDS);
+  if (!c->closed && !c->close_pending) {
+    flush_pending(c);
+    report_error(c, "IFACE_GONE", c->gone_msg);
+  }
+  if (c->close_pending) do_close(c);
+  napi_close_handle_scope(c->env, scope);
+}
+
+/*
+ * The interface went away (a pod deleted mid-request): the packets already in the kernel ring
+ * were captured before that and are delivered before the capture ends. Retired blocks are read
+ * now; the block being filled is retired by the kernel's block timer (it runs on after the
+ * interface is gone) and read by on_gone_timer, which then reports IFACE_GONE.
+ */
+static void begin_gone(Capture *c, const char *msg) {
+  if (c->going) return;
+  c->going = 1;
+  snprintf(c->gone_msg, sizeof c->gone_msg, "%s", msg);
+  if (c->poll != NULL) uv_poll_stop(c->poll);
+  if (c->busy_timer != NULL) uv_timer_stop(c->busy_timer);
+  c->busy = 0;
+  dispatch_rounds(c, MAX_ROUNDS);
+  if (c->closed || c->close_pending || c->gone_timer == NULL) return;
+  uv_timer_start(c->gone_timer, on_gone_timer, c->timeout_ms + GONE_GRACE_MS, 0);
+}
+
 /* Busy ticks read more rounds than a poll wake-up: no JavaScript runs per batch (direct output). */
 #define BUSY_ROUNDS 16
 /* libpcap's TPACKET_V3 block size (pcap-linux.c create_ring: a page doubled up to
@@ -454,7 +508,7 @@ static void on_poll_error(Capture *c, int status) {
 
 static void on_busy_tick(uv_timer_t *t) {
   Capture *c = (Capture *)t->data;
-  if (c->closed || c->failed) return;
+  if (c->closed || c->failed || c->going) return;
   napi_handle_scope scope;
   if (napi_open_handle_scope(c->env, &scope) != napi_ok) return;
   c->timer_wakeups += 1;
@@ -479,7 +533,7 @@ static void on_busy_tick(uv_timer_t *t) {
 
 static void on_poll(uv_poll_t *h, int status, int events) {
   Capture *c = (Capture *)h->data;
-  if (c->closed || c->failed) return;
+  if (c->closed || c->failed || c->going) return;
   napi_handle_scope scope;
   if (napi_open_handle_scope(c->env, &scope) != napi_ok) return;
   if (status < 0) {
@@ -828,6 +882,13 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     uv_unref((uv_handle_t *)c->flush_timer); /* the poll keeps the loop alive, not this */
     c->coalesce_ns = (uint64_t)coalesce_ms * 1000000u;
   }
+  /* ref'd: while it runs (the interface gone, the ring read once more) it keeps the loop alive. */
+  c->gone_timer = new_timer(loop, c);
+  if (c->gone_timer == NULL) {
+    do_close(c);
+    return throw_code(env, "ACTIVATE", "cannot set up the interface-gone timer");
+  }
+  c->timeout_ms = (uint64_t)timeout_ms;
   if (busy_ms > 0) {
     c->busy_timer = new_timer(loop, c);
     if (c->busy_timer == NULL) {
