@@ -13,6 +13,8 @@ export interface CaptureHealth {
   node: string | null;
   iface: string;
   state: string;
+  /** A status from the agent said the capture runs (counts below are its; else defaults). */
+  confirmed: boolean;
   /** Packets the capture delivered. */
   packets: number;
   /** Dropped by the kernel for lack of ring space; null = the source cannot count them. */
@@ -23,8 +25,9 @@ export interface CaptureHealth {
   lost: number;
 }
 
-/** Packets and events the capture at one point lost, as a phrase; null when none. */
+/** What the capture at one point lost (or why its counts mean nothing), as a phrase; null when none. */
 function lossPhrase(h: CaptureHealth): string | null {
+  if (!h.confirmed) return `never reported that it was capturing (state ${h.state})`;
   const parts: string[] = [];
   if (h.kernelDrops !== null && h.kernelDrops > 0) parts.push(`${h.kernelDrops} in the kernel`);
   if (h.queueDrops > 0) parts.push(`${h.queueDrops} in the agent`);
@@ -36,7 +39,8 @@ function lossPhrase(h: CaptureHealth): string | null {
 
 /**
  * Cautions for the reader: each point that did not see the request, or saw it but not the reply
- * although the backend saw the request, while its capture lost packets or cannot count them.
+ * although the backend saw the request, while its capture lost packets, cannot count them, or never
+ * confirmed it ran.
  * Points without a status are skipped (a file analysis has none).
  */
 export function healthCaveats(points: PointSummary[], health: CaptureHealth[]): string[] {

@@ -524,6 +524,7 @@ export class SessionManager {
         node: p.node,
         iface: p.iface,
         state: p.state,
+        confirmed: p.confirmed,
         packets: p.packets,
         kernelDrops: p.kernelDrops,
         queueDrops: p.queueDrops,

@@ -41,6 +41,7 @@ function health(point: string, o: Partial<CaptureHealth> = {}): CaptureHealth {
     node: 'n1',
     iface: 'eth0',
     state: 'stopped',
+    confirmed: true,
     packets: 100,
     kernelDrops: 0,
     queueDrops: 0,
@@ -86,6 +87,18 @@ void t.test('a capture that cannot count its drops is named too', (t) => {
   const h = [health('decap'), health('egress'), health('backend', { kernelDrops: null })];
   t.match(healthCaveats(dropped.points, h), [
     /backend did not see the request.*cannot count its kernel drops/,
+  ]);
+  t.end();
+});
+
+void t.test('a point whose capture never confirmed it ran: said so, not taken for cap', (t) => {
+  const h = [
+    health('decap'),
+    health('egress'),
+    health('backend', { confirmed: false, state: 'failed', kernelDrops: null }),
+  ];
+  t.match(healthCaveats(dropped.points, h), [
+    /^backend did not see the request, and its capture never reported that it was capturing \(state failed\)/,
   ]);
   t.end();
 });
