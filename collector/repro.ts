@@ -39,6 +39,7 @@ import {
   type WorkloadSelector,
 } from './repro-core';
 import { isUsefulEvent } from './session';
+import { lossPhrase } from './capture-health';
 
 /** `POST /v1/repros`. */
 export interface ReproSpec {
@@ -59,6 +60,12 @@ export interface ReproPointView {
   agentId: string | null;
   state: CaptureState | 'pending';
   events: number;
+  /** The agent's last status: packets captured, kernel drops (null = cannot count), agent drops. */
+  packets: number;
+  kernelDrops: number | null;
+  queueDrops: number;
+  /** Events the agent reported lost on the way to the collector. */
+  lost: number;
   error?: { code: string; message: string };
 }
 
@@ -98,7 +105,25 @@ interface PointRec {
   capturingAtMs?: number;
   state: CaptureState | 'pending';
   events: number;
+  packets: number;
+  kernelDrops: number | null;
+  queueDrops: number;
+  lost: number;
   error?: { code: string; message: string };
+}
+
+/** A point not armed yet. */
+function newPoint(name: string): PointRec {
+  return {
+    name,
+    agentId: null,
+    state: 'pending',
+    events: 0,
+    packets: 0,
+    kernelDrops: null,
+    queueDrops: 0,
+    lost: 0,
+  };
 }
 
 interface Attachment {
@@ -231,7 +256,7 @@ export class ReproManager {
       createdAtMs: now,
       finishedAtMs: null,
       finalReason: null,
-      backend: { name: 'backend', agentId: null, state: 'pending', events: 0 },
+      backend: newPoint('backend'),
       attachments: [],
       retired: new Set(),
       events: new Map(POINTS.map((p) => [p, []])),
@@ -431,12 +456,16 @@ export class ReproManager {
           };
         } else if (p.state !== 'failed') p.state = msg.status.state;
         if (msg.status.state === 'capturing') p.capturingAtMs ??= this.nowMs();
+        p.packets = msg.status.packets;
+        p.kernelDrops = msg.status.kernelDrops;
+        p.queueDrops = msg.status.queueDrops;
         break;
       case 'error':
         p.state = 'failed';
         p.error = { code: msg.error.code, message: msg.error.message };
         break;
       case 'lost':
+        p.lost += msg.lost.count;
         this.log.warn(
           { captureId, point: pointName, count: msg.lost.count },
           `events lost: ${msg.lost.reason}`,
@@ -491,10 +520,7 @@ export class ReproManager {
       attachedAtMs: this.nowMs(),
       detachedAtMs: null,
       detachReason: null,
-      points: [
-        { name: 'decap', agentId: null, state: 'pending', events: 0 },
-        { name: 'egress', agentId: null, state: 'pending', events: 0 },
-      ],
+      points: [newPoint('decap'), newPoint('egress')],
     };
     r.attachments.push(att);
     r.retired.add(instanceKey(pod));
@@ -624,6 +650,41 @@ export class ReproManager {
     );
   }
 
+  /**
+   * Which captures lost packets (or cannot count their drops): a probe judged dropped or not
+   * captured may be one of those packets rather than a real gap.
+   */
+  private lossLines(r: Repro): string[] {
+    const points: [string, PointRec][] = [
+      ['backend', r.backend],
+      ...r.attachments.flatMap((a) =>
+        a.points.map((p): [string, PointRec] => [`${p.name} (${a.pod.name})`, p]),
+      ),
+    ];
+    const lines: string[] = [];
+    for (const [label, p] of points) {
+      if (p.capturingAtMs === undefined) continue; // never ran: its counts mean nothing
+      const loss = lossPhrase({
+        point: p.name,
+        node: null,
+        iface: '',
+        state: p.state,
+        confirmed: true,
+        packets: p.packets,
+        kernelDrops: p.kernelDrops,
+        queueDrops: p.queueDrops,
+        lost: p.lost,
+      });
+      if (loss !== null) lines.push(`capture ${label} ${loss}`);
+    }
+    if (lines.length === 0) return [];
+    return [
+      '',
+      ...lines,
+      'A probe judged dropped or not captured may be one of those packets: run again before concluding.',
+    ];
+  }
+
   private view(r: Repro): ReproView {
     const timeline = this.timeline(r);
     const pv = (p: PointRec): ReproPointView => ({
@@ -631,6 +692,10 @@ export class ReproManager {
       agentId: p.agentId,
       state: p.state,
       events: p.events,
+      packets: p.packets,
+      kernelDrops: p.kernelDrops,
+      queueDrops: p.queueDrops,
+      lost: p.lost,
       ...(p.error === undefined ? {} : { error: p.error }),
     });
     return {
@@ -653,7 +718,7 @@ export class ReproManager {
       marks: r.marks,
       timeline,
       summary: r.summary,
-      text: renderTimeline(timeline, r.marks, r.summary),
+      text: [...renderTimeline(timeline, r.marks, r.summary), ...this.lossLines(r)],
     };
   }
 }

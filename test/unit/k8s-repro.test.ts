@@ -21,7 +21,8 @@ import { routeRepro } from '../../collector/repro-http';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
 import { isHoptraceError, HoptraceError } from '../../common/errors';
-import type { NamespaceInfo } from '../../common/wire';
+import type { CaptureStatus, NamespaceInfo } from '../../common/wire';
+import type { AgentMessage } from '../../collector/hub-types';
 import { FakeHub } from './collector-fixtures';
 import { startFakeApiServer, wgPod, type FakeApiServer } from './k8s-fixtures';
 
@@ -264,6 +265,65 @@ void t.test(
     t.equal(repros.get(v.id)?.attachments.length, 2);
   },
 );
+
+void t.test('repro: capture losses per point, and a caution in the text', async (t) => {
+  const { api } = await withApi(t);
+  const hub = hubWithAgents();
+  const repros = new ReproManager({
+    hub,
+    logger: silentLogger(),
+    kubernetes: new K8sPodDeleter(api),
+  });
+  repros.start();
+  t.teardown(() => {
+    repros.close();
+  });
+  const v = await repros.create(parseReproRequest(SPEC));
+  const status = (
+    agentId: string,
+    captureId: string,
+    point: string,
+    o: Partial<CaptureStatus>,
+  ): AgentMessage => ({
+    kind: 'status',
+    agentId,
+    status: {
+      captureId,
+      point,
+      state: 'capturing',
+      packets: 0,
+      kernelDrops: 0,
+      ifaceDrops: null,
+      queueDrops: 0,
+      errorCode: '',
+      message: '',
+      netns: '',
+      netnsAddresses: [],
+      iface: 'eth0',
+      linkType: 'ethernet',
+      ...o,
+    },
+  });
+  await repros.handle(status('a-web', `${v.id}-b`, 'backend', { packets: 900, kernelDrops: 9 }));
+  await repros.handle(status('a-vpn', `${v.id}-e1`, 'decap', { packets: 40 }));
+  await repros.handle(status('a-vpn', `${v.id}-e1`, 'egress', { packets: 40, kernelDrops: null }));
+  const clean = repros.get(v.id);
+  t.match(clean?.attachments[0]?.points, [
+    { name: 'decap', packets: 40, kernelDrops: 0, queueDrops: 0, lost: 0 },
+    { name: 'egress', packets: 40, kernelDrops: null },
+  ]);
+  await repros.handle({
+    kind: 'lost',
+    agentId: 'a-vpn',
+    lost: { captureId: `${v.id}-e1`, point: 'decap', count: 5, reason: 'spool full' },
+  });
+  const text = repros.get(v.id)?.text.join('\n') ?? '';
+  t.match(text, /capture backend lost 9 in the kernel/);
+  t.match(text, /capture decap \(vpn\/wg-0\) lost 5 events on the way to the collector/);
+  t.match(text, /capture egress \(vpn\/wg-0\) cannot count its kernel drops/);
+  t.match(text, /A probe judged dropped or not captured may be one of those packets/);
+  t.end();
+});
 
 void t.test('no pod of the workload on an agent → REPRO_NO_WORKLOAD', async (t) => {
   const { api } = await withApi(t);
