@@ -8,7 +8,8 @@
 // everything sent after. And on `any`, loopback's outgoing copies do not show up as losses.
 // Needs root and the built addon; fails with the reason otherwise (never skips). Traffic stays
 // inside this test's namespaces.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import t from 'tap';
@@ -68,6 +69,31 @@ async function sendThenDelete(lab: Netns, ns: string, ipArgs: string[]): Promise
   return stdout.trim();
 }
 
+/**
+ * native-capture-child.js in namespace `ns` with `args`, once it says the capture is open: the
+ * process and its stdout lines (JSON, one per line).
+ */
+async function captureChild(
+  t: { same(a: unknown, b: unknown, m: string): void; teardown(fn: () => void): void },
+  lab: Netns,
+  ns: string,
+  args: ChildArgs,
+): Promise<{ child: ChildProcessByStdio<Writable, Readable, null>; next: () => Promise<unknown> }> {
+  const childPath = join(__dirname, 'fixtures', 'native-capture-child.js');
+  const child = spawn(
+    'ip',
+    ['netns', 'exec', lab.full(ns), process.execPath, childPath, JSON.stringify(args)],
+    { stdio: ['pipe', 'pipe', 'inherit'] },
+  );
+  t.teardown(() => {
+    child.kill();
+  });
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const next = async (): Promise<unknown> => JSON.parse(String((await lines.next()).value));
+  t.same(await next(), { ready: true }, 'capture open');
+  return { child, next };
+}
+
 /** The native source in namespace `ns` on v0, for the datagrams burst() sends. */
 function udpCapture(
   lab: Netns,
@@ -93,9 +119,10 @@ async function countingCapture(
   lab: Netns,
   ns: string,
   peer: string,
+  opts: NsCaptureOptions = {},
 ): Promise<{ cap: NsCapture; delivered: () => number; ends: unknown[] }> {
   await buildPair(lab, ns, peer);
-  const cap = udpCapture(lab, ns, undefined, {});
+  const cap = udpCapture(lab, ns, undefined, opts);
   let delivered = 0;
   const ends: unknown[] = [];
   await cap.start(
@@ -105,6 +132,23 @@ async function countingCapture(
     (err) => ends.push(err),
   );
   return { cap, delivered: () => delivered, ends };
+}
+
+/** Waits (≤ 5 s) for the capture to end; it must end with `code` after delivering all 40. */
+async function endsAfterAll40(
+  t: {
+    match(a: unknown, b: unknown, m: string): void;
+    equal(a: unknown, b: unknown, m: string): void;
+  },
+  c: { cap: NsCapture; delivered: () => number; ends: unknown[] },
+  code: string,
+): Promise<void> {
+  for (let i = 0; i < 100 && c.ends.length === 0; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  t.match(c.ends, [{ code }], `the capture ended: ${code}`);
+  t.equal(c.delivered(), 40, 'every datagram captured before the deletion delivered');
+  await c.cap.stop();
 }
 
 /** Takes the capture's interface (v0 in `ns`) down for 300 ms, then up again. */
@@ -136,23 +180,14 @@ if (!isRoot) {
       source: 'native',
       blockFirstMs: 300,
     };
-    const childPath = join(__dirname, 'fixtures', 'native-capture-child.js');
-    const child = spawn(
-      'ip',
-      ['netns', 'exec', lab.full('a'), process.execPath, childPath, JSON.stringify(args)],
-      { stdio: ['pipe', 'pipe', 'inherit'] },
-    );
-    const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
-    const first = await lines.next();
-    t.same(JSON.parse(String(first.value)), { ready: true }, 'capture open');
+    const { child, next } = await captureChild(t, lab, 'a', args);
 
     const sent = await burst(lab, 'b', BURST);
     t.ok(sent > BURST * 0.99, `sender sent ${sent} of ${BURST}`);
     // Let the last ring block retire (timeout 50 ms) and be delivered, then stop.
     await new Promise((r) => setTimeout(r, 600));
     child.stdin.end();
-    const last = await lines.next();
-    const res = JSON.parse(String(last.value)) as ChildResult;
+    const res = (await next()) as ChildResult;
     t.comment(JSON.stringify({ sent, ...res }));
 
     t.ok(res.firstBatch > 0, 'the consumer was blocked in its first batch');
@@ -295,36 +330,19 @@ if (!isRoot) {
         'deleted',
         'sent 40, then deleted the interface at once',
       );
-      for (let i = 0; i < 100 && ends.length === 0; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      t.match(ends, [{ code: 'CAPTURE_INTERFACE_GONE' }], 'the capture ended: interface gone');
-      t.equal(delivered(), 40, 'every datagram captured before the deletion delivered');
-      await cap.stop();
+      await endsAfterAll40(t, { cap, delivered, ends }, 'CAPTURE_INTERFACE_GONE');
     },
   );
 
   void t.test(
     'the namespace deleted right after a burst: the worker drains, then NAMESPACE_GONE',
     async (t) => {
-      await buildPair(lab, 's', 'u');
       // Checked every 5 ms, the deletion is seen while the burst still sits in the kernel ring.
-      const cap = udpCapture(lab, 's', undefined, { watchIntervalMs: 5 });
-      let delivered = 0;
-      const ends: unknown[] = [];
-      await cap.start(
-        (events) => {
-          delivered += events.length;
-        },
-        (err) => ends.push(err),
-      );
+      const { cap, delivered, ends } = await countingCapture(lab, 's', 'u', {
+        watchIntervalMs: 5,
+      });
       t.equal(await sendThenDelete(lab, 'u', ['netns', 'del', lab.full('s')]), 'deleted');
-      for (let i = 0; i < 100 && ends.length === 0; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      t.match(ends, [{ code: 'CAPTURE_NAMESPACE_GONE' }], 'the capture ended: namespace gone');
-      t.equal(delivered, 40, 'every datagram captured before the deletion delivered');
-      await cap.stop();
+      await endsAfterAll40(t, { cap, delivered, ends }, 'CAPTURE_NAMESPACE_GONE');
     },
   );
 
@@ -339,26 +357,16 @@ if (!isRoot) {
         source: 'native',
         timeoutMs: 1000,
       };
-      const childPath = join(__dirname, 'fixtures', 'native-capture-child.js');
-      const child = spawn(
-        'ip',
-        ['netns', 'exec', lab.full('q'), process.execPath, childPath, JSON.stringify(args)],
-        { stdio: ['pipe', 'pipe', 'inherit'] },
-      );
-      t.teardown(() => {
-        child.kill();
-      });
-      const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
-      t.same(JSON.parse(String((await lines.next()).value)), { ready: true }, 'capture open');
+      const { child, next } = await captureChild(t, lab, 'q', args);
       t.equal(await burst(lab, 'r', 40), 40, 'sent');
       await lab.ip('q', 'link', 'del', 'v0');
-      const ended = JSON.parse(String((await lines.next()).value)) as {
+      const ended = (await next()) as {
         ended?: string;
         delivered?: number;
       };
       t.same(ended, { ended: 'CAPTURE_INTERFACE_GONE', delivered: 40 }, 'all 40, then the end');
       child.stdin.end();
-      const res = JSON.parse(String((await lines.next()).value)) as ChildResult;
+      const res = (await next()) as ChildResult;
       t.equal(res.delivered, 40, 'nothing more after the end');
     },
   );

@@ -23,7 +23,7 @@ import { CaptureStore } from '../../collector/store';
 import { isHoptraceError, HoptraceError } from '../../common/errors';
 import type { CaptureStatus, NamespaceInfo } from '../../common/wire';
 import type { AgentMessage } from '../../collector/hub-types';
-import { FakeHub } from './collector-fixtures';
+import { FakeHub, status } from './collector-fixtures';
 import { startFakeApiServer, wgPod, type FakeApiServer } from './k8s-fixtures';
 
 function tmp(t: { teardown(fn: () => void): void }): string {
@@ -73,6 +73,24 @@ function hubWithAgents(): FakeHub {
   );
   hub.addAgent('a-web', 'backend-node', ['192.168.50.2'], [ns('/run/netns/cni-web', '10.244.2.5')]);
   return hub;
+}
+
+/** A started ReproManager on hubWithAgents() that deletes pods through `api`, closed at teardown. */
+function clusterRepros(
+  t: { teardown(fn: () => void): void },
+  api: KubeApi,
+): { hub: FakeHub; repros: ReproManager } {
+  const hub = hubWithAgents();
+  const repros = new ReproManager({
+    hub,
+    logger: silentLogger(),
+    kubernetes: new K8sPodDeleter(api),
+  });
+  repros.start();
+  t.teardown(() => {
+    repros.close();
+  });
+  return { hub, repros };
 }
 
 void t.test('the client lists by selector and deletes through the API (403, 404)', async (t) => {
@@ -157,16 +175,7 @@ void t.test(
   'repro on a cluster: delete through the API, re-attach to the replacement',
   async (t) => {
     const { fake, api } = await withApi(t);
-    const hub = hubWithAgents();
-    const repros = new ReproManager({
-      hub,
-      logger: silentLogger(),
-      kubernetes: new K8sPodDeleter(api),
-    });
-    repros.start();
-    t.teardown(() => {
-      repros.close();
-    });
+    const { hub, repros } = clusterRepros(t, api);
     const v = await repros.create(parseReproRequest(SPEC));
     t.match(v.attachments, [
       { epoch: 1, pod: { name: 'vpn/wg-0', ip: '10.244.1.10', node: 'vpn-node' } },
@@ -268,18 +277,9 @@ void t.test(
 
 void t.test('repro: capture losses per point, and a caution in the text', async (t) => {
   const { api } = await withApi(t);
-  const hub = hubWithAgents();
-  const repros = new ReproManager({
-    hub,
-    logger: silentLogger(),
-    kubernetes: new K8sPodDeleter(api),
-  });
-  repros.start();
-  t.teardown(() => {
-    repros.close();
-  });
+  const { repros } = clusterRepros(t, api);
   const v = await repros.create(parseReproRequest(SPEC));
-  const status = (
+  const report = (
     agentId: string,
     captureId: string,
     point: string,
@@ -287,26 +287,11 @@ void t.test('repro: capture losses per point, and a caution in the text', async 
   ): AgentMessage => ({
     kind: 'status',
     agentId,
-    status: {
-      captureId,
-      point,
-      state: 'capturing',
-      packets: 0,
-      kernelDrops: 0,
-      ifaceDrops: null,
-      queueDrops: 0,
-      errorCode: '',
-      message: '',
-      netns: '',
-      netnsAddresses: [],
-      iface: 'eth0',
-      linkType: 'ethernet',
-      ...o,
-    },
+    status: status(captureId, point, 'capturing', { kernelDrops: 0, ...o }),
   });
-  await repros.handle(status('a-web', `${v.id}-b`, 'backend', { packets: 900, kernelDrops: 9 }));
-  await repros.handle(status('a-vpn', `${v.id}-e1`, 'decap', { packets: 40 }));
-  await repros.handle(status('a-vpn', `${v.id}-e1`, 'egress', { packets: 40, kernelDrops: null }));
+  await repros.handle(report('a-web', `${v.id}-b`, 'backend', { packets: 900, kernelDrops: 9 }));
+  await repros.handle(report('a-vpn', `${v.id}-e1`, 'decap', { packets: 40 }));
+  await repros.handle(report('a-vpn', `${v.id}-e1`, 'egress', { packets: 40, kernelDrops: null }));
   const clean = repros.get(v.id);
   t.match(clean?.attachments[0]?.points, [
     { name: 'decap', packets: 40, kernelDrops: 0, queueDrops: 0, lost: 0 },
@@ -436,16 +421,7 @@ void t.test('hoptrace repro --collector: flags', (t) => {
 
 void t.test('hoptrace repro --collector: probes, deletion, replacement, timeline', async (t) => {
   const { fake, api } = await withApi(t);
-  const hub = hubWithAgents();
-  const repros = new ReproManager({
-    hub,
-    logger: silentLogger(),
-    kubernetes: new K8sPodDeleter(api),
-  });
-  repros.start();
-  t.teardown(() => {
-    repros.close();
-  });
+  const { hub, repros } = clusterRepros(t, api);
   // The collector's /v1/repros (the same routes; auth checked by hand).
   const collector = await listen(
     t,
