@@ -108,8 +108,9 @@ function healthSection(health: CaptureHealth[] | undefined): string[] {
   if (health === undefined || health.length === 0) return [];
   const out = ['## Capture health', ''];
   out.push(
-    "From each agent's last status before this report (agents report every second). Kernel drops " +
-      '`unknown`: the `cap` fallback source cannot count them.',
+    "From each agent's latest status (every second while capturing; the report is rewritten " +
+      "with a capture's final counters when it stops). Kernel drops `unknown`: the `cap` " +
+      'fallback source cannot count them.',
     '',
   );
   out.push(

@@ -27,7 +27,7 @@ import { K8sInventorySource } from './k8s/source';
 import { ReproManager } from './repro';
 import type { ReturnRoute } from './repro-core';
 import { inCidr } from '../common/cidr';
-import { withCaptureHealth } from './capture-health';
+import { withCaptureHealth, type CaptureHealth } from './capture-health';
 import { renderReportJson, renderReportMarkdown, type ReportMeta } from './report';
 import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
@@ -72,6 +72,14 @@ export interface PointView {
 }
 
 /** `GET /v1/captures/:id`. */
+/** A finished capture's analysis and report inputs; capture health is added at each write. */
+interface FinalReport {
+  state: string;
+  reason: string;
+  result: AnalysisResult;
+  meta: ReportMeta;
+}
+
 export interface CaptureView {
   id: string;
   state: SessionState;
@@ -132,6 +140,8 @@ export class SessionManager {
   private readonly snaplen: number;
   private readonly cluster: ClusterFacts | undefined;
   private readonly sessions = new Map<string, CaptureSession>();
+  /** What the reports of finished captures are written from (rewritten by late counts, conntrack). */
+  private readonly finals = new Map<string, FinalReport>();
   private readonly debounce = new Map<string, NodeJS.Timeout>();
   private readonly deadline = new Map<string, NodeJS.Timeout>();
   /** Resumed sessions are not timed out before agents had a chance to resend. */
@@ -351,6 +361,7 @@ export class SessionManager {
     const captureId = captureIdOf(msg);
     if (this.repros.owns(captureId)) return this.repros.handle(msg);
     const s = this.sessions.get(captureId);
+    if (s?.isFinal() === true) this.lateCounts(s, msg);
     if (!s || s.isFinal()) {
       // Late or unknown: acknowledge and drop, or the agent would resend it forever.
       this.log.debug(
@@ -517,20 +528,7 @@ export class SessionManager {
       m.delete(s.id);
     }
     const armed = s.record.points.filter((p) => p.agentId !== null && p.state !== 'failed');
-    const result = withCaptureHealth(
-      s.finish(state, reason, now, this.inventoryFor(s)),
-      s.record.points.map((p) => ({
-        point: p.name,
-        node: p.node,
-        iface: p.iface,
-        state: p.state,
-        confirmed: p.confirmed,
-        packets: p.packets,
-        kernelDrops: p.kernelDrops,
-        queueDrops: p.queueDrops,
-        lost: p.lost,
-      })),
-    );
+    const analysis = s.finish(state, reason, now, this.inventoryFor(s));
     for (const p of armed) {
       if (p.agentId === null) continue;
       this.hub.send(p.agentId, { kind: 'stop', stop: { captureId: s.id, point: p.name } });
@@ -548,26 +546,15 @@ export class SessionManager {
       },
       command: reproduceCommand(s.record),
     };
-    try {
-      this.store.writeFinal(s.id, {
-        verdict: JSON.stringify({ state, reason, verdict: result.verdict }, null, 2) + '\n',
-        markdown: renderReportMarkdown(result, meta),
-        json: renderReportJson(result),
-      });
-      this.store.saveSession(s.record);
-    } catch (e) {
-      this.log.error(
-        { captureId: s.id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
-        'cannot write the report',
-      );
-    }
+    const final: FinalReport = { state, reason, result: analysis, meta };
+    this.finals.set(s.id, final);
+    this.writeReports(s, final, 'cannot write the report');
     this.log.info(
-      { captureId: s.id, state, code: result.verdict.layer },
+      { captureId: s.id, state, code: analysis.verdict.layer },
       `capture finished: ${reason}`,
     );
     this.emit(s);
-    if (this.conntrack && result.verdict.client !== null)
-      void this.attachConntrack(s, state, reason, result, meta);
+    if (this.conntrack && analysis.verdict.client !== null) void this.attachConntrack(s, final);
   }
 
   /**
@@ -575,38 +562,78 @@ export class SessionManager {
    * backend points list the flow's entries; the verdict and the report are rewritten with them.
    * Best effort: a failure is logged and the packet verdict stands as written.
    */
-  private async attachConntrack(
-    s: CaptureSession,
-    state: string,
-    reason: string,
-    result: AnalysisResult,
-    meta: ReportMeta,
-  ): Promise<void> {
+  private async attachConntrack(s: CaptureSession, final: FinalReport): Promise<void> {
     const { entries, errors } = await conntrackForCapture(
       this.requests,
       s.id,
       s.record.points,
-      result.verdict,
+      final.result.verdict,
     );
     if (this.closed) return;
     if (errors.length > 0)
       this.log.warn({ captureId: s.id, code: 'CONNTRACK_READ_FAILED' }, errors.join('; '));
-    const verdict = withConntrackEvidence(result.verdict, entries);
+    const verdict = withConntrackEvidence(final.result.verdict, entries);
     s.record.verdict = verdict;
-    const enriched = { ...result, verdict };
+    final.result = { ...final.result, verdict };
+    this.writeReports(s, final, 'cannot write the report with conntrack evidence');
+    this.emit(s);
+  }
+
+  /** Each point's capture as its agent last reported it (the report's capture health). */
+  private health(s: CaptureSession): CaptureHealth[] {
+    return s.record.points.map((p) => ({
+      point: p.name,
+      node: p.node,
+      iface: p.iface,
+      state: p.state,
+      confirmed: p.confirmed,
+      packets: p.packets,
+      kernelDrops: p.kernelDrops,
+      queueDrops: p.queueDrops,
+      lost: p.lost,
+    }));
+  }
+
+  /** (Re)writes verdict.json, report.md and report.json of a finished capture. */
+  private writeReports(s: CaptureSession, f: FinalReport, failure: string): void {
+    const result = withCaptureHealth(f.result, this.health(s));
     try {
       this.store.writeFinal(s.id, {
-        verdict: JSON.stringify({ state, reason, verdict }, null, 2) + '\n',
-        markdown: renderReportMarkdown(enriched, meta),
-        json: renderReportJson(enriched),
+        verdict:
+          JSON.stringify({ state: f.state, reason: f.reason, verdict: result.verdict }, null, 2) +
+          '\n',
+        markdown: renderReportMarkdown(result, f.meta),
+        json: renderReportJson(result),
       });
       this.store.saveSession(s.record);
     } catch (e) {
       this.log.error(
         { captureId: s.id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
-        'cannot write the report with conntrack evidence',
+        failure,
       );
     }
+  }
+
+  /**
+   * A status or lost count that arrives after the verdict (each agent's final counters come when
+   * its capture stops): the counts are applied and the report rewritten with them, so its capture
+   * health is the final one. Nothing else about the finished capture changes.
+   */
+  private lateCounts(s: CaptureSession, msg: AgentMessage): void {
+    const final = this.finals.get(s.id);
+    if (final === undefined || (msg.kind !== 'status' && msg.kind !== 'lost')) return;
+    const p = s.point(pointOf(msg));
+    if (p === undefined || p.agentId !== msg.agentId) return;
+    const before = `${p.packets}/${String(p.kernelDrops)}/${p.queueDrops}/${p.lost}`;
+    if (msg.kind === 'status') {
+      p.packets = Math.max(msg.status.packets, p.events);
+      p.kernelDrops = msg.status.kernelDrops;
+      p.queueDrops = msg.status.queueDrops;
+    } else {
+      p.lost += msg.lost.count;
+    }
+    if (`${p.packets}/${String(p.kernelDrops)}/${p.queueDrops}/${p.lost}` === before) return;
+    this.writeReports(s, final, 'cannot rewrite the report with the final counts');
     this.emit(s);
   }
 

@@ -310,6 +310,22 @@ void t.test(
       caveats?: string[];
     };
     t.equal(rj.caveats?.length, 1, 'one caution in the JSON report');
+    // The backend's final counters come when its capture stops, after the verdict: the report is
+    // rewritten with them (and a status from the wrong agent changes nothing).
+    await hub.deliver({
+      kind: 'status',
+      agentId: 'agent-vpn',
+      status: status(c.id, 'backend', 'stopped', { packets: 1, kernelDrops: 999 }),
+    });
+    await hub.deliver({
+      kind: 'status',
+      agentId: 'agent-backend',
+      status: status(c.id, 'backend', 'stopped', { packets: 5100, kernelDrops: 41 }),
+    });
+    const md2 = (await req('GET', `/v1/captures/${c.id}/report.md`)).body;
+    t.match(md2, /its capture lost 41 in the kernel/, 'the caution with the final count');
+    t.match(md2, /\| backend \| backend-node \| eth0 \| \w+ \| 5100 \| 41 \| 0 \| 0 \|/);
+    t.match(md2, /# hoptrace: dropped/, 'the verdict unchanged');
   },
 );
 
