@@ -302,9 +302,8 @@ export interface CaptureOptions {
 }
 
 export interface CaptureResult {
+  /** Every trial; the report derives the zero-loss rates from them (bench/report.ts). */
   trials: CaptureTrial[];
-  /** Highest zero-loss offered rate per tool (broad filter, ladder and repeats), pps. */
-  zeroLossPps: Record<CaptureTool, number>;
 }
 
 async function trial(
@@ -402,7 +401,6 @@ export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult>
 
     agent = new AgentChild(join(__dirname, 'agent-child.js'));
     const trials: CaptureTrial[] = [];
-    const zeroLossPps: Record<CaptureTool, number> = { tcpdump: 0, native: 0, cap: 0 };
     const tools: CaptureTool[] = ['tcpdump', 'native', 'cap'];
     const lossy = new Set<CaptureTool>();
     const show = (t: CaptureTrial): void => {
@@ -419,7 +417,6 @@ export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult>
         trials.push(t);
         show(t);
         if (t.loss > 0) lossy.add(tool);
-        else zeroLossPps[tool] = Math.max(zeroLossPps[tool], t.offered / t.elapsedS);
       }
     }
     // The highest rate again, tcpdump and native back to back: the CPU ratio's median and spread.
@@ -429,7 +426,6 @@ export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult>
         t.repeat = round;
         trials.push(t);
         show(t);
-        if (t.loss === 0) zeroLossPps[tool] = Math.max(zeroLossPps[tool], t.offered / t.elapsedS);
       }
     }
     // One flow under a full-speed flood: every trickle packet must arrive.
@@ -453,7 +449,7 @@ export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult>
     );
     trials.push(forced);
     show(forced);
-    return { trials, zeroLossPps };
+    return { trials };
   } finally {
     await agent?.close();
     await lab.destroy();

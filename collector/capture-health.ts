@@ -26,7 +26,9 @@ export interface CaptureHealth {
 }
 
 /** What the capture at one point lost (or why its counts mean nothing), as a phrase; null when none. */
-export function lossPhrase(h: CaptureHealth): string | null {
+export function lossPhrase(
+  h: Pick<CaptureHealth, 'confirmed' | 'state' | 'kernelDrops' | 'queueDrops' | 'lost'>,
+): string | null {
   if (!h.confirmed) return `never reported that it was capturing (state ${h.state})`;
   const parts: string[] = [];
   if (h.kernelDrops !== null && h.kernelDrops > 0) parts.push(`${h.kernelDrops} in the kernel`);

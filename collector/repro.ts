@@ -664,17 +664,7 @@ export class ReproManager {
     const lines: string[] = [];
     for (const [label, p] of points) {
       if (p.capturingAtMs === undefined) continue; // never ran: its counts mean nothing
-      const loss = lossPhrase({
-        point: p.name,
-        node: null,
-        iface: '',
-        state: p.state,
-        confirmed: true,
-        packets: p.packets,
-        kernelDrops: p.kernelDrops,
-        queueDrops: p.queueDrops,
-        lost: p.lost,
-      });
+      const loss = lossPhrase({ ...p, confirmed: true });
       if (loss !== null) lines.push(`capture ${label} ${loss}`);
     }
     if (lines.length === 0) return [];

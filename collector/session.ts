@@ -200,12 +200,26 @@ export class CaptureSession {
     this.touch(nowMs);
   }
 
+  /**
+   * The capture's counters from a status (packets, kernel and queue drops); also for a finished
+   * capture, whose agents send their final counters when they stop. True when any changed.
+   */
+  applyCounts(s: CaptureStatus): boolean {
+    const p = this.point(s.point);
+    if (!p) return false;
+    const packets = Math.max(s.packets, p.events);
+    const changed =
+      packets !== p.packets || s.kernelDrops !== p.kernelDrops || s.queueDrops !== p.queueDrops;
+    p.packets = packets;
+    p.kernelDrops = s.kernelDrops;
+    p.queueDrops = s.queueDrops;
+    return changed;
+  }
+
   applyStatus(s: CaptureStatus, nowMs: number): void {
     const p = this.point(s.point);
     if (!p) return;
-    p.packets = Math.max(s.packets, p.events);
-    p.kernelDrops = s.kernelDrops;
-    p.queueDrops = s.queueDrops;
+    this.applyCounts(s);
     if (s.netns !== '') p.netns = s.netns;
     if (s.netnsAddresses.length > 0) p.netnsAddresses = [...s.netnsAddresses];
     if (s.state === 'failed') {

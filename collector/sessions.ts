@@ -71,7 +71,6 @@ export interface PointView {
   error?: { code: string; message: string };
 }
 
-/** `GET /v1/captures/:id`. */
 /** A finished capture's analysis and report inputs; capture health is added at each write. */
 interface FinalReport {
   state: string;
@@ -80,6 +79,7 @@ interface FinalReport {
   meta: ReportMeta;
 }
 
+/** `GET /v1/captures/:id`. */
 export interface CaptureView {
   id: string;
   state: SessionState;
@@ -624,15 +624,14 @@ export class SessionManager {
     if (final === undefined || (msg.kind !== 'status' && msg.kind !== 'lost')) return;
     const p = s.point(pointOf(msg));
     if (p === undefined || p.agentId !== msg.agentId) return;
-    const before = `${p.packets}/${String(p.kernelDrops)}/${p.queueDrops}/${p.lost}`;
+    let changed: boolean;
     if (msg.kind === 'status') {
-      p.packets = Math.max(msg.status.packets, p.events);
-      p.kernelDrops = msg.status.kernelDrops;
-      p.queueDrops = msg.status.queueDrops;
+      changed = s.applyCounts(msg.status);
     } else {
       p.lost += msg.lost.count;
+      changed = msg.lost.count !== 0;
     }
-    if (`${p.packets}/${String(p.kernelDrops)}/${p.queueDrops}/${p.lost}` === before) return;
+    if (!changed) return;
     this.writeReports(s, final, 'cannot rewrite the report with the final counts');
     this.emit(s);
   }

@@ -395,6 +395,11 @@ static void on_flush_timer(uv_timer_t *t) { flush_pending((Capture *)t->data); }
 
 static void begin_gone(Capture *c, const char *msg);
 
+/* The capture's interface no longer exists (`any` never goes away). */
+static int iface_gone(const Capture *c) {
+  return strcmp(c->iface, "any") != 0 && if_nametoindex(c->iface) == 0;
+}
+
 /* Up to `rounds` pcap_dispatch calls; stops early when the ring is drained (fewer packets than
  * asked for). Without coalescing each call's packets are delivered as one batch. With it, records
  * accumulate until the batch is full or coalesce_ns have passed since the last frame; what is
@@ -415,8 +420,7 @@ static int64_t dispatch_rounds(Capture *c, int rounds) {
     if (n < 0) {
       /* Reading what is left after the interface went away: the ring is empty. */
       if (c->going) break;
-      int gone = strcmp(c->iface, "any") != 0 && if_nametoindex(c->iface) == 0;
-      if (gone) begin_gone(c, pcap_geterr(c->p));
+      if (iface_gone(c)) begin_gone(c, pcap_geterr(c->p));
       else report_error(c, "READ_ERROR", pcap_geterr(c->p));
       return -1;
     }
@@ -448,9 +452,8 @@ static void on_poll_error(Capture *c, int status) {
   socklen_t len = sizeof err;
   int fd = pcap_get_selectable_fd(c->p);
   if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = 0;
-  int gone = strcmp(c->iface, "any") != 0 && if_nametoindex(c->iface) == 0;
   char msg[256];
-  if (gone) {
+  if (iface_gone(c)) {
     snprintf(msg, sizeof msg, "interface %s disappeared (%s)", c->iface,
              err != 0 ? strerror(err) : uv_strerror(status));
     begin_gone(c, msg);
@@ -738,7 +741,8 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
   if (nano) nano = pcap_get_tstamp_precision(p) == PCAP_TSTAMP_PRECISION_NANO;
   /* `any`: Linux cooked v2 (libpcap ≥ 1.10) rather than v1, the default: its header names the
    * interface (ifindex), which the filter below needs. Left at v1 when libpcap cannot. */
-  if (strcmp(iface, "any") == 0) (void)pcap_set_datalink(p, DLT_LINUX_SLL2);
+  int any = strcmp(iface, "any") == 0;
+  if (any) (void)pcap_set_datalink(p, DLT_LINUX_SLL2);
 
   struct bpf_program prog;
   if (pcap_compile(p, &prog, filter, 1, PCAP_NETMASK_UNKNOWN) != 0) {
@@ -753,7 +757,7 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
    * out (and out of its counters): (filter) and not (outbound and ifindex <lo>). LINUX_SLL cannot
    * say ifindex; the user's filter then stays as it is. */
   unsigned lo = if_nametoindex("lo");
-  if (strcmp(iface, "any") == 0 && pcap_datalink(p) == DLT_LINUX_SLL2 && lo != 0) {
+  if (any && pcap_datalink(p) == DLT_LINUX_SLL2 && lo != 0) {
     char both[sizeof filter + 64];
     int n = filter[0] != 0
                 ? snprintf(both, sizeof both, "(%s) and not (outbound and ifindex %u)", filter, lo)
