@@ -2,7 +2,11 @@
  * File replay: the same PacketEvents a live agent sends, produced from a pcap/pcapng file.
  */
 import type { PacketEvent } from '../common/event';
-import { openCaptureFile } from './capture/pcap-file';
+import {
+  openCaptureFile,
+  type CaptureFileReader,
+  type CaptureFileStats,
+} from './capture/pcap-file';
 import { openSummaryPcap, summaryEvents } from './capture/summary-file';
 import { decodeFrame, type DecodeOptions } from './decode/frame';
 import { toPacketEvent } from './event';
@@ -14,17 +18,23 @@ export interface ReplayContext {
   iface?: string;
 }
 
-/** Reads `path`, decodes every frame and yields one PacketEvent per frame. Throws HoptraceError (FILE_*). */
+/**
+ * Reads `path`, decodes every frame and yields one PacketEvent per frame. Throws HoptraceError
+ * (FILE_*). `onEnd` gets the file's format and what it recorded about its capture once every frame
+ * has been read.
+ */
 export function* replayCaptureFile(
   path: string,
   ctx: ReplayContext,
   opts?: DecodeOptions,
+  onEnd?: (format: CaptureFileReader['format'], stats: CaptureFileStats) => void,
 ): Generator<PacketEvent> {
   const reader = openCaptureFile(path);
   const evCtx = { point: ctx.point, node: ctx.node, iface: ctx.iface ?? 'file' };
   for (const f of reader.frames()) {
     yield toPacketEvent(f, decodeFrame(f.linktype, f.data, opts), evCtx);
   }
+  onEnd?.(reader.format, reader.stats());
 }
 
 /**

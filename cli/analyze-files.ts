@@ -9,6 +9,7 @@ import { PF, R, SF, SUMMARY_BYTES, markerOf, summaryEvent } from '../agent/captu
 import { openSummaryPcap, SUMMARY_WORDS, type SummaryBlock } from '../agent/capture/summary-file';
 import type { EventContext } from '../agent/event';
 import { formatIPv4, formatIPv6 } from '../agent/decode/address';
+import type { CaptureFileStats } from '../agent/capture/pcap-file';
 import { replayCaptureFile } from '../agent/replay';
 import {
   analyzeEventStreams,
@@ -25,6 +26,7 @@ import {
   type SelectPass,
   type SelectionCursor,
 } from '../collector/analyze';
+import { withCaptureHealth, type CaptureHealth } from '../collector/capture-health';
 import { isUsefulEvent } from '../collector/session';
 import type { PacketEvent } from '../common/event';
 import type { Inventory } from '../common/inventory';
@@ -46,8 +48,12 @@ export interface AnalyzeFilesInput {
   selector: RequestSelector;
 }
 
-function* usefulEvents(file: string, point: string): Generator<PacketEvent> {
-  for (const ev of replayCaptureFile(file, { point, node: '', iface: 'file' })) {
+function* usefulEvents(
+  file: string,
+  point: string,
+  onEnd: (format: 'pcap' | 'pcapng', stats: CaptureFileStats) => void,
+): Generator<PacketEvent> {
+  for (const ev of replayCaptureFile(file, { point, node: '', iface: 'file' }, undefined, onEnd)) {
     if (isUsefulEvent(ev)) yield ev;
   }
 }
@@ -503,6 +509,8 @@ class LaterScan extends Scan {
 class FilePointStream implements PointStream {
   private count = 0;
   private readonly ctx: EventContext;
+  /** What the file recorded about its capture, from the last pass that read it to the end. */
+  private read: { format: 'pcap' | 'pcapng'; stats: CaptureFileStats } | null = null;
   /** Pass 2 at the first point, answered by pass 1 (see SelectScan). */
   private early: {
     syn: PacketEvent;
@@ -514,11 +522,30 @@ class FilePointStream implements PointStream {
   constructor(
     readonly name: string,
     private readonly file: string,
+    /** false: the JS reader + decoder for every frame, even for a classic pcap file. */
+    private readonly fast: boolean,
   ) {
     this.ctx = { point: name, node: '', iface: 'file' };
   }
 
   readonly capturedEvents = (): number => this.count;
+
+  /** The file as a capture (capture-health.ts); null when no pass read it to the end. */
+  health(): CaptureHealth | null {
+    if (this.read === null) return null;
+    return {
+      point: this.name,
+      node: null,
+      iface: this.file,
+      state: 'read',
+      confirmed: true,
+      packets: this.read.stats.frames,
+      kernelDrops: this.read.stats.dropped,
+      queueDrops: 0,
+      lost: 0,
+      file: this.read.format,
+    };
+  }
 
   readonly events = (plan: PassPlan): Iterable<PacketEvent> => this.pass(plan);
 
@@ -536,9 +563,12 @@ class FilePointStream implements PointStream {
       yield* early.events;
       return;
     }
-    const reader = openSummaryPcap(this.file);
+    const reader = this.fast ? openSummaryPcap(this.file) : null;
     if (reader === null) {
-      for (const ev of usefulEvents(this.file, this.name)) {
+      const onEnd = (format: 'pcap' | 'pcapng', stats: CaptureFileStats): void => {
+        this.read = { format, stats };
+      };
+      for (const ev of usefulEvents(this.file, this.name, onEnd)) {
         this.count++;
         yield ev;
       }
@@ -566,6 +596,7 @@ class FilePointStream implements PointStream {
         }
       }
       yield* scan.finish();
+      this.read = { format: 'pcap', stats: reader.stats() };
     } finally {
       reader.close();
     }
@@ -587,13 +618,17 @@ export function analyzeFiles(
   input: AnalyzeFilesInput,
   opts: { fast?: boolean } = {},
 ): AnalysisResult {
-  return analyzeEventStreams({
-    points: input.points.map(({ name, file }) =>
-      opts.fast === false
-        ? { name, events: () => usefulEvents(file, name) }
-        : new FilePointStream(name, file),
-    ),
+  const streams = input.points.map(
+    ({ name, file }) => new FilePointStream(name, file, opts.fast !== false),
+  );
+  const result = analyzeEventStreams({
+    points: streams,
     inventory: input.inventory,
     selector: input.selector,
   });
+  // What each file recorded about its own capture (drop counts: pcapng statistics blocks), and
+  // the cautions it gives rise to. A file no pass read to the end (the analysis stopped before
+  // it) has nothing to say.
+  const health = streams.map((s) => s.health()).filter((h) => h !== null);
+  return withCaptureHealth(result, health);
 }

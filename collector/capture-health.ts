@@ -2,12 +2,16 @@
  * What the captures themselves missed, next to the verdict. A packet absent at a point proves
  * something only if that point's capture saw everything: when it lost packets (kernel ring full,
  * agent queue full, events lost on the way) or cannot count its drops at all (the `cap`
- * fallback), a missing request or reply may be one of them, and the report must say so. Pure:
- * the analysis and the agents' last statuses in, sentences out.
+ * fallback; a classic pcap file), a missing request or reply may be one of them, and the report
+ * must say so. Pure: the analysis and the agents' last statuses (or what the capture files
+ * recorded) in, sentences out.
  */
 import type { AnalysisResult, PointSummary } from './analyze';
 
-/** One point's capture as its agent last reported it (a live session's point record). */
+/**
+ * One point's capture as its agent last reported it (a live session's point record), or as its
+ * capture file recorded it (`hoptrace analyze`: `file` set, `iface` the file's path).
+ */
 export interface CaptureHealth {
   point: string;
   node: string | null;
@@ -23,13 +27,19 @@ export interface CaptureHealth {
   queueDrops: number;
   /** Events the agent reported lost on the way to the collector (spool full). */
   lost: number;
+  /**
+   * A capture file's format: kernelDrops is then what the file recorded (pcapng Interface
+   * Statistics Blocks; classic pcap records none) and packets its frames.
+   */
+  file?: 'pcap' | 'pcapng';
 }
 
 /** What the capture at one point lost (or why its counts mean nothing), as a phrase; null when none. */
 export function lossPhrase(
-  h: Pick<CaptureHealth, 'confirmed' | 'state' | 'kernelDrops' | 'queueDrops' | 'lost'>,
+  h: Pick<CaptureHealth, 'confirmed' | 'state' | 'kernelDrops' | 'queueDrops' | 'lost' | 'file'>,
 ): string | null {
   if (!h.confirmed) return `never reported that it was capturing (state ${h.state})`;
+  if (h.file !== undefined) return fileLossPhrase(h.file, h.kernelDrops);
   const parts: string[] = [];
   if (h.kernelDrops !== null && h.kernelDrops > 0) parts.push(`${h.kernelDrops} in the kernel`);
   if (h.queueDrops > 0) parts.push(`${h.queueDrops} in the agent`);
@@ -39,11 +49,20 @@ export function lossPhrase(
   return null;
 }
 
+function fileLossPhrase(format: 'pcap' | 'pcapng', dropped: number | null): string | null {
+  if (dropped !== null) return dropped > 0 ? `recorded ${dropped} packets dropped` : null;
+  return format === 'pcap'
+    ? 'is a classic pcap file, which records no drop counts (tcpdump prints "packets dropped by ' +
+        'kernel" when it stops)'
+    : 'records no drop counts (no Interface Statistics Block with isb_ifdrop/isb_osdrop; dumpcap ' +
+        'and tshark write one when they stop)';
+}
+
 /**
  * Cautions for the reader: each point that did not see the request, or saw it but not the reply
  * although the backend saw the request, while its capture lost packets, cannot count them, or never
  * confirmed it ran.
- * Points without a status are skipped (a file analysis has none).
+ * Points without a status (a file no pass read to the end) are skipped.
  */
 export function healthCaveats(points: PointSummary[], health: CaptureHealth[]): string[] {
   const out: string[] = [];

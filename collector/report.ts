@@ -103,9 +103,35 @@ function pointRow(p: PointSummary): string {
     .join(' | ')} |`;
 }
 
-/** What each point's capture delivered and lost (live sessions; nothing for files). */
+/** What each point's capture file recorded about the capture (`hoptrace analyze`). */
+function fileHealthSection(health: CaptureHealth[]): string[] {
+  const out = ['## Capture health', ''];
+  out.push(
+    'What each capture file recorded about its own capture: pcapng files written by dumpcap or ' +
+      'tshark end with Interface Statistics Blocks (drops by the interface and the OS); classic ' +
+      'pcap files (tcpdump -w) record none — tcpdump prints its drops when it stops.',
+    '',
+  );
+  out.push('| point | file | format | frames | dropped (recorded) |');
+  out.push('| --- | --- | --- | --- | --- |');
+  for (const h of health) {
+    const row = [
+      h.point,
+      h.iface,
+      h.file ?? '?',
+      String(h.packets),
+      h.kernelDrops === null ? 'not recorded' : String(h.kernelDrops),
+    ];
+    out.push(`| ${row.map(cell).join(' | ')} |`);
+  }
+  out.push('');
+  return out;
+}
+
+/** What each point's capture delivered and lost: agents' statuses, or capture files. */
 function healthSection(health: CaptureHealth[] | undefined): string[] {
   if (health === undefined || health.length === 0) return [];
+  if (health.every((h) => h.file !== undefined)) return fileHealthSection(health);
   const out = ['## Capture health', ''];
   out.push(
     "From each agent's latest status (every second while capturing; the report is rewritten " +

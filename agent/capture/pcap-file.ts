@@ -28,11 +28,31 @@ export interface CaptureFrame {
   data: Uint8Array;
 }
 
+/**
+ * What a capture file says about its own capture. Classic pcap records nothing; pcapng writers
+ * that know (dumpcap, tshark) end each interface with an Interface Statistics Block whose counters
+ * run from the start of the capture.
+ */
+export interface CaptureFileStats {
+  /** Frames read so far (every frame once frames() has finished). */
+  frames: number;
+  /** Interface Statistics Blocks read so far. */
+  statsBlocks: number;
+  /**
+   * Packets the capture lost, as the file recorded them: isb_ifdrop + isb_osdrop of each
+   * interface's last statistics block, summed over interfaces and sections; null when no block
+   * carried either (a classic pcap file, or a pcapng writer that does not count).
+   */
+  dropped: number | null;
+}
+
 export interface CaptureFileReader {
   readonly format: 'pcap' | 'pcapng';
   readonly path: string;
   /** Frames in file order; throws HoptraceError (FILE_*) when the file turns out malformed. */
   frames(): Generator<CaptureFrame, void, undefined>;
+  /** What the file recorded about its capture, from what has been read (all of it after frames()). */
+  stats(): CaptureFileStats;
   /** Releases the file (also done when `frames()` finishes or is abandoned with return()). */
   close(): void;
 }
@@ -85,6 +105,8 @@ export function openCaptureFile(path: string, opts: OpenCaptureOptions = {}): Ca
 
 abstract class BaseReader {
   private closed = false;
+  /** Frames yielded so far. */
+  protected framesRead = 0;
   constructor(
     readonly path: string,
     private readonly fd: number,
@@ -106,6 +128,10 @@ abstract class BaseReader {
     } finally {
       this.close();
     }
+  }
+
+  stats(): CaptureFileStats {
+    return { frames: this.framesRead, statsBlocks: 0, dropped: null };
   }
 
   protected abstract read(): Generator<CaptureFrame, void, undefined>;
@@ -199,6 +225,7 @@ class PcapReader extends BaseReader {
           HINT_CUT,
         );
       }
+      this.framesRead = index;
       yield {
         index,
         linktype: this.linktype,
@@ -225,8 +252,12 @@ const BT_SHB = 0x0a0d0d0a;
 const BT_IDB = 1;
 const BT_PB = 2;
 const BT_SPB = 3;
+const BT_ISB = 5;
 const BT_EPB = 6;
 const BOM = 0x1a2b3c4d;
+/** ISB options (pcapng §4.6): packets dropped by the interface, by the OS (u64 each). */
+const ISB_IFDROP = 5;
+const ISB_OSDROP = 7;
 
 /** if_tsresol (pcapng §4.2): high bit clear = 10^-n s, set = 2^-n s. Default 10^-6. */
 function resolution(v: number): { mul: bigint; div: bigint } {
@@ -241,11 +272,19 @@ function resolution(v: number): { mul: bigint; div: bigint } {
  * IDB: link type (16) | reserved (16) | snaplen | options (if_name 2, if_tsresol 9).
  * EPB: interface id | ts high | ts low | caplen | orig len | data (padded) | options.
  * SPB: orig len | data.  Option: code (16) | length (16) | value padded to 32 bits; code 0 ends.
+ * ISB: interface id | ts high | ts low | options (isb_ifdrop 5, isb_osdrop 7: u64 counters since
+ *      the capture started, so the last block of an interface holds its totals).
  */
 class PcapngReader extends BaseReader {
   readonly format = 'pcapng' as const;
   private le = true;
   private ifaces: Interface[] = [];
+  private statsBlocks = 0;
+  /** This section's drops by interface id, from its latest statistics block that had any. */
+  private sectionDrops = new Map<number, number>();
+  /** Drops of the sections before this one. */
+  private earlierDrops = 0;
+  private droppedKnown = false;
 
   constructor(
     path: string,
@@ -284,11 +323,15 @@ class PcapngReader extends BaseReader {
     return len;
   }
 
-  /** Walks options in [from, to) of the loaded block, calling `each` with (code, value offset, length). */
+  /**
+   * Walks options in [from, to) of the loaded block, calling `each` with (code, value offset,
+   * length). An option that runs past the block is an error, or with `lenient` the end.
+   */
   private options(
     from: number,
     to: number,
     each: (code: number, at: number, len: number) => void,
+    lenient = false,
   ): void {
     const r = this.r;
     let o = from;
@@ -296,7 +339,10 @@ class PcapngReader extends BaseReader {
       const code = r.u16(o, this.le);
       const len = r.u16(o + 2, this.le);
       if (code === 0) return;
-      if (o + 4 + len > to) this.bad(`option ${code} of length ${len} runs past its block`);
+      if (o + 4 + len > to) {
+        if (lenient) return;
+        this.bad(`option ${code} of length ${len} runs past its block`);
+      }
       each(code, o + 4, len);
       o += 4 + ((len + 3) & ~3);
     }
@@ -327,6 +373,9 @@ class PcapngReader extends BaseReader {
     }
     this.options(24, len - 4, () => undefined);
     this.ifaces = [];
+    // A new section numbers its interfaces afresh: keep what the last one counted.
+    for (const n of this.sectionDrops.values()) this.earlierDrops += n;
+    this.sectionDrops.clear();
     r.skip(len);
   }
 
@@ -346,6 +395,44 @@ class PcapngReader extends BaseReader {
       else if (code === 9 && olen >= 1) Object.assign(iface, resolution(r.u8(at)));
     });
     this.ifaces.push(iface);
+  }
+
+  /**
+   * An Interface Statistics Block. libpcap skips these, so a block too short to hold its header
+   * is ignored and options stop at the first that runs past the block, rather than refusing a
+   * file tcpdump opens; the block's length fields still have to be sound (loadBlock).
+   */
+  private readISB(len: number): void {
+    if (len < 24) return;
+    const r = this.r;
+    const id = r.u32(8, this.le);
+    const drops = { sum: 0, counted: false };
+    this.options(
+      20,
+      len - 4,
+      (code, at, olen) => {
+        if ((code !== ISB_IFDROP && code !== ISB_OSDROP) || olen !== 8) return;
+        const hi = r.u32(this.le ? at + 4 : at, this.le);
+        const lo = r.u32(this.le ? at : at + 4, this.le);
+        drops.sum += hi * 2 ** 32 + lo;
+        drops.counted = true;
+      },
+      true,
+    );
+    this.statsBlocks++;
+    if (!drops.counted) return;
+    this.sectionDrops.set(id, drops.sum);
+    this.droppedKnown = true;
+  }
+
+  override stats(): CaptureFileStats {
+    let dropped = this.earlierDrops;
+    for (const n of this.sectionDrops.values()) dropped += n;
+    return {
+      frames: this.framesRead,
+      statsBlocks: this.statsBlocks,
+      dropped: this.droppedKnown ? dropped : null,
+    };
   }
 
   private iface(id: number): Interface {
@@ -406,6 +493,7 @@ class PcapngReader extends BaseReader {
         const caplen = r.u32(20, this.le);
         const wireLength = r.u32(24, this.le);
         if (28 + caplen > len - 4) this.bad(`captured length ${caplen} runs past its block`);
+        this.framesRead = index;
         yield this.frame(index++, i, ts, caplen, wireLength, 28);
       } else if (type === BT_SPB) {
         if (len < 16) this.bad(`simple packet block too short (${len})`);
@@ -413,9 +501,12 @@ class PcapngReader extends BaseReader {
         const wireLength = r.u32(8, this.le);
         let caplen = Math.min(wireLength, len - 16);
         if (i.snaplen > 0) caplen = Math.min(caplen, i.snaplen);
+        this.framesRead = index;
         yield this.frame(index++, i, 0n, caplen, wireLength, 12);
+      } else if (type === BT_ISB) {
+        this.readISB(len);
       }
-      // Other blocks (name resolution, statistics, custom, ...) carry nothing we need.
+      // Other blocks (name resolution, decryption secrets, custom, ...) carry nothing we need.
       r.skip(len);
     }
   }

@@ -17,7 +17,7 @@ import type { PacketEvent } from '../../common/event';
 import type { DecodeOptions } from '../decode/frame';
 import type { EventContext } from '../event';
 import { loadNativeAddon, type PcapBatchAddon } from './native-loader';
-import { openCaptureFile } from './pcap-file';
+import { openCaptureFile, type CaptureFileStats } from './pcap-file';
 import {
   SUMMARY_BYTES,
   SUMMARY_LAYOUT,
@@ -94,6 +94,11 @@ export class SummaryPcapReader {
       src: this.buf,
       firstFrame: 1,
     };
+  }
+
+  /** What the file recorded about its capture: a classic pcap file records no drop counts. */
+  stats(): CaptureFileStats {
+    return { frames: this.frame - 1, statsBlocks: 0, dropped: null };
   }
 
   /** The next block of frames in file order; null at the end of the file. Throws HoptraceError. */

@@ -19,6 +19,8 @@ import { openSummaryPcap } from '../../agent/capture/summary-file';
 import { analyzeFiles, type PointFile, type RequestSelector } from '../../cli/analyze';
 import type { Inventory } from '../../common/inventory';
 import { readInventoryFile } from '../../common/inventory-file';
+import { renderReportMarkdown, renderVerdictText } from '../../collector/report';
+import { epb, idb, isb, shb } from './pcapng-writer';
 
 const load = loadNativeAddon();
 if (!load.ok) {
@@ -176,6 +178,15 @@ function writePcap(path: string, pkts: Pkt[], micro = false): string {
     r.writeUInt32LE(p.data.length, 12);
     parts.push(r, p.data.subarray(0, caplen));
   }
+  writeFileSync(path, Buffer.concat(parts));
+  return path;
+}
+
+/** The same frames as a little-endian pcapng file (ns resolution), ending with `stats` when given. */
+function writePcapng(path: string, pkts: Pkt[], stats: Parameters<typeof isb>[2] | null): string {
+  const parts = [shb(true), idb(true, 1, 'eth0', 9)];
+  for (const p of pkts) parts.push(epb(true, 0, p.ts, p.data.subarray(0, p.caplen), p.data.length));
+  if (stats !== null) parts.push(isb(true, 0, stats));
   writeFileSync(path, Buffer.concat(parts));
   return path;
 }
@@ -344,6 +355,83 @@ void t.test('proxy: a new connection buffered until its data segment decides', (
     ]);
     agree(t, `proxy ${v.name} (µs)`, us, { client: CLIENT });
   }
+  t.end();
+});
+
+void t.test('capture health: what each file recorded about its capture, and the cautions', (t) => {
+  // The request reaches the VPN pod's egress but not the backend, whose capture saw only noise.
+  const decapPkts = byTime([...noise(10, T0 - 2n * S, 97n * MS), ...exchange(REQ_ENDS, T0)]);
+  const egressPkts = exchange(NAT_ENDS, T0 + 50n * US);
+  const backendPkts = byTime(noise(12, T0 - 1n * S, 91n * MS, 23000));
+  const decap = file('health-decap', decapPkts);
+  const egress = file('health-egress', egressPkts);
+  const backends = {
+    pcap: file('health-backend', backendPkts),
+    dropped: writePcapng(join(dir, 'health-dropped.pcapng'), backendPkts, {
+      ifrecv: 200n,
+      ifdrop: 30n,
+      osdrop: 7n,
+    }),
+    none: writePcapng(join(dir, 'health-none.pcapng'), backendPkts, { ifrecv: 96n, ifdrop: 0n }),
+    silent: writePcapng(join(dir, 'health-silent.pcapng'), backendPkts, null),
+  };
+  const analyze = (backend: string, fast: boolean): ReturnType<typeof analyzeFiles> =>
+    analyzeFiles(
+      { points: at([decap, egress, backend]), inventory: EMPTY, selector: { client: CLIENT } },
+      { fast },
+    );
+  const caution = {
+    pcap: /^backend did not see the request, and its capture is a classic pcap file, which records no drop counts .*: the request may be among them/,
+    dropped:
+      /^backend did not see the request, and its capture recorded 37 packets dropped: the request may be among them/,
+    none: null,
+    silent:
+      /^backend did not see the request, and its capture records no drop counts \(no Interface Statistics Block/,
+  };
+  for (const [kind, backend] of Object.entries(backends) as [keyof typeof backends, string][]) {
+    agree(t, `health ${kind}`, at([decap, egress, backend]), { client: CLIENT });
+    const r = analyze(backend, true);
+    t.equal(r.verdict.layer, 'dropped', `${kind}: the backend did not see the request`);
+    t.same(
+      r.captureHealth?.map((h) => [h.point, h.iface, h.file, h.packets, h.kernelDrops]),
+      [
+        ['decap', decap, 'pcap', decapPkts.length, null],
+        ['egress', egress, 'pcap', egressPkts.length, null],
+        [
+          'backend',
+          backend,
+          kind === 'pcap' ? 'pcap' : 'pcapng',
+          backendPkts.length,
+          { pcap: null, dropped: 37, none: 0, silent: null }[kind],
+        ],
+      ],
+      `${kind}: each file's frames and recorded drops`,
+    );
+    // Only the point that missed the request is cautioned about: decap and egress saw it.
+    const want = caution[kind];
+    if (want === null) t.same(r.caveats, [], `${kind}: no drops recorded, no caution`);
+    else {
+      t.equal(r.caveats?.length, 1, `${kind}: one caution`);
+      t.match(r.caveats?.[0], want, `${kind}: the caution says why`);
+      t.match(renderVerdictText(r), `  caution: ${r.caveats?.[0] ?? ''}`);
+    }
+    const md = renderReportMarkdown(r, { generatedAt: 'now', inputs: [] });
+    t.match(
+      md,
+      '| point | file | format | frames | dropped (recorded) |',
+      `${kind}: Markdown table`,
+    );
+    t.match(
+      md,
+      `| backend | ${backend} | ${kind === 'pcap' ? 'pcap' : 'pcapng'} | ${backendPkts.length} | ${
+        { pcap: 'not recorded', dropped: '37', none: '0', silent: 'not recorded' }[kind]
+      } |`,
+    );
+  }
+  // A request seen everywhere gives no caution, even from files that record no drops.
+  const seen = analyze(file('health-backend-seen', exchange(NAT_ENDS, T0 + 90n * US)), true);
+  t.equal(seen.verdict.layer, 'vpn-pod');
+  t.same(seen.caveats, []);
   t.end();
 });
 

@@ -1,7 +1,8 @@
 /**
  * pcap / pcapng readers on small synthetic files written into a temp dir: both magics and byte
  * orders, pcapng interfaces with different link types and if_tsresol, records crossing the read
- * buffer's chunk boundary, and the refusals (each with its FILE_* code).
+ * buffer's chunk boundary, the refusals (each with its FILE_* code), and the drop counts pcapng
+ * Interface Statistics Blocks carry.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +14,7 @@ import {
   type CaptureFrame,
   type OpenCaptureOptions,
 } from '../../agent/capture/pcap-file';
+import { block, END, epb, idb, isb, option, shb, spb, u16, u32, u64 } from './pcapng-writer';
 
 const dir = mkdtempSync(join(tmpdir(), 'hoptrace-pcap-'));
 t.teardown(() => {
@@ -39,6 +41,13 @@ function readAll(
   return out;
 }
 
+/** Reads every frame (the statistics blocks are usually last). */
+function drain(r: { frames: () => Iterable<unknown> }): number {
+  let n = 0;
+  for (const f of r.frames()) if (f !== undefined) n++;
+  return n;
+}
+
 function codeOf(fn: () => unknown): string {
   try {
     fn();
@@ -47,19 +56,6 @@ function codeOf(fn: () => unknown): string {
   }
   return 'no error';
 }
-
-const u16 = (v: number, le: boolean): Buffer => {
-  const b = Buffer.alloc(2);
-  if (le) b.writeUInt16LE(v);
-  else b.writeUInt16BE(v);
-  return b;
-};
-const u32 = (v: number, le: boolean): Buffer => {
-  const b = Buffer.alloc(4);
-  if (le) b.writeUInt32LE(v >>> 0);
-  else b.writeUInt32BE(v >>> 0);
-  return b;
-};
 
 interface Rec {
   sec: number;
@@ -202,59 +198,6 @@ void t.test('pcap refusals and edge cases', (t) => {
   t.end();
 });
 
-// pcapng writer --------------------------------------------------------------------------------
-
-function pad4(b: Buffer): Buffer {
-  return Buffer.concat([b, Buffer.alloc((4 - (b.length % 4)) % 4)]);
-}
-
-function block(type: number, body: Buffer, le: boolean): Buffer {
-  const len = 12 + body.length;
-  return Buffer.concat([u32(type, le), u32(len, le), body, u32(len, le)]);
-}
-
-function option(code: number, value: Buffer, le: boolean): Buffer {
-  return Buffer.concat([u16(code, le), u16(value.length, le), pad4(value)]);
-}
-
-const END = (le: boolean): Buffer => Buffer.concat([u16(0, le), u16(0, le)]);
-
-function shb(le: boolean): Buffer {
-  const body = Buffer.concat([
-    u32(0x1a2b3c4d, le),
-    u16(1, le),
-    u16(0, le),
-    Buffer.alloc(8, 0xff),
-    option(4, Buffer.from('hoptrace test'), le),
-    END(le),
-  ]);
-  return block(0x0a0d0d0a, body, le);
-}
-
-function idb(le: boolean, linktype: number, name: string | null, tsresol: number | null): Buffer {
-  const opts: Buffer[] = [];
-  if (name !== null) opts.push(option(2, Buffer.from(name), le));
-  if (tsresol !== null) opts.push(option(9, Buffer.from([tsresol]), le));
-  if (opts.length > 0) opts.push(END(le));
-  return block(1, Buffer.concat([u16(linktype, le), u16(0, le), u32(262144, le), ...opts]), le);
-}
-
-function epb(le: boolean, iface: number, ts: bigint, data: Buffer, wire?: number): Buffer {
-  const body = Buffer.concat([
-    u32(iface, le),
-    u32(Number(ts >> 32n), le),
-    u32(Number(ts & 0xffffffffn), le),
-    u32(data.length, le),
-    u32(wire ?? data.length, le),
-    pad4(data),
-  ]);
-  return block(6, body, le);
-}
-
-function spb(le: boolean, data: Buffer): Buffer {
-  return block(3, Buffer.concat([u32(data.length, le), pad4(data)]), le);
-}
-
 for (const le of [true, false]) {
   void t.test(
     `pcapng ${le ? 'little' : 'big'}-endian: two IDBs, if_name, if_tsresol, EPB, SPB, skipped blocks`,
@@ -267,7 +210,7 @@ for (const le of [true, false]) {
         epb(le, 1, 3n * 1024n + 512n, DATA_A, 40),
         epb(le, 0, 1_700_000_000_123_456_789n, DATA_B),
         spb(le, DATA_A),
-        block(5, Buffer.alloc(16), le), // interface statistics: skipped
+        block(5, Buffer.alloc(16), le), // interface statistics without counters
       ]);
       const p = write(file);
       const r = openCaptureFile(p);
@@ -304,6 +247,105 @@ void t.test('pcapng default resolution is microseconds; header-only file has zer
   const p = write(Buffer.concat([shb(true), idb(true, 1, null, null), epb(true, 0, 5n, DATA_A)]));
   t.equal(readAll(p)[0]?.tsNs, 5000n);
   t.equal(readAll(write(shb(true))).length, 0);
+  t.end();
+});
+
+for (const le of [true, false]) {
+  void t.test(
+    `pcapng ${le ? 'little' : 'big'}-endian: drops from Interface Statistics Blocks`,
+    (t) => {
+      const file = Buffer.concat([
+        shb(le),
+        idb(le, 1, 'eth0', null),
+        idb(le, 1, 'eth1', null),
+        epb(le, 0, 1n, DATA_A),
+        isb(le, 0, { ifrecv: 10n, ifdrop: 5n }), // superseded by interface 0's next block
+        epb(le, 1, 2n, DATA_A),
+        isb(le, 1, { ifrecv: 3n }), // counts, but no drops
+        isb(le, 0, { ifrecv: 20n, ifdrop: 7n, osdrop: 2n ** 32n + 3n }), // both kinds, high word set
+        // A new section numbers its interfaces afresh: its interface 0 is another interface.
+        shb(le),
+        idb(le, 1, 'eth2', null),
+        epb(le, 0, 3n, DATA_A),
+        isb(le, 0, { ifdrop: 4n }),
+      ]);
+      const p = write(file);
+      const r = openCaptureFile(p);
+      t.same(r.stats(), { frames: 0, statsBlocks: 0, dropped: null }, 'nothing read yet');
+      const it = r.frames();
+      it.next();
+      t.same(r.stats(), { frames: 1, statsBlocks: 0, dropped: null }, 'after the first frame');
+      for (let x = it.next(); x.done !== true; x = it.next());
+      t.same(r.stats(), { frames: 3, statsBlocks: 4, dropped: 7 + 2 ** 32 + 3 + 4 });
+      for (const chunkSize of [64, 77]) {
+        const c = openCaptureFile(p, { chunkSize });
+        drain(c);
+        t.same(c.stats(), r.stats(), `chunk ${chunkSize}`);
+      }
+      t.end();
+    },
+  );
+}
+
+void t.test('pcapng: statistics blocks without drop counts, and sloppy ones, are no error', (t) => {
+  const counted = (parts: Buffer[]): ReturnType<ReturnType<typeof openCaptureFile>['stats']> => {
+    const r = openCaptureFile(
+      write(Buffer.concat([shb(true), idb(true, 1, null, null), ...parts])),
+    );
+    drain(r);
+    return r.stats();
+  };
+  t.same(counted([epb(true, 0, 1n, DATA_A)]), { frames: 1, statsBlocks: 0, dropped: null });
+  t.same(counted([isb(true, 0, { ifrecv: 9n })]), { frames: 0, statsBlocks: 1, dropped: null });
+  t.same(counted([isb(true, 0, { ifdrop: 0n })]), { frames: 0, statsBlocks: 1, dropped: 0 });
+  // libpcap skips statistics blocks: a file tcpdump opens is not refused for one.
+  const short = block(5, Buffer.alloc(8), true); // no room for its timestamp
+  t.same(counted([short, epb(true, 0, 1n, DATA_A)]), {
+    frames: 1,
+    statsBlocks: 0,
+    dropped: null,
+  });
+  const wrongLength = block(
+    5,
+    Buffer.concat([u32(0, true), u32(0, true), u32(0, true), option(5, u32(9, true), true)]),
+    true,
+  ); // isb_ifdrop of 4 bytes, not 8: skipped
+  t.same(counted([wrongLength]), { frames: 0, statsBlocks: 1, dropped: null });
+  const overrun = block(
+    5,
+    Buffer.concat([
+      u32(0, true),
+      u32(0, true),
+      u32(0, true),
+      option(5, u64(6n, true), true),
+      u16(7, true),
+      u16(200, true), // isb_osdrop claiming 200 bytes: past the block, the walk stops there
+      END(true),
+    ]),
+    true,
+  );
+  t.same(counted([overrun, epb(true, 0, 1n, DATA_A)]), { frames: 1, statsBlocks: 1, dropped: 6 });
+  t.same(counted([spb(true, DATA_A)]).frames, 1, 'simple packet blocks count as frames');
+  t.end();
+});
+
+void t.test('a real dumpcap capture: the drops dumpcap printed are the ones read', (t) => {
+  // test/unit/data/README.md: dumpcap printed "Packets received/dropped on interface 'vrx':
+  // 12/43968" when it stopped.
+  const r = openCaptureFile(
+    join(__dirname, '..', '..', '..', 'test', 'unit', 'data', 'dumpcap-drops.pcapng'),
+  );
+  drain(r);
+  t.same(r.stats(), { frames: 12, statsBlocks: 1, dropped: 43968 });
+  t.end();
+});
+
+void t.test('classic pcap records no drop counts', (t) => {
+  const r = openCaptureFile(
+    write(pcap({ le: true, nanos: false }, [{ sec: 1, frac: 2, data: DATA_A }])),
+  );
+  drain(r);
+  t.same(r.stats(), { frames: 1, statsBlocks: 0, dropped: null });
   t.end();
 });
 
