@@ -13,6 +13,7 @@ import type { PacketEvent } from '../common/event';
 import type { Inventory } from '../common/inventory';
 import { analyzeEvents } from './analyze';
 import type { Layer } from './attribute';
+import { lossPhrase } from './capture-health';
 import type { AgentInfo } from './hub-types';
 
 /**
@@ -131,7 +132,32 @@ export interface TimelineRow {
   /** Source the backend point saw, null when the request did not reach it. */
   backendSrc: string | null;
   detail: string;
+  /**
+   * A verdict that rests on a missing packet (not a layer found) while a capture it depends on
+   * lost packets: one sentence per such loss (lossesInFlight). Empty otherwise.
+   */
+  lossesInFlight: string[];
 }
+
+/**
+ * Packets one capture lost between two reports of its agent (collector clock, ms): the counters
+ * of a status rose, or a `lost` message came. The loss happened somewhere in (fromMs, toMs].
+ */
+export interface LossSpan {
+  /** The capture, as the text names it: `backend`, `decap (vpn/wg-0)`. */
+  capture: string;
+  /** 0: the backend capture; else the attachment (pod incarnation) whose capture it is. */
+  epoch: number;
+  fromMs: number;
+  toMs: number;
+  kernelDrops: number;
+  queueDrops: number;
+  /** Events lost on the way to the collector. */
+  lost: number;
+}
+
+/** Around a probe, for the agents' report delay and the prober's clock against the collector's. */
+export const LOSS_SLACK_MS = 1000;
 
 /** The reschedule in a few facts. */
 export interface ReproSummary {
@@ -350,11 +376,41 @@ export interface ProbeInput {
   startMs: number;
   /** When a decap capture was running (collector clock, ms; `toMs` null = still running). */
   decapCoverage?: readonly { fromMs: number; toMs: number | null }[];
+  /** What the captures lost, and when (collector clock). */
+  losses?: readonly LossSpan[];
 }
 
-/** One probe's verdict: its connection at the first point (by source port), followed through. */
+/**
+ * The losses that may hide what a verdict found missing: spans of the backend capture or of the
+ * attachment that served the probe (any attachment when none did) that overlap the probe's
+ * flight, widened by LOSS_SLACK_MS. A verdict that names a layer found its packets: none.
+ */
+export function lossesInFlight(
+  row: Pick<TimelineRow, 'verdict' | 'servedBy'>,
+  probe: Pick<ProbeReport, 'startedAtMs' | 'endedAtMs'>,
+  losses: readonly LossSpan[],
+): string[] {
+  if (GOOD.includes(row.verdict)) return [];
+  const epoch = row.servedBy?.epoch;
+  return losses
+    .filter(
+      (l) =>
+        (l.epoch === 0 || epoch === undefined || l.epoch === epoch) &&
+        l.fromMs <= probe.endedAtMs + LOSS_SLACK_MS &&
+        l.toMs >= probe.startedAtMs - LOSS_SLACK_MS,
+    )
+    .map(
+      (l) =>
+        `capture ${l.capture} ${lossPhrase({ confirmed: true, state: '', ...l }) ?? 'lost packets'} between ${clock(l.fromMs)} and ${clock(l.toMs)}`,
+    );
+}
+
+/**
+ * One probe's verdict: its connection at the first point (by source port), followed through; and
+ * the losses that may hide what it found missing.
+ */
 export function analyzeProbe(input: ProbeInput): TimelineRow {
-  const { probe, client } = input;
+  const { probe } = input;
   const row: TimelineRow = {
     probeId: probe.probeId,
     sport: probe.sport,
@@ -365,7 +421,15 @@ export function analyzeProbe(input: ProbeInput): TimelineRow {
     ok: probe.ok,
     backendSrc: null,
     detail: '',
+    lossesInFlight: [],
   };
+  const judged = judgeProbe(input, row);
+  judged.lossesInFlight = lossesInFlight(judged, probe, input.losses ?? []);
+  return judged;
+}
+
+function judgeProbe(input: ProbeInput, row: TimelineRow): TimelineRow {
+  const { probe, client } = input;
   const [first, ...rest] = input.points;
   if (first === undefined) return { ...row, detail: 'no capture points' };
   const mine = first.events.filter((x) => {

@@ -19,12 +19,14 @@ import type { CollectorLogger } from './logger';
 import {
   analyzeProbe,
   instanceKey,
+  LOSS_SLACK_MS,
   matchK8sWorkload,
   matchWorkload,
   planAttachment,
   renderTimeline,
   summarizeRepro,
   type DeletedPod,
+  type LossSpan,
   type PodDeleter,
   type ProbeReport,
   type ReproMark,
@@ -110,6 +112,8 @@ interface PointRec {
   queueDrops: number;
   lost: number;
   error?: { code: string; message: string };
+  /** Collector time of the last status: where the next loss span starts. */
+  reportedAtMs?: number;
 }
 
 /** A point not armed yet. */
@@ -147,6 +151,8 @@ interface Repro {
   retired: Set<string>;
   events: Map<string, TaggedEvent[]>;
   probes: ProbeReport[];
+  /** When each capture lost packets (its counters rose), for the probes in flight then. */
+  losses: LossSpan[];
   marks: ReproMark[];
   routes: ReturnRoute[];
   summary: ReproSummary | null;
@@ -261,6 +267,7 @@ export class ReproManager {
       retired: new Set(),
       events: new Map(POINTS.map((p) => [p, []])),
       probes: [],
+      losses: [],
       marks: [],
       routes: [],
       summary: null,
@@ -457,8 +464,14 @@ export class ReproManager {
         } else if (p.state !== 'failed') p.state = msg.status.state;
         if (msg.status.state === 'capturing') p.capturingAtMs ??= this.nowMs();
         p.packets = msg.status.packets;
+        this.lossSpan(r, att, p, {
+          kernelDrops: Math.max(0, (msg.status.kernelDrops ?? 0) - (p.kernelDrops ?? 0)),
+          queueDrops: Math.max(0, msg.status.queueDrops - p.queueDrops),
+          lost: 0,
+        });
         p.kernelDrops = msg.status.kernelDrops;
         p.queueDrops = msg.status.queueDrops;
+        p.reportedAtMs = this.nowMs();
         break;
       case 'error':
         p.state = 'failed';
@@ -466,6 +479,7 @@ export class ReproManager {
         break;
       case 'lost':
         p.lost += msg.lost.count;
+        this.lossSpan(r, att, p, { kernelDrops: 0, queueDrops: 0, lost: msg.lost.count });
         this.log.warn(
           { captureId, point: pointName, count: msg.lost.count },
           `events lost: ${msg.lost.reason}`,
@@ -646,15 +660,37 @@ export class ReproManager {
         inventory,
         startMs,
         decapCoverage,
+        losses: r.losses,
       }),
     );
   }
 
   /**
-   * Which captures lost packets (or cannot count their drops): a probe judged dropped or not
-   * captured may be one of those packets rather than a real gap.
+   * Records what a capture lost since its last status (or since it was armed): the span the
+   * probes in flight then are checked against (repro-core lossesInFlight).
    */
-  private lossLines(r: Repro): string[] {
+  private lossSpan(
+    r: Repro,
+    att: Attachment | undefined,
+    p: PointRec,
+    counts: Pick<LossSpan, 'kernelDrops' | 'queueDrops' | 'lost'>,
+  ): void {
+    if (counts.kernelDrops + counts.queueDrops + counts.lost === 0) return;
+    r.losses.push({
+      capture: att === undefined ? 'backend' : `${p.name} (${att.pod.name})`,
+      epoch: att?.epoch ?? 0,
+      fromMs: p.reportedAtMs ?? att?.attachedAtMs ?? r.createdAtMs,
+      toMs: this.nowMs(),
+      ...counts,
+    });
+  }
+
+  /**
+   * Which captures lost packets (or cannot count their drops), and which probes judged by a
+   * missing packet were in flight while one lost some: their verdict may rest on a lost packet
+   * rather than a real gap.
+   */
+  private lossLines(r: Repro, rows: readonly TimelineRow[]): string[] {
     const points: [string, PointRec][] = [
       ['backend', r.backend],
       ...r.attachments.flatMap((a) =>
@@ -662,17 +698,30 @@ export class ReproManager {
       ),
     ];
     const lines: string[] = [];
+    let uncounted = false;
     for (const [label, p] of points) {
       if (p.capturingAtMs === undefined) continue; // never ran: its counts mean nothing
       const loss = lossPhrase({ ...p, confirmed: true });
       if (loss !== null) lines.push(`capture ${label} ${loss}`);
+      if (p.kernelDrops === null) uncounted = true;
     }
     if (lines.length === 0) return [];
-    return [
-      '',
-      ...lines,
-      'A probe judged dropped or not captured may be one of those packets: run again before concluding.',
-    ];
+    const exposed = rows.filter((row) => row.lossesInFlight.length > 0);
+    for (const row of exposed)
+      lines.push(`probe ${row.probeId} (${row.verdict}): ${row.lossesInFlight.join('; ')}`);
+    if (exposed.length > 0)
+      lines.push(
+        'Those probes may have lost their packets in the capture: run again before concluding.',
+      );
+    else if (r.losses.length > 0)
+      lines.push(
+        `No probe judged by a missing packet was in flight (±${LOSS_SLACK_MS / 1000} s) while a capture lost packets.`,
+      );
+    if (uncounted)
+      lines.push(
+        'A capture that cannot count its drops may have missed any probe: one judged dropped or not captured there is not proven.',
+      );
+    return ['', ...lines];
   }
 
   private view(r: Repro): ReproView {
@@ -708,7 +757,7 @@ export class ReproManager {
       marks: r.marks,
       timeline,
       summary: r.summary,
-      text: [...renderTimeline(timeline, r.marks, r.summary), ...this.lossLines(r)],
+      text: [...renderTimeline(timeline, r.marks, r.summary), ...this.lossLines(r, timeline)],
     };
   }
 }

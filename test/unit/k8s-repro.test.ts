@@ -16,7 +16,12 @@ import { K8sPodDeleter, workloadPod } from '../../collector/k8s/repro-deleter';
 import { K8sInventorySource } from '../../collector/k8s/source';
 import { silentLogger } from '../../collector/logger';
 import { ReproManager, parseReproRequest } from '../../collector/repro';
-import { findReplacement, matchK8sWorkload, type WorkloadPod } from '../../collector/repro-core';
+import {
+  findReplacement,
+  matchK8sWorkload,
+  type ProbeReport,
+  type WorkloadPod,
+} from '../../collector/repro-core';
 import { routeRepro } from '../../collector/repro-http';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
@@ -79,12 +84,14 @@ function hubWithAgents(): FakeHub {
 function clusterRepros(
   t: { teardown(fn: () => void): void },
   api: KubeApi,
+  nowMs?: () => number,
 ): { hub: FakeHub; repros: ReproManager } {
   const hub = hubWithAgents();
   const repros = new ReproManager({
     hub,
     logger: silentLogger(),
     kubernetes: new K8sPodDeleter(api),
+    ...(nowMs === undefined ? {} : { nowMs }),
   });
   repros.start();
   t.teardown(() => {
@@ -275,9 +282,11 @@ void t.test(
   },
 );
 
-void t.test('repro: capture losses per point, and a caution in the text', async (t) => {
+void t.test('repro: capture losses per point, and the probes in flight then', async (t) => {
   const { api } = await withApi(t);
-  const { repros } = clusterRepros(t, api);
+  const T = Date.parse('2026-11-30T12:00:00Z');
+  let now = T;
+  const { repros } = clusterRepros(t, api, () => now);
   const v = await repros.create(parseReproRequest(SPEC));
   const report = (
     agentId: string,
@@ -289,24 +298,92 @@ void t.test('repro: capture losses per point, and a caution in the text', async 
     agentId,
     status: status(captureId, point, 'capturing', { kernelDrops: 0, ...o }),
   });
-  await repros.handle(report('a-web', `${v.id}-b`, 'backend', { packets: 900, kernelDrops: 9 }));
+  now = T + 1000;
+  await repros.handle(report('a-web', `${v.id}-b`, 'backend', { packets: 100 }));
   await repros.handle(report('a-vpn', `${v.id}-e1`, 'decap', { packets: 40 }));
-  await repros.handle(report('a-vpn', `${v.id}-e1`, 'egress', { packets: 40, kernelDrops: null }));
+  now = T + 2000;
+  await repros.handle(report('a-web', `${v.id}-b`, 'backend', { packets: 500 }));
+  now = T + 3000;
+  await repros.handle(report('a-web', `${v.id}-b`, 'backend', { packets: 900, kernelDrops: 9 }));
   const clean = repros.get(v.id);
   t.match(clean?.attachments[0]?.points, [
     { name: 'decap', packets: 40, kernelDrops: 0, queueDrops: 0, lost: 0 },
-    { name: 'egress', packets: 40, kernelDrops: null },
+    { name: 'egress', packets: 0, kernelDrops: null },
   ]);
+  // Probes answered by no one, so judged by what is missing: one while the backend capture lost
+  // its 9 packets (between its statuses at +2 s and +3 s), one long after.
+  const probe = (n: number, atMs: number): ProbeReport => ({
+    probeId: `p${n}`,
+    sport: 40000 + n,
+    startedAtMs: atMs,
+    endedAtMs: atMs + 200,
+    ok: false,
+    httpCode: null,
+    error: 'curl exit 28: Operation timed out',
+  });
+  repros.addProbe(v.id, probe(1, T + 2500));
+  repros.addProbe(v.id, probe(2, T + 9000));
+  const text = repros.get(v.id)?.text.join('\n') ?? '';
+  t.match(text, /capture backend lost 9 in the kernel/);
+  t.match(
+    text,
+    'probe p1 (failed-to-connect): capture backend lost 9 in the kernel between 12:00:02.000 and 12:00:03.000',
+  );
+  t.notMatch(text, /probe p2/, 'a probe long after the loss is not cautioned');
+  t.match(text, /Those probes may have lost their packets in the capture: run again/);
+  t.notMatch(text, /cannot count/, 'egress never ran: its counts mean nothing');
+  t.same(
+    repros.get(v.id)?.timeline.map((r) => r.lossesInFlight.length),
+    [1, 0],
+  );
+
+  // Events lost on the way, and a capture that cannot count its drops.
+  now = T + 9100;
   await repros.handle({
     kind: 'lost',
     agentId: 'a-vpn',
     lost: { captureId: `${v.id}-e1`, point: 'decap', count: 5, reason: 'spool full' },
   });
+  await repros.handle(report('a-vpn', `${v.id}-e1`, 'egress', { packets: 40, kernelDrops: null }));
+  const more = repros.get(v.id)?.text.join('\n') ?? '';
+  t.match(more, /capture decap \(vpn\/wg-0\) lost 5 events on the way to the collector/);
+  t.match(
+    more,
+    'probe p2 (failed-to-connect): capture decap (vpn/wg-0) lost 5 events on the way to the collector between 12:00:01.000 and 12:00:09.100',
+  );
+  t.match(more, /capture egress \(vpn\/wg-0\) cannot count its kernel drops/);
+  t.match(more, /A capture that cannot count its drops may have missed any probe/);
+  t.end();
+});
+
+void t.test('repro: losses while no probe judged by a missing packet was in flight', async (t) => {
+  const { api } = await withApi(t);
+  const T = Date.parse('2026-11-30T12:00:00Z');
+  let now = T;
+  const { repros } = clusterRepros(t, api, () => now);
+  const v = await repros.create(parseReproRequest(SPEC));
+  now = T + 1000;
+  await repros.handle({
+    kind: 'status',
+    agentId: 'a-web',
+    status: status(`${v.id}-b`, 'backend', 'capturing', { packets: 900, kernelDrops: 12 }),
+  });
+  repros.addProbe(v.id, {
+    probeId: 'late',
+    sport: 40100,
+    startedAtMs: T + 60_000,
+    endedAtMs: T + 60_100,
+    ok: false,
+    httpCode: null,
+    error: 'curl exit 28: Operation timed out',
+  });
   const text = repros.get(v.id)?.text.join('\n') ?? '';
-  t.match(text, /capture backend lost 9 in the kernel/);
-  t.match(text, /capture decap \(vpn\/wg-0\) lost 5 events on the way to the collector/);
-  t.match(text, /capture egress \(vpn\/wg-0\) cannot count its kernel drops/);
-  t.match(text, /A probe judged dropped or not captured may be one of those packets/);
+  t.match(text, /capture backend lost 12 in the kernel/);
+  t.match(
+    text,
+    /No probe judged by a missing packet was in flight \(±1 s\) while a capture lost packets\./,
+  );
+  t.notMatch(text, /Those probes/);
   t.end();
 });
 

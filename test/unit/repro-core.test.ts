@@ -4,6 +4,7 @@ import t from 'tap';
 import type { AgentInfo } from '../../collector/hub-types';
 import {
   analyzeProbe,
+  lossesInFlight,
   globToRegExp,
   inCidr,
   matchWorkload,
@@ -11,6 +12,7 @@ import {
   renderTimeline,
   summarizeRepro,
   instanceKey,
+  type LossSpan,
   type ProbeReport,
   type ServedBy,
   type TaggedEvent,
@@ -200,6 +202,83 @@ void t.test('one verdict per probe, found by source port, with the pod that serv
   t.end();
 });
 
+void t.test(
+  'losses in flight: only a verdict that rests on a missing packet, only its captures',
+  (t) => {
+    const a = { ...DIRECT, sport: 40001 };
+    const b = { ...DIRECT, sport: 40002 };
+    const points = [
+      {
+        name: 'decap',
+        events: [
+          ...tag(1, exchange('decap', a)),
+          ...tag(2, exchange('decap', b, { isn: 77, at: 3000n * MS, phase: 'syn-only' })),
+        ],
+      },
+      {
+        name: 'egress',
+        events: [
+          ...tag(1, exchange('egress', a, { at: MS })),
+          ...tag(2, exchange('egress', b, { isn: 77, at: 3001n * MS, phase: 'syn-only' })),
+        ],
+      },
+      {
+        name: 'backend',
+        events: [
+          ...tag(0, exchange('backend', a, { at: 2n * MS })),
+          ...tag(0, exchange('backend', b, { isn: 77, at: 3002n * MS, phase: 'syn-synack' })),
+        ],
+      },
+    ];
+    const span = (
+      capture: string,
+      epoch: number,
+      fromMs: number,
+      toMs: number,
+      kernelDrops: number,
+      lost = 0,
+    ): LossSpan => ({ capture, epoch, fromMs, toMs, kernelDrops, queueDrops: 0, lost });
+    const losses = [
+      span('backend', 0, 2500, 3500, 37), // during probe b (3000–3100)
+      span('decap (pod-1)', 1, 2900, 3050, 5), // another pod's capture
+      span('egress (pod-2)', 2, 4000, 4100, 0, 3), // within the slack after b ended
+      span('backend', 0, 5200, 6200, 9), // past the slack
+      span('backend', 0, -1500, -900, 4), // before probe a, within its slack
+    ];
+    const base = { client: CLIENT, points, epochs, inventory: INVENTORY, startMs: 0, losses };
+    const rb = analyzeProbe({ ...base, probe: probe(40002, false, 3000) });
+    t.equal(rb.verdict, 'no-return');
+    t.same(rb.lossesInFlight, [
+      'capture backend lost 37 in the kernel between 00:00:02.500 and 00:00:03.500',
+      'capture egress (pod-2) lost 3 events on the way to the collector between 00:00:04.000 and 00:00:04.100',
+    ]);
+    // Probe a found its packets (preserved): a loss then proves nothing against it.
+    const ra = analyzeProbe({ ...base, probe: probe(40001, true, 0) });
+    t.equal(ra.verdict, 'preserved');
+    t.same(ra.lossesInFlight, []);
+    // Nothing reached decap and no pod served it: every capture's losses around it count.
+    const rc = analyzeProbe({ ...base, probe: probe(40003, false, 2000) });
+    t.equal(rc.verdict, 'failed-to-connect');
+    t.same(rc.lossesInFlight, [
+      'capture backend lost 37 in the kernel between 00:00:02.500 and 00:00:03.500',
+      'capture decap (pod-1) lost 5 in the kernel between 00:00:02.900 and 00:00:03.050',
+    ]);
+    t.same(
+      lossesInFlight(
+        { verdict: 'dropped', servedBy: POD1 },
+        { startedAtMs: 0, endedAtMs: 100 },
+        losses,
+      ),
+      ['capture backend lost 4 in the kernel between 23:59:58.500 and 23:59:59.100'],
+    );
+    t.same(
+      analyzeProbe({ ...base, losses: [], probe: probe(40002, false, 3000) }).lossesInFlight,
+      [],
+    );
+    t.end();
+  },
+);
+
 function row(
   n: number,
   atMs: number,
@@ -217,6 +296,7 @@ function row(
     ok,
     backendSrc: null,
     detail: '',
+    lossesInFlight: [],
   };
 }
 
