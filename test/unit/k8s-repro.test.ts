@@ -15,7 +15,7 @@ import { createKubeApi, type KubeApi } from '../../collector/k8s/client';
 import { K8sPodDeleter, workloadPod } from '../../collector/k8s/repro-deleter';
 import { K8sInventorySource } from '../../collector/k8s/source';
 import { silentLogger } from '../../collector/logger';
-import { ReproManager, parseReproRequest } from '../../collector/repro';
+import { ReproManager, parseReproRequest, type ReproView } from '../../collector/repro';
 import {
   findReplacement,
   matchK8sWorkload,
@@ -282,12 +282,30 @@ void t.test(
   },
 );
 
-void t.test('repro: capture losses per point, and the probes in flight then', async (t) => {
+/** T: 2026-11-30T12:00:00Z. A repro created at T on a clock the test moves (at(ms): T + ms). */
+async function clockedRepro(t: { teardown(fn: () => Promise<void> | void): void }): Promise<{
+  repros: ReproManager;
+  v: ReproView;
+  T: number;
+  at: (ms: number) => void;
+}> {
   const { api } = await withApi(t);
   const T = Date.parse('2026-11-30T12:00:00Z');
   let now = T;
   const { repros } = clusterRepros(t, api, () => now);
   const v = await repros.create(parseReproRequest(SPEC));
+  return {
+    repros,
+    v,
+    T,
+    at: (ms) => {
+      now = T + ms;
+    },
+  };
+}
+
+void t.test('repro: capture losses per point, and the probes in flight then', async (t) => {
+  const { repros, v, T, at } = await clockedRepro(t);
   const report = (
     agentId: string,
     captureId: string,
@@ -298,12 +316,12 @@ void t.test('repro: capture losses per point, and the probes in flight then', as
     agentId,
     status: status(captureId, point, 'capturing', { kernelDrops: 0, ...o }),
   });
-  now = T + 1000;
+  at(1000);
   await repros.handle(report('a-web', `${v.id}-b`, 'backend', { packets: 100 }));
   await repros.handle(report('a-vpn', `${v.id}-e1`, 'decap', { packets: 40 }));
-  now = T + 2000;
+  at(2000);
   await repros.handle(report('a-web', `${v.id}-b`, 'backend', { packets: 500 }));
-  now = T + 3000;
+  at(3000);
   await repros.handle(report('a-web', `${v.id}-b`, 'backend', { packets: 900, kernelDrops: 9 }));
   const clean = repros.get(v.id);
   t.match(clean?.attachments[0]?.points, [
@@ -338,7 +356,7 @@ void t.test('repro: capture losses per point, and the probes in flight then', as
   );
 
   // Events lost on the way, and a capture that cannot count its drops.
-  now = T + 9100;
+  at(9100);
   await repros.handle({
     kind: 'lost',
     agentId: 'a-vpn',
@@ -357,12 +375,8 @@ void t.test('repro: capture losses per point, and the probes in flight then', as
 });
 
 void t.test('repro: losses while no probe judged by a missing packet was in flight', async (t) => {
-  const { api } = await withApi(t);
-  const T = Date.parse('2026-11-30T12:00:00Z');
-  let now = T;
-  const { repros } = clusterRepros(t, api, () => now);
-  const v = await repros.create(parseReproRequest(SPEC));
-  now = T + 1000;
+  const { repros, v, T, at } = await clockedRepro(t);
+  at(1000);
   await repros.handle({
     kind: 'status',
     agentId: 'a-web',

@@ -13,6 +13,7 @@ import {
   summarizeRepro,
   instanceKey,
   type LossSpan,
+  type ProbeInput,
   type ProbeReport,
   type ServedBy,
   type TaggedEvent,
@@ -136,11 +137,11 @@ function probe(sport: number, ok: boolean, atMs: number): ProbeReport {
   };
 }
 
-void t.test('one verdict per probe, found by source port, with the pod that served it', (t) => {
+/** Probe a: preserved through pod 1. Probe b: through pod 2, the reply never returns (no-return). */
+function twoProbes(): ProbeInput['points'] {
   const a = { ...DIRECT, sport: 40001 };
   const b = { ...DIRECT, sport: 40002 };
-  // Probe a: preserved through pod 1. Probe b: through pod 2, the reply never returns (no-return).
-  const points = [
+  return [
     {
       name: 'decap',
       events: [
@@ -177,6 +178,10 @@ void t.test('one verdict per probe, found by source port, with the pod that serv
       ],
     },
   ];
+}
+
+void t.test('one verdict per probe, found by source port, with the pod that served it', (t) => {
+  const points = twoProbes();
   const base = { client: CLIENT, points, epochs, inventory: INVENTORY, startMs: 0 };
   const ra = analyzeProbe({ ...base, probe: probe(40001, true, 0) });
   t.equal(ra.verdict, 'preserved');
@@ -193,7 +198,10 @@ void t.test('one verdict per probe, found by source port, with the pod that serv
   // Egress re-attached after the SYN passed decap: not a no-return.
   const late = [
     points[0] ?? { name: 'decap', events: [] },
-    { name: 'egress', events: tag(2, exchange('egress', b, { isn: 77, at: 9000n * MS })) },
+    {
+      name: 'egress',
+      events: tag(2, exchange('egress', { ...DIRECT, sport: 40002 }, { isn: 77, at: 9000n * MS })),
+    },
     points[2] ?? { name: 'backend', events: [] },
   ];
   const re = analyzeProbe({ ...base, points: late, probe: probe(40002, true, 3000) });
@@ -205,31 +213,7 @@ void t.test('one verdict per probe, found by source port, with the pod that serv
 void t.test(
   'losses in flight: only a verdict that rests on a missing packet, only its captures',
   (t) => {
-    const a = { ...DIRECT, sport: 40001 };
-    const b = { ...DIRECT, sport: 40002 };
-    const points = [
-      {
-        name: 'decap',
-        events: [
-          ...tag(1, exchange('decap', a)),
-          ...tag(2, exchange('decap', b, { isn: 77, at: 3000n * MS, phase: 'syn-only' })),
-        ],
-      },
-      {
-        name: 'egress',
-        events: [
-          ...tag(1, exchange('egress', a, { at: MS })),
-          ...tag(2, exchange('egress', b, { isn: 77, at: 3001n * MS, phase: 'syn-only' })),
-        ],
-      },
-      {
-        name: 'backend',
-        events: [
-          ...tag(0, exchange('backend', a, { at: 2n * MS })),
-          ...tag(0, exchange('backend', b, { isn: 77, at: 3002n * MS, phase: 'syn-synack' })),
-        ],
-      },
-    ];
+    const points = twoProbes();
     const span = (
       capture: string,
       epoch: number,
