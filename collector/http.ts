@@ -110,7 +110,7 @@ export function createApi(opts: ApiOptions): Api {
     }
   }
 
-  function route(req: ApiRequest): ApiResponse {
+  async function route(req: ApiRequest): Promise<ApiResponse> {
     const path = new URL(req.url, 'http://x').pathname;
     const method = req.method.toUpperCase();
     if (path === '/healthz') {
@@ -138,7 +138,7 @@ export function createApi(opts: ApiOptions): Api {
           { where: 'body', hint: 'send Content-Type: application/json' },
         );
       }
-      const view = sessions.create(parseCaptureRequest(body));
+      const view = await sessions.create(parseCaptureRequest(body));
       return json(201, view, { location: `/v1/captures/${view.id}` });
     }
     const m = /^\/v1\/captures\/([^/]+)(?:\/(report\.md|report\.json))?$/.exec(path);
@@ -196,7 +196,7 @@ export function createApi(opts: ApiOptions): Api {
         const r = await routeRepro(sessions.repros, req.method.toUpperCase(), path, req.body);
         if (r !== null) return json(r.status, r.value);
       }
-      return route(req);
+      return await route(req);
     } catch (e) {
       if (isHoptraceError(e)) {
         if (e.code === 'API_UNAUTHORIZED')

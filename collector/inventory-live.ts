@@ -26,12 +26,22 @@ export interface ApiInventory {
 export interface ClusterFacts {
   /** The last listed inventory; undefined before the first successful list. */
   inventory(): ApiInventory | undefined;
-  /** `namespace/pod` → its IP and node, or why not (K8S_POD_NOT_FOUND, K8S_API_UNREACHABLE …). */
+  /**
+   * `namespace/pod` → its IP and node at the last list, or why not (K8S_POD_NOT_FOUND,
+   * K8S_API_UNREACHABLE …).
+   */
   resolvePod(
     namespace: string,
     name: string,
   ): { ok: true; ip: string; node: string } | { ok: false; code: ErrorCode; message: string };
+  /** The same, fresh from the API; from the last list (`stale` says so) when reading fails. */
+  resolvePodTarget(namespace: string, name: string): Promise<PodTargetResolution>;
 }
+
+/** Where a `namespace/pod` capture target is now, or why it cannot be captured. */
+export type PodTargetResolution =
+  | { ok: true; ip: string; node: string; stale?: string }
+  | { ok: false; code: ErrorCode; message: string };
 
 /** A namespace a session point captured in, as the agent reported it. */
 export interface CapturedNamespace {

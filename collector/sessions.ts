@@ -19,6 +19,7 @@ import {
   resolveTarget,
   type CapturedNamespace,
   type ClusterFacts,
+  type PodTargetResolution,
   type TargetResolution,
 } from './inventory-live';
 import type { CollectorLogger } from './logger';
@@ -220,10 +221,12 @@ export class SessionManager {
   }
 
   /** Starts a capture. Throws API_NO_AGENT when no point can be armed. */
-  create(spec: CaptureSpec): CaptureView {
+  async create(spec: CaptureSpec): Promise<CaptureView> {
+    // namespace/pod targets are read from the API first; the agents and the clock after that.
+    const pods = await Promise.all(spec.points.map((p) => this.resolvePodTarget(p.target)));
     const now = this.clock.nowMs();
     const agents = this.hub.agents();
-    const resolved = spec.points.map((p) => ({ p, r: this.resolvePoint(p, agents) }));
+    const resolved = spec.points.map((p, i) => ({ p, r: this.resolvePoint(p, pods[i], agents) }));
     if (!resolved.some((x) => x.r.ok)) {
       const why = resolved
         .map(({ p, r }) => `${p.name}: ${r.ok ? 'ok' : `${r.code} ${r.message}`}`)
@@ -270,23 +273,34 @@ export class SessionManager {
     return this.view(s);
   }
 
+  /** A `namespace/pod` target's pod as the API says now (undefined: not such a target). */
+  private async resolvePodTarget(target: string): Promise<PodTargetResolution | undefined> {
+    const pod = parsePodTarget(target);
+    if (pod === null) return undefined;
+    if (this.cluster === undefined) {
+      const message = `${target} is a namespace/pod target and the collector does not read the Kubernetes API; start it with --kubernetes (in a cluster) or --kubeconfig FILE, or give the pod IP`;
+      return { ok: false, code: 'K8S_CONFIG', message };
+    }
+    const found = await this.cluster.resolvePodTarget(pod.namespace, pod.name);
+    if (found.ok && found.stale !== undefined)
+      this.log.warn({ code: 'K8S_API_UNREACHABLE' }, `capture target ${target}: ${found.stale}`);
+    return found;
+  }
+
   /**
-   * The agent for a point, and the target it is sent: a `namespace/pod` target becomes the pod's IP
-   * on the pod's node (the agent finds the namespace holding that IP, as for any pod IP).
+   * The agent for a point, and the target it is sent: a `namespace/pod` target (`pod`, resolved
+   * already) becomes the pod's IP on the pod's node (the agent finds the namespace holding that
+   * IP, as for any pod IP).
    */
   private resolvePoint(
     p: CaptureSpec['points'][number],
+    pod: PodTargetResolution | undefined,
     agents: ReturnType<AgentHub['agents']>,
   ): TargetResolution & { sendTarget: string } {
-    const pod = parsePodTarget(p.target);
-    if (pod === null) return { ...resolveTarget(p.target, p.node, agents), sendTarget: p.target };
-    if (this.cluster === undefined) {
-      const message = `${p.target} is a namespace/pod target and the collector does not read the Kubernetes API; start it with --kubernetes (in a cluster) or --kubeconfig FILE, or give the pod IP`;
-      return { ok: false, code: 'K8S_CONFIG', message, sendTarget: p.target };
-    }
-    const found = this.cluster.resolvePod(pod.namespace, pod.name);
-    if (!found.ok) return { ...found, sendTarget: p.target };
-    return { ...resolveTarget(found.ip, found.node, agents), sendTarget: found.ip };
+    if (pod === undefined)
+      return { ...resolveTarget(p.target, p.node, agents), sendTarget: p.target };
+    if (!pod.ok) return { ...pod, sendTarget: p.target };
+    return { ...resolveTarget(pod.ip, pod.node, agents), sendTarget: pod.ip };
   }
 
   get(id: string): CaptureView | undefined {

@@ -203,22 +203,29 @@ export type PodResolution =
   | { ok: true; ip: string; node: string; pod: ClusterPod }
   | { ok: false; code: ErrorCode; message: string };
 
+/** `namespace/name` is not a pod: K8S_POD_NOT_FOUND, naming the namespace's other pods in `pods`. */
+export function podNotFound(
+  pods: readonly ClusterPod[],
+  namespace: string,
+  name: string,
+): Extract<PodResolution, { ok: false }> {
+  const inNs = pods.filter((p) => p.namespace === namespace && p.name !== name).map((p) => p.name);
+  const listed =
+    inNs.length === 0
+      ? `no pods at all in namespace ${namespace}`
+      : `pods in ${namespace}: ${inNs.slice(0, 8).join(', ')}${inNs.length > 8 ? ', …' : ''}`;
+  return {
+    ok: false,
+    code: 'K8S_POD_NOT_FOUND',
+    message: `no pod ${namespace}/${name} (${listed}); check with \`kubectl -n ${namespace} get pods\``,
+  };
+}
+
 /** Finds `namespace/name` in a snapshot: its primary IP and node, or why not. */
 export function findPod(s: ClusterSnapshot, namespace: string, name: string): PodResolution {
   const ref = `${namespace}/${name}`;
   const pod = s.pods.find((p) => p.namespace === namespace && p.name === name);
-  if (pod === undefined) {
-    const inNs = s.pods.filter((p) => p.namespace === namespace).map((p) => p.name);
-    const listed =
-      inNs.length === 0
-        ? `no pods at all in namespace ${namespace}`
-        : `pods in ${namespace}: ${inNs.slice(0, 8).join(', ')}${inNs.length > 8 ? ', …' : ''}`;
-    return {
-      ok: false,
-      code: 'K8S_POD_NOT_FOUND',
-      message: `no pod ${ref} (${listed}); check with \`kubectl -n ${namespace} get pods\``,
-    };
-  }
+  if (pod === undefined) return podNotFound(s.pods, namespace, name);
   const [ip] = pod.ips;
   if (
     ip === undefined ||

@@ -4,16 +4,18 @@
  * as fresh as a capture is long, a list recovers from any error by itself, and `readPod` gives a
  * fresh answer where one is needed (a replacement pod during `hoptrace repro`).
  *
- * `namespace/pod` capture targets are resolved synchronously from the snapshot (the API handler is
- * synchronous); a pod created after the last list is found at the next one.
+ * `namespace/pod` capture targets are read fresh from the API (resolvePodTarget): a pod recreated
+ * under the same name (a StatefulSet's) has a new IP the last list does not know, and its old IP
+ * may already belong to another pod. The snapshot answers only when the API does not.
  */
 import { HoptraceError, isHoptraceError, type ErrorCode } from '../../common/errors';
-import type { ApiInventory, ClusterFacts } from '../inventory-live';
+import type { ApiInventory, ClusterFacts, PodTargetResolution } from '../inventory-live';
 import type { CollectorLogger } from '../logger';
 import { createKubeApi, type KubeApi, type KubeSource } from './client';
 import {
   clusterInventory,
   findPod,
+  podNotFound,
   nodeFacts,
   podFacts,
   type ClusterPod,
@@ -121,6 +123,33 @@ export class K8sInventorySource implements ClusterFacts {
       code: r.code,
       message: `${r.message} [pod list of ${age} s ago; a pod created since appears within ${Math.round(this.intervalMs / 1000)} s]`,
     };
+  }
+
+  /**
+   * A `namespace/pod` capture target: its IP and node as the API says now. A pod that is gone is
+   * K8S_POD_NOT_FOUND (naming the pods of its namespace at the last list); when reading it fails
+   * otherwise (API down, no `get` permission), the last list answers (resolvePod), and the
+   * resolution says how old it is.
+   */
+  async resolvePodTarget(namespace: string, name: string): Promise<PodTargetResolution> {
+    let pod: ClusterPod;
+    try {
+      pod = await this.readPod(namespace, name);
+    } catch (e) {
+      const err = isHoptraceError(e) ? e : undefined;
+      // Gone now, whatever the last list says: name the pods it listed beside it.
+      if (err?.code === 'K8S_POD_NOT_FOUND')
+        return podNotFound(this.snap?.pods ?? [], namespace, name);
+      const r = this.resolvePod(namespace, name);
+      if (!r.ok) return r;
+      const age = Math.round((this.nowMs() - (this.snap?.takenAtMs ?? 0)) / 1000);
+      return {
+        ...r,
+        stale: `reading ${namespace}/${name} from the API failed (${err?.message ?? String(e)}): as listed ${age} s ago`,
+      };
+    }
+    const r = findPod({ nodes: [], pods: [pod], takenAtMs: this.nowMs() }, namespace, name);
+    return r.ok ? { ok: true, ip: r.ip, node: r.node } : r;
   }
 
   /** One pod, fresh from the API (K8S_POD_NOT_FOUND, K8S_API_UNREACHABLE …). */

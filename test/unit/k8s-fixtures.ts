@@ -37,7 +37,7 @@ export const NODES: NodeObject[] = [
   },
 ];
 
-function pod(
+export function pod(
   namespace: string,
   name: string,
   o: {

@@ -23,6 +23,8 @@ import type { CaptureCommand } from '../../common/wire';
 import { FakeHub } from './collector-fixtures';
 import {
   KUBE_TOKEN,
+  pod,
+  PODS,
   startFakeApiServer,
   writeKubeconfig,
   type FakeApiServer,
@@ -199,6 +201,46 @@ void t.test('a pod that appears is found after the next list', async (t) => {
   t.same(src.resolvePod('vpn', 'wg-1'), { ok: true, ip: '10.244.2.30', node: 'backend-node' });
 });
 
+/** The fake API's pods with vpn/wg-0 recreated by its StatefulSet: same name, a new IP. */
+const RECREATED = [
+  pod('vpn', 'wg-0', {
+    ip: '10.244.1.44',
+    node: 'vpn-node',
+    owner: { kind: 'StatefulSet', name: 'wg' },
+  }),
+  ...PODS.filter((p) => p.metadata?.name !== 'wg-0'),
+];
+
+void t.test('capture targets are read fresh: recreated, deleted, pending, API down', async (t) => {
+  const { fake, src } = await withApi(t);
+  fake.pods = RECREATED; // after the list: the snapshot still has the old pod
+  t.same(src.resolvePod('vpn', 'wg-0'), { ok: true, ip: '10.244.1.10', node: 'vpn-node' });
+  t.same(await src.resolvePodTarget('vpn', 'wg-0'), {
+    ok: true,
+    ip: '10.244.1.44',
+    node: 'vpn-node',
+  });
+  fake.pods = RECREATED.filter((p) => p.metadata?.name !== 'wg-0');
+  t.match(await src.resolvePodTarget('vpn', 'wg-0'), {
+    ok: false,
+    code: 'K8S_POD_NOT_FOUND',
+    message: /no pod vpn\/wg-0 \(no pods at all in namespace vpn\)/,
+  });
+  t.match(await src.resolvePodTarget('web', 'pending-0'), { ok: false, code: 'K8S_POD_NO_IP' });
+  t.match(await src.resolvePodTarget('web', 'web-9'), {
+    ok: false,
+    message: /no pod web\/web-9 \(pods in web: web-1, envoy-0, pending-0\)/,
+  });
+  // The API stops answering: the last list answers, and says so.
+  await fake.close();
+  t.match(await src.resolvePodTarget('vpn', 'wg-0'), {
+    ok: true,
+    ip: '10.244.1.10',
+    stale: /^reading vpn\/wg-0 from the API failed \(.+\): as listed \d+ s ago$/,
+  });
+  t.match(await src.resolvePodTarget('vpn', 'wg-9'), { ok: false, code: 'K8S_POD_NOT_FOUND' });
+});
+
 void t.test('API unreachable: never listed, and gone after a good list', async (t) => {
   const dir = tmp(t);
   // A port nothing listens on: bind one, close it.
@@ -341,7 +383,7 @@ void t.test(
 );
 
 void t.test('POST /v1/captures with namespace/pod targets', async (t) => {
-  const { src, dir } = await withApi(t);
+  const { fake, src, dir } = await withApi(t);
   const hub = new FakeHub();
   hub.addAgent('agent-vpn', 'vpn-node', ['192.168.50.1'], []);
   hub.addAgent('agent-backend', 'backend-node', ['192.168.50.2'], []);
@@ -407,6 +449,23 @@ void t.test('POST /v1/captures with namespace/pod targets', async (t) => {
   const s = sessions.get(view.id);
   t.ok(s);
 
+  // The StatefulSet recreated wg-0 since the last list: the capture goes to the new pod's IP.
+  fake.pods = RECREATED;
+  const again = await post([
+    { name: 'decap', target: 'vpn/wg-0', iface: 'wg0' },
+    { name: 'backend', target: 'web/web-1', iface: 'eth0' },
+  ]);
+  t.equal(again.status, 201);
+  t.same(
+    hub.sent
+      .filter((x) => x.cmd.kind === 'capture')
+      .slice(-2)
+      .map((x) => (x.cmd as { capture: CaptureCommand }).capture.target),
+    ['10.244.1.44', '10.244.2.5'],
+    'the recreated pod, not the IP of the last list',
+  );
+  fake.pods = PODS;
+
   const none = await post([
     { name: 'decap', target: 'vpn/nope', iface: 'wg0' },
     { name: 'backend', target: 'web/pending-0', iface: 'eth0' },
@@ -424,7 +483,7 @@ void t.test('POST /v1/captures with namespace/pod targets', async (t) => {
   });
   plain.start();
   t.teardown(() => plain.close());
-  const v = plain.create(
+  const v = await plain.create(
     parseCaptureRequest({
       points: [
         { name: 'decap', target: 'vpn/wg-0', iface: 'wg0' },
