@@ -510,7 +510,7 @@ class FilePointStream implements PointStream {
   private count = 0;
   private readonly ctx: EventContext;
   /** What the file recorded about its capture, from the last pass that read it to the end. */
-  private read: { format: 'pcap' | 'pcapng'; stats: CaptureFileStats } | null = null;
+  private recorded: { format: 'pcap' | 'pcapng'; stats: CaptureFileStats } | null = null;
   /** Pass 2 at the first point, answered by pass 1 (see SelectScan). */
   private early: {
     syn: PacketEvent;
@@ -532,18 +532,18 @@ class FilePointStream implements PointStream {
 
   /** The file as a capture (capture-health.ts); null when no pass read it to the end. */
   health(): CaptureHealth | null {
-    if (this.read === null) return null;
+    if (this.recorded === null) return null;
     return {
       point: this.name,
       node: null,
       iface: this.file,
       state: 'read',
       confirmed: true,
-      packets: this.read.stats.frames,
-      kernelDrops: this.read.stats.dropped,
+      packets: this.recorded.stats.frames,
+      kernelDrops: this.recorded.stats.dropped,
       queueDrops: 0,
       lost: 0,
-      file: this.read.format,
+      file: this.recorded.format,
     };
   }
 
@@ -566,7 +566,7 @@ class FilePointStream implements PointStream {
     const reader = this.fast ? openSummaryPcap(this.file) : null;
     if (reader === null) {
       const onEnd = (format: 'pcap' | 'pcapng', stats: CaptureFileStats): void => {
-        this.read = { format, stats };
+        this.recorded = { format, stats };
       };
       for (const ev of usefulEvents(this.file, this.name, onEnd)) {
         this.count++;
@@ -596,7 +596,7 @@ class FilePointStream implements PointStream {
         }
       }
       yield* scan.finish();
-      this.read = { format: 'pcap', stats: reader.stats() };
+      this.recorded = { format: 'pcap', stats: reader.stats() };
     } finally {
       reader.close();
     }

@@ -383,14 +383,17 @@ export interface ProbeInput {
 /**
  * The losses that may hide what a verdict found missing: spans of the backend capture or of the
  * attachment that served the probe (any attachment when none did) that overlap the probe's
- * flight, widened by LOSS_SLACK_MS. A verdict that names a layer found its packets: none.
+ * flight, widened by LOSS_SLACK_MS. None for a verdict that names a layer (it found its packets)
+ * or for `failed to connect` on curl's own "could not connect" (exit 7: certain without a
+ * capture).
  */
 export function lossesInFlight(
   row: Pick<TimelineRow, 'verdict' | 'servedBy'>,
-  probe: Pick<ProbeReport, 'startedAtMs' | 'endedAtMs'>,
+  probe: Pick<ProbeReport, 'startedAtMs' | 'endedAtMs' | 'error'>,
   losses: readonly LossSpan[],
 ): string[] {
   if (GOOD.includes(row.verdict)) return [];
+  if (row.verdict === 'failed-to-connect' && couldNotConnect(probe)) return [];
   const epoch = row.servedBy?.epoch;
   return losses
     .filter(
@@ -445,9 +448,7 @@ function judgeProbe(input: ProbeInput, row: TimelineRow): TimelineRow {
     const covered = (input.decapCoverage ?? []).some(
       (c) => c.fromMs <= probe.startedAtMs && (c.toMs === null || c.toMs >= probe.endedAtMs),
     );
-    // curl exit 7: the client could not even connect (no tunnel, no route): certain without a capture.
-    const couldNotConnect = probe.error !== null && /exit 7\b/.test(probe.error);
-    if (!probe.ok && (covered || couldNotConnect || input.decapCoverage === undefined))
+    if (!probe.ok && (covered || couldNotConnect(probe) || input.decapCoverage === undefined))
       return {
         ...row,
         verdict: 'failed-to-connect',
@@ -504,6 +505,11 @@ function judgeProbe(input: ProbeInput, row: TimelineRow): TimelineRow {
     row.detail = isHoptraceError(e) || e instanceof Error ? e.message : String(e);
   }
   return row;
+}
+
+/** curl exit 7: the client could not even connect (no tunnel, no route): certain without a capture. */
+function couldNotConnect(probe: Pick<ProbeReport, 'error'>): boolean {
+  return probe.error !== null && /exit 7\b/.test(probe.error);
 }
 
 /** Is this probe a working path? The prober got its answer (the verdict names the layer). */

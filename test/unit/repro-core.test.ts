@@ -240,8 +240,11 @@ void t.test(
     const ra = analyzeProbe({ ...base, probe: probe(40001, true, 0) });
     t.equal(ra.verdict, 'preserved');
     t.same(ra.lossesInFlight, []);
-    // Nothing reached decap and no pod served it: every capture's losses around it count.
-    const rc = analyzeProbe({ ...base, probe: probe(40003, false, 2000) });
+    // Nothing reached decap and no pod served it: every capture's losses around it count —
+    // unless curl could not even connect (exit 7), which needs no capture to be certain.
+    t.same(analyzeProbe({ ...base, probe: probe(40003, false, 2000) }).lossesInFlight, []);
+    const timedOut = { ...probe(40003, false, 2000), error: 'curl exit 28: Operation timed out' };
+    const rc = analyzeProbe({ ...base, probe: timedOut });
     t.equal(rc.verdict, 'failed-to-connect');
     t.same(rc.lossesInFlight, [
       'capture backend lost 37 in the kernel between 00:00:02.500 and 00:00:03.500',
@@ -250,7 +253,7 @@ void t.test(
     t.same(
       lossesInFlight(
         { verdict: 'dropped', servedBy: POD1 },
-        { startedAtMs: 0, endedAtMs: 100 },
+        { startedAtMs: 0, endedAtMs: 100, error: null },
         losses,
       ),
       ['capture backend lost 4 in the kernel between 23:59:58.500 and 23:59:59.100'],
