@@ -26,6 +26,8 @@ export interface ApiInventory {
 export interface ClusterFacts {
   /** The last listed inventory; undefined before the first successful list. */
   inventory(): ApiInventory | undefined;
+  /** Lists again now (never rejects; a failure keeps the last list). */
+  refresh(): Promise<void>;
   /**
    * `namespace/pod` → its IP and node at the last list, or why not (K8S_POD_NOT_FOUND,
    * K8S_API_UNREACHABLE …).

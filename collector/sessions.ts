@@ -222,6 +222,10 @@ export class SessionManager {
 
   /** Starts a capture. Throws API_NO_AGENT when no point can be armed. */
   async create(spec: CaptureSpec): Promise<CaptureView> {
+    // The inventory the verdict will use is listed again now, so it is as fresh as the capture
+    // (the periodic list may be up to an interval old: a pod recreated since has a new IP). Not
+    // awaited: arming does not wait for a cluster-wide list.
+    void this.cluster?.refresh();
     // namespace/pod targets are read from the API first; the agents and the clock after that.
     const pods = await Promise.all(spec.points.map((p) => this.resolvePodTarget(p.target)));
     const now = this.clock.nowMs();

@@ -22,6 +22,10 @@ export interface LabVerdict {
   evidence: { point?: string; matchedBy?: string[]; detail: string }[];
   hint: string;
   reason?: string;
+  /** Files only: what each capture file recorded about its capture (format, frames, drops). */
+  files?: { point: string; format: string; frames: number; dropped: number | null }[];
+  /** Files only: the cautions those records give rise to. */
+  caveats?: string[];
 }
 
 /** Analyzes the capture files of one run. */
@@ -30,13 +34,20 @@ export function analyzeRun(
   inventory: Inventory,
   selector: { client: string; dst: string; dport: number },
 ): LabVerdict {
-  const { verdict } = analyzeFiles({ points, inventory, selector });
+  const { verdict, captureHealth, caveats } = analyzeFiles({ points, inventory, selector });
   const out: LabVerdict = {
     layer: verdict.layer,
     rewrittenBetween: verdict.rewrittenBetween,
     observed: verdict.observed,
     evidence: verdict.evidence,
     hint: verdict.hint,
+    files: (captureHealth ?? []).map((h) => ({
+      point: h.point,
+      format: h.file ?? '?',
+      frames: h.packets,
+      dropped: h.kernelDrops,
+    })),
+    caveats: caveats ?? [],
   };
   if (verdict.reason !== undefined) out.reason = verdict.reason;
   return out;

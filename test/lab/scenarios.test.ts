@@ -44,6 +44,18 @@ if (missing.length > 0) {
       if (s.expect.sportChanges === true)
         t.not(v?.observed['egress']?.sport, v?.observed['backend']?.sport, 'source port changed');
       t.same(run.mismatches, [], 'no mismatch');
+      // tcpdump writes classic pcap: every file read, none records its drops, and a verdict that
+      // rests on a missing packet says so.
+      t.same(
+        v?.files?.map((f) => [f.point, f.format, f.frames > 0, f.dropped]),
+        ['decap', 'egress', 'backend'].map((p) => [p, 'pcap', true, null]),
+        'each capture file as the analyzer read it',
+      );
+      if (['dropped', 'no-return'].includes(s.expect.layer)) {
+        t.ok((v?.caveats ?? []).length > 0, 'a caution');
+        for (const c of v?.caveats ?? [])
+          t.match(c, /its capture is a classic pcap file, which records no drop counts/);
+      } else t.same(v?.caveats, [], 'no caution: every point saw the request and the reply');
       t.notOk(
         (await listNamespaces()).some((n) => n.startsWith(lab.prefix)),
         `no ${lab.prefix}* namespace left`,

@@ -449,8 +449,11 @@ void t.test('POST /v1/captures with namespace/pod targets', async (t) => {
   const s = sessions.get(view.id);
   t.ok(s);
 
-  // The StatefulSet recreated wg-0 since the last list: the capture goes to the new pod's IP.
+  // The StatefulSet recreated wg-0 since the last list: the capture goes to the new pod's IP,
+  // and the inventory the verdict will use is listed again.
   fake.pods = RECREATED;
+  const lists = (): number => fake.requests.filter((r) => r.startsWith('GET /api/v1/pods?')).length;
+  const listsBefore = lists();
   const again = await post([
     { name: 'decap', target: 'vpn/wg-0', iface: 'wg0' },
     { name: 'backend', target: 'web/web-1', iface: 'eth0' },
@@ -464,6 +467,11 @@ void t.test('POST /v1/captures with namespace/pod targets', async (t) => {
     ['10.244.1.44', '10.244.2.5'],
     'the recreated pod, not the IP of the last list',
   );
+  // The list runs beside the capture (not awaited by the POST); the periodic one is 60 s away.
+  for (let i = 0; i < 100 && src.inventory()?.pods['vpn/wg-0']?.ip !== '10.244.1.44'; i++)
+    await new Promise((r) => setTimeout(r, 20));
+  t.equal(src.inventory()?.pods['vpn/wg-0']?.ip, '10.244.1.44', 'the inventory knows the new IP');
+  t.equal(lists(), listsBefore + 1, 'one list for the new capture');
   fake.pods = PODS;
 
   const none = await post([
