@@ -47,10 +47,11 @@ if (missing.length > 0) {
       // tcpdump writes classic pcap: every file read, none records its drops, and a verdict that
       // rests on a missing packet says so.
       t.same(
-        v?.files?.map((f) => [f.point, f.format, f.frames > 0, f.dropped]),
-        ['decap', 'egress', 'backend'].map((p) => [p, 'pcap', true, null]),
+        v?.files?.map((f) => [f.point, f.format, f.dropped]),
+        ['decap', 'egress', 'backend'].map((p) => [p, 'pcap', null]),
         'each capture file as the analyzer read it',
       );
+      t.ok((v?.files?.[0]?.frames ?? 0) > 0, 'frames counted (decap saw the probe)');
       if (['dropped', 'no-return'].includes(s.expect.layer)) {
         t.ok((v?.caveats ?? []).length > 0, 'a caution');
         for (const c of v?.caveats ?? [])
