@@ -32,6 +32,8 @@ export interface CaptureHealth {
    * Statistics Blocks; classic pcap records none) and packets its frames.
    */
   file?: 'pcap' | 'pcapng';
+  /** The target came from a stale pod list (session.ts PointRecord.targetNote). */
+  targetNote?: string;
 }
 
 /** What the capture at one point lost (or why its counts mean nothing), as a phrase; null when none. */
@@ -61,8 +63,8 @@ function fileLossPhrase(format: 'pcap' | 'pcapng', dropped: number | null): stri
 /**
  * Cautions for the reader: each point that did not see the request, or saw it but not the reply
  * although the backend saw the request, while its capture lost packets, cannot count them, or never
- * confirmed it ran.
- * Points without a status (a file no pass read to the end) are skipped.
+ * confirmed it ran; and each point that did not see the request while its `namespace/pod` target
+ * came from an old pod list. Points without a status (a file no pass read to the end) are skipped.
  */
 export function healthCaveats(points: PointSummary[], health: CaptureHealth[]): string[] {
   const out: string[] = [];
@@ -71,6 +73,13 @@ export function healthCaveats(points: PointSummary[], health: CaptureHealth[]): 
   for (const p of points) {
     const h = health.find((x) => x.point === p.name);
     if (h === undefined) continue;
+    if (!p.seenRequest && h.targetNote !== undefined) {
+      out.push(
+        `${p.name} did not see the request, and its target was taken from an old pod list ` +
+          `(${h.targetNote}): if the pod was recreated since, the capture ran elsewhere; capture ` +
+          'again once the Kubernetes API answers',
+      );
+    }
     const loss = lossPhrase(h);
     if (loss === null) continue;
     if (!p.seenRequest) {

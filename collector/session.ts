@@ -79,6 +79,11 @@ export interface PointRecord {
   netns: string | null;
   netnsAddresses: string[];
   error?: PointError;
+  /**
+   * Why the capture may not be where the target is now: a `namespace/pod` target taken from the
+   * collector's last pod list because reading it from the API failed.
+   */
+  targetNote?: string;
 }
 
 /** The persisted state of a session (session.json). */
@@ -182,12 +187,13 @@ export class CaptureSession {
   }
 
   /** The command for a point went to `agentId`. */
-  markArmed(name: string, agentId: string, node: string, nowMs: number): void {
+  markArmed(name: string, agentId: string, node: string, nowMs: number, targetNote?: string): void {
     const p = this.point(name);
     if (!p || this.isFinal()) return;
     p.agentId = agentId;
     p.node = node;
     p.state = 'arming';
+    if (targetNote !== undefined) p.targetNote = targetNote;
     this.touch(nowMs);
   }
 

@@ -70,6 +70,8 @@ export interface PointView {
   queueDrops: number;
   lost: number;
   error?: { code: string; message: string };
+  /** The target came from a stale pod list (reading the pod from the API failed): why. */
+  targetNote?: string;
 }
 
 /** A finished capture's analysis and report inputs; capture health is added at each write. */
@@ -261,7 +263,7 @@ export class SessionManager {
         deadlineUnixMs: now + spec.timeoutMs + 10_000,
       };
       if (this.hub.send(r.agent.agentId, { kind: 'capture', capture })) {
-        s.markArmed(p.name, r.agent.agentId, r.agent.node, now);
+        s.markArmed(p.name, r.agent.agentId, r.agent.node, now, r.stale);
         this.log.info({ captureId: id, point: p.name, agentId: r.agent.agentId }, 'point armed');
       } else {
         const message = `the agent ${r.agent.agentId} on ${r.agent.node} disconnected before the command`;
@@ -300,11 +302,12 @@ export class SessionManager {
     p: CaptureSpec['points'][number],
     pod: PodTargetResolution | undefined,
     agents: ReturnType<AgentHub['agents']>,
-  ): TargetResolution & { sendTarget: string } {
+  ): TargetResolution & { sendTarget: string; stale?: string } {
     if (pod === undefined)
       return { ...resolveTarget(p.target, p.node, agents), sendTarget: p.target };
     if (!pod.ok) return { ...pod, sendTarget: p.target };
-    return { ...resolveTarget(pod.ip, pod.node, agents), sendTarget: pod.ip };
+    const r = { ...resolveTarget(pod.ip, pod.node, agents), sendTarget: pod.ip };
+    return pod.stale === undefined ? r : { ...r, stale: pod.stale };
   }
 
   get(id: string): CaptureView | undefined {
@@ -609,6 +612,7 @@ export class SessionManager {
       kernelDrops: p.kernelDrops,
       queueDrops: p.queueDrops,
       lost: p.lost,
+      ...(p.targetNote === undefined ? {} : { targetNote: p.targetNote }),
     }));
   }
 
@@ -692,6 +696,7 @@ export class SessionManager {
           lost: p.lost,
         };
         if (p.error) v.error = p.error;
+        if (p.targetNote !== undefined) v.targetNote = p.targetNote;
         return v;
       }),
       progress: {

@@ -103,6 +103,21 @@ void t.test('a point whose capture never confirmed it ran: said so, not taken fo
   t.end();
 });
 
+void t.test('a pod target taken from an old list: a caution where the request was missed', (t) => {
+  const note = 'reading web/web-1 from the API failed (connect ECONNREFUSED): as listed 37 s ago';
+  const h = [
+    health('decap', { targetNote: note }), // saw the request: the target was right
+    health('egress'),
+    health('backend', { targetNote: note }),
+  ];
+  t.same(healthCaveats(dropped.points, h), [
+    `backend did not see the request, and its target was taken from an old pod list (${note}): ` +
+      'if the pod was recreated since, the capture ran elsewhere; capture again once the ' +
+      'Kubernetes API answers',
+  ]);
+  t.end();
+});
+
 void t.test('missing reply: a caution only once the backend saw the request', (t) => {
   const h = [health('decap'), health('egress', { queueDrops: 4 }), health('backend')];
   t.match(healthCaveats(noReturn.points, h), [

@@ -483,6 +483,23 @@ void t.test('POST /v1/captures with namespace/pod targets', async (t) => {
     error: { code: 'API_NO_AGENT', message: /decap: K8S_POD_NOT_FOUND .*backend: K8S_POD_NO_IP/ },
   });
 
+  // The API stops answering: the target comes from the last list, and the view says so.
+  await fake.close();
+  const stale = await post([
+    { name: 'decap', target: 'vpn/wg-0', iface: 'wg0' },
+    { name: 'backend', target: '192.168.50.2', iface: 'eth0' },
+  ]);
+  t.equal(stale.status, 201);
+  t.match((stale.json as { points: unknown[] }).points, [
+    {
+      name: 'decap',
+      state: 'arming',
+      targetNote: /^reading vpn\/wg-0 from the API failed \(.+\): as listed \d+ s ago$/,
+    },
+    { name: 'backend' },
+  ]);
+  t.notOk('targetNote' in ((stale.json as { points: object[] }).points[1] ?? {}));
+
   // Without --kubernetes a namespace/pod target says how to enable it.
   const plain = new SessionManager({
     hub,
