@@ -93,6 +93,15 @@ export interface CaptureDeps {
   pollMs?: number;
 }
 
+/** One line per point whose `namespace/pod` target came from an old pod list (the API failed). */
+export function targetNoteLines(v: Pick<CaptureView, 'points'>): string[] {
+  return v.points.flatMap((p) =>
+    p.targetNote === undefined
+      ? []
+      : [`  ${p.name}: target ${p.target} taken from an old pod list: ${p.targetNote}`],
+  );
+}
+
 function progressLine(v: CaptureView, elapsedMs: number): string {
   const pts = v.points
     .map((p) => {
@@ -167,6 +176,7 @@ export async function runCapture(
   let view = await client.json<CaptureView>('POST', '/v1/captures', body);
   const started = Date.now();
   err(`capture ${view.id} armed on ${base}`);
+  for (const line of targetNoteLines(view)) err(line);
   let last = '';
   let failures = 0;
   const pollMs = deps.pollMs ?? 200;

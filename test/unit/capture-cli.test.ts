@@ -9,9 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { replayCaptureFile } from '../../agent/replay';
-import { parseCapturePoint, parseDuration, runCapture } from '../../cli/capture';
+import { parseCapturePoint, parseDuration, runCapture, targetNoteLines } from '../../cli/capture';
 import { parseListen, runCollector } from '../../cli/collector';
 import { silentLogger } from '../../collector/logger';
+import type { CaptureView } from '../../collector/sessions';
 import { startCollector, type RunningCollector } from '../../collector/main';
 import { isHoptraceError } from '../../common/errors';
 import { FakeHub, status } from './collector-fixtures';
@@ -173,6 +174,21 @@ void t.test('capture → progress on stderr, verdict and report URL on stdout, e
   t.match(text, /: resolved \(preserved, and the reply came back/);
   t.match(text, /verdict: preserved/);
   t.match(text, new RegExp(`report: ${c.url}/v1/captures/c-\\S+/report\\.md`));
+});
+
+void t.test('a point whose pod target came from an old list is named when armed', (t) => {
+  const point = { name: 'decap', target: 'vpn/wg-0' };
+  const note = 'reading vpn/wg-0 from the API failed (HTTP 503): as listed 42 s ago';
+  t.same(
+    targetNoteLines({
+      points: [
+        { ...point, targetNote: note } as CaptureView['points'][number],
+        { name: 'backend', target: '10.244.2.5' } as CaptureView['points'][number],
+      ],
+    }),
+    [`  decap: target vpn/wg-0 taken from an old pod list: ${note}`],
+  );
+  t.end();
 });
 
 void t.test('--json prints one object with the capture and the analysis', async (t) => {
