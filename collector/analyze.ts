@@ -47,9 +47,9 @@ export interface PointSummary {
 export interface AnalysisResult {
   verdict: Verdict;
   points: PointSummary[];
-  /** Live sessions: each point's capture as its agent last reported it (capture-health.ts). */
+  /** Each point's capture as its agent last reported it, or as its file recorded it (capture-health.ts). */
   captureHealth?: CaptureHealth[];
-  /** Live sessions: what the captures lost that may hide a missing request or reply. */
+  /** What the captures lost (or cannot tell) that may hide a missing request or reply. */
   caveats?: string[];
 }
 

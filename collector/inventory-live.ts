@@ -29,14 +29,9 @@ export interface ClusterFacts {
   /** Lists again now (never rejects; a failure keeps the last list). */
   refresh(): Promise<void>;
   /**
-   * `namespace/pod` → its IP and node at the last list, or why not (K8S_POD_NOT_FOUND,
-   * K8S_API_UNREACHABLE …).
+   * `namespace/pod` → its IP and node, fresh from the API, or why not (K8S_POD_NOT_FOUND,
+   * K8S_POD_NO_IP …); from the last list (`stale` says so) when reading it fails otherwise.
    */
-  resolvePod(
-    namespace: string,
-    name: string,
-  ): { ok: true; ip: string; node: string } | { ok: false; code: ErrorCode; message: string };
-  /** The same, fresh from the API; from the last list (`stale` says so) when reading fails. */
   resolvePodTarget(namespace: string, name: string): Promise<PodTargetResolution>;
 }
 

@@ -677,7 +677,7 @@ export class ReproManager {
   ): void {
     if (counts.kernelDrops + counts.queueDrops + counts.lost === 0) return;
     r.losses.push({
-      capture: att === undefined ? 'backend' : `${p.name} (${att.pod.name})`,
+      capture: att === undefined ? 'backend' : captureLabel(att, p),
       epoch: att?.epoch ?? 0,
       fromMs: p.reportedAtMs ?? att?.attachedAtMs ?? r.createdAtMs,
       toMs: this.nowMs(),
@@ -694,7 +694,7 @@ export class ReproManager {
     const points: [string, PointRec][] = [
       ['backend', r.backend],
       ...r.attachments.flatMap((a) =>
-        a.points.map((p): [string, PointRec] => [`${p.name} (${a.pod.name})`, p]),
+        a.points.map((p): [string, PointRec] => [captureLabel(a, p), p]),
       ),
     ];
     const lines: string[] = [];
@@ -760,6 +760,11 @@ export class ReproManager {
       text: [...renderTimeline(timeline, r.marks, r.summary), ...this.lossLines(r, timeline)],
     };
   }
+}
+
+/** How the text names an attachment's capture: `decap (vpn/wg-0)`. */
+function captureLabel(a: Attachment, p: PointRec): string {
+  return `${p.name} (${a.pod.name})`;
 }
 
 function served(a: Attachment): ServedBy {

@@ -243,10 +243,17 @@ export class CaptureSession {
     this.touch(nowMs);
   }
 
-  applyLost(l: Lost, nowMs: number): void {
+  /** Events an agent reported lost; also for a finished capture. True when any were counted. */
+  countLost(l: Lost): boolean {
     const p = this.point(l.point);
-    if (!p) return;
+    if (!p) return false;
     p.lost += l.count;
+    return l.count !== 0;
+  }
+
+  applyLost(l: Lost, nowMs: number): void {
+    if (!this.point(l.point)) return;
+    this.countLost(l);
     this.touch(nowMs);
   }
 

@@ -646,13 +646,7 @@ export class SessionManager {
     if (final === undefined || (msg.kind !== 'status' && msg.kind !== 'lost')) return;
     const p = s.point(pointOf(msg));
     if (p === undefined || p.agentId !== msg.agentId) return;
-    let changed: boolean;
-    if (msg.kind === 'status') {
-      changed = s.applyCounts(msg.status);
-    } else {
-      p.lost += msg.lost.count;
-      changed = msg.lost.count !== 0;
-    }
+    const changed = msg.kind === 'status' ? s.applyCounts(msg.status) : s.countLost(msg.lost);
     if (!changed) return;
     this.writeReports(s, final, 'cannot rewrite the report with the final counts');
     this.emit(s);

@@ -223,9 +223,13 @@ export function podNotFound(
 
 /** Finds `namespace/name` in a snapshot: its primary IP and node, or why not. */
 export function findPod(s: ClusterSnapshot, namespace: string, name: string): PodResolution {
-  const ref = `${namespace}/${name}`;
   const pod = s.pods.find((p) => p.namespace === namespace && p.name === name);
-  if (pod === undefined) return podNotFound(s.pods, namespace, name);
+  return pod === undefined ? podNotFound(s.pods, namespace, name) : runningPod(pod);
+}
+
+/** A pod as a capture target: its primary IP and node, or K8S_POD_NO_IP while it cannot be one. */
+export function runningPod(pod: ClusterPod): PodResolution {
+  const { namespace, name } = pod;
   const [ip] = pod.ips;
   if (
     ip === undefined ||
@@ -236,7 +240,7 @@ export function findPod(s: ClusterSnapshot, namespace: string, name: string): Po
     return {
       ok: false,
       code: 'K8S_POD_NO_IP',
-      message: `pod ${ref} is ${pod.phase}${pod.node === null ? ', not scheduled' : ` on ${pod.node}`}${ip === undefined ? ', without an IP' : ''}; wait until it runs (\`kubectl -n ${namespace} get pod ${name} -o wide\`)`,
+      message: `pod ${namespace}/${name} is ${pod.phase}${pod.node === null ? ', not scheduled' : ` on ${pod.node}`}${ip === undefined ? ', without an IP' : ''}; wait until it runs (\`kubectl -n ${namespace} get pod ${name} -o wide\`)`,
     };
   }
   return { ok: true, ip, node: pod.node, pod };

@@ -16,6 +16,7 @@ import {
   clusterInventory,
   findPod,
   podNotFound,
+  runningPod,
   nodeFacts,
   podFacts,
   type ClusterPod,
@@ -148,7 +149,7 @@ export class K8sInventorySource implements ClusterFacts {
         stale: `reading ${namespace}/${name} from the API failed (${err?.message ?? String(e)}): as listed ${age} s ago`,
       };
     }
-    const r = findPod({ nodes: [], pods: [pod], takenAtMs: this.nowMs() }, namespace, name);
+    const r = runningPod(pod);
     return r.ok ? { ok: true, ip: r.ip, node: r.node } : r;
   }
 
