@@ -38,9 +38,8 @@ export function* replayCaptureFile(
 }
 
 /**
- * The same events (and errors) as replayCaptureFile, faster: a classic pcap file goes through the
- * native addon's decoder fast path (capture/summary-file.ts); pcapng, or no addon, takes the JS
- * path above.
+ * The same events (and errors) as replayCaptureFile, faster: pcap and pcapng files go through the
+ * native addon's decoder fast path (capture/summary-file.ts); without the addon, the JS path above.
  */
 export function* replayCaptureFileFast(
   path: string,

@@ -1,9 +1,10 @@
 /**
- * Offline analysis of capture files: one PointStream per file for collector/analyze.ts. Classic
- * pcap files go through the native decoder's summary records (agent/capture/summary-file.ts) and a
- * record-level prefilter that keeps a superset of what the streaming analysis keeps, so events are
- * built only for the frames the request can need; other files, or hosts without the addon, replay
- * every frame through the TypeScript decoder (the reference the fast path is tested against).
+ * Offline analysis of capture files: one PointStream per file for collector/analyze.ts. Capture
+ * files (pcap and pcapng) go through the native decoder's summary records
+ * (agent/capture/summary-file.ts) and a record-level prefilter that keeps a superset of what the
+ * streaming analysis keeps, so events are built only for the frames the request can need; on hosts
+ * without the addon every frame is replayed through the TypeScript decoder (the reference the fast
+ * path is tested against).
  */
 import { PF, R, SF, SUMMARY_BYTES, markerOf, summaryEvent } from '../agent/capture/summary';
 import { openSummaryPcap, SUMMARY_WORDS, type SummaryBlock } from '../agent/capture/summary-file';
@@ -82,7 +83,7 @@ const SYN = 0x02;
 const ACK = 0x10;
 
 /** A later point's record kept for now: a copy of its summary record, or its decoded event. */
-type Kept = PacketEvent | { rec: Buffer; frame: number };
+type Kept = PacketEvent | { rec: Buffer; frame: number; linktype: number; ctx: EventContext };
 
 /** Exact `|ts - synTs| <= windowNs` for a record's ts words, mostly without bigints. */
 class Window {
@@ -158,6 +159,8 @@ class RecordCursor implements SelectionCursor<Kept> {
   words: Uint32Array = new Uint32Array(0);
   i = 0;
   frame = 0;
+  linktype = 0;
+  ctx: EventContext = { point: '', node: '', iface: '' };
 
   key(): string {
     const o = this.i * SUMMARY_BYTES;
@@ -174,7 +177,12 @@ class RecordCursor implements SelectionCursor<Kept> {
 
   take(): Kept {
     const o = this.i * SUMMARY_BYTES;
-    return { rec: Buffer.from(this.recs.subarray(o, o + SUMMARY_BYTES)), frame: this.frame };
+    return {
+      rec: Buffer.from(this.recs.subarray(o, o + SUMMARY_BYTES)),
+      frame: this.frame,
+      linktype: this.linktype,
+      ctx: this.ctx,
+    };
   }
 }
 
@@ -225,10 +233,7 @@ abstract class Scan {
   count = 0;
   readonly out: PacketEvent[] = [];
 
-  constructor(
-    protected readonly linktype: number,
-    protected readonly ctx: EventContext,
-  ) {}
+  constructor(protected readonly ctx: EventContext) {}
 
   abstract block(b: SummaryBlock): void;
 
@@ -238,7 +243,12 @@ abstract class Scan {
 
   /** The event of record `i` (FAST: from the record; SLOW: the reference decoder). */
   protected event(b: SummaryBlock, i: number): PacketEvent {
-    return summaryEvent(b.recs, i, b.src, this.linktype, b.firstFrame + i, this.ctx);
+    return summaryEvent(b.recs, i, b.src, b.linktype, b.firstFrame + i, this.ctxOf(b));
+  }
+
+  /** The events' context: the file's interface name, when it gives one (pcapng if_name). */
+  protected ctxOf(b: SummaryBlock): EventContext {
+    return b.iface === undefined ? this.ctx : { ...this.ctx, iface: b.iface };
   }
 
   /** A SLOW record: its event, counted, when it is useful (isUsefulEvent), else null. */
@@ -273,11 +283,10 @@ class SelectScan extends Scan {
   best: EarlyRequest | null = null;
 
   constructor(
-    linktype: number,
     ctx: EventContext,
     private readonly plan: SelectPass,
   ) {
-    super(linktype, ctx);
+    super(ctx);
     this.choice = new RequestSynChoice(plan.selector);
   }
 
@@ -350,8 +359,8 @@ class RequestScan extends Scan {
   private readonly fwd: number;
   private readonly back: number;
 
-  constructor(linktype: number, ctx: EventContext, plan: RequestPass) {
-    super(linktype, ctx);
+  constructor(ctx: EventContext, plan: RequestPass) {
+    super(ctx);
     this.fwd = (plan.tuple.sport | (plan.tuple.dport << 16)) >>> 0;
     this.back = (plan.tuple.dport | (plan.tuple.sport << 16)) >>> 0;
   }
@@ -387,11 +396,10 @@ class LaterScan extends Scan {
   private readonly dataKeys: U32Set;
 
   constructor(
-    linktype: number,
     ctx: EventContext,
     private readonly plan: LaterPass,
   ) {
-    super(linktype, ctx);
+    super(ctx);
     this.win = new Window(plan.synTsNs, plan.windowNs);
     const data = plan.data;
     this.wantMarker = data !== null && data.probeMarker !== null;
@@ -485,6 +493,8 @@ class LaterScan extends Scan {
     cursor.words = words;
     cursor.i = i;
     cursor.frame = b.firstFrame + i;
+    cursor.linktype = b.linktype;
+    cursor.ctx = this.ctxOf(b);
     // The low 16 bits of the flow hash: equal for equal connections (direction-free), a small integer.
     this.selection.offer(cursor, (words[w + W_FLOW] ?? 0) & 0xffff, trigger, payloadLength);
   }
@@ -493,17 +503,17 @@ class LaterScan extends Scan {
     return this.selection
       .result()
       .map((k) =>
-        'rec' in k ? summaryEvent(k.rec, 0, k.rec, this.linktype, k.frame, this.ctx) : k,
+        'rec' in k ? summaryEvent(k.rec, 0, k.rec, k.linktype, k.frame, k.ctx) : k,
       );
   }
 }
 
 /**
- * One point's capture file as a PointStream. A classic pcap file goes through the native decoder
+ * One point's capture file as a PointStream. A pcap or pcapng file goes through the native decoder
  * fast path (agent/capture/summary-file.ts): every frame is summarized in C, and a prefilter on
  * the summary records (the Scan classes above) builds PacketEvents only for the frames the pass
  * can keep (PassPlan) — a superset of what analyzeEventStreams keeps, which still decides — while
- * counting every useful event. pcapng files, and hosts without the addon, take the JS reader +
+ * counting every useful event. Hosts without the addon (and `fast: false`) take the JS reader +
  * decoder for every frame.
  */
 class FilePointStream implements PointStream {
@@ -522,7 +532,7 @@ class FilePointStream implements PointStream {
   constructor(
     readonly name: string,
     private readonly file: string,
-    /** false: the JS reader + decoder for every frame, even for a classic pcap file. */
+    /** false: the JS reader + decoder for every frame, even where the addon loads. */
     private readonly fast: boolean,
   ) {
     this.ctx = { point: name, node: '', iface: 'file' };
@@ -577,13 +587,13 @@ class FilePointStream implements PointStream {
     let scan: Scan;
     switch (plan.kind) {
       case 'select':
-        scan = new SelectScan(reader.linktype, this.ctx, plan);
+        scan = new SelectScan(this.ctx, plan);
         break;
       case 'request':
-        scan = new RequestScan(reader.linktype, this.ctx, plan);
+        scan = new RequestScan(this.ctx, plan);
         break;
       case 'later':
-        scan = new LaterScan(reader.linktype, this.ctx, plan);
+        scan = new LaterScan(this.ctx, plan);
         break;
     }
     try {
@@ -596,7 +606,7 @@ class FilePointStream implements PointStream {
         }
       }
       yield* scan.finish();
-      this.recorded = { format: 'pcap', stats: reader.stats() };
+      this.recorded = { format: reader.format, stats: reader.stats() };
     } finally {
       reader.close();
     }
@@ -610,7 +620,7 @@ class FilePointStream implements PointStream {
 /**
  * Reads every point's capture file and analyses the selected request, streaming: the first file is
  * read twice (select the request, then keep its packets), the others once, and only the events that
- * can matter to the request are kept, so memory does not grow with the files. Classic pcap files
+ * can matter to the request are kept, so memory does not grow with the files. Capture files
  * take the native fast path when the addon loads (FilePointStream); `fast: false` forces the JS
  * reader + decoder for every frame (the reference the fast path is tested against).
  */

@@ -58,6 +58,11 @@ export class ChunkReader {
     return this.buf.subarray(this.start + rel, this.start + rel + n);
   }
 
+  /** The buffered bytes from the cursor: buf[start, end), valid until the next fill. */
+  window(): { buf: Buffer; start: number; end: number } {
+    return { buf: this.buf, start: this.start, end: this.end };
+  }
+
   u8(rel: number): number {
     return this.buf[this.start + rel] ?? 0;
   }

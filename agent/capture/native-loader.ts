@@ -145,7 +145,8 @@ export interface PcapBatchAddon {
   /**
    * The decoder's C fast path (summary.c): summarizes the records of src[pos, end) laid out as
    * `layout` (SUMMARY_LAYOUT in summary.ts) into out (summaryBytes each); returns
-   * [records written, next position, stop reason].
+   * [records written, next position, stop reason]. The pcapng layouts take the Enhanced Packet
+   * Blocks of interface `iface` (maxCaplen: the largest block), time in ns = units * mul / div.
    */
   summarize(
     src: Buffer,
@@ -156,6 +157,9 @@ export interface PcapBatchAddon {
     maxCaplen: number,
     ports: Buffer,
     out: Buffer,
+    iface?: number,
+    mul?: number,
+    div?: number,
   ): [number, number, number];
   summaryBytes: number;
   /**

@@ -68,7 +68,7 @@ const HINT_CUT = 'the capture was cut short (still being written, or the disk fi
 
 /** libpcap's largest accepted record (MAXIMUM_SNAPLEN) and our pcapng block ceiling. */
 const MAX_SNAPLEN = 262144;
-const MAX_BLOCK = 64 * 1024 * 1024;
+export const MAX_BLOCK = 64 * 1024 * 1024;
 
 /** pcap link-type field: bits 16-25 are reserved and must be zero (libpcap LT_RESERVED1). */
 const LT_RESERVED1 = 0x03ff0000;
@@ -122,12 +122,17 @@ abstract class BaseReader {
     try {
       yield* this.read();
     } catch (e) {
-      if (isHoptraceError(e)) throw e;
-      const why = e instanceof Error ? e.message : String(e);
-      fail('FILE_NOT_FOUND', this.path, `read failed: ${why}`, 'check the file is readable');
+      this.readFailed(e);
     } finally {
       this.close();
     }
+  }
+
+  /** Rethrows a HoptraceError; anything else (a failed read) as FILE_NOT_FOUND. */
+  protected readFailed(e: unknown): never {
+    if (isHoptraceError(e)) throw e;
+    const why = e instanceof Error ? e.message : String(e);
+    return fail('FILE_NOT_FOUND', this.path, `read failed: ${why}`, 'check the file is readable');
   }
 
   stats(): CaptureFileStats {
@@ -239,7 +244,8 @@ class PcapReader extends BaseReader {
   }
 }
 
-interface Interface {
+/** A pcapng interface (IDB) as the reader keeps it. */
+export interface PcapngInterface {
   linktype: number;
   snaplen: number;
   name: string | undefined;
@@ -275,10 +281,21 @@ function resolution(v: number): { mul: bigint; div: bigint } {
  * ISB: interface id | ts high | ts low | options (isb_ifdrop 5, isb_osdrop 7: u64 counters since
  *      the capture started, so the last block of an interface holds its totals).
  */
-class PcapngReader extends BaseReader {
+/** A packet block at the reader's cursor: its frame at `at`, the block `len` bytes long. */
+export interface PcapngPacket {
+  iface: PcapngInterface;
+  /** Timestamp in the interface's units (ns = ts * iface.mul / iface.div). */
+  ts: bigint;
+  caplen: number;
+  wireLength: number;
+  at: number;
+  len: number;
+}
+
+export class PcapngReader extends BaseReader {
   readonly format = 'pcapng' as const;
   private le = true;
-  private ifaces: Interface[] = [];
+  private ifaces: PcapngInterface[] = [];
   private statsBlocks = 0;
   /** This section's drops by interface id, from its latest statistics block that had any. */
   private sectionDrops = new Map<number, number>();
@@ -382,7 +399,7 @@ class PcapngReader extends BaseReader {
   private readIDB(len: number): void {
     const r = this.r;
     if (len < 20) this.bad(`interface block too short (${len})`);
-    const iface: Interface = {
+    const iface: PcapngInterface = {
       linktype: r.u16(8, this.le),
       snaplen: r.u32(12, this.le),
       name: undefined,
@@ -435,7 +452,7 @@ class PcapngReader extends BaseReader {
     };
   }
 
-  private iface(id: number): Interface {
+  private iface(id: number): PcapngInterface {
     const i = this.ifaces[id];
     if (i === undefined)
       return this.bad(
@@ -444,32 +461,73 @@ class PcapngReader extends BaseReader {
     return i;
   }
 
-  private frame(
-    index: number,
-    i: Interface,
-    ts: bigint,
-    caplen: number,
-    wireLength: number,
-    at: number,
-  ): CaptureFrame {
+  private frame(index: number, p: PcapngPacket): CaptureFrame {
+    const i = p.iface;
     const f: CaptureFrame = {
       index,
       linktype: i.linktype,
-      tsNs: (ts * i.mul) / i.div,
-      caplen,
-      wireLength,
-      data: this.r.view(at, caplen),
+      tsNs: (p.ts * i.mul) / i.div,
+      caplen: p.caplen,
+      wireLength: p.wireLength,
+      data: this.r.view(p.at, p.caplen),
     };
     if (i.name !== undefined) f.ifaceName = i.name;
     return f;
   }
 
   protected *read(): Generator<CaptureFrame, void, undefined> {
+    for (let p = this.packetBlock(); p !== null; p = this.packetBlock()) {
+      this.framesRead++;
+      yield this.frame(this.framesRead, p);
+      this.r.skip(p.len);
+    }
+  }
+
+  /*
+   * The native fast path (summary-file.ts) reads runs of Enhanced Packet Blocks from this reader's
+   * buffer itself and hands every other block to nextPacket, so both paths share one parser of
+   * sections, interfaces and statistics, and one set of errors.
+   */
+
+  /** The section's byte order. */
+  get littleEndian(): boolean {
+    return this.le;
+  }
+
+  /** The section's interface `id`, if described. */
+  interfaceAt(id: number): PcapngInterface | undefined {
+    return this.ifaces[id];
+  }
+
+  /** The buffered bytes from the cursor: buf[start, end), valid until the reader moves on. */
+  buffered(): { buf: Buffer; start: number; end: number } {
+    return this.r.window();
+  }
+
+  /**
+   * The next packet block, loaded at the cursor, after reading the blocks before it; null at the
+   * end of the file. Throws the errors frames() throws. `tookPackets(p.len, 1)` moves past it.
+   */
+  nextPacket(): PcapngPacket | null {
+    try {
+      return this.packetBlock();
+    } catch (e) {
+      this.close();
+      return this.readFailed(e);
+    }
+  }
+
+  /** Moves the cursor `bytes` on, past `frames` packet blocks read outside frames(). */
+  tookPackets(bytes: number, frames: number): void {
+    this.r.skip(bytes);
+    this.framesRead += frames;
+  }
+
+  private packetBlock(): PcapngPacket | null {
     const r = this.r;
-    let index = 1;
     for (;;) {
       if (!r.fill(8)) {
-        if (r.available === 0) return;
+        if (r.available === 0) return null;
         fail(
           'FILE_TRUNCATED',
           this.path,
@@ -488,21 +546,19 @@ class PcapngReader extends BaseReader {
       } else if (type === BT_EPB || type === BT_PB) {
         if (len < 32) this.bad(`packet block too short (${len})`);
         const epb = type === BT_EPB;
-        const i = this.iface(epb ? r.u32(8, this.le) : r.u16(8, this.le));
+        const iface = this.iface(epb ? r.u32(8, this.le) : r.u16(8, this.le));
         const ts = (BigInt(r.u32(12, this.le)) << 32n) | BigInt(r.u32(16, this.le));
         const caplen = r.u32(20, this.le);
         const wireLength = r.u32(24, this.le);
         if (28 + caplen > len - 4) this.bad(`captured length ${caplen} runs past its block`);
-        this.framesRead = index;
-        yield this.frame(index++, i, ts, caplen, wireLength, 28);
+        return { iface, ts, caplen, wireLength, at: 28, len };
       } else if (type === BT_SPB) {
         if (len < 16) this.bad(`simple packet block too short (${len})`);
-        const i = this.iface(0);
+        const iface = this.iface(0);
         const wireLength = r.u32(8, this.le);
         let caplen = Math.min(wireLength, len - 16);
-        if (i.snaplen > 0) caplen = Math.min(caplen, i.snaplen);
-        this.framesRead = index;
-        yield this.frame(index++, i, 0n, caplen, wireLength, 12);
+        if (iface.snaplen > 0) caplen = Math.min(caplen, iface.snaplen);
+        return { iface, ts: 0n, caplen, wireLength, at: 12, len };
       } else if (type === BT_ISB) {
         this.readISB(len);
       }

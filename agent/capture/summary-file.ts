@@ -1,15 +1,25 @@
 /**
- * Classic pcap files through the decoder's C fast path: the file is read in large chunks into one
- * reused buffer (a record cut by the chunk end is carried over to the next), and the addon's
- * `summarize` turns the records of each chunk into summary records (summary.ts) in one call, so
- * a caller can look at a few fields of every frame and build PacketEvents only for the frames it
- * keeps (`hoptrace analyze`).
+ * Capture files through the decoder's C fast path: the file is read in large chunks into one
+ * reused buffer, and the addon's `summarize` turns the frames of each chunk into summary records
+ * (summary.ts) in one call, so a caller can look at a few fields of every frame and build
+ * PacketEvents only for the frames it keeps (`hoptrace analyze`).
  *
- * Classic pcap only: pcapng files (and any host where the addon does not load) get `null` from
- * openSummaryPcap and stay on the JS reader + reference decoder. The JS reader (pcap-file.ts)
- * stays the authority on errors: the header is checked by openCaptureFile itself, and when a
- * record turns out malformed (a caplen above the bound, a file cut mid-record) the JS reader is run
- * over the file to throw its own error, after the same frames it would have delivered.
+ * Classic pcap: the reader here walks the records (one cut by the chunk end is carried over to
+ * the next). The JS reader (pcap-file.ts) stays the authority on errors: the header is checked by
+ * openCaptureFile itself, and when a record turns out malformed (a caplen above the bound, a file
+ * cut mid-record) the JS reader is run over the file to throw its own error, after the same
+ * frames it would have delivered.
+ *
+ * pcapng (what dumpcap, tshark and Wireshark write): the JS reader's own PcapngReader reads the
+ * file, and the C side takes the runs of Enhanced Packet Blocks of one interface from its buffer
+ * (summary_run_ng); every other block — sections, interfaces, statistics, simple packet blocks, a
+ * block cut by the chunk end, anything malformed — goes through the JS parser, one block at a
+ * time, so the two paths share one parser and one set of errors. A packet block the JS parser reads
+ * is summarized on its own. One difference is left: a timestamp past 2^64 ns (after the year 2554)
+ * keeps its low 64 bits here; the JS reader keeps it whole.
+ *
+ * Hosts where the addon does not load get `null` from openSummaryPcap and stay on the JS reader +
+ * reference decoder.
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { endianness } from 'node:os';
@@ -17,7 +27,13 @@ import type { PacketEvent } from '../../common/event';
 import type { DecodeOptions } from '../decode/frame';
 import type { EventContext } from '../event';
 import { loadNativeAddon, type PcapBatchAddon } from './native-loader';
-import { openCaptureFile, type CaptureFileStats } from './pcap-file';
+import {
+  MAX_BLOCK,
+  openCaptureFile,
+  PcapngReader,
+  type CaptureFileStats,
+  type PcapngInterface,
+} from './pcap-file';
 import {
   SUMMARY_BYTES,
   SUMMARY_LAYOUT,
@@ -49,6 +65,23 @@ export interface SummaryBlock {
   src: Buffer;
   /** 1-based frame number of record 0 in the file. */
   firstFrame: number;
+  /** The frames' link type (a pcapng file's interfaces may differ). */
+  linktype: number;
+  /** The interface's name when the file gives one (pcapng if_name): the events' iface. */
+  iface: string | undefined;
+}
+
+/** A capture file read as summary blocks. */
+export interface SummaryReader {
+  readonly path: string;
+  readonly format: 'pcap' | 'pcapng';
+  /** Decoder options: the UDP tunnel ports summarize uses are the decoder's. */
+  readonly decode: DecodeOptions | undefined;
+  /** The next block of frames in file order; null at the end of the file. Throws HoptraceError. */
+  next(): SummaryBlock | null;
+  /** What the file recorded about its capture, from what has been read. */
+  stats(): CaptureFileStats;
+  close(): void;
 }
 
 export interface SummaryPcapOptions {
@@ -59,7 +92,8 @@ export interface SummaryPcapOptions {
 }
 
 /** An open classic pcap file read as summary blocks. */
-export class SummaryPcapReader {
+export class SummaryPcapReader implements SummaryReader {
+  readonly format = 'pcap' as const;
   private buf: Buffer;
   private pos = 0;
   private end = 0;
@@ -93,6 +127,8 @@ export class SummaryPcapReader {
       count: 0,
       src: this.buf,
       firstFrame: 1,
+      linktype,
+      iface: undefined,
     };
   }
 
@@ -187,6 +223,129 @@ export class SummaryPcapReader {
   }
 }
 
+/** u32 fields of a buffered pcapng block. */
+function rd32(buf: Buffer, at: number, le: boolean): number {
+  return le ? buf.readUInt32LE(at) : buf.readUInt32BE(at);
+}
+
+/** An interface's timestamp scale as the addon takes it (u32 mul and div), or null. */
+function nativeScale(i: PcapngInterface): { mul: number; div: number } | null {
+  return i.mul <= 0xffffffffn && i.div <= 0xffffffffn
+    ? { mul: Number(i.mul), div: Number(i.div) }
+    : null;
+}
+
+/**
+ * An open pcapng file read as summary blocks: runs of Enhanced Packet Blocks through the addon
+ * from the PcapngReader's own buffer, every other block through the PcapngReader (see the top).
+ */
+export class SummaryPcapngReader implements SummaryReader {
+  readonly format = 'pcapng' as const;
+  private readonly ports: Buffer;
+  private readonly block: SummaryBlock;
+  /** One frame in the batch layout (u32 caplen | u32 wire length | u64 ts ns | data). */
+  private one: Buffer = Buffer.alloc(0);
+  private done = false;
+
+  constructor(
+    readonly path: string,
+    private readonly addon: PcapBatchAddon,
+    private readonly ng: PcapngReader,
+    readonly decode: DecodeOptions | undefined,
+  ) {
+    this.ports = summaryPortTable(decode);
+    const memory = new ArrayBuffer(SUMMARY_BYTES * BLOCK_RECORDS);
+    this.block = {
+      recs: Buffer.from(memory),
+      words: new Uint32Array(memory),
+      count: 0,
+      src: Buffer.alloc(0),
+      firstFrame: 1,
+      linktype: 0,
+      iface: undefined,
+    };
+  }
+
+  stats(): CaptureFileStats {
+    return this.ng.stats();
+  }
+
+  next(): SummaryBlock | null {
+    if (this.done) return null;
+    const ng = this.ng;
+    const b = this.block;
+    b.firstFrame = ng.stats().frames + 1;
+    // A run of Enhanced Packet Blocks of one interface, when the cursor is at one.
+    const w = ng.buffered();
+    const le = ng.littleEndian;
+    if (w.end - w.start >= 12 && rd32(w.buf, w.start, le) === 6) {
+      const id = rd32(w.buf, w.start + 8, le);
+      const iface = ng.interfaceAt(id);
+      const scale = iface === undefined ? null : nativeScale(iface);
+      if (iface !== undefined && scale !== null) {
+        const [n, next] = this.addon.summarize(
+          w.buf,
+          w.start,
+          w.end,
+          le ? SUMMARY_LAYOUT.pcapngLe : SUMMARY_LAYOUT.pcapngBe,
+          iface.linktype,
+          MAX_BLOCK,
+          this.ports,
+          b.recs,
+          id,
+          scale.mul,
+          scale.div,
+        );
+        if (n > 0) {
+          ng.tookPackets(next - w.start, n);
+          return this.filled(n, w.buf, iface);
+        }
+      }
+    }
+    // Any other block, through the JS parser (which throws on a malformed one).
+    const p = ng.nextPacket();
+    if (p === null) {
+      this.close();
+      return null;
+    }
+    const need = 16 + p.caplen;
+    if (this.one.length < need) this.one = Buffer.alloc(Math.max(need, 2048));
+    const one = this.one;
+    one.writeUInt32LE(p.caplen, 0);
+    one.writeUInt32LE(p.wireLength, 4);
+    one.writeBigUInt64LE(BigInt.asUintN(64, (p.ts * p.iface.mul) / p.iface.div), 8);
+    const w2 = ng.buffered();
+    w2.buf.copy(one, 16, w2.start + p.at, w2.start + p.at + p.caplen);
+    const [n] = this.addon.summarize(
+      one,
+      0,
+      need,
+      SUMMARY_LAYOUT.batch,
+      p.iface.linktype,
+      need,
+      this.ports,
+      b.recs,
+    );
+    if (n !== 1) throw new Error(`summary-file: ${this.path}: a lone frame gave ${n} records`);
+    ng.tookPackets(p.len, 1);
+    return this.filled(1, one, p.iface);
+  }
+
+  private filled(count: number, src: Buffer, iface: PcapngInterface): SummaryBlock {
+    const b = this.block;
+    b.count = count;
+    b.src = src;
+    b.linktype = iface.linktype;
+    b.iface = iface.name;
+    return b;
+  }
+
+  close(): void {
+    this.done = true;
+    this.ng.close();
+  }
+}
+
 function layoutOf(magic: number): number | null {
   switch (magic) {
     case 0xa1b2c3d4:
@@ -203,14 +362,11 @@ function layoutOf(magic: number): number | null {
 }
 
 /**
- * Opens a classic pcap file for the fast path. Null when the fast path does not apply — the addon
- * is not loadable, the file is pcapng, or the host is big-endian — and the caller uses the JS
- * reader instead. Header errors are the JS reader's (openCaptureFile runs first). Throws HoptraceError.
+ * Opens a capture file for the fast path. Null when the fast path does not apply — the addon is
+ * not loadable, or the host is big-endian — and the caller uses the JS reader instead. Header
+ * errors are the JS reader's (openCaptureFile runs first). Throws HoptraceError.
  */
-export function openSummaryPcap(
-  path: string,
-  opts: SummaryPcapOptions = {},
-): SummaryPcapReader | null {
+export function openSummaryPcap(path: string, opts: SummaryPcapOptions = {}): SummaryReader | null {
   if (endianness() !== 'LE') return null;
   const load = loadNativeAddon();
   if (!load.ok) return null;
@@ -218,7 +374,14 @@ export function openSummaryPcap(
   const check = openCaptureFile(path, { chunkSize: 64 });
   const format = check.format;
   check.close();
-  if (format !== 'pcap') return null;
+  if (format === 'pcapng') {
+    const ng = openCaptureFile(path, { chunkSize: opts.chunkSize ?? SUMMARY_CHUNK_SIZE });
+    if (!(ng instanceof PcapngReader)) {
+      ng.close();
+      return null; // changed since the check: the JS path reports it
+    }
+    return new SummaryPcapngReader(path, load.addon, ng, opts.decode);
+  }
   let fd: number;
   try {
     fd = openSync(path, 'r');
@@ -252,13 +415,14 @@ export function openSummaryPcap(
 
 /** Every frame of an open summary reader as the PacketEvent the JS reader + decoder give. */
 export function* summaryEvents(
-  reader: SummaryPcapReader,
+  reader: SummaryReader,
   ctx: EventContext,
 ): Generator<PacketEvent, void, undefined> {
   try {
     for (let b = reader.next(); b !== null; b = reader.next()) {
+      const c = b.iface === undefined ? ctx : { ...ctx, iface: b.iface };
       for (let i = 0; i < b.count; i++) {
-        yield summaryEvent(b.recs, i, b.src, reader.linktype, b.firstFrame + i, ctx, reader.decode);
+        yield summaryEvent(b.recs, i, b.src, b.linktype, b.firstFrame + i, c, reader.decode);
       }
     }
   } finally {

@@ -25,10 +25,12 @@ export const SUMMARY_LAYOUT = {
   pcapLeNs: 2,
   pcapBeUs: 3,
   pcapBeNs: 4,
+  pcapngLe: 5,
+  pcapngBe: 6,
 } as const;
 
 /** Why summarize stopped (SUMMARY_STOP_* in summary.h). */
-export const SUMMARY_STOP = { end: 0, full: 1, bad: 2 } as const;
+export const SUMMARY_STOP = { end: 0, full: 1, bad: 2, block: 3 } as const;
 
 // Record offsets and flags (summary.c).
 export const R = {

@@ -12,6 +12,8 @@
 #define SUMMARY_LAYOUT_PCAP_LE_NS 2
 #define SUMMARY_LAYOUT_PCAP_BE_US 3
 #define SUMMARY_LAYOUT_PCAP_BE_NS 4
+#define SUMMARY_LAYOUT_PCAPNG_LE 5  /* pcapng Enhanced Packet Blocks of one interface (summary_run_ng) */
+#define SUMMARY_LAYOUT_PCAPNG_BE 6
 
 /* UDP port table values (one byte per port). */
 #define SUMMARY_PORT_NONE 0
@@ -23,6 +25,7 @@
 #define SUMMARY_STOP_END 0  /* no further complete record in src */
 #define SUMMARY_STOP_FULL 1 /* max_records written */
 #define SUMMARY_STOP_BAD 2  /* the record at *next_pos is malformed (caplen too large / past the end) */
+#define SUMMARY_STOP_BLOCK 3 /* pcapng: the block at *next_pos is not one summary_run_ng takes */
 
 /* Summarizes one frame into rec; returns 1 (FAST) or 0 (SLOW: rec holds only caplen, wire
  * length, ts and raw_offset, where the caller stores the frame's bytes). */
@@ -33,6 +36,14 @@ int summary_one(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts
 size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, uint32_t linktype,
                    uint32_t max_caplen, const uint8_t *ports, uint8_t *out, size_t max_records,
                    size_t *next_pos, int *stop);
+/* Summarizes the pcapng Enhanced Packet Blocks of interface `iface` from pos (a section in byte
+ * order `le`), timestamps in ns = units * mul / div; stops at any other block, a block not wholly
+ * in src, or one that is not well formed or whose time does not fit 64 bits — the caller's
+ * reader handles that block. Returns the number written to out. */
+size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, uint32_t linktype,
+                      uint32_t max_block, uint32_t iface, uint32_t mul, uint32_t div,
+                      const uint8_t *ports, uint8_t *out, size_t max_records, size_t *next_pos,
+                      int *stop);
 /* Most bytes summary_wire writes besides the context (two IPv6 tuples, two tunnels, all keys). */
 #define SUMMARY_WIRE_MAX 512
 
