@@ -35,10 +35,12 @@ export async function benchFiles(
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-bench-files-'));
   try {
     const big = join(dir, 'big.pcap');
+    const bigNg = join(dir, 'big.pcapng');
     const small = join(dir, 'small.pcap');
     const smallCount = Math.round(packets / 4);
     const size = writeBenchPcap(big, packets, 'bench0001');
     writeBenchPcap(small, smallCount, 'bench0001');
+    writeBenchPcap(bigNg, packets, 'bench0001', 'pcapng');
     log(`files: wrote ${packets} frames (${(size / 2 ** 20).toFixed(1)} MiB)`);
     const main = join(repoRoot, 'dist', 'cli', 'main.js');
     const analyzeArgs = (f: string): string[] => [
@@ -81,6 +83,19 @@ export async function benchFiles(
         args: analyzeArgs(big),
         n: packets,
         out: verdictFile,
+      },
+      {
+        tool: 'hoptrace analyze (pcapng, 3 points)',
+        file: process.execPath,
+        args: analyzeArgs(bigNg),
+        n: packets,
+      },
+      {
+        // The floor under analyze: Node reading the three files and walking their records.
+        tool: 'node floor-walk (3 points = file read 3×, nothing decoded)',
+        file: process.execPath,
+        args: [join(repoRoot, 'dist', 'bench', 'floor-walk.js'), big, big, big],
+        n: packets,
       },
       {
         // The floor under every hoptrace command: Node's own start, no module of ours loaded.

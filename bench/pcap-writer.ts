@@ -11,6 +11,19 @@ import { closeSync, openSync, writeSync } from 'node:fs';
 
 const PCAP_HEADER = Buffer.from('d4c3b2a1020004000000000000000000ffff000001000000', 'hex');
 const REC = 16;
+/**
+ * pcapng: a little-endian Section Header Block (version 1.0, section length unknown) and one
+ * Ethernet Interface Description Block (snaplen 65535, µs timestamps by default); then Enhanced
+ * Packet Blocks of EPB header bytes each.
+ */
+const PCAPNG_HEADER = Buffer.from(
+  '0a0d0d0a1c0000004d3c2b1a01000000ffffffffffffffff1c000000' +
+    '0100000014000000' +
+    '01000000ffff0000' +
+    '14000000',
+  'hex',
+);
+const EPB = 28;
 const ETH = 14;
 const IP4 = 20;
 const TCP = 20;
@@ -108,8 +121,15 @@ function putVxlanFrame(b: Buffer, at: number, vni: number, t: TcpSpec): number {
 /**
  * Writes `count` frames to `path` and returns the file size. Background flows: 4096 connections
  * between pod addresses exchanging 48-byte segments; frame i is VXLAN-encapsulated when i is odd.
+ * `pcapng` writes the same frames as one section with one interface (what dumpcap writes).
  */
-export function writeBenchPcap(path: string, count: number, probeId: string): number {
+export function writeBenchPcap(
+  path: string,
+  count: number,
+  probeId: string,
+  format: 'pcap' | 'pcapng' = 'pcap',
+): number {
+  const ng = format === 'pcapng';
   const fd = openSync(path, 'w');
   const chunk = Buffer.alloc(1 << 20);
   let used = 0;
@@ -120,8 +140,9 @@ export function writeBenchPcap(path: string, count: number, probeId: string): nu
     used = 0;
   };
   try {
-    writeSync(fd, PCAP_HEADER);
-    size += PCAP_HEADER.length;
+    const header = ng ? PCAPNG_HEADER : PCAP_HEADER;
+    writeSync(fd, header);
+    size += header.length;
     const filler = Buffer.alloc(48, 'x');
     const request = Buffer.from(
       `GET /hoptrace-probe-${probeId} HTTP/1.1\r\nHost: ${BENCH_SERVICE}\r\n\r\n`,
@@ -186,7 +207,7 @@ export function writeBenchPcap(path: string, count: number, probeId: string): nu
         };
       }
       const rec = used;
-      const start = rec + REC;
+      const start = rec + (ng ? EPB : REC);
       const end =
         probe >= 0 && probe <= 2
           ? putTcpFrame(chunk, start, t)
@@ -195,6 +216,24 @@ export function writeBenchPcap(path: string, count: number, probeId: string): nu
             : putTcpFrame(chunk, start, t);
       const len = end - start;
       const usec = i * 10; // 100 k packets per second
+      if (ng) {
+        // EPB: type | total length | interface 0 | ts (µs) high, low | caplen | len | data, padded
+        // to 32 bits | total length.
+        const padded = (len + 3) & ~3;
+        chunk.fill(0, end, start + padded);
+        const total = EPB + padded + 4;
+        const ts = BigInt(tsBase) * 1_000_000n + BigInt(usec);
+        chunk.writeUInt32LE(6, rec);
+        chunk.writeUInt32LE(total, rec + 4);
+        chunk.writeUInt32LE(0, rec + 8);
+        chunk.writeUInt32LE(Number(ts >> 32n), rec + 12);
+        chunk.writeUInt32LE(Number(ts & 0xffffffffn), rec + 16);
+        chunk.writeUInt32LE(len, rec + 20);
+        chunk.writeUInt32LE(len, rec + 24);
+        chunk.writeUInt32LE(total, start + padded);
+        used = rec + total;
+        continue;
+      }
       chunk.writeUInt32LE(tsBase + Math.floor(usec / 1e6), rec);
       chunk.writeUInt32LE(usec % 1e6, rec + 4);
       chunk.writeUInt32LE(len, rec + 8);
