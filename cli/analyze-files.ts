@@ -47,6 +47,11 @@ export interface AnalyzeFilesInput {
   points: PointFile[];
   inventory: Inventory;
   selector: RequestSelector;
+  /**
+   * Packets each point's capture dropped, by point name, as its tool printed them when it stopped
+   * (tcpdump: "N packets dropped by kernel"): used where the file records no count of its own.
+   */
+  drops?: Record<string, number>;
 }
 
 function* usefulEvents(
@@ -502,9 +507,7 @@ class LaterScan extends Scan {
   override finish(): PacketEvent[] {
     return this.selection
       .result()
-      .map((k) =>
-        'rec' in k ? summaryEvent(k.rec, 0, k.rec, k.linktype, k.frame, k.ctx) : k,
-      );
+      .map((k) => ('rec' in k ? summaryEvent(k.rec, 0, k.rec, k.linktype, k.frame, k.ctx) : k));
   }
 }
 
@@ -534,6 +537,8 @@ class FilePointStream implements PointStream {
     private readonly file: string,
     /** false: the JS reader + decoder for every frame, even where the addon loads. */
     private readonly fast: boolean,
+    /** Drops the user gave for this file (`--drops`), used when the file records none. */
+    private readonly givenDrops: number | undefined,
   ) {
     this.ctx = { point: name, node: '', iface: 'file' };
   }
@@ -543,6 +548,8 @@ class FilePointStream implements PointStream {
   /** The file as a capture (capture-health.ts); null when no pass read it to the end. */
   health(): CaptureHealth | null {
     if (this.recorded === null) return null;
+    const recorded = this.recorded.stats.dropped;
+    const given = recorded === null ? this.givenDrops : undefined;
     return {
       point: this.name,
       node: null,
@@ -550,11 +557,19 @@ class FilePointStream implements PointStream {
       state: 'read',
       confirmed: true,
       packets: this.recorded.stats.frames,
-      kernelDrops: this.recorded.stats.dropped,
+      kernelDrops: given ?? recorded,
       queueDrops: 0,
       lost: 0,
       file: this.recorded.format,
+      ...(given === undefined ? {} : { dropsGiven: true }),
     };
+  }
+
+  /** A note when the user gave a drop count for a file that records its own (which wins). */
+  givenNote(): string | null {
+    const recorded = this.recorded?.stats.dropped ?? null;
+    if (this.givenDrops === undefined || recorded === null) return null;
+    return `${this.name}: --drops ${this.givenDrops} not used: ${this.file} records its own count (${recorded} dropped)`;
   }
 
   readonly events = (plan: PassPlan): Iterable<PacketEvent> => this.pass(plan);
@@ -629,7 +644,7 @@ export function analyzeFiles(
   opts: { fast?: boolean } = {},
 ): AnalysisResult {
   const streams = input.points.map(
-    ({ name, file }) => new FilePointStream(name, file, opts.fast !== false),
+    ({ name, file }) => new FilePointStream(name, file, opts.fast !== false, input.drops?.[name]),
   );
   const result = analyzeEventStreams({
     points: streams,
@@ -640,5 +655,8 @@ export function analyzeFiles(
   // the cautions it gives rise to. A file no pass read to the end (the analysis stopped before
   // it) has nothing to say.
   const health = streams.map((s) => s.health()).filter((h) => h !== null);
-  return withCaptureHealth(result, health);
+  const withHealth = withCaptureHealth(result, health);
+  const notes = streams.map((s) => s.givenNote()).filter((n) => n !== null);
+  if (notes.length === 0) return withHealth;
+  return { ...withHealth, caveats: [...(withHealth.caveats ?? []), ...notes] };
 }

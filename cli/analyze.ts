@@ -20,7 +20,7 @@ import {
 export { analyzeFiles, type AnalyzeFilesInput, type PointFile, type RequestSelector };
 
 const USAGE =
-  'hoptrace analyze --point NAME=FILE [--point NAME=FILE]... [--inventory inv.json] [--client IP] [--dst IP[:PORT]] [--json] [--report-dir DIR]';
+  'hoptrace analyze --point NAME=FILE [--point NAME=FILE]... [--drops NAME=N]... [--inventory inv.json] [--client IP] [--dst IP[:PORT]] [--json] [--report-dir DIR]';
 
 /** Parses `NAME=FILE`. */
 export function parsePointArg(value: string): PointFile {
@@ -34,6 +34,36 @@ export function parsePointArg(value: string): PointFile {
     });
   }
   return { name, file };
+}
+
+/**
+ * Parses the `--drops NAME=N` values against the points: the packets a point's capture dropped, as
+ * its tool printed them when it stopped (tcpdump: "N packets dropped by kernel").
+ */
+export function parseDropsArgs(values: string[], points: PointFile[]): Record<string, number> {
+  const drops: Record<string, number> = {};
+  for (const value of values) {
+    const m = /^([a-z][a-z0-9-]{0,31})=(\d{1,15})$/.exec(value);
+    if (m === null) {
+      throw new HoptraceError('CLI_USAGE', `'${value}' is not NAME=N`, {
+        where: '--drops',
+        hint: 'the count tcpdump printed for that point\'s file ("N packets dropped by kernel"), e.g. --drops backend=0',
+      });
+    }
+    const [, name = '', n = '0'] = m;
+    if (!points.some((p) => p.name === name)) {
+      throw new HoptraceError('CLI_BAD_POINT', `--drops names '${name}', which is not a point`, {
+        where: '--drops',
+        hint: `the points are ${points.map((p) => p.name).join(', ')}`,
+      });
+    }
+    if (drops[name] !== undefined)
+      throw new HoptraceError('CLI_BAD_POINT', `--drops for '${name}' is given twice`, {
+        where: '--drops',
+      });
+    drops[name] = Number(n);
+  }
+  return drops;
 }
 
 /** Parses `IP` or `IP:PORT` / `[IPv6]:PORT` for --dst. */
@@ -54,6 +84,7 @@ export function parseDstArg(value: string): { dst: string; dport?: number } {
 export function runAnalyze(argv: string[], out: (line: string) => void): number {
   const { values, positionals } = parseCommandLine('analyze', USAGE, argv, {
     point: { type: 'string', multiple: true },
+    drops: { type: 'string', multiple: true },
     inventory: { type: 'string' },
     client: { type: 'string' },
     dst: { type: 'string' },
@@ -95,7 +126,8 @@ export function runAnalyze(argv: string[], out: (line: string) => void): number 
   const inventory =
     values.inventory === undefined ? { nodes: {}, pods: {} } : readInventoryFile(values.inventory);
 
-  const result = analyzeFiles({ points, inventory, selector });
+  const drops = parseDropsArgs(values.drops ?? [], points);
+  const result = analyzeFiles({ points, inventory, selector, drops });
 
   if (values.json === true) out(JSON.stringify(result));
   else out(renderVerdictText(result));

@@ -6,7 +6,7 @@ const USAGE = `usage: hoptrace <command> [options]
 commands:
   decode [--json] [--vxlan-port N]... FILE
       decode every frame of a pcap/pcapng file: layers, outer and inner tuple
-  analyze --point NAME=FILE [--point NAME=FILE]... [--inventory inv.json]
+  analyze --point NAME=FILE [--point NAME=FILE]... [--drops NAME=N]... [--inventory inv.json]
           [--client IP] [--dst IP[:PORT]] [--json] [--report-dir DIR]
       correlate one request across capture points and name the layer that rewrote its source
   collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--tls-cert F --tls-key F]

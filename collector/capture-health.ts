@@ -32,16 +32,24 @@ export interface CaptureHealth {
    * Statistics Blocks; classic pcap records none) and packets its frames.
    */
   file?: 'pcap' | 'pcapng';
+  /**
+   * A capture file's kernelDrops was given by the user (`hoptrace analyze --drops`: the count
+   * tcpdump printed when it stopped), not recorded in the file.
+   */
+  dropsGiven?: boolean;
   /** The target came from a stale pod list (session.ts PointRecord.targetNote). */
   targetNote?: string;
 }
 
 /** What the capture at one point lost (or why its counts mean nothing), as a phrase; null when none. */
 export function lossPhrase(
-  h: Pick<CaptureHealth, 'confirmed' | 'state' | 'kernelDrops' | 'queueDrops' | 'lost' | 'file'>,
+  h: Pick<
+    CaptureHealth,
+    'confirmed' | 'state' | 'kernelDrops' | 'queueDrops' | 'lost' | 'file' | 'dropsGiven'
+  >,
 ): string | null {
   if (!h.confirmed) return `never reported that it was capturing (state ${h.state})`;
-  if (h.file !== undefined) return fileLossPhrase(h.file, h.kernelDrops);
+  if (h.file !== undefined) return fileLossPhrase(h.file, h.kernelDrops, h.dropsGiven === true);
   const parts: string[] = [];
   if (h.kernelDrops !== null && h.kernelDrops > 0) parts.push(`${h.kernelDrops} in the kernel`);
   if (h.queueDrops > 0) parts.push(`${h.queueDrops} in the agent`);
@@ -51,11 +59,16 @@ export function lossPhrase(
   return null;
 }
 
-function fileLossPhrase(format: 'pcap' | 'pcapng', dropped: number | null): string | null {
+function fileLossPhrase(
+  format: 'pcap' | 'pcapng',
+  dropped: number | null,
+  given: boolean,
+): string | null {
+  if (dropped !== null && given) return dropped > 0 ? `dropped ${dropped} packets (--drops)` : null;
   if (dropped !== null) return dropped > 0 ? `recorded ${dropped} packets dropped` : null;
   return format === 'pcap'
     ? 'is a classic pcap file, which records no drop counts (tcpdump prints "packets dropped by ' +
-        'kernel" when it stops)'
+        'kernel" when it stops; give that count with --drops)'
     : 'records no drop counts (no Interface Statistics Block with isb_ifdrop/isb_osdrop; dumpcap ' +
         'and tshark write one when they stop)';
 }

@@ -109,10 +109,11 @@ function fileHealthSection(health: CaptureHealth[]): string[] {
   out.push(
     'What each capture file recorded about its own capture: pcapng files written by dumpcap or ' +
       'tshark end with Interface Statistics Blocks (drops by the interface and the OS); classic ' +
-      'pcap files (tcpdump -w) record none — tcpdump prints its drops when it stops.',
+      'pcap files (tcpdump -w) record none — tcpdump prints its drops when it stops, and ' +
+      '`hoptrace analyze --drops POINT=N` takes that count (shown as "given").',
     '',
   );
-  out.push('| point | file | format | frames | dropped (recorded) |');
+  out.push('| point | file | format | frames | dropped |');
   out.push('| --- | --- | --- | --- | --- |');
   for (const h of health) {
     const row = [
@@ -120,7 +121,9 @@ function fileHealthSection(health: CaptureHealth[]): string[] {
       h.iface,
       h.file ?? '?',
       String(h.packets),
-      h.kernelDrops === null ? 'not recorded' : String(h.kernelDrops),
+      h.kernelDrops === null
+        ? 'not recorded'
+        : `${h.kernelDrops}${h.dropsGiven === true ? ' (given)' : ''}`,
     ];
     out.push(`| ${row.map(cell).join(' | ')} |`);
   }

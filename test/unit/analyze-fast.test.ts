@@ -458,17 +458,46 @@ void t.test('capture health: what each file recorded about its capture, and the 
       t.match(renderVerdictText(r), `  caution: ${r.caveats?.[0] ?? ''}`);
     }
     const md = renderReportMarkdown(r, { generatedAt: 'now', inputs: [] });
-    t.match(
-      md,
-      '| point | file | format | frames | dropped (recorded) |',
-      `${kind}: Markdown table`,
-    );
+    t.match(md, '| point | file | format | frames | dropped |', `${kind}: Markdown table`);
     t.match(
       md,
       `| backend | ${backend} | ${kind === 'pcap' ? 'pcap' : 'pcapng'} | ${backendPkts.length} | ${
         { pcap: 'not recorded', dropped: '37', none: '0', silent: 'not recorded' }[kind]
       } |`,
     );
+  }
+  // --drops: the count tcpdump printed, for a file that records none; a file's own count wins.
+  const given = (backend: string, n: number, fast = true): ReturnType<typeof analyzeFiles> =>
+    analyzeFiles(
+      {
+        points: at([decap, egress, backend]),
+        inventory: EMPTY,
+        selector: { client: CLIENT },
+        drops: { backend: n },
+      },
+      { fast },
+    );
+  for (const fast of [true, false]) {
+    const none = given(backends.pcap, 0, fast);
+    t.same(none.caveats, [], 'tcpdump printed 0 dropped: no caution for the classic pcap file');
+    t.match(none.captureHealth?.[2], { point: 'backend', kernelDrops: 0, dropsGiven: true });
+    t.notOk('dropsGiven' in (none.captureHealth?.[0] ?? {}), 'only for the point given');
+    t.match(
+      renderReportMarkdown(none, { generatedAt: 'now', inputs: [] }),
+      `| backend | ${backends.pcap} | pcap | ${backendPkts.length} | 0 (given) |`,
+    );
+    const some = given(backends.pcap, 5, fast);
+    t.same(some.caveats, [
+      'backend did not see the request, and its capture dropped 5 packets (--drops): the ' +
+        'request may be among them; capture again before concluding it never got there',
+    ]);
+    const own = given(backends.dropped, 5, fast);
+    t.match(own.captureHealth?.[2], { kernelDrops: 37 });
+    t.notOk('dropsGiven' in (own.captureHealth?.[2] ?? {}), "the file's own count wins");
+    t.match(own.caveats, [
+      /recorded 37 packets dropped/,
+      `backend: --drops 5 not used: ${backends.dropped} records its own count (37 dropped)`,
+    ]);
   }
   // A request seen everywhere gives no caution, even from files that record no drops.
   const seen = analyze(file('health-backend-seen', exchange(NAT_ENDS, T0 + 90n * US)), true);

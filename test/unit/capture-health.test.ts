@@ -91,6 +91,26 @@ void t.test('a capture that cannot count its drops is named too', (t) => {
   t.end();
 });
 
+void t.test('files: recorded drops, drops given with --drops, none recorded', (t) => {
+  const file = (o: Partial<CaptureHealth>): CaptureHealth[] => [
+    health('decap', { file: 'pcap', kernelDrops: 0, dropsGiven: true }),
+    health('egress', { file: 'pcap', ...o }),
+    health('backend', { file: 'pcapng', kernelDrops: 0 }),
+  ];
+  // The reply never came back to egress: its file decides whether that is proven.
+  t.match(healthCaveats(noReturn.points, file({ kernelDrops: 2, dropsGiven: true })), [
+    /^egress saw the request but not the reply, and its capture dropped 2 packets \(--drops\): the reply may be among them/,
+  ]);
+  t.same(healthCaveats(noReturn.points, file({ kernelDrops: 0, dropsGiven: true })), []);
+  t.match(healthCaveats(noReturn.points, file({ kernelDrops: 2 })), [
+    /egress .* recorded 2 packets dropped/,
+  ]);
+  t.match(healthCaveats(noReturn.points, file({ kernelDrops: null })), [
+    /egress .* is a classic pcap file, which records no drop counts .*give that count with --drops/,
+  ]);
+  t.end();
+});
+
 void t.test('a point whose capture never confirmed it ran: said so, not taken for cap', (t) => {
   const h = [
     health('decap'),

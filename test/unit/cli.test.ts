@@ -69,6 +69,23 @@ void t.test('bad input gets a clear error, never a stack trace', (t) => {
       /FILE_BAD_BLOCK: .*shb-option-too-long\.pcapng/,
     ],
     [['decode'], /CLI_USAGE/],
+    [
+      ['analyze', '--point', 'a=' + httpGet, '--point', 'b=' + httpGet, '--drops', 'b=-1'],
+      /CLI_USAGE: --drops: 'b=-1' is not NAME=N .*packets dropped by kernel/,
+    ],
+    [
+      ['analyze', '--point', 'a=' + httpGet, '--point', 'b=' + httpGet, '--drops', 'c=0'],
+      /CLI_BAD_POINT: --drops: --drops names 'c', which is not a point .*the points are a, b/,
+    ],
+    [
+      ['analyze', '--point', 'a=' + httpGet, '--point', 'b=' + httpGet].concat([
+        '--drops',
+        'b=1',
+        '--drops',
+        'b=2',
+      ]),
+      /CLI_BAD_POINT: --drops: --drops for 'b' is given twice/,
+    ],
   ];
   for (const [args, re] of cases) {
     const r = hoptrace(...args);
@@ -91,11 +108,24 @@ void t.test('analyze: the same capture at every point is a preserved source', (t
     `backend=${httpGet}`,
     '--client',
     '141.142.228.5',
+    '--drops',
+    'backend=3',
     '--json',
     '--report-dir',
     dir,
   );
   t.equal(r.code, 0, r.stderr);
+  t.match(
+    JSON.parse(r.stdout),
+    {
+      captureHealth: [
+        { point: 'decap', kernelDrops: null },
+        {},
+        { point: 'backend', kernelDrops: 3, dropsGiven: true },
+      ],
+    },
+    "--drops reaches the backend point's capture health",
+  );
   const out = JSON.parse(r.stdout) as {
     verdict: {
       layer: string;
