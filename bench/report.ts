@@ -454,8 +454,8 @@ sudo npm run bench -- --quick # ~2 min
 node dist/bench/run.js --only capture,files   # some sections (after npm run build)
 \`\`\`
 
-> **Noise caveat.** The machine is shared: other engineers ran namespace lab tests on the same two
-> cores during this run (load average ${m.loadBefore} before, ${m.loadAfter ?? '?'} after). Absolute numbers
+> **Noise caveat.** Two cores, which other work may share during a run (load average
+> ${m.loadBefore} before, ${m.loadAfter ?? '?'} after; a quiet machine reads near 0). Absolute numbers
 > move by tens of percent between runs; compare the **ratios**, which come from trials run
 > back-to-back in the same run under the same background load.
 
