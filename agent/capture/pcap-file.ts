@@ -272,15 +272,6 @@ function resolution(v: number): { mul: bigint; div: bigint } {
   return n <= 9 ? { mul: 10n ** BigInt(9 - n), div: 1n } : { mul: 1n, div: 10n ** BigInt(n - 9) };
 }
 
-/*
- * pcapng block: type (32) | total length (32) | body | total length (32), lengths multiple of 4.
- * SHB body: byte-order magic 1a2b3c4d | major 1 | minor | section length (64) | options.
- * IDB: link type (16) | reserved (16) | snaplen | options (if_name 2, if_tsresol 9).
- * EPB: interface id | ts high | ts low | caplen | orig len | data (padded) | options.
- * SPB: orig len | data.  Option: code (16) | length (16) | value padded to 32 bits; code 0 ends.
- * ISB: interface id | ts high | ts low | options (isb_ifdrop 5, isb_osdrop 7: u64 counters since
- *      the capture started, so the last block of an interface holds its totals).
- */
 /** A packet block at the reader's cursor: its frame at `at`, the block `len` bytes long. */
 export interface PcapngPacket {
   iface: PcapngInterface;
@@ -292,6 +283,15 @@ export interface PcapngPacket {
   len: number;
 }
 
+/*
+ * pcapng block: type (32) | total length (32) | body | total length (32), lengths multiple of 4.
+ * SHB body: byte-order magic 1a2b3c4d | major 1 | minor | section length (64) | options.
+ * IDB: link type (16) | reserved (16) | snaplen | options (if_name 2, if_tsresol 9).
+ * EPB: interface id | ts high | ts low | caplen | orig len | data (padded) | options.
+ * SPB: orig len | data.  Option: code (16) | length (16) | value padded to 32 bits; code 0 ends.
+ * ISB: interface id | ts high | ts low | options (isb_ifdrop 5, isb_osdrop 7: u64 counters since
+ *      the capture started, so the last block of an interface holds its totals).
+ */
 export class PcapngReader extends BaseReader {
   readonly format = 'pcapng' as const;
   private le = true;

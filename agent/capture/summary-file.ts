@@ -91,6 +91,20 @@ export interface SummaryPcapOptions {
   decode?: DecodeOptions | undefined;
 }
 
+/** A reader's one SummaryBlock, its records' memory allocated once (BLOCK_RECORDS). */
+function emptyBlock(src: Buffer, linktype: number): SummaryBlock {
+  const memory = new ArrayBuffer(SUMMARY_BYTES * BLOCK_RECORDS);
+  return {
+    recs: Buffer.from(memory),
+    words: new Uint32Array(memory),
+    count: 0,
+    src,
+    firstFrame: 1,
+    linktype,
+    iface: undefined,
+  };
+}
+
 /** An open classic pcap file read as summary blocks. */
 export class SummaryPcapReader implements SummaryReader {
   readonly format = 'pcap' as const;
@@ -120,16 +134,7 @@ export class SummaryPcapReader implements SummaryReader {
     this.buf = Buffer.allocUnsafe(Math.max(64, chunkSize));
     this.maxCaplen = Math.max(snaplen, MAX_SNAPLEN);
     this.ports = summaryPortTable(decode);
-    const memory = new ArrayBuffer(SUMMARY_BYTES * BLOCK_RECORDS);
-    this.block = {
-      recs: Buffer.from(memory),
-      words: new Uint32Array(memory),
-      count: 0,
-      src: this.buf,
-      firstFrame: 1,
-      linktype,
-      iface: undefined,
-    };
+    this.block = emptyBlock(this.buf, linktype);
   }
 
   /** What the file recorded about its capture: a classic pcap file records no drop counts. */
@@ -254,16 +259,7 @@ export class SummaryPcapngReader implements SummaryReader {
     readonly decode: DecodeOptions | undefined,
   ) {
     this.ports = summaryPortTable(decode);
-    const memory = new ArrayBuffer(SUMMARY_BYTES * BLOCK_RECORDS);
-    this.block = {
-      recs: Buffer.from(memory),
-      words: new Uint32Array(memory),
-      count: 0,
-      src: Buffer.alloc(0),
-      firstFrame: 1,
-      linktype: 0,
-      iface: undefined,
-    };
+    this.block = emptyBlock(Buffer.alloc(0), 0);
   }
 
   stats(): CaptureFileStats {

@@ -14,6 +14,7 @@ import { writeBenchPcap } from '../../bench/pcap-writer';
 import { loadNativeAddon } from '../../agent/capture/native-loader';
 import { openSummaryPcap, summaryEvents } from '../../agent/capture/summary-file';
 import { replayCaptureFile, replayCaptureFileFast } from '../../agent/replay';
+import { json, same, type Outcome } from './same-events';
 import type { PacketEvent } from '../../common/event';
 
 const load = loadNativeAddon();
@@ -24,14 +25,6 @@ if (!load.ok) {
 
 const pcaps = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps');
 const ctx = { point: 'p', node: 'n' };
-
-interface Outcome {
-  events: string[];
-  error: string | null;
-}
-
-const json = (ev: PacketEvent): string =>
-  JSON.stringify(ev, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v));
 
 function collect(events: () => Iterable<PacketEvent>): Outcome {
   const out: Outcome = { events: [], error: null };
@@ -56,19 +49,6 @@ function fast(path: string, chunkSize?: number): Outcome | null {
   if (reader === null) return null;
   const r = reader;
   return collect(() => summaryEvents(r, { ...ctx, iface: 'file' }));
-}
-
-type Asserts = Pick<typeof t, 'equal' | 'fail'>;
-
-function same(t: Asserts, got: Outcome, want: Outcome, label: string): void {
-  t.equal(got.error, want.error, `${label}: same error`);
-  t.equal(got.events.length, want.events.length, `${label}: same number of events`);
-  const bad = got.events.findIndex((e, i) => e !== want.events[i]);
-  if (bad >= 0)
-    t.fail(`${label}: event ${bad + 1} differs`, {
-      found: got.events[bad],
-      wanted: want.events[bad],
-    });
 }
 
 void t.test('every corpus capture: same events and errors as the JS reader', (t) => {

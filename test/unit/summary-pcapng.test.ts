@@ -17,7 +17,7 @@ import { openCaptureFile } from '../../agent/capture/pcap-file';
 import { openSummaryPcap, summaryEvents } from '../../agent/capture/summary-file';
 import { SUMMARY_LAYOUT, SUMMARY_STOP } from '../../agent/capture/summary';
 import { replayCaptureFile } from '../../agent/replay';
-import type { PacketEvent } from '../../common/event';
+import { json, same, type Outcome } from './same-events';
 import { block, END, epb, idb, isb, option, pad4, shb, spb, u16, u32 } from './pcapng-writer';
 
 const load = loadNativeAddon();
@@ -27,14 +27,6 @@ if (!load.ok) {
 }
 
 const ctx = { point: 'p', node: 'n' };
-const json = (ev: PacketEvent): string =>
-  JSON.stringify(ev, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v));
-
-interface Outcome {
-  events: string[];
-  error: string | null;
-  stats: string | null;
-}
 
 function reference(path: string): Outcome {
   const out: Outcome = { events: [], error: null, stats: null };
@@ -83,20 +75,6 @@ function fast(path: string, chunkSize?: number): Outcome & { format: string; inR
     out.error = e instanceof Error ? e.message : String(e);
   }
   return { ...out, format, inRuns };
-}
-
-type Asserts = Pick<typeof t, 'equal' | 'fail'>;
-
-function same(t: Asserts, got: Outcome, want: Outcome, label: string): void {
-  t.equal(got.error, want.error, `${label}: same error`);
-  t.equal(got.events.length, want.events.length, `${label}: same number of events`);
-  const bad = got.events.findIndex((e, i) => e !== want.events[i]);
-  if (bad >= 0)
-    t.fail(`${label}: event ${bad + 1} differs`, {
-      found: got.events[bad],
-      wanted: want.events[bad],
-    });
-  if (want.error === null) t.equal(got.stats, want.stats, `${label}: same statistics`);
 }
 
 /** The frames (data and µs time) of a classic LE µs pcap. */
