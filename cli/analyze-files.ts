@@ -7,7 +7,13 @@
  * path is tested against).
  */
 import { PF, R, SF, SUMMARY_BYTES, markerOf, summaryEvent } from '../agent/capture/summary';
-import { openSummaryPcap, SUMMARY_WORDS, type SummaryBlock } from '../agent/capture/summary-file';
+import {
+  ifaceAt,
+  linktypeAt,
+  openSummaryPcap,
+  SUMMARY_WORDS,
+  type SummaryBlock,
+} from '../agent/capture/summary-file';
 import type { EventContext } from '../agent/event';
 import { formatIPv4, formatIPv6 } from '../agent/decode/address';
 import type { CaptureFileStats } from '../agent/capture/pcap-file';
@@ -248,12 +254,13 @@ abstract class Scan {
 
   /** The event of record `i` (FAST: from the record; SLOW: the reference decoder). */
   protected event(b: SummaryBlock, i: number): PacketEvent {
-    return summaryEvent(b.recs, i, b.src, b.linktype, b.firstFrame + i, this.ctxOf(b));
+    return summaryEvent(b.recs, i, b.src, linktypeAt(b, i), b.firstFrame + i, this.ctxOf(b, i));
   }
 
-  /** The events' context: the file's interface name, when it gives one (pcapng if_name). */
-  protected ctxOf(b: SummaryBlock): EventContext {
-    return b.iface === undefined ? this.ctx : { ...this.ctx, iface: b.iface };
+  /** Record i's event context: the file's interface name, when it gives one (pcapng if_name). */
+  protected ctxOf(b: SummaryBlock, i: number): EventContext {
+    const iface = ifaceAt(b, i);
+    return iface === undefined ? this.ctx : { ...this.ctx, iface };
   }
 
   /** A SLOW record: its event, counted, when it is useful (isUsefulEvent), else null. */
@@ -498,8 +505,8 @@ class LaterScan extends Scan {
     cursor.words = words;
     cursor.i = i;
     cursor.frame = b.firstFrame + i;
-    cursor.linktype = b.linktype;
-    cursor.ctx = this.ctxOf(b);
+    cursor.linktype = linktypeAt(b, i);
+    cursor.ctx = this.ctxOf(b, i);
     // The low 16 bits of the flow hash: equal for equal connections (direction-free), a small integer.
     this.selection.offer(cursor, (words[w + W_FLOW] ?? 0) & 0xffff, trigger, payloadLength);
   }

@@ -146,7 +146,9 @@ export interface PcapBatchAddon {
    * The decoder's C fast path (summary.c): summarizes the records of src[pos, end) laid out as
    * `layout` (SUMMARY_LAYOUT in summary.ts) into out (summaryBytes each); returns
    * [records written, next position, stop reason]. The pcapng layouts take the Enhanced Packet
-   * Blocks of interface `iface` (maxCaplen: the largest block), time in ns = units * mul / div.
+   * Blocks of the interfaces in `ifaces` (12 bytes each, LE: link type, mul, div — time in ns =
+   * units * mul / div; div 0 leaves the interface out), maxCaplen being the largest block and
+   * linktype unused; each record's interface id is at R.ifaceId.
    */
   summarize(
     src: Buffer,
@@ -157,9 +159,7 @@ export interface PcapBatchAddon {
     maxCaplen: number,
     ports: Buffer,
     out: Buffer,
-    iface?: number,
-    mul?: number,
-    div?: number,
+    ifaces?: Buffer,
   ): [number, number, number];
   summaryBytes: number;
   /**

@@ -494,9 +494,12 @@ export class PcapngReader extends BaseReader {
     return this.le;
   }
 
-  /** The section's interface `id`, if described. */
-  interfaceAt(id: number): PcapngInterface | undefined {
-    return this.ifaces[id];
+  /**
+   * The section's interfaces by id, as described so far: the same array while the section lasts
+   * (a new interface is appended), a new one for a new section.
+   */
+  interfaces(): readonly PcapngInterface[] {
+    return this.ifaces;
   }
 
   /** The buffered bytes from the cursor: buf[start, end), valid until the reader moves on. */

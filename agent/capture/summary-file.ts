@@ -11,8 +11,9 @@
  * frames it would have delivered.
  *
  * pcapng (what dumpcap, tshark and Wireshark write): the JS reader's own PcapngReader reads the
- * file, and the C side takes the runs of Enhanced Packet Blocks of one interface from its buffer
- * (summary_run_ng); every other block — sections, interfaces, statistics, simple packet blocks, a
+ * file, and the C side takes the runs of Enhanced Packet Blocks from its buffer (summary_run_ng,
+ * with a table of the section's interfaces: link type and time scale; records carry their
+ * interface id, read with linktypeAt / ifaceAt); every other block — sections, interfaces, statistics, simple packet blocks, a
  * block cut by the chunk end, anything malformed — goes through the JS parser, one block at a
  * time, so the two paths share one parser and one set of errors. A packet block the JS parser reads
  * is summarized on its own. One difference is left: a timestamp past 2^64 ns (after the year 2554)
@@ -35,6 +36,7 @@ import {
   type PcapngInterface,
 } from './pcap-file';
 import {
+  R,
   SUMMARY_BYTES,
   SUMMARY_LAYOUT,
   SUMMARY_STOP,
@@ -65,10 +67,30 @@ export interface SummaryBlock {
   src: Buffer;
   /** 1-based frame number of record 0 in the file. */
   firstFrame: number;
-  /** The frames' link type (a pcapng file's interfaces may differ). */
+  /** The frames' link type (unless byIface is set). */
   linktype: number;
   /** The interface's name when the file gives one (pcapng if_name): the events' iface. */
   iface: string | undefined;
+  /**
+   * A pcapng run over several interfaces: record i's link type and name are those of
+   * byIface[its interface id (R.ifaceId)], and linktype/iface above are unused. Read them with
+   * linktypeAt / ifaceAt.
+   */
+  byIface: readonly { linktype: number; name: string | undefined }[] | null;
+}
+
+const IFACE_WORD = R.ifaceId / 4;
+
+/** Record i's link type. */
+export function linktypeAt(b: SummaryBlock, i: number): number {
+  if (b.byIface === null) return b.linktype;
+  return b.byIface[b.words[i * SUMMARY_WORDS + IFACE_WORD] ?? 0]?.linktype ?? b.linktype;
+}
+
+/** Record i's interface name (pcapng if_name), if the file gives one. */
+export function ifaceAt(b: SummaryBlock, i: number): string | undefined {
+  if (b.byIface === null) return b.iface;
+  return b.byIface[b.words[i * SUMMARY_WORDS + IFACE_WORD] ?? 0]?.name;
 }
 
 /** A capture file read as summary blocks. */
@@ -102,6 +124,7 @@ function emptyBlock(src: Buffer, linktype: number): SummaryBlock {
     firstFrame: 1,
     linktype,
     iface: undefined,
+    byIface: null,
   };
 }
 
@@ -233,11 +256,19 @@ function rd32(buf: Buffer, at: number, le: boolean): number {
   return le ? buf.readUInt32LE(at) : buf.readUInt32BE(at);
 }
 
-/** An interface's timestamp scale as the addon takes it (u32 mul and div), or null. */
-function nativeScale(i: PcapngInterface): { mul: number; div: number } | null {
-  return i.mul <= 0xffffffffn && i.div <= 0xffffffffn
-    ? { mul: Number(i.mul), div: Number(i.div) }
-    : null;
+/**
+ * The addon's interface table (summary.h): link type, mul, div per interface; div 0 leaves an
+ * interface whose scale does not fit 32 bits to the JS parser.
+ */
+function interfaceTable(list: readonly PcapngInterface[]): Buffer {
+  const t = Buffer.alloc(12 * list.length);
+  list.forEach((i, k) => {
+    if (i.mul > 0xffffffffn || i.div > 0xffffffffn) return;
+    t.writeUInt32LE(i.linktype, 12 * k);
+    t.writeUInt32LE(Number(i.mul), 12 * k + 4);
+    t.writeUInt32LE(Number(i.div), 12 * k + 8);
+  });
+  return t;
 }
 
 /**
@@ -251,6 +282,10 @@ export class SummaryPcapngReader implements SummaryReader {
   /** One frame in the batch layout (u32 caplen | u32 wire length | u64 ts ns | data). */
   private one: Buffer = Buffer.alloc(0);
   private done = false;
+  /** The interfaces `table` was built for, and how many there were. */
+  private tableOf: readonly PcapngInterface[] = [];
+  private tableLength = -1;
+  private table: Buffer = Buffer.alloc(0);
 
   constructor(
     readonly path: string,
@@ -271,31 +306,33 @@ export class SummaryPcapngReader implements SummaryReader {
     const ng = this.ng;
     const b = this.block;
     b.firstFrame = ng.stats().frames + 1;
-    // A run of Enhanced Packet Blocks of one interface, when the cursor is at one.
+    // A run of Enhanced Packet Blocks, when the cursor is at one.
     const w = ng.buffered();
     const le = ng.littleEndian;
     if (w.end - w.start >= 12 && rd32(w.buf, w.start, le) === 6) {
-      const id = rd32(w.buf, w.start + 8, le);
-      const iface = ng.interfaceAt(id);
-      const scale = iface === undefined ? null : nativeScale(iface);
-      if (iface !== undefined && scale !== null) {
-        const [n, next] = this.addon.summarize(
-          w.buf,
-          w.start,
-          w.end,
-          le ? SUMMARY_LAYOUT.pcapngLe : SUMMARY_LAYOUT.pcapngBe,
-          iface.linktype,
-          MAX_BLOCK,
-          this.ports,
-          b.recs,
-          id,
-          scale.mul,
-          scale.div,
-        );
-        if (n > 0) {
-          ng.tookPackets(next - w.start, n);
-          return this.filled(n, w.buf, iface);
-        }
+      const list = ng.interfaces();
+      if (list !== this.tableOf || list.length !== this.tableLength) {
+        this.table = interfaceTable(list);
+        this.tableOf = list;
+        this.tableLength = list.length;
+      }
+      const [n, next] = this.addon.summarize(
+        w.buf,
+        w.start,
+        w.end,
+        le ? SUMMARY_LAYOUT.pcapngLe : SUMMARY_LAYOUT.pcapngBe,
+        0,
+        MAX_BLOCK,
+        this.ports,
+        b.recs,
+        this.table,
+      );
+      if (n > 0) {
+        ng.tookPackets(next - w.start, n);
+        b.count = n;
+        b.src = w.buf;
+        b.byIface = list;
+        return b;
       }
     }
     // Any other block, through the JS parser (which throws on a malformed one).
@@ -333,6 +370,7 @@ export class SummaryPcapngReader implements SummaryReader {
     b.src = src;
     b.linktype = iface.linktype;
     b.iface = iface.name;
+    b.byIface = null;
     return b;
   }
 
@@ -416,9 +454,10 @@ export function* summaryEvents(
 ): Generator<PacketEvent, void, undefined> {
   try {
     for (let b = reader.next(); b !== null; b = reader.next()) {
-      const c = b.iface === undefined ? ctx : { ...ctx, iface: b.iface };
       for (let i = 0; i < b.count; i++) {
-        yield summaryEvent(b.recs, i, b.src, b.linktype, b.firstFrame + i, c, reader.decode);
+        const iface = ifaceAt(b, i);
+        const c = iface === undefined ? ctx : { ...ctx, iface };
+        yield summaryEvent(b.recs, i, b.src, linktypeAt(b, i), b.firstFrame + i, c, reader.decode);
       }
     }
   } finally {

@@ -71,6 +71,8 @@ export const R = {
   outerDst: 136,
   marker: 152,
   markerHash: 184,
+  /** pcapng records: the interface id (u32). */
+  ifaceId: 188,
 } as const;
 
 export const SF = {

@@ -171,6 +171,19 @@ void t.test('pcapng: same events, statistics and errors as the JS reader', (t) =
         k++;
       }
       cases.push({ name: `two interfaces ${tag}`, bytes: Buffer.concat(mixed), runs: true });
+      // Packet by packet, as `dumpcap -i eth0 -i wg0` writes them.
+      cases.push({
+        name: `interleaved ${tag}`,
+        bytes: Buffer.concat([
+          shb(le),
+          idb(le, 1, 'eth0', null),
+          idb(le, 101, 'wg0', 9),
+          ...frames.map((f, i) =>
+            i % 2 === 0 ? epb(le, 0, f.us, f.data) : epb(le, 1, f.us * 1000n, raw(f.data)),
+          ),
+        ]),
+        runs: true,
+      });
     }
     // Other blocks between packets: statistics (with drops), name resolution, a custom block,
     // packet blocks with options, simple and obsolete packet blocks.
@@ -361,47 +374,50 @@ void t.test('pcapng: a time past 2^64 ns keeps its low 64 bits on the fast path'
 void t.test('the addon on pcapng blocks: where a run stops, and why', (t) => {
   const addon = load.addon;
   const ports = Buffer.alloc(65536);
-  const out = Buffer.alloc(192 * 4);
+  const out = Buffer.alloc(192 * 8);
   const frame = Buffer.alloc(60, 0x11);
   const e = (iface: number, ts: bigint): Buffer => epb(true, iface, ts, frame);
-  const file = Buffer.concat([e(0, 1n), e(0, 2n), e(1, 3n), e(0, 4n)]);
-  const run = (
-    src: Buffer,
-    pos: number,
-    recs = out,
-    iface = 0,
-    mul = 1000,
-    div = 1,
-  ): [number, number, number] =>
-    addon.summarize(
-      src,
-      pos,
-      src.length,
-      SUMMARY_LAYOUT.pcapngLe,
-      1,
-      1 << 26,
-      ports,
-      recs,
-      iface,
-      mul,
-      div,
-    );
+  const file = Buffer.concat([e(0, 1n), e(1, 2n), e(1, 3n), e(2, 4n), e(0, 5n)]);
   const one = e(0, 1n).length;
-  t.same(run(file, 0), [2, 2 * one, SUMMARY_STOP.block], 'stops at the block of another interface');
-  t.equal(out.readBigUInt64LE(192 + 16), 2000n, 'time in ns: units × mul / div');
-  t.same(run(file, 2 * one, out, 1), [1, 3 * one, SUMMARY_STOP.block], 'its own interface: one');
-  t.same(run(file, 3 * one), [1, 4 * one, SUMMARY_STOP.end], 'the last block, then the end');
-  t.same(run(file.subarray(0, one + 10), 0), [1, one, SUMMARY_STOP.end], 'a block cut by the end');
-  t.same(run(file, 0, Buffer.alloc(192)), [1, one, SUMMARY_STOP.full], 'out holds one record');
+  /** Interface table entries: [link type, mul, div]. */
+  const table = (...rows: [number, number, number][]): Buffer => {
+    const b = Buffer.alloc(12 * rows.length);
+    rows.forEach(([lt, mul, div], k) => {
+      b.writeUInt32LE(lt, 12 * k);
+      b.writeUInt32LE(mul, 12 * k + 4);
+      b.writeUInt32LE(div, 12 * k + 8);
+    });
+    return b;
+  };
+  const run = (src: Buffer, pos: number, ifaces: Buffer, recs = out): [number, number, number] =>
+    addon.summarize(src, pos, src.length, SUMMARY_LAYOUT.pcapngLe, 0, 1 << 26, ports, recs, ifaces);
+  const rec = (k: number): { ts: bigint; iface: number } => ({
+    ts: out.readBigUInt64LE(192 * k + 16),
+    iface: out.readUInt32LE(192 * k + 188),
+  });
+  // Interfaces 0 and 1 in the table, 2 left out (div 0): the run alternates, then stops at 2.
+  const two = table([1, 1000, 1], [101, 1_000_000_000, 3], [1, 1000, 0]);
+  t.same(run(file, 0, two), [3, 3 * one, SUMMARY_STOP.block], 'stops at an interface left out');
+  t.same(
+    [0, 1, 2].map(rec),
+    [
+      { ts: 1000n, iface: 0 },
+      { ts: 666666666n, iface: 1 },
+      { ts: 1000000000n, iface: 1 },
+    ],
+    'each record: time = units × mul / div (rounded down, as the JS reader), its interface id',
+  );
+  t.same(run(file, 0, table([1, 1000, 1])), [1, one, SUMMARY_STOP.block], 'an id past the table');
+  t.same(run(file, 4 * one, two), [1, 5 * one, SUMMARY_STOP.end], 'the last block, then the end');
+  t.same(run(file.subarray(0, one + 10), 0, two), [1, one, SUMMARY_STOP.end], 'a block cut short');
+  t.same(run(file, 0, two, Buffer.alloc(192)), [1, one, SUMMARY_STOP.full], 'out holds one');
   const isbFirst = Buffer.concat([isb(true, 0, {}), file]);
-  t.same(run(isbFirst, 0), [0, 0, SUMMARY_STOP.block], 'any other block type');
-  t.same(run(file, 0, out, 0, 1_000_000_000, 3), [2, 2 * one, SUMMARY_STOP.block]);
-  t.equal(out.readBigUInt64LE(192 + 16), 666666666n, 'division rounds down, as the JS reader');
+  t.same(run(isbFirst, 0, two), [0, 0, SUMMARY_STOP.block], 'any other block type');
+  t.same(run(file, 0, Buffer.alloc(0)), [0, 0, SUMMARY_STOP.block], 'an empty table takes none');
   t.throws(
     () => addon.summarize(file, 0, file.length, SUMMARY_LAYOUT.pcapngLe, 1, 1 << 26, ports, out),
-    /iface, mul >= 1, div >= 1/,
+    /interface table/,
   );
-  t.throws(() => run(file, 0, out, 0, 0, 1), /mul >= 1/);
-  t.throws(() => run(file, 0, out, 0, 1, 0), /div >= 1/);
+  t.throws(() => run(file, 0, Buffer.alloc(13)), /12 bytes an interface/);
   t.end();
 });

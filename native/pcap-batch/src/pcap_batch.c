@@ -984,21 +984,21 @@ static napi_value capture_close(napi_env env, napi_callback_info info) {
 }
 
 /*
- * summarize(src, pos, end, layout, linktype, maxCaplen, ports, out[, iface, mul, div])
+ * summarize(src, pos, end, layout, linktype, maxCaplen, ports, out[, ifaces])
  *   -> [count, nextPos, stop]
  * Runs the C fast path (summary.c) over the records of src[pos, end); out receives
  * floor(out.length / 192) records at most; ports is a 65536-byte UDP port table. The pcapng
- * layouts take the Enhanced Packet Blocks of interface `iface` (maxCaplen is then the largest
- * block), timestamps units * mul / div ns.
+ * layouts take the Enhanced Packet Blocks of the interfaces in the table `ifaces` (12 bytes each:
+ * link type, mul, div; summary.h), and maxCaplen is then the largest block; linktype is unused.
  */
 static napi_value summarize(napi_env env, napi_callback_info info) {
-  size_t argc = 11;
-  napi_value argv[11];
+  size_t argc = 9;
+  napi_value argv[9];
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 8) return throw_code(env, "BAD_ARGUMENT", "summarize needs 8 arguments");
-  uint8_t *src, *ports, *out;
-  size_t src_len, ports_len, out_len;
-  uint32_t pos, end, layout, linktype, max_caplen, iface = 0, mul = 0, div = 0;
+  uint8_t *src, *ports, *out, *ifaces = NULL;
+  size_t src_len, ports_len, out_len, ifaces_len = 0;
+  uint32_t pos, end, layout, linktype, max_caplen;
   if (napi_get_buffer_info(env, argv[0], (void **)&src, &src_len) != napi_ok ||
       napi_get_value_uint32(env, argv[1], &pos) != napi_ok ||
       napi_get_value_uint32(env, argv[2], &end) != napi_ok ||
@@ -1009,17 +1009,18 @@ static napi_value summarize(napi_env env, napi_callback_info info) {
       napi_get_buffer_info(env, argv[7], (void **)&out, &out_len) != napi_ok)
     return throw_code(env, "BAD_ARGUMENT", "summarize(src, pos, end, layout, linktype, maxCaplen, ports, out)");
   int ng = layout == SUMMARY_LAYOUT_PCAPNG_LE || layout == SUMMARY_LAYOUT_PCAPNG_BE;
-  if (ng && (argc < 11 || napi_get_value_uint32(env, argv[8], &iface) != napi_ok ||
-             napi_get_value_uint32(env, argv[9], &mul) != napi_ok ||
-             napi_get_value_uint32(env, argv[10], &div) != napi_ok || mul == 0 || div == 0))
-    return throw_code(env, "BAD_ARGUMENT", "summarize: a pcapng layout needs iface, mul >= 1, div >= 1");
+  if (ng && (argc < 9 ||
+             napi_get_buffer_info(env, argv[8], (void **)&ifaces, &ifaces_len) != napi_ok ||
+             ifaces_len % SUMMARY_NG_IFACE_BYTES != 0))
+    return throw_code(env, "BAD_ARGUMENT",
+                      "summarize: a pcapng layout needs an interface table (12 bytes an interface)");
   if (ports_len < 65536 || end > src_len || pos > end || layout > SUMMARY_LAYOUT_PCAPNG_BE)
     return throw_code(env, "BAD_ARGUMENT", "summarize: ports must hold 65536 bytes; pos <= end <= src.length");
   size_t next = pos;
   int stop = 0;
-  size_t n = ng ? summary_run_ng(src, end, pos, layout == SUMMARY_LAYOUT_PCAPNG_LE, linktype,
-                                 max_caplen, iface, mul, div, ports, out,
-                                 out_len / SUMMARY_BYTES, &next, &stop)
+  size_t n = ng ? summary_run_ng(src, end, pos, layout == SUMMARY_LAYOUT_PCAPNG_LE, max_caplen,
+                                 ifaces, (uint32_t)(ifaces_len / SUMMARY_NG_IFACE_BYTES), ports,
+                                 out, out_len / SUMMARY_BYTES, &next, &stop)
                 : summary_run(src, end, pos, (int)layout, linktype, max_caplen, ports, out,
                               out_len / SUMMARY_BYTES, &next, &stop);
   napi_value res, v;

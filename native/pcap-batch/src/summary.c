@@ -32,7 +32,7 @@
  *   68 u32 tsVal  72 u32 tsEcr  76 u32 payload length  80 u32 payload hash  84 u32 request-line hash
  *   88 inner src (16)  104 inner dst (16)  120 outer src (16)  136 outer dst (16)  (IPv4: first 4)
  *   152 probe marker id (32, marker length bytes)   184 u32 FNV-1a of the marker id
- *   188 reserved (zero)
+ *   188 reserved (zero); pcapng (summary_run_ng): u32 interface id
  * A FAST IPv4 record without tunnel or marker is read from its first two cache lines only (the
  * hashes flag lived in byte 188 once, and cost the agent a third line per record).
  */
@@ -687,35 +687,36 @@ size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, u
  *   +---------------------------------------------------------------+
  *
  * Only what pcap-file.ts's reader would accept without a word is taken here; anything else —
- * another block type, another interface, a length or trailer it would refuse — stops the run at
- * that block, and the reader reads it (and throws its own error).
+ * another block type, an interface the table leaves out or does not describe, a length or trailer
+ * the reader would refuse — stops the run at that block, and the reader reads it (and throws its
+ * own error). Interfaces may alternate block by block (dumpcap -i a -i b).
  */
-size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, uint32_t linktype,
-                      uint32_t max_block, uint32_t iface, uint32_t mul, uint32_t div,
-                      const uint8_t *ports, uint8_t *out, size_t max_records, size_t *next_pos,
-                      int *stop) {
+size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, uint32_t max_block,
+                      const uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
+                      size_t max_records, size_t *next_pos, int *stop) {
   size_t n = 0;
   *stop = SUMMARY_STOP_END;
   while (n < max_records) {
     if (pos + 32 > src_len) break;
     const uint8_t *b = src + pos;
-    uint32_t len = rd32(b + 4, le);
-    if (rd32(b, le) != 6 || len < 32 || (len & 3) != 0 || len > max_block ||
-        rd32(b + 8, le) != iface) {
+    uint32_t len = rd32(b + 4, le), id = rd32(b + 8, le);
+    const uint8_t *ifc = id < n_ifaces ? ifaces + (size_t)id * SUMMARY_NG_IFACE_BYTES : NULL;
+    uint32_t div = ifc != NULL ? rd32(ifc + 8, 1) : 0;
+    if (rd32(b, le) != 6 || len < 32 || (len & 3) != 0 || len > max_block || div == 0) {
       *stop = SUMMARY_STOP_BLOCK;
       break;
     }
     if (pos + len > src_len) break; /* the rest of this block is in the next chunk */
     uint32_t caplen = rd32(b + 20, le), wirelen = rd32(b + 24, le);
     uint64_t units = ((uint64_t)rd32(b + 12, le) << 32) | rd32(b + 16, le);
-    unsigned __int128 ns = (unsigned __int128)units * mul / (div == 0 ? 1 : div);
-    if (rd32(b + len - 4, le) != len || (uint64_t)caplen + 32 > len || (ns >> 64) != 0 ||
-        div == 0) {
+    unsigned __int128 ns = (unsigned __int128)units * rd32(ifc + 4, 1) / div;
+    if (rd32(b + len - 4, le) != len || (uint64_t)caplen + 32 > len || (ns >> 64) != 0) {
       *stop = SUMMARY_STOP_BLOCK;
       break;
     }
-    emit(src, (uint32_t)(pos + 28), caplen, wirelen, (uint64_t)ns, linktype, ports,
-         out + n * SUMMARY_BYTES);
+    uint8_t *rec = out + n * SUMMARY_BYTES;
+    emit(src, (uint32_t)(pos + 28), caplen, wirelen, (uint64_t)ns, rd32(ifc, 1), ports, rec);
+    le32(rec + 188, id);
     pos += len;
     n++;
   }

@@ -12,7 +12,7 @@
 #define SUMMARY_LAYOUT_PCAP_LE_NS 2
 #define SUMMARY_LAYOUT_PCAP_BE_US 3
 #define SUMMARY_LAYOUT_PCAP_BE_NS 4
-#define SUMMARY_LAYOUT_PCAPNG_LE 5  /* pcapng Enhanced Packet Blocks of one interface (summary_run_ng) */
+#define SUMMARY_LAYOUT_PCAPNG_LE 5  /* pcapng Enhanced Packet Blocks (summary_run_ng) */
 #define SUMMARY_LAYOUT_PCAPNG_BE 6
 
 /* UDP port table values (one byte per port). */
@@ -36,14 +36,18 @@ int summary_one(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts
 size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, uint32_t linktype,
                    uint32_t max_caplen, const uint8_t *ports, uint8_t *out, size_t max_records,
                    size_t *next_pos, int *stop);
-/* Summarizes the pcapng Enhanced Packet Blocks of interface `iface` from pos (a section in byte
- * order `le`), timestamps in ns = units * mul / div; stops at any other block, a block not wholly
- * in src, or one that is not well formed or whose time does not fit 64 bits — the caller's
- * reader handles that block. Returns the number written to out. */
-size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, uint32_t linktype,
-                      uint32_t max_block, uint32_t iface, uint32_t mul, uint32_t div,
-                      const uint8_t *ports, uint8_t *out, size_t max_records, size_t *next_pos,
-                      int *stop);
+/* pcapng interface table entries for summary_run_ng: u32 link type | u32 mul | u32 div (LE);
+ * div 0 = the interface's packets are left to the caller. */
+#define SUMMARY_NG_IFACE_BYTES 12
+
+/* Summarizes the pcapng Enhanced Packet Blocks from pos (a section in byte order `le`) of the
+ * interfaces in the table (n_ifaces entries), timestamps in ns = units * mul / div, each record's
+ * interface id at offset 188; stops at any other block, a block not wholly in src, a block of an
+ * interface the table leaves out, or one that is not well formed or whose time does not fit 64 bits
+ * — the caller's reader handles that block. Returns the number written to out. */
+size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, uint32_t max_block,
+                      const uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
+                      size_t max_records, size_t *next_pos, int *stop);
 /* Most bytes summary_wire writes besides the context (two IPv6 tuples, two tunnels, all keys). */
 #define SUMMARY_WIRE_MAX 512
 
