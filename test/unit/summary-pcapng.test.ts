@@ -330,6 +330,56 @@ void t.test('pcapng: same events, statistics and errors as the JS reader', (t) =
   t.end();
 });
 
+void t.test("pcapng: damaged at random, still the JS reader's events and errors", (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ht-summary-pcapng-'));
+  try {
+    const base = join(dir, 'bench.pcap');
+    writeBenchPcap(base, 300, 'abc123');
+    const frames = framesOf(readFileSync(base));
+    const good = Buffer.concat([
+      shb(true),
+      idb(true, 1, 'eth0', null),
+      idb(true, 101, 'wg0', 9),
+      ...frames.flatMap((f, i) => [
+        i % 2 === 0 ? epb(true, 0, f.us, f.data) : epb(true, 1, f.us * 1000n, f.data.subarray(14)),
+        ...(i % 97 === 50 ? [isb(true, i % 2, { ifdrop: BigInt(i) })] : []),
+      ]),
+    ]);
+    // A small deterministic generator (xorshift32): the same damage every run.
+    let seed = 0x9e3779b9;
+    const rand = (n: number): number => {
+      seed ^= seed << 13;
+      seed ^= seed >>> 17;
+      seed ^= seed << 5;
+      return (seed >>> 0) % n;
+    };
+    const outcomes = new Map<string, number>();
+    for (let k = 0; k < 120; k++) {
+      const bytes = Buffer.from(good);
+      // One to four changes: a byte anywhere, a u32 set to a boundary value, or a cut.
+      for (let c = 1 + rand(4); c > 0; c--) {
+        const at = 28 + rand(bytes.length - 32);
+        const what = rand(3);
+        if (what === 0) bytes[at] = rand(256);
+        else bytes.writeUInt32LE([0, 1, 3, 28, 32, 0xffffffff, 1 << 26][rand(7)] ?? 0, at & ~3);
+      }
+      const file = rand(5) === 0 ? bytes.subarray(0, 28 + rand(bytes.length - 28)) : bytes;
+      const path = join(dir, `damaged-${k}.pcapng`);
+      writeFileSync(path, file);
+      const want = reference(path);
+      const kind = want.error === null ? 'read' : (/^[A-Z_]+/.exec(want.error)?.[0] ?? 'other');
+      outcomes.set(kind, (outcomes.get(kind) ?? 0) + 1);
+      for (const chunk of [undefined, 100])
+        same(t, fast(path, chunk), want, `damaged ${k} (${chunk ?? 'default'})`);
+    }
+    t.comment(JSON.stringify(Object.fromEntries(outcomes)));
+    t.ok(outcomes.size >= 3, 'the damage reaches several outcomes (read, bad block, truncated)');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  t.end();
+});
+
 void t.test('pcapng: a time past 2^64 ns keeps its low 64 bits on the fast path', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'ht-summary-pcapng-'));
   try {
