@@ -30,3 +30,29 @@ export function same(t: Asserts, got: Outcome, want: Outcome, label: string): vo
   if (want.error === null && want.stats !== undefined)
     t.equal(got.stats, want.stats, `${label}: same statistics`);
 }
+
+/**
+ * `count` damaged copies of a capture file, the same every run (xorshift32 from a fixed seed): one to
+ * four changes each after the first `keep` bytes — a byte anywhere, a u32 set to a boundary value —
+ * and one in five cut short.
+ */
+export function damagedCopies(good: Buffer, count: number, keep: number): Buffer[] {
+  let seed = 0x9e3779b9;
+  const rand = (n: number): number => {
+    seed ^= seed << 13;
+    seed ^= seed >>> 17;
+    seed ^= seed << 5;
+    return (seed >>> 0) % n;
+  };
+  const out: Buffer[] = [];
+  for (let k = 0; k < count; k++) {
+    const bytes = Buffer.from(good);
+    for (let c = 1 + rand(4); c > 0; c--) {
+      const at = keep + rand(bytes.length - keep - 4);
+      if (rand(3) === 0) bytes[at] = rand(256);
+      else bytes.writeUInt32LE([0, 1, 3, 28, 32, 0xffffffff, 1 << 26][rand(7)] ?? 0, at & ~3);
+    }
+    out.push(rand(5) === 0 ? bytes.subarray(0, keep + rand(bytes.length - keep)) : bytes);
+  }
+  return out;
+}

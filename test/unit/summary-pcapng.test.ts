@@ -17,7 +17,7 @@ import { openCaptureFile } from '../../agent/capture/pcap-file';
 import { openSummaryPcap, summaryEvents } from '../../agent/capture/summary-file';
 import { SUMMARY_LAYOUT, SUMMARY_STOP } from '../../agent/capture/summary';
 import { replayCaptureFile } from '../../agent/replay';
-import { json, same, type Outcome } from './same-events';
+import { damagedCopies, json, same, type Outcome } from './same-events';
 import { block, END, epb, idb, isb, option, pad4, shb, spb, u16, u32 } from './pcapng-writer';
 
 const load = loadNativeAddon();
@@ -345,25 +345,8 @@ void t.test("pcapng: damaged at random, still the JS reader's events and errors"
         ...(i % 97 === 50 ? [isb(true, i % 2, { ifdrop: BigInt(i) })] : []),
       ]),
     ]);
-    // A small deterministic generator (xorshift32): the same damage every run.
-    let seed = 0x9e3779b9;
-    const rand = (n: number): number => {
-      seed ^= seed << 13;
-      seed ^= seed >>> 17;
-      seed ^= seed << 5;
-      return (seed >>> 0) % n;
-    };
     const outcomes = new Map<string, number>();
-    for (let k = 0; k < 120; k++) {
-      const bytes = Buffer.from(good);
-      // One to four changes: a byte anywhere, a u32 set to a boundary value, or a cut.
-      for (let c = 1 + rand(4); c > 0; c--) {
-        const at = 28 + rand(bytes.length - 32);
-        const what = rand(3);
-        if (what === 0) bytes[at] = rand(256);
-        else bytes.writeUInt32LE([0, 1, 3, 28, 32, 0xffffffff, 1 << 26][rand(7)] ?? 0, at & ~3);
-      }
-      const file = rand(5) === 0 ? bytes.subarray(0, 28 + rand(bytes.length - 28)) : bytes;
+    for (const [k, file] of damagedCopies(good, 120, 28).entries()) {
       const path = join(dir, `damaged-${k}.pcapng`);
       writeFileSync(path, file);
       const want = reference(path);
