@@ -20,14 +20,9 @@ import {
 } from '../../common/events-wire';
 import type { Envelope } from '../../common/wire';
 import { decodeFailure } from './transport-fixtures';
+import { xorshift32 } from './xorshift';
 
-let x = 0x2545f491;
-const rnd = (n: number): number => {
-  x ^= x << 13;
-  x ^= x >>> 17;
-  x ^= x << 5;
-  return (x >>> 0) % n;
-};
+const rnd = xorshift32(0x2545f491);
 const maybe = <T>(v: T): T | undefined => (rnd(2) === 0 ? v : undefined);
 
 function tuple(): Tuple {

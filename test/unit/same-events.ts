@@ -4,6 +4,7 @@
  */
 import type t from 'tap';
 import type { PacketEvent } from '../../common/event';
+import { xorshift32 } from './xorshift';
 
 export interface Outcome {
   events: string[];
@@ -37,13 +38,7 @@ export function same(t: Asserts, got: Outcome, want: Outcome, label: string): vo
  * and one in five cut short.
  */
 export function damagedCopies(good: Buffer, count: number, keep: number): Buffer[] {
-  let seed = 0x9e3779b9;
-  const rand = (n: number): number => {
-    seed ^= seed << 13;
-    seed ^= seed >>> 17;
-    seed ^= seed << 5;
-    return (seed >>> 0) % n;
-  };
+  const rand = xorshift32(0x9e3779b9);
   const out: Buffer[] = [];
   for (let k = 0; k < count; k++) {
     const bytes = Buffer.from(good);

@@ -33,6 +33,7 @@ import { toPacketEvent } from '../../agent/event';
 import { EventsWireEncoder, parseSummaryFrame } from '../../agent/capture/summary-wire';
 import { Out, writeEvent } from '../../common/events-wire';
 import type { EncodedEvents } from '../../common/wire';
+import { xorshift32 } from './xorshift';
 
 /**
  * Gathers the bytes of the SLOW records' frames (which point into `src`) into one compact area and
@@ -275,13 +276,7 @@ void t.test('every header prefix of every corpus frame', (t) => {
 
 void t.test('byte-mutated corpus frames', (t) => {
   // Deterministic xorshift: the same mutations every run.
-  let x = 0x9e3779b9;
-  const rnd = (n: number): number => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) % n;
-  };
+  const rnd = xorshift32(0x9e3779b9);
   const tally: Tally = { frames: 0, fast: 0, mismatches: 0 };
   for (const [file, frames] of corpus) {
     for (const r of runs(frames)) {
