@@ -18,14 +18,13 @@ import {
   type ReproManager,
   type ReproView,
 } from './repro';
+import { REPRO_ID_RE } from './store';
 
 /** A JSON answer (status, body) before http.ts adds the headers. */
 export interface ReproAnswer {
   status: number;
   value: unknown;
 }
-
-const ID_RE = /^r-[a-z0-9]{1,16}-[0-9a-f]{8}$/;
 
 function parseBody(text: string | undefined): unknown {
   if (text === undefined || text.trim() === '') return undefined;
@@ -71,7 +70,7 @@ export async function routeRepro(
   const m = /^\/v1\/repros\/([^/]+)(?:\/(probes|marks|delete|finish))?$/.exec(path);
   if (m === null) return null;
   const id = decodeURIComponent(m[1] ?? '');
-  if (!ID_RE.test(id))
+  if (!REPRO_ID_RE.test(id))
     throw new HoptraceError('API_NOT_FOUND', `repro ${id} not found`, { where: path });
   const action = m[2];
   if (action === undefined) {

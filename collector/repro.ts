@@ -42,6 +42,7 @@ import {
 } from './repro-core';
 import { isUsefulEvent } from './session';
 import { lossPhrase } from './capture-health';
+import type { StoredRepro } from './store';
 
 /** `POST /v1/repros`. */
 export interface ReproSpec {
@@ -84,7 +85,11 @@ export interface AttachmentView {
 /** `GET /v1/repros/:id`. */
 export interface ReproView {
   id: string;
-  state: 'running' | 'finished';
+  /**
+   * `interrupted`: the collector stopped while the repro ran; this is what it had saved then
+   * (`savedAt`), read back from the data directory when it started again.
+   */
+  state: 'running' | 'finished' | 'interrupted';
   createdAt: string;
   finishedAt: string | null;
   finalReason: string | null;
@@ -98,6 +103,8 @@ export interface ReproView {
   summary: ReproSummary | null;
   /** The timeline and summary as text (what `hoptrace repro` prints). */
   text: string[];
+  /** When the collector last saved this view to its data directory. */
+  savedAt?: string;
 }
 
 interface PointRec {
@@ -163,6 +170,18 @@ interface Repro {
   listError: string | null;
   /** The pod deleted through the API (its replacement is the next attachment). */
   deleted: DeletedPod | null;
+  /** When the view was last saved to the store (-Infinity: never), and whether probes came since. */
+  savedAtMs: number;
+  unsaved: boolean;
+}
+
+/** A running repro's view is saved at most this often for its probes (and at every mark, at the end). */
+export const REPRO_SAVE_EVERY_MS = 5_000;
+
+/** Where repro views are kept across collector restarts (collector/store.ts CaptureStore). */
+export interface ReproStore {
+  saveRepro(view: ReproView): void;
+  loadRepros(): { views: StoredRepro[]; skipped: string[] };
 }
 
 const POINTS = ['decap', 'egress', 'backend'] as const;
@@ -184,6 +203,8 @@ export interface ReproManagerOptions {
    * the summary's "why" when the prober cannot (it runs on the VPN client, not on a node).
    */
   readRoutes?: (nodes: string[], agentIds: string[], client: string) => Promise<ReturnRoute[]>;
+  /** Keeps each repro's view in the data directory, so it outlives the collector (restore()). */
+  store?: ReproStore;
 }
 
 /** Owns every repro session of the collector. */
@@ -196,6 +217,9 @@ export class ReproManager {
   private readonly k8s: WorkloadLister | undefined;
   private readonly readRoutes: ReproManagerOptions['readRoutes'];
   private readonly repros = new Map<string, Repro>();
+  /** Repros of an earlier run of the collector, as saved (read-only). */
+  private readonly restored = new Map<string, ReproView>();
+  private readonly store: ReproStore | undefined;
 
   constructor(opts: ReproManagerOptions) {
     this.hub = opts.hub;
@@ -205,6 +229,33 @@ export class ReproManager {
     this.deleter = opts.deleter ?? opts.kubernetes;
     this.k8s = opts.kubernetes;
     this.readRoutes = opts.readRoutes;
+    this.store = opts.store;
+  }
+
+  /**
+   * Reads the repros an earlier run of the collector saved. Those that were still running are
+   * kept as `interrupted` (their captures and prober are gone; the timeline ends at the last
+   * save) and saved so again. Files that are not a repro view are named in the log and skipped.
+   */
+  restore(): void {
+    if (this.store === undefined) return;
+    const { views, skipped } = this.store.loadRepros();
+    for (const path of skipped)
+      this.log.warn({ code: 'STORE_IO' }, `not a saved repro, skipped: ${path}`);
+    for (const stored of views) {
+      let v = stored as unknown as ReproView;
+      if (this.repros.has(v.id)) continue;
+      if (v.state === 'running') {
+        v = {
+          ...v,
+          state: 'interrupted',
+          waiting: false,
+          finalReason: `the collector stopped while this repro ran; what it had saved at ${v.savedAt ?? v.createdAt} is kept`,
+        };
+        this.save(v);
+      }
+      this.restored.set(v.id, v);
+    }
   }
 
   /** Re-plans every running repro when an agent connects, re-sends its hello or leaves. */
@@ -276,6 +327,8 @@ export class ReproManager {
       listing: undefined,
       listError: null,
       deleted: null,
+      savedAtMs: -Infinity,
+      unsaved: false,
     };
     this.repros.set(id, r);
     const b = resolveTarget(spec.backend.target, spec.backend.node, agents);
@@ -299,39 +352,57 @@ export class ReproManager {
       if (this.nowMs() - r.createdAtMs > spec.timeoutMs) this.finish(r, 'timeout', []);
       else if (kube !== undefined) void this.refreshPods(r);
       else this.reconcile(r);
+      // Probes that came after the last save, once the prober has gone quiet.
+      if (r.unsaved && this.nowMs() - r.savedAtMs >= REPRO_SAVE_EVERY_MS)
+        this.persist(r, this.view(r));
     }, 1000);
     r.timer.unref();
     this.log.info({ captureId: id, node: first.node }, `repro created, attached to ${first.name}`);
-    return this.view(r);
+    const v = this.view(r);
+    this.persist(r, v);
+    return v;
   }
 
   get(id: string): ReproView | undefined {
     const r = this.repros.get(id);
-    return r && this.view(r);
+    return r ? this.view(r) : this.restored.get(id);
   }
 
   list(): ReproView[] {
-    return [...this.repros.values()].map((r) => this.view(r));
+    return [...this.restored.values(), ...[...this.repros.values()].map((r) => this.view(r))];
   }
 
   addProbe(id: string, p: ProbeReport): ReproView | undefined {
     const r = this.repros.get(id);
-    if (!r) return undefined;
-    if (r.finishedAtMs === null) r.probes.push(p);
-    return this.view(r);
+    if (!r) return this.restored.get(id);
+    if (r.finishedAtMs === null) {
+      r.probes.push(p);
+      r.unsaved = true;
+    }
+    const v = this.view(r);
+    if (r.unsaved && this.nowMs() - r.savedAtMs >= REPRO_SAVE_EVERY_MS) this.persist(r, v);
+    return v;
   }
 
   addMark(id: string, m: ReproMark): ReproView | undefined {
     const r = this.repros.get(id);
-    if (!r) return undefined;
+    if (!r) return this.restored.get(id);
     if (r.finishedAtMs === null) r.marks.push(m);
     this.reconcile(r);
-    return this.view(r);
+    const v = this.view(r);
+    this.persist(r, v);
+    return v;
   }
 
   /** Deletes the attached pod through the configured PodDeleter. */
   async deletePod(id: string): Promise<ReproView | undefined> {
     const r = this.repros.get(id);
+    const old = this.restored.get(id);
+    if (!r && old)
+      throw new HoptraceError('API_BAD_REQUEST', `repro ${id} is ${old.state}: no pod to delete`, {
+        where: `POST /v1/repros/${id}/delete`,
+        hint: 'start a new repro (POST /v1/repros)',
+      });
     if (!r) return undefined;
     if (this.deleter === undefined) {
       throw new HoptraceError(
@@ -356,7 +427,9 @@ export class ReproManager {
       };
       await this.refreshPods(r);
     }
-    return this.view(r);
+    const v = this.view(r);
+    this.persist(r, v);
+    return v;
   }
 
   /**
@@ -409,7 +482,7 @@ export class ReproManager {
   /** Stops the captures and computes the summary (routes: the return routes read at the end). */
   finishById(id: string, routes: ReturnRoute[]): ReproView | undefined {
     const r = this.repros.get(id);
-    if (!r) return undefined;
+    if (!r) return this.restored.get(id);
     if (r.finishedAtMs === null) this.finish(r, 'finished by the prober', routes);
     return this.view(r);
   }
@@ -630,6 +703,26 @@ export class ReproManager {
       endMs: r.probes.at(-1)?.endedAtMs ?? now,
     });
     this.log.info({ captureId: r.id }, `repro finished: ${r.summary.why}`);
+    this.persist(r, this.view(r));
+  }
+
+  /** Saves a live repro's view (a failed write is logged, the repro goes on in memory). */
+  private persist(r: Repro, v: ReproView): void {
+    r.savedAtMs = this.nowMs();
+    r.unsaved = false;
+    this.save({ ...v, savedAt: iso(r.savedAtMs) });
+  }
+
+  private save(v: ReproView): void {
+    if (this.store === undefined) return;
+    try {
+      this.store.saveRepro(v);
+    } catch (e) {
+      this.log.warn(
+        { captureId: v.id, code: 'STORE_IO' },
+        `saving repro ${v.id} failed: ${e instanceof Error ? e.message : String(e)}`,
+      );
+    }
   }
 
   private inventory(r: Repro): Inventory {

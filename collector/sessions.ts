@@ -175,6 +175,7 @@ export class SessionManager {
       nowMs: () => this.clock.nowMs(),
       snaplen: this.snaplen,
       readRoutes: (nodes, agentIds, client) => this.readReturnRoutes(nodes, agentIds, client),
+      store: opts.store,
       // With --kubernetes/--kubeconfig, repro selects, deletes and follows pods through the API.
       ...(opts.cluster instanceof K8sInventorySource
         ? { kubernetes: new K8sPodDeleter(opts.cluster.api) }
@@ -190,6 +191,7 @@ export class SessionManager {
   /** Loads stored sessions (unfinished ones resume) and subscribes to the hub. */
   start(): void {
     const now = this.clock.nowMs();
+    this.repros.restore();
     for (const loaded of this.store.loadSessions()) {
       const s = new CaptureSession(loaded.record, loaded.events);
       this.sessions.set(s.id, s);

@@ -4,7 +4,7 @@
  * K8S_FORBIDDEN with the RBAC hint), the replacement found by its controller, and the repro core
  * re-attaching decap/egress to the new pod's namespace on its node (FakeHub stands for the agents).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,7 +15,13 @@ import { createKubeApi, type KubeApi } from '../../collector/k8s/client';
 import { K8sPodDeleter, workloadPod } from '../../collector/k8s/repro-deleter';
 import { K8sInventorySource } from '../../collector/k8s/source';
 import { silentLogger } from '../../collector/logger';
-import { ReproManager, parseReproRequest, type ReproView } from '../../collector/repro';
+import {
+  REPRO_SAVE_EVERY_MS,
+  ReproManager,
+  parseReproRequest,
+  type ReproManagerOptions,
+  type ReproView,
+} from '../../collector/repro';
 import {
   findReplacement,
   matchK8sWorkload,
@@ -85,6 +91,7 @@ function clusterRepros(
   t: { teardown(fn: () => void): void },
   api: KubeApi,
   nowMs?: () => number,
+  more: Partial<ReproManagerOptions> = {},
 ): { hub: FakeHub; repros: ReproManager } {
   const hub = hubWithAgents();
   const repros = new ReproManager({
@@ -92,6 +99,7 @@ function clusterRepros(
     logger: silentLogger(),
     kubernetes: new K8sPodDeleter(api),
     ...(nowMs === undefined ? {} : { nowMs }),
+    ...more,
   });
   repros.start();
   t.teardown(() => {
@@ -458,6 +466,17 @@ void t.test('the collector with --kubeconfig wires the API into /v1/repros', asy
   const d = await routeRepro(sessions.repros, 'POST', `/v1/repros/${id}/delete`, undefined);
   t.equal(d?.status, 200);
   t.ok(fake.requests.includes('DELETE /api/v1/namespaces/vpn/pods/wg-0'));
+  // A collector started again on the data directory (this one never finished the repro) lists
+  // it as interrupted.
+  const next = new SessionManager({
+    hub: hubWithAgents(),
+    store: new CaptureStore({ dir, fsync: false }),
+    logger: silentLogger(),
+  });
+  next.start();
+  t.teardown(() => next.close());
+  const listed = await routeRepro(next.repros, 'GET', '/v1/repros', undefined);
+  t.match(listed?.value, { repros: [{ id, state: 'interrupted', marks: [{ kind: 'deleted' }] }] });
 });
 
 async function listen(t: { teardown(fn: () => Promise<void>): void }, s: Server): Promise<string> {
@@ -647,3 +666,117 @@ void t.test(
     t.equal(asked.length, 1, 'no second read');
   },
 );
+
+void t.test(
+  'repro views outlive the collector: saved, read back, interrupted ones marked',
+  async (t) => {
+    const { api } = await withApi(t);
+    const dir = mkdtempSync(join(tmpdir(), 'ht-repro-store-'));
+    t.teardown(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const store = new CaptureStore({ dir, fsync: false });
+    const T = Date.parse('2026-11-30T12:00:00Z');
+    let now = T;
+    const { repros } = clusterRepros(t, api, () => now, { store });
+    const v = await repros.create(parseReproRequest(SPEC));
+    const saved = (): ReproView | undefined =>
+      store.loadRepros().views.find((x) => x.id === v.id) as ReproView | undefined;
+    t.match(
+      saved(),
+      { id: v.id, state: 'running', savedAt: '2026-11-30T12:00:00.000Z' },
+      'at create',
+    );
+    const probe = (n: number, atMs: number): ProbeReport => ({
+      probeId: `p${n}`,
+      sport: 40000 + n,
+      startedAtMs: atMs,
+      endedAtMs: atMs + 200,
+      ok: true,
+      httpCode: '200',
+      error: null,
+    });
+    now = T + 1000;
+    repros.addProbe(v.id, probe(1, now));
+    t.equal(saved()?.timeline.length, 0, 'a probe within the save interval is not written yet');
+    // The prober goes quiet: the repro's once-a-second tick writes it once the interval has passed.
+    now = T + REPRO_SAVE_EVERY_MS;
+    await new Promise((r) => setTimeout(r, 1200));
+    t.equal(saved()?.timeline.length, 1, 'the tick writes what came since the last save');
+    now = T + 2 * REPRO_SAVE_EVERY_MS - 3000;
+    repros.addProbe(v.id, probe(2, now));
+    t.equal(saved()?.timeline.length, 1, 'within the interval again: not yet');
+    now = T + 2 * REPRO_SAVE_EVERY_MS + 1000;
+    repros.addProbe(v.id, probe(3, now));
+    t.equal(saved()?.timeline.length, 3, 'once the interval has passed, with the probe itself');
+    now += 1000;
+    repros.addMark(v.id, { kind: 'note', atMs: now, detail: 'before the crash' });
+    t.match(
+      saved()?.marks,
+      [{ kind: 'note', detail: 'before the crash' }],
+      'a mark is written at once',
+    );
+
+    // The collector dies here; a new one on the same data directory reads the repro back.
+    const again = clusterRepros(t, api, () => now, { store }).repros;
+    again.restore();
+    const back = again.get(v.id);
+    t.match(back, {
+      id: v.id,
+      state: 'interrupted',
+      waiting: false,
+      finalReason:
+        /collector stopped while this repro ran; what it had saved at 2026-11-30T12:00:12.000Z is kept/,
+      marks: [{ kind: 'note' }],
+    });
+    t.equal(back?.timeline.length, 3);
+    t.same(
+      again.list().map((x) => x.id),
+      [v.id],
+    );
+    t.equal(saved()?.state, 'interrupted', 'the mark is saved too');
+    t.same(again.addProbe(v.id, probe(4, now)), back, 'probes for it change nothing');
+    t.same(again.finishById(v.id, []), back);
+    await t.rejects(routeRepro(again, 'POST', `/v1/repros/${v.id}/delete`, undefined), {
+      code: 'API_BAD_REQUEST',
+      message: /is interrupted: no pod to delete/,
+    });
+    t.same((await routeRepro(again, 'GET', `/v1/repros/${v.id}`, undefined))?.value, back);
+
+    // A repro that finished is read back as it was; a file that is not a repro is skipped.
+    repros.finishById(v.id, []);
+    t.equal(saved()?.state, 'finished');
+    writeFileSync(join(dir, 'repros', 'r-broken-0000abcd.json'), '{"id": "r-broken-0000abcd"');
+    writeFileSync(join(dir, 'repros', 'r-other-0000abcd.json'), JSON.stringify({ ...v, id: 'x' }));
+    const warnings: string[] = [];
+    const third = clusterRepros(t, api, () => now, {
+      store,
+      logger: { ...silentLogger(), warn: (_f, m) => warnings.push(m) },
+    }).repros;
+    third.restore();
+    t.match(third.get(v.id), { state: 'finished', finalReason: 'finished by the prober' });
+    t.equal(third.list().length, 1);
+    t.match(warnings, [
+      /not a saved repro, skipped: .*r-broken-0000abcd\.json/,
+      /r-other-0000abcd\.json/,
+    ]);
+  },
+);
+
+void t.test('a repro whose view cannot be saved goes on in memory, and says so', async (t) => {
+  const { api } = await withApi(t);
+  const warnings: string[] = [];
+  const failing = {
+    saveRepro: () => {
+      throw new HoptraceError('STORE_IO', 'cannot write (ENOSPC)', { where: '/data/repros' });
+    },
+    loadRepros: () => ({ views: [], skipped: [] }),
+  };
+  const { repros } = clusterRepros(t, api, undefined, {
+    store: failing,
+    logger: { ...silentLogger(), warn: (_f, m) => warnings.push(m) },
+  });
+  const v = await repros.create(parseReproRequest(SPEC));
+  t.equal(repros.get(v.id)?.state, 'running');
+  t.match(warnings, [/saving repro r-.* failed: STORE_IO: .*cannot write \(ENOSPC\)/]);
+});
