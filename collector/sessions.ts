@@ -82,6 +82,20 @@ interface FinalReport {
   meta: ReportMeta;
 }
 
+/** A FinalReport read back from report-inputs.json; null when the file is missing or not one. */
+function reportInputs(raw: unknown): FinalReport | null {
+  if (typeof raw !== 'object' || raw === null) return null;
+  const f = raw as Partial<FinalReport>;
+  const ok =
+    typeof f.state === 'string' &&
+    typeof f.reason === 'string' &&
+    typeof f.result?.verdict === 'object' &&
+    Array.isArray(f.result.points) &&
+    typeof f.meta?.generatedAt === 'string' &&
+    Array.isArray(f.meta.inputs);
+  return ok ? (f as FinalReport) : null;
+}
+
 /** `GET /v1/captures/:id`. */
 export interface CaptureView {
   id: string;
@@ -201,7 +215,11 @@ export class SessionManager {
           `event file repaired: ${r.tornBytes} torn bytes dropped, ${r.corruptRecords} corrupt records skipped`,
         );
       }
-      if (!s.isFinal()) {
+      if (s.isFinal()) {
+        // Its report inputs, so agents' final counters that arrive now still rewrite its reports.
+        const inputs = reportInputs(this.store.readReportInputs(s.id));
+        if (inputs !== null) this.finals.set(s.id, inputs);
+      } else {
         this.resumeUntil.set(s.id, now + Math.max(s.record.spec.settleMs, RESUME_GRACE_MS));
         this.log.info({ captureId: s.id, state: s.record.state }, 'session resumed');
         this.step(s);
@@ -628,6 +646,9 @@ export class SessionManager {
           '\n',
         markdown: renderReportMarkdown(result, f.meta),
         json: renderReportJson(result),
+        // The inputs without the capture health, so a collector started again can rewrite the
+        // reports when an agent's final counters arrive after the restart.
+        inputs: JSON.stringify(f) + '\n',
       });
       this.store.saveSession(s.record);
     } catch (e) {

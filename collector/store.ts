@@ -216,11 +216,20 @@ export class CaptureStore {
   }
 
   /** Writes verdict.json, report.md and report.json of a finished session. */
-  writeFinal(id: string, files: { verdict: string; markdown: string; json: string }): void {
+  writeFinal(
+    id: string,
+    files: { verdict: string; markdown: string; json: string; inputs: string },
+  ): void {
     const dir = this.sessionDir(id);
+    writeAtomic(join(dir, 'report-inputs.json'), files.inputs, this.fsync);
     writeAtomic(join(dir, 'verdict.json'), files.verdict, this.fsync);
     writeAtomic(join(dir, 'report.md'), files.markdown, this.fsync);
     writeAtomic(join(dir, 'report.json'), files.json, this.fsync);
+  }
+
+  /** What a finished capture's reports are written from (report-inputs.json), or null. */
+  readReportInputs(id: string): unknown {
+    return this.readJson(join(this.sessionDir(id), 'report-inputs.json'));
   }
 
   readReport(id: string, kind: ReportKind): string | null {

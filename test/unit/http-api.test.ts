@@ -329,6 +329,50 @@ void t.test(
   },
 );
 
+void t.test('final counters after a collector restart still rewrite the report', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-api-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const first = setup(t, { dir });
+  const c = (await first.req('POST', '/v1/captures', { points: POINTS, settleMs: 200 }))
+    .json as CaptureView;
+  for (const p of POINTS) {
+    const backend = p.name === 'backend';
+    await first.hub.deliver({
+      kind: 'status',
+      agentId: backend ? 'agent-backend' : 'agent-vpn',
+      status: status(c.id, p.name, 'capturing', { packets: backend ? 5000 : 12, kernelDrops: 0 }),
+    });
+  }
+  const done = waitFinal(first.sessions, c.id);
+  for (const point of ['decap', 'egress'])
+    await first.hub.deliver({
+      kind: 'events',
+      agentId: 'agent-vpn',
+      batch: { captureId: c.id, point, events: events(point, 'vpn-node') },
+    });
+  t.equal((await done).verdict?.layer, 'dropped');
+  const before = (await first.req('GET', `/v1/captures/${c.id}/report.md`)).body;
+  t.notMatch(before, /caution/, 'no drops so far: no caution');
+  await first.close();
+
+  // A new collector on the same data directory; the backend's final counters arrive now.
+  const second = setup(t, { dir });
+  await second.hub.deliver({
+    kind: 'status',
+    agentId: 'agent-backend',
+    status: status(c.id, 'backend', 'stopped', { packets: 5100, kernelDrops: 41 }),
+  });
+  const after = (await second.req('GET', `/v1/captures/${c.id}/report.md`)).body;
+  t.match(after, /its capture lost 41 in the kernel/, 'rewritten with the final count');
+  t.match(after, /# hoptrace: dropped/, 'the verdict unchanged');
+  const generated = (md: string): string | undefined =>
+    md.split('\n').find((l) => l.startsWith('- generated: '));
+  t.ok(generated(before), 'the report says when it was generated');
+  t.equal(generated(after), generated(before), 'rewritten from the same inputs');
+});
+
 void t.test('DELETE cancels and stops the agents', async (t) => {
   const { req, hub } = setup(t);
   const c = (await req('POST', '/v1/captures', { points: POINTS })).json as CaptureView;

@@ -115,9 +115,16 @@ void t.test('final reports are written and read back; unknown ids are refused', 
   const s = session('c-abc-0000cccc');
   st.saveSession(s.record);
   t.equal(st.readReport(s.id, 'md'), null);
-  st.writeFinal(s.id, { verdict: '{}\n', markdown: '# hoptrace\n', json: '{"verdict":{}}\n' });
+  t.equal(st.readReportInputs(s.id), null);
+  st.writeFinal(s.id, {
+    verdict: '{}\n',
+    markdown: '# hoptrace\n',
+    json: '{"verdict":{}}\n',
+    inputs: '{"state":"resolved"}\n',
+  });
   t.equal(st.readReport(s.id, 'md'), '# hoptrace\n');
   t.equal(st.readReport(s.id, 'json'), '{"verdict":{}}\n');
+  t.same(st.readReportInputs(s.id), { state: 'resolved' });
   t.throws(() => st.sessionDir('../../etc'));
   await t.rejects(st.appendEvents(s.id, '../x', []));
   await st.close();
