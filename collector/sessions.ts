@@ -82,6 +82,15 @@ interface FinalReport {
   meta: ReportMeta;
 }
 
+/** A FinalReport as report-inputs.json; `null` (read back as none) if it cannot be JSON. */
+function inputsJson(f: FinalReport): string {
+  try {
+    return JSON.stringify(f) + '\n';
+  } catch {
+    return 'null\n';
+  }
+}
+
 /** A FinalReport read back from report-inputs.json; null when the file is missing or not one. */
 function reportInputs(raw: unknown): FinalReport | null {
   if (typeof raw !== 'object' || raw === null) return null;
@@ -648,7 +657,7 @@ export class SessionManager {
         json: renderReportJson(result),
         // The inputs without the capture health, so a collector started again can rewrite the
         // reports when an agent's final counters arrive after the restart.
-        inputs: JSON.stringify(f) + '\n',
+        inputs: inputsJson(f),
       });
       this.store.saveSession(s.record);
     } catch (e) {
