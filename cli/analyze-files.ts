@@ -57,7 +57,7 @@ export interface AnalyzeFilesInput {
    * Packets each point's capture dropped, by point name, as its tool printed them when it stopped
    * (tcpdump: "N packets dropped by kernel"): used where the file records no count of its own.
    */
-  drops?: Record<string, number>;
+  drops?: ReadonlyMap<string, number>;
 }
 
 function* usefulEvents(
@@ -651,7 +651,7 @@ export function analyzeFiles(
   opts: { fast?: boolean } = {},
 ): AnalysisResult {
   const streams = input.points.map(
-    ({ name, file }) => new FilePointStream(name, file, opts.fast !== false, input.drops?.[name]),
+    ({ name, file }) => new FilePointStream(name, file, opts.fast !== false, input.drops?.get(name)),
   );
   const result = analyzeEventStreams({
     points: streams,

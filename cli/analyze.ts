@@ -40,8 +40,8 @@ export function parsePointArg(value: string): PointFile {
  * Parses the `--drops NAME=N` values against the points: the packets a point's capture dropped, as
  * its tool printed them when it stopped (tcpdump: "N packets dropped by kernel").
  */
-export function parseDropsArgs(values: string[], points: PointFile[]): Record<string, number> {
-  const drops: Record<string, number> = {};
+export function parseDropsArgs(values: string[], points: PointFile[]): Map<string, number> {
+  const drops = new Map<string, number>();
   for (const value of values) {
     const m = /^([a-z][a-z0-9-]{0,31})=(\d{1,15})$/.exec(value);
     if (m === null) {
@@ -57,11 +57,11 @@ export function parseDropsArgs(values: string[], points: PointFile[]): Record<st
         hint: `the points are ${points.map((p) => p.name).join(', ')}`,
       });
     }
-    if (drops[name] !== undefined)
+    if (drops.has(name))
       throw new HoptraceError('CLI_BAD_POINT', `--drops for '${name}' is given twice`, {
         where: '--drops',
       });
-    drops[name] = Number(n);
+    drops.set(name, Number(n));
   }
   return drops;
 }

@@ -473,7 +473,7 @@ void t.test('capture health: what each file recorded about its capture, and the 
         points: at([decap, egress, backend]),
         inventory: EMPTY,
         selector: { client: CLIENT },
-        drops: { backend: n },
+        drops: new Map([['backend', n]]),
       },
       { fast },
     );

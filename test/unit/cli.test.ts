@@ -188,3 +188,31 @@ void t.test('decode --json prints one object per frame with the documented keys'
   });
   t.end();
 });
+
+void t.test('analyze: point names that are also names of object properties', (t) => {
+  // --drops is looked up by point name: 'constructor' must not find Object's constructor there.
+  const r = hoptrace(
+    'analyze',
+    '--point',
+    `constructor=${httpGet}`,
+    '--point',
+    `tostring=${httpGet}`,
+    '--point',
+    `hasownproperty=${httpGet}`,
+    '--drops',
+    'tostring=2',
+    '--json',
+  );
+  t.equal(r.code, 0, r.stderr);
+  const health = (JSON.parse(r.stdout) as { captureHealth: Record<string, unknown>[] })
+    .captureHealth;
+  t.same(
+    health.map((h) => [h.point, h.kernelDrops, 'dropsGiven' in h]),
+    [
+      ['constructor', null, false],
+      ['tostring', 2, true],
+      ['hasownproperty', null, false],
+    ],
+  );
+  t.end();
+});
