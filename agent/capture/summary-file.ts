@@ -257,18 +257,39 @@ function rd32(buf: Buffer, at: number, le: boolean): number {
 }
 
 /**
- * The addon's interface table (summary.h): link type, mul, div per interface; div 0 leaves an
- * interface whose scale does not fit 32 bits to the JS parser.
+ * The addon's interface table (summary.h: link type, mul, div per interface; div 0 leaves an
+ * interface whose scale does not fit 32 bits to the JS parser), kept up to date with a section's
+ * interfaces as they are described: appended to, grown by doubling, so a file that interleaves
+ * many interface blocks with packets costs linear time.
  */
-function interfaceTable(list: readonly PcapngInterface[]): Buffer {
-  const t = Buffer.alloc(12 * list.length);
-  list.forEach((i, k) => {
-    if (i.mul > 0xffffffffn || i.div > 0xffffffffn) return;
-    t.writeUInt32LE(i.linktype, 12 * k);
-    t.writeUInt32LE(Number(i.mul), 12 * k + 4);
-    t.writeUInt32LE(Number(i.div), 12 * k + 8);
-  });
-  return t;
+class InterfaceTable {
+  private buf = Buffer.alloc(12 * 8);
+  private of: readonly PcapngInterface[] = [];
+  private filled = 0;
+
+  /** The table for `list` (the section's interfaces so far). */
+  for(list: readonly PcapngInterface[]): Buffer {
+    if (list !== this.of) {
+      this.of = list;
+      this.filled = 0;
+    }
+    if (list.length > this.filled) {
+      if (12 * list.length > this.buf.length) {
+        const bigger = Buffer.alloc(Math.max(12 * list.length, 2 * this.buf.length));
+        this.buf.copy(bigger, 0, 0, 12 * this.filled);
+        this.buf = bigger;
+      }
+      for (let k = this.filled; k < list.length; k++) {
+        const i = list[k];
+        const native = i !== undefined && i.mul <= 0xffffffffn && i.div <= 0xffffffffn;
+        this.buf.writeUInt32LE(native ? i.linktype : 0, 12 * k);
+        this.buf.writeUInt32LE(native ? Number(i.mul) : 0, 12 * k + 4);
+        this.buf.writeUInt32LE(native ? Number(i.div) : 0, 12 * k + 8);
+      }
+      this.filled = list.length;
+    }
+    return this.buf.subarray(0, 12 * list.length);
+  }
 }
 
 /**
@@ -282,10 +303,7 @@ export class SummaryPcapngReader implements SummaryReader {
   /** One frame in the batch layout (u32 caplen | u32 wire length | u64 ts ns | data). */
   private one: Buffer = Buffer.alloc(0);
   private done = false;
-  /** The interfaces `table` was built for, and how many there were. */
-  private tableOf: readonly PcapngInterface[] = [];
-  private tableLength = -1;
-  private table: Buffer = Buffer.alloc(0);
+  private readonly table = new InterfaceTable();
 
   constructor(
     readonly path: string,
@@ -311,11 +329,6 @@ export class SummaryPcapngReader implements SummaryReader {
     const le = ng.littleEndian;
     if (w.end - w.start >= 12 && rd32(w.buf, w.start, le) === 6) {
       const list = ng.interfaces();
-      if (list !== this.tableOf || list.length !== this.tableLength) {
-        this.table = interfaceTable(list);
-        this.tableOf = list;
-        this.tableLength = list.length;
-      }
       const [n, next] = this.addon.summarize(
         w.buf,
         w.start,
@@ -325,7 +338,7 @@ export class SummaryPcapngReader implements SummaryReader {
         MAX_BLOCK,
         this.ports,
         b.recs,
-        this.table,
+        this.table.for(list),
       );
       if (n > 0) {
         ng.tookPackets(next - w.start, n);

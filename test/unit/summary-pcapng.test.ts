@@ -139,7 +139,7 @@ void t.test('pcapng: same events, statistics and errors as the JS reader', (t) =
     writeBenchPcap(base, 3000, 'abc123');
     const frames = framesOf(readFileSync(base));
     const raw = (d: Buffer): Buffer => d.subarray(14); // Ethernet → RAW IP (linktype 101)
-    const cases: { name: string; bytes: Buffer; runs: boolean }[] = [];
+    const cases: { name: string; bytes: Buffer; runs: boolean | null }[] = [];
     for (const le of [true, false]) {
       const tag = le ? 'LE' : 'BE';
       cases.push({
@@ -268,6 +268,21 @@ void t.test('pcapng: same events, statistics and errors as the JS reader', (t) =
       ]),
       runs: true,
     });
+    // Interfaces described between packets, 700 of them, packets of any earlier one (the addon's
+    // table grows as they come).
+    {
+      const parts: Buffer[] = [shb(true)];
+      frames.slice(0, 1400).forEach((f, i) => {
+        if (i % 2 === 0)
+          parts.push(idb(true, i % 4 === 0 ? 1 : 101, `if${i / 2}`, i % 3 === 0 ? 9 : null));
+        const id = (i * 7919) % (Math.floor(i / 2) + 1);
+        const eth = id % 2 === 0;
+        const ts = id % 3 === 0 ? f.us * 1000n : f.us;
+        parts.push(epb(true, id, ts, eth ? f.data : raw(f.data)));
+      });
+      // An interface block every second packet: runs of two at most, so no claim about them.
+      cases.push({ name: 'many interfaces', bytes: Buffer.concat(parts), runs: null });
+    }
     // Broken files: the JS reader's error, after the same frames.
     const good = cases[0]!.bytes;
     const at = blockAt(good, 6, 1500);
@@ -310,7 +325,8 @@ void t.test('pcapng: same events, statistics and errors as the JS reader', (t) =
         if (chunk === undefined) {
           if (c.runs)
             t.ok(got.inRuns > got.events.length / 2, `${c.name}: most frames in the addon's runs`);
-          else t.equal(got.inRuns, 0, `${c.name}: every frame through the JS parser`);
+          else if (c.runs === false)
+            t.equal(got.inRuns, 0, `${c.name}: every frame through the JS parser`);
         }
         checked++;
       }
