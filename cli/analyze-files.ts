@@ -651,7 +651,8 @@ export function analyzeFiles(
   opts: { fast?: boolean } = {},
 ): AnalysisResult {
   const streams = input.points.map(
-    ({ name, file }) => new FilePointStream(name, file, opts.fast !== false, input.drops?.get(name)),
+    ({ name, file }) =>
+      new FilePointStream(name, file, opts.fast !== false, input.drops?.get(name)),
   );
   const result = analyzeEventStreams({
     points: streams,
