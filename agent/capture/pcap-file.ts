@@ -274,7 +274,9 @@ function resolution(v: number): { mul: bigint; div: bigint } {
 
 /** A packet block at the reader's cursor: its frame at `at`, the block `len` bytes long. */
 export interface PcapngPacket {
+  /** The section's interface `ifaceId` (interfaces()[ifaceId]). */
   iface: PcapngInterface;
+  ifaceId: number;
   /** Timestamp in the interface's units (ns = ts * iface.mul / iface.div). */
   ts: bigint;
   caplen: number;
@@ -549,19 +551,20 @@ export class PcapngReader extends BaseReader {
       } else if (type === BT_EPB || type === BT_PB) {
         if (len < 32) this.bad(`packet block too short (${len})`);
         const epb = type === BT_EPB;
-        const iface = this.iface(epb ? r.u32(8, this.le) : r.u16(8, this.le));
+        const ifaceId = epb ? r.u32(8, this.le) : r.u16(8, this.le);
+        const iface = this.iface(ifaceId);
         const ts = (BigInt(r.u32(12, this.le)) << 32n) | BigInt(r.u32(16, this.le));
         const caplen = r.u32(20, this.le);
         const wireLength = r.u32(24, this.le);
         if (28 + caplen > len - 4) this.bad(`captured length ${caplen} runs past its block`);
-        return { iface, ts, caplen, wireLength, at: 28, len };
+        return { iface, ifaceId, ts, caplen, wireLength, at: 28, len };
       } else if (type === BT_SPB) {
         if (len < 16) this.bad(`simple packet block too short (${len})`);
         const iface = this.iface(0);
         const wireLength = r.u32(8, this.le);
         let caplen = Math.min(wireLength, len - 16);
         if (iface.snaplen > 0) caplen = Math.min(caplen, iface.snaplen);
-        return { iface, ts: 0n, caplen, wireLength, at: 12, len };
+        return { iface, ifaceId: 0, ts: 0n, caplen, wireLength, at: 12, len };
       } else if (type === BT_ISB) {
         this.readISB(len);
       }

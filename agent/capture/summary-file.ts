@@ -67,14 +67,11 @@ export interface SummaryBlock {
   src: Buffer;
   /** 1-based frame number of record 0 in the file. */
   firstFrame: number;
-  /** The frames' link type (unless byIface is set). */
+  /** The frames' link type (classic pcap: the file's; unused when byIface is set). */
   linktype: number;
-  /** The interface's name when the file gives one (pcapng if_name): the events' iface. */
-  iface: string | undefined;
   /**
-   * A pcapng run over several interfaces: record i's link type and name are those of
-   * byIface[its interface id (R.ifaceId)], and linktype/iface above are unused. Read them with
-   * linktypeAt / ifaceAt.
+   * pcapng: the section's interfaces; record i's link type and name (if_name, the events' iface)
+   * are those of byIface[its interface id (R.ifaceId)]. Read them with linktypeAt / ifaceAt.
    */
   byIface: readonly { linktype: number; name: string | undefined }[] | null;
 }
@@ -89,7 +86,7 @@ export function linktypeAt(b: SummaryBlock, i: number): number {
 
 /** Record i's interface name (pcapng if_name), if the file gives one. */
 export function ifaceAt(b: SummaryBlock, i: number): string | undefined {
-  if (b.byIface === null) return b.iface;
+  if (b.byIface === null) return undefined;
   return b.byIface[b.words[i * SUMMARY_WORDS + IFACE_WORD] ?? 0]?.name;
 }
 
@@ -123,7 +120,6 @@ function emptyBlock(src: Buffer, linktype: number): SummaryBlock {
     src,
     firstFrame: 1,
     linktype,
-    iface: undefined,
     byIface: null,
   };
 }
@@ -251,11 +247,6 @@ export class SummaryPcapReader implements SummaryReader {
   }
 }
 
-/** u32 fields of a buffered pcapng block. */
-function rd32(buf: Buffer, at: number, le: boolean): number {
-  return le ? buf.readUInt32LE(at) : buf.readUInt32BE(at);
-}
-
 /**
  * The addon's interface table (summary.h: link type, mul, div per interface; div 0 leaves an
  * interface whose scale does not fit 32 bits to the JS parser), kept up to date with a section's
@@ -324,29 +315,26 @@ export class SummaryPcapngReader implements SummaryReader {
     const ng = this.ng;
     const b = this.block;
     b.firstFrame = ng.stats().frames + 1;
-    // A run of Enhanced Packet Blocks, when the cursor is at one.
+    const list = ng.interfaces();
+    b.byIface = list;
+    // A run of Enhanced Packet Blocks, when the cursor is at one (the addon stops at anything else).
     const w = ng.buffered();
-    const le = ng.littleEndian;
-    if (w.end - w.start >= 12 && rd32(w.buf, w.start, le) === 6) {
-      const list = ng.interfaces();
-      const [n, next] = this.addon.summarize(
-        w.buf,
-        w.start,
-        w.end,
-        le ? SUMMARY_LAYOUT.pcapngLe : SUMMARY_LAYOUT.pcapngBe,
-        0,
-        MAX_BLOCK,
-        this.ports,
-        b.recs,
-        this.table.for(list),
-      );
-      if (n > 0) {
-        ng.tookPackets(next - w.start, n);
-        b.count = n;
-        b.src = w.buf;
-        b.byIface = list;
-        return b;
-      }
+    const [n, next] = this.addon.summarize(
+      w.buf,
+      w.start,
+      w.end,
+      ng.littleEndian ? SUMMARY_LAYOUT.pcapngLe : SUMMARY_LAYOUT.pcapngBe,
+      0,
+      MAX_BLOCK,
+      this.ports,
+      b.recs,
+      this.table.for(list),
+    );
+    if (n > 0) {
+      ng.tookPackets(next - w.start, n);
+      b.count = n;
+      b.src = w.buf;
+      return b;
     }
     // Any other block, through the JS parser (which throws on a malformed one).
     const p = ng.nextPacket();
@@ -362,7 +350,7 @@ export class SummaryPcapngReader implements SummaryReader {
     one.writeBigUInt64LE(BigInt.asUintN(64, (p.ts * p.iface.mul) / p.iface.div), 8);
     const w2 = ng.buffered();
     w2.buf.copy(one, 16, w2.start + p.at, w2.start + p.at + p.caplen);
-    const [n] = this.addon.summarize(
+    const [lone] = this.addon.summarize(
       one,
       0,
       need,
@@ -372,18 +360,13 @@ export class SummaryPcapngReader implements SummaryReader {
       this.ports,
       b.recs,
     );
-    if (n !== 1) throw new Error(`summary-file: ${this.path}: a lone frame gave ${n} records`);
+    if (lone !== 1)
+      throw new Error(`summary-file: ${this.path}: a lone frame gave ${lone} records`);
+    b.recs.writeUInt32LE(p.ifaceId, R.ifaceId);
     ng.tookPackets(p.len, 1);
-    return this.filled(1, one, p.iface);
-  }
-
-  private filled(count: number, src: Buffer, iface: PcapngInterface): SummaryBlock {
-    const b = this.block;
-    b.count = count;
-    b.src = src;
-    b.linktype = iface.linktype;
-    b.iface = iface.name;
-    b.byIface = null;
+    b.count = 1;
+    b.src = one;
+    b.byIface = ng.interfaces(); // a section header read on the way starts a new list
     return b;
   }
 
