@@ -291,6 +291,19 @@ void t.test(
 );
 
 /** T: 2026-11-30T12:00:00Z. A repro created at T on a clock the test moves (at(ms): T + ms). */
+/** Probe n, sent at atMs from port 40000 + n, 200 ms long: answered 200, or timed out. */
+function probeAt(n: number, atMs: number, answered: boolean): ProbeReport {
+  return {
+    probeId: `p${n}`,
+    sport: 40000 + n,
+    startedAtMs: atMs,
+    endedAtMs: atMs + 200,
+    ok: answered,
+    httpCode: answered ? '200' : null,
+    error: answered ? null : 'curl exit 28: Operation timed out',
+  };
+}
+
 async function clockedRepro(t: { teardown(fn: () => Promise<void> | void): void }): Promise<{
   repros: ReproManager;
   v: ReproView;
@@ -338,15 +351,7 @@ void t.test('repro: capture losses per point, and the probes in flight then', as
   ]);
   // Probes answered by no one, so judged by what is missing: one while the backend capture lost
   // its 9 packets (between its statuses at +2 s and +3 s), one long after.
-  const probe = (n: number, atMs: number): ProbeReport => ({
-    probeId: `p${n}`,
-    sport: 40000 + n,
-    startedAtMs: atMs,
-    endedAtMs: atMs + 200,
-    ok: false,
-    httpCode: null,
-    error: 'curl exit 28: Operation timed out',
-  });
+  const probe = (n: number, atMs: number): ProbeReport => probeAt(n, atMs, false);
   repros.addProbe(v.id, probe(1, T + 2500));
   repros.addProbe(v.id, probe(2, T + 9000));
   const text = repros.get(v.id)?.text.join('\n') ?? '';
@@ -687,15 +692,7 @@ void t.test(
       { id: v.id, state: 'running', savedAt: '2026-11-30T12:00:00.000Z' },
       'at create',
     );
-    const probe = (n: number, atMs: number): ProbeReport => ({
-      probeId: `p${n}`,
-      sport: 40000 + n,
-      startedAtMs: atMs,
-      endedAtMs: atMs + 200,
-      ok: true,
-      httpCode: '200',
-      error: null,
-    });
+    const probe = (n: number, atMs: number): ProbeReport => probeAt(n, atMs, true);
     now = T + 1000;
     repros.addProbe(v.id, probe(1, now));
     t.equal(saved()?.timeline.length, 0, 'a probe within the save interval is not written yet');

@@ -2,7 +2,9 @@
  * Comparing a fast event source with the JS reader + reference decoder, for the summary tests:
  * events as JSON lines (bigints as `123n`), the error message, and optionally the statistics.
  */
-import type t from 'tap';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type tap from 'tap';
 import type { PacketEvent } from '../../common/event';
 import { xorshift32 } from './xorshift';
 
@@ -16,7 +18,7 @@ export interface Outcome {
 export const json = (ev: PacketEvent): string =>
   JSON.stringify(ev, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v));
 
-type Asserts = Pick<typeof t, 'equal' | 'fail'>;
+type Asserts = Pick<typeof tap, 'equal' | 'fail'>;
 
 /** The same error, the same events in the same order, and the same statistics when compared. */
 export function same(t: Asserts, got: Outcome, want: Outcome, label: string): void {
@@ -50,4 +52,37 @@ export function damagedCopies(good: Buffer, count: number, keep: number): Buffer
     out.push(rand(5) === 0 ? bytes.subarray(0, keep + rand(bytes.length - keep)) : bytes);
   }
   return out;
+}
+
+/**
+ * damagedCopies of `good` written to `dir` as damaged-K.EXT: the fast source (`fast`, at the
+ * default chunk and at 100 bytes) must give the reference's events and errors for each, and the
+ * damage must reach at least three outcomes (read, and two kinds of error).
+ */
+export function sameUnderDamage(
+  t: Asserts & Pick<typeof tap, 'ok' | 'comment'>,
+  o: {
+    dir: string;
+    good: Buffer;
+    keep: number;
+    ext: string;
+    reference: (path: string) => Outcome;
+    fast: (path: string, chunkSize?: number) => Outcome | null;
+  },
+): void {
+  const outcomes = new Map<string, number>();
+  for (const [k, file] of damagedCopies(o.good, 120, o.keep).entries()) {
+    const path = join(o.dir, `damaged-${k}.${o.ext}`);
+    writeFileSync(path, file);
+    const want = o.reference(path);
+    const kind = want.error === null ? 'read' : (/^[A-Z_]+/.exec(want.error)?.[0] ?? 'other');
+    outcomes.set(kind, (outcomes.get(kind) ?? 0) + 1);
+    for (const chunk of [undefined, 100]) {
+      const got = o.fast(path, chunk);
+      if (got === null) t.fail(`damaged ${k}: not taken by the fast path`);
+      else same(t, got, want, `damaged ${k} (${chunk ?? 'default'})`);
+    }
+  }
+  t.comment(JSON.stringify(Object.fromEntries(outcomes)));
+  t.ok(outcomes.size >= 3, 'the damage reaches several outcomes (read, and kinds of error)');
 }
