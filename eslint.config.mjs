@@ -1,8 +1,18 @@
 // typescript-eslint strict-type-checked with exhaustive switches (STYLE.md).
 import tseslint from 'typescript-eslint';
+import { boundaries } from './eslint.boundaries.mjs';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'eslint.config.mjs', 'bin/**', '.tap/**'] },
+  {
+    ignores: [
+      'dist/**',
+      'node_modules/**',
+      'eslint.config.mjs',
+      'eslint.boundaries.mjs',
+      'bin/**',
+      '.tap/**',
+    ],
+  },
   ...tseslint.configs.strictTypeChecked,
   {
     languageOptions: {
@@ -21,38 +31,10 @@ export default tseslint.config(
       'no-restricted-imports': ['error', { patterns: [] }],
     },
   },
-  {
-    files: ['agent/**'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            {
-              group: ['**/collector/**', '**/cli/**'],
-              message: 'agent/ shares only proto/ and common/ with the collector',
-            },
-          ],
-        },
-      ],
-    },
-  },
-  {
-    files: ['collector/**'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            {
-              group: ['**/agent/**', '**/cli/**'],
-              message: 'collector/ shares only proto/ and common/ with the agent',
-            },
-          ],
-        },
-      ],
-    },
-  },
+  // The layering (ARCHITECTURE.md, "What may import what"): core/ is the pure engine, common/ the
+  // shared types; agent/, collector/ and cli/ are shells around them and never reach into each
+  // other; the others meet the agent and the collector only through their index.ts.
+  ...boundaries(),
   {
     files: ['test/**', 'lab/**', 'scripts/**', 'bench/**'],
     rules: { '@typescript-eslint/no-non-null-assertion': 'off' },

@@ -14,8 +14,7 @@
  * A failure answers {"error":"…"}; stdin closed ends the process.
  */
 import { createInterface } from 'node:readline';
-import { NsCapture } from '../agent/capture/ns-capture';
-import type { CaptureSpec } from '../agent/capture/source';
+import { NsCapture, type CaptureSpec } from '../agent';
 import { encodeEnvelope } from '../common/envelope';
 
 export interface AgentChildArgs {

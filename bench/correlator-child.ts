@@ -9,7 +9,7 @@
  * behave as at that traffic rate while the loop runs as fast as one core allows.
  */
 import type { PacketEvent, PacketKeys, Tuple } from '../common/event';
-import { Correlator } from '../collector/correlate';
+import { Correlator } from '../core/correlate/correlate';
 
 export interface CorrelatorArgs {
   /** Event counts at which heap and RSS are sampled (after a full GC); the last one ends the run. */

@@ -531,8 +531,8 @@ const LIMITS = `## What limits the numbers
   cache; what remains per event is the property reads of the incoming PacketEvent and the ring
   stores. Memory is two windows of events at most (maxEventsPerPoint drops and counts beyond).
 - **Files**: \`analyze\` reads pcap and pcapng through the same C decoder
-  (agent/capture/summary-file.ts) and builds events only for the records its prefilter keeps
-  (collector/analyze.ts); machines without the addon use the TypeScript decoder (~0.6–3 µs per
+  (offline/summary-file.ts) and builds events only for the records its prefilter keeps
+  (core/report/analyze.ts); machines without the addon use the TypeScript decoder (~0.6–3 µs per
   frame; pcapng took that path until this run's code: 4.0 s for the 3-point analysis). A single run
   starts with Node itself (the \`node -e 0\` row: 0.08–0.15 s across runs here) and ~40 ms of
   loading modules before it reads a byte, while a twentieth of \`tcpdump -nn -r\` on this file is

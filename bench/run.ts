@@ -8,7 +8,7 @@ import { cpus } from 'node:os';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { loadNativeAddon } from '../agent/capture/native-loader';
+import { loadNativeAddon } from '../native/loader';
 import { benchCapture, toolVersion, type CaptureResult } from './capture';
 import { benchCorrelator } from './correlator';
 import type { CorrelatorResult } from './correlator-child';

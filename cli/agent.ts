@@ -1,7 +1,7 @@
 /** `hoptrace agent`: parse the flags, start the agent, run until SIGTERM/SIGINT. */
 import { readFileSync } from 'node:fs';
 import pino from 'pino';
-import { startAgent, type AgentOptions } from '../agent/main';
+import { startAgent, type AgentOptions } from '../agent';
 import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
 import { parseCommandLine } from './args';

@@ -6,7 +6,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
-import { renderReportJson, renderReportMarkdown, renderVerdictText } from '../collector/report';
+import { renderReportJson, renderReportMarkdown, renderVerdictText } from '../core/report/report';
 import { HoptraceError } from '../common/errors';
 import { readInventoryFile } from '../common/inventory-file';
 import { parseCommandLine } from './args';
@@ -15,7 +15,7 @@ import {
   type AnalyzeFilesInput,
   type PointFile,
   type RequestSelector,
-} from './analyze-files';
+} from '../offline/analyze-files';
 
 export { analyzeFiles, type AnalyzeFilesInput, type PointFile, type RequestSelector };
 

@@ -5,8 +5,13 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
-import { LOG_LEVELS, type LogLevel } from '../collector/logger';
-import { startCollector, type CollectorOptions, type RunningCollector } from '../collector/main';
+import {
+  LOG_LEVELS,
+  startCollector,
+  type CollectorOptions,
+  type LogLevel,
+  type RunningCollector,
+} from '../collector';
 import { parseCommandLine } from './args';
 import { parseDuration } from './capture';
 

@@ -4,8 +4,8 @@
  */
 import { ERRORS, HoptraceError, isHoptraceError } from '../common/errors';
 import type { Tuple } from '../common/event';
-import { openCaptureFile } from '../agent/capture/pcap-file';
-import { decodeFrame, type DecodedFrame, type DecodeOptions } from '../agent/decode/frame';
+import { openCaptureFile } from '../offline/pcap-file';
+import { decodeFrame, type DecodedFrame, type DecodeOptions } from '../core/decode/frame';
 
 export const DECODE_USAGE =
   'usage: hoptrace decode [--json] [--vxlan-port N]... [--geneve-port N]... [--wireguard-port N]... FILE';

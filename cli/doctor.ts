@@ -1,6 +1,6 @@
 /**
  * `hoptrace doctor`, local mode: the checks run on this machine, reading each namespace on the
- * path with nsenter (agent/doctor/read.ts), then assembled by the pure collector/doctor.ts. In the
+ * path with nsenter (agent/doctor/read.ts), then assembled by the pure core/doctor/checks.ts. In the
  * lab every node is a namespace; on a real node give `/proc/1/ns/net` for the node itself and the
  * pod's `/proc/PID/ns/net`.
  *
@@ -12,16 +12,14 @@ import { firstHost } from '../common/cidr';
 import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
 import type { DoctorTarget, NamespaceFacts } from '../common/wire';
-import { runDeniedTest } from '../agent/doctor/denied';
-import { readNamespaceFacts } from '../agent/doctor/read';
-import { namespaceInventory } from '../agent/netns/addresses';
-import { classifyDenied } from '../collector/doctor-denied';
+import { namespaceInventory, readNamespaceFacts, runDeniedTest } from '../agent';
+import { classifyDenied } from '../core/doctor/denied';
 import {
   renderDoctorText,
   runDoctorChecks,
   type DeniedOutcome,
   type DoctorResult,
-} from '../collector/doctor';
+} from '../core/doctor/checks';
 import { parseCommandLine } from './args';
 import { CollectorClient } from './collector-client';
 

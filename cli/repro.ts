@@ -18,7 +18,7 @@ import { request } from 'node:http';
 import { setTimeout as delay } from 'node:timers/promises';
 import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
-import type { ReproView } from '../collector/repro';
+import type { ReproView } from '../collector';
 import { assertLabPrerequisites } from '../lab/prereq';
 import { printLabRepros } from '../lab/repro-print';
 import { parseCommandLine } from './args';

@@ -5,8 +5,8 @@
  */
 import type { ConntrackEntry, DoctorTarget } from '../common/wire';
 import type { AgentRequests } from './agent-requests';
-import type { Verdict } from './attribute';
-import { flowTuples } from './conntrack-evidence';
+import type { Verdict } from '../core/attribute/attribute';
+import { flowTuples } from '../core/attribute/conntrack-evidence';
 
 /** A capture point as the session records it. */
 export interface ConntrackPoint {

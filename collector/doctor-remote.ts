@@ -8,7 +8,7 @@ import { firstHost } from '../common/cidr';
 import { HoptraceError } from '../common/errors';
 import type { DoctorTarget, NamespaceFacts } from '../common/wire';
 import type { AgentRequests } from './agent-requests';
-import { runDoctorChecks, type DoctorResult } from './doctor';
+import { runDoctorChecks, type DoctorResult } from '../core/doctor/checks';
 import type { AgentInfo } from './hub-types';
 
 /** POST /v1/doctor body. Targets are pod IPs, or `NODE/PATH|PID` for a namespace on a node. */

@@ -39,9 +39,9 @@ import {
   type WorkloadLister,
   type WorkloadPod,
   type WorkloadSelector,
-} from './repro-core';
-import { isUsefulEvent } from './session';
-import { lossPhrase } from './capture-health';
+} from '../core/repro/repro-core';
+import { isUsefulEvent } from '../core/report/analyze';
+import { lossPhrase } from '../core/report/capture-health';
 import type { StoredRepro } from './store';
 
 /** `POST /v1/repros`. */

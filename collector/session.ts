@@ -21,8 +21,13 @@ import { isHoptraceError } from '../common/errors';
 import type { PacketEvent } from '../common/event';
 import type { Inventory } from '../common/inventory';
 import type { CaptureStatus, ErrorReport, Lost } from '../common/wire';
-import { analyzeEvents, type AnalysisResult, type PointSummary } from './analyze';
-import type { Evidence, Layer, Verdict } from './attribute';
+import {
+  analyzeEvents,
+  isUsefulEvent,
+  type AnalysisResult,
+  type PointSummary,
+} from '../core/report/analyze';
+import type { Evidence, Layer, Verdict } from '../core/attribute/attribute';
 
 export type SessionState = 'arming' | 'capturing' | 'resolved' | 'timeout' | 'cancelled' | 'failed';
 export type PointState = 'pending' | 'arming' | 'capturing' | 'stopped' | 'failed';
@@ -108,11 +113,6 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 export const DEFAULT_SETTLE_MS = 2_000;
 
 const CONCLUSIVE: readonly Layer[] = ['vpn-pod', 'cni-masquerade', 'kube-proxy', 'proxy'];
-
-/** Only what correlation can use is kept in memory (the store keeps everything). */
-export function isUsefulEvent(e: PacketEvent): boolean {
-  return e.related !== undefined || e.inner?.proto === 'tcp' || e.inner?.proto === 'udp';
-}
 
 export function isFinalState(s: SessionState): boolean {
   return FINAL_STATES.includes(s);

@@ -10,8 +10,6 @@ import { randomBytes } from 'node:crypto';
 import { HoptraceError } from '../common/errors';
 import type { Inventory } from '../common/inventory';
 import type { CaptureCommand } from '../common/wire';
-import type { AnalysisResult } from './analyze';
-import type { Verdict } from './attribute';
 import type { AgentHub, AgentInfo, AgentMessage } from './hub-types';
 import { parsePodTarget } from './capture-request';
 import {
@@ -26,21 +24,22 @@ import type { CollectorLogger } from './logger';
 import { K8sPodDeleter } from './k8s/repro-deleter';
 import { K8sInventorySource } from './k8s/source';
 import { ReproManager } from './repro';
-import type { ReturnRoute } from './repro-core';
+import type { ReturnRoute } from '../core/repro/repro-core';
 import { inCidr } from '../common/cidr';
-import { withCaptureHealth, type CaptureHealth } from './capture-health';
-import { renderReportJson, renderReportMarkdown, type ReportMeta } from './report';
+import type { ReportMeta } from '../core/report/report';
 import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
-import { withConntrackEvidence } from './conntrack-evidence';
-import {
-  CaptureSession,
-  type CaptureSpec,
-  type PointState,
-  type SessionRecord,
-  type SessionState,
-} from './session';
+import { withConntrackEvidence } from '../core/attribute/conntrack-evidence';
+import { CaptureSession, type CaptureSpec } from './session';
 import type { CaptureStore, ReportKind } from './store';
+import { captureIdOf, pointOf } from './agent-messages';
+import {
+  reportInputs,
+  reproduceCommand,
+  writeCaptureReports,
+  type FinalReport,
+} from './capture-reports';
+import { agentView, captureView, type AgentView, type CaptureView } from './capture-views';
 
 /**
  * How long a session resumed after a collector restart waits for the agents of its points to
@@ -56,90 +55,6 @@ export interface Clock {
 
 export const systemClock: Clock = { nowMs: () => Date.now() };
 
-/** One point in `GET /v1/captures/:id`. */
-export interface PointView {
-  name: string;
-  agentId: string | null;
-  node: string | null;
-  target: string;
-  iface: string;
-  state: PointState;
-  packets: number;
-  events: number;
-  kernelDrops: number | null;
-  queueDrops: number;
-  lost: number;
-  error?: { code: string; message: string };
-  /** The target came from a stale pod list (reading the pod from the API failed): why. */
-  targetNote?: string;
-}
-
-/** A finished capture's analysis and report inputs; capture health is added at each write. */
-interface FinalReport {
-  state: string;
-  reason: string;
-  result: AnalysisResult;
-  meta: ReportMeta;
-}
-
-/** A FinalReport as report-inputs.json; `null` (read back as none) if it cannot be JSON. */
-function inputsJson(f: FinalReport): string {
-  try {
-    return JSON.stringify(f) + '\n';
-  } catch {
-    return 'null\n';
-  }
-}
-
-/** A FinalReport read back from report-inputs.json; null when the file is missing or not one. */
-function reportInputs(raw: unknown): FinalReport | null {
-  if (typeof raw !== 'object' || raw === null) return null;
-  const f = raw as Partial<FinalReport>;
-  const ok =
-    typeof f.state === 'string' &&
-    typeof f.reason === 'string' &&
-    typeof f.result?.verdict === 'object' &&
-    Array.isArray(f.result.points) &&
-    typeof f.meta?.generatedAt === 'string' &&
-    Array.isArray(f.meta.inputs);
-  return ok ? (f as FinalReport) : null;
-}
-
-/** `GET /v1/captures/:id`. */
-export interface CaptureView {
-  id: string;
-  state: SessionState;
-  createdAt: string;
-  updatedAt: string;
-  finishedAt: string | null;
-  request: {
-    client: string | null;
-    dst: string | null;
-    dport: number | null;
-    timeoutMs: number;
-    stopOnFirstMatch: boolean;
-    settleMs: number;
-  };
-  points: PointView[];
-  /** The live analysis: whether the request was seen and the provisional layer. */
-  progress: { requestSeen: boolean; layer: string | null };
-  verdict: Verdict | null;
-  finalReason: string | null;
-  reportUrls: { markdown: string; json: string } | null;
-}
-
-/** `GET /v1/agents`. */
-export interface AgentView {
-  agentId: string;
-  node: string;
-  version: string;
-  connected: boolean;
-  connectedAt: string;
-  lastSeen: string;
-  nodeAddresses: string[];
-  namespaces: { path: string; addresses: string[]; interfaces: string[] }[];
-}
-
 export interface SessionManagerOptions {
   hub: AgentHub;
   store: CaptureStore;
@@ -154,8 +69,6 @@ export interface SessionManagerOptions {
   /** Ask the agents for the flow's conntrack entries when a capture finishes (default false). */
   conntrack?: boolean;
 }
-
-const iso = (ms: number): string => new Date(ms).toISOString();
 
 export class SessionManager {
   private readonly hub: AgentHub;
@@ -305,7 +218,7 @@ export class SessionManager {
     }
     this.log.info({ captureId: id, state: s.record.state }, 'capture created');
     this.step(s);
-    return this.view(s);
+    return captureView(s);
   }
 
   /** A `namespace/pod` target's pod as the API says now (undefined: not such a target). */
@@ -341,11 +254,11 @@ export class SessionManager {
 
   get(id: string): CaptureView | undefined {
     const s = this.sessions.get(id);
-    return s && this.view(s);
+    return s && captureView(s);
   }
 
   list(): CaptureView[] {
-    return [...this.sessions.values()].map((s) => this.view(s));
+    return [...this.sessions.values()].map((s) => captureView(s));
   }
 
   /** Cancels a capture (stops the agents); a finished capture stays as it is. */
@@ -353,7 +266,7 @@ export class SessionManager {
     const s = this.sessions.get(id);
     if (!s) return undefined;
     if (!s.isFinal()) this.finish(s, 'cancelled', 'cancelled by the user');
-    return this.view(s);
+    return captureView(s);
   }
 
   report(id: string, kind: ReportKind): string | null {
@@ -363,20 +276,7 @@ export class SessionManager {
   }
 
   agents(): AgentView[] {
-    return this.hub.agents().map((a) => ({
-      agentId: a.agentId,
-      node: a.node,
-      version: a.hello.version,
-      connected: a.connected,
-      connectedAt: iso(a.connectedAtMs),
-      lastSeen: iso(a.lastSeenMs),
-      nodeAddresses: a.hello.nodeAddresses,
-      namespaces: a.hello.namespaces.map((n) => ({
-        path: n.path,
-        addresses: n.addresses,
-        interfaces: n.interfaces,
-      })),
-    }));
+    return this.hub.agents().map(agentView);
   }
 
   /** Called for every view change that matters (state, verdict). */
@@ -584,7 +484,7 @@ export class SessionManager {
       this.hub.send(p.agentId, { kind: 'stop', stop: { captureId: s.id, point: p.name } });
     }
     const meta: ReportMeta = {
-      generatedAt: iso(now),
+      generatedAt: new Date(now).toISOString(),
       inputs: s.record.points.map((p) => ({
         name: p.name,
         file: `live ${p.node ?? '?'}:${p.target} ${p.iface} (capture ${s.id})`,
@@ -629,37 +529,10 @@ export class SessionManager {
     this.emit(s);
   }
 
-  /** Each point's capture as its agent last reported it (the report's capture health). */
-  private health(s: CaptureSession): CaptureHealth[] {
-    return s.record.points.map((p) => ({
-      point: p.name,
-      node: p.node,
-      iface: p.iface,
-      state: p.state,
-      confirmed: p.confirmed,
-      packets: p.packets,
-      kernelDrops: p.kernelDrops,
-      queueDrops: p.queueDrops,
-      lost: p.lost,
-      ...(p.targetNote === undefined ? {} : { targetNote: p.targetNote }),
-    }));
-  }
-
-  /** (Re)writes verdict.json, report.md and report.json of a finished capture. */
+  /** (Re)writes the reports of a finished capture; an I/O failure is logged, not thrown. */
   private writeReports(s: CaptureSession, f: FinalReport, failure: string): void {
-    const result = withCaptureHealth(f.result, this.health(s));
     try {
-      this.store.writeFinal(s.id, {
-        verdict:
-          JSON.stringify({ state: f.state, reason: f.reason, verdict: result.verdict }, null, 2) +
-          '\n',
-        markdown: renderReportMarkdown(result, f.meta),
-        json: renderReportJson(result),
-        // The inputs without the capture health, so a collector started again can rewrite the
-        // reports when an agent's final counters arrive after the restart.
-        inputs: inputsJson(f),
-      });
-      this.store.saveSession(s.record);
+      writeCaptureReports(this.store, s, f);
     } catch (e) {
       this.log.error(
         { captureId: s.id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
@@ -685,102 +558,7 @@ export class SessionManager {
   }
 
   private emit(s: CaptureSession): void {
-    const v = this.view(s);
+    const v = captureView(s);
     for (const fn of this.listeners) fn(v);
   }
-
-  private view(s: CaptureSession): CaptureView {
-    const r = s.record;
-    const live = s.liveResult();
-    const final = s.isFinal() && r.verdict !== null;
-    return {
-      id: r.id,
-      state: r.state,
-      createdAt: iso(r.createdAtMs),
-      updatedAt: iso(r.updatedAtMs),
-      finishedAt: r.finishedAtMs === null ? null : iso(r.finishedAtMs),
-      request: {
-        client: r.spec.client ?? null,
-        dst: r.spec.dst ?? null,
-        dport: r.spec.dport ?? null,
-        timeoutMs: r.spec.timeoutMs,
-        stopOnFirstMatch: r.spec.stopOnFirstMatch,
-        settleMs: r.spec.settleMs,
-      },
-      points: r.points.map((p) => {
-        const v: PointView = {
-          name: p.name,
-          agentId: p.agentId,
-          node: p.node,
-          target: p.target,
-          iface: p.iface,
-          state: p.state,
-          packets: p.packets,
-          events: p.events,
-          kernelDrops: p.kernelDrops,
-          queueDrops: p.queueDrops,
-          lost: p.lost,
-        };
-        if (p.error) v.error = p.error;
-        if (p.targetNote !== undefined) v.targetNote = p.targetNote;
-        return v;
-      }),
-      progress: {
-        requestSeen: live !== null || (final && r.verdict?.client != null),
-        layer: live?.verdict.layer ?? null,
-      },
-      verdict: final ? r.verdict : null,
-      finalReason: r.finalReason,
-      reportUrls: final
-        ? { markdown: `/v1/captures/${r.id}/report.md`, json: `/v1/captures/${r.id}/report.json` }
-        : null,
-    };
-  }
-}
-
-function captureIdOf(m: AgentMessage): string {
-  switch (m.kind) {
-    case 'events':
-      return m.batch.captureId;
-    case 'status':
-      return m.status.captureId;
-    case 'lost':
-      return m.lost.captureId;
-    case 'error':
-      return m.error.captureId;
-  }
-}
-
-function pointOf(m: AgentMessage): string {
-  switch (m.kind) {
-    case 'events':
-      return m.batch.point;
-    case 'status':
-      return m.status.point;
-    case 'lost':
-      return m.lost.point;
-    case 'error':
-      return m.error.point;
-  }
-}
-
-function shellWord(s: string): string {
-  return /^[\w@%+=:,./[\]-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
-}
-
-/** The `hoptrace capture` command that repeats this session. */
-export function reproduceCommand(r: SessionRecord): string {
-  const args = ['hoptrace', 'capture'];
-  for (const p of r.spec.points) {
-    const target = p.target.includes(':') ? `[${p.target}]` : p.target;
-    const withNode = p.node === undefined ? target : `${p.node}/${target}`;
-    args.push('--point', shellWord(`${p.name}=${withNode}:${p.iface}`));
-  }
-  if (r.spec.client !== undefined) args.push('--client', r.spec.client);
-  if (r.spec.dst !== undefined) {
-    const dst = r.spec.dst.includes(':') ? `[${r.spec.dst}]` : r.spec.dst;
-    args.push('--dst', r.spec.dport === undefined ? dst : `${dst}:${r.spec.dport}`);
-  }
-  args.push('--timeout', `${r.spec.timeoutMs}ms`);
-  return args.join(' ');
 }

@@ -1,5 +1,8 @@
 /** IPv4 CIDR arithmetic for the path checks (the tunnel range, pod CIDRs, iptables -s/-d). */
-import { isIPv4 } from 'node:net';
+import { isIP, isIPv4 } from 'node:net';
+
+/** 4 or 6 for an IPv4 or IPv6 address literal, else 0 (node:net's check: pure, no socket). */
+export { isIP };
 
 /** An IPv4 prefix as [first, last] unsigned 32-bit numbers. */
 export interface Range4 {

@@ -83,7 +83,7 @@ export const ERRORS = {
     'no connected agent reports a namespace that matches the repro workload selector',
   REPRO_NOT_SUPPORTED:
     'this repro needs the Kubernetes API: a workload selector or a pod deletion on a collector started without --kubernetes/--kubeconfig, or a deletion asked for a netns (lab) workload',
-  // Path checks and conntrack evidence (agent/doctor, collector/doctor*.ts, cli/doctor.ts).
+  // Path checks and conntrack evidence (agent/doctor, core/doctor/checks*.ts, cli/doctor.ts).
   DOCTOR_READ_FAILED:
     'reading rp_filter, routes or the nat table inside a namespace failed; the checks are partial',
   DOCTOR_DENIED_TEST_FAILED: 'the denied-source test could not capture or send its request',

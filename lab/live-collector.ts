@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HoptraceError } from '../common/errors';
-import type { AgentView, CaptureView } from '../collector/sessions';
+import type { AgentView, CaptureView } from '../collector';
 import { collect, stopChild, waitForLine } from './child';
 import { delay } from './netns';
 import { forget, removeOnExit, spawnTracked } from './live-procs';

@@ -6,8 +6,7 @@
  * worker → agent → WebSocket → collector. Everything is stopped and removed in `finally`, and on
  * SIGINT/SIGTERM (lab/netns.ts, lab/live-procs.ts).
  */
-import type { CaptureView, PointView } from '../collector/sessions';
-import { FINAL_STATES } from '../collector/session';
+import { FINAL_STATES, type CaptureView, type PointView } from '../collector';
 import { ADDR } from './addresses';
 import { stopChild } from './child';
 import { labNodes, startAgent, waitConnected, type LabNode, type LiveAgent } from './live-agents';

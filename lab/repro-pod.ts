@@ -5,7 +5,7 @@
  * to the VPN node's bridge and to the client's tunnel (the VPN Service's endpoint moves with it).
  */
 import type { ChildProcess } from 'node:child_process';
-import type { PodDeleter, WorkloadInstance } from '../collector/repro-core';
+import type { PodDeleter, WorkloadInstance } from '../core/repro/repro-core';
 import { ADDR } from './addresses';
 import { stopChild } from './child';
 import { addToView, removeFromView } from './live-agents';

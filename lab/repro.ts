@@ -7,8 +7,8 @@
  * node namespaces at the end, so the summary can say why the path did (not) come back.
  */
 import { randomBytes } from 'node:crypto';
-import type { ReproView } from '../collector/repro';
-import type { ReturnRoute } from '../collector/repro-core';
+import type { ReproView } from '../collector';
+import type { ReturnRoute } from '../core/repro/repro-core';
 import { ADDR } from './addresses';
 import { stopChild } from './child';
 import { labNodes, startAgent, waitConnected, type LiveAgent } from './live-agents';

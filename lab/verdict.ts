@@ -3,7 +3,7 @@
  * keeps the verdict fields the lab compares. Loaded lazily by lab/run.ts, so the topology and
  * capture half of the lab still runs (and keeps its pcaps) while the analyzer is being built.
  */
-import { analyzeFiles } from '../cli/analyze';
+import { analyzeFiles } from '../offline/analyze-files';
 import type { Inventory } from '../common/inventory';
 
 /** A tuple as one point observed it. */

@@ -14,8 +14,8 @@ import { performance } from 'node:perf_hooks';
 import { Cap } from 'cap';
 import type { HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
-import { decodeFrame, type DecodeOptions } from '../decode/frame';
-import { toPacketEvent, type EventContext } from '../event';
+import { decodeFrame, type DecodeOptions } from '../../core/decode/frame';
+import { toPacketEvent, type EventContext } from '../../core/decode/event';
 import { badFilter, noInterface, openFailed } from './capture-errors';
 import {
   EventBatcher,

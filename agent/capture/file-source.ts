@@ -5,9 +5,13 @@
  */
 import { HoptraceError, isHoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
-import { decodeFrame, type DecodeOptions } from '../decode/frame';
-import { toPacketEvent, type EventContext } from '../event';
-import { openCaptureFile, type CaptureFileReader, type CaptureFrame } from './pcap-file';
+import { decodeFrame, type DecodeOptions } from '../../core/decode/frame';
+import { toPacketEvent, type EventContext } from '../../core/decode/event';
+import {
+  openCaptureFile,
+  type CaptureFileReader,
+  type CaptureFrame,
+} from '../../offline/pcap-file';
 import type { CaptureSource, CaptureSpec, CaptureStats } from './source';
 
 export interface FileSourceOptions {

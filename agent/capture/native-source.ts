@@ -8,17 +8,17 @@
  */
 import { HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
-import { decodeFrame, type DecodeOptions } from '../decode/frame';
-import { toPacketEvent, type EventContext } from '../event';
+import { decodeFrame, type DecodeOptions } from '../../core/decode/frame';
+import { toPacketEvent, type EventContext } from '../../core/decode/event';
 import { badFilter, noInterface, openFailed } from './capture-errors';
-import { summaryPortTable } from './summary';
+import { summaryPortTable } from '../../core/decode/summary';
 import {
   loadNativeAddon,
   type PcapBatchAddon,
   type PcapBatchCapture,
   type PcapBatchStats,
   type PcapFrameWriter,
-} from './native-loader';
+} from '../../native/loader';
 import {
   EventBatcher,
   type BatchOptions,

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { ERRORS, HoptraceError, type ErrorCode } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
 import type { EncodedEvents } from '../../common/wire';
-import { loadNativeAddon, type PcapSharedRing } from './native-loader';
+import { loadNativeAddon, type PcapSharedRing } from '../../native/loader';
 import { EventsWireEncoder, parseSummaryFrame } from './summary-wire';
 import {
   EventBatcher,

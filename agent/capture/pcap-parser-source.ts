@@ -8,8 +8,8 @@
 import { existsSync } from 'node:fs';
 import { HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
-import { decodeFrame, linktypeOf, type DecodeOptions } from '../decode/frame';
-import { toPacketEvent, type EventContext } from '../event';
+import { decodeFrame, linktypeOf, type DecodeOptions } from '../../core/decode/frame';
+import { toPacketEvent, type EventContext } from '../../core/decode/event';
 import type { CaptureSource, CaptureSpec, CaptureStats } from './source';
 
 interface PcapParserPacket {

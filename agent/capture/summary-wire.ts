@@ -20,11 +20,11 @@ import {
   writeEvent,
 } from '../../common/events-wire';
 import type { EncodedEvents } from '../../common/wire';
-import { formatIPv6 } from '../decode/address';
-import { linktypeName, type DecodeOptions } from '../decode/frame';
-import type { EventContext } from '../event';
-import { loadNativeAddon, type PcapBatchAddon } from './native-loader';
-import { markerOf, PF, R, SF, SUMMARY_BYTES, summaryEvent } from './summary';
+import { formatIPv6 } from '../../core/decode/address';
+import { linktypeName, type DecodeOptions } from '../../core/decode/frame';
+import type { EventContext } from '../../core/decode/event';
+import { loadNativeAddon, type PcapBatchAddon } from '../../native/loader';
+import { markerOf, PF, R, SF, SUMMARY_BYTES, summaryEvent } from '../../core/decode/summary';
 
 /** Wire value of each transport index of a record (out of range: 'other', as summaryEvent). */
 const TRANSPORT_WIRE = Array.from({ length: 256 }, (_, i) =>

@@ -46,7 +46,7 @@ import type {
 } from '../../common/event';
 import { NUMERIC_KEYS, TRANSPORT_NAMES, TUNNEL_KINDS } from '../../common/event';
 import type { CaptureStats } from './source';
-import { SUMMARY_BYTES, summaryEvent } from './summary';
+import { SUMMARY_BYTES, summaryEvent } from '../../core/decode/summary';
 import { parseSummaryFrame, slowSummaryEvent } from './summary-wire';
 
 export const FRAME_EVENT = 1;

@@ -14,7 +14,7 @@
  * agent.
  */
 import { isHoptraceError, type HoptraceError } from '../../common/errors';
-import { loadNativeAddon, type PcapBatchAddon, type PcapFrameWriter } from './native-loader';
+import { loadNativeAddon, type PcapBatchAddon, type PcapFrameWriter } from '../../native/loader';
 import { NativeSource } from './native-source';
 import type { CaptureSource, CaptureSpec } from './source';
 import {

@@ -1,7 +1,7 @@
 /**
  * The denied-source test's shell: captures at the client, the backend's node (and the backend pod
  * when given), one HTTP request from the denied source address in the client namespace, then the
- * events for collector/doctor-denied.ts. The source address must already exist in the client
+ * events for core/doctor/denied.ts. The source address must already exist in the client
  * namespace (the doctor adds nothing): curl binds to it with --interface.
  */
 import { execFile } from 'node:child_process';

@@ -14,10 +14,10 @@ import type {
 } from '../../common/wire';
 import { namespaceAddresses, type NetnsScope } from '../netns/addresses';
 import { resolveTarget } from '../netns/resolve';
-import { matchFlow, parseConntrackOutput } from './conntrack';
-import { parseIptablesSave } from './iptables';
-import { parseIpRouteJson } from './routes';
-import { parseSysctlOutput, rpFilterValues } from './sysctl';
+import { matchFlow, parseConntrackOutput } from '../../core/doctor/conntrack';
+import { parseIptablesSave } from '../../core/doctor/iptables-save';
+import { parseIpRouteJson } from '../../core/doctor/routes';
+import { parseSysctlOutput, rpFilterValues } from '../../core/doctor/sysctl';
 
 /** Where the reads run: the node's namespace file (absent = the agent's own) and the scope. */
 export interface ReadContext {

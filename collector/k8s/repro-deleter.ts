@@ -4,10 +4,15 @@
  * deploy/optional/repro-rbac.yaml grants it per namespace). The replacement is not awaited here:
  * the repro manager lists the workload every second and re-attaches decap/egress to the new pod
  * (same controller, different uid, Running with an IP) once its node's agent reports the namespace
- * that holds the pod IP (collector/repro-core.ts matchK8sWorkload, findReplacement).
+ * that holds the pod IP (core/repro/repro-core.ts matchK8sWorkload, findReplacement).
  */
 import { HoptraceError } from '../../common/errors';
-import type { PodDeleter, WorkloadInstance, WorkloadLister, WorkloadPod } from '../repro-core';
+import type {
+  PodDeleter,
+  WorkloadInstance,
+  WorkloadLister,
+  WorkloadPod,
+} from '../../core/repro/repro-core';
 import type { KubeApi } from './client';
 import type { PodObject } from './facts';
 

@@ -3,7 +3,7 @@
 // (DoctorRequest/DoctorReport) and a finished capture gets the flow's conntrack entries from the
 // agents (ConntrackQuery/ConntrackReport) in its verdict and report.
 import t from 'tap';
-import type { DoctorResult } from '../../collector/doctor';
+import type { DoctorResult } from '../../core/doctor/checks';
 import { ADDR } from '../../lab/addresses';
 import { LiveCollector, runArmedProbe, withLiveScene } from '../../lab/live';
 import { delay, listNamespaces } from '../../lab/netns';

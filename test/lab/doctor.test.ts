@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import t from 'tap';
 import { runLocalDoctor } from '../../cli/doctor';
-import type { DoctorResult } from '../../collector/doctor';
+import type { DoctorResult } from '../../core/doctor/checks';
 import { ADDR } from '../../lab/addresses';
 import { stopChild } from '../../lab/child';
 import { listNamespaces, Netns } from '../../lab/netns';

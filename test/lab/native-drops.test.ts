@@ -13,7 +13,7 @@ import type { Readable, Writable } from 'node:stream';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import t from 'tap';
-import { loadNativeAddon } from '../../agent/capture/native-loader';
+import { loadNativeAddon } from '../../native/loader';
 import { NsCapture, type NsCaptureOptions } from '../../agent/capture/ns-capture';
 import { Netns } from '../../lab/netns';
 import { A_IP, B_IP, buildPair } from './fixtures/capture-pair';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { analyzeEventStreams, analyzeEvents } from '../../collector/analyze';
+import { analyzeEventStreams, analyzeEvents } from '../../core/report/analyze';
 import type { PacketEvent } from '../../common/event';
 import { isHoptraceError } from '../../common/errors';
 import {

@@ -13,13 +13,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { writeBenchPcap, BENCH_CLIENT } from '../../bench/pcap-writer';
-import { loadNativeAddon } from '../../agent/capture/native-loader';
-import { R, SUMMARY_BYTES } from '../../agent/capture/summary';
-import { openSummaryPcap } from '../../agent/capture/summary-file';
+import { loadNativeAddon } from '../../native/loader';
+import { R, SUMMARY_BYTES } from '../../core/decode/summary';
+import { openSummaryPcap } from '../../offline/summary-file';
 import { analyzeFiles, type PointFile, type RequestSelector } from '../../cli/analyze';
 import type { Inventory } from '../../common/inventory';
 import { readInventoryFile } from '../../common/inventory-file';
-import { renderReportMarkdown, renderVerdictText } from '../../collector/report';
+import { renderReportMarkdown, renderVerdictText } from '../../core/report/report';
 import { epb, idb, isb, shb } from './pcapng-writer';
 
 const load = loadNativeAddon();

@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { Inventory } from '../../common/inventory';
-import { attributeSourceRewrite, type Layer } from '../../collector/attribute';
-import { correlateRequest, type MatchKey } from '../../collector/correlate';
+import { attributeSourceRewrite, type Layer } from '../../core/attribute/attribute';
+import { correlateRequest, type MatchKey } from '../../core/correlate/correlate';
 import {
   ADDR,
   CLIENT,

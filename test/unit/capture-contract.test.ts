@@ -8,7 +8,7 @@ import t from 'tap';
 import { CapSource } from '../../agent/capture/cap-source';
 import { FileSource } from '../../agent/capture/file-source';
 import { PcapParserSource } from '../../agent/capture/pcap-parser-source';
-import { loadNativeAddon } from '../../agent/capture/native-loader';
+import { loadNativeAddon } from '../../native/loader';
 import { NativeSource } from '../../agent/capture/native-source';
 import { NsCapture } from '../../agent/capture/ns-capture';
 import type { CaptureSource, CaptureSpec } from '../../agent/capture/source';
@@ -19,7 +19,7 @@ import {
   WorkerFrameParser,
   type WorkerFrame,
 } from '../../agent/capture/worker-frames';
-import { replayCaptureFile } from '../../agent/replay';
+import { replayCaptureFile } from '../../offline/replay';
 import { decodeEnvelope, encodeEnvelope } from '../../common/envelope';
 import { isHoptraceError, type ErrorCode, type HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';

@@ -4,13 +4,17 @@
  * captures lost nothing, or that saw what they should, get none.
  */
 import t from 'tap';
-import { analyzeEvents } from '../../collector/analyze';
+import { analyzeEvents } from '../../core/report/analyze';
 import {
   healthCaveats,
   withCaptureHealth,
   type CaptureHealth,
-} from '../../collector/capture-health';
-import { renderReportJson, renderReportMarkdown, renderVerdictText } from '../../collector/report';
+} from '../../core/report/capture-health';
+import {
+  renderReportJson,
+  renderReportMarkdown,
+  renderVerdictText,
+} from '../../core/report/report';
 import { CLIENT, DIRECT, INVENTORY, exchange, pt } from './fixtures-events';
 
 /** The request at decap and egress only: the backend never saw it. */

@@ -1,14 +1,14 @@
 // Conntrack evidence, pure: `conntrack -L` lines → entries (NAT from the tuples), flow matching,
 // and how the entries confirm or disagree with the packet verdict.
 import t from 'tap';
-import { matchFlow, parseConntrackLine, parseConntrackOutput } from '../../agent/doctor/conntrack';
+import { matchFlow, parseConntrackLine, parseConntrackOutput } from '../../core/doctor/conntrack';
 import {
   flowTuples,
   judgeConntrack,
   withConntrackEvidence,
-} from '../../collector/conntrack-evidence';
-import type { Verdict } from '../../collector/attribute';
-import { renderReportMarkdown, renderVerdictText } from '../../collector/report';
+} from '../../core/attribute/conntrack-evidence';
+import type { Verdict } from '../../core/attribute/attribute';
+import { renderReportMarkdown, renderVerdictText } from '../../core/report/report';
 
 // Real lines from the lab (conntrack v1.4.7): cni-masquerade on the VPN node, kube-proxy NodePort
 // on the backend node, the extended format, and the summary line conntrack prints on stderr.

@@ -1,6 +1,11 @@
 import t from 'tap';
 import type { PacketEvent } from '../../common/event';
-import { Correlator, StringPool, correlateRequest, findRequests } from '../../collector/correlate';
+import {
+  Correlator,
+  StringPool,
+  correlateRequest,
+  findRequests,
+} from '../../core/correlate/correlate';
 import {
   ACK,
   ADDR,

@@ -6,8 +6,8 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { openCaptureFile } from '../../agent/capture/pcap-file';
-import { decodeFrame } from '../../agent/decode/frame';
+import { openCaptureFile } from '../../offline/pcap-file';
+import { decodeFrame } from '../../core/decode/frame';
 
 const pcaps = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps');
 const files = readdirSync(pcaps)

@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import type { PacketKeys, Tuple, TunnelInfo } from '../../common/event';
-import { decodeFrame } from '../../agent/decode/frame';
+import { decodeFrame } from '../../core/decode/frame';
 
 interface Want {
   layers: string;

@@ -3,9 +3,9 @@
  * ("Decode As") and the never-throw contract.
  */
 import t from 'tap';
-import { formatIPv6 } from '../../agent/decode/address';
-import { decodeFrame } from '../../agent/decode/frame';
-import { findProbeMarker, fnv1a32, requestLineHash, xxh32 } from '../../agent/decode/keys';
+import { formatIPv6 } from '../../core/decode/address';
+import { decodeFrame } from '../../core/decode/frame';
+import { findProbeMarker, fnv1a32, requestLineHash, xxh32 } from '../../core/decode/keys';
 
 const hex = (s: string): Uint8Array => Uint8Array.from(Buffer.from(s.replace(/\s+/g, ''), 'hex'));
 const ascii = (s: string): Uint8Array => Uint8Array.from(Buffer.from(s, 'latin1'));

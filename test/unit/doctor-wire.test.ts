@@ -6,7 +6,7 @@ import { AgentRequests } from '../../collector/agent-requests';
 import { conntrackForCapture } from '../../collector/conntrack-remote';
 import { agentFor, doctorViaAgents, parseDoctorSpec } from '../../collector/doctor-remote';
 import type { AgentCommand, AgentHub, AgentInfo, AgentReply } from '../../collector/hub-types';
-import type { Verdict } from '../../collector/attribute';
+import type { Verdict } from '../../core/attribute/attribute';
 import { decodeEnvelope, encodeEnvelope } from '../../common/envelope';
 import type { ConntrackEntry, Envelope, NamespaceFacts } from '../../common/wire';
 

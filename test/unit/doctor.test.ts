@@ -1,12 +1,12 @@
 // Path checks, pure: sysctl / ip -j route / iptables-save parsers on fixtures, the masquerade walk,
-// and the findings (collector/doctor.ts) for each misconfiguration the seed warns about.
+// and the findings (core/doctor/checks.ts) for each misconfiguration the seed warns about.
 import t from 'tap';
-import { parseIptablesSave, tokenizeRule } from '../../agent/doctor/iptables';
-import { parseIpRouteJson } from '../../agent/doctor/routes';
-import { effectiveRpFilter, parseSysctlOutput, rpFilterValues } from '../../agent/doctor/sysctl';
-import { classifyDenied } from '../../collector/doctor-denied';
-import { findTunnelMasquerade } from '../../collector/doctor-nat';
-import { renderDoctorText, runDoctorChecks, type DoctorInput } from '../../collector/doctor';
+import { parseIptablesSave, tokenizeRule } from '../../core/doctor/iptables-save';
+import { parseIpRouteJson } from '../../core/doctor/routes';
+import { effectiveRpFilter, parseSysctlOutput, rpFilterValues } from '../../core/doctor/sysctl';
+import { classifyDenied } from '../../core/doctor/denied';
+import { findTunnelMasquerade } from '../../core/doctor/nat';
+import { renderDoctorText, runDoctorChecks, type DoctorInput } from '../../core/doctor/checks';
 import type { PacketEvent } from '../../common/event';
 import type { NamespaceFacts } from '../../common/wire';
 

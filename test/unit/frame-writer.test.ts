@@ -24,9 +24,9 @@ import { promisify } from 'node:util';
 import { join } from 'node:path';
 import t from 'tap';
 import type tap from 'tap';
-import { loadNativeAddon, type PcapFrameWriter } from '../../agent/capture/native-loader';
+import { loadNativeAddon, type PcapFrameWriter } from '../../native/loader';
 import { NativeSource } from '../../agent/capture/native-source';
-import { summaryPortTable } from '../../agent/capture/summary';
+import { summaryPortTable } from '../../core/decode/summary';
 import {
   FRAME_CONTROL,
   FRAME_RING,
@@ -35,7 +35,7 @@ import {
 } from '../../agent/capture/worker-frames';
 import type { PacketEvent } from '../../common/event';
 import type { CaptureSpec } from '../../agent/capture/source';
-import type { DecodeOptions } from '../../agent/decode/frame';
+import type { DecodeOptions } from '../../core/decode/frame';
 
 const native = loadNativeAddon();
 const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;

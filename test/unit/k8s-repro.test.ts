@@ -27,7 +27,7 @@ import {
   matchK8sWorkload,
   type ProbeReport,
   type WorkloadPod,
-} from '../../collector/repro-core';
+} from '../../core/repro/repro-core';
 import { routeRepro } from '../../collector/repro-http';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';

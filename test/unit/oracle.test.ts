@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import t from 'tap';
 import { isHoptraceError } from '../../common/errors';
 import type { Tuple } from '../../common/event';
-import { openCaptureFile } from '../../agent/capture/pcap-file';
-import { decodeFrame } from '../../agent/decode/frame';
+import { openCaptureFile } from '../../offline/pcap-file';
+import { decodeFrame } from '../../core/decode/frame';
 
 const repoRoot = join(__dirname, '..', '..', '..');
 const pcaps = join(repoRoot, '..', 'shared', 'pcaps');

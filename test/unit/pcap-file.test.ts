@@ -13,7 +13,7 @@ import {
   openCaptureFile,
   type CaptureFrame,
   type OpenCaptureOptions,
-} from '../../agent/capture/pcap-file';
+} from '../../offline/pcap-file';
 import { block, END, epb, idb, isb, option, shb, spb, u16, u32, u64 } from './pcapng-writer';
 
 const dir = mkdtempSync(join(tmpdir(), 'hoptrace-pcap-'));

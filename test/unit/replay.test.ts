@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { isHoptraceError } from '../../common/errors';
-import { replayCaptureFile } from '../../agent/replay';
+import { replayCaptureFile } from '../../offline/replay';
 
 const pcaps = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps');
 

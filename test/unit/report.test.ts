@@ -1,11 +1,11 @@
 import t from 'tap';
-import { analyzeEvents } from '../../collector/analyze';
+import { analyzeEvents } from '../../core/report/analyze';
 import {
   formatEndpoint,
   renderReportJson,
   renderReportMarkdown,
   renderVerdictText,
-} from '../../collector/report';
+} from '../../core/report/report';
 import { ADDR, CLIENT, DIRECT, INVENTORY, exchange, pt } from './fixtures-events';
 
 const cni = analyzeEvents({

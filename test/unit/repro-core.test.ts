@@ -18,7 +18,7 @@ import {
   type ServedBy,
   type TaggedEvent,
   type TimelineRow,
-} from '../../collector/repro-core';
+} from '../../core/repro/repro-core';
 import { parseReproRequest } from '../../collector/repro';
 import { isHoptraceError } from '../../common/errors';
 import { CLIENT, DIRECT, INVENTORY, MS, exchange } from './fixtures-events';

@@ -1,5 +1,5 @@
 /**
- * The fast file source (agent/capture/summary-file.ts, the addon's summarize over file chunks)
+ * The fast file source (offline/summary-file.ts, the addon's summarize over file chunks)
  * against the JS reader + reference decoder (replayCaptureFile): the same events, in the same
  * order, for every capture of the shared corpus (pcap and pcapng) and for hand-made classic pcap
  * files that cut records at chunk ends, grow the buffer, use every pcap byte order and resolution,
@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { writeBenchPcap } from '../../bench/pcap-writer';
-import { loadNativeAddon } from '../../agent/capture/native-loader';
-import { openSummaryPcap, summaryEvents } from '../../agent/capture/summary-file';
-import { replayCaptureFile, replayCaptureFileFast } from '../../agent/replay';
+import { loadNativeAddon } from '../../native/loader';
+import { openSummaryPcap, summaryEvents } from '../../offline/summary-file';
+import { replayCaptureFile, replayCaptureFileFast } from '../../offline/replay';
 import { json, same, sameUnderDamage, type Outcome } from './same-events';
 import type { PacketEvent } from '../../common/event';
 

@@ -1,5 +1,5 @@
 /**
- * The C fast path (native/pcap-batch/src/summary.c) against the reference decoder (agent/decode):
+ * The C fast path (native/pcap-batch/src/summary.c) against the reference decoder (core/decode):
  * for every frame it takes — corpus frames, every header prefix of them, byte-mutated copies and
  * the benchmark's synthetic VXLAN/TCP frames — the event built from its summary record must equal
  * decodeFrame + toPacketEvent exactly. Frames it does not take are decoded by the reference, so
@@ -13,8 +13,8 @@ import t from 'tap';
 /** The asserts check() uses (any subtest has them). */
 type Asserts = Pick<typeof t, 'equal' | 'not' | 'fail'>;
 import { writeBenchPcap } from '../../bench/pcap-writer';
-import { loadNativeAddon, type PcapBatchAddon } from '../../agent/capture/native-loader';
-import { openCaptureFile } from '../../agent/capture/pcap-file';
+import { loadNativeAddon, type PcapBatchAddon } from '../../native/loader';
+import { openCaptureFile } from '../../offline/pcap-file';
 import {
   decodeSummaryFrame,
   encodeSummaryFrame,
@@ -27,9 +27,9 @@ import {
   SUMMARY_STOP,
   summaryEvent,
   summaryPortTable,
-} from '../../agent/capture/summary';
-import { decodeFrame, type DecodeOptions } from '../../agent/decode/frame';
-import { toPacketEvent } from '../../agent/event';
+} from '../../core/decode/summary';
+import { decodeFrame, type DecodeOptions } from '../../core/decode/frame';
+import { toPacketEvent } from '../../core/decode/event';
 import { EventsWireEncoder, parseSummaryFrame } from '../../agent/capture/summary-wire';
 import { Out, writeEvent } from '../../common/events-wire';
 import type { EncodedEvents } from '../../common/wire';

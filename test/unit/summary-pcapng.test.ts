@@ -1,5 +1,5 @@
 /**
- * pcapng through the fast file source (agent/capture/summary-file.ts: the addon takes runs of
+ * pcapng through the fast file source (offline/summary-file.ts: the addon takes runs of
  * Enhanced Packet Blocks from the PcapngReader's buffer, the JS parser every other block) against
  * the JS reader + reference decoder: the same events in the same order, the same statistics and
  * the same errors — for both byte orders, several interfaces of different link types and
@@ -12,11 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { writeBenchPcap } from '../../bench/pcap-writer';
-import { loadNativeAddon } from '../../agent/capture/native-loader';
-import { openCaptureFile } from '../../agent/capture/pcap-file';
-import { openSummaryPcap, summaryEvents } from '../../agent/capture/summary-file';
-import { SUMMARY_LAYOUT, SUMMARY_STOP } from '../../agent/capture/summary';
-import { replayCaptureFile } from '../../agent/replay';
+import { loadNativeAddon } from '../../native/loader';
+import { openCaptureFile } from '../../offline/pcap-file';
+import { openSummaryPcap, summaryEvents } from '../../offline/summary-file';
+import { SUMMARY_LAYOUT, SUMMARY_STOP } from '../../core/decode/summary';
+import { replayCaptureFile } from '../../offline/replay';
 import { json, same, sameUnderDamage, type Outcome } from './same-events';
 import { block, END, epb, idb, isb, option, pad4, shb, spb, u16, u32 } from './pcapng-writer';
 

@@ -1,7 +1,7 @@
 /*
  * summary.c — the decoder's fast path in C: frames → fixed 192-byte summary records.
  *
- * agent/decode (TypeScript) is the reference decoder: every link type, tunnel and malformation.
+ * core/decode (TypeScript) is the reference decoder: every link type, tunnel and malformation.
  * This file decodes only the shapes that make up nearly all traffic, and decodes them exactly as
  * the reference does (test/unit/summary-parity.test.ts compares both on every frame of the shared
  * corpus, the lab captures and mutated frames):
@@ -67,7 +67,7 @@ static uint32_t fnv(const uint8_t *b, uint32_t from, uint32_t to) {
 }
 
 /* xxHash32, seed 0 (https://github.com/Cyan4973/xxHash/blob/dev/doc/xxhash_spec.md): the payload
- * fingerprint of agent/decode/keys.ts. Lanes are read little-endian, as the spec says. */
+ * fingerprint of core/decode/keys.ts. Lanes are read little-endian, as the spec says. */
 #define XP1 0x9E3779B1u
 #define XP2 0x85EBCA77u
 #define XP3 0xC2B2AE3Du

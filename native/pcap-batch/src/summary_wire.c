@@ -1,7 +1,7 @@
 /*
  * summary_wire.c — a FAST summary record (summary.c) straight to protobuf: one entry of
  * EventBatch's repeated `events` field (proto/hoptrace.proto), byte for byte what
- * common/events-wire.ts writeEvent writes for the PacketEvent agent/capture/summary.ts
+ * common/events-wire.ts writeEvent writes for the PacketEvent core/decode/summary.ts
  * summaryEvent builds from the record (test/unit/summary-parity.test.ts compares them on every
  * corpus frame). The agent process calls it through the addon (wireRun) so that a busy backend's
  * events go from capture to WebSocket without a JavaScript object or a byte-by-byte JS loop each.
@@ -70,7 +70,7 @@ __attribute__((constructor)) static void dec_init(void) {
   }
 }
 
-/* Dotted quad, as agent/decode/address.ts formatIPv4: four 4-byte stores of "ddd." (the last
+/* Dotted quad, as core/decode/address.ts formatIPv4: four 4-byte stores of "ddd." (the last
  * octet's '.' and any byte past it are overwritten by whatever comes next: callers leave room, at
  * most 3 bytes past the text). This showed as ~8 % of the agent process with a digit loop. */
 static char *fmt_v4(const uint8_t *a, char *s) {
@@ -82,7 +82,7 @@ static char *fmt_v4(const uint8_t *a, char *s) {
   return s + dec_len[a[3]];
 }
 
-/* RFC 5952 text, as agent/decode/address.ts formatIPv6 (same run choice, same ::ffff: rule). */
+/* RFC 5952 text, as core/decode/address.ts formatIPv6 (same run choice, same ::ffff: rule). */
 static char *fmt_v6(const uint8_t *a, char *s) {
   int best = -1, best_len = 0, run = -1;
   for (int i = 0; i < 8; i++) {

@@ -12,7 +12,7 @@
  * matched on the payload keys the decoder hashed (probe marker, request line, first bytes).
  */
 
-import type { PacketEvent } from '../common/event';
+import type { PacketEvent } from '../../common/event';
 import {
   capturedCount,
   endpointKey,

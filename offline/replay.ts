@@ -2,14 +2,10 @@
  * File replay: the same PacketEvents a live agent sends, produced from a pcap/pcapng file.
  */
 import type { PacketEvent } from '../common/event';
-import {
-  openCaptureFile,
-  type CaptureFileReader,
-  type CaptureFileStats,
-} from './capture/pcap-file';
-import { openSummaryPcap, summaryEvents } from './capture/summary-file';
-import { decodeFrame, type DecodeOptions } from './decode/frame';
-import { toPacketEvent } from './event';
+import { openCaptureFile, type CaptureFileReader, type CaptureFileStats } from './pcap-file';
+import { openSummaryPcap, summaryEvents } from './summary-file';
+import { decodeFrame, type DecodeOptions } from '../core/decode/frame';
+import { toPacketEvent } from '../core/decode/event';
 
 export interface ReplayContext {
   point: string;

@@ -4,7 +4,7 @@
  * hint says how to fix the path for preserve mode and what SNAT costs.
  */
 
-import type { Layer } from './attribute';
+import type { Layer } from './layer';
 
 export interface HintContext {
   /** The client's tunnel address (the source at the first point). */

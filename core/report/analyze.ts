@@ -3,61 +3,37 @@
  * (what `hoptrace analyze --json` prints). Pure: the events are already in memory.
  */
 
-import { HoptraceError } from '../common/errors';
-import type { PacketEvent, PacketKeys } from '../common/event';
-import type { Inventory } from '../common/inventory';
-import { attributeSourceRewrite, type Verdict } from './attribute';
-import type { CaptureHealth } from './capture-health';
-import type { DataIdentity } from './journey';
+import { HoptraceError } from '../../common/errors';
+import type { PacketEvent, PacketKeys } from '../../common/event';
+import type { Inventory } from '../../common/inventory';
+import { attributeSourceRewrite } from '../attribute/attribute';
+import type { DataIdentity } from '../correlate/journey';
 import {
   correlateRequest,
   type Endpoint,
   type Journey,
-  type MatchKey,
   type PointEvents,
-  type PointStatus,
-} from './correlate';
-import { DEFAULT_WINDOW_NS, findRequests, matchesSelector, tcpView } from './match-point';
+} from '../correlate/correlate';
+import {
+  DEFAULT_WINDOW_NS,
+  findRequests,
+  matchesSelector,
+  tcpView,
+} from '../correlate/match-point';
+import type { AnalysisResult, PointSummary } from './analysis-result';
 
-/** One point's view of the request, JSON-safe (timestamps as decimal nanosecond strings). */
-export interface PointSummary {
-  name: string;
-  status: PointStatus;
-  /** Request and reply packets of the matched connection at this point. */
-  packets: number;
-  requestPackets: number;
-  replyPackets: number;
-  retransmits: number;
-  /** All events captured at this point, matched or not. */
-  capturedEvents: number;
-  seenRequest: boolean;
-  seenSyn: boolean;
-  seenReply: boolean;
-  proxied: boolean;
-  observed: Endpoint | null;
-  matchedBy: MatchKey[];
-  replyMatchedBy: MatchKey[];
-  /** Frame number of the packet that proved the match. */
-  frame: number | null;
-  firstTsNs: string | null;
-  lastTsNs: string | null;
-  detail: string;
-}
-
-export interface AnalysisResult {
-  verdict: Verdict;
-  points: PointSummary[];
-  /** Each point's capture as its agent last reported it, or as its file recorded it (capture-health.ts). */
-  captureHealth?: CaptureHealth[];
-  /** What the captures lost (or cannot tell) that may hide a missing request or reply. */
-  caveats?: string[];
-}
+export type { AnalysisResult, PointSummary };
 
 export interface AnalyzeInput {
   points: { name: string; events: PacketEvent[] }[];
   inventory: Inventory;
   selector: { client?: string | undefined; dst?: string | undefined; dport?: number | undefined };
   windowNs?: bigint | undefined;
+}
+
+/** Only what correlation can use is kept in memory (the store keeps everything). */
+export function isUsefulEvent(e: PacketEvent): boolean {
+  return e.related !== undefined || e.inner?.proto === 'tcp' || e.inner?.proto === 'udp';
 }
 
 /** Summaries of a journey's points, with bigints turned into strings. */

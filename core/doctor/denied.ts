@@ -6,8 +6,8 @@
  * node and going no further; a missing route shows as the SYN never arriving at the node.
  * The SYN is followed by its ISN, which NAT leaves alone.
  */
-import type { PacketEvent } from '../common/event';
-import type { DeniedOutcome } from './doctor';
+import type { PacketEvent } from '../../common/event';
+import type { DeniedOutcome } from './checks';
 
 const SYN = 0x02;
 const RST = 0x04;

@@ -24,10 +24,10 @@
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { endianness } from 'node:os';
-import type { PacketEvent } from '../../common/event';
-import type { DecodeOptions } from '../decode/frame';
-import type { EventContext } from '../event';
-import { loadNativeAddon, type PcapBatchAddon } from './native-loader';
+import type { PacketEvent } from '../common/event';
+import type { DecodeOptions } from '../core/decode/frame';
+import type { EventContext } from '../core/decode/event';
+import { loadNativeAddon, type PcapBatchAddon } from '../native/loader';
 import {
   MAX_BLOCK,
   openCaptureFile,
@@ -42,7 +42,7 @@ import {
   SUMMARY_STOP,
   summaryEvent,
   summaryPortTable,
-} from './summary';
+} from '../core/decode/summary';
 
 /**
  * Default read size: large enough that per-call costs vanish, small enough that summarize reads

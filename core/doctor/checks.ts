@@ -4,9 +4,9 @@
  * rp_filter, the backend node's return route for the tunnel range and where it points, masquerade
  * rules that do not exclude the tunnel range, and the denied-source test. Pure: no I/O, no clock.
  */
-import { inCidr, parseCidr4, slash16 } from '../common/cidr';
-import type { NamespaceFacts, RouteEntry } from '../common/wire';
-import { findTunnelMasquerade } from './doctor-nat';
+import { inCidr, parseCidr4, slash16 } from '../../common/cidr';
+import type { NamespaceFacts, RouteEntry } from '../../common/wire';
+import { findTunnelMasquerade } from './nat';
 
 export type Severity = 'error' | 'warning' | 'ok';
 
@@ -23,7 +23,7 @@ export interface Finding {
   fix: string;
 }
 
-/** The outcome of the denied-source test (collector/doctor-denied.ts classifies it). */
+/** The outcome of the denied-source test (core/doctor/denied.ts classifies it). */
 export interface DeniedOutcome {
   source: string;
   target: string;

@@ -2,7 +2,7 @@
  * The decoder's C fast path, seen from TypeScript: the addon's `summarize` turns a run of frames
  * (a capture batch, or classic pcap records) into fixed 192-byte summary records
  * (native/pcap-batch/src/summary.c documents the layout). A record is either FAST — the frame was
- * one of the common shapes and the record holds exactly what agent/decode would have produced — or
+ * one of the common shapes and the record holds exactly what core/decode would have produced — or
  * SLOW, and the frame is decoded here with the reference decoder. Either way `event()` returns the
  * same PacketEvent as decodeFrame + toPacketEvent (test/unit/summary-parity.test.ts).
  *
@@ -11,10 +11,10 @@
  */
 import type { PacketEvent, PacketKeys, Tuple, TunnelInfo } from '../../common/event';
 import { TRANSPORT_NAMES, TUNNEL_KINDS } from '../../common/event';
-import { formatIPv4, formatIPv6 } from '../decode/address';
-import { decodeFrame, linktypeName, type DecodeOptions } from '../decode/frame';
-import { Next, udpPortTable } from '../decode/tables';
-import { toPacketEvent, type EventContext } from '../event';
+import { formatIPv4, formatIPv6 } from './address';
+import { decodeFrame, linktypeName, type DecodeOptions } from './frame';
+import { Next, udpPortTable } from './tables';
+import { toPacketEvent, type EventContext } from './event';
 
 export const SUMMARY_BYTES = 192;
 

@@ -19,21 +19,14 @@
  * the address was preserved — the classic missing return route / strict rp_filter case.
  */
 
-import type { Inventory } from '../common/inventory';
-import type { ConntrackEntry } from '../common/wire';
-import type { Endpoint, Journey, MatchKey, PointMatch } from './correlate';
-import { endpointKey } from './correlate';
+import type { Inventory } from '../../common/inventory';
+import type { ConntrackEntry } from '../../common/wire';
+import type { Endpoint, Journey, MatchKey, PointMatch } from '../correlate/correlate';
+import { endpointKey } from '../correlate/correlate';
 import { hintFor } from './hints';
+import type { Layer } from './layer';
 
-export type Layer =
-  | 'preserved'
-  | 'vpn-pod'
-  | 'cni-masquerade'
-  | 'kube-proxy'
-  | 'proxy'
-  | 'no-return'
-  | 'dropped'
-  | 'unknown';
+export type { Layer };
 
 /** Why a point's packet is the request: the keys that matched and a sentence. */
 export interface Evidence {
@@ -63,7 +56,7 @@ export interface Verdict {
   after?: Endpoint;
   node?: string;
   secondary?: SecondaryFinding[];
-  /** Independent evidence that names the same layer (conntrack entries, collector/conntrack-evidence.ts). */
+  /** Independent evidence that names the same layer (conntrack entries, core/attribute/conntrack-evidence.ts). */
   confirmedBy?: string[];
   /** The flow's conntrack entries and whether they confirm or disagree with the packet verdict. */
   conntrack?: {

@@ -11,7 +11,7 @@
  * follows libpcap's sf-pcap.c / sf-pcapng.c (same files refused).
  */
 import { closeSync, openSync } from 'node:fs';
-import { HoptraceError, isHoptraceError, type ErrorCode } from '../../common/errors';
+import { HoptraceError, isHoptraceError, type ErrorCode } from '../common/errors';
 import { ChunkReader, DEFAULT_CHUNK_SIZE } from './chunk-reader';
 
 /** One captured frame. `data` is a view into the reader's buffer: copy it to keep it. */

@@ -4,9 +4,9 @@
  */
 
 import type { AnalysisResult, PointSummary } from './analyze';
-import type { Layer, Verdict } from './attribute';
+import type { Layer, Verdict } from '../attribute/attribute';
 import type { CaptureHealth } from './capture-health';
-import type { Endpoint } from './correlate';
+import type { Endpoint } from '../correlate/correlate';
 
 /** What produced the report, so a reader can reproduce it. */
 export interface ReportMeta {

@@ -6,40 +6,9 @@
  * must say so. Pure: the analysis and the agents' last statuses (or what the capture files
  * recorded) in, sentences out.
  */
-import type { AnalysisResult, PointSummary } from './analyze';
+import type { AnalysisResult, CaptureHealth, PointSummary } from './analysis-result';
 
-/**
- * One point's capture as its agent last reported it (a live session's point record), or as its
- * capture file recorded it (`hoptrace analyze`: `file` set, `iface` the file's path).
- */
-export interface CaptureHealth {
-  point: string;
-  node: string | null;
-  iface: string;
-  state: string;
-  /** A status from the agent said the capture runs (counts below are its; else defaults). */
-  confirmed: boolean;
-  /** Packets the capture delivered. */
-  packets: number;
-  /** Dropped by the kernel for lack of ring space; null = the source cannot count them. */
-  kernelDrops: number | null;
-  /** Dropped inside the agent (its queues, the worker's frame ring). */
-  queueDrops: number;
-  /** Events the agent reported lost on the way to the collector (spool full). */
-  lost: number;
-  /**
-   * A capture file's format: kernelDrops is then what the file recorded (pcapng Interface
-   * Statistics Blocks; classic pcap records none) and packets its frames.
-   */
-  file?: 'pcap' | 'pcapng';
-  /**
-   * A capture file's kernelDrops was given by the user (`hoptrace analyze --drops`: the count
-   * tcpdump printed when it stopped), not recorded in the file.
-   */
-  dropsGiven?: boolean;
-  /** The target came from a stale pod list (session.ts PointRecord.targetNote). */
-  targetNote?: string;
-}
+export type { CaptureHealth };
 
 /** What the capture at one point lost (or why its counts mean nothing), as a phrase; null when none. */
 export function lossPhrase(

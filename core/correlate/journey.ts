@@ -1,6 +1,6 @@
 /** The data model of correlation: what one request looked like at each capture point. */
 
-import type { PacketEvent } from '../common/event';
+import type { PacketEvent } from '../../common/event';
 
 /** The request direction of a TCP connection as seen at one point. */
 export interface Endpoint {

@@ -1,23 +1,23 @@
 /**
- * Offline analysis of capture files: one PointStream per file for collector/analyze.ts. Capture
+ * Offline analysis of capture files: one PointStream per file for core/report/analyze.ts. Capture
  * files (pcap and pcapng) go through the native decoder's summary records
- * (agent/capture/summary-file.ts) and a record-level prefilter that keeps a superset of what the
+ * (offline/summary-file.ts) and a record-level prefilter that keeps a superset of what the
  * streaming analysis keeps, so events are built only for the frames the request can need; on hosts
  * without the addon every frame is replayed through the TypeScript decoder (the reference the fast
  * path is tested against).
  */
-import { PF, R, SF, SUMMARY_BYTES, markerOf, summaryEvent } from '../agent/capture/summary';
+import { PF, R, SF, SUMMARY_BYTES, markerOf, summaryEvent } from '../core/decode/summary';
 import {
   ifaceAt,
   linktypeAt,
   openSummaryPcap,
   SUMMARY_WORDS,
   type SummaryBlock,
-} from '../agent/capture/summary-file';
-import type { EventContext } from '../agent/event';
-import { formatIPv4, formatIPv6 } from '../agent/decode/address';
-import type { CaptureFileStats } from '../agent/capture/pcap-file';
-import { replayCaptureFile } from '../agent/replay';
+} from './summary-file';
+import type { EventContext } from '../core/decode/event';
+import { formatIPv4, formatIPv6 } from '../core/decode/address';
+import type { CaptureFileStats } from './pcap-file';
+import { replayCaptureFile } from './replay';
 import {
   analyzeEventStreams,
   connectionKey,
@@ -32,9 +32,9 @@ import {
   type RequestPass,
   type SelectPass,
   type SelectionCursor,
-} from '../collector/analyze';
-import { withCaptureHealth, type CaptureHealth } from '../collector/capture-health';
-import { isUsefulEvent } from '../collector/session';
+  isUsefulEvent,
+} from '../core/report/analyze';
+import { withCaptureHealth, type CaptureHealth } from '../core/report/capture-health';
 import type { PacketEvent } from '../common/event';
 import type { Inventory } from '../common/inventory';
 
@@ -70,7 +70,7 @@ function* usefulEvents(
   }
 }
 
-// Summary record fields as 32-bit word indexes (agent/capture/summary.ts R; all 4-aligned).
+// Summary record fields as 32-bit word indexes (core/decode/summary.ts R; all 4-aligned).
 const W_HEAD = 0; // status | flags | inner proto | outer proto
 const W_TRANSPORT = R.innerTransport / 4; // inner transport | outer transport | port flags | tunnels
 const W_TS_LO = R.tsLo / 4;
@@ -520,7 +520,7 @@ class LaterScan extends Scan {
 
 /**
  * One point's capture file as a PointStream. A pcap or pcapng file goes through the native decoder
- * fast path (agent/capture/summary-file.ts): every frame is summarized in C, and a prefilter on
+ * fast path (offline/summary-file.ts): every frame is summarized in C, and a prefilter on
  * the summary records (the Scan classes above) builds PacketEvents only for the frames the pass
  * can keep (PassPlan) — a superset of what analyzeEventStreams keeps, which still decides — while
  * counting every useful event. Hosts without the addon (and `fast: false`) take the JS reader +

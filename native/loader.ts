@@ -193,12 +193,12 @@ export type NativeLoad =
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
 const ADDON_VERSION = 8;
 
-/** Where the built addon lives: native/ at the repository root, from dist/agent/capture or agent/capture. */
+/** Where the built addon lives: native/pcap-batch/ beside this file, from dist/native or native. */
 export function nativeAddonPath(): string {
   const override = process.env.HOPTRACE_PCAP_BATCH;
   if (override !== undefined && override !== '') return override;
   const rel = join('native', 'pcap-batch', 'build', 'Release', 'pcap_batch.node');
-  const candidates = [join(__dirname, '..', '..', '..', rel), join(__dirname, '..', '..', rel)];
+  const candidates = [join(__dirname, '..', '..', rel), join(__dirname, '..', rel)];
   return candidates.find((p) => existsSync(p)) ?? candidates[0] ?? rel;
 }
 

@@ -5,8 +5,8 @@
  * cannot decide from addresses alone (marks, ipsets, ports) are kept as conditions, so a rule that
  * only applies to marked packets is a warning, not an error.
  */
-import { covers, overlaps, parseCidr4, type Range4 } from '../common/cidr';
-import type { NatRule } from '../common/wire';
+import { covers, overlaps, parseCidr4, type Range4 } from '../../common/cidr';
+import type { NatRule } from '../../common/wire';
 
 /** What the packet is known to look like when it reaches POSTROUTING. */
 export interface NatContext {

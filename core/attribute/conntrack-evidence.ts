@@ -4,9 +4,9 @@
  * did it, so a SNAT entry there names the layer independently of the packets. It confirms the
  * packet verdict or is reported as disagreeing; it never replaces the packet evidence.
  */
-import type { ConntrackEntry, ConntrackTuple } from '../common/wire';
+import type { ConntrackEntry, ConntrackTuple } from '../../common/wire';
 import type { Layer, Verdict } from './attribute';
-import type { Endpoint } from './correlate';
+import type { Endpoint } from '../correlate/correlate';
 
 /** The namespace role whose SNAT a layer means. */
 const LAYER_ROLE: Partial<Record<Layer, string>> = {

@@ -7,20 +7,28 @@
  * (`curl --local-port`), so its SYN is found at the decap point even when the handshake never
  * completes (no-return, dropped), where no payload — and so no probe marker — exists.
  */
-import { isIP } from 'node:net';
-import { isHoptraceError } from '../common/errors';
-import type { PacketEvent } from '../common/event';
-import type { Inventory } from '../common/inventory';
-import { analyzeEvents } from './analyze';
-import type { Layer } from './attribute';
-import { lossPhrase } from './capture-health';
-import type { AgentInfo } from './hub-types';
+import { isHoptraceError } from '../../common/errors';
+import type { PacketEvent } from '../../common/event';
+import type { Inventory } from '../../common/inventory';
+import { analyzeEvents } from '../report/analyze';
+import type { Layer } from '../attribute/attribute';
+import { lossPhrase } from '../report/capture-health';
+import { isIP } from '../../common/cidr';
+import type { Hello } from '../../common/wire';
 
 /**
  * Which namespaces are the VPN workload. `netns`: a glob (`*`, `?`) on the namespace file's base
  * name, as agents report it (the lab names its pods; `/run/netns/cni-<uuid>` on a real node says
  * nothing about the workload, so a cluster needs `kubernetes`: owner/labels through the API).
  */
+/** What the repro core reads of an agent the collector knows (the collector's AgentInfo fits). */
+export interface KnownAgent {
+  agentId: string;
+  node: string;
+  connected: boolean;
+  hello: Pick<Hello, 'namespaces'>;
+}
+
 export interface WorkloadSelector {
   netns?: string;
   /**
@@ -228,7 +236,7 @@ export function inCidr(ip: string, cidr: string): boolean {
 
 /** The namespaces of connected agents that match `sel` (sorted by name, then node). */
 export function matchWorkload(
-  agents: readonly AgentInfo[],
+  agents: readonly KnownAgent[],
   sel: WorkloadSelector,
 ): WorkloadInstance[] {
   if (sel.netns === undefined) return [];
@@ -290,7 +298,7 @@ export function findReplacement(
  * its replacement can be attached next, not another replica that was already there.
  */
 export function matchK8sWorkload(
-  agents: readonly AgentInfo[],
+  agents: readonly KnownAgent[],
   pods: readonly WorkloadPod[],
   o: { keepUid?: string; replacing?: DeletedPod } = {},
 ): WorkloadInstance[] {

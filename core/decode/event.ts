@@ -2,8 +2,8 @@
  * Frame + decode result → PacketEvent: the one place events are built, shared by file replay and
  * live capture so both produce identical events.
  */
-import type { PacketEvent } from '../common/event';
-import type { DecodedFrame } from './decode/frame';
+import type { PacketEvent } from '../../common/event';
+import type { DecodedFrame } from './frame';
 
 /** What a source knows about one captured frame besides its bytes. */
 export interface FrameMeta {

@@ -1,0 +1,12 @@
+/**
+ * The agent's public face: what the `hoptrace` command and the bench may use of it. Start one
+ * (startAgent); the node reads that `hoptrace doctor`'s local mode runs in-process (namespace
+ * facts, the denied-source test, a namespace's addresses); the namespace capture the bench
+ * measures. Everything else in agent/ is internal.
+ */
+export { startAgent, type AgentOptions } from './main';
+export { readNamespaceFacts } from './doctor/read';
+export { runDeniedTest } from './doctor/denied';
+export { namespaceInventory } from './netns/addresses';
+export { NsCapture } from './capture/ns-capture';
+export type { CaptureSpec } from './capture/source';

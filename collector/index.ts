@@ -1,0 +1,11 @@
+/**
+ * The collector's public face: what the `hoptrace` command, the lab and the bench may use of it.
+ * Start one (startCollector), and the shapes of its HTTP API for clients: captures, agents,
+ * repros, and the syntax of a capture target. Everything else in collector/ is internal.
+ */
+export { startCollector, type CollectorOptions, type RunningCollector } from './main';
+export { LOG_LEVELS, type LogLevel } from './logger';
+export type { AgentView, CaptureView, PointView } from './capture-views';
+export { FINAL_STATES, type PointSpec, type SessionState } from './session';
+export { isValidTarget, parsePodTarget } from './capture-request';
+export type { ReproView } from './repro';

@@ -1,0 +1,74 @@
+/**
+ * The analysis result's shape: what one request looked like at each point, the verdict, and each
+ * point's capture health. Types only; analyze.ts builds them, capture-health.ts and report.ts read
+ * them, and the collector serves them as JSON.
+ */
+import type { Verdict } from '../attribute/attribute';
+import type { Endpoint, MatchKey, PointStatus } from '../correlate/correlate';
+
+/** One point's view of the request, JSON-safe (timestamps as decimal nanosecond strings). */
+export interface PointSummary {
+  name: string;
+  status: PointStatus;
+  /** Request and reply packets of the matched connection at this point. */
+  packets: number;
+  requestPackets: number;
+  replyPackets: number;
+  retransmits: number;
+  /** All events captured at this point, matched or not. */
+  capturedEvents: number;
+  seenRequest: boolean;
+  seenSyn: boolean;
+  seenReply: boolean;
+  proxied: boolean;
+  observed: Endpoint | null;
+  matchedBy: MatchKey[];
+  replyMatchedBy: MatchKey[];
+  /** Frame number of the packet that proved the match. */
+  frame: number | null;
+  firstTsNs: string | null;
+  lastTsNs: string | null;
+  detail: string;
+}
+
+export interface AnalysisResult {
+  verdict: Verdict;
+  points: PointSummary[];
+  /** Each point's capture as its agent last reported it, or as its file recorded it (capture-health.ts). */
+  captureHealth?: CaptureHealth[];
+  /** What the captures lost (or cannot tell) that may hide a missing request or reply. */
+  caveats?: string[];
+}
+
+/**
+ * One point's capture as its agent last reported it (a live session's point record), or as its
+ * capture file recorded it (`hoptrace analyze`: `file` set, `iface` the file's path).
+ */
+export interface CaptureHealth {
+  point: string;
+  node: string | null;
+  iface: string;
+  state: string;
+  /** A status from the agent said the capture runs (counts below are its; else defaults). */
+  confirmed: boolean;
+  /** Packets the capture delivered. */
+  packets: number;
+  /** Dropped by the kernel for lack of ring space; null = the source cannot count them. */
+  kernelDrops: number | null;
+  /** Dropped inside the agent (its queues, the worker's frame ring). */
+  queueDrops: number;
+  /** Events the agent reported lost on the way to the collector (spool full). */
+  lost: number;
+  /**
+   * A capture file's format: kernelDrops is then what the file recorded (pcapng Interface
+   * Statistics Blocks; classic pcap records none) and packets its frames.
+   */
+  file?: 'pcap' | 'pcapng';
+  /**
+   * A capture file's kernelDrops was given by the user (`hoptrace analyze --drops`: the count
+   * tcpdump printed when it stopped), not recorded in the file.
+   */
+  dropsGiven?: boolean;
+  /** The target came from a stale pod list (session.ts PointRecord.targetNote). */
+  targetNote?: string;
+}
