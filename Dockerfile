@@ -13,9 +13,11 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 # Everything tsconfig.json includes (tests, lab and bench compile with the rest).
 COPY tsconfig.json ./
+COPY core core
+COPY common common
+COPY offline offline
 COPY agent agent
 COPY collector collector
-COPY common common
 COPY cli cli
 COPY proto proto
 COPY lab lab

@@ -67,8 +67,10 @@ function blockFor(folder) {
     if (f === folder) continue;
     if (allowed.includes(f)) continue;
     const viaIndex = allowed.includes(`${f}/index`);
+    // `../agent` is the folder's index.ts; `../agent/main` and deeper are its insides.
     group.push(`**/${f}/**`);
     if (viaIndex) group.push(`!**/${f}/index`);
+    else group.push(`**/${f}`);
   }
   const patterns = [
     {

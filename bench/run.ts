@@ -110,9 +110,7 @@ async function main(): Promise<number> {
       rates: quick ? [10_000, 50_000, 0] : [10_000, 25_000, 50_000, 100_000, 200_000, 400_000, 0],
       durationS: quick ? 1 : 2,
       repeats: quick ? 1 : 8,
-      floodSrc:
-        process.env.HOPTRACE_UDP_FLOOD_SRC ??
-        join(repoRoot, '..', 'shared', 'tools', 'udp-flood.c'),
+      floodSrc: process.env.HOPTRACE_UDP_FLOOD_SRC ?? join(repoRoot, 'bench', 'udp-flood.c'),
       log,
     }),
   );

@@ -10,14 +10,8 @@
  *   POST   /v1/repros/:id/finish      {returnRoutes?: [{node, dst, via?, dev?}]} → stops, summary
  */
 import { HoptraceError } from '../common/errors';
-import {
-  parseFinish,
-  parseMark,
-  parseProbeReport,
-  parseReproRequest,
-  type ReproManager,
-  type ReproView,
-} from './repro';
+import type { ReproManager, ReproView } from './repro';
+import { parseFinish, parseMark, parseProbeReport, parseReproRequest } from './repro-requests';
 import { REPRO_ID_RE } from './store';
 
 /** A JSON answer (status, body) before http.ts adds the headers. */

@@ -12,182 +12,44 @@
 import { randomBytes } from 'node:crypto';
 import { HoptraceError } from '../common/errors';
 import type { Inventory } from '../common/inventory';
-import type { CaptureState } from '../common/wire';
 import type { AgentHub, AgentMessage } from './hub-types';
 import { buildLiveInventory, resolveTarget, type CapturedNamespace } from './inventory-live';
 import type { CollectorLogger } from './logger';
 import {
-  analyzeProbe,
   instanceKey,
-  LOSS_SLACK_MS,
   matchK8sWorkload,
   matchWorkload,
   planAttachment,
-  renderTimeline,
   summarizeRepro,
-  type DeletedPod,
   type LossSpan,
   type PodDeleter,
   type ProbeReport,
   type ReproMark,
-  type ReproSummary,
   type ReturnRoute,
-  type ServedBy,
-  type TaggedEvent,
-  type TimelineRow,
   type WorkloadInstance,
   type WorkloadLister,
   type WorkloadPod,
-  type WorkloadSelector,
 } from '../core/repro/repro-core';
 import { isUsefulEvent } from '../core/report/analyze';
-import { lossPhrase } from '../core/report/capture-health';
-import type { StoredRepro } from './store';
+import {
+  captureLabel,
+  currentAttachment,
+  iso,
+  MAX_EVENTS_PER_POINT,
+  newPoint,
+  POINTS,
+  REPRO_SAVE_EVERY_MS,
+  served,
+  type Attachment,
+  type PointRec,
+  type Repro,
+  type ReproSpec,
+  type ReproStore,
+  type ReproView,
+} from './repro-state';
+import { reproTimeline, reproView } from './repro-views';
 
-/** `POST /v1/repros`. */
-export interface ReproSpec {
-  workload: WorkloadSelector;
-  decapIface: string;
-  egressIface: string;
-  backend: { target: string; iface: string; node?: string };
-  /** The client's tunnel address (the probes' source at the decap point). */
-  client: string;
-  /** The whole run ends by itself after this long (default 10 min). */
-  timeoutMs: number;
-  inventory?: Inventory;
-}
-
-/** One capture point's state as the agent reported it. */
-export interface ReproPointView {
-  name: string;
-  agentId: string | null;
-  state: CaptureState | 'pending';
-  events: number;
-  /** The agent's last status: packets captured, kernel drops (null = cannot count), agent drops. */
-  packets: number;
-  kernelDrops: number | null;
-  queueDrops: number;
-  /** Events the agent reported lost on the way to the collector. */
-  lost: number;
-  error?: { code: string; message: string };
-}
-
-/** One pod incarnation the decap and egress points were attached to. */
-export interface AttachmentView {
-  epoch: number;
-  pod: WorkloadInstance;
-  attachedAt: string;
-  detachedAt: string | null;
-  detachReason: string | null;
-  points: ReproPointView[];
-}
-
-/** `GET /v1/repros/:id`. */
-export interface ReproView {
-  id: string;
-  /**
-   * `interrupted`: the collector stopped while the repro ran; this is what it had saved then
-   * (`savedAt`), read back from the data directory when it started again.
-   */
-  state: 'running' | 'finished' | 'interrupted';
-  createdAt: string;
-  finishedAt: string | null;
-  finalReason: string | null;
-  spec: ReproSpec;
-  backend: ReproPointView;
-  attachments: AttachmentView[];
-  /** Waiting for a new incarnation of the workload (none attached). */
-  waiting: boolean;
-  marks: ReproMark[];
-  timeline: TimelineRow[];
-  summary: ReproSummary | null;
-  /** The timeline and summary as text (what `hoptrace repro` prints). */
-  text: string[];
-  /** When the collector last saved this view to its data directory. */
-  savedAt?: string;
-}
-
-interface PointRec {
-  name: string;
-  agentId: string | null;
-  /** Collector time of the first 'capturing' status. */
-  capturingAtMs?: number;
-  state: CaptureState | 'pending';
-  events: number;
-  packets: number;
-  kernelDrops: number | null;
-  queueDrops: number;
-  lost: number;
-  error?: { code: string; message: string };
-  /** Collector time of the last status: where the next loss span starts. */
-  reportedAtMs?: number;
-}
-
-/** A point not armed yet. */
-function newPoint(name: string): PointRec {
-  return {
-    name,
-    agentId: null,
-    state: 'pending',
-    events: 0,
-    packets: 0,
-    kernelDrops: null,
-    queueDrops: 0,
-    lost: 0,
-  };
-}
-
-interface Attachment {
-  epoch: number;
-  captureId: string;
-  pod: WorkloadInstance;
-  attachedAtMs: number;
-  detachedAtMs: number | null;
-  detachReason: string | null;
-  points: PointRec[];
-}
-
-interface Repro {
-  id: string;
-  spec: ReproSpec;
-  createdAtMs: number;
-  finishedAtMs: number | null;
-  finalReason: string | null;
-  backend: PointRec;
-  attachments: Attachment[];
-  retired: Set<string>;
-  events: Map<string, TaggedEvent[]>;
-  probes: ProbeReport[];
-  /** When each capture lost packets (its counters rose), for the probes in flight then. */
-  losses: LossSpan[];
-  marks: ReproMark[];
-  routes: ReturnRoute[];
-  summary: ReproSummary | null;
-  timer: NodeJS.Timeout | undefined;
-  /** A `kubernetes` workload: its pods at the last list, a list in flight, the last list error. */
-  pods: WorkloadPod[];
-  listing: Promise<void> | undefined;
-  listError: string | null;
-  /** The pod deleted through the API (its replacement is the next attachment). */
-  deleted: DeletedPod | null;
-  /** When the view was last saved to the store (-Infinity: never), and whether probes came since. */
-  savedAtMs: number;
-  unsaved: boolean;
-}
-
-/** A running repro's view is saved at most this often for its probes (and at every mark, at the end). */
-export const REPRO_SAVE_EVERY_MS = 5_000;
-
-/** Where repro views are kept across collector restarts (collector/store.ts CaptureStore). */
-export interface ReproStore {
-  saveRepro(view: ReproView): void;
-  loadRepros(): { views: StoredRepro[]; skipped: string[] };
-}
-
-const POINTS = ['decap', 'egress', 'backend'] as const;
-/** Events kept per point in memory; beyond it the oldest are dropped (a repro is short). */
-const MAX_EVENTS_PER_POINT = 500_000;
-const iso = (ms: number): string => new Date(ms).toISOString();
+export type { ReproSpec, ReproView } from './repro-state';
 
 export interface ReproManagerOptions {
   hub: AgentHub;
@@ -354,22 +216,25 @@ export class ReproManager {
       else this.reconcile(r);
       // Probes that came after the last save, once the prober has gone quiet.
       if (r.unsaved && this.nowMs() - r.savedAtMs >= REPRO_SAVE_EVERY_MS)
-        this.persist(r, this.view(r));
+        this.persist(r, reproView(r, this.inventory(r)));
     }, 1000);
     r.timer.unref();
     this.log.info({ captureId: id, node: first.node }, `repro created, attached to ${first.name}`);
-    const v = this.view(r);
+    const v = reproView(r, this.inventory(r));
     this.persist(r, v);
     return v;
   }
 
   get(id: string): ReproView | undefined {
     const r = this.repros.get(id);
-    return r ? this.view(r) : this.restored.get(id);
+    return r ? reproView(r, this.inventory(r)) : this.restored.get(id);
   }
 
   list(): ReproView[] {
-    return [...this.restored.values(), ...[...this.repros.values()].map((r) => this.view(r))];
+    return [
+      ...this.restored.values(),
+      ...[...this.repros.values()].map((r) => reproView(r, this.inventory(r))),
+    ];
   }
 
   addProbe(id: string, p: ProbeReport): ReproView | undefined {
@@ -379,7 +244,7 @@ export class ReproManager {
       r.probes.push(p);
       r.unsaved = true;
     }
-    const v = this.view(r);
+    const v = reproView(r, this.inventory(r));
     if (r.unsaved && this.nowMs() - r.savedAtMs >= REPRO_SAVE_EVERY_MS) this.persist(r, v);
     return v;
   }
@@ -389,7 +254,7 @@ export class ReproManager {
     if (!r) return this.restored.get(id);
     if (r.finishedAtMs === null) r.marks.push(m);
     this.reconcile(r);
-    const v = this.view(r);
+    const v = reproView(r, this.inventory(r));
     this.persist(r, v);
     return v;
   }
@@ -414,7 +279,7 @@ export class ReproManager {
         },
       );
     }
-    const cur = this.current(r);
+    const cur = currentAttachment(r);
     if (cur === undefined)
       throw new HoptraceError('API_BAD_REQUEST', 'no pod is attached right now', { where: id });
     const done = await this.deleter.deletePod(cur.pod);
@@ -427,7 +292,7 @@ export class ReproManager {
       };
       await this.refreshPods(r);
     }
-    const v = this.view(r);
+    const v = reproView(r, this.inventory(r));
     this.persist(r, v);
     return v;
   }
@@ -484,7 +349,7 @@ export class ReproManager {
     const r = this.repros.get(id);
     if (!r) return this.restored.get(id);
     if (r.finishedAtMs === null) this.finish(r, 'finished by the prober', routes);
-    return this.view(r);
+    return reproView(r, this.inventory(r));
   }
 
   close(): void {
@@ -571,14 +436,9 @@ export class ReproManager {
     return Promise.resolve();
   }
 
-  private current(r: Repro): Attachment | undefined {
-    const last = r.attachments.at(-1);
-    return last !== undefined && last.detachedAtMs === null ? last : undefined;
-  }
-
   private reconcile(r: Repro): void {
     if (r.finishedAtMs !== null) return;
-    const attachedUid = this.current(r)?.pod.k8s?.uid;
+    const attachedUid = currentAttachment(r)?.pod.k8s?.uid;
     const candidates =
       r.spec.workload.kubernetes === undefined
         ? matchWorkload(this.hub.agents(), r.spec.workload)
@@ -587,7 +447,7 @@ export class ReproManager {
             ...(r.deleted === null ? {} : { replacing: r.deleted }),
           });
     for (;;) {
-      const cur = this.current(r);
+      const cur = currentAttachment(r);
       const plan = planAttachment(cur?.pod ?? null, candidates, r.retired);
       if (plan.kind === 'detach' && cur !== undefined) {
         this.detach(r, cur, plan.reason);
@@ -680,7 +540,7 @@ export class ReproManager {
   private finish(r: Repro, reason: string, routes: ReturnRoute[]): void {
     const now = this.nowMs();
     if (r.timer) clearInterval(r.timer);
-    const cur = this.current(r);
+    const cur = currentAttachment(r);
     if (cur !== undefined) this.detach(r, cur, `repro ended: ${reason}`);
     if (r.backend.agentId !== null && r.backend.state !== 'failed')
       this.hub.send(r.backend.agentId, {
@@ -690,7 +550,7 @@ export class ReproManager {
     r.routes = routes;
     r.finishedAtMs = now;
     r.finalReason = reason;
-    const rows = this.timeline(r);
+    const rows = reproTimeline(r, this.inventory(r));
     r.summary = summarizeRepro({
       rows,
       marks: r.marks,
@@ -703,7 +563,7 @@ export class ReproManager {
       endMs: r.probes.at(-1)?.endedAtMs ?? now,
     });
     this.log.info({ captureId: r.id }, `repro finished: ${r.summary.why}`);
-    this.persist(r, this.view(r));
+    this.persist(r, reproView(r, this.inventory(r)));
   }
 
   /** Saves a live repro's view (a failed write is logged, the repro goes on in memory). */
@@ -735,29 +595,6 @@ export class ReproManager {
     return buildLiveInventory(this.hub.agents(), captured, r.spec.inventory);
   }
 
-  private timeline(r: Repro): TimelineRow[] {
-    const epochs = new Map<number, ServedBy>(r.attachments.map((a) => [a.epoch, served(a)]));
-    const inventory = this.inventory(r);
-    const startMs = r.probes[0]?.startedAtMs ?? r.createdAtMs;
-    const points = POINTS.map((name) => ({ name, events: r.events.get(name) ?? [] }));
-    const decapCoverage = r.attachments.flatMap((a) => {
-      const from = a.points[0]?.capturingAtMs;
-      return from === undefined ? [] : [{ fromMs: from, toMs: a.detachedAtMs }];
-    });
-    return r.probes.map((probe) =>
-      analyzeProbe({
-        probe,
-        client: r.spec.client,
-        points,
-        epochs,
-        inventory,
-        startMs,
-        decapCoverage,
-        losses: r.losses,
-      }),
-    );
-  }
-
   /**
    * Records what a capture lost since its last status (or since it was armed): the span the
    * probes in flight then are checked against (repro-core lossesInFlight).
@@ -777,204 +614,4 @@ export class ReproManager {
       ...counts,
     });
   }
-
-  /**
-   * Which captures lost packets (or cannot count their drops), and which probes judged by a
-   * missing packet were in flight while one lost some: their verdict may rest on a lost packet
-   * rather than a real gap.
-   */
-  private lossLines(r: Repro, rows: readonly TimelineRow[]): string[] {
-    const points: [string, PointRec][] = [
-      ['backend', r.backend],
-      ...r.attachments.flatMap((a) =>
-        a.points.map((p): [string, PointRec] => [captureLabel(a, p), p]),
-      ),
-    ];
-    const lines: string[] = [];
-    let uncounted = false;
-    for (const [label, p] of points) {
-      if (p.capturingAtMs === undefined) continue; // never ran: its counts mean nothing
-      const loss = lossPhrase({ ...p, confirmed: true });
-      if (loss !== null) lines.push(`capture ${label} ${loss}`);
-      if (p.kernelDrops === null) uncounted = true;
-    }
-    if (lines.length === 0) return [];
-    const exposed = rows.filter((row) => row.lossesInFlight.length > 0);
-    for (const row of exposed)
-      lines.push(`probe ${row.probeId} (${row.verdict}): ${row.lossesInFlight.join('; ')}`);
-    if (exposed.length > 0)
-      lines.push(
-        'Those probes may have lost their packets in the capture: run again before concluding.',
-      );
-    else if (r.losses.length > 0)
-      lines.push(
-        `No probe judged by a missing packet was in flight (±${LOSS_SLACK_MS / 1000} s) while a capture lost packets.`,
-      );
-    if (uncounted)
-      lines.push(
-        'A capture that cannot count its drops may have missed any probe: one judged dropped or not captured there is not proven.',
-      );
-    return ['', ...lines];
-  }
-
-  private view(r: Repro): ReproView {
-    const timeline = this.timeline(r);
-    const pv = (p: PointRec): ReproPointView => ({
-      name: p.name,
-      agentId: p.agentId,
-      state: p.state,
-      events: p.events,
-      packets: p.packets,
-      kernelDrops: p.kernelDrops,
-      queueDrops: p.queueDrops,
-      lost: p.lost,
-      ...(p.error === undefined ? {} : { error: p.error }),
-    });
-    return {
-      id: r.id,
-      state: r.finishedAtMs === null ? 'running' : 'finished',
-      createdAt: iso(r.createdAtMs),
-      finishedAt: r.finishedAtMs === null ? null : iso(r.finishedAtMs),
-      finalReason: r.finalReason,
-      spec: r.spec,
-      backend: pv(r.backend),
-      attachments: r.attachments.map((a) => ({
-        epoch: a.epoch,
-        pod: a.pod,
-        attachedAt: iso(a.attachedAtMs),
-        detachedAt: a.detachedAtMs === null ? null : iso(a.detachedAtMs),
-        detachReason: a.detachReason,
-        points: a.points.map(pv),
-      })),
-      waiting: r.finishedAtMs === null && this.current(r) === undefined,
-      marks: r.marks,
-      timeline,
-      summary: r.summary,
-      text: [...renderTimeline(timeline, r.marks, r.summary), ...this.lossLines(r, timeline)],
-    };
-  }
-}
-
-/** How the text names an attachment's capture: `decap (vpn/wg-0)`. */
-function captureLabel(a: Attachment, p: PointRec): string {
-  return `${p.name} (${a.pod.name})`;
-}
-
-function served(a: Attachment): ServedBy {
-  return { epoch: a.epoch, name: a.pod.name, ip: a.pod.ip, node: a.pod.node };
-}
-
-const isRecord = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
-
-function bad(where: string, message: string): HoptraceError {
-  return new HoptraceError('API_BAD_REQUEST', message, { where });
-}
-
-function str(o: Record<string, unknown>, k: string, where: string): string {
-  const v = o[k];
-  if (typeof v !== 'string' || v === '')
-    throw bad(`${where}.${k}`, `${k} must be a non-empty string`);
-  return v;
-}
-
-function num(o: Record<string, unknown>, k: string, where: string): number {
-  const v = o[k];
-  if (typeof v !== 'number' || !Number.isFinite(v))
-    throw bad(`${where}.${k}`, `${k} must be a number`);
-  return v;
-}
-
-/** Validates `POST /v1/repros`. */
-export function parseReproRequest(body: unknown): ReproSpec {
-  if (!isRecord(body)) throw bad('body', 'the body must be a JSON object');
-  const w = body['workload'];
-  if (!isRecord(w))
-    throw bad(
-      'workload',
-      'workload must be {netns: GLOB} or {kubernetes: {namespace, labelSelector}}',
-    );
-  const workload: WorkloadSelector = {};
-  if (w['netns'] !== undefined) workload.netns = str(w, 'netns', 'workload');
-  if (w['podCidr'] !== undefined) workload.podCidr = str(w, 'podCidr', 'workload');
-  const k = w['kubernetes'];
-  if (k !== undefined) {
-    if (!isRecord(k)) throw bad('workload.kubernetes', 'must be {namespace, labelSelector}');
-    workload.kubernetes = {
-      namespace: str(k, 'namespace', 'workload.kubernetes'),
-      labelSelector: str(k, 'labelSelector', 'workload.kubernetes'),
-    };
-  }
-  if (workload.netns === undefined && workload.kubernetes === undefined)
-    throw bad('workload', 'give workload.netns or workload.kubernetes');
-  const b = body['backend'];
-  if (!isRecord(b)) throw bad('backend', 'backend must be {target, iface, node?}');
-  const backend: ReproSpec['backend'] = {
-    target: str(b, 'target', 'backend'),
-    iface: str(b, 'iface', 'backend'),
-  };
-  if (b['node'] !== undefined) backend.node = str(b, 'node', 'backend');
-  const spec: ReproSpec = {
-    workload,
-    decapIface: str(body, 'decapIface', 'body'),
-    egressIface: str(body, 'egressIface', 'body'),
-    backend,
-    client: str(body, 'client', 'body'),
-    timeoutMs: body['timeoutMs'] === undefined ? 600_000 : num(body, 'timeoutMs', 'body'),
-  };
-  if (body['inventory'] !== undefined) {
-    if (!isRecord(body['inventory'])) throw bad('inventory', 'inventory must be an object');
-    spec.inventory = body['inventory'] as unknown as Inventory;
-  }
-  return spec;
-}
-
-/** Validates `POST /v1/repros/:id/probes`. */
-export function parseProbeReport(body: unknown): ProbeReport {
-  if (!isRecord(body)) throw bad('body', 'the body must be a JSON object');
-  const sport = num(body, 'sport', 'body');
-  if (!Number.isInteger(sport) || sport <= 0 || sport > 65535)
-    throw bad('body.sport', 'sport must be a port');
-  const http = body['httpCode'];
-  const err = body['error'];
-  return {
-    probeId: str(body, 'probeId', 'body'),
-    sport,
-    startedAtMs: num(body, 'startedAtMs', 'body'),
-    endedAtMs: num(body, 'endedAtMs', 'body'),
-    ok: body['ok'] === true,
-    httpCode: typeof http === 'string' ? http : null,
-    error: typeof err === 'string' ? err : null,
-  };
-}
-
-/** Validates `POST /v1/repros/:id/marks`. */
-export function parseMark(body: unknown): ReproMark {
-  if (!isRecord(body)) throw bad('body', 'the body must be a JSON object');
-  const kind = body['kind'];
-  if (kind !== 'deleted' && kind !== 'replacement-ready' && kind !== 'note')
-    throw bad('body.kind', 'kind must be deleted, replacement-ready or note');
-  return {
-    kind,
-    atMs: num(body, 'atMs', 'body'),
-    detail: typeof body['detail'] === 'string' ? body['detail'] : '',
-  };
-}
-
-/** Validates `POST /v1/repros/:id/finish`. */
-export function parseFinish(body: unknown): ReturnRoute[] {
-  if (body === undefined || body === null) return [];
-  if (!isRecord(body)) throw bad('body', 'the body must be a JSON object');
-  const routes = body['returnRoutes'];
-  if (routes === undefined) return [];
-  if (!Array.isArray(routes)) throw bad('body.returnRoutes', 'returnRoutes must be an array');
-  return routes.map((x: unknown, i) => {
-    if (!isRecord(x)) throw bad(`body.returnRoutes[${i}]`, 'a route is {node, dst, via?, dev?}');
-    return {
-      node: str(x, 'node', `returnRoutes[${i}]`),
-      dst: str(x, 'dst', `returnRoutes[${i}]`),
-      via: typeof x['via'] === 'string' ? x['via'] : null,
-      dev: typeof x['dev'] === 'string' ? x['dev'] : null,
-    };
-  });
 }

@@ -35,7 +35,7 @@ export function* replayCaptureFile(
 
 /**
  * The same events (and errors) as replayCaptureFile, faster: pcap and pcapng files go through the
- * native addon's decoder fast path (capture/summary-file.ts); without the addon, the JS path above.
+ * native addon's decoder fast path (offline/summary-file.ts); without the addon, the JS path above.
  */
 export function* replayCaptureFileFast(
   path: string,

@@ -4,7 +4,7 @@
  * missing at start (rejects start()), namespace or interface gone mid-capture (onEnd).
  *
  * With the addon, the worker's batches come through a ring of shared memory this process creates
- * and the worker inherits as fd 3 (native-loader.ts PcapSharedRing): only small notices cross
+ * and the worker inherits as fd 3 (native/loader.ts PcapSharedRing): only small notices cross
  * the worker's stdout, and each batch is read in place and released once consumed.
  *
  * The namespace is watched by identity (device + inode of its nsfs file): `ip netns del` only
@@ -45,7 +45,7 @@ export interface NsCaptureOptions {
   workerMaxQueuedBytes?: number;
   batch?: BatchOptions;
   /**
-   * Share a frame ring with the worker (native-loader.ts PcapSharedRing) when the addon loads here
+   * Share a frame ring with the worker (native/loader.ts PcapSharedRing) when the addon loads here
    * and the worker runs the native source (default true); false: everything through its stdout.
    */
   ring?: boolean;

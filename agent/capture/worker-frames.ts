@@ -471,7 +471,7 @@ export type WorkerFrame =
   | { type: 'summaries'; body: Buffer }
   | { type: 'control'; msg: WorkerControl };
 
-/** The parent's view of a frame ring (native-loader.ts PcapSharedRing). */
+/** The parent's view of a frame ring (native/loader.ts PcapSharedRing). */
 export interface FrameRingView {
   buffer: Buffer;
   release(end: number): void;

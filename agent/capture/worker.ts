@@ -33,7 +33,7 @@ export interface WorkerArgs {
   /** Bytes queued on stdout beyond which event batches are dropped and counted (default 8 MiB). */
   maxQueuedBytes?: number;
   /**
-   * An inherited fd of the parent's frame ring (native-loader.ts PcapSharedRing): with the addon,
+   * An inherited fd of the parent's frame ring (native/loader.ts PcapSharedRing): with the addon,
    * batch frames go through it (a full ring is then the bound), only notices through stdout.
    */
   ringFd?: number;

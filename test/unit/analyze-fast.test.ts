@@ -21,6 +21,7 @@ import type { Inventory } from '../../common/inventory';
 import { readInventoryFile } from '../../common/inventory-file';
 import { renderReportMarkdown, renderVerdictText } from '../../core/report/report';
 import { epb, idb, isb, shb } from './pcapng-writer';
+import { PCAPS } from './corpus';
 
 const load = loadNativeAddon();
 if (!load.ok) {
@@ -28,7 +29,7 @@ if (!load.ok) {
   process.exit(1);
 }
 
-const pcaps = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps');
+const pcaps = PCAPS;
 const labOut = join(__dirname, '..', '..', '..', 'lab-out');
 const EMPTY: Inventory = { nodes: {}, pods: {} };
 

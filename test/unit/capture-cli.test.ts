@@ -16,9 +16,10 @@ import type { CaptureView } from '../../collector/capture-views';
 import { startCollector, type RunningCollector } from '../../collector/main';
 import { isHoptraceError } from '../../common/errors';
 import { FakeHub, status } from './collector-fixtures';
+import { PCAPS } from './corpus';
 
 const TOKEN = 'cli-test-token';
-const PCAP = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps', 'zeek_http-get.pcap');
+const PCAP = join(PCAPS, 'zeek_http-get.pcap');
 const ENV = { HOPTRACE_TOKEN: TOKEN };
 const POINT_ARGS = [
   '--point',

@@ -25,8 +25,9 @@ import { isHoptraceError, type ErrorCode, type HoptraceError } from '../../commo
 import type { PacketEvent } from '../../common/event';
 import { Netns } from '../../lab/netns';
 import { A_IP, buildPair, sendUdp } from '../lab/fixtures/capture-pair';
+import { PCAPS } from './corpus';
 
-const pcaps = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps');
+const pcaps = PCAPS;
 const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 
 type Kind = 'good' | 'bad-iface' | 'bad-filter';

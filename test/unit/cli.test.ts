@@ -4,10 +4,11 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { PCAPS } from './corpus';
 
 const root = join(__dirname, '..', '..', '..');
 const bin = join(root, 'bin', 'hoptrace');
-const pcaps = join(root, '..', 'shared', 'pcaps');
+const pcaps = PCAPS;
 const httpGet = join(pcaps, 'zeek_http-get.pcap');
 
 function hoptrace(...args: string[]) {

@@ -4,8 +4,9 @@
 import { join } from 'node:path';
 import t from 'tap';
 import { runDecode } from '../../cli/decode';
+import { PCAPS } from './corpus';
 
-const pcaps = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps');
+const pcaps = PCAPS;
 
 function run(argv: string[]): { code: number; lines: string[]; stderr: string } {
   const lines: string[] = [];

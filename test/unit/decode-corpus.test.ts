@@ -1,5 +1,5 @@
 /**
- * Cheap fuzzing over the public corpus: every prefix of every frame in ../shared/pcaps decodes
+ * Cheap fuzzing over the public corpus: every prefix of every frame in test/pcaps decodes
  * without throwing, never finds more layers than the whole frame, and a prefix that loses a layer
  * (cut inside a header) says truncated.
  */
@@ -8,8 +8,9 @@ import { join } from 'node:path';
 import t from 'tap';
 import { openCaptureFile } from '../../offline/pcap-file';
 import { decodeFrame } from '../../core/decode/frame';
+import { PCAPS } from './corpus';
 
-const pcaps = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps');
+const pcaps = PCAPS;
 const files = readdirSync(pcaps)
   .filter((f) => /\.(pcap|pcapng)$/.test(f) && !f.startsWith('libpcap_'))
   .sort();

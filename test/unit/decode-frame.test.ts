@@ -1,5 +1,5 @@
 /**
- * Golden decodes of real frames (bytes copied from ../shared/pcaps, expectations checked against
+ * Golden decodes of real frames (bytes copied from test/pcaps, expectations checked against
  * the tshark and tcpdump oracles there), plus the cheap fuzz: every prefix of every fixture decodes
  * without throwing, and a prefix that loses a layer says truncated.
  */

@@ -14,9 +14,10 @@ import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
 import type { PacketEvent } from '../../common/event';
 import { FakeHub, status } from './collector-fixtures';
+import { PCAPS } from './corpus';
 
 const TOKEN = 'sekrit-token';
-const PCAP = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps', 'zeek_http-get.pcap');
+const PCAP = join(PCAPS, 'zeek_http-get.pcap');
 const POINTS = [
   { name: 'decap', target: '10.244.1.10', iface: 'tun0' },
   { name: 'egress', target: '10.244.1.10', iface: 'eth0' },

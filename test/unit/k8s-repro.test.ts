@@ -15,13 +15,9 @@ import { createKubeApi, type KubeApi } from '../../collector/k8s/client';
 import { K8sPodDeleter, workloadPod } from '../../collector/k8s/repro-deleter';
 import { K8sInventorySource } from '../../collector/k8s/source';
 import { silentLogger } from '../../collector/logger';
-import {
-  REPRO_SAVE_EVERY_MS,
-  ReproManager,
-  parseReproRequest,
-  type ReproManagerOptions,
-  type ReproView,
-} from '../../collector/repro';
+import { ReproManager, type ReproManagerOptions, type ReproView } from '../../collector/repro';
+import { parseReproRequest } from '../../collector/repro-requests';
+import { REPRO_SAVE_EVERY_MS } from '../../collector/repro-state';
 import {
   findReplacement,
   matchK8sWorkload,

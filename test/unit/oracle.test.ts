@@ -1,5 +1,5 @@
 /**
- * Our inner tuple against the tshark oracle (../shared/pcaps/FILE.tshark.ndjson) for every frame
+ * Our inner tuple against the tshark oracle (test/pcaps/FILE.tshark.ndjson) for every frame
  * whose oracle inner protocol is tcp or udp, plus the files a reader must refuse or survive.
  *
  * Oracle quirks we accept (disagreements that are tshark's, not ours):
@@ -14,9 +14,9 @@ import { isHoptraceError } from '../../common/errors';
 import type { Tuple } from '../../common/event';
 import { openCaptureFile } from '../../offline/pcap-file';
 import { decodeFrame } from '../../core/decode/frame';
+import { PCAPS } from './corpus';
 
-const repoRoot = join(__dirname, '..', '..', '..');
-const pcaps = join(repoRoot, '..', 'shared', 'pcaps');
+const pcaps = PCAPS;
 
 interface OracleLine {
   frame?: number;

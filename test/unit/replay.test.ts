@@ -7,8 +7,9 @@ import { join } from 'node:path';
 import t from 'tap';
 import { isHoptraceError } from '../../common/errors';
 import { replayCaptureFile } from '../../offline/replay';
+import { PCAPS } from './corpus';
 
-const pcaps = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps');
+const pcaps = PCAPS;
 
 void t.test('replay of an Ethernet pcap: events in order with tuples, keys and timestamps', (t) => {
   const events = [

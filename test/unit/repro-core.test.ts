@@ -19,7 +19,7 @@ import {
   type TaggedEvent,
   type TimelineRow,
 } from '../../core/repro/repro-core';
-import { parseReproRequest } from '../../collector/repro';
+import { parseReproRequest } from '../../collector/repro-requests';
 import { isHoptraceError } from '../../common/errors';
 import { CLIENT, DIRECT, INVENTORY, MS, exchange } from './fixtures-events';
 

@@ -16,6 +16,7 @@ import { openSummaryPcap, summaryEvents } from '../../offline/summary-file';
 import { replayCaptureFile, replayCaptureFileFast } from '../../offline/replay';
 import { json, same, sameUnderDamage, type Outcome } from './same-events';
 import type { PacketEvent } from '../../common/event';
+import { PCAPS } from './corpus';
 
 const load = loadNativeAddon();
 if (!load.ok) {
@@ -23,7 +24,7 @@ if (!load.ok) {
   process.exit(1);
 }
 
-const pcaps = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps');
+const pcaps = PCAPS;
 const ctx = { point: 'p', node: 'n' };
 
 function collect(events: () => Iterable<PacketEvent>): Outcome {

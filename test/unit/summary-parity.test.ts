@@ -34,6 +34,7 @@ import { EventsWireEncoder, parseSummaryFrame } from '../../agent/capture/summar
 import { Out, writeEvent } from '../../common/events-wire';
 import type { EncodedEvents } from '../../common/wire';
 import { xorshift32 } from './xorshift';
+import { PCAPS } from './corpus';
 
 /**
  * Gathers the bytes of the SLOW records' frames (which point into `src`) into one compact area and
@@ -70,7 +71,7 @@ if (!load.ok) {
 }
 const addon: PcapBatchAddon = load.addon;
 
-const pcaps = join(__dirname, '..', '..', '..', '..', 'shared', 'pcaps');
+const pcaps = PCAPS;
 const ctx = { point: 'p', node: 'n', iface: 'eth0' };
 
 interface Frame {

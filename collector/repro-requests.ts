@@ -1,0 +1,128 @@
+/**
+ * The bodies of the repro endpoints (`POST /v1/repros`, `/probes`, `/marks`, `/finish`),
+ * validated: any other shape is API_BAD_REQUEST naming the field.
+ */
+import { HoptraceError } from '../common/errors';
+import type { Inventory } from '../common/inventory';
+import type {
+  ProbeReport,
+  ReproMark,
+  ReturnRoute,
+  WorkloadSelector,
+} from '../core/repro/repro-core';
+import type { ReproSpec } from './repro-state';
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function bad(where: string, message: string): HoptraceError {
+  return new HoptraceError('API_BAD_REQUEST', message, { where });
+}
+
+function str(o: Record<string, unknown>, k: string, where: string): string {
+  const v = o[k];
+  if (typeof v !== 'string' || v === '')
+    throw bad(`${where}.${k}`, `${k} must be a non-empty string`);
+  return v;
+}
+
+function num(o: Record<string, unknown>, k: string, where: string): number {
+  const v = o[k];
+  if (typeof v !== 'number' || !Number.isFinite(v))
+    throw bad(`${where}.${k}`, `${k} must be a number`);
+  return v;
+}
+
+/** Validates `POST /v1/repros`. */
+export function parseReproRequest(body: unknown): ReproSpec {
+  if (!isRecord(body)) throw bad('body', 'the body must be a JSON object');
+  const w = body['workload'];
+  if (!isRecord(w))
+    throw bad(
+      'workload',
+      'workload must be {netns: GLOB} or {kubernetes: {namespace, labelSelector}}',
+    );
+  const workload: WorkloadSelector = {};
+  if (w['netns'] !== undefined) workload.netns = str(w, 'netns', 'workload');
+  if (w['podCidr'] !== undefined) workload.podCidr = str(w, 'podCidr', 'workload');
+  const k = w['kubernetes'];
+  if (k !== undefined) {
+    if (!isRecord(k)) throw bad('workload.kubernetes', 'must be {namespace, labelSelector}');
+    workload.kubernetes = {
+      namespace: str(k, 'namespace', 'workload.kubernetes'),
+      labelSelector: str(k, 'labelSelector', 'workload.kubernetes'),
+    };
+  }
+  if (workload.netns === undefined && workload.kubernetes === undefined)
+    throw bad('workload', 'give workload.netns or workload.kubernetes');
+  const b = body['backend'];
+  if (!isRecord(b)) throw bad('backend', 'backend must be {target, iface, node?}');
+  const backend: ReproSpec['backend'] = {
+    target: str(b, 'target', 'backend'),
+    iface: str(b, 'iface', 'backend'),
+  };
+  if (b['node'] !== undefined) backend.node = str(b, 'node', 'backend');
+  const spec: ReproSpec = {
+    workload,
+    decapIface: str(body, 'decapIface', 'body'),
+    egressIface: str(body, 'egressIface', 'body'),
+    backend,
+    client: str(body, 'client', 'body'),
+    timeoutMs: body['timeoutMs'] === undefined ? 600_000 : num(body, 'timeoutMs', 'body'),
+  };
+  if (body['inventory'] !== undefined) {
+    if (!isRecord(body['inventory'])) throw bad('inventory', 'inventory must be an object');
+    spec.inventory = body['inventory'] as unknown as Inventory;
+  }
+  return spec;
+}
+
+/** Validates `POST /v1/repros/:id/probes`. */
+export function parseProbeReport(body: unknown): ProbeReport {
+  if (!isRecord(body)) throw bad('body', 'the body must be a JSON object');
+  const sport = num(body, 'sport', 'body');
+  if (!Number.isInteger(sport) || sport <= 0 || sport > 65535)
+    throw bad('body.sport', 'sport must be a port');
+  const http = body['httpCode'];
+  const err = body['error'];
+  return {
+    probeId: str(body, 'probeId', 'body'),
+    sport,
+    startedAtMs: num(body, 'startedAtMs', 'body'),
+    endedAtMs: num(body, 'endedAtMs', 'body'),
+    ok: body['ok'] === true,
+    httpCode: typeof http === 'string' ? http : null,
+    error: typeof err === 'string' ? err : null,
+  };
+}
+
+/** Validates `POST /v1/repros/:id/marks`. */
+export function parseMark(body: unknown): ReproMark {
+  if (!isRecord(body)) throw bad('body', 'the body must be a JSON object');
+  const kind = body['kind'];
+  if (kind !== 'deleted' && kind !== 'replacement-ready' && kind !== 'note')
+    throw bad('body.kind', 'kind must be deleted, replacement-ready or note');
+  return {
+    kind,
+    atMs: num(body, 'atMs', 'body'),
+    detail: typeof body['detail'] === 'string' ? body['detail'] : '',
+  };
+}
+
+/** Validates `POST /v1/repros/:id/finish`. */
+export function parseFinish(body: unknown): ReturnRoute[] {
+  if (body === undefined || body === null) return [];
+  if (!isRecord(body)) throw bad('body', 'the body must be a JSON object');
+  const routes = body['returnRoutes'];
+  if (routes === undefined) return [];
+  if (!Array.isArray(routes)) throw bad('body.returnRoutes', 'returnRoutes must be an array');
+  return routes.map((x: unknown, i) => {
+    if (!isRecord(x)) throw bad(`body.returnRoutes[${i}]`, 'a route is {node, dst, via?, dev?}');
+    return {
+      node: str(x, 'node', `returnRoutes[${i}]`),
+      dst: str(x, 'dst', `returnRoutes[${i}]`),
+      via: typeof x['via'] === 'string' ? x['via'] : null,
+      dev: typeof x['dev'] === 'string' ? x['dev'] : null,
+    };
+  });
+}

@@ -1,0 +1,182 @@
+/**
+ * What one repro session holds (the collector's memory of it) and the views `GET /v1/repros/:id`
+ * serves of it: the backend capture, the attachments of the decap and egress points to each
+ * incarnation of the VPN workload, probes, marks, losses and the summary.
+ */
+import type { Inventory } from '../common/inventory';
+import type { CaptureState } from '../common/wire';
+import type {
+  DeletedPod,
+  LossSpan,
+  ProbeReport,
+  ReproMark,
+  ReproSummary,
+  ReturnRoute,
+  ServedBy,
+  TaggedEvent,
+  TimelineRow,
+  WorkloadInstance,
+  WorkloadPod,
+  WorkloadSelector,
+} from '../core/repro/repro-core';
+import type { StoredRepro } from './store';
+
+/** `POST /v1/repros`. */
+export interface ReproSpec {
+  workload: WorkloadSelector;
+  decapIface: string;
+  egressIface: string;
+  backend: { target: string; iface: string; node?: string };
+  /** The client's tunnel address (the probes' source at the decap point). */
+  client: string;
+  /** The whole run ends by itself after this long (default 10 min). */
+  timeoutMs: number;
+  inventory?: Inventory;
+}
+
+/** One capture point's state as the agent reported it. */
+export interface ReproPointView {
+  name: string;
+  agentId: string | null;
+  state: CaptureState | 'pending';
+  events: number;
+  /** The agent's last status: packets captured, kernel drops (null = cannot count), agent drops. */
+  packets: number;
+  kernelDrops: number | null;
+  queueDrops: number;
+  /** Events the agent reported lost on the way to the collector. */
+  lost: number;
+  error?: { code: string; message: string };
+}
+
+/** One pod incarnation the decap and egress points were attached to. */
+export interface AttachmentView {
+  epoch: number;
+  pod: WorkloadInstance;
+  attachedAt: string;
+  detachedAt: string | null;
+  detachReason: string | null;
+  points: ReproPointView[];
+}
+
+/** `GET /v1/repros/:id`. */
+export interface ReproView {
+  id: string;
+  /**
+   * `interrupted`: the collector stopped while the repro ran; this is what it had saved then
+   * (`savedAt`), read back from the data directory when it started again.
+   */
+  state: 'running' | 'finished' | 'interrupted';
+  createdAt: string;
+  finishedAt: string | null;
+  finalReason: string | null;
+  spec: ReproSpec;
+  backend: ReproPointView;
+  attachments: AttachmentView[];
+  /** Waiting for a new incarnation of the workload (none attached). */
+  waiting: boolean;
+  marks: ReproMark[];
+  timeline: TimelineRow[];
+  summary: ReproSummary | null;
+  /** The timeline and summary as text (what `hoptrace repro` prints). */
+  text: string[];
+  /** When the collector last saved this view to its data directory. */
+  savedAt?: string;
+}
+
+export interface PointRec {
+  name: string;
+  agentId: string | null;
+  /** Collector time of the first 'capturing' status. */
+  capturingAtMs?: number;
+  state: CaptureState | 'pending';
+  events: number;
+  packets: number;
+  kernelDrops: number | null;
+  queueDrops: number;
+  lost: number;
+  error?: { code: string; message: string };
+  /** Collector time of the last status: where the next loss span starts. */
+  reportedAtMs?: number;
+}
+
+/** A point not armed yet. */
+export function newPoint(name: string): PointRec {
+  return {
+    name,
+    agentId: null,
+    state: 'pending',
+    events: 0,
+    packets: 0,
+    kernelDrops: null,
+    queueDrops: 0,
+    lost: 0,
+  };
+}
+
+export interface Attachment {
+  epoch: number;
+  captureId: string;
+  pod: WorkloadInstance;
+  attachedAtMs: number;
+  detachedAtMs: number | null;
+  detachReason: string | null;
+  points: PointRec[];
+}
+
+export interface Repro {
+  id: string;
+  spec: ReproSpec;
+  createdAtMs: number;
+  finishedAtMs: number | null;
+  finalReason: string | null;
+  backend: PointRec;
+  attachments: Attachment[];
+  retired: Set<string>;
+  events: Map<string, TaggedEvent[]>;
+  probes: ProbeReport[];
+  /** When each capture lost packets (its counters rose), for the probes in flight then. */
+  losses: LossSpan[];
+  marks: ReproMark[];
+  routes: ReturnRoute[];
+  summary: ReproSummary | null;
+  timer: NodeJS.Timeout | undefined;
+  /** A `kubernetes` workload: its pods at the last list, a list in flight, the last list error. */
+  pods: WorkloadPod[];
+  listing: Promise<void> | undefined;
+  listError: string | null;
+  /** The pod deleted through the API (its replacement is the next attachment). */
+  deleted: DeletedPod | null;
+  /** When the view was last saved to the store (-Infinity: never), and whether probes came since. */
+  savedAtMs: number;
+  unsaved: boolean;
+}
+
+/** A running repro's view is saved at most this often for its probes (and at every mark, at the end). */
+export const REPRO_SAVE_EVERY_MS = 5_000;
+
+/** Where repro views are kept across collector restarts (collector/store.ts CaptureStore). */
+export interface ReproStore {
+  saveRepro(view: ReproView): void;
+  loadRepros(): { views: StoredRepro[]; skipped: string[] };
+}
+
+export const POINTS = ['decap', 'egress', 'backend'] as const;
+/** Events kept per point in memory; beyond it the oldest are dropped (a repro is short). */
+export const MAX_EVENTS_PER_POINT = 500_000;
+export const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** The attachment the decap and egress points follow now, if any. */
+export function currentAttachment(r: Repro): Attachment | undefined {
+  const last = r.attachments.at(-1);
+  return last !== undefined && last.detachedAtMs === null ? last : undefined;
+}
+
+/** How the text names an attachment's capture: `decap (vpn/wg-0)`. */
+export function captureLabel(a: Attachment, p: PointRec): string {
+  return `${p.name} (${a.pod.name})`;
+}
+
+export function served(a: Attachment): ServedBy {
+  return { epoch: a.epoch, name: a.pod.name, ip: a.pod.ip, node: a.pod.node };
+}

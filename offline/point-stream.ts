@@ -1,0 +1,144 @@
+/**
+ * One point's capture file as the analysis's PointStream: the native fast path (summary records
+ * and the prefilters of record-scans.ts) where the addon loads, else every frame through the
+ * TypeScript reader and decoder; and what the file recorded about its own capture.
+ */
+import { openSummaryPcap } from './summary-file';
+import type { EventContext } from '../core/decode/event';
+import type { CaptureFileStats } from './pcap-file';
+import { replayCaptureFile } from './replay';
+import { type PassPlan, type PointStream, isUsefulEvent } from '../core/report/analyze';
+import type { CaptureHealth } from '../core/report/capture-health';
+import type { PacketEvent } from '../common/event';
+import { type Scan, SelectScan, RequestScan, LaterScan } from './record-scans';
+
+function* usefulEvents(
+  file: string,
+  point: string,
+  onEnd: (format: 'pcap' | 'pcapng', stats: CaptureFileStats) => void,
+): Generator<PacketEvent> {
+  for (const ev of replayCaptureFile(file, { point, node: '', iface: 'file' }, undefined, onEnd)) {
+    if (isUsefulEvent(ev)) yield ev;
+  }
+}
+
+/**
+ * One point's capture file as a PointStream. A pcap or pcapng file goes through the native decoder
+ * fast path (offline/summary-file.ts): every frame is summarized in C, and a prefilter on
+ * the summary records (the Scan classes of record-scans.ts) builds PacketEvents only for the frames the pass
+ * can keep (PassPlan) — a superset of what analyzeEventStreams keeps, which still decides — while
+ * counting every useful event. Hosts without the addon (and `fast: false`) take the JS reader +
+ * decoder for every frame.
+ */
+export class FilePointStream implements PointStream {
+  private count = 0;
+  private readonly ctx: EventContext;
+  /** What the file recorded about its capture, from the last pass that read it to the end. */
+  private recorded: { format: 'pcap' | 'pcapng'; stats: CaptureFileStats } | null = null;
+  /** Pass 2 at the first point, answered by pass 1 (see SelectScan). */
+  private early: {
+    syn: PacketEvent;
+    windowNs: bigint;
+    events: PacketEvent[];
+    count: number;
+  } | null = null;
+
+  constructor(
+    readonly name: string,
+    private readonly file: string,
+    /** false: the JS reader + decoder for every frame, even where the addon loads. */
+    private readonly fast: boolean,
+    /** Drops the user gave for this file (`--drops`), used when the file records none. */
+    private readonly givenDrops: number | undefined,
+  ) {
+    this.ctx = { point: name, node: '', iface: 'file' };
+  }
+
+  readonly capturedEvents = (): number => this.count;
+
+  /** The file as a capture (capture-health.ts); null when no pass read it to the end. */
+  health(): CaptureHealth | null {
+    if (this.recorded === null) return null;
+    const recorded = this.recorded.stats.dropped;
+    const given = recorded === null ? this.givenDrops : undefined;
+    return {
+      point: this.name,
+      node: null,
+      iface: this.file,
+      state: 'read',
+      confirmed: true,
+      packets: this.recorded.stats.frames,
+      kernelDrops: given ?? recorded,
+      queueDrops: 0,
+      lost: 0,
+      file: this.recorded.format,
+      ...(given === undefined ? {} : { dropsGiven: true }),
+    };
+  }
+
+  /** A note when the user gave a drop count for a file that records its own (which wins). */
+  givenNote(): string | null {
+    const recorded = this.recorded?.stats.dropped ?? null;
+    if (this.givenDrops === undefined || recorded === null) return null;
+    return `${this.name}: --drops ${this.givenDrops} not used: ${this.file} records its own count (${recorded} dropped)`;
+  }
+
+  readonly events = (plan: PassPlan): Iterable<PacketEvent> => this.pass(plan);
+
+  private *pass(plan: PassPlan): Generator<PacketEvent> {
+    this.count = 0;
+    const early = this.early;
+    this.early = null;
+    if (
+      plan.kind === 'request' &&
+      early !== null &&
+      early.syn === plan.syn &&
+      early.windowNs === plan.windowNs
+    ) {
+      this.count = early.count;
+      yield* early.events;
+      return;
+    }
+    const reader = this.fast ? openSummaryPcap(this.file) : null;
+    if (reader === null) {
+      const onEnd = (format: 'pcap' | 'pcapng', stats: CaptureFileStats): void => {
+        this.recorded = { format, stats };
+      };
+      for (const ev of usefulEvents(this.file, this.name, onEnd)) {
+        this.count++;
+        yield ev;
+      }
+      return;
+    }
+    let scan: Scan;
+    switch (plan.kind) {
+      case 'select':
+        scan = new SelectScan(this.ctx, plan);
+        break;
+      case 'request':
+        scan = new RequestScan(this.ctx, plan);
+        break;
+      case 'later':
+        scan = new LaterScan(this.ctx, plan);
+        break;
+    }
+    try {
+      for (let b = reader.next(); b !== null; b = reader.next()) {
+        scan.block(b);
+        this.count = scan.count;
+        if (scan.out.length > 0) {
+          yield* scan.out;
+          scan.out.length = 0;
+        }
+      }
+      yield* scan.finish();
+      this.recorded = { format: reader.format, stats: reader.stats() };
+    } finally {
+      reader.close();
+    }
+    if (scan instanceof SelectScan && scan.best?.valid === true) {
+      const s = scan.best;
+      this.early = { syn: s.syn, windowNs: plan.windowNs, events: s.events, count: this.count };
+    }
+  }
+}

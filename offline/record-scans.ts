@@ -1,0 +1,342 @@
+/**
+ * The record-level prefilters of the offline fast path, one per analysis pass (select the request,
+ * keep its packets at the first point, keep the later points' candidates): each counts the useful
+ * events and builds PacketEvents only for the records the pass can keep.
+ */
+import { PF, markerOf, summaryEvent } from '../core/decode/summary';
+import { ifaceAt, linktypeAt, SUMMARY_WORDS, type SummaryBlock } from './summary-file';
+import type { EventContext } from '../core/decode/event';
+import {
+  isKeysTrigger,
+  isTrigger,
+  LaterPointSelection,
+  RequestSynChoice,
+  type LaterPass,
+  type RequestPass,
+  type SelectPass,
+  isUsefulEvent,
+} from '../core/report/analyze';
+import type { PacketEvent } from '../common/event';
+import {
+  W_HEAD,
+  W_TRANSPORT,
+  W_TS_LO,
+  W_TS_HI,
+  W_FLOW,
+  W_PORTS,
+  W_SEQ,
+  W_ACK,
+  W_TCP,
+  W_PAYLOAD,
+  W_PAYLOAD_HASH,
+  W_LINE_HASH,
+  SF_PAYLOAD,
+  SF_MARKER,
+  HEAD_PAYLOAD,
+  HEAD_MARKER,
+  TR_TCP,
+  TR_UDP,
+  SYN,
+  ACK,
+  type Kept,
+  Window,
+  U32Set,
+  RecordCursor,
+  EventCursor,
+  tcpTuple,
+} from './record-fields';
+
+/** What pass 2 at the first point would hand over for one SYN, gathered during pass 1. */
+export interface EarlyRequest {
+  syn: PacketEvent;
+  /** The SYN's ports (sport | dport << 16) and the reverse. */
+  fwd: number;
+  back: number;
+  win: Window;
+  events: PacketEvent[];
+  /** False when a record on these ports may have come before the SYN. */
+  valid: boolean;
+}
+
+/**
+ * One pass's prefilter over summary blocks. `block` is a plain method (V8 optimizes it after a few
+ * blocks; a generator's own loop would run unoptimized for the whole file) that counts the useful
+ * events and leaves the events to hand over in `out`; `finish` gives the rest at the end.
+ */
+export abstract class Scan {
+  count = 0;
+  readonly out: PacketEvent[] = [];
+
+  constructor(protected readonly ctx: EventContext) {}
+
+  abstract block(b: SummaryBlock): void;
+
+  finish(): PacketEvent[] {
+    return [];
+  }
+
+  /** The event of record `i` (FAST: from the record; SLOW: the reference decoder). */
+  protected event(b: SummaryBlock, i: number): PacketEvent {
+    return summaryEvent(b.recs, i, b.src, linktypeAt(b, i), b.firstFrame + i, this.ctxOf(b, i));
+  }
+
+  /** Record i's event context: the file's interface name, when it gives one (pcapng if_name). */
+  protected ctxOf(b: SummaryBlock, i: number): EventContext {
+    const iface = ifaceAt(b, i);
+    return iface === undefined ? this.ctx : { ...this.ctx, iface };
+  }
+
+  /** A SLOW record: its event, counted, when it is useful (isUsefulEvent), else null. */
+  protected usefulSlow(b: SummaryBlock, i: number): PacketEvent | null {
+    const ev = this.event(b, i);
+    if (!isUsefulEvent(ev)) return null;
+    this.count++;
+    return ev;
+  }
+
+  /** A FAST record's transport, counted, when it is useful (TCP or UDP), else -1. */
+  protected usefulTransport(words: Uint32Array, w: number): number {
+    const tr = (words[w + W_TRANSPORT] ?? 0) & 0xff;
+    if (tr !== TR_TCP && tr !== TR_UDP) return -1;
+    this.count++;
+    return tr;
+  }
+}
+
+/**
+ * Pass 1: new TCP connections (SYN without ACK), and every decoded (SLOW) useful event.
+ *
+ * It also answers pass 2 when it can, saving a read of the file: it follows analyze's own choice
+ * of SYN (RequestSynChoice over the same events) and, from the moment a SYN becomes the best,
+ * keeps what pass 2 would hand over for it (TCP on its ports, within the window). That is all of
+ * it unless a record on those ports came before the SYN, which a bitmap of the port pairs seen so
+ * far rules out (a collision only costs the second read).
+ */
+export class SelectScan extends Scan {
+  private readonly choice: RequestSynChoice;
+  private readonly seen = new Uint32Array(1 << 15); // 2^20 bits
+  best: EarlyRequest | null = null;
+
+  constructor(
+    ctx: EventContext,
+    private readonly plan: SelectPass,
+  ) {
+    super(ctx);
+    this.choice = new RequestSynChoice(plan.selector);
+  }
+
+  private slot(ports: number): number {
+    const a = ports & 0xffff;
+    const b = ports >>> 16;
+    return Math.imul(a < b ? (a << 16) | b : (b << 16) | a, 0x9e3779b1) >>> 12;
+  }
+
+  private markSeen(ports: number): void {
+    const k = this.slot(ports);
+    this.seen[k >>> 5] = (this.seen[k >>> 5] ?? 0) | (1 << (k & 31));
+  }
+
+  /** A TCP event handed over: offered to the choice, kept when on the best SYN's ports. */
+  private offer(ev: PacketEvent, ports: number): void {
+    const spec = this.best;
+    if (this.choice.offer(ev)) {
+      const k = this.slot(ports);
+      this.best = {
+        syn: ev,
+        fwd: ports,
+        back: ((ports >>> 16) | ((ports & 0xffff) << 16)) >>> 0,
+        win: new Window(ev.tsNs, this.plan.windowNs),
+        events: [ev],
+        valid: ((this.seen[k >>> 5] ?? 0) & (1 << (k & 31))) === 0,
+      };
+    } else if (
+      spec !== null &&
+      (ports === spec.fwd || ports === spec.back) &&
+      spec.win.hasEvent(ev)
+    )
+      spec.events.push(ev);
+    this.markSeen(ports);
+  }
+
+  block(b: SummaryBlock): void {
+    const words = b.words;
+    for (let i = 0, w = 0; i < b.count; i++, w += SUMMARY_WORDS) {
+      if (((words[w + W_HEAD] ?? 0) & 0xff) !== 1) {
+        const ev = this.usefulSlow(b, i);
+        if (ev === null) continue;
+        const t = tcpTuple(ev);
+        if (t !== null) this.offer(ev, (t.sport | (t.dport << 16)) >>> 0);
+        this.out.push(ev);
+        continue;
+      }
+      if (this.usefulTransport(words, w) !== TR_TCP) continue;
+      const ports = words[w + W_PORTS] ?? 0;
+      if (((words[w + W_TCP] ?? 0) & (SYN | ACK)) === SYN) {
+        const ev = this.event(b, i);
+        this.offer(ev, ports);
+        this.out.push(ev);
+        continue;
+      }
+      const s = this.best;
+      if (
+        s !== null &&
+        (ports === s.fwd || ports === s.back) &&
+        s.win.has(words[w + W_TS_HI] ?? 0, words[w + W_TS_LO] ?? 0)
+      )
+        s.events.push(this.event(b, i));
+      this.markSeen(ports);
+    }
+  }
+}
+
+/** Pass 2 at the first point: TCP records on the request's ports (either direction). */
+export class RequestScan extends Scan {
+  private readonly fwd: number;
+  private readonly back: number;
+
+  constructor(ctx: EventContext, plan: RequestPass) {
+    super(ctx);
+    this.fwd = (plan.tuple.sport | (plan.tuple.dport << 16)) >>> 0;
+    this.back = (plan.tuple.dport | (plan.tuple.sport << 16)) >>> 0;
+  }
+
+  block(b: SummaryBlock): void {
+    const words = b.words;
+    for (let i = 0, w = 0; i < b.count; i++, w += SUMMARY_WORDS) {
+      if (((words[w + W_HEAD] ?? 0) & 0xff) !== 1) {
+        const ev = this.usefulSlow(b, i);
+        if (ev?.inner?.proto === 'tcp') this.out.push(ev);
+        continue;
+      }
+      if (this.usefulTransport(words, w) !== TR_TCP) continue;
+      const ports = words[w + W_PORTS] ?? 0;
+      if (ports === this.fwd || ports === this.back) this.out.push(this.event(b, i));
+    }
+  }
+}
+
+/**
+ * A later point: runs analyze's own LaterPointSelection over the records (in-window TCP, in
+ * capture order), then builds events for what it kept. analyzeEventStreams, selecting again over
+ * those, keeps them all: a kept pending packet comes right before its connection's trigger.
+ */
+export class LaterScan extends Scan {
+  private readonly win: Window;
+  private readonly selection = new LaterPointSelection<Kept>();
+  private readonly cursor = new RecordCursor();
+  private readonly wantMarker: boolean;
+  /** The numbers a trigger carries (see record()). */
+  private readonly seqKeys: U32Set;
+  private readonly ackKeys: U32Set;
+  private readonly dataKeys: U32Set;
+
+  constructor(
+    ctx: EventContext,
+    private readonly plan: LaterPass,
+  ) {
+    super(ctx);
+    this.win = new Window(plan.synTsNs, plan.windowNs);
+    const data = plan.data;
+    this.wantMarker = data !== null && data.probeMarker !== null;
+    this.seqKeys = new U32Set([plan.isn, ...plan.clientSeqs]);
+    this.ackKeys = new U32Set([plan.synAckAck, ...plan.acked]);
+    this.dataKeys = new U32Set(
+      data === null
+        ? []
+        : [data.payloadHash, data.requestLineHash].filter((h): h is number => h !== null),
+    );
+  }
+
+  /** A record the fast path left to the reference decoder. */
+  private slow(b: SummaryBlock, i: number): void {
+    const ev = this.usefulSlow(b, i);
+    if (ev === null) return;
+    const t = tcpTuple(ev);
+    if (t === null || !this.win.hasEvent(ev)) return;
+    const k = ev.keys;
+    const trigger = isKeysTrigger(this.plan, k);
+    this.selection.offer(new EventCursor(ev, t), undefined, trigger, k.payloadLength);
+  }
+
+  /**
+   * The loop every record of a later point goes through: kept small, since it runs before V8 has
+   * optimized it too. The usual record — a data segment with none of the request's keys, of a
+   * connection the selection neither relates nor buffers — is counted and passed over here.
+   */
+  block(b: SummaryBlock): void {
+    const words = b.words;
+    const win = this.win;
+    const seqKeys = this.seqKeys;
+    const ackKeys = this.ackKeys;
+    const dataKeys = this.dataKeys;
+    const selection = this.selection;
+    for (let i = 0, w = 0; i < b.count; i++, w += SUMMARY_WORDS) {
+      const head = words[w + W_HEAD] ?? 0;
+      if ((head & 0xff) !== 1) {
+        this.slow(b, i);
+        continue;
+      }
+      if (this.usefulTransport(words, w) !== TR_TCP) continue;
+      if (!win.has(words[w + W_TS_HI] ?? 0, words[w + W_TS_LO] ?? 0)) continue;
+      if (
+        (head & HEAD_PAYLOAD) !== 0 &&
+        (head & HEAD_MARKER) === 0 &&
+        !seqKeys.has(words[w + W_SEQ] ?? 0) &&
+        !ackKeys.has(words[w + W_ACK] ?? 0) &&
+        !dataKeys.has(words[w + W_PAYLOAD_HASH] ?? 0) &&
+        !dataKeys.has(words[w + W_LINE_HASH] ?? 0) &&
+        selection.ignoresData((words[w + W_FLOW] ?? 0) & 0xffff)
+      )
+        continue;
+      this.record(b, i, w);
+    }
+  }
+
+  /** A FAST in-window TCP record the loop could not pass over: offered to the selection. */
+  private record(b: SummaryBlock, i: number, w: number): void {
+    const { recs, words } = b;
+    const head = words[w + W_HEAD] ?? 0;
+    const fl = (head >>> 8) & 0xff;
+    const payloadLength = (fl & SF_PAYLOAD) !== 0 ? (words[w + W_PAYLOAD] ?? 0) : 0;
+    const portFlags = ((words[w + W_TRANSPORT] ?? 0) >>> 16) & 0xff;
+    const hashed = payloadLength > 0 && (portFlags & PF.hashes) !== 0;
+    const seq = words[w + W_SEQ] ?? 0;
+    const ack = words[w + W_ACK] ?? 0;
+    const payloadHash = words[w + W_PAYLOAD_HASH] ?? 0;
+    const lineHash = words[w + W_LINE_HASH] ?? 0;
+    const marker = hashed && (fl & SF_MARKER) !== 0;
+    // Every clause of isTrigger needs one of these: seq = ISN or a client seq; ack = ISN + 1 or
+    // an acknowledged seq; a payload hash, request-line hash or probe marker of the request. A
+    // record with none of them is not a trigger, and isTrigger (the authority) is not asked.
+    const trigger =
+      (this.seqKeys.has(seq) ||
+        this.ackKeys.has(ack) ||
+        (hashed && (this.dataKeys.has(payloadHash) || this.dataKeys.has(lineHash))) ||
+        (this.wantMarker && marker)) &&
+      isTrigger(
+        this.plan,
+        (words[w + W_TCP] ?? 0) & 0xff,
+        seq,
+        ack,
+        payloadLength,
+        marker ? markerOf(recs, i) : undefined,
+        hashed ? payloadHash : undefined,
+        hashed ? lineHash : undefined,
+      );
+    const cursor = this.cursor;
+    cursor.recs = recs;
+    cursor.words = words;
+    cursor.i = i;
+    cursor.frame = b.firstFrame + i;
+    cursor.linktype = linktypeAt(b, i);
+    cursor.ctx = this.ctxOf(b, i);
+    // The low 16 bits of the flow hash: equal for equal connections (direction-free), a small integer.
+    this.selection.offer(cursor, (words[w + W_FLOW] ?? 0) & 0xffff, trigger, payloadLength);
+  }
+
+  override finish(): PacketEvent[] {
+    return this.selection
+      .result()
+      .map((k) => ('rec' in k ? summaryEvent(k.rec, 0, k.rec, k.linktype, k.frame, k.ctx) : k));
+  }
+}
