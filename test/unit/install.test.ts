@@ -25,7 +25,9 @@ function run(
 
 void t.test('npm pack + npm install -g puts a working hoptrace on PATH', (t) => {
   const tmp = mkdtempSync(join(tmpdir(), 'hoptrace-install-'));
-  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  t.teardown(() => {
+    rmSync(tmp, { recursive: true, force: true });
+  });
   // --ignore-scripts: the suite runs from dist/, which `npm test` has just built (prepack would
   // rebuild it under the feet of the tests running beside this one).
   const pack = run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', tmp], root);
