@@ -12,6 +12,7 @@ import {
   protoType,
   type WirePacketEvent,
 } from './codec';
+import { FACT_PARTS } from './wire';
 import type {
   CaptureCommand,
   ConntrackEntry,
@@ -29,6 +30,7 @@ import type {
   EnvelopeKind,
   ErrorReport,
   EventBatch,
+  FactPart,
   Hello,
   HelloAck,
   Lost,
@@ -291,6 +293,9 @@ function factsFromWire(f: Obj): NamespaceFacts {
     })),
     errorCode: str(f, 'errorCode'),
     message: str(f, 'message'),
+    unread: strs(f, 'unread').filter((p): p is FactPart =>
+      (FACT_PARTS as readonly string[]).includes(p),
+    ),
   };
 }
 

@@ -178,7 +178,16 @@ export interface NamespaceFacts {
   /** A stable error code when a read failed ('' = every read worked); facts are then partial. */
   errorCode: string;
   message: string;
+  /**
+   * The parts that could not be read (FACT_PARTS); every part when the namespace could not be
+   * opened. Empty with an errorCode (an older agent's report): every part counts as unread.
+   */
+  unread: FactPart[];
 }
+
+/** The parts of a namespace's facts, each read by one command. */
+export const FACT_PARTS = ['addresses', 'rp_filter', 'routes', 'nat'] as const;
+export type FactPart = (typeof FACT_PARTS)[number];
 
 /** Agent -> collector: the facts for one DoctorRequest. */
 export interface DoctorReport {

@@ -5,10 +5,12 @@
  */
 import { execFile } from 'node:child_process';
 import { HoptraceError, isHoptraceError, type ErrorCode } from '../../common/errors';
+import { FACT_PARTS } from '../../common/wire';
 import type {
   ConntrackEntry,
   ConntrackTuple,
   DoctorTarget,
+  FactPart,
   NamespaceFacts,
   RouteLookup,
 } from '../../common/wire';
@@ -71,31 +73,37 @@ export async function readNamespaceFacts(
     natRules: [],
     errorCode: '',
     message: '',
+    unread: [],
   };
   let netns: string | undefined;
   try {
     netns = await namespaceOf(t, ctx);
     facts.netns = netns ?? '(agent namespace)';
   } catch (e) {
-    return { ...facts, ...failure('TARGET_NOT_FOUND', e) };
+    return { ...facts, ...failure('TARGET_NOT_FOUND', e), unread: [...FACT_PARTS] };
   }
   const problems: string[] = [];
-  const attempt = async (what: string, step: () => Promise<void>): Promise<void> => {
+  const attempt = async (
+    part: FactPart,
+    what: string,
+    step: () => Promise<void>,
+  ): Promise<void> => {
     try {
       await step();
     } catch (e) {
       problems.push(`${what}: ${e instanceof Error ? e.message : String(e)}`);
+      facts.unread.push(part);
     }
   };
-  await attempt('addresses', async () => {
+  await attempt('addresses', 'addresses', async () => {
     facts.addresses = (await namespaceAddresses(netns)).addresses;
   });
-  await attempt('rp_filter', async () => {
+  await attempt('rp_filter', 'rp_filter', async () => {
     // -e: interfaces that vanish between listing and reading are not an error.
     const out = await runIn(netns, 'sysctl', ['-e', '-a', '-r', '\\.rp_filter$']);
     facts.rpFilter = rpFilterValues(parseSysctlOutput(out));
   });
-  await attempt('routes', async () => {
+  await attempt('routes', 'routes', async () => {
     facts.routes = parseIpRouteJson(await runIn(netns, 'ip', ['-j', 'route', 'show']));
   });
   for (const to of t.routeTo) {
@@ -109,7 +117,7 @@ export async function readNamespaceFacts(
     }
     facts.lookups.push(lookup);
   }
-  await attempt('nat table', async () => {
+  await attempt('nat', 'nat table', async () => {
     const saved = parseIptablesSave(await runIn(netns, 'iptables-save', ['-t', 'nat']));
     facts.natChains = saved.chains;
     facts.natRules = saved.rules;

@@ -5,7 +5,7 @@
  * rules that do not exclude the tunnel range, and the denied-source test. Pure: no I/O, no clock.
  */
 import { inCidr, parseCidr4, slash16 } from '../../common/cidr';
-import type { NamespaceFacts, RouteEntry } from '../../common/wire';
+import { FACT_PARTS, type FactPart, type NamespaceFacts, type RouteEntry } from '../../common/wire';
 import { findTunnelMasquerade } from './nat';
 
 export type Severity = 'error' | 'warning' | 'ok';
@@ -59,6 +59,52 @@ export interface DoctorResult {
 }
 
 const where = (f: NamespaceFacts): string => `${f.name} (${f.netns || f.target || '?'})`;
+
+/**
+ * The parts of a namespace's facts that were not read. A report with an error but no list (an
+ * older agent) counts as nothing read: an empty part is never taken for "nothing there".
+ */
+export function unreadParts(f: NamespaceFacts): Set<FactPart> {
+  const listed = Array.isArray(f.unread) ? f.unread : [];
+  if (f.errorCode !== '' && listed.length === 0) return new Set(FACT_PARTS);
+  return new Set(listed);
+}
+
+/** What each check reads, in the words the read finding uses. */
+const CHECK_NEEDS: Record<'masquerade' | 'rp-filter' | 'return-route', FactPart> = {
+  masquerade: 'nat',
+  'rp-filter': 'rp_filter',
+  'return-route': 'routes',
+};
+
+/** The checks a role runs on its namespace (doctor's path order). */
+const ROLE_CHECKS: Record<string, (keyof typeof CHECK_NEEDS)[]> = {
+  vpn: ['masquerade'],
+  'vpn-node': ['masquerade', 'rp-filter'],
+  'backend-node': ['return-route', 'rp-filter'],
+};
+
+/**
+ * A namespace that could not be read in full: an error finding naming what was not read and the
+ * checks that therefore did not run there (they say nothing, rather than "ok" about nothing).
+ */
+function readFinding(f: NamespaceFacts, unread: Set<FactPart>): Finding {
+  const skipped = (ROLE_CHECKS[f.name] ?? []).filter((c) => unread.has(CHECK_NEEDS[c]));
+  const parts = FACT_PARTS.filter((p) => unread.has(p));
+  const notRun =
+    skipped.length === 0
+      ? 'no check of this namespace depends on it'
+      : `not checked here: ${skipped.join(', ')}`;
+  return {
+    severity: skipped.length === 0 ? 'warning' : 'error',
+    check: 'read',
+    node: f.node,
+    namespace: where(f),
+    subject: f.target || '(node namespace)',
+    detail: `could not read ${parts.length === FACT_PARTS.length ? 'this namespace' : parts.join(', ')} (${notRun}): ${f.message || f.errorCode}`,
+    fix: 'run the agent (or doctor) as root with iproute2, iptables and nsenter; check that the target exists',
+  };
+}
 
 function rpFilterFindings(f: NamespaceFacts): Finding[] {
   if (f.rpFilter.length === 0) return [];
@@ -323,27 +369,22 @@ function deniedFinding(d: DeniedOutcome): Finding {
 /** Runs every check over the facts; findings in path order (VPN pod, VPN node, backend node). */
 export function runDoctorChecks(input: DoctorInput): DoctorResult {
   const findings: Finding[] = [];
+  const unread = new Map(input.facts.map((f) => [f, unreadParts(f)]));
+  for (const [f, parts] of unread) if (parts.size > 0) findings.push(readFinding(f, parts));
+  // Only checks whose facts were read: a part not read is reported above, never judged "ok".
+  const runs = (f: NamespaceFacts, check: keyof typeof CHECK_NEEDS): boolean =>
+    !(unread.get(f)?.has(CHECK_NEEDS[check]) ?? false);
+  for (const f of input.facts)
+    if (f.name === 'vpn' && runs(f, 'masquerade')) findings.push(...masqueradeFindings(input, f));
   for (const f of input.facts) {
-    if (f.errorCode !== '') {
-      findings.push({
-        severity: 'warning',
-        check: 'read',
-        node: f.node,
-        namespace: where(f),
-        subject: f.target || '(node namespace)',
-        detail: `some facts could not be read, the checks below are partial: ${f.message}`,
-        fix: 'run the agent as root with iproute2, iptables and nsenter; check the target',
-      });
-    }
-  }
-  for (const f of input.facts) if (f.name === 'vpn') findings.push(...masqueradeFindings(input, f));
-  for (const f of input.facts) {
-    if (f.name === 'vpn-node')
-      findings.push(...masqueradeFindings(input, f), ...rpFilterFindings(f));
+    if (f.name !== 'vpn-node') continue;
+    if (runs(f, 'masquerade')) findings.push(...masqueradeFindings(input, f));
+    if (runs(f, 'rp-filter')) findings.push(...rpFilterFindings(f));
   }
   for (const f of input.facts) {
-    if (f.name === 'backend-node')
-      findings.push(...returnRouteFindings(input, f), ...rpFilterFindings(f));
+    if (f.name !== 'backend-node') continue;
+    if (runs(f, 'return-route')) findings.push(...returnRouteFindings(input, f));
+    if (runs(f, 'rp-filter')) findings.push(...rpFilterFindings(f));
   }
   if (input.denied !== undefined) findings.push(deniedFinding(input.denied));
   const count = (s: Severity): number => findings.filter((x) => x.severity === s).length;

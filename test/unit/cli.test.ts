@@ -217,3 +217,30 @@ void t.test('analyze: point names that are also names of object properties', (t)
   );
   t.end();
 });
+
+void t.test('doctor on namespaces it cannot open: error findings and exit 4, never "ok"', (t) => {
+  const r = hoptrace(
+    'doctor',
+    '--netns',
+    'vpn=/nonexistent/vpn',
+    '--netns',
+    'vpn-node=/nonexistent/vpn-node',
+    '--netns',
+    'backend-node=/nonexistent/backend-node',
+    '--client',
+    '10.90.0.42',
+    '--json',
+  );
+  t.equal(r.code, 4, r.stderr);
+  const out = JSON.parse(r.stdout) as {
+    findings: { severity: string; check: string; detail: string }[];
+    summary: { errors: number; ok: number };
+  };
+  t.equal(out.summary.ok, 0, 'nothing is ok about a namespace that was not read');
+  t.same(
+    out.findings.map((f) => `${f.severity} ${f.check}`),
+    ['error read', 'error read', 'error read'],
+  );
+  t.ok(out.findings.every((f) => /could not read this namespace/.test(f.detail)));
+  t.end();
+});

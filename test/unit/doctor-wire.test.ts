@@ -48,6 +48,7 @@ const FACTS: NamespaceFacts = {
   ],
   errorCode: '',
   message: '',
+  unread: [],
 };
 
 const ENTRY: ConntrackEntry = {

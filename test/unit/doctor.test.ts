@@ -179,6 +179,7 @@ function facts(name: string, node: string, over: Partial<NamespaceFacts>): Names
     natRules: [],
     errorCode: '',
     message: '',
+    unread: [],
     ...over,
   };
 }
@@ -320,6 +321,65 @@ void t.test('masquerade finding on the VPN node names the rule and the fix', (t)
     /reached POSTROUTING → MASQ\) masquerades every packet from 10\.90\.0\.0\/24 leaving by up0/,
   );
   t.match(m[0]?.fix, /CNI's own configuration/);
+  t.end();
+});
+
+void t.test('a namespace that could not be read is an error, never "ok" about nothing', (t) => {
+  // The namespace file does not exist: nothing was read (the agent lists every part).
+  const gone = {
+    errorCode: 'TARGET_NOT_FOUND',
+    message: 'TARGET_NOT_FOUND: no namespace file /nonexistent',
+    unread: ['addresses', 'rp_filter', 'routes', 'nat'] as NamespaceFacts['unread'],
+  };
+  const all: DoctorInput = {
+    ...input(gone, gone),
+    facts: input(gone, gone).facts.map((f) => (f.name === 'vpn' ? { ...f, ...gone } : f)),
+  };
+  const r = runDoctorChecks(all);
+  t.same(
+    r.findings.filter((f) => f.severity === 'ok'),
+    [],
+    'no ok finding for a namespace that was not read',
+  );
+  const reads = r.findings.filter((f) => f.check === 'read');
+  t.equal(reads.length, 3, 'one read finding per namespace');
+  t.ok(reads.every((f) => f.severity === 'error'));
+  t.match(reads[0]?.detail, /could not read this namespace \(not checked here: masquerade\)/);
+  t.match(reads[1]?.detail, /not checked here: masquerade, rp-filter/);
+  t.match(reads[2]?.detail, /not checked here: return-route, rp-filter\): TARGET_NOT_FOUND/);
+  t.ok(r.summary.errors >= 3, 'errors are counted (doctor exits 4)');
+  t.equal(r.summary.ok, 0);
+
+  // Only the nat table failed on the VPN node: masquerade is not judged there, rp_filter is.
+  const partial = runDoctorChecks(
+    input(
+      {},
+      {
+        errorCode: 'DOCTOR_READ_FAILED',
+        message: 'DOCTOR_READ_FAILED: nat table: iptables-save: not found',
+        unread: ['nat'],
+        rpFilter: [{ iface: 'all', value: 2 }],
+        lookups: [{ to: '10.244.2.5', route: route('10.244.2.5', '', 'up0'), error: '' }],
+      },
+    ),
+  );
+  const vpnNode = partial.findings.filter((f) => f.namespace.startsWith('vpn-node'));
+  t.same(
+    vpnNode.map((f) => `${f.severity} ${f.check}`),
+    ['error read', 'ok rp-filter'],
+    'the nat table is reported unread, the rp_filter check still runs',
+  );
+  t.match(vpnNode[0]?.detail, /could not read nat \(not checked here: masquerade\)/);
+
+  // An older agent's report: an error code and no list of parts — nothing counts as read.
+  const old = runDoctorChecks(
+    input({}, { errorCode: 'DOCTOR_READ_FAILED', message: 'DOCTOR_READ_FAILED: x', unread: [] }),
+  );
+  t.same(
+    old.findings.filter((f) => f.namespace.startsWith('vpn-node')).map((f) => f.check),
+    ['read'],
+    'no check runs on a namespace whose unread parts are not known',
+  );
   t.end();
 });
 
