@@ -6,6 +6,7 @@ import { ERRORS, HoptraceError, isHoptraceError } from '../common/errors';
 import type { Tuple } from '../common/event';
 import { openCaptureFile } from '../offline/pcap-file';
 import { decodeFrame, type DecodedFrame, type DecodeOptions } from '../core/decode/frame';
+import { hostPort } from '../common/endpoint';
 
 export const DECODE_USAGE =
   'usage: hoptrace decode [--json] [--vxlan-port N]... [--geneve-port N]... [--wireguard-port N]... FILE';
@@ -65,7 +66,7 @@ export function parseDecodeArgs(argv: string[]): DecodeArgs {
 
 function endpoint(addr: string, port: number | undefined): string {
   if (port === undefined) return addr;
-  return addr.includes(':') ? `[${addr}]:${port}` : `${addr}:${port}`;
+  return hostPort(addr, port);
 }
 
 function tupleText(t: Tuple): string {

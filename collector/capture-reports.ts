@@ -8,6 +8,7 @@ import { withCaptureHealth, type CaptureHealth } from '../core/report/capture-he
 import { renderReportJson, renderReportMarkdown, type ReportMeta } from '../core/report/report';
 import type { CaptureSession, SessionRecord } from './session';
 import type { CaptureStore } from './store';
+import { hostPort } from '../common/endpoint';
 
 /** A finished capture's analysis and report inputs; capture health is added at each write. */
 export interface FinalReport {
@@ -86,7 +87,7 @@ export function reproduceCommand(r: SessionRecord): string {
   if (r.spec.client !== undefined) args.push('--client', r.spec.client);
   if (r.spec.dst !== undefined) {
     const dst = r.spec.dst.includes(':') ? `[${r.spec.dst}]` : r.spec.dst;
-    args.push('--dst', r.spec.dport === undefined ? dst : `${dst}:${r.spec.dport}`);
+    args.push('--dst', r.spec.dport === undefined ? dst : hostPort(r.spec.dst, r.spec.dport));
   }
   args.push('--timeout', `${r.spec.timeoutMs}ms`);
   return args.join(' ');

@@ -3,6 +3,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { hostPort } from '../common/endpoint';
 
 const REASONS: Record<number, string> = {
   401: 'Unauthorized',
@@ -13,7 +14,7 @@ const REASONS: Record<number, string> = {
 /** `address:port` of the peer, for logs (never the token or any header value). */
 export function remoteOf(req: IncomingMessage): string {
   const s = req.socket;
-  return `${s.remoteAddress ?? '?'}:${s.remotePort ?? 0}`;
+  return hostPort(s.remoteAddress ?? '?', s.remotePort ?? 0);
 }
 
 /** Answers an upgrade request with a plain HTTP status and closes the socket. */

@@ -14,6 +14,7 @@ import type { AgentHub } from './hub-types';
 import { createLogger, type CollectorLogger, type LogLevel } from './logger';
 import { SessionManager, type Clock } from './sessions';
 import { CaptureStore } from './store';
+import { hostPort } from '../common/endpoint';
 
 export interface CollectorOptions {
   host?: string;
@@ -111,7 +112,7 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
     await sessions.close();
     await hub.close();
     throw new HoptraceError('COLLECTOR_LISTEN', e instanceof Error ? e.message : String(e), {
-      where: `${host}:${opts.port ?? 7070}`,
+      where: hostPort(host, opts.port ?? 7070),
       hint: 'pick a free address with --listen HOST:PORT',
     });
   }

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
 import { NsCapture } from '../capture/ns-capture';
+import { hostPort } from '../../common/endpoint';
 
 /** Where and what to test. */
 export interface DeniedTestSpec {
@@ -84,7 +85,7 @@ export async function runDeniedTest(spec: DeniedTestSpec): Promise<DeniedTestRun
         () => undefined,
       );
     }
-    const url = `http://${spec.target.ip}:${spec.target.port}/hoptrace-denied-${randomBytes(4).toString('hex')}`;
+    const url = `http://${hostPort(spec.target.ip, spec.target.port)}/hoptrace-denied-${randomBytes(4).toString('hex')}`;
     const answered = await curl(spec.clientNetns, spec.source, url, spec.timeoutMs ?? 2000);
     // Late packets (retransmitted SYNs, ICMP) get a moment to be delivered.
     await new Promise((r) => setTimeout(r, 300));

@@ -22,9 +22,9 @@
 import type { Inventory } from '../../common/inventory';
 import type { ConntrackEntry } from '../../common/wire';
 import type { Endpoint, Journey, MatchKey, PointMatch } from '../correlate/correlate';
-import { endpointKey } from '../correlate/correlate';
 import { hintFor } from './hints';
 import type { Layer } from './layer';
+import { hostPort, tupleText } from '../../common/endpoint';
 
 export type { Layer };
 
@@ -118,7 +118,10 @@ function normalizeInventory(inv: unknown): Inv {
 const nodesOf = (inv: Inv, addr: string): string[] =>
   inv.nodes.filter(([, addrs]) => addrs.includes(addr)).map(([n]) => n);
 
-const fmt = (e: Endpoint): string => `${e.src}:${e.sport} -> ${e.dst}:${e.dport}`;
+/** Points of the VPN pod itself: a path that ends at one of them has no backend point. */
+const VPN_POINTS = new Set(['decap', 'egress']);
+
+const fmt = (e: Endpoint): string => tupleText(e);
 const uniq = (xs: string[]): string[] => [...new Set(xs)];
 
 /** Decide the layer for one journey. Never throws. */
@@ -190,8 +193,11 @@ function attribute(journey: Journey, inv: Inv, opts: AttributeOptions): Verdict 
   const namedBackend = names.indexOf(opts.backendPoint ?? 'backend');
   const bi = namedBackend >= 0 ? namedBackend : pts.length - 1;
   const namedEgress = names.indexOf(opts.egressPoint ?? 'egress');
+  // Never more than was captured: when no point is the backend (none named so, and the last one
+  // is a VPN pod's own point), the verdict speaks of the hops between the points there are.
+  const vpnOnly = namedBackend < 0 && VPN_POINTS.has(names[bi] ?? '');
   let ei = namedEgress >= 0 ? namedEgress : pts.length >= 3 ? 1 : -1;
-  if (ei >= bi || ei === 0) ei = -1;
+  if ((ei >= bi && !(vpnOnly && ei === bi)) || ei === 0) ei = -1;
   const backend = pts[bi];
   const first = pts[0];
   if (backend === undefined || first === undefined || bi === 0) {
@@ -217,7 +223,7 @@ function attribute(journey: Journey, inv: Inv, opts: AttributeOptions): Verdict 
       reason:
         `ambiguous match at ${amb.point}: ${amb.detail}` +
         (amb.candidates.length > 0
-          ? ` (candidates: ${amb.candidates.map(endpointKey).join(', ')})`
+          ? ` (candidates: ${amb.candidates.map(tupleText).join(', ')})`
           : '') +
         '; narrow the request with --dst or capture a single probe request',
     });
@@ -254,6 +260,22 @@ function attribute(journey: Journey, inv: Inv, opts: AttributeOptions): Verdict 
       },
       { pod: pod?.name },
     );
+  }
+
+  if (vpnOnly) {
+    const notCaptured = `the backend was not captured, so nothing is known of the path after ${backend.point} (capture it too: --point backend=…)`;
+    if (!seen(backend)) {
+      const seenAt = path.filter(seen).map((p) => p.point);
+      return verdict('unknown', {
+        reason: `the request was seen at ${seenAt.join(', ') || 'no point'} but not at ${backend.point}; ${notCaptured}`,
+      });
+    }
+    if (backend.observed?.src === (clientAddr ?? client.src)) {
+      return verdict('unknown', {
+        reason: `the source is unchanged from ${first.point} to ${backend.point} (${backend.observed.src}); ${notCaptured}`,
+      });
+    }
+    // The source changed between captured points: that hop is named below, as with a backend.
   }
 
   // 3. Never reached the backend.
@@ -353,7 +375,7 @@ function attribute(journey: Journey, inv: Inv, opts: AttributeOptions): Verdict 
       rw.layer === 'unknown'
         ? hintFor('unknown')
         : hintFor(rw.layer, { clientSrc: clientAddr, node: rw.node, backendNode: ctxBackendNode }),
-    reason: rw.reason,
+    reason: vpnOnly ? `${rw.reason}; the backend was not captured` : rw.reason,
     hop: { from: rw.from.point, to: rw.to.point },
     ...(rw.from.observed !== null ? { before: rw.from.observed } : {}),
     ...(rw.to.observed !== null ? { after: rw.to.observed } : {}),
@@ -479,7 +501,7 @@ function rewriteFinding(
     egressObs !== null &&
     backObs !== null &&
     (egressObs.dst !== backObs.dst || egressObs.dport !== backObs.dport)
-      ? `; the Service hop was DNATed ${egressObs.dst}:${egressObs.dport} -> ${backObs.dst}:${backObs.dport}`
+      ? `; the Service hop was DNATed ${hostPort(egressObs.dst, egressObs.dport)} -> ${hostPort(backObs.dst, backObs.dport)}`
       : '';
   const dnat = dnatText !== '';
   if (inVpn.length > 0 && inBack.length > 0) {

@@ -7,6 +7,7 @@
 import type { ConntrackEntry, ConntrackTuple } from '../../common/wire';
 import type { Layer, Verdict } from './attribute';
 import type { Endpoint } from '../correlate/correlate';
+import { tupleText } from '../../common/endpoint';
 
 /** The namespace role whose SNAT a layer means. */
 const LAYER_ROLE: Partial<Record<Layer, string>> = {
@@ -41,8 +42,6 @@ export function flowTuples(verdict: Pick<Verdict, 'observed' | 'client'>): Connt
   }
   return [...seen.values()];
 }
-
-const tupleText = (t: ConntrackTuple): string => `${t.src}:${t.sport} -> ${t.dst}:${t.dport}`;
 
 /** One line per entry for evidence text: `vpn-node on vpn-node: orig … reply … [SNAT]`. */
 export function entryText(e: ConntrackEntry): string {

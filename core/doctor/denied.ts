@@ -8,6 +8,7 @@
  */
 import type { PacketEvent } from '../../common/event';
 import type { DeniedOutcome } from './checks';
+import { hostPort } from '../../common/endpoint';
 
 const SYN = 0x02;
 const RST = 0x04;
@@ -33,7 +34,7 @@ const isSyn = (e: PacketEvent): boolean => (flags(e) & (SYN | ACK)) === SYN;
 
 /** Classifies the test; never throws. */
 export function classifyDenied(c: DeniedCaptures): DeniedOutcome {
-  const target = `${c.target.ip}:${c.target.port}`;
+  const target = hostPort(c.target.ip, c.target.port);
   const base = { source: c.source, target, node: c.node };
   const syn = c.client.find(
     (e) => isSyn(e) && e.inner?.src === c.source && e.inner.dport === c.target.port,
@@ -83,7 +84,7 @@ export function classifyDenied(c: DeniedCaptures): DeniedOutcome {
     return {
       ...base,
       refusedBy: 'policy-reset',
-      detail: `a RST from ${rst.inner?.src ?? '?'}:${rst.inner?.sport ?? '?'} answered the SYN${arrived === '' ? '' : `; ${arrived}`}`,
+      detail: `a RST from ${rst.inner?.sport === undefined ? (rst.inner?.src ?? '?') : hostPort(rst.inner.src, rst.inner.sport)} answered the SYN${arrived === '' ? '' : `; ${arrived}`}`,
     };
   }
   if (atNode.length === 0) {

@@ -7,6 +7,7 @@ import type { AnalysisResult, PointSummary } from './analyze';
 import type { Layer, Verdict } from '../attribute/attribute';
 import type { CaptureHealth } from './capture-health';
 import type { Endpoint } from '../correlate/correlate';
+import { hostPort, tupleText } from '../../common/endpoint';
 
 /** What produced the report, so a reader can reproduce it. */
 export interface ReportMeta {
@@ -36,8 +37,7 @@ const LAYER_WORDS: Record<Layer, string> = {
 /** `10.90.0.42:40000 -> 10.96.0.10:80` */
 export function formatEndpoint(e: Endpoint | null | undefined): string {
   if (e === null || e === undefined) return '(not seen)';
-  const host = (a: string): string => (a.includes(':') ? `[${a}]` : a);
-  return `${host(e.src)}:${e.sport} -> ${host(e.dst)}:${e.dport}`;
+  return tupleText(e);
 }
 
 function whereText(v: Verdict): string | null {
@@ -178,7 +178,7 @@ function reproduceCommand(meta: ReportMeta): string {
   const sel = meta.selector;
   if (sel?.client !== undefined) args.push('--client', sel.client);
   if (sel?.dst !== undefined)
-    args.push('--dst', sel.dport === undefined ? sel.dst : `${sel.dst}:${sel.dport}`);
+    args.push('--dst', sel.dport === undefined ? sel.dst : hostPort(sel.dst, sel.dport));
   return args.join(' ');
 }
 

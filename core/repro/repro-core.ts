@@ -15,6 +15,7 @@ import type { Layer } from '../attribute/attribute';
 import { lossPhrase } from '../report/capture-health';
 import { isIP } from '../../common/cidr';
 import type { Hello } from '../../common/wire';
+import { hostPort } from '../../common/endpoint';
 
 /**
  * Which namespaces are the VPN workload. `netns`: a glob (`*`, `?`) on the namespace file's base
@@ -460,7 +461,7 @@ function judgeProbe(input: ProbeInput, row: TimelineRow): TimelineRow {
       return {
         ...row,
         verdict: 'failed-to-connect',
-        detail: `nothing from ${client}:${probe.sport} reached ${first.name} (${probe.error ?? 'no answer'})`,
+        detail: `nothing from ${hostPort(client, probe.sport)} reached ${first.name} (${probe.error ?? 'no answer'})`,
       };
     return {
       ...row,

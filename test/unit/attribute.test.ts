@@ -372,6 +372,48 @@ const ROWS: Row[] = [
     backendSrc: ADDR.vpnNodeUplink,
     secondary: ['kube-proxy'],
   },
+  {
+    name: 'no backend point: unchanged from decap to egress is unknown, never preserved',
+    points: [
+      pt('decap', exchange('decap', DIRECT)),
+      pt('egress', exchange('egress', DIRECT, { at: 1n })),
+    ],
+    layer: 'unknown',
+    between: null,
+    backendSrc: null,
+    reason:
+      /^the source is unchanged from decap to egress \(10\.90\.0\.42\); the backend was not captured, so nothing is known of the path after egress/,
+  },
+  {
+    name: "no backend point: the VPN pod's own rewrite is still named (a hop between captured points)",
+    points: [
+      pt('decap', exchange('decap', DIRECT)),
+      pt('egress', exchange('egress', from(ADDR.vpnPod), { at: 1n })),
+    ],
+    layer: 'vpn-pod',
+    between: ['decap', 'egress'],
+    backendSrc: null,
+    node: 'vpn-node',
+    reason: /inside the VPN pod.*; the backend was not captured$/,
+  },
+  {
+    name: 'no backend point: not seen at egress is unknown, never dropped',
+    points: [
+      pt('decap', exchange('decap', DIRECT, { phase: 'syn-only' })),
+      pt(
+        'egress',
+        exchange(
+          'egress',
+          { src: '10.244.1.77', sport: 999, dst: ADDR.backendPod, dport: 8080 },
+          { isn: 7, tsVal: 1, ipId: 1, phase: 'syn-only' },
+        ),
+      ),
+    ],
+    layer: 'unknown',
+    between: null,
+    backendSrc: null,
+    reason: /^the request was seen at decap but not at egress; the backend was not captured/,
+  },
 ];
 
 for (const row of ROWS) {
