@@ -34,7 +34,7 @@ RUN npm run build \
 # (`ip -j addr` inside namespaces), conntrack and iptables for the evidence and doctor checks.
 FROM node:20-bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libpcap0.8 util-linux iproute2 conntrack iptables \
+ && apt-get install -y --no-install-recommends libpcap0.8 util-linux iproute2 conntrack iptables nftables \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=build /src/package.json ./

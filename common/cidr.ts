@@ -32,6 +32,16 @@ export function parseCidr4(text: string): Range4 | null {
   return { first, last: first + size - 1, text };
 }
 
+/** A CIDR (parseCidr4) or an address range `a-b` (nft prints set intervals so); null otherwise. */
+export function parseRange4(text: string): Range4 | null {
+  const dash = text.indexOf('-');
+  if (dash < 0) return parseCidr4(text);
+  const a = parseCidr4(text.slice(0, dash));
+  const b = parseCidr4(text.slice(dash + 1));
+  if (a === null || b === null || b.last < a.first) return null;
+  return { first: a.first, last: b.last, text };
+}
+
 /** `outer` contains all of `inner`. */
 export function covers(outer: Range4, inner: Range4): boolean {
   return outer.first <= inner.first && inner.last <= outer.last;

@@ -186,7 +186,7 @@ export interface NamespaceFacts {
 }
 
 /** The parts of a namespace's facts, each read by one command. */
-export const FACT_PARTS = ['addresses', 'rp_filter', 'routes', 'nat'] as const;
+export const FACT_PARTS = ['addresses', 'rp_filter', 'routes', 'nat', 'nft'] as const;
 export type FactPart = (typeof FACT_PARTS)[number];
 
 /** Agent -> collector: the facts for one DoctorRequest. */

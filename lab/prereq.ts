@@ -9,6 +9,7 @@ import { HoptraceError } from '../common/errors';
 export const LAB_TOOLS: readonly { tool: string; pkg: string }[] = [
   { tool: 'ip', pkg: 'iproute2' },
   { tool: 'iptables', pkg: 'iptables' },
+  { tool: 'nft', pkg: 'nftables' },
   { tool: 'tcpdump', pkg: 'tcpdump' },
   { tool: 'socat', pkg: 'socat' },
   { tool: 'nsenter', pkg: 'util-linux' },

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 declare -A NEED_CMD=(
   [ip]=iproute2
   [iptables]=iptables
+  [nft]=nftables
   [conntrack]=conntrack
   [tcpdump]=tcpdump
   [socat]=socat

@@ -17,7 +17,8 @@ import type {
 import { namespaceAddresses, type NetnsScope } from '../netns/addresses';
 import { resolveTarget } from '../netns/resolve';
 import { matchFlow, parseConntrackOutput } from '../../core/doctor/conntrack';
-import { parseIptablesSave } from '../../core/doctor/iptables-save';
+import { asLegacy, parseIptablesSave } from '../../core/doctor/iptables-save';
+import { parseNftRuleset } from '../../core/doctor/nft';
 import { parseIpRouteJson } from '../../core/doctor/routes';
 import { parseSysctlOutput, rpFilterValues } from '../../core/doctor/sysctl';
 
@@ -38,6 +39,20 @@ function runIn(netns: string | undefined, file: string, args: string[]): Promise
       else reject(new Error(`${file} ${args.join(' ')}: ${stderr.trim() || err.message}`));
     });
   });
+}
+
+/** Like runIn; null when `file` is not installed (ENOENT), so an optional tool is skipped. */
+async function runIfInstalled(
+  netns: string | undefined,
+  file: string,
+  args: string[],
+): Promise<string | null> {
+  try {
+    return await runIn(netns, file, args);
+  } catch (e) {
+    if (e instanceof Error && /ENOENT|No such file|not found/i.test(e.message)) return null;
+    throw e;
+  }
 }
 
 /** The namespace file a DoctorTarget names ('' = the node's namespace). */
@@ -119,8 +134,20 @@ export async function readNamespaceFacts(
   }
   await attempt('nat', 'nat table', async () => {
     const saved = parseIptablesSave(await runIn(netns, 'iptables-save', ['-t', 'nat']));
-    facts.natChains = saved.chains;
-    facts.natRules = saved.rules;
+    facts.natChains.push(...saved.chains);
+    facts.natRules.push(...saved.rules);
+    // The other iptables backend's table is a table of its own that sees every packet too.
+    const legacy = await runIfInstalled(netns, 'iptables-legacy-save', ['-t', 'nat']);
+    if (legacy !== null && !/\(nf_tables\)/.test(legacy)) {
+      const t = asLegacy(parseIptablesSave(legacy));
+      facts.natChains.push(...t.chains);
+      facts.natRules.push(...t.rules);
+    }
+  });
+  await attempt('nft', 'native nftables (nft -j list ruleset)', async () => {
+    const nat = parseNftRuleset(await runIn(netns, 'nft', ['-j', 'list', 'ruleset']));
+    facts.natChains.push(...nat.chains);
+    facts.natRules.push(...nat.rules);
   });
   if (problems.length > 0) {
     facts.errorCode = 'DOCTOR_READ_FAILED';

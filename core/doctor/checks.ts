@@ -6,7 +6,9 @@
  */
 import { inCidr, parseCidr4, slash16 } from '../../common/cidr';
 import { FACT_PARTS, type FactPart, type NamespaceFacts, type RouteEntry } from '../../common/wire';
+import { LEGACY_PREFIX } from './iptables-save';
 import { findTunnelMasquerade } from './nat';
+import { NFT_ENTRY } from './nft';
 
 export type Severity = 'error' | 'warning' | 'ok';
 
@@ -71,10 +73,11 @@ export function unreadParts(f: NamespaceFacts): Set<FactPart> {
 }
 
 /** What each check reads, in the words the read finding uses. */
-const CHECK_NEEDS: Record<'masquerade' | 'rp-filter' | 'return-route', FactPart> = {
-  masquerade: 'nat',
-  'rp-filter': 'rp_filter',
-  'return-route': 'routes',
+const CHECK_NEEDS: Record<'masquerade' | 'rp-filter' | 'return-route', FactPart[]> = {
+  // iptables (both backends) and native nftables: a masquerade in either is a masquerade.
+  masquerade: ['nat', 'nft'],
+  'rp-filter': ['rp_filter'],
+  'return-route': ['routes'],
 };
 
 /** The checks a role runs on its namespace (doctor's path order). */
@@ -89,7 +92,9 @@ const ROLE_CHECKS: Record<string, (keyof typeof CHECK_NEEDS)[]> = {
  * checks that therefore did not run there (they say nothing, rather than "ok" about nothing).
  */
 function readFinding(f: NamespaceFacts, unread: Set<FactPart>): Finding {
-  const skipped = (ROLE_CHECKS[f.name] ?? []).filter((c) => unread.has(CHECK_NEEDS[c]));
+  const skipped = (ROLE_CHECKS[f.name] ?? []).filter((c) =>
+    CHECK_NEEDS[c].some((p) => unread.has(p)),
+  );
   const parts = FACT_PARTS.filter((p) => unread.has(p));
   const notRun =
     skipped.length === 0
@@ -294,6 +299,21 @@ function returnRouteFindings(input: DoctorInput, f: NamespaceFacts): Finding[] {
   ];
 }
 
+/** Which backend holds the nat rules read: `nat rules read: iptables 4, iptables-legacy 0, nftables 3`. */
+function natRulesText(f: NamespaceFacts): string {
+  let iptables = 0;
+  let legacy = 0;
+  let nft = 0;
+  for (const r of f.natRules) {
+    if (r.chain === NFT_ENTRY) continue;
+    if (r.chain.startsWith(LEGACY_PREFIX)) legacy++;
+    else if (r.chain.includes(' '))
+      nft++; // native nft chains are `FAMILY TABLE CHAIN`
+    else iptables++;
+  }
+  return `nat rules read: iptables ${iptables}, iptables-legacy ${legacy}, nftables ${nft}`;
+}
+
 function masqueradeFindings(input: DoctorInput, f: NamespaceFacts): Finding[] {
   const lookup = input.dst === undefined ? undefined : f.lookups.find((l) => l.to === input.dst);
   const egress = lookup?.route?.dev;
@@ -313,7 +333,7 @@ function masqueradeFindings(input: DoctorInput, f: NamespaceFacts): Finding[] {
         check: 'masquerade',
         node: f.node,
         namespace: where(f),
-        subject: `nat POSTROUTING (${f.natRules.length} rules)`,
+        subject: natRulesText(f),
         detail: `no MASQUERADE/SNAT rule applies to sources in ${input.tunnelRange}${egress === undefined ? '' : ` leaving by ${egress}`}`,
         fix: '',
       },
@@ -373,7 +393,7 @@ export function runDoctorChecks(input: DoctorInput): DoctorResult {
   for (const [f, parts] of unread) if (parts.size > 0) findings.push(readFinding(f, parts));
   // Only checks whose facts were read: a part not read is reported above, never judged "ok".
   const runs = (f: NamespaceFacts, check: keyof typeof CHECK_NEEDS): boolean =>
-    !(unread.get(f)?.has(CHECK_NEEDS[check]) ?? false);
+    !CHECK_NEEDS[check].some((p) => unread.get(f)?.has(p) ?? false);
   for (const f of input.facts)
     if (f.name === 'vpn' && runs(f, 'masquerade')) findings.push(...masqueradeFindings(input, f));
   for (const f of input.facts) {

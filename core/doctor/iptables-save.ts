@@ -62,3 +62,27 @@ export function parseIptablesSave(text: string, table = 'nat'): SavedTable {
   }
   return out;
 }
+
+/** The prefix of iptables-legacy's chains when both backends are read (LEGACY_ENTRY is its POSTROUTING). */
+export const LEGACY_PREFIX = 'legacy ';
+export const LEGACY_ENTRY = `${LEGACY_PREFIX}POSTROUTING`;
+
+/**
+ * An iptables-legacy table beside the nf_tables one: its chains renamed `legacy NAME` (jumps
+ * too), so the masquerade walk follows both, each from its own POSTROUTING. Both backends' nat
+ * tables see every packet: a rule in either one masquerades it.
+ */
+export function asLegacy(t: SavedTable): SavedTable {
+  const own = new Set([...t.chains, ...t.rules.map((r) => r.chain)]);
+  const rename = (c: string): string => (own.has(c) ? `${LEGACY_PREFIX}${c}` : c);
+  return {
+    chains: t.chains.map(rename),
+    rules: t.rules.map((r) => {
+      const args = [...r.args];
+      const j = args.findIndex((a) => a === '-j' || a === '--jump' || a === '-g' || a === '--goto');
+      const target = args[j + 1];
+      if (j >= 0 && target !== undefined) args[j + 1] = rename(target);
+      return { chain: rename(r.chain), args, text: `(legacy) ${r.text}` };
+    }),
+  };
+}

@@ -5,7 +5,9 @@
  * cannot decide from addresses alone (marks, ipsets, ports) are kept as conditions, so a rule that
  * only applies to marked packets is a warning, not an error.
  */
-import { covers, overlaps, parseCidr4, type Range4 } from '../../common/cidr';
+import { covers, overlaps, parseCidr4, parseRange4, type Range4 } from '../../common/cidr';
+import { LEGACY_ENTRY } from './iptables-save';
+import { NFT_ENTRY } from './nft';
 import type { NatRule } from '../../common/wire';
 
 /** What the packet is known to look like when it reaches POSTROUTING. */
@@ -35,12 +37,13 @@ function ifaceMatches(pattern: string, iface: string): boolean {
   return pattern.endsWith('+') ? iface.startsWith(pattern.slice(0, -1)) : pattern === iface;
 }
 
+/** `value`: one CIDR, or a comma list of CIDRs and `a-b` ranges (iptables lists, nft sets). */
 function addrMatch(neg: boolean, value: string, known: Range4 | null, what: string): Match {
-  const r = parseCidr4(value);
-  if (r === null || known === null)
+  const ranges = value.split(',').map(parseRange4);
+  if (ranges.some((r) => r === null) || known === null)
     return { never: false, conds: [`${neg ? '! ' : ''}${what} ${value}`] };
-  const inside = covers(r, known);
-  const touches = overlaps(r, known);
+  const inside = ranges.some((r) => r !== null && covers(r, known));
+  const touches = ranges.some((r) => r !== null && overlaps(r, known));
   if (!neg) {
     if (inside) return { never: false, conds: [] };
     return touches ? { never: false, conds: [`${what} ${value}`] } : NEVER;
@@ -108,6 +111,16 @@ function evaluate(rule: NatRule, ctx: NatContext): { match: Match; target: strin
       case '--comment':
         i++;
         break;
+      case '--never':
+        // A native nft match the IPv4 request cannot meet (ip6 header, nfproto ipv6).
+        m = NEVER;
+        i++;
+        break;
+      case '--nft':
+        // A native nft match the walk cannot decide (core/doctor/nft.ts): a condition as written.
+        m = { never: false, conds: [`${neg ? '! ' : ''}${val}`] };
+        i++;
+        break;
       default: {
         // A module option (--mark, --match-set, --dport, --dst-type …): keep it as a condition.
         const vals: string[] = [];
@@ -165,6 +178,9 @@ export function findTunnelMasquerade(
     }
     return false;
   };
-  walk('POSTROUTING', [], ['POSTROUTING']);
+  // Each backend's nat table sees the packet from its own entry: iptables (nf_tables), then
+  // iptables-legacy and native nftables when they were read.
+  for (const entry of ['POSTROUTING', LEGACY_ENTRY, NFT_ENTRY])
+    if (entry === 'POSTROUTING' || byChain.has(entry)) walk(entry, [], [entry]);
   return hits;
 }

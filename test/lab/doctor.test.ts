@@ -1,6 +1,8 @@
 // `hoptrace doctor` against real misconfigured labs (root, never skipped): each scenario's
 // namespaces are built with lab/topology.ts, checked in local mode, and torn down in `finally`.
 // Also the denied-source test (policy drop vs missing route) with live captures.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { runLocalDoctor } from '../../cli/doctor';
@@ -156,6 +158,104 @@ if (missing.length > 0) {
     t.equal(r.summary.errors, 0);
     const w = of(r, 'return-route', 'warning');
     t.match(w[0]?.detail, /10\.244\.1\.10, a pod address \(the VPN pod's\)/);
+  });
+
+  /** Loads an nft ruleset into namespace `ns` (native nftables: invisible to iptables-save). */
+  const nftLoad = async (lab: Netns, ns: string, ruleset: string): Promise<void> => {
+    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-nft-'));
+    try {
+      writeFileSync(join(dir, 'rules.nft'), ruleset);
+      await lab.exec(ns, 'nft', ['-f', join(dir, 'rules.nft')]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  // The CNI's masquerade as native nft (Calico and Cilium can write nft), and kube-proxy's
+  // nftables mode: the 0x4000 mark-for-masquerade, then `masquerade fully-random`.
+  const NFT_CNI = (exclude: boolean): string => `
+table inet cni {
+  chain postrouting {
+    type nat hook postrouting priority srcnat; policy accept;
+    ${exclude ? `ip saddr ${ADDR.tunnelCidr} return` : ''}
+    ip saddr ${ADDR.tunnelCidr} oifname "up0" counter masquerade
+  }
+}
+table ip kube-proxy {
+  chain nat-postrouting {
+    type nat hook postrouting priority 110; policy accept;
+    jump masquerading
+  }
+  chain masquerading {
+    meta mark & 0x00004000 == 0 return
+    meta mark set meta mark ^ 0x00004000
+    masquerade fully-random
+  }
+}
+`;
+
+  void t.test('native nftables: a masquerade iptables-save cannot see is found', async (t) => {
+    const r = await doctorLab('preserve', (lab) => nftLoad(lab, NS.vpnNode, NFT_CNI(false)));
+    const e = of(r, 'masquerade', 'error').filter((f) => f.namespace.startsWith('vpn-node'));
+    t.equal(e.length, 1, JSON.stringify(r.findings, null, 1));
+    t.match(
+      e[0]?.subject,
+      /inet cni postrouting: ip saddr 10\.90\.0\.0\/24 meta oifname up0 masquerade/,
+    );
+    t.match(
+      e[0]?.detail,
+      /reached nftables postrouting → inet cni postrouting\) masquerades every packet/,
+    );
+    t.same(
+      of(r, 'masquerade', 'warning').filter((f) => f.namespace.startsWith('vpn-node')),
+      [],
+      "kube-proxy's chain (priority 110) never sees a packet the CNI's (srcnat, 100) masqueraded",
+    );
+  });
+
+  void t.test(
+    'native nftables: the tunnel range excluded before the masquerade is ok',
+    async (t) => {
+      const r = await doctorLab('preserve', (lab) => nftLoad(lab, NS.vpnNode, NFT_CNI(true)));
+      t.same(
+        of(r, 'masquerade', 'error'),
+        [],
+        'the return before the masquerade excludes the tunnel range',
+      );
+      const ok = of(r, 'masquerade', 'ok').find((f) => f.namespace.startsWith('vpn-node'));
+      t.equal(ok, undefined, "kube-proxy's marked masquerade stays a warning, so no ok either");
+      const w = of(r, 'masquerade', 'warning').filter((f) => f.namespace.startsWith('vpn-node'));
+      t.equal(w.length, 1, "kube-proxy's mark-for-masquerade is a warning with its condition");
+      t.match(w[0]?.subject, /ip kube-proxy masquerading: masquerade fully-random/);
+      t.match(w[0]?.detail, /masquerades packets when not \(meta mark & 0x4000 == 0\)/);
+      t.match(
+        w[0]?.detail,
+        /reached nftables postrouting → ip kube-proxy nat-postrouting → ip kube-proxy masquerading/,
+      );
+      const vpn = of(r, 'masquerade', 'ok').find((f) => f.namespace.startsWith('vpn '));
+      t.match(vpn?.subject, /^nat rules read: iptables \d+, iptables-legacy 0, nftables 0$/);
+    },
+  );
+
+  void t.test('iptables-legacy: a masquerade only the legacy backend holds is found', async (t) => {
+    const r = await doctorLab('preserve', async (lab) => {
+      await lab.exec(NS.vpnNode, 'iptables-legacy', [
+        '-w',
+        '-t',
+        'nat',
+        '-A',
+        'POSTROUTING',
+        '-s',
+        ADDR.tunnelCidr,
+        '-o',
+        'up0',
+        '-j',
+        'MASQUERADE',
+      ]);
+    });
+    const e = of(r, 'masquerade', 'error').filter((f) => f.namespace.startsWith('vpn-node'));
+    t.equal(e.length, 1, JSON.stringify(r.findings, null, 1));
+    t.match(e[0]?.subject, /^\(legacy\) -A POSTROUTING -s 10\.90\.0\.0\/24 -o up0 -j MASQUERADE$/);
+    t.match(e[0]?.detail, /reached legacy POSTROUTING\)/);
   });
 
   const addDenied = async (lab: Netns): Promise<void> => {

@@ -1,7 +1,10 @@
 // Path checks, pure: sysctl / ip -j route / iptables-save parsers on fixtures, the masquerade walk,
 // and the findings (core/doctor/checks.ts) for each misconfiguration the seed warns about.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import t from 'tap';
-import { parseIptablesSave, tokenizeRule } from '../../core/doctor/iptables-save';
+import { asLegacy, parseIptablesSave, tokenizeRule } from '../../core/doctor/iptables-save';
+import { NFT_ENTRY, parseNftRuleset } from '../../core/doctor/nft';
 import { parseIpRouteJson } from '../../core/doctor/routes';
 import { effectiveRpFilter, parseSysctlOutput, rpFilterValues } from '../../core/doctor/sysctl';
 import { classifyDenied } from '../../core/doctor/denied';
@@ -329,7 +332,7 @@ void t.test('a namespace that could not be read is an error, never "ok" about no
   const gone = {
     errorCode: 'TARGET_NOT_FOUND',
     message: 'TARGET_NOT_FOUND: no namespace file /nonexistent',
-    unread: ['addresses', 'rp_filter', 'routes', 'nat'] as NamespaceFacts['unread'],
+    unread: ['addresses', 'rp_filter', 'routes', 'nat', 'nft'] as NamespaceFacts['unread'],
   };
   const all: DoctorInput = {
     ...input(gone, gone),
@@ -454,5 +457,173 @@ void t.test('denied source: policy drop, reset, ICMP, missing route, allowed', (
     'allowed',
   );
   t.equal(classifyDenied({ ...base, client: [], backendNode: [] }).refusedBy, 'inconclusive');
+  t.end();
+});
+
+void t.test('native nftables: nft -j list ruleset walked like iptables rules', (t) => {
+  // Real output of nft 1.0.6 for test/unit/data/nft-ruleset.nft.
+  const json = readFileSync(
+    join(__dirname, '..', '..', '..', 'test', 'unit', 'data', 'nft-ruleset.json'),
+    'utf8',
+  );
+  const nat = parseNftRuleset(json);
+  t.same(
+    nat.rules.filter((r) => r.chain === NFT_ENTRY).map((r) => r.args),
+    [
+      ['-j', 'ip kube-proxy nat-postrouting'],
+      ['-j', 'inet cni post'],
+    ],
+    'every postrouting nat base chain, by priority (100, then 110)',
+  );
+  const ctx = { tunnelRange: '10.90.0.0/24', dst: '10.244.2.5', egressIface: 'up0' };
+  const hits = findTunnelMasquerade(nat.rules, nat.chains, ctx);
+  t.same(
+    hits.map((h) => [h.rule.text, h.path.join(' → '), h.conditions]),
+    [
+      [
+        'ip kube-proxy masquerading: masquerade fully-random',
+        'nftables postrouting → ip kube-proxy nat-postrouting → ip kube-proxy masquerading',
+        ['not (meta mark & 0x4000 == 0)'],
+      ],
+      [
+        'inet cni post: ip saddr 10.90.0.0/24 ip daddr != @excl meta oifname up0 masquerade',
+        'nftables postrouting → inet cni post',
+        [],
+      ],
+    ],
+    "kube-proxy's marked masquerade is conditional; the CNI's applies (10.244.2.5 is not in @excl)",
+  );
+  t.same(
+    findTunnelMasquerade(nat.rules, nat.chains, { ...ctx, dst: '10.96.0.10' }).map(
+      (h) => h.rule.text,
+    ),
+    ['ip kube-proxy masquerading: masquerade fully-random'],
+    'a destination in the named set @excl is not masqueraded by the CNI rule',
+  );
+  t.same(
+    findTunnelMasquerade(nat.rules, nat.chains, { ...ctx, egressIface: 'eth9' }).length,
+    1,
+    'oifname up0 does not match a packet leaving by eth9',
+  );
+  t.throws(() => parseNftRuleset('{"x": 1}'), /not the output of nft -j list ruleset/);
+  t.throws(() => parseNftRuleset('garbage'));
+  t.end();
+});
+
+void t.test('iptables-legacy beside nf_tables: both POSTROUTINGs are walked', (t) => {
+  const nft = parseIptablesSave(
+    '*nat\n:POSTROUTING ACCEPT [0:0]\n-A POSTROUTING -s 10.99.0.0/16 -j MASQUERADE\nCOMMIT\n',
+  );
+  const legacy = asLegacy(
+    parseIptablesSave(
+      '*nat\n:POSTROUTING ACCEPT [0:0]\n:MASQ - [0:0]\n-A POSTROUTING -o up0 -j MASQ\n-A MASQ -s 10.90.0.0/24 -j MASQUERADE\nCOMMIT\n',
+    ),
+  );
+  t.same(legacy.chains, ['legacy POSTROUTING', 'legacy MASQ']);
+  const hits = findTunnelMasquerade(
+    [...nft.rules, ...legacy.rules],
+    [...nft.chains, ...legacy.chains],
+    {
+      tunnelRange: '10.90.0.0/24',
+      egressIface: 'up0',
+    },
+  );
+  t.same(
+    hits.map((h) => [h.rule.text, h.path.join(' → ')]),
+    [['(legacy) -A MASQ -s 10.90.0.0/24 -j MASQUERADE', 'legacy POSTROUTING → legacy MASQ']],
+  );
+  const r = runDoctorChecks(
+    input(
+      {},
+      {
+        natRules: [...nft.rules, ...legacy.rules],
+        natChains: [...nft.chains, ...legacy.chains],
+        lookups: [
+          { to: '10.244.2.5', route: route('10.244.2.5', '192.168.50.2', 'up0'), error: '' },
+        ],
+      },
+    ),
+  );
+  t.ok(
+    r.findings.some(
+      (f) => f.check === 'masquerade' && f.severity === 'error' && f.subject.startsWith('(legacy)'),
+    ),
+  );
+  const ok = runDoctorChecks(input({}, { natRules: nft.rules, natChains: nft.chains }));
+  t.match(
+    ok.findings.find((f) => f.check === 'masquerade' && f.namespace.startsWith('vpn-node'))
+      ?.subject,
+    /^nat rules read: iptables 1, iptables-legacy 0, nftables 0$/,
+    'the ok finding says which backends held how many rules',
+  );
+  t.end();
+});
+
+void t.test('nft not readable: the masquerade check does not run, the read is an error', (t) => {
+  const r = runDoctorChecks(
+    input(
+      {},
+      {
+        errorCode: 'DOCTOR_READ_FAILED',
+        message: 'DOCTOR_READ_FAILED: native nftables (nft -j list ruleset): nft: not found',
+        unread: ['nft'],
+      },
+    ),
+  );
+  const vpnNode = r.findings.filter((f) => f.namespace.startsWith('vpn-node'));
+  t.same(
+    vpnNode.map((f) => `${f.severity} ${f.check}`),
+    ['error read'],
+  );
+  t.match(vpnNode[0]?.detail, /could not read nft \(not checked here: masquerade\)/);
+  t.end();
+});
+
+void t.test('native nftables: an inet table’s IPv6 rules never match the IPv4 request', (t) => {
+  const json = JSON.stringify({
+    nftables: [
+      {
+        chain: {
+          family: 'inet',
+          table: 'cni',
+          name: 'post',
+          type: 'nat',
+          hook: 'postrouting',
+          prio: 100,
+        },
+      },
+      {
+        rule: {
+          family: 'inet',
+          table: 'cni',
+          chain: 'post',
+          expr: [
+            {
+              match: {
+                op: '==',
+                left: { payload: { protocol: 'ip6', field: 'saddr' } },
+                right: { prefix: { addr: 'fd00::', len: 8 } },
+              },
+            },
+            { masquerade: null },
+          ],
+        },
+      },
+      {
+        rule: {
+          family: 'inet',
+          table: 'cni',
+          chain: 'post',
+          expr: [
+            { match: { op: '==', left: { meta: { key: 'nfproto' } }, right: 'ipv6' } },
+            { masquerade: null },
+          ],
+        },
+      },
+      { rule: { family: 'ip6', table: 'x', chain: 'post', expr: [{ masquerade: null }] } },
+    ],
+  });
+  const nat = parseNftRuleset(json);
+  t.same(findTunnelMasquerade(nat.rules, nat.chains, { tunnelRange: '10.90.0.0/24' }), []);
   t.end();
 });
