@@ -6,7 +6,7 @@ import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
 import { parseCommandLine } from './args';
 
-const USAGE =
+export const USAGE =
   'hoptrace agent --collector ws://HOST:PORT/v1/agents [--node NAME] [--agent-id ID] [--token-file FILE] [--ca FILE] [--node-netns PATH] [--netns-glob GLOB] [--no-proc-scan] [--refresh-ms N] [--spool N] [--log-level LEVEL]';
 
 /** The agent options from the command line and the environment. */

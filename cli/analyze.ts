@@ -19,7 +19,7 @@ import {
 
 export { analyzeFiles, type AnalyzeFilesInput, type PointFile, type RequestSelector };
 
-const USAGE =
+export const USAGE =
   'hoptrace analyze --point NAME=FILE [--point NAME=FILE]... [--drops NAME=N]... [--inventory inv.json] [--client IP] [--dst IP[:PORT]] [--json] [--report-dir DIR]';
 
 /** Parses `NAME=FILE`. */

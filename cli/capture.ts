@@ -16,8 +16,9 @@ import { isValidTarget, parsePodTarget, type CaptureView, type PointSpec } from 
 import { parseDstArg } from './analyze';
 import { parseCommandLine } from './args';
 import { CollectorClient } from './collector-client';
+import { EXIT } from './exit-codes';
 
-const USAGE =
+export const USAGE =
   'hoptrace capture --collector URL --point NAME=[NODE/]TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] [--inventory FILE] [--json] [--token-file FILE]';
 
 const FINAL = new Set(['resolved', 'timeout', 'cancelled', 'failed']);
@@ -213,5 +214,5 @@ export async function runCapture(
       );
     }
   }
-  return view.state === 'resolved' ? 0 : 3;
+  return view.state === 'resolved' ? EXIT.ok : EXIT.inconclusive;
 }

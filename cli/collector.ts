@@ -15,7 +15,7 @@ import {
 import { parseCommandLine } from './args';
 import { parseDuration } from './capture';
 
-const USAGE =
+export const USAGE =
   'hoptrace collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--api-token-file FILE] [--tls-cert FILE --tls-key FILE] [--log-level LEVEL] [--kubernetes | --kubeconfig FILE] [--kubernetes-interval 10s]';
 
 /** `HOST:PORT`, `[IPv6]:PORT` or `:PORT` (all interfaces of 127.0.0.1 by default). */

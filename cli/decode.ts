@@ -7,6 +7,7 @@ import type { Tuple } from '../common/event';
 import { openCaptureFile } from '../offline/pcap-file';
 import { decodeFrame, type DecodedFrame, type DecodeOptions } from '../core/decode/frame';
 import { hostPort } from '../common/endpoint';
+import { EXIT } from './exit-codes';
 
 export const DECODE_USAGE =
   'usage: hoptrace decode [--json] [--vxlan-port N]... [--geneve-port N]... [--wireguard-port N]... FILE';
@@ -149,24 +150,25 @@ function report(e: unknown): void {
   }
 }
 
-/** Runs `hoptrace decode`; returns the exit code (0 ok, 1 unreadable file, 2 bad usage). */
+/** Runs `hoptrace decode`; returns the exit code (cli/exit-codes.ts: ok, error, usage). */
 export function runDecode(argv: string[], out: (line: string) => void): number {
   let args: DecodeArgs;
   try {
     args = parseDecodeArgs(argv);
   } catch (e) {
     report(e);
-    return 2;
+    return EXIT.usage;
   }
   try {
+    // `-`: standard input (a pipe from tcpdump -w -, or a file redirected in).
     const reader = openCaptureFile(args.file);
     for (const f of reader.frames()) {
       const d = decodeFrame(f.linktype, f.data, args.opts);
       out(args.json ? frameJSON(f.index, d) : formatFrameLine(f.index, d));
     }
-    return 0;
+    return EXIT.ok;
   } catch (e) {
     report(e);
-    return 1;
+    return EXIT.error;
   }
 }

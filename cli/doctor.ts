@@ -22,8 +22,9 @@ import {
 } from '../core/doctor/checks';
 import { parseCommandLine } from './args';
 import { CollectorClient } from './collector-client';
+import { EXIT } from './exit-codes';
 
-const USAGE =
+export const USAGE =
   'hoptrace doctor --collector URL --vpn POD_IP|NODE/PATH --backend POD_IP|NODE/PATH [--token-file F] [--tunnel-range CIDR] [--client IP] [--dst IP] [--json]\n       hoptrace doctor --netns vpn=PATH --netns vpn-node=PATH --netns backend-node=PATH [--netns backend=PATH] [--netns client=PATH] [--tunnel-range 10.90.0.0/24] [--client IP] [--dst IP] [--pod-cidr CIDR]... [--denied-source IP --target IP:PORT] [--known-netns GLOB] [--json]';
 
 const ROLES = ['vpn', 'vpn-node', 'backend-node', 'backend', 'client'] as const;
@@ -186,7 +187,7 @@ export async function runDoctor(argv: string[], out: (line: string) => void): Pr
     out(
       values.json === true ? JSON.stringify(result, null, 2) : renderDoctorText(result).trimEnd(),
     );
-    return result.summary.errors > 0 ? 4 : 0;
+    return result.summary.errors > 0 ? EXIT.findings : EXIT.ok;
   }
   const netns = parseNetnsArgs(values.netns ?? []);
   if (
@@ -223,7 +224,7 @@ export async function runDoctor(argv: string[], out: (line: string) => void): Pr
         : { source: deniedSource, target: parseTarget(target) },
   });
   out(values.json === true ? JSON.stringify(result, null, 2) : renderDoctorText(result).trimEnd());
-  return result.summary.errors > 0 ? 4 : 0;
+  return result.summary.errors > 0 ? EXIT.findings : EXIT.ok;
 }
 
 /** Collector mode: POST /v1/doctor; the agents read the namespaces. */

@@ -1,5 +1,8 @@
 /** `hoptrace <command> …`: parse the command name, hand over, turn errors into clear messages. */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { isHoptraceError } from '../common/errors';
+import { EXIT } from './exit-codes';
 
 const USAGE = `usage: hoptrace <command> [options]
 
@@ -20,42 +23,101 @@ commands:
       check the path for a preserved client address: rp_filter, return route, masquerade, denied source
   repro --lab [--only NAME,...]
   repro --collector URL --vpn-workload NS/LABELSELECTOR --backend TARGET:IFACE [--delete-after N] [--interval 1s] [--count 20]
-      probe while the VPN pod is deleted and rescheduled; per-probe timeline (cluster form: not yet)
-  help
-      this text
+      probe while the VPN pod is deleted and rescheduled; per-probe timeline
+  help, <command> --help
+      this text, or one command's usage
+  --version
+      the version of hoptrace
 `;
 
 type Runner = (argv: string[], out: (line: string) => void) => number | Promise<number>;
+interface Command {
+  run: Runner;
+  usage: string;
+}
 
 // Each command's module is loaded only when it runs: the agent and collector pull in ws, pino,
 // protobufjs and the Kubernetes client, which would otherwise cost every command ~0.2 s of startup.
-const COMMANDS: Record<string, () => Promise<Runner>> = {
-  decode: async () => (await import('./decode')).runDecode,
-  analyze: async () => (await import('./analyze')).runAnalyze,
-  collector: async () => (await import('./collector')).runCollector,
-  agent: async () => (await import('./agent')).runAgent,
-  capture: async () => (await import('./capture')).runCapture,
-  repro: async () => (await import('./repro')).runRepro,
-  doctor: async () => (await import('./doctor')).runDoctor,
+const COMMANDS: Record<string, () => Promise<Command>> = {
+  decode: async () => {
+    const m = await import('./decode');
+    return { run: m.runDecode, usage: m.DECODE_USAGE };
+  },
+  analyze: async () => {
+    const m = await import('./analyze');
+    return { run: m.runAnalyze, usage: m.USAGE };
+  },
+  collector: async () => {
+    const m = await import('./collector');
+    return { run: m.runCollector, usage: m.USAGE };
+  },
+  agent: async () => {
+    const m = await import('./agent');
+    return { run: m.runAgent, usage: m.USAGE };
+  },
+  capture: async () => {
+    const m = await import('./capture');
+    return { run: m.runCapture, usage: m.USAGE };
+  },
+  repro: async () => {
+    const m = await import('./repro');
+    return { run: m.runRepro, usage: m.USAGE };
+  },
+  doctor: async () => {
+    const m = await import('./doctor');
+    return { run: m.runDoctor, usage: m.USAGE };
+  },
 };
+
+/** Errors that mean the command line itself is wrong: exit 2, like an unknown command. */
+const USAGE_CODES = new Set(['CLI_USAGE', 'CLI_BAD_POINT']);
+
+/** `--help`/`-h` among a command's arguments (before a `--`). */
+function wantsHelp(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  const head = end < 0 ? argv : argv.slice(0, end);
+  return head.includes('--help') || head.includes('-h');
+}
+
+/** The version of this hoptrace, from its package.json (dist/cli → the package root). */
+function version(): string {
+  const pkg = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as {
+    version?: unknown;
+  };
+  return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+}
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
     process.stdout.write(USAGE);
-    return command === undefined ? 2 : 0;
+    return command === undefined ? EXIT.usage : EXIT.ok;
+  }
+  if (command === '--version' || command === 'version') {
+    process.stdout.write(`hoptrace ${version()}\n`);
+    return EXIT.ok;
   }
   const load = COMMANDS[command];
   if (!load) {
     process.stderr.write(`CLI_USAGE: unknown command '${command}' (run \`hoptrace help\`)\n`);
-    return 2;
+    return EXIT.usage;
   }
   const out = (line: string): void => {
     process.stdout.write(line + '\n');
   };
-  const run = await load();
-  return run(rest, out);
+  const cmd = await load();
+  if (wantsHelp(rest)) {
+    process.stdout.write(`${cmd.usage.startsWith('usage: ') ? '' : 'usage: '}${cmd.usage}\n`);
+    return EXIT.ok;
+  }
+  return cmd.run(rest, out);
 }
+
+// A reader that goes away (`hoptrace decode f.pcap | head`) ends the output, not with a stack trace.
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code === 'EPIPE') process.exit(EXIT.ok);
+  throw e;
+});
 
 main(process.argv.slice(2)).then(
   (code) => {
@@ -64,13 +126,13 @@ main(process.argv.slice(2)).then(
   (e: unknown) => {
     if (isHoptraceError(e)) {
       process.stderr.write(`hoptrace: ${e.message}\n`);
-      process.exitCode = 1;
+      process.exitCode = USAGE_CODES.has(e.code) ? EXIT.usage : EXIT.error;
       return;
     }
     // An unexpected failure is a bug: show it whole so it can be reported.
     process.stderr.write(
       `hoptrace: internal error (please report): ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`,
     );
-    process.exitCode = 70;
+    process.exitCode = EXIT.internal;
   },
 );

@@ -25,7 +25,7 @@ import { parseCommandLine } from './args';
 import { CollectorClient } from './collector-client';
 import { parseDuration } from './capture';
 
-const USAGE =
+export const USAGE =
   'hoptrace repro --lab [--only NAME[,NAME]] | hoptrace repro --collector URL --vpn-workload NS/LABELSELECTOR --backend TARGET:IFACE --decap-iface IFACE --egress-iface IFACE --client IP --url http://BACKEND/PATH [--delete-after N] [--interval 1s] [--count 20] [--max-time 2s] [--token-file F]';
 
 /** What the cluster form needs (parsed from the flags; tests build it directly). */

@@ -77,11 +77,14 @@ function fail(code: ErrorCode, path: string, detail: string, hint: string): neve
   throw new HoptraceError(code, detail, { where: path, hint });
 }
 
-/** Opens a pcap or pcapng file and checks its header. Throws HoptraceError (FILE_*). */
+/**
+ * Opens a pcap or pcapng file and checks its header; `-` is standard input (read as a stream,
+ * like any file here). Throws HoptraceError (FILE_*).
+ */
 export function openCaptureFile(path: string, opts: OpenCaptureOptions = {}): CaptureFileReader {
   let fd: number;
   try {
-    fd = openSync(path, 'r');
+    fd = path === '-' ? 0 : openSync(path, 'r');
   } catch (e) {
     const why = e instanceof Error ? e.message : String(e);
     return fail(

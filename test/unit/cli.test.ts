@@ -244,3 +244,60 @@ void t.test('doctor on namespaces it cannot open: error findings and exit 4, nev
   t.ok(out.findings.every((f) => /could not read this namespace/.test(f.detail)));
   t.end();
 });
+
+void t.test('--help and -h on every command, --version, usage errors exit 2 (issue 17)', (t) => {
+  for (const cmd of ['decode', 'analyze', 'collector', 'agent', 'capture', 'repro', 'doctor']) {
+    for (const flag of ['--help', '-h']) {
+      const r = hoptrace(cmd, flag);
+      t.equal(r.code, 0, `${cmd} ${flag} exits 0`);
+      t.match(r.stdout, new RegExp(`^usage: hoptrace ${cmd} `), `${cmd} ${flag} prints its usage`);
+      t.equal(r.stderr, '');
+    }
+  }
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
+  const v = hoptrace('--version');
+  t.equal(v.code, 0);
+  t.equal(v.stdout, `hoptrace ${pkg.version}\n`);
+  for (const args of [
+    ['analyze', '--point', `a=${httpGet}`, '--point', `b=${httpGet}`, '--bogus'],
+    ['analyze', '--point', 'decap', '--point', 'b=x'],
+    ['capture', '--bogus'],
+    ['doctor', '--bogus'],
+    ['decode'],
+  ]) {
+    const r = hoptrace(...args);
+    t.equal(r.code, 2, `${args.join(' ')}: a usage error exits 2`);
+  }
+  t.end();
+});
+
+void t.test('decode - reads standard input', (t) => {
+  const r = spawnSync(process.execPath, [bin, 'decode', '--json', '-'], {
+    input: readFileSync(httpGet),
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  t.equal(r.status, 0, r.stderr);
+  t.equal(r.stdout.trim().split('\n').length, 14, 'every frame of the capture');
+  t.end();
+});
+
+void t.test('a reader that goes away ends decode quietly (EPIPE), no stack trace', (t) => {
+  // A capture long enough to overflow the pipe: the records of zeek_http-get.pcap, 3000 times.
+  const file = readFileSync(httpGet);
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-cli-'));
+  const big = join(dir, 'big.pcap');
+  writeFileSync(
+    big,
+    Buffer.concat([file, ...Array.from({ length: 3000 }, () => file.subarray(24))]),
+  );
+  const r = spawnSync(
+    'bash',
+    ['-c', `set -o pipefail; "${process.execPath}" "${bin}" decode "${big}" | head -n 1`],
+    { encoding: 'utf8', timeout: 60_000 },
+  );
+  t.equal(r.status, 0, `the pipeline succeeds: ${r.stderr}`);
+  t.match(r.stdout, /^1 ethernet ipv4 tcp /);
+  t.equal(r.stderr, '', 'nothing on stderr');
+  t.end();
+});
