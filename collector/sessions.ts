@@ -128,7 +128,13 @@ export class SessionManager {
   start(): void {
     const now = this.clock.nowMs();
     this.repros.restore();
-    for (const loaded of this.store.loadSessions()) {
+    const loadedSessions = this.store.loadSessions();
+    for (const q of this.store.quarantined)
+      this.log.warn(
+        { code: 'STORE_IO' },
+        `stored capture not loaded, moved to ${q.path}: ${q.reason}`,
+      );
+    for (const loaded of loadedSessions) {
       const s = new CaptureSession(loaded.record, loaded.events);
       this.sessions.set(s.id, s);
       for (const r of loaded.repaired) {
@@ -372,8 +378,24 @@ export class SessionManager {
     for (const t of [...this.debounce.values(), ...this.deadline.values()]) clearTimeout(t);
     this.debounce.clear();
     this.deadline.clear();
-    for (const s of this.sessions.values()) if (!s.isFinal()) this.store.saveSession(s.record);
+    for (const s of this.sessions.values()) if (!s.isFinal()) this.saveQuietly(s);
     await this.store.close();
+  }
+
+  /**
+   * Saves session.json where nobody waits for the answer (a timer, shutdown): a failed write
+   * (disk full, the directory gone) is logged; the session goes on in memory and the next save
+   * tries again. Never thrown from a timer, where it would end the collector.
+   */
+  private saveQuietly(s: CaptureSession): void {
+    try {
+      this.store.saveSession(s.record);
+    } catch (e) {
+      this.log.error(
+        { captureId: s.id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
+        'cannot save session.json',
+      );
+    }
   }
 
   private scheduleAnalysis(s: CaptureSession): void {
@@ -381,7 +403,7 @@ export class SessionManager {
     const t = setTimeout(() => {
       this.debounce.delete(s.id);
       this.step(s);
-      if (!s.isFinal()) this.store.saveSession(s.record);
+      if (!s.isFinal()) this.saveQuietly(s);
     }, this.debounceMs);
     this.debounce.set(s.id, t);
   }

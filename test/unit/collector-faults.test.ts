@@ -1,0 +1,145 @@
+/**
+ * The collector under damaged data and failing disks (issue 17): a session.json that is not one
+ * is moved aside and named in the log, and the collector starts; a session.json save that fails
+ * inside a timer is logged, never thrown where it would end the process.
+ */
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import type { CollectorLogger } from '../../collector/logger';
+import { CaptureSession, DEFAULT_SETTLE_MS } from '../../collector/session';
+import { SessionManager } from '../../collector/sessions';
+import { CaptureStore } from '../../collector/store';
+import { FakeHub } from './collector-fixtures';
+import { DIRECT, exchange } from './fixtures-events';
+
+function tempDir(t: { teardown(fn: () => void): void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-faults-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
+
+/** A logger that keeps what it was given. */
+function recordingLogger(): CollectorLogger & { lines: { level: string; msg: string }[] } {
+  const lines: { level: string; msg: string }[] = [];
+  const at =
+    (level: string) =>
+    (_f: unknown, msg: string): void => {
+      lines.push({ level, msg });
+    };
+  return { lines, info: at('info'), warn: at('warn'), error: at('error'), debug: at('debug') };
+}
+
+function goodSession(id: string): CaptureSession {
+  return CaptureSession.create(
+    id,
+    {
+      points: [{ name: 'decap', target: '/run/netns/x', iface: 'eth0' }],
+      timeoutMs: 30_000,
+      stopOnFirstMatch: true,
+      settleMs: DEFAULT_SETTLE_MS,
+    },
+    1000,
+  );
+}
+
+void t.test('a session.json that is not one is quarantined; the collector starts', async (t) => {
+  const dir = tempDir(t);
+  const store = new CaptureStore({ dir, fsync: false });
+  const good = goodSession('c-good-0000aaaa');
+  store.saveSession(good.record);
+  const broken: [string, unknown][] = [
+    ['c-nullpt-0000bbbb', { ...good.record, id: 'c-nullpt-0000bbbb', points: [null] }],
+    ['c-nospec-0000cccc', { ...good.record, id: 'c-nospec-0000cccc', spec: null }],
+    ['c-badtime-0000dddd', { ...good.record, id: 'c-badtime-0000dddd', createdAtMs: 'x' }],
+  ];
+  for (const [id, rec] of broken) {
+    mkdirSync(join(dir, 'captures', id), { recursive: true });
+    writeFileSync(join(dir, 'captures', id, 'session.json'), JSON.stringify(rec));
+  }
+  mkdirSync(join(dir, 'captures', 'c-notjson-0000eeee'));
+  writeFileSync(join(dir, 'captures', 'c-notjson-0000eeee', 'session.json'), '{"id": "c-not');
+  await store.close();
+
+  const again = new CaptureStore({ dir, fsync: false });
+  const log = recordingLogger();
+  const sessions = new SessionManager({ hub: new FakeHub(), store: again, logger: log });
+  t.doesNotThrow(() => {
+    sessions.start();
+  }, 'the collector starts');
+  t.same(
+    sessions.list().map((v) => v.id),
+    ['c-good-0000aaaa'],
+    'the good capture is loaded, the others are not',
+  );
+  const warned = log.lines.filter(
+    (l) => l.level === 'warn' && /stored capture not loaded/.test(l.msg),
+  );
+  t.equal(warned.length, 4, 'each one is named in the log');
+  t.match(warned.map((l) => l.msg).join('\n'), /points\[0\] is not an object/);
+  t.match(warned.map((l) => l.msg).join('\n'), /spec is not an object/);
+  t.match(warned.map((l) => l.msg).join('\n'), /its times are not valid/);
+  t.match(warned.map((l) => l.msg).join('\n'), /not a JSON object/);
+  const left = readdirSync(join(dir, 'captures')).sort();
+  t.equal(left.filter((d) => d.includes('.quarantined-')).length, 4, 'moved aside, not deleted');
+  t.ok(existsSync(join(dir, 'captures', 'c-good-0000aaaa', 'session.json')));
+  await sessions.close();
+
+  // Started once more: the quarantined ones stay aside, nothing is reported twice.
+  const third = new CaptureStore({ dir, fsync: false });
+  t.same(
+    third.loadSessions().map((l) => l.record.id),
+    ['c-good-0000aaaa'],
+  );
+  t.same(third.quarantined, []);
+  await third.close();
+});
+
+void t.test('a session.json save that fails in a timer is logged, not thrown', async (t) => {
+  const dir = tempDir(t);
+  const hub = new FakeHub();
+  hub.addAgent(
+    'agent-1',
+    'vpn-node',
+    ['192.168.50.1'],
+    [{ path: '/run/netns/vpn', inode: 1, addresses: ['10.244.1.10'], interfaces: ['tun0'] }],
+  );
+  const store = new CaptureStore({ dir, fsync: false });
+  const log = recordingLogger();
+  const sessions = new SessionManager({ hub, store, logger: log, debounceMs: 20 });
+  sessions.start();
+  t.teardown(() => sessions.close());
+  const view = await sessions.create({
+    points: [
+      { name: 'decap', target: '10.244.1.10', iface: 'tun0' },
+      { name: 'backend', target: '10.244.1.10', iface: 'tun0' },
+    ],
+    timeoutMs: 30_000,
+    stopOnFirstMatch: true,
+    settleMs: 60_000,
+  });
+  // From now on every write of session.json fails (its temporary file cannot be created), as on
+  // a full disk: the debounced save after the next events batch runs in a timer.
+  mkdirSync(join(dir, 'captures', view.id, `session.json.tmp-${process.pid}`));
+  const uncaught: unknown[] = [];
+  const onUncaught = (e: unknown): void => {
+    uncaught.push(e);
+  };
+  process.on('uncaughtException', onUncaught);
+  t.teardown(() => process.off('uncaughtException', onUncaught));
+  await hub.deliver({
+    kind: 'events',
+    agentId: 'agent-1',
+    batch: { captureId: view.id, point: 'decap', events: exchange('decap', DIRECT).slice(0, 2) },
+  });
+  await new Promise((r) => setTimeout(r, 200));
+  t.same(uncaught, [], 'nothing escaped the timer');
+  t.ok(
+    log.lines.some((l) => l.level === 'error' && l.msg === 'cannot save session.json'),
+    'the failed save is logged',
+  );
+  t.equal(sessions.get(view.id)?.points[0]?.events, 2, 'the capture goes on in memory');
+});
