@@ -18,6 +18,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { bearerToken, tokenMatches } from '../common/auth';
 import { HoptraceError, isHoptraceError, type ErrorCode } from '../common/errors';
+import { decodeSegment, MethodNotAllowed } from './api-errors';
 import { parseCaptureRequest } from './capture-request';
 import { doctorViaAgents, parseDoctorSpec } from './doctor-remote';
 import type { CollectorLogger } from './logger';
@@ -54,6 +55,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   CLI_BAD_INVENTORY: 400,
   API_UNAUTHORIZED: 401,
   API_NOT_FOUND: 404,
+  API_METHOD_NOT_ALLOWED: 405,
   API_NO_AGENT: 409,
   DOCTOR_NO_AGENT: 409,
   REPRO_NO_WORKLOAD: 409,
@@ -86,12 +88,19 @@ function notFound(what: string, hint?: string): HoptraceError {
   );
 }
 
-function badMethod(method: string, path: string, allowed: string): HoptraceError {
-  return new HoptraceError('API_BAD_REQUEST', `method ${method} is not allowed`, {
+function unauthorized(path: string): HoptraceError {
+  return new HoptraceError('API_UNAUTHORIZED', 'missing or wrong bearer token', {
     where: path,
-    hint: `use ${allowed}`,
+    hint: 'send Authorization: Bearer <token> (the collector token file or HOPTRACE_TOKEN)',
   });
 }
+
+const WWW_AUTHENTICATE = { 'www-authenticate': 'Bearer realm="hoptrace"' };
+
+const headAsGet = (method: string): string => {
+  const m = method.toUpperCase();
+  return m === 'HEAD' ? 'GET' : m;
+};
 
 export interface Api {
   handle(req: ApiRequest): Promise<ApiResponse>;
@@ -102,17 +111,13 @@ export function createApi(opts: ApiOptions): Api {
   const { sessions, tokens, collectorId, logger } = opts;
 
   function authorize(req: ApiRequest, path: string): void {
-    if (!tokenMatches(bearerToken(req.headers['authorization']), tokens)) {
-      throw new HoptraceError('API_UNAUTHORIZED', 'missing or wrong bearer token', {
-        where: path,
-        hint: 'send Authorization: Bearer <token> (the collector token file or HOPTRACE_TOKEN)',
-      });
-    }
+    if (!tokenMatches(bearerToken(req.headers['authorization']), tokens)) throw unauthorized(path);
   }
 
   async function route(req: ApiRequest): Promise<ApiResponse> {
     const path = new URL(req.url, 'http://x').pathname;
-    const method = req.method.toUpperCase();
+    // HEAD is GET without the body (the listener leaves it out).
+    const method = headAsGet(req.method);
     if (path === '/healthz') {
       return json(200, {
         ok: true,
@@ -122,12 +127,12 @@ export function createApi(opts: ApiOptions): Api {
     }
     authorize(req, path);
     if (path === '/v1/agents') {
-      if (method !== 'GET') throw badMethod(method, path, 'GET');
+      if (method !== 'GET') throw new MethodNotAllowed(method, path, ['GET']);
       return json(200, { agents: sessions.agents() });
     }
     if (path === '/v1/captures') {
       if (method === 'GET') return json(200, { captures: sessions.list() });
-      if (method !== 'POST') throw badMethod(method, path, 'GET or POST');
+      if (method !== 'POST') throw new MethodNotAllowed(method, path, ['GET', 'POST']);
       let body: unknown;
       try {
         body = JSON.parse(req.body ?? '');
@@ -143,11 +148,11 @@ export function createApi(opts: ApiOptions): Api {
     }
     const m = /^\/v1\/captures\/([^/]+)(?:\/(report\.md|report\.json))?$/.exec(path);
     if (m !== null) {
-      const id = decodeURIComponent(m[1] ?? '');
+      const id = decodeSegment(m[1] ?? '', path);
       if (!CAPTURE_ID_RE.test(id)) throw notFound(`capture ${id}`);
       const report = m[2];
       if (report !== undefined) {
-        if (method !== 'GET') throw badMethod(method, path, 'GET');
+        if (method !== 'GET') throw new MethodNotAllowed(method, path, ['GET']);
         if (sessions.get(id) === undefined) throw notFound(`capture ${id}`);
         const kind = report === 'report.md' ? 'md' : 'json';
         const text = sessions.report(id, kind);
@@ -172,7 +177,7 @@ export function createApi(opts: ApiOptions): Api {
         if (v === undefined) throw notFound(`capture ${id}`);
         return json(200, v);
       }
-      throw badMethod(method, path, 'GET or DELETE');
+      throw new MethodNotAllowed(method, path, ['GET', 'DELETE']);
     }
     throw notFound(path, 'see the API in README.md');
   }
@@ -185,22 +190,20 @@ export function createApi(opts: ApiOptions): Api {
       if (path === '/v1/doctor') {
         authorize(req, path);
         if (req.method.toUpperCase() !== 'POST')
-          throw new HoptraceError('API_BAD_REQUEST', `${req.method} is not allowed here`, {
-            where: path,
-          });
+          throw new MethodNotAllowed(req.method.toUpperCase(), path, ['POST']);
         const spec = parseDoctorSpec(req.body ?? '');
         return json(200, await doctorViaAgents(sessions.agentInfos(), sessions.requests, spec));
       }
       if (path.startsWith('/v1/repros')) {
         authorize(req, path);
-        const r = await routeRepro(sessions.repros, req.method.toUpperCase(), path, req.body);
+        const r = await routeRepro(sessions.repros, headAsGet(req.method), path, req.body);
         if (r !== null) return json(r.status, r.value);
       }
       return await route(req);
     } catch (e) {
+      if (e instanceof MethodNotAllowed) return errorResponse(e, { allow: e.allow.join(', ') });
       if (isHoptraceError(e)) {
-        if (e.code === 'API_UNAUTHORIZED')
-          return errorResponse(e, { 'www-authenticate': 'Bearer realm="hoptrace"' });
+        if (e.code === 'API_UNAUTHORIZED') return errorResponse(e, WWW_AUTHENTICATE);
         return errorResponse(e);
       }
       logger.error({ err: e instanceof Error ? e.message : String(e) }, 'API internal error');
@@ -217,6 +220,25 @@ export function createApi(opts: ApiOptions): Api {
 
   function listener(): (req: IncomingMessage, res: ServerResponse) => void {
     return (req, res) => {
+      const send = (r: ApiResponse): void => {
+        res.writeHead(r.status, r.headers);
+        // HEAD: the headers GET would send, no body.
+        res.end(req.method === 'HEAD' ? undefined : r.body);
+      };
+      // The token is checked before any body is read: a peer without one never makes the
+      // collector hold a byte of what it sends.
+      let path = '/';
+      try {
+        path = new URL(req.url ?? '/', 'http://x').pathname;
+      } catch {
+        // handle() answers a URL it cannot parse.
+      }
+      const auth = req.headers['authorization'];
+      if (path !== '/healthz' && !tokenMatches(bearerToken(auth), tokens)) {
+        req.resume();
+        send(errorResponse(unauthorized(path), WWW_AUTHENTICATE));
+        return;
+      }
       const chunks: Buffer[] = [];
       let size = 0;
       let tooLarge = false;
@@ -226,10 +248,6 @@ export function createApi(opts: ApiOptions): Api {
         else chunks.push(c);
       });
       req.on('end', () => {
-        const send = (r: ApiResponse): void => {
-          res.writeHead(r.status, r.headers);
-          res.end(r.body);
-        };
         if (tooLarge) {
           const e = new HoptraceError(
             'API_BAD_REQUEST',

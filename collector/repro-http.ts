@@ -10,6 +10,7 @@
  *   POST   /v1/repros/:id/finish      {returnRoutes?: [{node, dst, via?, dev?}]} → stops, summary
  */
 import { HoptraceError } from '../common/errors';
+import { decodeSegment, MethodNotAllowed } from './api-errors';
 import type { ReproManager, ReproView } from './repro';
 import { parseFinish, parseMark, parseProbeReport, parseReproRequest } from './repro-requests';
 import { REPRO_ID_RE } from './store';
@@ -42,13 +43,6 @@ function found(id: string, v: ReproView | undefined): ReproAnswer {
   return { status: 200, value: v };
 }
 
-function badMethod(method: string, path: string, allowed: string): HoptraceError {
-  return new HoptraceError('API_BAD_REQUEST', `method ${method} is not allowed`, {
-    where: path,
-    hint: `use ${allowed}`,
-  });
-}
-
 /** Answers a `/v1/repros…` call, or null when `path` is not one. */
 export async function routeRepro(
   repros: ReproManager,
@@ -58,20 +52,20 @@ export async function routeRepro(
 ): Promise<ReproAnswer | null> {
   if (path === '/v1/repros') {
     if (method === 'GET') return { status: 200, value: { repros: repros.list() } };
-    if (method !== 'POST') throw badMethod(method, path, 'GET or POST');
+    if (method !== 'POST') throw new MethodNotAllowed(method, path, ['GET', 'POST']);
     return { status: 201, value: await repros.create(parseReproRequest(parseBody(body))) };
   }
   const m = /^\/v1\/repros\/([^/]+)(?:\/(probes|marks|delete|finish))?$/.exec(path);
   if (m === null) return null;
-  const id = decodeURIComponent(m[1] ?? '');
+  const id = decodeSegment(m[1] ?? '', path);
   if (!REPRO_ID_RE.test(id))
     throw new HoptraceError('API_NOT_FOUND', `repro ${id} not found`, { where: path });
   const action = m[2];
   if (action === undefined) {
-    if (method !== 'GET') throw badMethod(method, path, 'GET');
+    if (method !== 'GET') throw new MethodNotAllowed(method, path, ['GET']);
     return found(id, repros.get(id));
   }
-  if (method !== 'POST') throw badMethod(method, path, 'POST');
+  if (method !== 'POST') throw new MethodNotAllowed(method, path, ['POST']);
   switch (action) {
     case 'probes':
       return found(id, repros.addProbe(id, parseProbeReport(parseBody(body))));

@@ -3,7 +3,7 @@
  * validated: any other shape is API_BAD_REQUEST naming the field.
  */
 import { HoptraceError } from '../common/errors';
-import type { Inventory } from '../common/inventory';
+import { parseInventory } from '../common/inventory-file';
 import type {
   ProbeReport,
   ReproMark,
@@ -30,6 +30,16 @@ function num(o: Record<string, unknown>, k: string, where: string): number {
   const v = o[k];
   if (typeof v !== 'number' || !Number.isFinite(v))
     throw bad(`${where}.${k}`, `${k} must be a number`);
+  return v;
+}
+
+/** A repro runs from one second to a day. */
+const MAX_REPRO_MS = 86_400_000;
+
+function reproTimeout(body: Record<string, unknown>): number {
+  const v = num(body, 'timeoutMs', 'body');
+  if (!Number.isInteger(v) || v < 1000 || v > MAX_REPRO_MS)
+    throw bad('body.timeoutMs', `timeoutMs must be an integer from 1000 to ${MAX_REPRO_MS}`);
   return v;
 }
 
@@ -68,11 +78,12 @@ export function parseReproRequest(body: unknown): ReproSpec {
     egressIface: str(body, 'egressIface', 'body'),
     backend,
     client: str(body, 'client', 'body'),
-    timeoutMs: body['timeoutMs'] === undefined ? 600_000 : num(body, 'timeoutMs', 'body'),
+    timeoutMs: body['timeoutMs'] === undefined ? 600_000 : reproTimeout(body),
   };
   if (body['inventory'] !== undefined) {
-    if (!isRecord(body['inventory'])) throw bad('inventory', 'inventory must be an object');
-    spec.inventory = body['inventory'] as unknown as Inventory;
+    // The inventory file's own checks: a pod of null, an address that is not one → 400
+    // CLI_BAD_INVENTORY naming the entry.
+    spec.inventory = parseInventory(body['inventory'], 'inventory');
   }
   return spec;
 }

@@ -52,6 +52,8 @@ export const ERRORS = {
   // Collector API, sessions and data directory (collector/http.ts, sessions.ts, store.ts).
   API_BAD_REQUEST: 'the HTTP request (body, parameter or method) is not valid for this endpoint',
   API_UNAUTHORIZED: 'the API request carries no bearer token or a wrong one',
+  API_METHOD_NOT_ALLOWED:
+    'the endpoint exists but does not take this HTTP method (405, with Allow)',
   API_NOT_FOUND: 'no such capture or endpoint, or the capture has no report yet',
   API_NO_AGENT: 'no connected agent can reach any of the capture points',
   AGENT_NOT_CONNECTED: 'the agent for a capture point is not connected to the collector',

@@ -3,11 +3,13 @@
  * lifecycle with a fake hub delivering events replayed from a public pcap at all three points.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { replayCaptureFile } from '../../offline/replay';
-import { createApi, type ApiResponse } from '../../collector/http';
+import { createApi, type Api, type ApiResponse } from '../../collector/http';
 import { silentLogger } from '../../collector/logger';
 import type { CaptureView } from '../../collector/capture-views';
 import { SessionManager } from '../../collector/sessions';
@@ -39,6 +41,7 @@ interface Env {
   ) => Promise<ApiResponse & { json: unknown }>;
   close: () => Promise<void>;
   dir: string;
+  api: Api;
 }
 
 function setup(
@@ -107,7 +110,7 @@ function setup(
     }
     return { ...r, json };
   };
-  return { hub, sessions, req, close, dir };
+  return { hub, sessions, req, close, dir, api };
 }
 
 function waitFinal(sessions: SessionManager, id: string): Promise<CaptureView> {
@@ -164,8 +167,64 @@ void t.test('validation: 400 API_BAD_REQUEST naming the field', async (t) => {
     t.equal(errorOf(r.json).code, 'API_BAD_REQUEST');
     t.equal(errorOf(r.json).where, where);
   }
-  t.equal((await req('PUT', '/v1/captures', {})).status, 400, 'wrong method');
+  // A method the path does not take is 405 with Allow (issue 17), not 400.
+  const put = await req('PUT', '/v1/captures', {});
+  t.equal(put.status, 405, 'wrong method');
+  t.equal(put.headers['allow'], 'GET, POST');
+  t.equal(errorOf(put.json).code, 'API_METHOD_NOT_ALLOWED');
 });
+
+void t.test(
+  'HTTP details: 405 everywhere, HEAD as GET, broken percent-encoding is 400',
+  async (t) => {
+    const { req } = setup(t);
+    for (const [method, url, allow] of [
+      ['POST', '/v1/agents', 'GET'],
+      ['PATCH', '/v1/captures/c-abc-0000aaaa', 'GET, DELETE'],
+      ['POST', '/v1/captures/c-abc-0000aaaa/report.md', 'GET'],
+      ['GET', '/v1/doctor', 'POST'],
+      ['DELETE', '/v1/repros', 'GET, POST'],
+    ] as const) {
+      const r = await req(method, url);
+      t.equal(r.status, 405, `${method} ${url}`);
+      t.equal(r.headers['allow'], allow, `${method} ${url}: Allow`);
+    }
+    const head = await req('HEAD', '/v1/captures');
+    t.equal(head.status, 200, 'HEAD is answered as GET (the listener sends no body)');
+    for (const url of [
+      '/v1/captures/%E0%A4%A/report.md',
+      '/v1/captures/%E0%A4%A',
+      '/v1/repros/%E0%A4%A',
+    ]) {
+      const r = await req('GET', url);
+      t.equal(r.status, 400, `${url}: 400, not 500`);
+      t.equal(errorOf(r.json).code, 'API_BAD_REQUEST');
+      t.match(errorOf(r.json).message, /malformed percent-encoding/);
+    }
+    const badInventory = await req('POST', '/v1/repros', {
+      workload: { netns: 'vpn*' },
+      decapIface: 'wg0',
+      egressIface: 'eth0',
+      backend: { target: '10.244.2.5', iface: 'eth0' },
+      client: '10.90.0.42',
+      inventory: { pods: { x: null } },
+    });
+    t.equal(badInventory.status, 400, 'a repro inventory with a null pod is refused');
+    t.equal(errorOf(badInventory.json).code, 'CLI_BAD_INVENTORY');
+    t.equal((await req('GET', '/v1/repros')).status, 200, 'and the repro list still answers');
+    for (const timeoutMs of [-5, 1e15, 0.5]) {
+      const r = await req('POST', '/v1/repros', {
+        workload: { netns: 'vpn*' },
+        decapIface: 'wg0',
+        egressIface: 'eth0',
+        backend: { target: '10.244.2.5', iface: 'eth0' },
+        client: '10.90.0.42',
+        timeoutMs,
+      });
+      t.equal(r.status, 400, `repro timeoutMs ${timeoutMs} is refused`);
+    }
+  },
+);
 
 void t.test('404 for unknown captures, paths and reports before the verdict', async (t) => {
   const { req } = setup(t);
@@ -520,3 +579,53 @@ void t.test(
     t.equal(v.verdict?.layer, 'preserved', 'the resent backend events complete the journey');
   },
 );
+
+/** One request to `port` on loopback; resolves with the status, headers and the body's size. */
+function send(
+  port: number,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: Buffer,
+): Promise<{ status: number; headers: Record<string, unknown>; bytes: number }> {
+  return new Promise((resolve, reject) => {
+    const r = request({ host: '127.0.0.1', port, method, path, headers }, (res) => {
+      let bytes = 0;
+      res.on('data', (c: Buffer) => (bytes += c.length));
+      res.on('end', () => {
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, bytes });
+      });
+    });
+    // The server may answer (and stop reading) before the whole body is sent.
+    r.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EPIPE' && e.code !== 'ECONNRESET') reject(e);
+    });
+    r.end(body);
+  });
+}
+
+void t.test('over a socket: the token is checked before the body; HEAD has no body', async (t) => {
+  const { api } = setup(t);
+  const server = createServer(api.listener());
+  await new Promise<void>((r) => {
+    server.listen(0, '127.0.0.1', r);
+  });
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.close(() => {
+          r();
+        });
+      }),
+  );
+  const port = (server.address() as AddressInfo).port;
+  const big = Buffer.alloc(3 << 20, 0x61); // 3 MiB, over the 1 MiB body limit
+  const wrong = await send(port, 'POST', '/v1/captures', { authorization: 'Bearer nope' }, big);
+  t.equal(wrong.status, 401, 'a peer without the token gets 401, not 413: its body was never read');
+  const right = await send(port, 'POST', '/v1/captures', { authorization: `Bearer ${TOKEN}` }, big);
+  t.equal(right.status, 413, 'with the token, the oversized body is refused as such');
+  const head = await send(port, 'HEAD', '/v1/captures', { authorization: `Bearer ${TOKEN}` });
+  t.equal(head.status, 200);
+  t.equal(head.bytes, 0, 'HEAD: no body');
+  t.match(String(head.headers['content-type']), /application\/json/);
+});
