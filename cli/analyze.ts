@@ -3,12 +3,13 @@
  * correlate → attribute → report. This file is the composition root for offline analysis; the
  * pure work happens in agent/ (decode) and collector/ (correlate, attribute, report).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
 import { renderReportJson, renderReportMarkdown, renderVerdictText } from '../core/report/report';
 import { HoptraceError } from '../common/errors';
 import { readInventoryFile } from '../common/inventory-file';
+import { makeWritableDir } from '../common/writable-dir';
 import { parseCommandLine } from './args';
 import {
   analyzeFiles,
@@ -81,6 +82,22 @@ export function parseDstArg(value: string): { dst: string; dport?: number } {
   return port === undefined ? { dst: ip } : { dst: ip, dport: Number(port) };
 }
 
+/** Writes one report file into `--report-dir`; FILE_WRITE (a clear error) when it cannot. */
+function writeReport(dir: string, name: string, text: string): void {
+  try {
+    writeFileSync(join(dir, name), text);
+  } catch (e) {
+    throw new HoptraceError(
+      'FILE_WRITE',
+      `cannot write ${join(dir, name)} (${e instanceof Error ? e.message : String(e)})`,
+      {
+        where: '--report-dir',
+        hint: 'check free space and permissions',
+      },
+    );
+  }
+}
+
 export function runAnalyze(argv: string[], out: (line: string) => void): number {
   const { values, positionals } = parseCommandLine('analyze', USAGE, argv, {
     point: { type: 'string', multiple: true },
@@ -134,13 +151,13 @@ export function runAnalyze(argv: string[], out: (line: string) => void): number 
 
   const dir = values['report-dir'];
   if (dir !== undefined) {
-    mkdirSync(dir, { recursive: true });
     const meta = {
       generatedAt: new Date().toISOString(),
       inputs: points.map((p) => ({ name: p.name, file: resolve(p.file) })),
     };
-    writeFileSync(join(dir, 'report.md'), renderReportMarkdown(result, meta));
-    writeFileSync(join(dir, 'report.json'), renderReportJson(result));
+    makeWritableDir(dir, '--report-dir', 'FILE_WRITE');
+    writeReport(dir, 'report.md', renderReportMarkdown(result, meta));
+    writeReport(dir, 'report.json', renderReportJson(result));
     if (values.json !== true) out(`report written to ${join(dir, 'report.md')} and report.json`);
   }
   return 0;

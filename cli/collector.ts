@@ -18,7 +18,7 @@ import { parseDuration } from './capture';
 export const USAGE =
   'hoptrace collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--api-token-file FILE] [--tls-cert FILE --tls-key FILE] [--log-level LEVEL] [--kubernetes | --kubeconfig FILE] [--kubernetes-interval 10s]';
 
-/** `HOST:PORT`, `[IPv6]:PORT` or `:PORT` (all interfaces of 127.0.0.1 by default). */
+/** `HOST:PORT` or `[IPv6]:PORT` (127.0.0.1:7070 by default); `:PORT` is refused as ambiguous. */
 export function parseListen(value: string): { host: string; port: number } {
   const m = /^\[([^\]]+)\]:(\d+)$/.exec(value) ?? /^([^:[\]]*):(\d+)$/.exec(value);
   const port = Number(m?.[2]);
@@ -28,7 +28,14 @@ export function parseListen(value: string): { host: string; port: number } {
       hint: 'e.g. --listen 0.0.0.0:7070 or --listen [::]:7070',
     });
   }
-  return { host: m[1] === '' ? '0.0.0.0' : (m[1] ?? '127.0.0.1'), port };
+  if (m[1] === '' || m[1] === undefined) {
+    // ':7070' used to mean every address, silently; which one is meant must be said.
+    throw new HoptraceError('CLI_USAGE', `'${value}' names no address`, {
+      where: '--listen',
+      hint: 'give 127.0.0.1:PORT (this machine only) or 0.0.0.0:PORT / [::]:PORT (every address)',
+    });
+  }
+  return { host: m[1], port };
 }
 
 /** $XDG_STATE_HOME/hoptrace, else ./hoptrace-data. */

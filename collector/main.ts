@@ -55,6 +55,18 @@ export interface RunningCollector {
 
 export const AGENTS_PATH = '/v1/agents';
 
+/** The TLS server; a certificate or key that is not PEM of a matching pair is COLLECTOR_TLS. */
+function httpsServer(tls: { cert: string | Buffer; key: string | Buffer }): Server {
+  try {
+    return createHttpsServer({ cert: tls.cert, key: tls.key });
+  } catch (e) {
+    throw new HoptraceError('COLLECTOR_TLS', e instanceof Error ? e.message : String(e), {
+      where: '--tls-cert/--tls-key',
+      hint: 'give a PEM certificate and its PEM private key (openssl x509 -in CERT -noout checks one)',
+    });
+  }
+}
+
 export async function startCollector(opts: CollectorOptions): Promise<RunningCollector> {
   const logger = opts.logger ?? createLogger({ level: opts.logLevel ?? 'info' });
   // First: a wrong --kubeconfig stops the start before anything listens.
@@ -68,9 +80,7 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
       })
     : undefined;
   const store = new CaptureStore({ dir: opts.dataDir, fsync: opts.fsync ?? true });
-  const server: Server = opts.tls
-    ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key })
-    : createHttpServer();
+  const server: Server = opts.tls ? httpsServer(opts.tls) : createHttpServer();
   const hubOpts: AgentHubOptions = {
     server,
     path: AGENTS_PATH,

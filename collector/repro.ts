@@ -48,6 +48,7 @@ import {
   type ReproView,
 } from './repro-state';
 import { reproTimeline, reproView } from './repro-views';
+import { addCount } from '../common/counters';
 
 export type { ReproSpec, ReproView } from './repro-state';
 
@@ -416,7 +417,7 @@ export class ReproManager {
         p.error = { code: msg.error.code, message: msg.error.message };
         break;
       case 'lost':
-        p.lost += msg.lost.count;
+        p.lost = addCount(p.lost, msg.lost.count);
         this.lossSpan(r, att, p, { kernelDrops: 0, queueDrops: 0, lost: msg.lost.count });
         this.log.warn(
           { captureId, point: pointName, count: msg.lost.count },

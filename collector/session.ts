@@ -28,6 +28,7 @@ import {
   type PointSummary,
 } from '../core/report/analyze';
 import type { Evidence, Layer, Verdict } from '../core/attribute/attribute';
+import { addCount } from '../common/counters';
 
 export type SessionState = 'arming' | 'capturing' | 'resolved' | 'timeout' | 'cancelled' | 'failed';
 export type PointState = 'pending' | 'arming' | 'capturing' | 'stopped' | 'failed';
@@ -247,7 +248,7 @@ export class CaptureSession {
   countLost(l: Lost): boolean {
     const p = this.point(l.point);
     if (!p) return false;
-    p.lost += l.count;
+    p.lost = addCount(p.lost, l.count);
     return l.count !== 0;
   }
 

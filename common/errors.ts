@@ -29,6 +29,7 @@ export const ERRORS = {
   FILE_BAD_BLOCK:
     'a pcapng block is malformed (bad length, option beyond the block, or bad trailer)',
   FILE_BAD_RECORD: 'a packet record is malformed (caplen larger than the snapshot or the file)',
+  FILE_WRITE: 'a report or data directory hoptrace was told to write cannot be created or written',
   FILE_TRUNCATED: 'the file ends in the middle of a record',
   // Command line.
   CLI_USAGE: 'the command line is not valid',
@@ -58,6 +59,7 @@ export const ERRORS = {
   API_NO_AGENT: 'no connected agent can reach any of the capture points',
   AGENT_NOT_CONNECTED: 'the agent for a capture point is not connected to the collector',
   STORE_IO: 'reading or writing the collector data directory failed',
+  COLLECTOR_TLS: 'the TLS certificate or key cannot be used (not PEM, or not a pair)',
   COLLECTOR_LISTEN: 'the collector cannot listen on the given address',
   COLLECTOR_UNREACHABLE: 'the collector did not answer at the given URL',
   COLLECTOR_BAD_RESPONSE: 'the collector answered with something that is not the hoptrace API',

@@ -19,6 +19,13 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 /** Validates parsed JSON as an Inventory; `where` names the source in errors. */
 export function parseInventory(value: unknown, where: string): Inventory {
   if (!isRecord(value)) throw bad(where, 'the top level is not an object');
+  // A typo ("node", "Pods") would otherwise leave the inventory silently empty.
+  const unknown = Object.keys(value).filter((k) => k !== 'nodes' && k !== 'pods');
+  if (unknown.length > 0)
+    throw bad(
+      where,
+      `unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k}"`).join(', ')}`,
+    );
   const inv: Inventory = { nodes: {}, pods: {} };
   const nodes = value['nodes'] ?? {};
   const pods = value['pods'] ?? {};

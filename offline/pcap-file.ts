@@ -10,7 +10,7 @@
  * Formats: pcap per draft-ietf-opsawg-pcap, pcapng per draft-ietf-opsawg-pcapng; validation
  * follows libpcap's sf-pcap.c / sf-pcapng.c (same files refused).
  */
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, fstatSync, openSync } from 'node:fs';
 import { HoptraceError, isHoptraceError, type ErrorCode } from '../common/errors';
 import { ChunkReader, DEFAULT_CHUNK_SIZE } from './chunk-reader';
 
@@ -85,6 +85,11 @@ export function openCaptureFile(path: string, opts: OpenCaptureOptions = {}): Ca
   let fd: number;
   try {
     fd = path === '-' ? 0 : openSync(path, 'r');
+    // A directory opens, then fails its first read with EISDIR: say so here, plainly.
+    if (fstatSync(fd).isDirectory()) {
+      closeSync(fd);
+      throw new Error('it is a directory, not a capture file');
+    }
   } catch (e) {
     const why = e instanceof Error ? e.message : String(e);
     return fail(

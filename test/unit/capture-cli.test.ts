@@ -151,7 +151,8 @@ void t.test('parses NAME=[NODE/]TARGET:IFACE', (t) => {
   t.throws(() => parseDuration('soon', '--timeout'), { code: 'CLI_USAGE' });
   t.same(parseListen('0.0.0.0:7070'), { host: '0.0.0.0', port: 7070 });
   t.same(parseListen('[::1]:0'), { host: '::1', port: 0 });
-  t.same(parseListen(':7070'), { host: '0.0.0.0', port: 7070 });
+  // ':7070' used to bind every address silently (issue 17): which one must be said.
+  t.throws(() => parseListen(':7070'), { code: 'CLI_USAGE' });
   t.throws(() => parseListen('7070'), { code: 'CLI_USAGE' });
   t.end();
 });

@@ -29,6 +29,15 @@ void t.test('bad input gets a clear error, never a stack trace', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-cli-'));
   const badInv = join(dir, 'inv.json');
   writeFileSync(badInv, '{"nodes": {"n1": ["not-an-ip"]}}');
+  const typoInv = join(dir, 'typo.json');
+  writeFileSync(typoInv, '{"node": {"n1": ["10.0.0.1"]}}');
+  const aFile = join(dir, 'a-file');
+  writeFileSync(aFile, 'x');
+  const token = join(dir, 'token');
+  writeFileSync(token, 'secret-token-for-the-test\n');
+  const garbage = join(dir, 'garbage.pem');
+  writeFileSync(garbage, 'not a certificate\n');
+  const two = ['--point', 'a=' + httpGet, '--point', 'b=' + httpGet];
   const cases: [string[], RegExp][] = [
     [['analyze', '--point', 'decap=' + httpGet], /CLI_USAGE: .*at least two capture points/],
     [
@@ -70,6 +79,41 @@ void t.test('bad input gets a clear error, never a stack trace', (t) => {
       /FILE_BAD_BLOCK: .*shb-option-too-long\.pcapng/,
     ],
     [['decode'], /CLI_USAGE/],
+    // Issue 17: each was a stack trace, a hang at 100 % CPU or a silently empty inventory.
+    [['decode', dir], /FILE_NOT_FOUND: .*it is a directory, not a capture file/],
+    [['analyze', ...two, '--inventory', typoInv], /CLI_BAD_INVENTORY: .*unknown key "node"/],
+    [
+      ['analyze', ...two, '--report-dir', '/proc/x'],
+      /FILE_WRITE: --report-dir: \/proc\/x is inside \/proc, a proc filesystem/,
+    ],
+    [
+      ['analyze', ...two, '--report-dir', aFile],
+      /FILE_WRITE: --report-dir: cannot create the directory/,
+    ],
+    [
+      ['collector', '--data-dir', '/proc/x', '--token-file', token],
+      /STORE_IO: --data-dir: \/proc\/x is inside \/proc/,
+    ],
+    [
+      ['collector', '--listen', ':7070', '--token-file', token],
+      /CLI_USAGE: --listen: ':7070' names no address/,
+    ],
+    [
+      [
+        'collector',
+        '--listen',
+        '127.0.0.1:0',
+        '--data-dir',
+        join(dir, 'data'),
+        '--token-file',
+        token,
+        '--tls-cert',
+        garbage,
+        '--tls-key',
+        garbage,
+      ],
+      /COLLECTOR_TLS: --tls-cert\/--tls-key: .*PEM/,
+    ],
     [
       ['analyze', '--point', 'a=' + httpGet, '--point', 'b=' + httpGet, '--drops', 'b=-1'],
       /CLI_USAGE: --drops: 'b=-1' is not NAME=N .*packets dropped by kernel/,

@@ -263,3 +263,18 @@ void t.test('an agent error message that already carries its code is not prefixe
   }
   t.end();
 });
+
+void t.test('lost counts stay exact integers whatever a peer reports (issue 17)', (t) => {
+  const s = CaptureSession.create('c-test-00000009', spec(), 0);
+  s.markArmed('decap', 'a1', 'n1', 0);
+  const huge = 2 ** 53 - 1;
+  s.applyLost({ captureId: s.id, point: 'decap', count: huge, reason: 'x' }, 1);
+  s.applyLost({ captureId: s.id, point: 'decap', count: huge, reason: 'x' }, 2);
+  s.applyLost({ captureId: s.id, point: 'decap', count: 2 ** 64, reason: 'x' }, 3);
+  const lost = s.point('decap')?.lost;
+  t.equal(lost, Number.MAX_SAFE_INTEGER, 'saturates at 2^53 - 1');
+  t.ok(Number.isSafeInteger(lost), 'an exact integer, not 18014398509481982');
+  s.applyLost({ captureId: s.id, point: 'decap', count: -5, reason: 'x' }, 4);
+  t.equal(s.point('decap')?.lost, Number.MAX_SAFE_INTEGER, 'a negative count adds nothing');
+  t.end();
+});
