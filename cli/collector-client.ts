@@ -4,7 +4,7 @@
  * say what, where and what to do — unreachable, token refused, the collector's own error (its
  * code, message, where and hint), or a reply that is not the API's.
  */
-import { ERRORS, HoptraceError, type ErrorCode } from '../common/errors';
+import { detailOf, ERRORS, HoptraceError, type ErrorCode } from '../common/errors';
 
 interface ApiErrorBody {
   error?: { code?: unknown; message?: unknown; where?: unknown; hint?: unknown };
@@ -77,9 +77,11 @@ function apiError(status: number, text: string, request: string): HoptraceError 
   }
   const e = body.error;
   if (typeof e?.code === 'string' && e.code in ERRORS && typeof e.message === 'string') {
-    return new HoptraceError(e.code as ErrorCode, e.message.replace(/^[A-Z_]+: /, ''), {
-      where: typeof e.where === 'string' ? e.where : request,
-      ...(typeof e.hint === 'string' ? { hint: e.hint } : {}),
+    const where = typeof e.where === 'string' ? e.where : undefined;
+    const hint = typeof e.hint === 'string' ? e.hint : undefined;
+    return new HoptraceError(e.code as ErrorCode, detailOf(e.message, e.code, where, hint), {
+      where: where ?? request,
+      ...(hint === undefined ? {} : { hint }),
     });
   }
   return new HoptraceError('COLLECTOR_BAD_RESPONSE', `HTTP ${status} without a hoptrace error`, {

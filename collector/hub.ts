@@ -243,7 +243,10 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     try {
       env = decodeEnvelope(rawBytes(data));
     } catch (e) {
-      const detail = isHoptraceError(e) ? e.message : 'undecodable message';
+      // The decoder's own error, without its code: refuse() puts the code in front once.
+      const detail = isHoptraceError(e)
+        ? `${e.where === undefined ? '' : `${e.where}: `}${e.detail}`
+        : 'undecodable message';
       refuse(conn, 'WIRE_MALFORMED', CLOSE_CODES.MALFORMED, detail);
       return;
     }

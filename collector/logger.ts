@@ -34,7 +34,7 @@ export interface CollectorLogger {
   warn(fields: LogFields, msg: string): void;
   error(fields: LogFields, msg: string): void;
   debug(fields: LogFields, msg: string): void;
-  /** The pino logger underneath (handed to the hub), when there is one. */
+  /** The root pino logger underneath, without a component (the hub takes a child of it). */
   readonly pino?: Logger;
 }
 
@@ -42,16 +42,19 @@ export interface CollectorLogger {
 export function createLogger(
   opts: { level?: LogLevel; destination?: DestinationStream } = {},
 ): CollectorLogger {
-  const logger: Logger = pino(
+  // The root carries no component: each part's child names its own, so a line never holds the
+  // key twice (pino repeats a key given by both a base and a child).
+  const root: Logger = pino(
     {
       level: opts.level ?? 'info',
-      base: { component: 'collector' },
+      base: null,
       redact: { paths: ['token', 'authorization', 'headers.authorization'], remove: true },
     },
     opts.destination ?? pino.destination(2),
   );
+  const logger = root.child({ component: 'collector' });
   return {
-    pino: logger,
+    pino: root,
     info: (f, m) => {
       logger.info(f, m);
     },

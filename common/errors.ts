@@ -105,6 +105,8 @@ export class HoptraceError extends Error {
   readonly code: ErrorCode;
   readonly where: string | undefined;
   readonly hint: string | undefined;
+  /** What happened, without the code, where and hint the message adds around it. */
+  readonly detail: string;
 
   constructor(code: ErrorCode, detail: string, opts: { where?: string; hint?: string } = {}) {
     const where = opts.where === undefined ? '' : `${opts.where}: `;
@@ -114,7 +116,27 @@ export class HoptraceError extends Error {
     this.code = code;
     this.where = opts.where;
     this.hint = opts.hint;
+    this.detail = detail;
   }
+}
+
+/**
+ * The detail inside a message that HoptraceError composed (`CODE: where: detail (hint)`), e.g.
+ * one that came back over the API: wrapping it again must not repeat its code, where or hint.
+ */
+export function detailOf(
+  message: string,
+  code: string,
+  where: string | undefined,
+  hint: string | undefined,
+): string {
+  let d = message;
+  const head = `${code}: ${where === undefined ? '' : `${where}: `}`;
+  if (d.startsWith(head)) d = d.slice(head.length);
+  else if (d.startsWith(`${code}: `)) d = d.slice(code.length + 2);
+  const tail = hint === undefined ? '' : ` (${hint})`;
+  if (tail !== '' && d.endsWith(tail)) d = d.slice(0, -tail.length);
+  return d;
 }
 
 /** True when `e` is a HoptraceError (also across module copies). */

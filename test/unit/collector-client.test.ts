@@ -3,7 +3,8 @@
 // what to do, and the collector's own errors keep their code, where and hint.
 import t from 'tap';
 import { CollectorClient } from '../../cli/collector-client';
-import { isHoptraceError } from '../../common/errors';
+import { HoptraceError, isHoptraceError } from '../../common/errors';
+import { errorResponse } from '../../collector/http';
 
 type Reply = { status: number; body: string } | Error;
 
@@ -107,3 +108,25 @@ void t.test('not the API: COLLECTOR_BAD_RESPONSE, for errors and for replies', a
     where: 'http://c',
   });
 });
+
+void t.test(
+  'an error the collector composed comes back word for word, nothing said twice',
+  async (t) => {
+    // What collector/http.ts sends for a HoptraceError with a where and a hint.
+    const original = new HoptraceError('API_NO_AGENT', 'decap: no agent reaches 10.244.1.10', {
+      where: 'POST /v1/captures',
+      hint: 'start hoptrace agents on the nodes',
+    });
+    const c = new CollectorClient(
+      'http://c',
+      'tok',
+      fakeFetch({ status: 409, body: errorResponse(original).body }),
+    );
+    const e = await failure(c);
+    t.ok(isHoptraceError(e));
+    if (!isHoptraceError(e)) return;
+    t.equal(e.message, original.message, 'the same one line');
+    t.notMatch(e.message, /POST \/v1\/captures: POST \/v1\/captures/);
+    t.equal(e.detail, 'decap: no agent reaches 10.244.1.10');
+  },
+);

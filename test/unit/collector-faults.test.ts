@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import type { CollectorLogger } from '../../collector/logger';
+import { createLogger, type CollectorLogger } from '../../collector/logger';
 import { CaptureSession, DEFAULT_SETTLE_MS } from '../../collector/session';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
@@ -142,4 +142,26 @@ void t.test('a session.json save that fails in a timer is logged, not thrown', a
     'the failed save is logged',
   );
   t.equal(sessions.get(view.id)?.points[0]?.events, 2, 'the capture goes on in memory');
+});
+
+void t.test('log lines name their component once (issue 17)', (t) => {
+  const lines: string[] = [];
+  const log = createLogger({
+    destination: {
+      write: (s: string) => {
+        lines.push(...s.split('\n').filter((l) => l !== ''));
+      },
+    },
+  });
+  log.info({ captureId: 'c-1' }, 'from the collector');
+  log.pino?.child({ component: 'hub' }).info({ agentId: 'a-1' }, 'from the hub');
+  t.equal(lines.length, 2);
+  for (const line of lines) {
+    t.equal(line.match(/"component":/g)?.length, 1, `one component key: ${line}`);
+  }
+  t.same(
+    lines.map((l) => (JSON.parse(l) as { component: string }).component),
+    ['collector', 'hub'],
+  );
+  t.end();
 });

@@ -82,6 +82,12 @@ void t.test(
     t.equal(garbage.closeReason, 'WIRE_MALFORMED');
     const err = garbage.received.find((e) => e.kind === 'error');
     t.equal(err?.kind === 'error' ? err.error.code : '', 'WIRE_MALFORMED', 'error reply first');
+    t.match(err?.kind === 'error' ? err.error.message : '', /^WIRE_MALFORMED: envelope: /);
+    t.notMatch(
+      err?.kind === 'error' ? err.error.message : '',
+      /WIRE_MALFORMED: .*WIRE_MALFORMED/,
+      'the code is said once (issue 17)',
+    );
 
     const wrongWay = await helloed(r.port, 'wrongway');
     wrongWay.send({ seq: 0, kind: 'stop', stop: { captureId: 'x', point: '' } });
