@@ -39,6 +39,12 @@ export interface AgentHubOptions {
   heartbeatMs?: number;
   /** Time an agent has to send hello after the upgrade (default 5 s). */
   helloTimeoutMs?: number;
+  /**
+   * Bytes that may wait in a connection's send queue (default 4 MiB). A peer that stops reading
+   * its socket makes every ack and heartbeat queue up in the collector; past this, the
+   * connection is cut (WIRE_NOT_READING, close code 4429) and its memory freed.
+   */
+  maxSendQueueBytes?: number;
   logger?: pino.Logger;
 }
 
@@ -118,8 +124,25 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     for (const h of agentHandlers) h({ ...a.info });
   };
 
-  const sendEnv = (conn: Conn, env: Envelope): void => {
-    if (conn.ws.readyState === WebSocket.OPEN) conn.ws.send(encodeEnvelope(env));
+  const maxQueue = opts.maxSendQueueBytes ?? 4 * 1024 * 1024;
+  /** Sends one Envelope; false (and the connection cut) when the peer does not read. */
+  const sendEnv = (conn: Conn, env: Envelope): boolean => {
+    if (conn.ws.readyState !== WebSocket.OPEN) return false;
+    if (conn.ws.bufferedAmount > maxQueue) {
+      if (!conn.failed) {
+        conn.failed = true;
+        counters.refusedMalformed++;
+        log.warn(
+          { agentId: conn.agentId, remote: conn.remote, code: 'WIRE_NOT_READING' },
+          `the peer left ${conn.ws.bufferedAmount} bytes unread; connection cut`,
+        );
+      }
+      // A peer that does not read would never complete a close handshake either.
+      conn.ws.terminate();
+      return false;
+    }
+    conn.ws.send(encodeEnvelope(env));
+    return true;
   };
 
   /** Refuses a connection: error reply, close with the code's close code, counted. */
@@ -385,10 +408,8 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     agents: () => [...agents.values()].map((a) => ({ ...a.info })),
     send(agentId, cmd) {
       const conn = agents.get(agentId)?.conn;
-      if (!conn || conn.failed || conn.ws.readyState !== WebSocket.OPEN) return false;
-      const env: Envelope = { seq: 0, ...cmd };
-      conn.ws.send(encodeEnvelope(env));
-      return true;
+      if (!conn || conn.failed) return false;
+      return sendEnv(conn, { seq: 0, ...cmd });
     },
     onMessage(h) {
       handler = h;

@@ -64,6 +64,8 @@ export const ERRORS = {
   COLLECTOR_UNREACHABLE: 'the collector did not answer at the given URL',
   COLLECTOR_BAD_RESPONSE: 'the collector answered with something that is not the hoptrace API',
   // Agent <-> collector transport (common/envelope.ts, agent/link, collector/hub.ts).
+  WIRE_NOT_READING:
+    'the peer stopped reading what the collector sent it; the connection was cut to bound memory',
   WIRE_MALFORMED:
     'a transport message is not a valid hoptrace Envelope (garbage, text frame, no body)',
   WIRE_UNEXPECTED:

@@ -14,7 +14,7 @@ interface Rig {
 
 async function rig(
   t: { teardown(fn: () => Promise<void>): void },
-  extra: { maxPayloadBytes?: number; helloTimeoutMs?: number } = {},
+  extra: { maxPayloadBytes?: number; helloTimeoutMs?: number; maxSendQueueBytes?: number } = {},
   handler?: (msg: AgentMessage) => Promise<void>,
 ): Promise<Rig> {
   const { server, port } = await listen();
@@ -261,3 +261,39 @@ void t.test(
     t.equal(r.messages.length, 1, 'seq 2 was not handled after seq 1 failed');
   },
 );
+
+void t.test('a peer that stops reading is cut once its send queue passes the bound', async (t) => {
+  const r = await rig(t, { maxSendQueueBytes: 256 * 1024 });
+  const a = await helloed(r.port, 'sleepy');
+  // The agent's socket stops reading: nothing the collector sends is taken off the wire.
+  const socket = (a.ws as unknown as { _socket: { pause(): void } })._socket;
+  socket.pause();
+  const filter = 'tcp and '.repeat(500); // a ~4 KB command
+  let sent = 0;
+  let refused = false;
+  for (let i = 0; i < 20_000 && !refused; i++) {
+    const ok = r.hub.send('sleepy', {
+      kind: 'capture',
+      capture: {
+        captureId: `c-${i}`,
+        point: 'decap',
+        target: '10.0.0.1',
+        iface: 'eth0',
+        filter,
+        snaplen: 65535,
+        deadlineUnixMs: 0,
+      },
+    });
+    if (ok) sent++;
+    else refused = true;
+    // Let the socket flush into the kernel's buffers between sends.
+    if (i % 50 === 0) await new Promise((res) => setImmediate(res));
+  }
+  t.ok(refused, `the hub stopped sending after ${sent} commands`);
+  t.ok(sent < 20_000, 'bounded: it did not queue every command');
+  // The connection is gone on the collector's side: the agent is listed as disconnected.
+  for (let i = 0; i < 100 && r.hub.agents().find((x) => x.agentId === 'sleepy')?.connected; i++)
+    await new Promise((res) => setTimeout(res, 20));
+  t.equal(r.hub.agents().find((x) => x.agentId === 'sleepy')?.connected, false);
+  t.equal(r.hub.send('sleepy', { kind: 'stop', stop: { captureId: 'x', point: 'decap' } }), false);
+});
