@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { parseEventFile } from '../../collector/store';
+import { parseEventFile } from '../../collector/event-file';
 import { labNodes, startAgent } from '../../lab/live-agents';
 import {
   isFinal,

@@ -4,7 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { CaptureSession, DEFAULT_SETTLE_MS } from '../../collector/session';
-import { CaptureStore, encodeEventRecords, parseEventFile } from '../../collector/store';
+import { encodeEventRecords, parseEventFile } from '../../collector/event-file';
+import { CaptureStore } from '../../collector/store';
+import { encodePacketEvent } from '../../common/codec';
+import { crc32c } from '../../common/crc32c';
 import { DIRECT, exchange } from './fixtures-events';
 
 function tempDir(t: { teardown(fn: () => void): void }): string {
@@ -128,4 +131,68 @@ void t.test('final reports are written and read back; unknown ids are refused', 
   t.throws(() => st.sessionDir('../../etc'));
   await t.rejects(st.appendEvents(s.id, '../x', []));
   await st.close();
+});
+
+void t.test('a damaged length prefix mid-file costs one record, not the rest (issue 17)', (t) => {
+  const one = exchange('x', DIRECT)[0]!;
+  const evs = Array.from({ length: 1000 }, (_, i) => ({ ...one, frame: i + 1 }));
+  const bytes = encodeEventRecords(evs);
+  // Record 100's length prefix (bytes 4..7 of its header) becomes huge.
+  const at100 = encodeEventRecords(evs.slice(0, 99)).length;
+  bytes.writeUInt32BE(0x7fffffff, at100 + 4);
+  const p = parseEventFile(bytes);
+  t.equal(p.events.length, 999, 'every other record survives');
+  t.equal(p.corruptRecords, 1, 'the damaged one is counted');
+  t.equal(p.goodBytes, bytes.length, 'nothing is taken for a torn tail');
+  t.same(p.events.map((e) => e.frame).slice(98, 100), [99, 101], 'record 100 alone is missing');
+  t.end();
+});
+
+void t.test('stray bytes between records (a short write) cost nothing but a count', (t) => {
+  const evs = exchange('x', DIRECT);
+  const bytes = Buffer.concat([
+    encodeEventRecords(evs.slice(0, 3)),
+    Buffer.from([0x48, 0x54, 0x45]), // 3 bytes of a record that was never finished
+    encodeEventRecords(evs.slice(3)),
+  ]);
+  const p = parseEventFile(bytes);
+  t.same(p.events, evs);
+  t.equal(p.corruptRecords, 1);
+  t.equal(p.goodBytes, bytes.length);
+  t.end();
+});
+
+void t.test('a flipped body byte fails the checksum: that record alone is skipped', (t) => {
+  const evs = exchange('x', DIRECT);
+  const bytes = encodeEventRecords(evs);
+  bytes.writeUInt8(bytes.readUInt8(12 + 5) ^ 0xff, 12 + 5); // inside the first record's body
+  const p = parseEventFile(bytes);
+  t.same(p.events, evs.slice(1));
+  t.equal(p.corruptRecords, 1);
+  t.end();
+});
+
+void t.test(
+  'files of the earlier format (bare lengths) still load, appends after them too',
+  (t) => {
+    const evs = exchange('x', DIRECT);
+    const legacy = Buffer.concat(
+      evs.slice(0, 3).map((e) => {
+        const body = Buffer.from(encodePacketEvent(e));
+        const head = Buffer.alloc(4);
+        head.writeUInt32BE(body.length, 0);
+        return Buffer.concat([head, body]);
+      }),
+    );
+    const p = parseEventFile(Buffer.concat([legacy, encodeEventRecords(evs.slice(3))]));
+    t.same(p.events, evs);
+    t.equal(p.corruptRecords, 0);
+    t.end();
+  },
+);
+
+void t.test('CRC-32C: the RFC 3720 check value', (t) => {
+  t.equal(crc32c(Buffer.from('123456789')), 0xe3069283);
+  t.equal(crc32c(new Uint8Array(32)), 0x8a9136aa, 'RFC 3720 B.4: 32 bytes of zeroes');
+  t.end();
 });
