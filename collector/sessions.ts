@@ -132,7 +132,7 @@ export class SessionManager {
     for (const q of this.store.quarantined)
       this.log.warn(
         { code: 'STORE_IO' },
-        `stored capture not loaded, moved to ${q.path}: ${q.reason}`,
+        `not loaded from the data directory, moved to ${q.path}: ${q.reason}`,
       );
     for (const loaded of loadedSessions) {
       const s = new CaptureSession(loaded.record, loaded.events);

@@ -116,11 +116,9 @@ export class CaptureStore {
     } catch (e) {
       throw ioError('cannot create the data directory', this.dir, e);
     }
-    const meta = this.readJson(join(this.dir, 'collector.json')) as {
-      collectorId?: unknown;
-    } | null;
-    if (typeof meta?.collectorId === 'string') {
-      this.collectorId = meta.collectorId;
+    const meta = this.readStateFile('collector.json', (v) => typeof v['collectorId'] === 'string');
+    if (typeof meta?.['collectorId'] === 'string') {
+      this.collectorId = meta['collectorId'];
     } else {
       this.collectorId = `collector-${randomBytes(6).toString('hex')}`;
       writeAtomic(
@@ -129,7 +127,8 @@ export class CaptureStore {
         this.fsync,
       );
     }
-    const seqs = (this.readJson(join(this.dir, 'agents.json')) ?? {}) as Record<string, unknown>;
+    const seqs =
+      this.readStateFile('agents.json', (v) => Object.values(v).every(Number.isSafeInteger)) ?? {};
     this.seqs = {};
     for (const [k, v] of Object.entries(seqs)) if (typeof v === 'number') this.seqs[k] = v;
     this.lastSeq = {
@@ -356,6 +355,38 @@ export class CaptureStore {
         // Already failed to open or closed: nothing left to flush.
       }
     }
+  }
+
+  /**
+   * collector.json or agents.json: null when absent; a file that is there but not what it should
+   * be is moved to `<name>.quarantined-<ms>`, named in `quarantined`, and read as absent (the
+   * collector starts with a new id, or with no agent's last seq), never reset in silence.
+   */
+  private readStateFile(
+    name: string,
+    valid: (v: Record<string, unknown>) => boolean,
+  ): Record<string, unknown> | null {
+    const path = join(this.dir, name);
+    if (!existsSync(path)) return null;
+    const v = this.readJson(path);
+    if (
+      typeof v === 'object' &&
+      v !== null &&
+      !Array.isArray(v) &&
+      valid(v as Record<string, unknown>)
+    )
+      return v as Record<string, unknown>;
+    const to = `${path}.quarantined-${Date.now()}`;
+    try {
+      renameSync(path, to);
+      this.quarantined.push({ path: to, reason: `${name} is not valid; starting without it` });
+    } catch (e) {
+      this.quarantined.push({
+        path,
+        reason: `${name} is not valid and could not be moved aside (${e instanceof Error ? e.message : String(e)})`,
+      });
+    }
+    return null;
   }
 
   private readJson(path: string): unknown {

@@ -76,7 +76,7 @@ void t.test('a session.json that is not one is quarantined; the collector starts
     'the good capture is loaded, the others are not',
   );
   const warned = log.lines.filter(
-    (l) => l.level === 'warn' && /stored capture not loaded/.test(l.msg),
+    (l) => l.level === 'warn' && /not loaded from the data directory/.test(l.msg),
   );
   t.equal(warned.length, 4, 'each one is named in the log');
   t.match(warned.map((l) => l.msg).join('\n'), /points\[0\] is not an object/);
@@ -165,3 +165,31 @@ void t.test('log lines name their component once (issue 17)', (t) => {
   );
   t.end();
 });
+
+void t.test(
+  'a corrupt collector.json or agents.json is moved aside and named, not reset silently',
+  async (t) => {
+    const dir = tempDir(t);
+    const first = new CaptureStore({ dir, fsync: false });
+    first.lastSeq.set('agent-1', 41);
+    await first.close();
+    writeFileSync(join(dir, 'collector.json'), '{"collectorId": 7}');
+    writeFileSync(join(dir, 'agents.json'), '{"agent-1": "x"');
+    const store = new CaptureStore({ dir, fsync: false });
+    const log = recordingLogger();
+    const sessions = new SessionManager({ hub: new FakeHub(), store, logger: log });
+    sessions.start();
+    const warned = log.lines.filter((l) => l.level === 'warn').map((l) => l.msg);
+    t.equal(warned.length, 2, warned.join('\n'));
+    t.match(warned.join('\n'), /collector\.json is not valid; starting without it/);
+    t.match(warned.join('\n'), /agents\.json is not valid; starting without it/);
+    t.match(store.collectorId, /^collector-[0-9a-f]{12}$/, 'a new collector id');
+    t.equal(store.lastSeq.get('agent-1'), 0);
+    t.equal(
+      readdirSync(dir).filter((f) => f.includes('.quarantined-')).length,
+      2,
+      'both kept aside for whoever wants to look',
+    );
+    await sessions.close();
+  },
+);
