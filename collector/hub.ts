@@ -45,7 +45,43 @@ export interface AgentHubOptions {
    * connection is cut (WIRE_NOT_READING, close code 4429) and its memory freed.
    */
   maxSendQueueBytes?: number;
+  /**
+   * A disconnected agent is forgotten this long after it was last seen (default 15 min): its
+   * hello is dropped from memory and from GET /v1/agents. Its last stored seq stays in the data
+   * directory, so a later reconnect resumes exactly.
+   */
+  forgetAfterMs?: number;
   logger?: pino.Logger;
+}
+
+/** What one hello may carry: beyond it the hello is refused (WIRE_MALFORMED), not kept. */
+export const HELLO_LIMITS = {
+  namespaces: 4096,
+  addressesPerNamespace: 256,
+  interfacesPerNamespace: 1024,
+  nodeAddresses: 1024,
+  /** agentId, node, version, a namespace path, an address or interface name. */
+  stringLength: 4096,
+} as const;
+
+/** Why a hello is too large to keep, or null. */
+export function helloTooLarge(h: Hello): string | null {
+  const L = HELLO_LIMITS;
+  const long = (s: string): boolean => s.length > L.stringLength;
+  if ([h.agentId, h.node, h.version].some(long)) return 'a name longer than 4096 characters';
+  if (h.nodeAddresses.length > L.nodeAddresses || h.nodeAddresses.some(long))
+    return `${h.nodeAddresses.length} node addresses (at most ${L.nodeAddresses})`;
+  if (h.namespaces.length > L.namespaces)
+    return `${h.namespaces.length} namespaces (at most ${L.namespaces})`;
+  for (const n of h.namespaces) {
+    if (long(n.path) || n.addresses.some(long) || n.interfaces.some(long))
+      return 'a namespace path, address or interface longer than 4096 characters';
+    if (n.addresses.length > L.addressesPerNamespace)
+      return `${n.addresses.length} addresses in ${n.path.slice(0, 80)} (at most ${L.addressesPerNamespace})`;
+    if (n.interfaces.length > L.interfacesPerNamespace)
+      return `${n.interfaces.length} interfaces in ${n.path.slice(0, 80)} (at most ${L.interfacesPerNamespace})`;
+  }
+  return null;
 }
 
 /** A LastSeqStore in memory (tests; a collector without a data directory). */
@@ -125,6 +161,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   };
 
   const maxQueue = opts.maxSendQueueBytes ?? 4 * 1024 * 1024;
+  const forgetAfterMs = opts.forgetAfterMs ?? 15 * 60_000;
   /** Sends one Envelope; false (and the connection cut) when the peer does not read. */
   const sendEnv = (conn: Conn, env: Envelope): boolean => {
     if (conn.ws.readyState !== WebSocket.OPEN) return false;
@@ -200,6 +237,11 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   const onHello = (conn: Conn, hello: Hello): void => {
     if (hello.agentId === '') {
       refuse(conn, 'WIRE_UNEXPECTED', CLOSE_CODES.UNEXPECTED, 'hello without agentId');
+      return;
+    }
+    const tooLarge = helloTooLarge(hello);
+    if (tooLarge !== null) {
+      refuse(conn, 'WIRE_MALFORMED', CLOSE_CODES.MALFORMED, `hello too large: ${tooLarge}`);
       return;
     }
     if (conn.agentId !== undefined && conn.agentId !== hello.agentId) {
@@ -401,6 +443,10 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       conn.alive = false;
       conn.ws.ping();
     }
+    // Agents that left long ago: forgotten, so ids that come and go cannot grow the collector.
+    const now = Date.now();
+    for (const [id, a] of agents)
+      if (a.conn === undefined && now - a.info.lastSeenMs > forgetAfterMs) agents.delete(id);
   }, heartbeatMs);
   heartbeat.unref();
 

@@ -14,7 +14,13 @@ interface Rig {
 
 async function rig(
   t: { teardown(fn: () => Promise<void>): void },
-  extra: { maxPayloadBytes?: number; helloTimeoutMs?: number; maxSendQueueBytes?: number } = {},
+  extra: {
+    maxPayloadBytes?: number;
+    helloTimeoutMs?: number;
+    maxSendQueueBytes?: number;
+    heartbeatMs?: number;
+    forgetAfterMs?: number;
+  } = {},
   handler?: (msg: AgentMessage) => Promise<void>,
 ): Promise<Rig> {
   const { server, port } = await listen();
@@ -297,3 +303,57 @@ void t.test('a peer that stops reading is cut once its send queue passes the bou
   t.equal(r.hub.agents().find((x) => x.agentId === 'sleepy')?.connected, false);
   t.equal(r.hub.send('sleepy', { kind: 'stop', stop: { captureId: 'x', point: 'decap' } }), false);
 });
+
+void t.test(
+  'a hello too large to keep is refused; agents that left are forgotten (issue 17)',
+  async (t) => {
+    const r = await rig(t, { heartbeatMs: 20, forgetAfterMs: 60 });
+    const big = RawAgent.connect(r.port, TOKEN);
+    await big.opened;
+    big.send({
+      seq: 0,
+      kind: 'hello',
+      hello: {
+        ...hello('big'),
+        namespaces: Array.from({ length: 5000 }, (_, i) => ({
+          path: `/run/netns/n${i}`,
+          inode: i + 1,
+          addresses: ['10.0.0.1'],
+          interfaces: ['eth0'],
+        })),
+      },
+    });
+    await big.closed;
+    t.equal(big.closeCode, CLOSE_CODES.MALFORMED, 'refused with 4400');
+    const err = big.received.find((e) => e.kind === 'error');
+    t.match(
+      err?.kind === 'error' ? err.error.message : '',
+      /hello too large: 5000 namespaces \(at most 4096\)/,
+    );
+    t.notOk(
+      r.hub.agents().some((a) => a.agentId === 'big'),
+      'never listed',
+    );
+
+    const gone = await helloed(r.port, 'gone');
+    t.ok(r.hub.agents().some((a) => a.agentId === 'gone'));
+    gone.ws.close();
+    await gone.closed;
+    for (let i = 0; i < 100 && r.hub.agents().some((a) => a.agentId === 'gone'); i++)
+      await new Promise((res) => setTimeout(res, 20));
+    t.notOk(
+      r.hub.agents().some((a) => a.agentId === 'gone'),
+      'forgotten after forgetAfterMs',
+    );
+    // It comes back: listed again, with the seq the store kept.
+    r.store.set('gone', 5);
+    const back = RawAgent.connect(r.port, TOKEN);
+    await back.opened;
+    back.send({ seq: 0, kind: 'hello', hello: hello('gone') });
+    const ack = await back.next((e) => e.kind === 'helloAck');
+    t.equal(ack.kind === 'helloAck' ? ack.helloAck.lastSeq : -1, 5);
+    t.ok(r.hub.agents().find((a) => a.agentId === 'gone')?.connected);
+    back.ws.close();
+    await back.closed;
+  },
+);
