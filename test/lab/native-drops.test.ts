@@ -421,4 +421,24 @@ if (!isRoot) {
       t.same(ends, [null], 'onEnd once, without error, at stop()');
     },
   );
+
+  void t.test(
+    'the interface taken down, then deleted: the capture still ends with INTERFACE_GONE',
+    async (t) => {
+      const { cap, delivered, ends } = await countingCapture(lab, 'w', 'x');
+      t.equal(await burst(lab, 'x', 40), 40, 'traffic before');
+      // Deletion sets the link down first; here the two are apart, so the socket's only error
+      // (ENETDOWN, at "down") comes while the interface still exists. Before, nothing came when
+      // it was unregistered and the capture never ended.
+      await lab.ip('w', 'link', 'set', 'v0', 'down');
+      await new Promise((r) => setTimeout(r, 300));
+      t.same(ends, [], 'down is not gone: the capture waits');
+      await lab.ip('w', 'link', 'del', 'v0');
+      for (let i = 0; i < 100 && ends.length === 0; i++)
+        await new Promise((r) => setTimeout(r, 50));
+      t.match(ends, [{ code: 'CAPTURE_INTERFACE_GONE' }], 'then gone: the capture ends');
+      t.equal(delivered(), 40, 'after delivering what it had');
+      await cap.stop();
+    },
+  );
 }

@@ -447,6 +447,25 @@ static int64_t dispatch_rounds(Capture *c, int rounds) {
 /* The socket reported an error (libuv stops the handle on POLLERR). ENETDOWN comes both when the
  * interface is set down and when it is removed (net/packet/af_packet.c packet_notifier): only the
  * second ends the capture; a down interface may come up again. */
+static void on_down_timer(uv_timer_t *t);
+
+/* The interface is down (or a socket error came while it still has a name): true while it is
+ * there and not up. */
+static int iface_down(Capture *c) {
+  if (strcmp(c->iface, "any") == 0) return 0;
+  int s = socket(AF_INET, SOCK_DGRAM, 0);
+  if (s < 0) return 0;
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", c->iface);
+  int r = ioctl(s, SIOCGIFFLAGS, &ifr);
+  close(s);
+  return r == 0 && (ifr.ifr_flags & IFF_UP) == 0;
+}
+
+/* How often a down interface is looked at again. */
+#define DOWN_RECHECK_MS 100
+
 static void on_poll_error(Capture *c, int status) {
   int err = 0;
   socklen_t len = sizeof err;
@@ -461,6 +480,10 @@ static void on_poll_error(Capture *c, int status) {
   }
   if (err == ENETDOWN || err == 0) {
     uv_poll_start(c->poll, UV_READABLE, on_poll); /* down, not gone: keep waiting */
+    /* Removing an interface sets it down first: the socket reports ENETDOWN then, and nothing
+     * more when it is unregistered a moment later (af_packet's notifier has already unhooked
+     * it). So a down interface is looked at again until it is gone or up. */
+    if (c->gone_timer != NULL) uv_timer_start(c->gone_timer, on_down_timer, DOWN_RECHECK_MS, 0);
     return;
   }
   snprintf(msg, sizeof msg, "capture socket error: %s", strerror(err));
@@ -491,6 +514,23 @@ static void on_gone_timer(uv_timer_t *t) {
  * now; the block being filled is retired by the kernel's block timer (it runs on after the
  * interface is gone) and read by on_gone_timer, which then reports IFACE_GONE.
  */
+/* A down interface looked at again (on_poll_error): gone → begin_gone; still down → later. */
+static void on_down_timer(uv_timer_t *t) {
+  Capture *c = (Capture *)t->data;
+  if (c->closed || c->failed || c->going || c->close_pending) return;
+  if (iface_gone(c)) {
+    napi_handle_scope scope;
+    if (napi_open_handle_scope(c->env, &scope) != napi_ok) return;
+    char msg[256];
+    snprintf(msg, sizeof msg, "interface %s disappeared (it went down, then away)", c->iface);
+    begin_gone(c, msg);
+    if (c->close_pending) do_close(c);
+    napi_close_handle_scope(c->env, scope);
+    return;
+  }
+  if (iface_down(c)) uv_timer_start(t, on_down_timer, DOWN_RECHECK_MS, 0);
+}
+
 static void begin_gone(Capture *c, const char *msg) {
   if (c->going) return;
   c->going = 1;
