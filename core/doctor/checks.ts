@@ -80,6 +80,10 @@ const CHECK_NEEDS: Record<'masquerade' | 'rp-filter' | 'return-route', FactPart[
   'return-route': ['routes'],
 };
 
+/** A check cannot run on a namespace when a part it reads was not read. */
+const blocked = (check: keyof typeof CHECK_NEEDS, unread: Set<FactPart> | undefined): boolean =>
+  CHECK_NEEDS[check].some((p) => unread?.has(p) ?? false);
+
 /** The checks a role runs on its namespace (doctor's path order). */
 const ROLE_CHECKS: Record<string, (keyof typeof CHECK_NEEDS)[]> = {
   vpn: ['masquerade'],
@@ -92,9 +96,7 @@ const ROLE_CHECKS: Record<string, (keyof typeof CHECK_NEEDS)[]> = {
  * checks that therefore did not run there (they say nothing, rather than "ok" about nothing).
  */
 function readFinding(f: NamespaceFacts, unread: Set<FactPart>): Finding {
-  const skipped = (ROLE_CHECKS[f.name] ?? []).filter((c) =>
-    CHECK_NEEDS[c].some((p) => unread.has(p)),
-  );
+  const skipped = (ROLE_CHECKS[f.name] ?? []).filter((c) => blocked(c, unread));
   const parts = FACT_PARTS.filter((p) => unread.has(p));
   const notRun =
     skipped.length === 0
@@ -392,19 +394,17 @@ export function runDoctorChecks(input: DoctorInput): DoctorResult {
   const unread = new Map(input.facts.map((f) => [f, unreadParts(f)]));
   for (const [f, parts] of unread) if (parts.size > 0) findings.push(readFinding(f, parts));
   // Only checks whose facts were read: a part not read is reported above, never judged "ok".
-  const runs = (f: NamespaceFacts, check: keyof typeof CHECK_NEEDS): boolean =>
-    !CHECK_NEEDS[check].some((p) => unread.get(f)?.has(p) ?? false);
-  for (const f of input.facts)
-    if (f.name === 'vpn' && runs(f, 'masquerade')) findings.push(...masqueradeFindings(input, f));
-  for (const f of input.facts) {
-    if (f.name !== 'vpn-node') continue;
-    if (runs(f, 'masquerade')) findings.push(...masqueradeFindings(input, f));
-    if (runs(f, 'rp-filter')) findings.push(...rpFilterFindings(f));
-  }
-  for (const f of input.facts) {
-    if (f.name !== 'backend-node') continue;
-    if (runs(f, 'return-route')) findings.push(...returnRouteFindings(input, f));
-    if (runs(f, 'rp-filter')) findings.push(...rpFilterFindings(f));
+  const run: Record<keyof typeof CHECK_NEEDS, (f: NamespaceFacts) => Finding[]> = {
+    masquerade: (f) => masqueradeFindings(input, f),
+    'rp-filter': (f) => rpFilterFindings(f),
+    'return-route': (f) => returnRouteFindings(input, f),
+  };
+  // Path order (ROLE_CHECKS' order), and within a namespace its checks in the table's order.
+  for (const [role, checks] of Object.entries(ROLE_CHECKS)) {
+    for (const f of input.facts) {
+      if (f.name !== role) continue;
+      for (const c of checks) if (!blocked(c, unread.get(f))) findings.push(...run[c](f));
+    }
   }
   if (input.denied !== undefined) findings.push(deniedFinding(input.denied));
   const count = (s: Severity): number => findings.filter((x) => x.severity === s).length;
