@@ -10,7 +10,7 @@ import { replayCaptureFile } from './replay';
 import { type PassPlan, type PointStream, isUsefulEvent } from '../core/report/analyze';
 import type { CaptureHealth } from '../core/report/capture-health';
 import type { PacketEvent } from '../common/event';
-import { type Scan, SelectScan, RequestScan, LaterScan } from './record-scans';
+import { type Scan, SelectScan, SelectFlowScan, RequestScan, LaterScan } from './record-scans';
 
 function* usefulEvents(
   file: string,
@@ -92,7 +92,7 @@ export class FilePointStream implements PointStream {
     if (
       plan.kind === 'request' &&
       early !== null &&
-      early.syn === plan.syn &&
+      early.syn === plan.start &&
       early.windowNs === plan.windowNs
     ) {
       this.count = early.count;
@@ -114,6 +114,9 @@ export class FilePointStream implements PointStream {
     switch (plan.kind) {
       case 'select':
         scan = new SelectScan(this.ctx, plan);
+        break;
+      case 'select-flow':
+        scan = new SelectFlowScan(this.ctx, plan);
         break;
       case 'request':
         scan = new RequestScan(this.ctx, plan);

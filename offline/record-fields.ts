@@ -38,7 +38,7 @@ export const ACK = 0x10;
 export type Kept =
   PacketEvent | { rec: Buffer; frame: number; linktype: number; ctx: EventContext };
 
-/** Exact `|ts - synTs| <= windowNs` for a record's ts words, mostly without bigints. */
+/** Exact `|ts - startTs| <= windowNs` for a record's ts words, mostly without bigints. */
 export class Window {
   private readonly synHi: number;
   private readonly synLo: number;
@@ -159,8 +159,16 @@ export class EventCursor implements SelectionCursor<Kept> {
 export function tcpTuple(
   ev: PacketEvent,
 ): { src: string; sport: number; dst: string; dport: number } | null {
+  return flowTuple(ev, 'tcp');
+}
+
+/** The ports and addresses of an event of transport `proto`, else null. */
+export function flowTuple(
+  ev: PacketEvent,
+  proto: 'tcp' | 'udp',
+): { src: string; sport: number; dst: string; dport: number } | null {
   const t = ev.inner;
-  if (t === null || t.proto !== 'tcp' || t.sport === undefined || t.dport === undefined)
+  if (t === null || t.proto !== proto || t.sport === undefined || t.dport === undefined)
     return null;
   return { src: t.src, sport: t.sport, dst: t.dst, dport: t.dport };
 }

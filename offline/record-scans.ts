@@ -10,9 +10,11 @@ import {
   isKeysTrigger,
   isTrigger,
   LaterPointSelection,
+  RequestFlowChoice,
   RequestSynChoice,
   type LaterPass,
   type RequestPass,
+  type SelectFlowPass,
   type SelectPass,
   isUsefulEvent,
 } from '../core/report/analyze';
@@ -43,6 +45,7 @@ import {
   U32Set,
   RecordCursor,
   EventCursor,
+  flowTuple,
   tcpTuple,
 } from './record-fields';
 
@@ -189,15 +192,52 @@ export class SelectScan extends Scan {
   }
 }
 
-/** Pass 2 at the first point: TCP records on the request's ports (either direction). */
+/**
+ * Pass 1b (only when no SYN fits): the first point's TCP data segments and UDP datagrams that can
+ * be a request without a SYN. Only those that become the earliest so far are handed over, which
+ * leaves analyze's own RequestFlowChoice with the same best.
+ */
+export class SelectFlowScan extends Scan {
+  private readonly choice: RequestFlowChoice;
+  private readonly dport: number | undefined;
+
+  constructor(ctx: EventContext, plan: SelectFlowPass) {
+    super(ctx);
+    this.choice = new RequestFlowChoice(plan.selector);
+    this.dport = plan.selector.dport;
+  }
+
+  block(b: SummaryBlock): void {
+    const words = b.words;
+    for (let i = 0, w = 0; i < b.count; i++, w += SUMMARY_WORDS) {
+      const head = words[w + W_HEAD] ?? 0;
+      if ((head & 0xff) !== 1) {
+        const ev = this.usefulSlow(b, i);
+        if (ev !== null && this.choice.offer(ev)) this.out.push(ev);
+        continue;
+      }
+      if (this.usefulTransport(words, w) < 0 || (head & HEAD_PAYLOAD) === 0) continue;
+      if (this.dport !== undefined && (words[w + W_PORTS] ?? 0) >>> 16 !== this.dport) continue;
+      const ev = this.event(b, i);
+      if (this.choice.offer(ev)) this.out.push(ev);
+    }
+  }
+}
+
+/** Pass 2 at the first point: the request transport's records on its ports (either direction). */
 export class RequestScan extends Scan {
   private readonly fwd: number;
   private readonly back: number;
+  private readonly transport: number;
 
-  constructor(ctx: EventContext, plan: RequestPass) {
+  constructor(
+    ctx: EventContext,
+    private readonly plan: RequestPass,
+  ) {
     super(ctx);
     this.fwd = (plan.tuple.sport | (plan.tuple.dport << 16)) >>> 0;
     this.back = (plan.tuple.dport | (plan.tuple.sport << 16)) >>> 0;
+    this.transport = plan.proto === 'udp' ? TR_UDP : TR_TCP;
   }
 
   block(b: SummaryBlock): void {
@@ -205,10 +245,10 @@ export class RequestScan extends Scan {
     for (let i = 0, w = 0; i < b.count; i++, w += SUMMARY_WORDS) {
       if (((words[w + W_HEAD] ?? 0) & 0xff) !== 1) {
         const ev = this.usefulSlow(b, i);
-        if (ev?.inner?.proto === 'tcp') this.out.push(ev);
+        if (ev?.inner?.proto === this.plan.proto) this.out.push(ev);
         continue;
       }
-      if (this.usefulTransport(words, w) !== TR_TCP) continue;
+      if (this.usefulTransport(words, w) !== this.transport) continue;
       const ports = words[w + W_PORTS] ?? 0;
       if (ports === this.fwd || ports === this.back) this.out.push(this.event(b, i));
     }
@@ -229,17 +269,20 @@ export class LaterScan extends Scan {
   private readonly seqKeys: U32Set;
   private readonly ackKeys: U32Set;
   private readonly dataKeys: U32Set;
+  private readonly transport: number;
 
   constructor(
     ctx: EventContext,
     private readonly plan: LaterPass,
   ) {
     super(ctx);
-    this.win = new Window(plan.synTsNs, plan.windowNs);
+    this.win = new Window(plan.startTsNs, plan.windowNs);
     const data = plan.data;
     this.wantMarker = data !== null && data.probeMarker !== null;
-    this.seqKeys = new U32Set([plan.isn, ...plan.clientSeqs]);
-    this.ackKeys = new U32Set([plan.synAckAck, ...plan.acked]);
+    this.transport = plan.proto === 'udp' ? TR_UDP : TR_TCP;
+    const known = (xs: (number | null)[]): number[] => xs.filter((x): x is number => x !== null);
+    this.seqKeys = new U32Set(known([plan.isn, ...plan.clientSeqs]));
+    this.ackKeys = new U32Set(known([plan.synAckAck, ...plan.acked]));
     this.dataKeys = new U32Set(
       data === null
         ? []
@@ -251,7 +294,7 @@ export class LaterScan extends Scan {
   private slow(b: SummaryBlock, i: number): void {
     const ev = this.usefulSlow(b, i);
     if (ev === null) return;
-    const t = tcpTuple(ev);
+    const t = flowTuple(ev, this.plan.proto);
     if (t === null || !this.win.hasEvent(ev)) return;
     const k = ev.keys;
     const trigger = isKeysTrigger(this.plan, k);
@@ -276,7 +319,7 @@ export class LaterScan extends Scan {
         this.slow(b, i);
         continue;
       }
-      if (this.usefulTransport(words, w) !== TR_TCP) continue;
+      if (this.usefulTransport(words, w) !== this.transport) continue;
       if (!win.has(words[w + W_TS_HI] ?? 0, words[w + W_TS_LO] ?? 0)) continue;
       if (
         (head & HEAD_PAYLOAD) !== 0 &&

@@ -21,7 +21,7 @@
 
 import type { Inventory } from '../../common/inventory';
 import type { ConntrackEntry } from '../../common/wire';
-import type { Endpoint, Journey, MatchKey, PointMatch } from '../correlate/correlate';
+import type { Endpoint, Journey, MatchKey, PointMatch, RequestShape } from '../correlate/correlate';
 import { hintFor } from './hints';
 import type { Layer } from './layer';
 import { hostPort, tupleText } from '../../common/endpoint';
@@ -50,6 +50,8 @@ export interface Verdict {
   observed: Record<string, Endpoint | null>;
   evidence: Evidence[];
   hint: string;
+  /** What was followed: a new TCP connection, one already open (no handshake captured), UDP. */
+  shape?: RequestShape;
   reason?: string;
   hop?: { from: string; to: string };
   before?: Endpoint;
@@ -146,6 +148,9 @@ export function attributeSourceRewrite(
   }
 }
 
+const SHAPES: readonly string[] = ['tcp-syn', 'tcp-established', 'udp'] satisfies RequestShape[];
+const isShape = (x: unknown): x is RequestShape => typeof x === 'string' && SHAPES.includes(x);
+
 function isPointMatch(x: unknown): x is PointMatch {
   return isRecord(x) && typeof x['point'] === 'string' && typeof x['status'] === 'string';
 }
@@ -164,6 +169,7 @@ function attribute(journey: Journey, inv: Inv, opts: AttributeOptions): Verdict 
     detail: typeof p.detail === 'string' ? p.detail : '',
   }));
   const clientAddr = opts.clientIp ?? client?.src;
+  const shape = request !== null && isShape(request.shape) ? request.shape : undefined;
   const verdict = (
     layer: Layer,
     extra: Partial<Verdict> & { reason: string },
@@ -175,6 +181,7 @@ function attribute(journey: Journey, inv: Inv, opts: AttributeOptions): Verdict 
     observed,
     evidence,
     hint: hintFor(layer, { clientSrc: clientAddr, ...ctx }),
+    ...(shape === undefined ? {} : { shape }),
     ...extra,
   });
 
@@ -254,9 +261,14 @@ function attribute(journey: Journey, inv: Inv, opts: AttributeOptions): Verdict 
         after,
         ...(node !== undefined ? { node } : {}),
         reason:
-          `${proxied.point} sees a new TCP connection ${fmt(after)}` +
-          (proxied.isn !== null ? ` (ISN ${proxied.isn}, not ${request.isn})` : '') +
-          ` carrying the same request (${proxied.matchedBy.join(', ')}), opened by ${who}`,
+          shape === 'udp'
+            ? `${proxied.point} sees a new query ${fmt(after)} carrying the same question ` +
+              `(${proxied.matchedBy.join(', ')}) but not the request's bytes, sent by ${who}`
+            : `${proxied.point} sees a new TCP connection ${fmt(after)}` +
+              (proxied.isn !== null
+                ? ` (ISN ${proxied.isn}${request.isn === null ? '' : `, not ${request.isn}`})`
+                : '') +
+              ` carrying the same request (${proxied.matchedBy.join(', ')}), opened by ${who}`,
       },
       { pod: pod?.name },
     );
@@ -375,6 +387,7 @@ function attribute(journey: Journey, inv: Inv, opts: AttributeOptions): Verdict 
       rw.layer === 'unknown'
         ? hintFor('unknown')
         : hintFor(rw.layer, { clientSrc: clientAddr, node: rw.node, backendNode: ctxBackendNode }),
+    ...(shape === undefined ? {} : { shape }),
     reason: vpnOnly ? `${rw.reason}; the backend was not captured` : rw.reason,
     hop: { from: rw.from.point, to: rw.to.point },
     ...(rw.from.observed !== null ? { before: rw.from.observed } : {}),

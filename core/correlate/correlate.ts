@@ -1,5 +1,6 @@
 /**
- * Correlation: follow one TCP request across ordered capture points with keys that survive NAT.
+ * Correlation: follow one request (a new or already-open TCP connection, a UDP datagram) across
+ * ordered capture points with keys that survive NAT.
  *
  * Pure: no clock, timers or I/O. Time is passed in (`nowNs`), and the offline entry point
  * (`correlateRequest`) needs no time at all beyond the event timestamps.
@@ -60,7 +61,11 @@ export function correlateRequest(
       .join(', ');
     return {
       request: null,
-      reason: `no new TCP connection (SYN without ACK) from ${what} among ${capturedCount(first)} events at ${first.name}`,
+      reason:
+        `no new TCP connection (SYN without ACK), TCP data segment or UDP datagram from ${what} among ${capturedCount(first)} events at ${first.name}` +
+        (selector.client === undefined && selector.dst === undefined
+          ? ' (without --client or --dst, a request on an already-open connection or over UDP is selected only by a probe marker in its payload)'
+          : ''),
       points: points.map((p) =>
         emptyPoint(
           p.name,
@@ -502,7 +507,8 @@ function sameTuple(ev: PacketEvent, t: Endpoint): boolean {
 }
 
 /**
- * Streaming correlation for live agents. `add` buffers, `expire` returns the journeys whose
+ * Streaming correlation of new TCP connections (requests that start with a SYN at the first point;
+ * the shapes without one are correlated by `correlateRequest`). `add` buffers, `expire` returns the journeys whose
  * window closed and forgets old events. Arrival time (`nowNs`, the shell's clock) drives expiry;
  * event timestamps (each node's kernel clock) drive matching, so node clock skew cannot expire a
  * journey early.
@@ -618,7 +624,8 @@ export class Correlator {
   private laterPoint(name: string, id: RequestIdentity, clientSeqs: Set<number>): PointEvents {
     const b = this.buf.get(name);
     if (b === undefined) return { name, events: [] };
-    const isn = id.isn;
+    // The Correlator follows new connections only (its candidates are SYNs), so isn is set.
+    const isn = id.isn ?? Number.NaN;
     const synAckAck = (isn + 1) >>> 0;
     const data = id.data;
     const marker = data?.probeMarker ?? null;
@@ -655,7 +662,7 @@ export class Correlator {
           });
         }
       } else if (sentinel < 0) {
-        const d = b.ts(j) - id.synTsNs;
+        const d = b.ts(j) - id.startTsNs;
         if (d <= this.windowNs && -d <= this.windowNs) sentinel = j;
       }
     }

@@ -2,7 +2,7 @@
 
 import type { PacketEvent } from '../../common/event';
 
-/** The request direction of a TCP connection as seen at one point. */
+/** The request direction of a flow (a TCP connection or a UDP exchange) as seen at one point. */
 export interface Endpoint {
   src: string;
   sport: number;
@@ -13,8 +13,10 @@ export interface Endpoint {
 /**
  * Why a packet at a point is the same as the request at the first point. Strongest first:
  * `tcp-isn` (SYN seq), `tcp-seq` (a later segment's seq), `tsval` (RFC 7323 TSval with equal seq),
- * `ip-id`, the payload keys (which alone mean a proxied, new connection), and for the reply
- * direction `syn-ack` (ack = ISN+1) and `reverse-tuple`. `selector` marks the first point.
+ * `ip-id`, the payload keys (over TCP they alone mean a proxied, new connection; a UDP datagram is
+ * recognised by them, its length and its IP ID), and for the reply direction `syn-ack`
+ * (ack = ISN+1), `tcp-ack` (a reply acknowledging a request segment: the handshake was not
+ * captured) and `reverse-tuple`. `selector` marks the first point.
  */
 export type MatchKey =
   | 'selector'
@@ -26,16 +28,28 @@ export type MatchKey =
   | 'request-line'
   | 'payload-hash'
   | 'syn-ack'
+  | 'tcp-ack'
   | 'reverse-tuple';
 
-/** Which request to follow; fields narrow the first SYN at the first point. */
+/**
+ * What was selected as the request at the first point:
+ * - `tcp-syn`: a new TCP connection (SYN without ACK), followed by its ISN — the strongest case;
+ * - `tcp-established`: no new connection fitted the selector, so the first data segment of a
+ *   connection already open when the capture started (keep-alive, HTTP/2, gRPC): followed by
+ *   absolute sequence numbers, TSval and IP ID; the handshake was not captured;
+ * - `udp`: the first UDP datagram (a DNS query, QUIC): followed by its payload fingerprint, length
+ *   and IP ID; its reply by the reversed tuple at each point.
+ */
+export type RequestShape = 'tcp-syn' | 'tcp-established' | 'udp';
+
+/** Which request to follow; fields narrow the first SYN (else data segment, datagram) at the first point. */
 export interface RequestSelector {
   client?: string | undefined;
   dst?: string | undefined;
   dport?: number | undefined;
 }
 
-/** The request's first data segment at the first point (what a proxy forwards). */
+/** The request's first data segment (or datagram) at the first point (what a proxy forwards). */
 export interface DataIdentity {
   seq: number;
   payloadLength: number;
@@ -48,11 +62,15 @@ export interface DataIdentity {
 /** The selected request as seen at the first point. */
 export interface RequestIdentity {
   point: string;
+  shape: RequestShape;
   tuple: Endpoint;
-  isn: number;
+  /** The SYN's sequence number; null when no SYN was captured (`tcp-established`, `udp`). */
+  isn: number | null;
   tsVal: number | null;
   ipId: number | null;
-  synTsNs: bigint;
+  /** When the request's first packet (the SYN, else the data segment or datagram) was captured. */
+  startTsNs: bigint;
+  /** Its frame number. */
   frame: number;
   data: DataIdentity | null;
 }
@@ -78,11 +96,11 @@ export interface PointMatch {
   capturedEvents: number;
   matchedBy: MatchKey[];
   replyMatchedBy: MatchKey[];
-  /** True when the point saw a different TCP connection carrying the same request bytes. */
+  /** True when the point saw a different connection (or query) carrying the same request bytes. */
   proxied: boolean;
   /** Any request-direction packet of the connection was seen. */
   seenRequest: boolean;
-  /** The connection's SYN was seen. */
+  /** The connection's SYN was seen (always false for UDP, and when the handshake was not captured). */
   seenSyn: boolean;
   seenReply: boolean;
   /** Request-direction tuple as observed here. */
@@ -138,6 +156,7 @@ const KEY_ORDER: readonly MatchKey[] = [
   'request-line',
   'payload-hash',
   'syn-ack',
+  'tcp-ack',
   'reverse-tuple',
 ];
 

@@ -1,5 +1,7 @@
 /**
- * Matching one request at one capture point, with keys that survive NAT.
+ * Matching one request at one capture point, with keys that survive NAT: a new TCP connection by
+ * its ISN, an already-open connection by its absolute sequence numbers, a UDP datagram by its
+ * payload fingerprint (RequestShape in journey.ts).
  *
  * Pure: no clock, timers or I/O. Time is passed in (`nowNs`), and the offline entry point
  * (`correlateRequest`) needs no time at all beyond the event timestamps.
@@ -10,6 +12,8 @@
  * masquerade, including `--random-fully` where the source port changes too. A terminating proxy
  * opens a new connection (new ISN, new ports); only the request bytes survive, so that case is
  * matched on the payload keys the decoder hashed (probe marker, request line, first bytes).
+ * NAT never touches a UDP payload either, so a datagram is recognised by its first bytes' hash and
+ * its length (for DNS: the transaction id and the question), with the IPv4 ID beside them.
  */
 
 import type { PacketEvent } from '../../common/event';
@@ -29,6 +33,7 @@ import {
   type PointStatus,
   type RequestIdentity,
   type RequestSelector,
+  type RequestShape,
 } from './journey';
 
 /** TCP flag bits (RFC 9293 §3.1). */
@@ -37,29 +42,49 @@ const SYN = 0x02;
 const RST = 0x04;
 const ACK = 0x10;
 
-/** Default correlation window around the first point's SYN. */
+/** Default correlation window around the request's first packet at the first point. */
 export const DEFAULT_WINDOW_NS = 10_000_000_000n;
 
-export interface TcpView {
+/** The transports a request can be followed over. */
+export type FlowProto = 'tcp' | 'udp';
+
+/** One TCP segment or UDP datagram, with what matching reads of it. */
+export interface FlowView {
   ev: PacketEvent;
+  proto: FlowProto;
   tuple: Endpoint;
+  /** TCP flags (0 for UDP). */
   flags: number;
   seq: number | null;
   ack: number | null;
 }
 
-export function tcpView(ev: PacketEvent): TcpView | null {
+/** Kept for the TCP-only callers: a FlowView whose proto is 'tcp'. */
+export type TcpView = FlowView;
+
+/** The FlowView of a TCP or UDP event with ports, else null. */
+export function flowView(ev: PacketEvent): FlowView | null {
   const t = ev.inner;
-  if (t === null || t.proto !== 'tcp' || t.sport === undefined || t.dport === undefined)
-    return null;
+  if (t === null || (t.proto !== 'tcp' && t.proto !== 'udp')) return null;
+  if (t.sport === undefined || t.dport === undefined) return null;
   return {
     ev,
+    proto: t.proto,
     tuple: { src: t.src, sport: t.sport, dst: t.dst, dport: t.dport },
     flags: ev.keys.tcpFlags ?? 0,
     seq: ev.keys.tcpSeq ?? null,
     ack: ev.keys.tcpAck ?? null,
   };
 }
+
+/** The FlowView of a TCP event, else null. */
+export function tcpView(ev: PacketEvent): TcpView | null {
+  const v = flowView(ev);
+  return v?.proto === 'tcp' ? v : null;
+}
+
+/** The transport a request shape is followed over. */
+export const protoOf = (shape: RequestShape): FlowProto => (shape === 'udp' ? 'udp' : 'tcp');
 
 export const isSynOnly = (v: TcpView): boolean => (v.flags & SYN) !== 0 && (v.flags & ACK) === 0;
 const isSynAck = (v: TcpView): boolean => (v.flags & SYN) !== 0 && (v.flags & ACK) !== 0;
@@ -69,7 +94,7 @@ const plus1 = (n: number): number => (n + 1) >>> 0;
 
 const absDiff = (a: bigint, b: bigint): bigint => (a > b ? a - b : b - a);
 
-export function byTime(a: TcpView, b: TcpView): number {
+export function byTime(a: FlowView, b: FlowView): number {
   if (a.ev.tsNs !== b.ev.tsNs) return a.ev.tsNs < b.ev.tsNs ? -1 : 1;
   return a.ev.frame - b.ev.frame;
 }
@@ -81,21 +106,47 @@ export function matchesSelector(t: Endpoint, sel: RequestSelector): boolean {
   return true;
 }
 
+/** The data identity of segment or datagram `d`, the request's first bytes. */
+function dataOf(d: FlowView, seq: number): DataIdentity {
+  const k = d.ev.keys;
+  return {
+    seq,
+    payloadLength: k.payloadLength,
+    probeMarker: k.probeMarker ?? null,
+    payloadHash: k.payloadHash ?? null,
+    requestLineHash: k.requestLineHash ?? null,
+    frame: d.ev.frame,
+  };
+}
+
 /**
- * Every new TCP connection (SYN without ACK) at the first point that fits the selector, oldest
- * first; a retransmitted SYN (same tuple and ISN) is the same request.
+ * The requests at the first point, oldest first: every new TCP connection (SYN without ACK) that
+ * fits the selector — a retransmitted SYN (same tuple and ISN) is the same request. Only when
+ * there is none: the first data segment of each already-open TCP connection and the first datagram
+ * of each UDP flow that fit it (flowRequests).
  */
 export function findRequests(
   point: PointEvents,
   selector: RequestSelector,
   windowNs: bigint = DEFAULT_WINDOW_NS,
 ): RequestIdentity[] {
-  const views = point.events.map(tcpView).filter((v): v is TcpView => v !== null);
+  const views = point.events.map(flowView).filter((v): v is FlowView => v !== null);
   views.sort(byTime);
+  const syns = synRequests(point.name, views, selector, windowNs);
+  return syns.length > 0 ? syns : flowRequests(point.name, views, selector);
+}
+
+function synRequests(
+  pointName: string,
+  views: FlowView[],
+  selector: RequestSelector,
+  windowNs: bigint,
+): RequestIdentity[] {
   const seen = new Set<string>();
   const out: RequestIdentity[] = [];
   for (const v of views) {
-    if (!isSynOnly(v) || v.seq === null || !matchesSelector(v.tuple, selector)) continue;
+    if (v.proto !== 'tcp' || !isSynOnly(v) || v.seq === null) continue;
+    if (!matchesSelector(v.tuple, selector)) continue;
     const id = `${endpointKey(v.tuple)}#${v.seq}`;
     if (seen.has(id)) continue;
     seen.add(id);
@@ -103,6 +154,7 @@ export function findRequests(
     // The first data segment of this connection: same tuple, seq right after the ISN.
     const data = views.find(
       (d) =>
+        d.proto === 'tcp' &&
         d.ev.keys.payloadLength > 0 &&
         sameEndpoint(d.tuple, v.tuple) &&
         d.seq === dataSeq &&
@@ -110,39 +162,81 @@ export function findRequests(
         d.ev.tsNs - v.ev.tsNs <= windowNs,
     );
     out.push({
-      point: point.name,
+      point: pointName,
+      shape: 'tcp-syn',
       tuple: v.tuple,
       isn: v.seq,
       tsVal: v.ev.keys.tsVal ?? null,
       ipId: v.ev.keys.ipId ?? null,
-      synTsNs: v.ev.tsNs,
+      startTsNs: v.ev.tsNs,
       frame: v.ev.frame,
-      data:
-        data === undefined
-          ? null
-          : {
-              seq: dataSeq,
-              payloadLength: data.ev.keys.payloadLength,
-              probeMarker: data.ev.keys.probeMarker ?? null,
-              payloadHash: data.ev.keys.payloadHash ?? null,
-              requestLineHash: data.ev.keys.requestLineHash ?? null,
-              frame: data.ev.frame,
-            },
+      data: data === undefined ? null : dataOf(data, dataSeq),
+    });
+  }
+  return out;
+}
+
+/**
+ * Whether `v` can be a request without a SYN: a TCP data segment or UDP datagram with payload that
+ * fits the selector, which must name the client side (`client` or `dst`) unless `v` carries a
+ * probe marker.
+ */
+export function isFlowCandidate(v: FlowView, selector: RequestSelector): boolean {
+  const k = v.ev.keys;
+  if (k.payloadLength === 0 || (v.flags & SYN) !== 0 || !matchesSelector(v.tuple, selector))
+    return false;
+  return selector.client !== undefined || selector.dst !== undefined || k.probeMarker !== undefined;
+}
+
+/**
+ * Requests without a SYN: per flow, the first TCP data segment (a connection already open when the
+ * capture started) or UDP datagram that fits the selector. Which side is the client is only known
+ * from the selector (`client` or `dst`) or a probe marker in the payload, so without either
+ * nothing is selected: the first packet seen could be the server's.
+ */
+function flowRequests(
+  pointName: string,
+  views: FlowView[],
+  selector: RequestSelector,
+): RequestIdentity[] {
+  const seen = new Set<string>();
+  const out: RequestIdentity[] = [];
+  for (const v of views) {
+    if (!isFlowCandidate(v, selector)) continue;
+    const k = v.ev.keys;
+    const flow = `${v.proto}/${endpointKey(v.tuple)}`;
+    if (seen.has(flow)) continue;
+    seen.add(flow);
+    out.push({
+      point: pointName,
+      shape: v.proto === 'tcp' ? 'tcp-established' : 'udp',
+      tuple: v.tuple,
+      isn: null,
+      tsVal: k.tsVal ?? null,
+      ipId: k.ipId ?? null,
+      startTsNs: v.ev.tsNs,
+      frame: v.ev.frame,
+      data: dataOf(v, v.seq ?? 0),
     });
   }
   return out;
 }
 
 interface Scored {
-  view: TcpView;
+  view: FlowView;
   keys: MatchKey[];
   score: number;
 }
 
-/** Request-direction packets of the connection at the first point, by sequence number. */
-type ClientPackets = Map<number, TcpView[]>;
+/** The request-direction packets of the request at the first point. */
+interface ClientPackets {
+  /** TCP: by sequence number. UDP: unused. */
+  bySeq: Map<number, FlowView[]>;
+  /** TCP: what a reply acknowledging one of them carries (seq + length, + 1 for SYN/FIN). */
+  acks: Set<number>;
+}
 
-function payloadKeys(v: TcpView, data: DataIdentity | null): MatchKey[] {
+function payloadKeys(v: FlowView, data: DataIdentity | null): MatchKey[] {
   if (data === null || v.ev.keys.payloadLength === 0) return [];
   const k = v.ev.keys;
   const out: MatchKey[] = [];
@@ -153,12 +247,39 @@ function payloadKeys(v: TcpView, data: DataIdentity | null): MatchKey[] {
   return out;
 }
 
+/**
+ * A UDP datagram is the request's when its first bytes and its length are the request's (NAT
+ * rewrites neither); the IP ID and probe marker, when equal, add to the proof.
+ */
+function scoreDatagram(v: FlowView, id: RequestIdentity): Scored | null {
+  const data = id.data;
+  const k = v.ev.keys;
+  if (data === null || data.payloadHash === null || k.payloadHash !== data.payloadHash) return null;
+  if (k.payloadLength !== data.payloadLength) return null;
+  const keys: MatchKey[] = ['payload-hash'];
+  let score = 50;
+  if (id.ipId !== null && k.ipId === id.ipId) {
+    keys.push('ip-id');
+    score += 5;
+  }
+  if (data.probeMarker !== null && k.probeMarker === data.probeMarker) {
+    keys.push('probe-marker');
+    score += 1;
+  }
+  return { view: v, keys, score };
+}
+
 /** Keys proving that request-direction packet `v` belongs to the request connection. */
-function scoreRequestPacket(v: TcpView, id: RequestIdentity, client: ClientPackets): Scored | null {
+function scoreRequestPacket(
+  v: FlowView,
+  id: RequestIdentity,
+  client: ClientPackets,
+): Scored | null {
+  if (id.shape === 'udp') return scoreDatagram(v, id);
   if (v.seq === null) return null;
-  const peers = client.get(v.seq);
+  const peers = client.bySeq.get(v.seq);
   if (isSynOnly(v)) {
-    if (v.seq !== id.isn) return null;
+    if (id.isn === null || v.seq !== id.isn) return null;
     const keys: MatchKey[] = ['tcp-isn'];
     let score = 100;
     if (v.ev.keys.tsVal !== undefined && peers?.some((p) => p.ev.keys.tsVal === v.ev.keys.tsVal)) {
@@ -228,10 +349,10 @@ function topGroups(groups: Group[]): Group[] {
  * packets or equal timestamps: that stays ambiguous.
  */
 function latestCopy(groups: Group[]): Group | null {
-  const sig = (v: TcpView): string | null => {
+  const sig = (v: FlowView): string | null => {
     const k = v.ev.keys;
     if (k.tsVal === undefined && k.ipId === undefined) return null;
-    return `${v.seq ?? 'x'}/${v.flags}/${k.payloadLength}/${k.tsVal ?? 'x'}/${k.ipId ?? 'x'}`;
+    return `${v.seq ?? 'x'}/${v.flags}/${k.payloadLength}/${k.tsVal ?? 'x'}/${k.ipId ?? 'x'}/${k.payloadHash ?? 'x'}`;
   };
   const first = groups[0];
   const s = first === undefined ? null : sig(first.best.view);
@@ -244,7 +365,7 @@ function latestCopy(groups: Group[]): Group | null {
   return last;
 }
 
-function packetRef(v: TcpView): PacketRef {
+function packetRef(v: FlowView): PacketRef {
   return {
     frame: v.ev.frame,
     tsNs: v.ev.tsNs,
@@ -285,12 +406,13 @@ export function emptyPoint(
   };
 }
 
-/** Fill counts, reply and timestamps for connection `tuple` at one point. */
+/** Fill counts, reply and timestamps for flow `tuple` at one point (`views`: one transport). */
 function describeConnection(
   base: PointMatch,
-  views: TcpView[],
+  views: FlowView[],
   tuple: Endpoint,
   isn: number | null,
+  acks?: ReadonlySet<number>,
 ): PointMatch {
   const back = reverseEndpoint(tuple);
   const req = views.filter((v) => sameEndpoint(v.tuple, tuple));
@@ -299,8 +421,14 @@ function describeConnection(
   if (rep.length > 0) replyKeys.add('reverse-tuple');
   if (isn !== null && rep.some((v) => isSynAck(v) && v.ack === plus1(isn)))
     replyKeys.add('syn-ack');
+  if (
+    acks !== undefined &&
+    rep.some((v) => (v.flags & ACK) !== 0 && v.ack !== null && acks.has(v.ack))
+  )
+    replyKeys.add('tcp-ack');
   // A retransmission carries a sequence number already sent with the same control bits and
-  // length; pure ACKs repeat their seq legitimately and are not counted.
+  // length (a datagram: the same first bytes and length); pure ACKs repeat their seq legitimately
+  // and are not counted.
   const sent = new Set<string>();
   let retransmits = 0;
   for (const [dir, list] of [
@@ -310,7 +438,8 @@ function describeConnection(
     for (const v of list) {
       const len = v.ev.keys.payloadLength;
       if (len === 0 && (v.flags & (SYN | FIN | RST)) === 0) continue;
-      const k = `${dir}${v.seq ?? 'x'}:${v.flags & (SYN | FIN | RST)}:${len}`;
+      const at = v.proto === 'udp' ? `h${v.ev.keys.payloadHash ?? 'x'}` : (v.seq ?? 'x');
+      const k = `${dir}${at}:${v.flags & (SYN | FIN | RST)}:${len}`;
       if (sent.has(k)) retransmits++;
       else sent.add(k);
     }
@@ -340,20 +469,53 @@ function describeConnection(
 
 function describeKeys(keys: MatchKey[], id: RequestIdentity, point: string): string {
   const parts: string[] = [];
-  if (keys.includes('tcp-isn')) parts.push(`SYN seq ${id.isn} seen at ${id.point} and at ${point}`);
+  if (keys.includes('tcp-isn'))
+    parts.push(`SYN seq ${id.isn ?? '?'} seen at ${id.point} and at ${point}`);
   else if (keys.includes('tcp-seq'))
-    parts.push(`a segment with the request's seq (ISN ${id.isn}) seen at ${point}`);
+    parts.push(
+      id.isn === null
+        ? `a segment with the request's sequence number (seq ${id.data?.seq ?? '?'}; the handshake was not captured) seen at ${point}`
+        : `a segment with the request's seq (ISN ${id.isn}) seen at ${point}`,
+    );
   if (keys.includes('tsval')) parts.push('same TCP TSval');
   if (keys.includes('ip-id')) parts.push('same IPv4 ID');
+  if (id.shape === 'udp' && keys.includes('payload-hash'))
+    parts.push(
+      `the same ${id.data?.payloadLength ?? '?'}-byte datagram (same first payload bytes)`,
+    );
   if (keys.includes('probe-marker')) parts.push(`probe marker ${id.data?.probeMarker ?? '?'}`);
   if (keys.includes('request-line')) parts.push('same request line');
-  if (keys.includes('payload-hash')) parts.push('same first payload bytes');
+  if (id.shape !== 'udp' && keys.includes('payload-hash')) parts.push('same first payload bytes');
   return parts.join('; ');
+}
+
+/** What the request is called in "not seen" sentences. */
+function requestName(id: RequestIdentity): string {
+  switch (id.shape) {
+    case 'tcp-syn':
+      return `ISN ${id.isn ?? '?'}` + (id.data === null ? '' : ' or the request bytes');
+    case 'tcp-established':
+      return "the request's sequence numbers or bytes";
+    case 'udp':
+      return "the request's datagram";
+  }
 }
 
 const PAYLOAD_RANK: readonly MatchKey[] = ['probe-marker', 'request-line', 'payload-hash'];
 
-/** Find the request's connection among one later point's events. */
+/**
+ * Groups of UDP datagrams carrying the probe marker, without the answers to them: a group whose
+ * reversed tuple is an earlier group is the reply (a DNS answer repeats the question).
+ */
+function withoutAnswers(groups: Group[]): Group[] {
+  const firstTs = (g: Group): bigint => g.best.view.ev.tsNs;
+  return groups.filter((g) => {
+    const q = groups.find((o) => o !== g && sameEndpoint(o.tuple, reverseEndpoint(g.tuple)));
+    return q === undefined || firstTs(q) > firstTs(g);
+  });
+}
+
+/** Find the request's connection (or datagram) among one later point's events. */
 function matchPoint(
   id: RequestIdentity,
   client: ClientPackets,
@@ -369,13 +531,18 @@ function matchPoint(
       `no events at all were captured at ${point.name}`,
     );
   }
+  const proto = protoOf(id.shape);
   const views = point.events
-    .map(tcpView)
-    .filter((v): v is TcpView => v !== null && absDiff(v.ev.tsNs, id.synTsNs) <= windowNs);
+    .map(flowView)
+    .filter(
+      (v): v is FlowView =>
+        v !== null && v.proto === proto && absDiff(v.ev.tsNs, id.startTsNs) <= windowNs,
+    );
   views.sort(byTime);
   const base = emptyPoint(point.name, captured, 'matched', '');
+  const acks = id.shape === 'tcp-established' ? client.acks : undefined;
 
-  // 1. The same connection, recognised by its sequence space (survives any NAT).
+  // 1. The same connection, recognised by its sequence space (survives any NAT), or the same datagram.
   const scored = views
     .map((v) => scoreRequestPacket(v, id, client))
     .filter((s): s is Scored => s !== null);
@@ -387,7 +554,7 @@ function matchPoint(
       return ambiguous(
         base,
         tops,
-        `${tops.length} connections at ${point.name} match the request equally`,
+        `${tops.length} ${proto === 'udp' ? 'flows' : 'connections'} at ${point.name} match the request equally`,
       );
     }
     const keys = sortMatchKeys(only.keys);
@@ -408,55 +575,72 @@ function matchPoint(
       views,
       only.tuple,
       id.isn,
+      acks,
     );
   }
 
-  // 2. Only the reply was captured: a SYN-ACK acknowledging ISN+1 names the connection.
-  const synAcks = views
-    .filter((v) => isSynAck(v) && v.ack === plus1(id.isn))
-    .map((v): Scored => ({ view: v, keys: ['syn-ack'], score: 1 }));
-  if (synAcks.length > 0) {
-    const groups = groupByTuple(synAcks, (s) => reverseEndpoint(s.view.tuple));
+  // 2. Only the reply was captured: a SYN-ACK acknowledging ISN+1 names the connection; without
+  // a handshake, a segment acknowledging one of the request's segments does.
+  const isn = id.isn;
+  const replyOnly: Scored[] =
+    isn !== null
+      ? views
+          .filter((v) => isSynAck(v) && v.ack === plus1(isn))
+          .map((v): Scored => ({ view: v, keys: ['syn-ack'], score: 1 }))
+      : acks !== undefined
+        ? views
+            .filter((v) => (v.flags & (ACK | SYN)) === ACK && v.ack !== null && acks.has(v.ack))
+            .map((v): Scored => ({ view: v, keys: ['tcp-ack'], score: 1 }))
+        : [];
+  if (replyOnly.length > 0) {
+    const groups = groupByTuple(replyOnly, (s) => reverseEndpoint(s.view.tuple));
     const [only] = groups;
+    const what =
+      isn !== null
+        ? `SYN-ACKs at ${point.name} acknowledge ISN ${isn}`
+        : `connections at ${point.name} acknowledge the request's segments`;
     if (groups.length > 1 || only === undefined) {
-      return ambiguous(
-        base,
-        groups,
-        `${groups.length} SYN-ACKs at ${point.name} acknowledge ISN ${id.isn}`,
-      );
+      return ambiguous(base, groups, `${groups.length} ${what}`);
     }
-    const m = describeConnection(
+    return describeConnection(
       {
         ...base,
-        matchedBy: ['syn-ack'],
+        matchedBy: isn !== null ? ['syn-ack'] : ['tcp-ack'],
         packet: packetRef(only.best.view),
-        detail: `only the reply was seen at ${point.name}: SYN-ACK with ack ${plus1(id.isn)} (ISN ${id.isn} + 1)`,
+        detail:
+          isn !== null
+            ? `only the reply was seen at ${point.name}: SYN-ACK with ack ${plus1(isn)} (ISN ${isn} + 1)`
+            : `only the reply was seen at ${point.name}: a segment acknowledging the request's segments (ack ${only.best.view.ack ?? '?'})`,
       },
       views,
       only.tuple,
-      id.isn,
+      isn,
+      acks,
     );
-    return m;
   }
 
-  // 3. A different connection carrying the same request bytes: a terminating proxy.
-  for (const key of PAYLOAD_RANK) {
+  // 3. A different connection (or a re-sent query) carrying the same request bytes: a
+  // terminating proxy, or a DNS forwarder. A UDP datagram equal to the request was matched above,
+  // so only the probe marker can name a forwarded query.
+  const ranks = proto === 'udp' ? (['probe-marker'] as const) : PAYLOAD_RANK;
+  for (const key of ranks) {
     const hits = views
       .filter((v) => (v.flags & SYN) === 0 && payloadKeys(v, id.data).includes(key))
       .map((v): Scored => ({ view: v, keys: payloadKeys(v, id.data), score: 1 }));
     if (hits.length === 0) continue;
-    const groups = groupByTuple(hits, (s) => s.view.tuple);
+    const all = groupByTuple(hits, (s) => s.view.tuple);
+    const groups = proto === 'udp' ? withoutAnswers(all) : all;
     const [only] = groups;
     if (groups.length > 1 || only === undefined) {
       return ambiguous(
         base,
         groups,
-        `${groups.length} different connections at ${point.name} carry the request (${key}); cannot tell which`,
+        `${groups.length} different ${proto === 'udp' ? 'flows' : 'connections'} at ${point.name} carry the request (${key}); cannot tell which`,
       );
     }
     const syn = views.find((v) => isSynOnly(v) && sameEndpoint(v.tuple, only.tuple));
     const keys = sortMatchKeys(only.keys);
-    const isn = syn?.seq ?? null;
+    const newIsn = syn?.seq ?? null;
     return describeConnection(
       {
         ...base,
@@ -464,13 +648,17 @@ function matchPoint(
         proxied: true,
         packet: packetRef(only.best.view),
         detail:
-          `a new connection ${endpointKey(only.tuple)}` +
-          (isn === null ? '' : ` (ISN ${isn}, not ${id.isn})`) +
+          (proto === 'udp'
+            ? `a different datagram ${endpointKey(only.tuple)} (not the request's bytes: a forwarder re-sent the query)`
+            : `a new connection ${endpointKey(only.tuple)}` +
+              (newIsn === null
+                ? ''
+                : ` (ISN ${newIsn}${id.isn === null ? '' : `, not ${id.isn}`})`)) +
           ` at ${point.name} carries the request: ${describeKeys(keys, id, point.name)}`,
       },
       views,
       only.tuple,
-      isn,
+      newIsn,
     );
   }
 
@@ -479,10 +667,8 @@ function matchPoint(
     status: 'not-seen',
     detail:
       views.length === 0
-        ? `${captured} events captured at ${point.name}, none TCP within the window`
-        : `no packet at ${point.name} matches ISN ${id.isn}` +
-          (id.data === null ? '' : ' or the request bytes') +
-          ' within the window',
+        ? `${captured} events captured at ${point.name}, none ${proto.toUpperCase()} within the window`
+        : `no packet at ${point.name} matches ${requestName(id)} within the window`,
   };
 }
 
@@ -496,6 +682,26 @@ function ambiguous(base: PointMatch, groups: Group[], detail: string): PointMatc
   };
 }
 
+/** The first point's sentence: what was selected as the request, and what could not be. */
+function selectedDetail(id: RequestIdentity, point: string): string {
+  const t = endpointKey(id.tuple);
+  switch (id.shape) {
+    case 'tcp-syn':
+      return `first new TCP connection ${t} (ISN ${id.isn ?? '?'}) selected at ${point}`;
+    case 'tcp-established':
+      return (
+        `no new TCP connection fits the selection at ${point}: the first data segment of the already-open ` +
+        `connection ${t} (seq ${id.data?.seq ?? '?'}, ${id.data?.payloadLength ?? '?'} bytes, frame ${id.frame}) is the request; ` +
+        'the handshake was not captured, so it is followed by sequence numbers, TSval and IPv4 ID'
+      );
+    case 'udp':
+      return (
+        `first UDP datagram ${t} (${id.data?.payloadLength ?? '?'} bytes, frame ${id.frame}) selected at ${point}; ` +
+        'followed by its payload fingerprint, length and IPv4 ID, its reply by the reversed tuple'
+      );
+  }
+}
+
 /** Follow one identified request across the ordered points. */
 export function correlateIdentity(
   id: RequestIdentity,
@@ -504,30 +710,38 @@ export function correlateIdentity(
 ): Journey {
   const [first, ...rest] = points;
   if (first === undefined) return { request: id, reason: 'no points', points: [], windowNs };
+  const proto = protoOf(id.shape);
   const firstViews = first.events
-    .map(tcpView)
-    .filter((v): v is TcpView => v !== null && absDiff(v.ev.tsNs, id.synTsNs) <= windowNs);
+    .map(flowView)
+    .filter(
+      (v): v is FlowView =>
+        v !== null && v.proto === proto && absDiff(v.ev.tsNs, id.startTsNs) <= windowNs,
+    );
   firstViews.sort(byTime);
-  const client: ClientPackets = new Map();
+  const client: ClientPackets = { bySeq: new Map(), acks: new Set() };
   for (const v of firstViews) {
     if (v.seq === null || !sameEndpoint(v.tuple, id.tuple)) continue;
-    const list = client.get(v.seq);
-    if (list === undefined) client.set(v.seq, [v]);
+    const list = client.bySeq.get(v.seq);
+    if (list === undefined) client.bySeq.set(v.seq, [v]);
     else list.push(v);
+    const ctl = (v.flags & (SYN | FIN)) !== 0 ? 1 : 0;
+    if (v.ev.keys.payloadLength > 0 || ctl > 0)
+      client.acks.add((v.seq + v.ev.keys.payloadLength + ctl) >>> 0);
   }
-  const synView = firstViews.find(
-    (v) => isSynOnly(v) && v.seq === id.isn && sameEndpoint(v.tuple, id.tuple),
+  const selected = firstViews.find(
+    (v) => v.ev.frame === id.frame && v.ev.tsNs === id.startTsNs && sameEndpoint(v.tuple, id.tuple),
   );
   const firstMatch = describeConnection(
     {
       ...emptyPoint(first.name, capturedCount(first), 'matched', ''),
       matchedBy: ['selector'],
-      packet: synView === undefined ? null : packetRef(synView),
-      detail: `first new TCP connection ${endpointKey(id.tuple)} (ISN ${id.isn}) selected at ${first.name}`,
+      packet: selected === undefined ? null : packetRef(selected),
+      detail: selectedDetail(id, first.name),
     },
     firstViews,
     id.tuple,
     id.isn,
+    id.shape === 'tcp-established' ? client.acks : undefined,
   );
   return {
     request: id,

@@ -14,11 +14,15 @@ import {
   type Journey,
   type PointEvents,
 } from '../correlate/correlate';
+import type { RequestShape } from '../correlate/journey';
 import {
   DEFAULT_WINDOW_NS,
   findRequests,
+  flowView,
+  isFlowCandidate,
   matchesSelector,
-  tcpView,
+  protoOf,
+  type FlowProto,
 } from '../correlate/match-point';
 import type { AnalysisResult, PointSummary } from './analysis-result';
 
@@ -71,7 +75,7 @@ export function analyzeEvents(input: AnalyzeInput): AnalysisResult {
   if (journey.request === null) {
     throw new HoptraceError('CLI_NO_REQUEST', journey.reason ?? 'no request found', {
       where: input.points[0]?.name ?? 'first point',
-      hint: 'check --client/--dst, and that the first capture holds the start (SYN) of a fresh connection',
+      hint: 'check --client/--dst/--dport, and that the first capture holds the request (a new connection, a data segment of an open one, or a UDP datagram)',
     });
   }
   const verdict = attributeSourceRewrite(journey, input.inventory, {
@@ -88,28 +92,42 @@ export interface SelectPass {
   windowNs: bigint;
 }
 
-/** Pass 2 at the first point: only the request's connection (either direction) within the window. */
+/**
+ * Pass 1b at the first point, only when pass 1 found no SYN: TCP data segments and UDP datagrams
+ * that can be a request without one (isFlowCandidate), of which the earliest is chosen.
+ */
+export interface SelectFlowPass {
+  kind: 'select-flow';
+  selector: AnalyzeInput['selector'];
+  windowNs: bigint;
+}
+
+/** Pass 2 at the first point: only the request's flow (either direction) within the window. */
 export interface RequestPass {
   kind: 'request';
-  /** The SYN pass 1 selected. */
-  syn: PacketEvent;
+  /** The packet pass 1 (or 1b) selected: the SYN, the data segment or the datagram. */
+  start: PacketEvent;
+  proto: FlowProto;
   tuple: Endpoint;
-  synTsNs: bigint;
+  startTsNs: bigint;
   windowNs: bigint;
 }
 
 /**
- * A later point: only TCP within the window matters, and of that only what a LaterPointSelection
- * with these keys (the request's, from the first point) keeps.
+ * A later point: only the request's transport within the window matters, and of that only what a
+ * LaterPointSelection with these keys (the request's, from the first point) keeps.
  */
 export interface LaterPass {
   kind: 'later';
-  synTsNs: bigint;
+  shape: RequestShape;
+  proto: FlowProto;
+  startTsNs: bigint;
   windowNs: bigint;
-  isn: number;
-  /** What the SYN-ACK acknowledges (ISN + 1). */
-  synAckAck: number;
-  /** Client seqs (what later request packets carry) and what replies acknowledge. */
+  /** The SYN's seq; null without a SYN. */
+  isn: number | null;
+  /** What the SYN-ACK acknowledges (ISN + 1); null without a SYN. */
+  synAckAck: number | null;
+  /** Client seqs (what later request packets carry) and what replies acknowledge (TCP). */
   clientSeqs: ReadonlySet<number>;
   acked: ReadonlySet<number>;
   data: DataIdentity | null;
@@ -119,7 +137,7 @@ export interface LaterPass {
  * What one pass over a point will keep. A stream may leave out any event the pass cannot keep
  * (and then report the true total with `capturedEvents`); handing over every event is always right.
  */
-export type PassPlan = SelectPass | RequestPass | LaterPass;
+export type PassPlan = SelectPass | SelectFlowPass | RequestPass | LaterPass;
 
 /** One point whose events can be read (again) from the start, e.g. a capture file replay. */
 export interface PointStream {
@@ -183,7 +201,26 @@ export class RequestSynChoice {
 }
 
 /**
- * Whether a later point's TCP packet carries a key of the request: its ISN, a client seq, the
+ * Pass 1b: the earliest packet that can be a request without a SYN (a TCP data segment of an open
+ * connection, a UDP datagram), the same choice findRequests makes.
+ */
+export class RequestFlowChoice {
+  best: PacketEvent | null = null;
+
+  constructor(private readonly selector: AnalyzeInput['selector']) {}
+
+  /** Considers one event of the first point; true when it is the best so far. */
+  offer(ev: PacketEvent): boolean {
+    const v = flowView(ev);
+    if (v === null || !isFlowCandidate(v, this.selector)) return false;
+    if (this.best !== null && !earlier(ev, this.best)) return false;
+    this.best = ev;
+    return true;
+  }
+}
+
+/**
+ * Whether a later point's TCP packet (or UDP datagram) carries a key of the request: its ISN, a client seq, the
  * SYN-ACK's ack, an acknowledged client seq, or a payload key of its first data segment.
  * (cli/analyze.ts asks this only of records whose seq, ack or a payload key is one of the
  * request's numbers: a new clause that needs none of them must be added to its pre-check too.)
@@ -376,7 +413,8 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
   const [first, ...rest] = input.points;
   if (first === undefined) return analyze([]);
 
-  // Pass 1: the request's SYN at the first point.
+  // Pass 1: the request's SYN at the first point; 1b, only without one: its first data segment or
+  // datagram.
   const choice = new RequestSynChoice(sel);
   let firstCount = 0;
   for (const ev of first.events({ kind: 'select', selector: sel, windowNs })) {
@@ -384,9 +422,19 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
     choice.offer(ev);
   }
   firstCount = first.capturedEvents?.() ?? firstCount;
-  const syn = choice.best;
-  const synView = syn === null ? null : tcpView(syn);
-  if (syn === null || synView === null || synView.seq === null) {
+  let start = choice.best;
+  if (start === null) {
+    const flows = new RequestFlowChoice(sel);
+    firstCount = 0;
+    for (const ev of first.events({ kind: 'select-flow', selector: sel, windowNs })) {
+      firstCount++;
+      flows.offer(ev);
+    }
+    firstCount = first.capturedEvents?.() ?? firstCount;
+    start = flows.best;
+  }
+  const startView = start === null ? null : flowView(start);
+  if (start === null || startView === null) {
     // Nothing selected: the same outcome (and error) as with every event in memory.
     return analyze(
       input.points.map((p, i) => ({
@@ -396,19 +444,26 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
       })),
     );
   }
-  const synTs = syn.tsNs;
-  const inWindow = (ev: PacketEvent): boolean => absDiff(ev.tsNs, synTs) <= windowNs;
-  const tuple = synView.tuple;
-  const isn = synView.seq;
+  const startTs = start.tsNs;
+  const inWindow = (ev: PacketEvent): boolean => absDiff(ev.tsNs, startTs) <= windowNs;
+  const tuple = startView.tuple;
+  const proto = startView.proto;
 
-  // Pass 2, first point: the request's connection (both directions) within the window.
+  // Pass 2, first point: the request's flow (both directions) within the window.
   const firstKept: PacketEvent[] = [];
   firstCount = 0;
-  const requestPass: RequestPass = { kind: 'request', syn, tuple, synTsNs: synTs, windowNs };
+  const requestPass: RequestPass = {
+    kind: 'request',
+    start,
+    proto,
+    tuple,
+    startTsNs: startTs,
+    windowNs,
+  };
   for (const ev of first.events(requestPass)) {
     firstCount++;
     const t = ev.inner;
-    if (t === null || t.proto !== 'tcp' || t.sport === undefined || t.dport === undefined) continue;
+    if (t === null || t.proto !== proto || t.sport === undefined || t.dport === undefined) continue;
     const fwd =
       t.src === tuple.src &&
       t.sport === tuple.sport &&
@@ -438,12 +493,16 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
     const f = ev.keys.tcpFlags ?? 0;
     acked.add((seq + ev.keys.payloadLength + ((f & (SYN | FIN)) !== 0 ? 1 : 0)) >>> 0);
   }
+  const shape: RequestShape = id?.shape ?? (proto === 'udp' ? 'udp' : 'tcp-established');
+  const isn = id?.isn ?? null;
   const plan: LaterPass = {
     kind: 'later',
-    synTsNs: synTs,
+    shape,
+    proto: protoOf(shape),
+    startTsNs: startTs,
     windowNs,
     isn,
-    synAckAck: (isn + 1) >>> 0,
+    synAckAck: isn === null ? null : (isn + 1) >>> 0,
     clientSeqs,
     acked,
     data: id?.data ?? null,
@@ -456,7 +515,7 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
     for (const ev of p.events(plan)) {
       count++;
       const t = ev.inner;
-      if (t === null || t.proto !== 'tcp' || t.sport === undefined || t.dport === undefined)
+      if (t === null || t.proto !== plan.proto || t.sport === undefined || t.dport === undefined)
         continue;
       if (!inWindow(ev)) continue;
       const k = ev.keys;

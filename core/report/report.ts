@@ -56,6 +56,21 @@ function provedBy(v: Verdict): string {
 }
 
 /** A few lines for the terminal: layer in words, where, before → after, proof, hint. */
+/** What was followed, and what that means for the proof (the verdict's request shape). */
+export function shapeText(v: AnalysisResult['verdict']): string | null {
+  if (v.shape === 'tcp-established')
+    return (
+      'a request on a TCP connection already open when the capture started: the handshake was not ' +
+      'captured, so it was followed by sequence numbers, TSval and IPv4 ID instead of the ISN'
+    );
+  if (v.shape === 'udp')
+    return (
+      'a UDP request: followed by its payload fingerprint, length and IPv4 ID, its reply by the ' +
+      'reversed tuple'
+    );
+  return null;
+}
+
 export function renderVerdictText(result: AnalysisResult): string {
   const v = result.verdict;
   const lines = [`verdict: ${v.layer} — ${LAYER_WORDS[v.layer]}`];
@@ -71,6 +86,8 @@ export function renderVerdictText(result: AnalysisResult): string {
   }
   if (v.reason !== undefined) lines.push(`  why:    ${v.reason}`);
   for (const c of result.caveats ?? []) lines.push(`  caution: ${c}`);
+  const shape = shapeText(v);
+  if (shape !== null) lines.push(`  request: ${shape}`);
   lines.push(`  proof:  ${provedBy(v)}`);
   if (v.conntrack !== undefined)
     lines.push(`  conntrack: ${v.conntrack.status}: ${v.conntrack.detail}`);
@@ -219,6 +236,8 @@ export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): 
   out.push(`**${LAYER_WORDS[v.layer]}**`, '');
   out.push(`- generated: ${meta.generatedAt}`);
   if (v.client !== null) out.push(`- request at the first point: \`${formatEndpoint(v.client)}\``);
+  const shape = shapeText(v);
+  if (shape !== null) out.push(`- request: ${shape}`);
   const where = whereText(v);
   if (where !== null) out.push(`- where: ${where}`);
   if (v.before !== undefined || v.after !== undefined) {
