@@ -18,6 +18,8 @@ export const ADDR = {
   backendNodeBridge: '10.244.2.1',
   backendPod: '10.244.2.5',
   backendPort: 8080,
+  /** The backend pod's UDP DNS responder (lab/dns-server.ts), started for DNS scenarios. */
+  backendDnsPort: 5353,
   proxyPod: '10.244.2.9',
   proxyPort: 8080,
   vpnNodeUplink: '192.168.50.1',

@@ -34,6 +34,9 @@ function main(): void {
     res.writeHead(200, { 'content-type': 'text/plain' });
     res.end(`observed-src=${src}:${sport}\n`);
   });
+  // The keep-alive scenario holds its connection idle while the captures are armed (seconds,
+  // live); Node's default of 5 s would close it first.
+  server.keepAliveTimeout = 60_000;
   server.listen({ host, port }, () => {
     process.stdout.write(JSON.stringify({ event: 'listening', host, port }) + '\n');
   });

@@ -13,13 +13,8 @@ import { labNodes, startAgent, waitConnected, type LabNode, type LiveAgent } fro
 import { LiveCollector, type CaptureRequestBody } from './live-collector';
 import { Netns } from './netns';
 import { assertLabPrerequisites } from './prereq';
-import {
-  backendObserved,
-  compareWithExpectation,
-  newProbeId,
-  sendProbe,
-  type ScenarioRun,
-} from './run';
+import { prepareProbe, sendProbe, type PreparedProbe, type ProbeResult } from './probe';
+import { backendObserved, compareWithExpectation, newProbeId, type ScenarioRun } from './run';
 import type { Scenario } from './scenarios';
 import { buildTopology, NS, type Topology } from './topology';
 import type { LabVerdict } from './verdict';
@@ -39,14 +34,14 @@ export interface LiveRun {
   prefix: string;
   probeId: string;
   captureId: string;
-  curl: ScenarioRun['curl'];
+  probe: ProbeResult;
   appObserved: ScenarioRun['appObserved'];
   /** Final session state (resolved, timeout, failed …) and why. */
   state: string;
   finalReason: string | null;
   points: PointView[];
   verdict: LabVerdict | null;
-  /** From curl's return to the collector's finishedAt (0 when it finished before curl returned). */
+  /** From the probe's return to the collector's finishedAt (0 when it finished before that). */
   timeToVerdictMs: number;
   mismatches: string[];
   durationMs: number;
@@ -73,7 +68,13 @@ export interface LiveScene {
   points(): CaptureRequestBody['points'];
   /** The capture request for the scenario's probe. */
   request(): CaptureRequestBody;
-  sendProbe(): Promise<ScenarioRun['curl']>;
+  /**
+   * Prepares the probe: for a keep-alive scenario this opens (and warms up) its connection, so
+   * call it before `collector.createCapture`; send it once every point captures.
+   */
+  prepareProbe(): Promise<PreparedProbe>;
+  /** Prepares and sends the probe at once (a keep-alive connection opens now, inside the capture). */
+  sendProbe(): Promise<ProbeResult>;
   /** The backend application's log so far. */
   backendLog(): string;
 }
@@ -123,8 +124,9 @@ export async function withLiveScene<T>(
           settleMs: LIVE_SETTLE_MS,
         };
       },
+      prepareProbe: () => prepareProbe(lab, scenario, probeId),
       sendProbe: () => sendProbe(lab, scenario, probeId),
-      backendLog: () => built.processes.find((p) => p.name === 'backend')?.stdout() ?? '',
+      backendLog: () => built.backendLog(),
     };
     return await fn(scene);
   } finally {
@@ -172,15 +174,25 @@ export interface LiveHooks {
   afterProbe?: () => Promise<void>;
 }
 
-/** Arms a capture in `scene`, sends the probe, waits for the verdict and compares it. */
+/**
+ * Prepares the probe (a keep-alive connection opens before the capture exists), arms a capture in
+ * `scene`, sends the probe, waits for the verdict and compares it.
+ */
 export async function runArmedProbe(scene: LiveScene, hooks: LiveHooks = {}): Promise<LiveRun> {
   const started = Date.now();
   const { collector, scenario } = scene;
-  const created = await collector.createCapture(scene.request());
-  await collector.waitCapture(created.id, allCapturing, 'every point capturing', 15_000);
-  await hooks.beforeProbe?.();
-  const curl = await scene.sendProbe();
-  const curlEnd = Date.now();
+  const prepared = await scene.prepareProbe();
+  let probe: ProbeResult;
+  let created: CaptureView;
+  try {
+    created = await collector.createCapture(scene.request());
+    await collector.waitCapture(created.id, allCapturing, 'every point capturing', 15_000);
+    await hooks.beforeProbe?.();
+    probe = await prepared.send();
+  } finally {
+    await prepared.close();
+  }
+  const probeEnd = Date.now();
   await hooks.afterProbe?.();
   const final = await collector.waitCapture(
     created.id,
@@ -188,7 +200,7 @@ export async function runArmedProbe(scene: LiveScene, hooks: LiveHooks = {}): Pr
     'a final state',
     LIVE_TIMEOUT_MS + 5000,
   );
-  const finishedAt = final.finishedAt === null ? curlEnd : Date.parse(final.finishedAt);
+  const finishedAt = final.finishedAt === null ? probeEnd : Date.parse(final.finishedAt);
   const verdict = labVerdictOf(final);
   const appObserved = backendObserved(scene.backendLog(), scene.probeId);
   const run: LiveRun = {
@@ -196,20 +208,20 @@ export async function runArmedProbe(scene: LiveScene, hooks: LiveHooks = {}): Pr
     prefix: scene.lab.prefix,
     probeId: scene.probeId,
     captureId: final.id,
-    curl,
+    probe,
     appObserved,
     state: final.state,
     finalReason: final.finalReason,
     points: final.points,
     verdict,
-    timeToVerdictMs: Math.max(0, finishedAt - curlEnd),
+    timeToVerdictMs: Math.max(0, finishedAt - probeEnd),
     mismatches: [],
     durationMs: 0,
   };
   run.mismatches = compareWithExpectation(scenario.expect, {
     verdict,
     analyzerError: verdict === null ? `capture ${final.state}: ${final.finalReason ?? ''}` : null,
-    curl,
+    probe,
     appObserved,
   });
   if (final.state !== 'resolved')

@@ -182,11 +182,17 @@ export class Netns {
 
   /**
    * Starts `file args` inside namespace `ns`. `ip netns exec` execs the command after setns, so
-   * the child's PID is the command's own PID and signals reach it directly.
+   * the child's PID is the command's own PID and signals reach it directly. stdin is closed
+   * unless `stdin` is 'pipe' (a process the lab drives by writing lines to it).
    */
-  spawn(ns: string, file: string, args: readonly string[]): ChildProcess {
+  spawn(
+    ns: string,
+    file: string,
+    args: readonly string[],
+    stdin: 'ignore' | 'pipe' = 'ignore',
+  ): ChildProcess {
     const child = spawn('ip', ['netns', 'exec', this.full(ns), file, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: [stdin, 'pipe', 'pipe'],
     });
     this.children.add(child);
     child.once('exit', () => this.children.delete(child));

@@ -1,7 +1,8 @@
 /**
- * One scenario end to end: build the namespaces, start tcpdump at the three points, send one
- * probe request from the client, stop the captures, analyze them in-process, compare with the
- * scenario's expectation, and tear everything down — also when something fails on the way.
+ * One scenario end to end: build the namespaces, prepare the probe (a keep-alive connection is
+ * opened now, before any capture), start tcpdump at the three points, send the probe from the
+ * client, stop the captures, analyze them in-process, compare with the scenario's expectation,
+ * and tear everything down — also when something fails on the way.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -12,11 +13,12 @@ import { startCapture, type CaptureStats, type RunningCapture } from './capture'
 import { stopChild } from './child';
 import { delay, Netns } from './netns';
 import { assertLabPrerequisites } from './prereq';
-import type { Expectation, Scenario } from './scenarios';
-import { buildTopology, NS, type LabProcess } from './topology';
+import { prepareProbe, type PreparedProbe, type ProbeResult } from './probe';
+import { appSeesProbe, type Expectation, type Scenario } from './scenarios';
+import { buildTopology, type LabProcess } from './topology';
 import type { LabVerdict } from './verdict';
 
-/** Packets still in flight after curl returns (retransmits, FIN/ACK) get this long to land. */
+/** Packets still in flight after the probe returns (retransmits, FIN/ACK) get this long to land. */
 const DRAIN_MS = 300;
 
 /** What one scenario run produced. */
@@ -27,7 +29,7 @@ export interface ScenarioRun {
   outDir: string;
   points: { name: string; file: string; ns: string; iface: string }[];
   inventoryFile: string;
-  curl: { code: number; httpCode: string | null; body: string };
+  probe: ProbeResult;
   /** The source the backend application saw (from its log), null if no request reached it. */
   appObserved: { src: string; sport: number } | null;
   captures: CaptureStats[];
@@ -40,7 +42,7 @@ export interface ScenarioRun {
 
 /** Options for runScenario. */
 export interface RunOptions {
-  /** Directory for the pcaps, inventory.json and logs (created). */
+  /** Directory for the pcaps, inventory.json, client.json (the probe's result) and logs (created). */
   outDir: string;
   /** Use this Netns (tests pass one to inspect its prefix); destroyed at the end either way. */
   lab?: Netns;
@@ -60,19 +62,22 @@ export async function runScenario(scenario: Scenario, opts: RunOptions): Promise
   mkdirSync(opts.outDir, { recursive: true });
   const captures: RunningCapture[] = [];
   let processes: LabProcess[] = [];
+  let prepared: PreparedProbe | undefined;
   try {
     const topo = await buildTopology(lab, scenario, __dirname);
     processes = topo.processes;
     const points = topo.points.map((p) => ({ ...p, file: join(opts.outDir, `${p.name}.pcap`) }));
+    prepared = await prepareProbe(lab, scenario, probeId);
     for (const p of points) captures.push(await startCapture(lab, p));
 
-    const curl = await sendProbe(lab, scenario, probeId);
+    const probe = await prepared.send();
+    writeFileSync(join(opts.outDir, 'client.json'), JSON.stringify(probe, null, 2) + '\n');
 
     await delay(DRAIN_MS);
     const stats: CaptureStats[] = [];
     for (const c of captures.splice(0)) stats.push(await c.stop());
     for (const p of processes) await stopChild(p.child);
-    const backendLog = processes.find((p) => p.name === 'backend')?.stdout() ?? '';
+    const backendLog = topo.backendLog();
     const logs = processes.map((p) => `## ${p.name}\n${p.stdout()}`).join('\n');
     writeFileSync(join(opts.outDir, 'servers.log'), logs);
 
@@ -102,7 +107,7 @@ export async function runScenario(scenario: Scenario, opts: RunOptions): Promise
       outDir: opts.outDir,
       points: points.map(({ name, file, ns, iface }) => ({ name, file, ns: lab.full(ns), iface })),
       inventoryFile,
-      curl,
+      probe,
       appObserved: backendObserved(backendLog, probeId),
       captures: stats,
       verdict,
@@ -114,32 +119,11 @@ export async function runScenario(scenario: Scenario, opts: RunOptions): Promise
     run.durationMs = Date.now() - started;
     return run;
   } finally {
+    await prepared?.close().catch(() => undefined);
     for (const c of captures) await c.stop().catch(() => undefined);
     for (const p of processes) await stopChild(p.child).catch(() => undefined);
     await lab.destroy();
   }
-}
-
-/** Sends the probe request from the client namespace (curl, 3 s at most); never throws on failure. */
-export async function sendProbe(
-  lab: Netns,
-  scenario: Scenario,
-  probeId: string,
-): Promise<ScenarioRun['curl']> {
-  const url = `http://${scenario.target.ip}:${scenario.target.port}/hoptrace-probe-${probeId}`;
-  const res = await lab.execStatus(
-    NS.client,
-    'curl',
-    ['-s', '--noproxy', '*', '--max-time', '3', '-w', '\n%{http_code}', url],
-    10_000,
-  );
-  const nl = res.stdout.lastIndexOf('\n');
-  const httpCode = nl >= 0 ? res.stdout.slice(nl + 1) : null;
-  return {
-    code: res.code,
-    httpCode: httpCode === '000' ? null : httpCode,
-    body: nl >= 0 ? res.stdout.slice(0, nl) : res.stdout,
-  };
 }
 
 /** The source the backend application logged for the probe (one JSON line per request). */
@@ -171,16 +155,15 @@ export function backendObserved(
 /** Every difference between what `run` produced and `expect`. */
 export function compareWithExpectation(
   expect: Expectation,
-  run: Pick<ScenarioRun, 'verdict' | 'analyzerError' | 'curl' | 'appObserved'>,
+  run: Pick<ScenarioRun, 'verdict' | 'analyzerError' | 'probe' | 'appObserved'>,
 ): string[] {
   const out: string[] = [];
-  const curlOk = run.curl.code === 0 && run.curl.httpCode === '200';
-  if (curlOk !== expect.curlOk)
+  if (run.probe.answered !== expect.answered)
     out.push(
-      `curl ${curlOk ? 'succeeded' : `failed (exit ${run.curl.code})`}, expected it to ${expect.curlOk ? 'succeed' : 'fail'}`,
+      `client: ${run.probe.summary}; expected ${expect.answered ? 'an answer' : 'no answer'}`,
     );
   // The application's own view of the source, independent of the analyzer.
-  if (expect.curlOk && run.appObserved?.src !== expect.backendSrc) {
+  if (appSeesProbe(expect) && run.appObserved?.src !== expect.backendSrc) {
     out.push(
       `backend application saw ${run.appObserved?.src ?? 'no request'}, expected ${expect.backendSrc ?? 'none'}`,
     );

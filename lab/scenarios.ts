@@ -8,14 +8,32 @@ import { ADDR } from './addresses';
 /** How the client's packets reach the VPN pod: kernel VXLAN (Ethernet) or a tun device (RAW). */
 export type DecapKind = 'vxlan' | 'tun';
 
+/**
+ * What the client sends, each carrying the probe marker `hoptrace-probe-<id>` (lab/probe.ts):
+ * `http` one curl request on a fresh connection; `http-keepalive` a request on a keep-alive
+ * connection opened before the captures start (no SYN is captured); `dns` one A query over UDP
+ * for `hoptrace-probe-<id>.lab.` to the backend pod's DNS responder.
+ */
+export type RequestShape = 'http' | 'http-keepalive' | 'dns';
+
 /** A source-rewriting (or dropping) configuration applied to one namespace. */
 export type PathRule =
   /** MASQUERADE in the VPN pod out its eth0 (the VPN software's own NAT). */
   | { kind: 'vpn-pod-masquerade' }
   /** MASQUERADE on the VPN node for the tunnel range out the uplink (ip-masq-agent without the exclusion). */
   | { kind: 'cni-masquerade' }
-  /** kube-proxy on the backend node: DNAT of a Service address + KUBE-MARK-MASQ + MASQUERADE of marked packets. */
-  | { kind: 'kube-proxy'; serviceIp: string; servicePort: number; randomFully: boolean }
+  /**
+   * kube-proxy on the backend node: DNAT of a Service address to the backend pod + KUBE-MARK-MASQ +
+   * MASQUERADE of marked packets. `protocol` defaults to tcp, `targetPort` to ADDR.backendPort.
+   */
+  | {
+      kind: 'kube-proxy';
+      serviceIp: string;
+      servicePort: number;
+      randomFully: boolean;
+      protocol?: 'tcp' | 'udp';
+      targetPort?: number;
+    }
   /** FORWARD DROP on the backend node for the tunnel range. */
   | { kind: 'forward-drop' };
 
@@ -27,8 +45,13 @@ export interface Expectation {
   rewrittenBetween: [string, string] | null;
   /** Source the backend point observes; null when the request never reaches it. */
   backendSrc: string | null;
-  /** Whether curl gets an HTTP answer. */
-  curlOk: boolean;
+  /** Whether the client gets its answer (HTTP 200; for DNS a response with the query's id). */
+  answered: boolean;
+  /**
+   * Whether the backend application logs the probe; default: `answered`. A UDP query is delivered
+   * even when its reply dies, a TCP request without a completed handshake never is.
+   */
+  appSeesProbe?: boolean;
   /** The source port differs between egress and backend (MASQUERADE --random-fully). */
   sportChanges?: boolean;
 }
@@ -42,6 +65,8 @@ export interface Scenario {
   backendIface: 'eth0' | 'any';
   /** What the client requests. */
   target: { ip: string; port: number };
+  /** How the client sends its probe (default `http`). */
+  request: RequestShape;
   /** Backend node routes the tunnel range back via the VPN node. */
   returnRoute: boolean;
   /** rp_filter on the node namespaces: 1 strict, 2 loose. */
@@ -57,7 +82,14 @@ const backend = { ip: ADDR.backendPod, port: ADDR.backendPort };
 function scenario(
   s: Omit<
     Scenario,
-    'decap' | 'backendIface' | 'target' | 'returnRoute' | 'rpFilter' | 'rules' | 'proxyPod'
+    | 'decap'
+    | 'backendIface'
+    | 'target'
+    | 'request'
+    | 'returnRoute'
+    | 'rpFilter'
+    | 'rules'
+    | 'proxyPod'
   > &
     Partial<Scenario>,
 ): Scenario {
@@ -65,6 +97,7 @@ function scenario(
     decap: 'vxlan',
     backendIface: 'eth0',
     target: backend,
+    request: 'http',
     returnRoute: true,
     rpFilter: 2,
     rules: [],
@@ -82,7 +115,7 @@ export const SCENARIOS: readonly Scenario[] = [
       layer: 'preserved',
       rewrittenBetween: null,
       backendSrc: ADDR.clientTunnel,
-      curlOk: true,
+      answered: true,
     },
   }),
   scenario({
@@ -93,7 +126,7 @@ export const SCENARIOS: readonly Scenario[] = [
       layer: 'preserved',
       rewrittenBetween: null,
       backendSrc: ADDR.clientTunnel,
-      curlOk: true,
+      answered: true,
     },
   }),
   scenario({
@@ -106,7 +139,7 @@ export const SCENARIOS: readonly Scenario[] = [
       layer: 'preserved',
       rewrittenBetween: null,
       backendSrc: ADDR.clientTunnel,
-      curlOk: true,
+      answered: true,
     },
   }),
   scenario({
@@ -118,7 +151,7 @@ export const SCENARIOS: readonly Scenario[] = [
       layer: 'vpn-pod',
       rewrittenBetween: ['decap', 'egress'],
       backendSrc: ADDR.vpnPod,
-      curlOk: true,
+      answered: true,
     },
   }),
   scenario({
@@ -131,7 +164,7 @@ export const SCENARIOS: readonly Scenario[] = [
       layer: 'vpn-pod',
       rewrittenBetween: ['decap', 'egress'],
       backendSrc: ADDR.vpnPod,
-      curlOk: true,
+      answered: true,
     },
   }),
   scenario({
@@ -144,7 +177,7 @@ export const SCENARIOS: readonly Scenario[] = [
       layer: 'cni-masquerade',
       rewrittenBetween: ['egress', 'backend'],
       backendSrc: ADDR.vpnNodeUplink,
-      curlOk: true,
+      answered: true,
     },
   }),
   scenario({
@@ -157,7 +190,7 @@ export const SCENARIOS: readonly Scenario[] = [
       layer: 'cni-masquerade',
       rewrittenBetween: ['egress', 'backend'],
       backendSrc: ADDR.vpnNodeUplink,
-      curlOk: true,
+      answered: true,
     },
   }),
   scenario({
@@ -176,7 +209,7 @@ export const SCENARIOS: readonly Scenario[] = [
       layer: 'kube-proxy',
       rewrittenBetween: ['egress', 'backend'],
       backendSrc: ADDR.backendNodeBridge,
-      curlOk: true,
+      answered: true,
     },
   }),
   scenario({
@@ -188,7 +221,7 @@ export const SCENARIOS: readonly Scenario[] = [
       layer: 'kube-proxy',
       rewrittenBetween: ['egress', 'backend'],
       backendSrc: ADDR.backendNodeBridge,
-      curlOk: true,
+      answered: true,
       sportChanges: true,
     },
   }),
@@ -209,7 +242,7 @@ export const SCENARIOS: readonly Scenario[] = [
       layer: 'kube-proxy',
       rewrittenBetween: ['egress', 'backend'],
       backendSrc: ADDR.backendNodeBridge,
-      curlOk: true,
+      answered: true,
     },
   }),
   scenario({
@@ -222,7 +255,7 @@ export const SCENARIOS: readonly Scenario[] = [
       layer: 'proxy',
       rewrittenBetween: ['egress', 'backend'],
       backendSrc: ADDR.proxyPod,
-      curlOk: true,
+      answered: true,
     },
   }),
   scenario({
@@ -234,16 +267,72 @@ export const SCENARIOS: readonly Scenario[] = [
       layer: 'no-return',
       rewrittenBetween: null,
       backendSrc: ADDR.clientTunnel,
-      curlOk: false,
+      answered: false,
     },
   }),
   scenario({
     name: 'dropped',
     description: 'FORWARD DROP on the backend node for -s 10.90.0.0/24',
     rules: [{ kind: 'forward-drop' }],
-    expect: { layer: 'dropped', rewrittenBetween: null, backendSrc: null, curlOk: false },
+    expect: { layer: 'dropped', rewrittenBetween: null, backendSrc: null, answered: false },
+  }),
+  scenario({
+    name: 'kube-proxy-keepalive',
+    description:
+      'ClusterIP 10.96.0.10:80 via kube-proxy, the request on a keep-alive connection opened before the captures (no SYN captured)',
+    target: { ip: ADDR.clusterIp, port: 80 },
+    request: 'http-keepalive',
+    rules: [{ kind: 'kube-proxy', serviceIp: ADDR.clusterIp, servicePort: 80, randomFully: false }],
+    expect: {
+      layer: 'kube-proxy',
+      rewrittenBetween: ['egress', 'backend'],
+      backendSrc: ADDR.backendNodeBridge,
+      answered: true,
+    },
+  }),
+  scenario({
+    name: 'dns-kube-proxy',
+    description: `DNS over UDP to ClusterIP 10.96.0.10:53, kube-proxy DNAT to the pod's :${ADDR.backendDnsPort} + mark + MASQUERADE`,
+    target: { ip: ADDR.clusterIp, port: 53 },
+    request: 'dns',
+    rules: [
+      {
+        kind: 'kube-proxy',
+        serviceIp: ADDR.clusterIp,
+        servicePort: 53,
+        randomFully: false,
+        protocol: 'udp',
+        targetPort: ADDR.backendDnsPort,
+      },
+    ],
+    expect: {
+      layer: 'kube-proxy',
+      rewrittenBetween: ['egress', 'backend'],
+      backendSrc: ADDR.backendNodeBridge,
+      answered: true,
+    },
+  }),
+  scenario({
+    name: 'dns-no-return',
+    description:
+      'DNS over UDP straight to the backend pod, no 10.90.0.0/24 route on the backend node: the query arrives, the reply dies',
+    target: { ip: ADDR.backendPod, port: ADDR.backendDnsPort },
+    request: 'dns',
+    returnRoute: false,
+    expect: {
+      layer: 'no-return',
+      rewrittenBetween: null,
+      backendSrc: ADDR.clientTunnel,
+      answered: false,
+      appSeesProbe: true,
+    },
   }),
 ];
+
+/** Whether the backend application must log the probe under `expect`. */
+export function appSeesProbe(expect: Expectation): boolean {
+  return expect.appSeesProbe ?? expect.answered;
+}
 
 /** The scenario called `name`, or undefined. */
 export function findScenario(name: string): Scenario | undefined {

@@ -37,7 +37,12 @@ export interface Topology {
   points: { name: 'decap' | 'egress' | 'backend'; ns: string; iface: string }[];
   inventory: Inventory;
   processes: LabProcess[];
+  /** What the backend pod's applications (HTTP server, DNS responder) logged so far. */
+  backendLog(): string;
 }
+
+/** The processes serving in the backend pod. */
+const BACKEND_APPS = ['backend', 'backend-dns'];
 
 /** The inventory of the lab cluster (every address of each node, each pod's role). */
 export function labInventory(withProxy: boolean): Inventory {
@@ -177,6 +182,16 @@ export async function buildTopology(
       String(ADDR.backendPort),
     ]),
   );
+  if (scenario.request === 'dns') {
+    processes.push(
+      await startNode(lab, NS.backendPod, 'backend-dns', join(distLabDir, 'dns-server.js'), [
+        '--host',
+        ADDR.backendPod,
+        '--port',
+        String(ADDR.backendDnsPort),
+      ]),
+    );
+  }
   if (scenario.proxyPod) {
     processes.push(
       await startNode(lab, NS.proxyPod, 'proxy', join(distLabDir, 'proxy.js'), [
@@ -198,6 +213,11 @@ export async function buildTopology(
     ],
     inventory: labInventory(scenario.proxyPod),
     processes,
+    backendLog: () =>
+      processes
+        .filter((p) => BACKEND_APPS.includes(p.name))
+        .map((p) => p.stdout())
+        .join(''),
   };
 }
 
@@ -287,7 +307,7 @@ export async function applyRule(lab: Netns, rule: PathRule): Promise<void> {
       );
       return;
     case 'kube-proxy':
-      await kubeProxy(lab, rule.serviceIp, rule.servicePort, rule.randomFully);
+      await kubeProxy(lab, rule);
       return;
     case 'forward-drop':
       await lab.iptables(NS.backendNode, '-A', 'FORWARD', '-s', ADDR.tunnelCidr, '-j', 'DROP');
@@ -298,10 +318,11 @@ export async function applyRule(lab: Netns, rule: PathRule): Promise<void> {
 // The chains kube-proxy (iptables mode) writes for one Service with one endpoint.
 async function kubeProxy(
   lab: Netns,
-  ip: string,
-  port: number,
-  randomFully: boolean,
+  rule: Extract<PathRule, { kind: 'kube-proxy' }>,
 ): Promise<void> {
+  const { serviceIp: ip, servicePort: port, randomFully } = rule;
+  const protocol = rule.protocol ?? 'tcp';
+  const targetPort = rule.targetPort ?? ADDR.backendPort;
   const nat = (...args: string[]): Promise<void> =>
     lab.iptables(NS.backendNode, '-t', 'nat', ...args);
   for (const chain of [
@@ -321,7 +342,7 @@ async function kubeProxy(
     '-d',
     `${ip}/32`,
     '-p',
-    'tcp',
+    protocol,
     '--dport',
     String(port),
     '-j',
@@ -334,11 +355,11 @@ async function kubeProxy(
     '-A',
     'KUBE-SEP-LAB',
     '-p',
-    'tcp',
+    protocol,
     '-j',
     'DNAT',
     '--to-destination',
-    `${ADDR.backendPod}:${ADDR.backendPort}`,
+    `${ADDR.backendPod}:${targetPort}`,
   );
   await nat('-A', 'KUBE-POSTROUTING', '-m', 'mark', '!', '--mark', '0x4000/0x4000', '-j', 'RETURN');
   await nat('-A', 'KUBE-POSTROUTING', '-j', 'MARK', '--xor-mark', '0x4000');

@@ -7,7 +7,8 @@
  * the issue-2 lab instead: tcpdump at the three points, `hoptrace analyze` on the files.
  *
  * Usage: node dist/scripts/lab.js [--offline [--keep]] [--only NAME[,NAME...]]
- *   --keep   (offline) keep pcaps, inventory.json, verdict.json and server logs in ./lab-out/<scenario>/
+ *   --keep   (offline) keep pcaps, inventory.json, verdict.json, client.json (the probe's result)
+ *            and server logs in ./lab-out/<scenario>/
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

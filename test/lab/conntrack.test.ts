@@ -16,7 +16,8 @@ import { startCapture, type RunningCapture } from '../../lab/capture';
 import { stopChild } from '../../lab/child';
 import { delay, listNamespaces, Netns } from '../../lab/netns';
 import { missingPrerequisites } from '../../lab/prereq';
-import { newProbeId, sendProbe } from '../../lab/run';
+import { sendProbe } from '../../lab/probe';
+import { newProbeId } from '../../lab/run';
 import { findScenario } from '../../lab/scenarios';
 import { buildTopology, NS, type LabProcess } from '../../lab/topology';
 

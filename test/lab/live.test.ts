@@ -21,7 +21,7 @@ import {
 import { waitAgents } from '../../lab/live-collector';
 import { delay, listNamespaces } from '../../lab/netns';
 import { missingPrerequisites } from '../../lab/prereq';
-import { findScenario, SCENARIOS, type Scenario } from '../../lab/scenarios';
+import { appSeesProbe, findScenario, SCENARIOS, type Scenario } from '../../lab/scenarios';
 
 const missing = missingPrerequisites();
 
@@ -81,14 +81,14 @@ if (missing.length > 0) {
       t.equal(v?.observed['backend']?.src ?? null, s.expect.backendSrc, 'backend observed src');
       if (s.expect.sportChanges === true)
         t.not(v?.observed['egress']?.sport, v?.observed['backend']?.sport, 'source port changed');
-      if (s.expect.curlOk)
+      if (appSeesProbe(s.expect))
         t.equal(run.appObserved?.src, s.expect.backendSrc, 'the backend application agrees');
       for (const p of run.points)
         t.not(p.state, 'failed', `point ${p.name} did not fail (${p.error?.code ?? '-'})`);
       t.same(run.mismatches, [], 'no mismatch with the scenario');
       t.ok(
         run.timeToVerdictMs < LIVE_SETTLE_MS + 3000,
-        `verdict ${run.timeToVerdictMs} ms after curl returned`,
+        `verdict ${run.timeToVerdictMs} ms after the probe returned`,
       );
     });
   }
@@ -191,8 +191,8 @@ if (missing.length > 0) {
           'decap and egress capturing',
         );
         t.equal(armed.state, 'capturing', 'the capture runs without the backend point');
-        const curl = await scene.sendProbe();
-        t.equal(curl.httpCode, '200', 'the request itself succeeds');
+        const probe = await scene.sendProbe();
+        t.equal(probe.httpCode, '200', 'the request itself succeeds');
         const v = await c.waitCapture(created.id, isFinal, 'final', 20_000);
         const backend = v.points.find((p) => p.name === 'backend');
         t.equal(backend?.state, 'failed', 'the backend point failed');

@@ -1,6 +1,7 @@
 // Socket-free checks of the lab's pure parts: the proxy's request rewrite, the expectation
-// comparison, the scenario table's shape.
+// comparison, the scenario table's shape, the DNS messages of the DNS scenarios.
 import t from 'tap';
+import { encodeName, encodeQuery, encodeResponse, parseMessage } from '../../lab/dns-wire';
 import { rewriteRequestHead } from '../../lab/proxy';
 import { compareWithExpectation } from '../../lab/run';
 import { SCENARIOS } from '../../lab/scenarios';
@@ -34,11 +35,11 @@ void t.test('compareWithExpectation names every difference', (t) => {
     layer: 'kube-proxy',
     rewrittenBetween: ['egress', 'backend'] as [string, string],
     backendSrc: '10.244.2.1',
-    curlOk: true,
+    answered: true,
     sportChanges: true,
   };
   const ok = compareWithExpectation(expect, {
-    curl: { code: 0, httpCode: '200', body: '' },
+    probe: { request: 'http', answered: true, summary: 'curl: HTTP 200', code: 0, httpCode: '200' },
     appObserved: { src: '10.244.2.1', sport: 40000 },
     analyzerError: null,
     verdict: {
@@ -54,7 +55,13 @@ void t.test('compareWithExpectation names every difference', (t) => {
   });
   t.same(ok, []);
   const bad = compareWithExpectation(expect, {
-    curl: { code: 28, httpCode: null, body: '' },
+    probe: {
+      request: 'http',
+      answered: false,
+      summary: 'curl failed (exit 28, no HTTP answer)',
+      code: 28,
+      httpCode: null,
+    },
     appObserved: null,
     analyzerError: null,
     verdict: {
@@ -96,5 +103,35 @@ void t.test('scenario names are unique and cover every layer', (t) => {
     SCENARIOS.some((s) => s.backendIface === 'any'),
     'backend on any',
   );
+  for (const shape of ['http', 'http-keepalive', 'dns'])
+    t.ok(
+      SCENARIOS.some((s) => s.request === shape),
+      `request shape ${shape}`,
+    );
+  t.end();
+});
+
+void t.test('DNS wire: a query carrying the marker as one label, and its response', (t) => {
+  const name = 'hoptrace-probe-0123456789ab.lab.';
+  const q = encodeQuery(0xbeef, name);
+  t.ok(q.includes(Buffer.from('\x1bhoptrace-probe-0123456789ab\x03lab\x00', 'latin1')), 'labels');
+  const pq = parseMessage(q);
+  t.same(
+    [pq.id, pq.response, pq.opcode, pq.questions],
+    [0xbeef, false, 0, [{ name, qtype: 1, qclass: 1 }]],
+  );
+  const r = encodeResponse(q, pq, 0, '10.244.2.5');
+  const pr = parseMessage(r);
+  t.same(
+    [pr.id, pr.response, pr.rcode, pr.answerCount, pr.questions],
+    [0xbeef, true, 0, 1, pq.questions],
+  );
+  t.equal(r.readUInt16BE(2), 0x8500, "QR, AA and the query's RD");
+  t.same([...r.subarray(pr.questionsEnd)], [0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4, 10, 244, 2, 5]);
+  t.equal(parseMessage(encodeResponse(q, pq, 0, null)).answerCount, 0, 'no answer');
+  t.throws(() => encodeName(`${'a'.repeat(64)}.lab.`), /not 1\.\.63 bytes/);
+  t.throws(() => encodeName('lab'), /not absolute/);
+  t.throws(() => parseMessage(Buffer.alloc(5)), /shorter than a DNS header/);
+  t.throws(() => parseMessage(q.subarray(0, q.length - 2)), /no type and class/);
   t.end();
 });

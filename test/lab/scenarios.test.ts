@@ -1,5 +1,5 @@
 // Every lab scenario end to end: real namespaces, kernel NAT, tcpdump at decap/egress/backend,
-// one curl probe, the analyzer's verdict. Runs as root; without the tools it fails with the reason.
+// one probe in the scenario's request shape, the analyzer's verdict. Runs as root; without the tools it fails with the reason.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,7 +7,7 @@ import t from 'tap';
 import { listNamespaces, Netns } from '../../lab/netns';
 import { missingPrerequisites } from '../../lab/prereq';
 import { runScenario } from '../../lab/run';
-import { SCENARIOS } from '../../lab/scenarios';
+import { appSeesProbe, SCENARIOS } from '../../lab/scenarios';
 
 const missing = missingPrerequisites();
 if (missing.length > 0) {
@@ -28,11 +28,11 @@ if (missing.length > 0) {
       const v = run.verdict;
       t.equal(run.analyzerError, null, 'the analyzer ran');
       t.equal(
-        run.curl.code === 0 && run.curl.httpCode === '200',
-        s.expect.curlOk,
-        `curl ${s.expect.curlOk ? 'succeeds' : 'fails'}`,
+        run.probe.answered,
+        s.expect.answered,
+        `the client ${s.expect.answered ? 'gets an answer' : 'gets none'} (${run.probe.summary})`,
       );
-      if (s.expect.curlOk)
+      if (appSeesProbe(s.expect))
         t.equal(
           run.appObserved?.src,
           s.expect.backendSrc,
