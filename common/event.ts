@@ -81,7 +81,24 @@ export interface PacketKeys {
   requestLineHash?: number;
   /** The id from a `hoptrace-probe-<id>` marker found in the first payload bytes. */
   probeMarker?: string;
+  /** ICMP/ICMPv6 type and code of the innermost packet (an error's quoted packet is `related`). */
+  icmpType?: number;
+  icmpCode?: number;
+  /**
+   * Echo request/reply (ICMP 8/0, ICMPv6 128/129): identifier — which conntrack rewrites like a
+   * port — and sequence number, which no NAT touches.
+   */
+  icmpId?: number;
+  icmpSeq?: number;
 }
+
+/** The ICMP keys, in the order of their field numbers (12–15) in proto/hoptrace.proto. */
+export const ICMP_KEYS = [
+  'icmpType',
+  'icmpCode',
+  'icmpId',
+  'icmpSeq',
+] as const satisfies readonly (keyof PacketKeys)[];
 
 /** PacketKeys' numeric fields, in the order of their field numbers (1–10) in proto/hoptrace.proto. */
 export const NUMERIC_KEYS = [

@@ -12,7 +12,7 @@
  */
 import { HoptraceError } from './errors';
 import type { PacketEvent, PacketKeys, Tuple, TunnelInfo } from './event';
-import { NUMERIC_KEYS, TRANSPORT_NAMES, TUNNEL_KINDS } from './event';
+import { ICMP_KEYS, NUMERIC_KEYS, TRANSPORT_NAMES, TUNNEL_KINDS } from './event';
 import type { Envelope, EventBatch } from './wire';
 import { LINKTYPE_NAMES } from './codec';
 
@@ -180,7 +180,8 @@ export function writeEvent(o: Out, e: PacketEvent): void {
       tupleBound(e.inner) +
       tupleBound(e.related) +
       20 * e.tunnels.length +
-      3 * ((k.probeMarker?.length ?? 0) + (e.error?.length ?? 0)),
+      3 * ((k.probeMarker?.length ?? 0) + (e.error?.length ?? 0)) +
+      (k.icmpType === undefined ? 0 : 24),
   );
   const m = o.begin(3);
   if (e.point !== '') o.string(1, e.point);
@@ -211,6 +212,10 @@ export function writeEvent(o: Out, e: PacketEvent): void {
   if (k.payloadHash !== undefined) o.uint(9, k.payloadHash);
   if (k.requestLineHash !== undefined) o.uint(10, k.requestLineHash);
   if (k.probeMarker !== undefined) o.string(11, k.probeMarker);
+  if (k.icmpType !== undefined) o.uint(12, k.icmpType);
+  if (k.icmpCode !== undefined) o.uint(13, k.icmpCode);
+  if (k.icmpId !== undefined) o.uint(14, k.icmpId);
+  if (k.icmpSeq !== undefined) o.uint(15, k.icmpSeq);
   o.end(km);
   if (e.truncated) o.uint(12, 1);
   if (e.error !== undefined && e.error !== '') o.string(13, e.error);
@@ -464,12 +469,18 @@ function readKeys(r: In, end: number): PacketKeys {
   let payloadHash: number | undefined;
   let requestLineHash: number | undefined;
   let marker: string | undefined;
+  const icmp: (number | undefined)[] = [];
   while (r.at < end) {
     const tag = r.u32();
     const f = tag >>> 3;
     const w = tag & 7;
     if (f >= 1 && f <= NUMERIC_KEYS.length && w !== 0)
       expectWire(w, 0, `PacketKeys.${NUMERIC_KEYS[f - 1] ?? f}`);
+    if (f >= 12 && f < 12 + ICMP_KEYS.length) {
+      expectWire(w, 0, `PacketKeys.${ICMP_KEYS[f - 12] ?? f}`);
+      icmp[f - 12] = r.u32();
+      continue;
+    }
     switch (f) {
       case 1:
         ipId = r.u32();
@@ -524,6 +535,10 @@ function readKeys(r: In, end: number): PacketKeys {
   if (payloadHash !== undefined) keys.payloadHash = payloadHash;
   if (requestLineHash !== undefined) keys.requestLineHash = requestLineHash;
   if (marker !== undefined) keys.probeMarker = marker;
+  ICMP_KEYS.forEach((name, i) => {
+    const v = icmp[i];
+    if (v !== undefined) keys[name] = v;
+  });
   return keys;
 }
 

@@ -9,6 +9,7 @@ import { SUMMARY_WORDS } from './summary-file';
 import type { EventContext } from '../core/decode/event';
 import { formatIPv4, formatIPv6 } from '../core/decode/address';
 import { connectionKey, type SelectionCursor } from '../core/report/analyze';
+import { flowView, type FlowProto } from '../core/correlate/match-point';
 import type { PacketEvent } from '../common/event';
 
 // Summary record fields as 32-bit word indexes (core/decode/summary.ts R; all 4-aligned).
@@ -162,13 +163,11 @@ export function tcpTuple(
   return flowTuple(ev, 'tcp');
 }
 
-/** The ports and addresses of an event of transport `proto`, else null. */
+/** The ports and addresses of an event of transport `proto` (ICMP echo: see flowView), else null. */
 export function flowTuple(
   ev: PacketEvent,
-  proto: 'tcp' | 'udp',
+  proto: FlowProto,
 ): { src: string; sport: number; dst: string; dport: number } | null {
-  const t = ev.inner;
-  if (t === null || t.proto !== proto || t.sport === undefined || t.dport === undefined)
-    return null;
-  return { src: t.src, sport: t.sport, dst: t.dst, dport: t.dport };
+  const v = flowView(ev);
+  return v === null || v.proto !== proto ? null : v.tuple;
 }

@@ -19,6 +19,7 @@ import {
   isUsefulEvent,
 } from '../core/report/analyze';
 import type { PacketEvent } from '../common/event';
+import type { FlowProto } from '../core/correlate/match-point';
 import {
   W_HEAD,
   W_TRANSPORT,
@@ -48,6 +49,14 @@ import {
   flowTuple,
   tcpTuple,
 } from './record-fields';
+
+/**
+ * The FAST records' transport code for a request transport; ICMP is never a FAST record (the
+ * reference decoder reads it), so its code matches none.
+ */
+function fastTransport(proto: FlowProto): number {
+  return proto === 'tcp' ? TR_TCP : proto === 'udp' ? TR_UDP : 0x100;
+}
 
 /** What pass 2 at the first point would hand over for one SYN, gathered during pass 1. */
 export interface EarlyRequest {
@@ -118,6 +127,8 @@ export abstract class Scan {
 export class SelectScan extends Scan {
   private readonly choice: RequestSynChoice;
   private readonly seen = new Uint32Array(1 << 15); // 2^20 bits
+  /** ICMP errors seen so far: pass 2 keeps those in the window, so one before the SYN voids `best`. */
+  private errors = 0;
   best: EarlyRequest | null = null;
 
   constructor(
@@ -150,7 +161,7 @@ export class SelectScan extends Scan {
         back: ((ports >>> 16) | ((ports & 0xffff) << 16)) >>> 0,
         win: new Window(ev.tsNs, this.plan.windowNs),
         events: [ev],
-        valid: ((this.seen[k >>> 5] ?? 0) & (1 << (k & 31))) === 0,
+        valid: ((this.seen[k >>> 5] ?? 0) & (1 << (k & 31))) === 0 && this.errors === 0,
       };
     } else if (
       spec !== null &&
@@ -167,6 +178,10 @@ export class SelectScan extends Scan {
       if (((words[w + W_HEAD] ?? 0) & 0xff) !== 1) {
         const ev = this.usefulSlow(b, i);
         if (ev === null) continue;
+        if (ev.related !== undefined) {
+          this.errors++;
+          if (this.best?.win.hasEvent(ev) === true) this.best.events.push(ev);
+        }
         const t = tcpTuple(ev);
         if (t !== null) this.offer(ev, (t.sport | (t.dport << 16)) >>> 0);
         this.out.push(ev);
@@ -237,7 +252,7 @@ export class RequestScan extends Scan {
     super(ctx);
     this.fwd = (plan.tuple.sport | (plan.tuple.dport << 16)) >>> 0;
     this.back = (plan.tuple.dport | (plan.tuple.sport << 16)) >>> 0;
-    this.transport = plan.proto === 'udp' ? TR_UDP : TR_TCP;
+    this.transport = fastTransport(plan.proto);
   }
 
   block(b: SummaryBlock): void {
@@ -245,7 +260,9 @@ export class RequestScan extends Scan {
     for (let i = 0, w = 0; i < b.count; i++, w += SUMMARY_WORDS) {
       if (((words[w + W_HEAD] ?? 0) & 0xff) !== 1) {
         const ev = this.usefulSlow(b, i);
-        if (ev?.inner?.proto === this.plan.proto) this.out.push(ev);
+        // The request's transport, and ICMP errors (which may quote it).
+        if (ev !== null && (ev.related !== undefined || flowTuple(ev, this.plan.proto) !== null))
+          this.out.push(ev);
         continue;
       }
       if (this.usefulTransport(words, w) !== this.transport) continue;
@@ -279,7 +296,7 @@ export class LaterScan extends Scan {
     this.win = new Window(plan.startTsNs, plan.windowNs);
     const data = plan.data;
     this.wantMarker = data !== null && data.probeMarker !== null;
-    this.transport = plan.proto === 'udp' ? TR_UDP : TR_TCP;
+    this.transport = fastTransport(plan.proto);
     const known = (xs: (number | null)[]): number[] => xs.filter((x): x is number => x !== null);
     this.seqKeys = new U32Set(known([plan.isn, ...plan.clientSeqs]));
     this.ackKeys = new U32Set(known([plan.synAckAck, ...plan.acked]));
@@ -294,6 +311,11 @@ export class LaterScan extends Scan {
   private slow(b: SummaryBlock, i: number): void {
     const ev = this.usefulSlow(b, i);
     if (ev === null) return;
+    if (ev.related !== undefined) {
+      // An ICMP error may quote the request: analyze keeps those within the window.
+      if (this.win.hasEvent(ev)) this.out.push(ev);
+      return;
+    }
     const t = flowTuple(ev, this.plan.proto);
     if (t === null || !this.win.hasEvent(ev)) return;
     const k = ev.keys;

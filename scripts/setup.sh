@@ -13,6 +13,7 @@ declare -A NEED_CMD=(
   [tcpdump]=tcpdump
   [socat]=socat
   [curl]=curl
+  [ping]=iputils-ping
   [nsenter]=util-linux
   [openssl]=openssl
 )

@@ -25,6 +25,7 @@ import type { Endpoint, Journey, MatchKey, PointMatch, RequestShape } from '../c
 import { hintFor } from './hints';
 import type { Layer } from './layer';
 import { hostPort, tupleText } from '../../common/endpoint';
+import { icmpErrorsText } from '../correlate/icmp-errors';
 
 export type { Layer };
 
@@ -126,6 +127,14 @@ const VPN_POINTS = new Set(['decap', 'egress']);
 const fmt = (e: Endpoint): string => tupleText(e);
 const uniq = (xs: string[]): string[] => [...new Set(xs)];
 
+/** The ICMP errors quoting the request or its reply, per point, as one clause ('' when none). */
+function icmpNote(pts: PointMatch[]): string {
+  const parts = pts
+    .filter((p) => Array.isArray(p.icmpErrors) && p.icmpErrors.length > 0)
+    .map((p) => `at ${p.point}: ${icmpErrorsText(p.icmpErrors)}`);
+  return parts.length === 0 ? '' : `; ICMP errors quote it ${parts.join('; ')}`;
+}
+
 /** Decide the layer for one journey. Never throws. */
 export function attributeSourceRewrite(
   journey: Journey,
@@ -148,7 +157,12 @@ export function attributeSourceRewrite(
   }
 }
 
-const SHAPES: readonly string[] = ['tcp-syn', 'tcp-established', 'udp'] satisfies RequestShape[];
+const SHAPES: readonly string[] = [
+  'tcp-syn',
+  'tcp-established',
+  'udp',
+  'icmp-echo',
+] satisfies RequestShape[];
 const isShape = (x: unknown): x is RequestShape => typeof x === 'string' && SHAPES.includes(x);
 
 function isPointMatch(x: unknown): x is PointMatch {
@@ -319,7 +333,8 @@ function attribute(journey: Journey, inv: Inv, opts: AttributeOptions): Verdict 
           `but never at ${backend.point} (last seen at ${from}, missing from ${next.point} on)` +
           (backend.status === 'no-capture'
             ? `; the ${backend.point} capture holds no packets at all, so confirm it ran before trusting this`
-            : ''),
+            : '') +
+          icmpNote(pts),
         ...(secondary !== null ? { secondary: [secondary.asSecondary] } : {}),
       },
       { from, to: next.point },
@@ -346,7 +361,7 @@ function attribute(journey: Journey, inv: Inv, opts: AttributeOptions): Verdict 
       return verdict(
         'no-return',
         {
-          reason: `the backend saw the client address ${backendSrc}, but ${returnFinding}`,
+          reason: `the backend saw the client address ${backendSrc}, but ${returnFinding}${icmpNote(pts)}`,
           ...(ctxBackendNode !== undefined ? { node: ctxBackendNode } : {}),
           ...(secondary.length > 0 ? { secondary } : {}),
         },

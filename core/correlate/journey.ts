@@ -29,6 +29,7 @@ export type MatchKey =
   | 'payload-hash'
   | 'syn-ack'
   | 'tcp-ack'
+  | 'icmp-echo'
   | 'reverse-tuple';
 
 /**
@@ -39,8 +40,13 @@ export type MatchKey =
  *   absolute sequence numbers, TSval and IP ID; the handshake was not captured;
  * - `udp`: the first UDP datagram (a DNS query, QUIC): followed by its payload fingerprint, length
  *   and IP ID; its reply by the reversed tuple at each point.
+ * - `icmp-echo`: the first ICMP or ICMPv6 echo request: followed by its sequence number, data and
+ *   IP ID; the identifier, which conntrack rewrites like a port, stands for both ports of its tuple.
  */
-export type RequestShape = 'tcp-syn' | 'tcp-established' | 'udp';
+export type RequestShape = 'tcp-syn' | 'tcp-established' | 'udp' | 'icmp-echo';
+
+/** The transports a request can be followed over (ICMP: echo request and reply). */
+export type FlowProto = 'tcp' | 'udp' | 'icmp' | 'icmpv6';
 
 /** Which request to follow; fields narrow the first SYN (else data segment, datagram) at the first point. */
 export interface RequestSelector {
@@ -51,6 +57,7 @@ export interface RequestSelector {
 
 /** The request's first data segment (or datagram) at the first point (what a proxy forwards). */
 export interface DataIdentity {
+  /** TCP: the segment's seq; ICMP echo: the sequence number; UDP: 0. */
   seq: number;
   payloadLength: number;
   probeMarker: string | null;
@@ -63,6 +70,7 @@ export interface DataIdentity {
 export interface RequestIdentity {
   point: string;
   shape: RequestShape;
+  proto: FlowProto;
   tuple: Endpoint;
   /** The SYN's sequence number; null when no SYN was captured (`tcp-established`, `udp`). */
   isn: number | null;
@@ -86,6 +94,19 @@ export interface PacketRef {
   tuple: Endpoint;
   tcpFlags: number | null;
   seq: number | null;
+}
+
+/** One ICMP error about the request or its reply, as captured at a point. */
+export interface IcmpErrorRef {
+  frame: number;
+  tsNs: bigint;
+  /** The router (or host) that sent the error. */
+  from: string;
+  /** Which direction the quoted packet went: the request's or the reply's. */
+  about: 'request' | 'reply';
+  family: 4 | 6;
+  type: number;
+  code: number;
 }
 
 /** What one capture point saw of the request. */
@@ -115,6 +136,8 @@ export interface PointMatch {
   packet: PacketRef | null;
   /** The tuples that matched equally when `status` is 'ambiguous'. */
   candidates: Endpoint[];
+  /** ICMP errors captured here that quote the request or its reply (core/correlate/icmp-errors.ts). */
+  icmpErrors: IcmpErrorRef[];
   /** One sentence: why this point's packet is the request (or why not). */
   detail: string;
 }
@@ -157,6 +180,7 @@ const KEY_ORDER: readonly MatchKey[] = [
   'payload-hash',
   'syn-ack',
   'tcp-ack',
+  'icmp-echo',
   'reverse-tuple',
 ];
 

@@ -34,7 +34,11 @@ import {
   type RequestIdentity,
   type RequestSelector,
   type RequestShape,
+  type FlowProto,
 } from './journey';
+import { icmpErrorsAbout, icmpErrorsText } from './icmp-errors';
+
+export type { FlowProto };
 
 /** TCP flag bits (RFC 9293 §3.1). */
 const FIN = 0x01;
@@ -44,9 +48,6 @@ const ACK = 0x10;
 
 /** Default correlation window around the request's first packet at the first point. */
 export const DEFAULT_WINDOW_NS = 10_000_000_000n;
-
-/** The transports a request can be followed over. */
-export type FlowProto = 'tcp' | 'udp';
 
 /** One TCP segment or UDP datagram, with what matching reads of it. */
 export interface FlowView {
@@ -62,10 +63,26 @@ export interface FlowView {
 /** Kept for the TCP-only callers: a FlowView whose proto is 'tcp'. */
 export type TcpView = FlowView;
 
-/** The FlowView of a TCP or UDP event with ports, else null. */
+/**
+ * The FlowView of a TCP or UDP event with ports, or of an ICMP/ICMPv6 echo request or reply (its
+ * identifier as both ports), else null.
+ */
 export function flowView(ev: PacketEvent): FlowView | null {
   const t = ev.inner;
-  if (t === null || (t.proto !== 'tcp' && t.proto !== 'udp')) return null;
+  if (t === null) return null;
+  if (t.proto === 'icmp' || t.proto === 'icmpv6') {
+    const id = ev.keys.icmpId;
+    if (id === undefined) return null;
+    return {
+      ev,
+      proto: t.proto,
+      tuple: { src: t.src, sport: id, dst: t.dst, dport: id },
+      flags: 0,
+      seq: null,
+      ack: null,
+    };
+  }
+  if (t.proto !== 'tcp' && t.proto !== 'udp') return null;
   if (t.sport === undefined || t.dport === undefined) return null;
   return {
     ev,
@@ -83,8 +100,17 @@ export function tcpView(ev: PacketEvent): TcpView | null {
   return v?.proto === 'tcp' ? v : null;
 }
 
-/** The transport a request shape is followed over. */
-export const protoOf = (shape: RequestShape): FlowProto => (shape === 'udp' ? 'udp' : 'tcp');
+/** An ICMP echo request (v4 type 8, v6 type 128). */
+export const isEchoRequest = (v: FlowView): boolean =>
+  v.ev.keys.icmpType === (v.proto === 'icmp' ? 8 : 128);
+
+/** The request shape a packet without a SYN starts. */
+const SHAPE_OF: Record<FlowProto, RequestShape> = {
+  tcp: 'tcp-established',
+  udp: 'udp',
+  icmp: 'icmp-echo',
+  icmpv6: 'icmp-echo',
+};
 
 export const isSynOnly = (v: TcpView): boolean => (v.flags & SYN) !== 0 && (v.flags & ACK) === 0;
 const isSynAck = (v: TcpView): boolean => (v.flags & SYN) !== 0 && (v.flags & ACK) !== 0;
@@ -164,6 +190,7 @@ function synRequests(
     out.push({
       point: pointName,
       shape: 'tcp-syn',
+      proto: 'tcp',
       tuple: v.tuple,
       isn: v.seq,
       tsVal: v.ev.keys.tsVal ?? null,
@@ -177,14 +204,16 @@ function synRequests(
 }
 
 /**
- * Whether `v` can be a request without a SYN: a TCP data segment or UDP datagram with payload that
- * fits the selector, which must name the client side (`client` or `dst`) unless `v` carries a
- * probe marker.
+ * Whether `v` can be a request without a SYN: a TCP data segment, UDP datagram or ICMP echo
+ * request with payload that fits the selector (ICMP has no port: `dport` is not asked of it),
+ * which must name the client side (`client` or `dst`) unless `v` carries a probe marker.
  */
 export function isFlowCandidate(v: FlowView, selector: RequestSelector): boolean {
   const k = v.ev.keys;
-  if (k.payloadLength === 0 || (v.flags & SYN) !== 0 || !matchesSelector(v.tuple, selector))
-    return false;
+  if (k.payloadLength === 0 || (v.flags & SYN) !== 0) return false;
+  const echo = v.proto === 'icmp' || v.proto === 'icmpv6';
+  if (echo && !isEchoRequest(v)) return false;
+  if (!matchesSelector(v.tuple, echo ? { ...selector, dport: undefined } : selector)) return false;
   return selector.client !== undefined || selector.dst !== undefined || k.probeMarker !== undefined;
 }
 
@@ -209,14 +238,15 @@ function flowRequests(
     seen.add(flow);
     out.push({
       point: pointName,
-      shape: v.proto === 'tcp' ? 'tcp-established' : 'udp',
+      shape: SHAPE_OF[v.proto],
+      proto: v.proto,
       tuple: v.tuple,
       isn: null,
       tsVal: k.tsVal ?? null,
       ipId: k.ipId ?? null,
       startTsNs: v.ev.tsNs,
       frame: v.ev.frame,
-      data: dataOf(v, v.seq ?? 0),
+      data: dataOf(v, v.seq ?? k.icmpSeq ?? 0),
     });
   }
   return out;
@@ -269,6 +299,25 @@ function scoreDatagram(v: FlowView, id: RequestIdentity): Scored | null {
   return { view: v, keys, score };
 }
 
+/**
+ * An echo request is the request's when its sequence number, length and data are the request's;
+ * the identifier may be rewritten (it is the tuple's port), the IP ID adds to the proof.
+ */
+function scoreEcho(v: FlowView, id: RequestIdentity): Scored | null {
+  const data = id.data;
+  const k = v.ev.keys;
+  if (data === null || !isEchoRequest(v) || k.icmpSeq !== data.seq) return null;
+  if (k.payloadLength !== data.payloadLength || k.payloadHash !== (data.payloadHash ?? undefined))
+    return null;
+  const keys: MatchKey[] = ['icmp-echo'];
+  let score = 50;
+  if (id.ipId !== null && k.ipId === id.ipId) {
+    keys.push('ip-id');
+    score += 5;
+  }
+  return { view: v, keys, score };
+}
+
 /** Keys proving that request-direction packet `v` belongs to the request connection. */
 function scoreRequestPacket(
   v: FlowView,
@@ -276,6 +325,7 @@ function scoreRequestPacket(
   client: ClientPackets,
 ): Scored | null {
   if (id.shape === 'udp') return scoreDatagram(v, id);
+  if (id.shape === 'icmp-echo') return scoreEcho(v, id);
   if (v.seq === null) return null;
   const peers = client.bySeq.get(v.seq);
   if (isSynOnly(v)) {
@@ -402,6 +452,7 @@ export function emptyPoint(
     retransmits: 0,
     packet: null,
     candidates: [],
+    icmpErrors: [],
     detail,
   };
 }
@@ -479,6 +530,10 @@ function describeKeys(keys: MatchKey[], id: RequestIdentity, point: string): str
     );
   if (keys.includes('tsval')) parts.push('same TCP TSval');
   if (keys.includes('ip-id')) parts.push('same IPv4 ID');
+  if (keys.includes('icmp-echo'))
+    parts.push(
+      `an echo request with the same sequence number ${id.data?.seq ?? '?'} and ${id.data?.payloadLength ?? '?'} data bytes`,
+    );
   if (id.shape === 'udp' && keys.includes('payload-hash'))
     parts.push(
       `the same ${id.data?.payloadLength ?? '?'}-byte datagram (same first payload bytes)`,
@@ -498,6 +553,8 @@ function requestName(id: RequestIdentity): string {
       return "the request's sequence numbers or bytes";
     case 'udp':
       return "the request's datagram";
+    case 'icmp-echo':
+      return `the echo request (sequence ${id.data?.seq ?? '?'})`;
   }
 }
 
@@ -531,7 +588,7 @@ function matchPoint(
       `no events at all were captured at ${point.name}`,
     );
   }
-  const proto = protoOf(id.shape);
+  const proto = id.proto;
   const views = point.events
     .map(flowView)
     .filter(
@@ -622,7 +679,7 @@ function matchPoint(
   // 3. A different connection (or a re-sent query) carrying the same request bytes: a
   // terminating proxy, or a DNS forwarder. A UDP datagram equal to the request was matched above,
   // so only the probe marker can name a forwarded query.
-  const ranks = proto === 'udp' ? (['probe-marker'] as const) : PAYLOAD_RANK;
+  const ranks = proto === 'udp' ? (['probe-marker'] as const) : proto === 'tcp' ? PAYLOAD_RANK : [];
   for (const key of ranks) {
     const hits = views
       .filter((v) => (v.flags & SYN) === 0 && payloadKeys(v, id.data).includes(key))
@@ -667,7 +724,7 @@ function matchPoint(
     status: 'not-seen',
     detail:
       views.length === 0
-        ? `${captured} events captured at ${point.name}, none ${proto.toUpperCase()} within the window`
+        ? `${captured} events captured at ${point.name}, none ${proto === 'icmp' || proto === 'icmpv6' ? 'an ICMP echo' : proto.toUpperCase()} within the window`
         : `no packet at ${point.name} matches ${requestName(id)} within the window`,
   };
 }
@@ -699,6 +756,13 @@ function selectedDetail(id: RequestIdentity, point: string): string {
         `first UDP datagram ${t} (${id.data?.payloadLength ?? '?'} bytes, frame ${id.frame}) selected at ${point}; ` +
         'followed by its payload fingerprint, length and IPv4 ID, its reply by the reversed tuple'
       );
+    case 'icmp-echo':
+      return (
+        `first ${id.proto === 'icmp' ? 'ICMP' : 'ICMPv6'} echo request ${id.tuple.src} -> ${id.tuple.dst} ` +
+        `(identifier ${id.tuple.sport}, sequence ${id.data?.seq ?? '?'}, ${id.data?.payloadLength ?? '?'} data bytes, frame ${id.frame}) ` +
+        `selected at ${point}; followed by its sequence number and data, its reply by the reversed addresses ` +
+        '(the identifier stands for both ports of the tuples shown)'
+      );
   }
 }
 
@@ -710,7 +774,7 @@ export function correlateIdentity(
 ): Journey {
   const [first, ...rest] = points;
   if (first === undefined) return { request: id, reason: 'no points', points: [], windowNs };
-  const proto = protoOf(id.shape);
+  const proto = id.proto;
   const firstViews = first.events
     .map(flowView)
     .filter(
@@ -743,10 +807,21 @@ export function correlateIdentity(
     id.isn,
     id.shape === 'tcp-established' ? client.acks : undefined,
   );
-  return {
-    request: id,
-    reason: null,
-    points: [firstMatch, ...rest.map((p) => matchPoint(id, client, p, windowNs))],
-    windowNs,
+  // ICMP errors quoting the request (or its reply) as seen at a point, or at the last point that
+  // saw it when this one did not.
+  const echo = proto === 'icmp' || proto === 'icmpv6';
+  const inWindow = (ev: PacketEvent): boolean => absDiff(ev.tsNs, id.startTsNs) <= windowNs;
+  const withErrors = (m: PointMatch, p: PointEvents, about: Endpoint): PointMatch => {
+    const errors = icmpErrorsAbout(p.events.filter(inWindow), about, echo);
+    if (errors.length === 0) return m;
+    return { ...m, icmpErrors: errors, detail: `${m.detail}; ${icmpErrorsText(errors)}` };
   };
+  const out = [withErrors(firstMatch, first, id.tuple)];
+  let last = id.tuple;
+  for (const p of rest) {
+    const m = matchPoint(id, client, p, windowNs);
+    out.push(withErrors(m, p, m.observed ?? last));
+    if (m.observed !== null) last = m.observed;
+  }
+  return { request: id, reason: null, points: out, windowNs };
 }

@@ -10,6 +10,8 @@
  * +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
  * |  Error messages: as much of the offending IP packet as fits   |
  * +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+ * Echo request/reply (v4 types 8/0, v6 128/129): the rest of the header is the identifier and the
+ * sequence number (RFC 792 p. 14, RFC 4443 §4.1), kept as keys; the echo data is the payload.
  * The quoted packet of an error (v4 types 3, 4, 5, 11, 12; v6 types 1-4) is reported as `related`:
  * it names the flow the error is about, never the frame's own tuple. It is read best-effort (its
  * length fields describe the original packet, which is cut), so it never marks the frame truncated.
@@ -22,6 +24,8 @@ import { Next } from './tables';
 
 const V4_ERRORS = new Set([3, 4, 5, 11, 12]);
 const V6_ERRORS = new Set([1, 2, 3, 4]);
+const V4_ECHO = new Set([0, 8]);
+const V6_ECHO = new Set([128, 129]);
 
 /** The tuple of the IP packet quoted at `at`, or undefined when too little of it was captured. */
 function quotedTuple(s: DecodeState, at: number): Tuple | undefined {
@@ -66,7 +70,13 @@ function decode(s: DecodeState, v6: boolean): Next {
   if (code < 0) return Next.None;
   s.pending = null;
   s.layers.push({ kind: v6 ? 'icmpv6' : 'icmp', type, code });
+  s.icmpType = type;
+  s.icmpCode = code;
   if (!s.need(at, 8)) return Next.None;
+  if ((v6 ? V6_ECHO : V4_ECHO).has(type)) {
+    s.icmpId = s.u16(at + 4);
+    s.icmpSeq = s.u16(at + 6);
+  }
   s.setPayload(at + 8, s.ipWireEnd);
   if ((v6 ? V6_ERRORS : V4_ERRORS).has(type)) {
     const related = quotedTuple(s, at + 8);

@@ -148,6 +148,14 @@ export function buildKeys(s: DecodeState): PacketKeys {
     keys.tsVal = s.tsVal;
     keys.tsEcr = s.tsEcr;
   }
+  if (s.icmpType >= 0) {
+    keys.icmpType = s.icmpType;
+    keys.icmpCode = s.icmpCode;
+  }
+  if (s.icmpId >= 0) {
+    keys.icmpId = s.icmpId;
+    keys.icmpSeq = s.icmpSeq;
+  }
   if (s.payOff >= 0 && s.payWireEnd > s.payOff) {
     payloadLength = s.payWireEnd - s.payOff;
     keys.payloadLength = payloadLength;

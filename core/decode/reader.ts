@@ -61,6 +61,10 @@ export class DecodeState {
   tcpWindow = -1;
   tsVal = -1;
   tsEcr = -1;
+  icmpType = -1;
+  icmpCode = -1;
+  icmpId = -1;
+  icmpSeq = -1;
   /** Payload of the innermost packet: start offset and wire end (from IP/UDP lengths). */
   payOff = -1;
   payWireEnd = -1;
@@ -132,6 +136,10 @@ export class DecodeState {
     this.tcpWindow = -1;
     this.tsVal = -1;
     this.tsEcr = -1;
+    this.icmpType = -1;
+    this.icmpCode = -1;
+    this.icmpId = -1;
+    this.icmpSeq = -1;
     this.payOff = -1;
     this.payWireEnd = -1;
   }

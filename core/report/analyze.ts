@@ -21,7 +21,6 @@ import {
   flowView,
   isFlowCandidate,
   matchesSelector,
-  protoOf,
   type FlowProto,
 } from '../correlate/match-point';
 import type { AnalysisResult, PointSummary } from './analysis-result';
@@ -37,7 +36,12 @@ export interface AnalyzeInput {
 
 /** Only what correlation can use is kept in memory (the store keeps everything). */
 export function isUsefulEvent(e: PacketEvent): boolean {
-  return e.related !== undefined || e.inner?.proto === 'tcp' || e.inner?.proto === 'udp';
+  return (
+    e.related !== undefined ||
+    e.inner?.proto === 'tcp' ||
+    e.inner?.proto === 'udp' ||
+    e.keys.icmpId !== undefined
+  );
 }
 
 /** Summaries of a journey's points, with bigints turned into strings. */
@@ -378,6 +382,23 @@ export class LaterPointSelection<T> {
   }
 }
 
+/** ICMP errors kept per point (they may quote the request); beyond this they are not kept. */
+const MAX_ICMP_ERRORS = 256;
+
+/** Keeps a point's ICMP errors within the window, up to MAX_ICMP_ERRORS. */
+class ErrorKeeper {
+  readonly kept: PacketEvent[] = [];
+
+  constructor(private readonly inWindow: (ev: PacketEvent) => boolean) {}
+
+  /** True when `ev` is an ICMP error (kept or not): the caller is done with it. */
+  offer(ev: PacketEvent): boolean {
+    if (ev.related === undefined) return false;
+    if (this.kept.length < MAX_ICMP_ERRORS && this.inWindow(ev)) this.kept.push(ev);
+    return true;
+  }
+}
+
 /** An event as a SelectionCursor (events are kept as they are). */
 class EventCursor implements SelectionCursor<PacketEvent> {
   ev: PacketEvent | null = null;
@@ -460,10 +481,13 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
     startTsNs: startTs,
     windowNs,
   };
+  const firstErrors = new ErrorKeeper(inWindow);
   for (const ev of first.events(requestPass)) {
     firstCount++;
-    const t = ev.inner;
-    if (t === null || t.proto !== proto || t.sport === undefined || t.dport === undefined) continue;
+    if (firstErrors.offer(ev)) continue;
+    const v = flowView(ev);
+    if (v === null || v.proto !== proto) continue;
+    const t = v.tuple;
     const fwd =
       t.src === tuple.src &&
       t.sport === tuple.sport &&
@@ -476,6 +500,7 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
       t.dport === tuple.sport;
     if ((fwd || back) && inWindow(ev)) firstKept.push(ev);
   }
+  firstKept.push(...firstErrors.kept);
   const firstPoint: PointEvents = {
     name: first.name,
     events: firstKept,
@@ -498,7 +523,7 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
   const plan: LaterPass = {
     kind: 'later',
     shape,
-    proto: protoOf(shape),
+    proto: id?.proto ?? proto,
     startTsNs: startTs,
     windowNs,
     isn,
@@ -511,13 +536,14 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
   const later: PointEvents[] = rest.map((p) => {
     const selection = new LaterPointSelection<PacketEvent>();
     const cursor = new EventCursor();
+    const errors = new ErrorKeeper(inWindow);
     let count = 0;
     for (const ev of p.events(plan)) {
       count++;
-      const t = ev.inner;
-      if (t === null || t.proto !== plan.proto || t.sport === undefined || t.dport === undefined)
-        continue;
-      if (!inWindow(ev)) continue;
+      if (errors.offer(ev)) continue;
+      const v = flowView(ev);
+      if (v === null || v.proto !== plan.proto || !inWindow(ev)) continue;
+      const t = v.tuple;
       const k = ev.keys;
       cursor.ev = ev;
       cursor.src = t.src;
@@ -529,7 +555,7 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
     }
     return {
       name: p.name,
-      events: selection.result(),
+      events: [...selection.result(), ...errors.kept],
       capturedEvents: p.capturedEvents?.() ?? count,
     };
   });

@@ -68,6 +68,11 @@ export function shapeText(v: AnalysisResult['verdict']): string | null {
       'a UDP request: followed by its payload fingerprint, length and IPv4 ID, its reply by the ' +
       'reversed tuple'
     );
+  if (v.shape === 'icmp-echo')
+    return (
+      'an ICMP echo request: followed by its sequence number, data and IPv4 ID; the port shown is ' +
+      'the echo identifier'
+    );
   return null;
 }
 

@@ -473,6 +473,15 @@ void t.test('event batch frames: every event of every sample pcap round-trips ex
     truncated: true,
   };
   events.push(odd);
+  // The ICMP keys, alone and beside the probe marker (their mask bits follow its bit).
+  events.push({
+    ...odd,
+    keys: { payloadLength: 56, icmpType: 8, icmpCode: 0, icmpId: 65535, icmpSeq: 0 },
+  });
+  events.push({
+    ...odd,
+    keys: { payloadLength: 0, probeMarker: 'm', icmpType: 255, icmpCode: 255, ipId: 1 },
+  });
   const enc = new EventBatchEncoder();
   // Several batches (the encoder splits large ones), a control frame between them.
   const frames = [

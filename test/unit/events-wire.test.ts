@@ -60,6 +60,14 @@ function event(i: number): PacketEvent {
   const rh = maybe(u32());
   if (rh !== undefined) keys.requestLineHash = rh;
   if (rnd(5) === 0) keys.probeMarker = rnd(2) === 0 ? `p${i}` : '';
+  if (rnd(4) === 0) {
+    keys.icmpType = rnd(256);
+    keys.icmpCode = rnd(256);
+    if (rnd(2) === 0) {
+      keys.icmpId = rnd(65536);
+      keys.icmpSeq = rnd(65536);
+    }
+  }
   const ev: PacketEvent = {
     point: ['decap', 'egress', 'backend', '', 'pünkt'][rnd(5)] ?? 'decap',
     node: `node-${rnd(3)}`,

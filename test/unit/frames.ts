@@ -118,3 +118,35 @@ export const udp = (ts: bigint, d: Datagram): Pkt => {
   h.writeUInt16BE(8 + d.payload.length, 4);
   return { ts, data: eth(0x0800, ipv4(17, d.src, d.dst, Buffer.concat([h, d.payload]), d.ipId)) };
 };
+
+/** An ICMP echo request (type 8) or reply (type 0) with `data` (checksum 0: not checked here). */
+export interface Echo {
+  src: string;
+  dst: string;
+  type: 0 | 8;
+  id: number;
+  seq: number;
+  data: Buffer;
+  ipId?: number;
+}
+
+export const icmpEcho = (ts: bigint, e: Echo): Pkt => {
+  const h = Buffer.alloc(8);
+  h[0] = e.type;
+  h.writeUInt16BE(e.id, 4);
+  h.writeUInt16BE(e.seq, 6);
+  return { ts, data: eth(0x0800, ipv4(1, e.src, e.dst, Buffer.concat([h, e.data]), e.ipId)) };
+};
+
+/** An ICMP error (`type`/`code`) from `from` to `to`, quoting the first 28 bytes of `quoted` (an IPv4 packet). */
+export function icmpErrorOf(
+  ts: bigint,
+  from: string,
+  to: string,
+  type: number,
+  code: number,
+  quoted: Buffer,
+): Pkt {
+  const body = Buffer.concat([Buffer.from([type, code, 0, 0, 0, 0, 0, 0]), quoted.subarray(0, 28)]);
+  return { ts, data: eth(0x0800, ipv4(1, from, to, body, 9)) };
+}

@@ -2,7 +2,8 @@
  * Requests without a fresh TCP connection (issue 15): a request on a connection already open when
  * the captures started (no SYN anywhere: followed by sequence numbers, TSval and IPv4 ID) and a
  * UDP request (a DNS query: followed by its payload fingerprint, length and IPv4 ID, its answer by
- * the reversed tuple). Every case is written as three pcap files and analyzed on both paths — the
+ * the reversed tuple) and an ICMP echo (its sequence number and data; the identifier may be
+ * rewritten), with ICMP errors that quote a request shown where it died. Every case is written as three pcap files and analyzed on both paths — the
  * native fast path with its record prefilters and the JS reader — which must agree; the verdict,
  * the hop and the keys are checked on the result. Fails (never skips) without the addon.
  */
@@ -15,7 +16,7 @@ import type { Inventory } from '../../common/inventory';
 import type { AnalysisResult } from '../../core/report/analysis-result';
 import { renderReportMarkdown } from '../../core/report/report';
 import { loadNativeAddon } from '../../native/loader';
-import { tcp, udp, writePcap, type Pkt, type Seg } from './frames';
+import { icmpEcho, icmpErrorOf, tcp, udp, writePcap, type Pkt, type Seg } from './frames';
 
 const load = loadNativeAddon();
 if (!load.ok) {
@@ -518,6 +519,133 @@ void t.test(
     t.equal(r?.verdict.layer, 'proxy');
     t.equal(r?.verdict.observed['backend']?.src, FORWARDER);
     t.match(r?.verdict.reason ?? '', /new query/);
+    t.end();
+  },
+);
+
+const PING = Buffer.from('0123456789abcdef'.repeat(3) + 'hoptrace', 'latin1');
+const echo = (
+  src: string,
+  dst: string,
+  id: number,
+  ipId: number,
+  type: 0 | 8,
+): Omit<Parameters<typeof icmpEcho>[1], never> => ({
+  src,
+  dst,
+  type,
+  id,
+  seq: 1,
+  data: PING,
+  ipId,
+});
+
+/** A ping from `src` to `dst` (identifier `id`) and, unless `answered` is false, its reply. */
+function ping(src: string, dst: string, t0: bigint, id: number, answered = true): Pkt[] {
+  const out = [icmpEcho(t0, echo(src, dst, id, 31, 8))];
+  if (answered) out.push(icmpEcho(t0 + 200n * US, echo(dst, src, id, 77, 0)));
+  return out;
+}
+
+void t.test(
+  'an ICMP echo through the CNI masquerade (identifier rewritten): cni-masquerade, by sequence and data',
+  (t) => {
+    const r = analyze(
+      t,
+      files(
+        ping(CLIENT, BACKEND, T0, 4711),
+        ping(CLIENT, BACKEND, T0 + 20n * US, 4711),
+        ping(VPN_NODE, BACKEND, T0 + 50n * US, 1),
+      ),
+      { client: CLIENT, dst: BACKEND },
+    );
+    if (r === null) return t.end();
+    t.equal(r.verdict.layer, 'cni-masquerade');
+    t.equal(r.verdict.shape, 'icmp-echo');
+    t.same(r.verdict.rewrittenBetween, ['egress', 'backend']);
+    const b = point(r, 'backend');
+    t.same(b.matchedBy, ['ip-id', 'icmp-echo']);
+    t.equal(b.observed?.sport, 1, "the rewritten identifier is the tuple's port");
+    t.ok(
+      r.points.every((p) => p.seenReply),
+      'the echo reply is followed back',
+    );
+    t.match(
+      point(r, 'decap').detail,
+      /first ICMP echo request 10\.90\.0\.42 -> 10\.244\.2\.20 \(identifier 4711, sequence 1/,
+    );
+    t.end();
+  },
+);
+
+void t.test(
+  'an ICMP echo whose reply never comes back: no-return; an echo reply alone is no request',
+  (t) => {
+    const r = analyze(
+      t,
+      files(
+        ping(CLIENT, BACKEND, T0, 9, false),
+        ping(CLIENT, BACKEND, T0, 9, false),
+        ping(CLIENT, BACKEND, T0, 9),
+      ),
+      { client: CLIENT, dst: BACKEND },
+    );
+    t.equal(r?.verdict.layer, 'no-return');
+    const replies = [icmpEcho(T0, echo(CLIENT, BACKEND, 9, 1, 0))];
+    const pts = files(replies, replies, replies);
+    t.throws(
+      () =>
+        analyzeFiles({ points: pts, inventory: INV, selector: { client: CLIENT } }, { fast: true }),
+      /no new TCP connection/,
+    );
+    t.end();
+  },
+);
+
+void t.test('an ICMP error quoting the reply is named where the reply died', (t) => {
+  const direct: Ends = { src: CLIENT, sport: 5353, dst: BACKEND, dport: 5353 };
+  const answer = udp(T0 + 300n * US, {
+    src: BACKEND,
+    sport: 5353,
+    dst: CLIENT,
+    dport: 5353,
+    payload: dnsAnswer(QUERY),
+  });
+  const err = icmpErrorOf(T0 + 3n * MS, BE_BRIDGE, BACKEND, 3, 1, answer.data.subarray(14));
+  const r = analyze(
+    t,
+    files(dns(direct, T0, { answered: false }), dns(direct, T0, { answered: false }), [
+      ...dns(direct, T0),
+      err,
+    ]),
+    { client: CLIENT, dst: BACKEND, dport: 5353 },
+  );
+  t.equal(r?.verdict.layer, 'no-return');
+  t.match(
+    r?.verdict.reason ?? '',
+    /ICMP errors quote it at backend: ICMP destination unreachable \(host unreachable\) from 10\.244\.2\.1 about the reply/,
+  );
+  t.match(r === null ? '' : point(r, 'backend').detail, /host unreachable/);
+  t.end();
+});
+
+void t.test(
+  'an ICMP error quoting the request at the first point is kept on the fast path too (SYN request)',
+  (t) => {
+    const syn: Seg = { ...REQ, seq: 0x9000, flags: 0x02, ipId: 5 };
+    const err = icmpErrorOf(
+      T0 - 1n * MS,
+      '10.90.0.1',
+      CLIENT,
+      3,
+      13,
+      tcp(T0, syn).data.subarray(14),
+    );
+    const r = analyze(t, files([err, tcp(T0, syn)], [tcp(T0, syn)], []), SEL);
+    t.match(
+      r === null ? '' : point(r, 'decap').detail,
+      /communication administratively prohibited/,
+    );
     t.end();
   },
 );
