@@ -34,3 +34,29 @@ export const ADDR = {
   serviceCidr: '10.96.0.0/12',
   clusterIp: '10.96.0.10',
 } as const;
+
+/**
+ * The IPv6 half of the plan, given to every link of a scenario with `ipv6: true` next to its IPv4
+ * address (ULA, RFC 5952 text as the decoder prints it). The cluster CIDR is a /48 that holds each
+ * node's /64 pod bridge; the Service range and the tunnel range lie outside it, as in IPv4.
+ */
+export const ADDR6 = {
+  tunnelCidr: 'fd00:10:90::/64',
+  clientTunnel: 'fd00:10:90::42',
+  vpnTunnel: 'fd00:10:90::1',
+  clusterCidr: 'fd00:10:244::/48',
+  vpnNodePodCidr: 'fd00:10:244:1::/64',
+  vpnNodeBridge: 'fd00:10:244:1::1',
+  vpnPod: 'fd00:10:244:1::a',
+  backendNodePodCidr: 'fd00:10:244:2::/64',
+  backendNodeBridge: 'fd00:10:244:2::1',
+  backendPod: 'fd00:10:244:2::5',
+  proxyPod: 'fd00:10:244:2::9',
+  uplinkCidr: 'fd00:192:168:50::/64',
+  vpnNodeUplink: 'fd00:192:168:50::1',
+  backendNodeUplink: 'fd00:192:168:50::2',
+  /** Owned by nothing, like ADDR.uplinkGateway: a packet routed there dies on an unanswered NDP. */
+  uplinkGateway: 'fd00:192:168:50::fe',
+  serviceCidr: 'fd00:10:96::/112',
+  clusterIp: 'fd00:10:96::a',
+} as const;

@@ -14,14 +14,18 @@ export interface CommandResult {
   stderr: string;
 }
 
-/** Runs `file args` and resolves with its output; rejects with LAB_SETUP naming the command. */
+/**
+ * Runs `file args` (writing `input` to its stdin, if given) and resolves with its output; rejects
+ * with LAB_SETUP naming the command.
+ */
 export function runCommand(
   file: string,
   args: readonly string[],
   timeoutMs = 15_000,
+  input?: string,
 ): Promise<CommandResult> {
   return new Promise((resolve, reject) => {
-    execFile(
+    const child = execFile(
       file,
       args,
       { timeout: timeoutMs, maxBuffer: 8 * 1024 * 1024 },
@@ -38,6 +42,7 @@ export function runCommand(
         );
       },
     );
+    if (input !== undefined) child.stdin?.end(input);
   });
 }
 
@@ -178,6 +183,16 @@ export class Netns {
   /** `iptables ...args` inside namespace `ns`. */
   async iptables(ns: string, ...args: string[]): Promise<void> {
     await this.exec(ns, 'iptables', ['-w', ...args]);
+  }
+
+  /** `ip6tables ...args` inside namespace `ns`. */
+  async ip6tables(ns: string, ...args: string[]): Promise<void> {
+    await this.exec(ns, 'ip6tables', ['-w', ...args]);
+  }
+
+  /** Loads `ruleset` (nft syntax) inside namespace `ns` as one transaction: `nft -f -`. */
+  async nft(ns: string, ruleset: string): Promise<void> {
+    await runCommand('ip', ['netns', 'exec', this.full(ns), 'nft', '-f', '-'], 15_000, ruleset);
   }
 
   /**

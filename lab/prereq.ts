@@ -5,10 +5,15 @@
 import { execFileSync } from 'node:child_process';
 import { HoptraceError } from '../common/errors';
 
-/** Tools the lab runs, with the Debian package that provides each. */
+/**
+ * Tools the lab runs, with the Debian package that provides each: ip6tables for the IPv6
+ * kube-proxy scenario, nft for the native nftables scenarios. Every one is required, so a lab
+ * run or test never skips a scenario for want of a tool.
+ */
 export const LAB_TOOLS: readonly { tool: string; pkg: string }[] = [
   { tool: 'ip', pkg: 'iproute2' },
   { tool: 'iptables', pkg: 'iptables' },
+  { tool: 'ip6tables', pkg: 'iptables' },
   { tool: 'nft', pkg: 'nftables' },
   { tool: 'tcpdump', pkg: 'tcpdump' },
   { tool: 'socat', pkg: 'socat' },

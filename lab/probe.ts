@@ -1,12 +1,13 @@
 /**
  * The probe a scenario's client sends, in the scenario's request shape, each carrying the marker
- * `hoptrace-probe-<id>`: `http` curl `GET /hoptrace-probe-<id>` (3 s at most); `http-keepalive`
- * the same path on a keep-alive connection the lab client opened (and warmed up) beforehand;
- * `dns` an A query for `hoptrace-probe-<id>.lab.` over UDP (lab/lab-client.ts). A probe is
+ * `hoptrace-probe-<id>`: `http` curl `GET /hoptrace-probe-<id>` (3 s at most; an IPv6 target in
+ * brackets); `http-keepalive` the same path on a keep-alive connection the lab client opened (and
+ * warmed up) beforehand; `dns` an A query for `hoptrace-probe-<id>.lab.` over UDP (lab/lab-client.ts). A probe is
  * prepared before the captures start — only the keep-alive shape does something then: it opens
  * its connection, so no capture sees the handshake — and sent once every point captures.
  */
 import type { ChildProcess } from 'node:child_process';
+import { isIPv6 } from 'node:net';
 import { join } from 'node:path';
 import { HoptraceError } from '../common/errors';
 import { collect, stopChild, waitForLine } from './child';
@@ -73,11 +74,14 @@ export async function sendProbe(
 }
 
 async function curlProbe(lab: Netns, scenario: Scenario, probeId: string): Promise<ProbeResult> {
-  const url = `http://${scenario.target.ip}:${scenario.target.port}/hoptrace-probe-${probeId}`;
+  const { ip, port } = scenario.target;
+  const host = isIPv6(ip) ? `[${ip}]` : ip;
+  const url = `http://${host}:${port}/hoptrace-probe-${probeId}`;
+  // -g: the brackets of an IPv6 literal are the address, not a curl URL glob.
   const res = await lab.execStatus(
     NS.client,
     'curl',
-    ['-s', '--noproxy', '*', '--max-time', '3', '-w', '\n%{http_code}', url],
+    ['-s', '-g', '--noproxy', '*', '--max-time', '3', '-w', '\n%{http_code}', url],
     10_000,
   );
   const nl = res.stdout.lastIndexOf('\n');

@@ -6,15 +6,15 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { isIPv6 } from 'node:net';
 import { join } from 'node:path';
 import { isHoptraceError } from '../common/errors';
-import { ADDR } from './addresses';
 import { startCapture, type CaptureStats, type RunningCapture } from './capture';
 import { stopChild } from './child';
 import { delay, Netns } from './netns';
 import { assertLabPrerequisites } from './prereq';
 import { prepareProbe, type PreparedProbe, type ProbeResult } from './probe';
-import { appSeesProbe, type Expectation, type Scenario } from './scenarios';
+import { appSeesProbe, clientAddress, type Expectation, type Scenario } from './scenarios';
 import { buildTopology, type LabProcess } from './topology';
 import type { LabVerdict } from './verdict';
 
@@ -91,7 +91,7 @@ export async function runScenario(scenario: Scenario, opts: RunOptions): Promise
       verdict = analyzeRun(
         points.map(({ name, file }) => ({ name, file })),
         topo.inventory,
-        { client: ADDR.clientTunnel, dst: scenario.target.ip, dport: scenario.target.port },
+        { client: clientAddress(scenario), dst: scenario.target.ip, dport: scenario.target.port },
       );
       writeFileSync(join(opts.outDir, 'verdict.json'), JSON.stringify(verdict, null, 2) + '\n');
     } catch (e) {
@@ -150,6 +150,26 @@ export function backendObserved(
     }
   }
   return null;
+}
+
+/**
+ * Evidence and hint texts that join an IPv6 address the points observed and a port without
+ * brackets (`fd00::1:80` instead of `[fd00::1]:80`, which reads as another address).
+ */
+export function ipv6EndpointsWithoutBrackets(v: LabVerdict): string[] {
+  const addrs = new Set(
+    Object.values(v.observed)
+      .flatMap((o) => (o === null ? [] : [o.src, o.dst]))
+      .filter((a) => isIPv6(a)),
+  );
+  const texts = [...v.evidence.map((e) => `${e.point ?? '-'}: ${e.detail}`), `hint: ${v.hint}`];
+  const out: string[] = [];
+  for (const a of addrs) {
+    const re = new RegExp(`(?<![[\\w:])${a.replace(/\./g, '\\.')}:\\d+`, 'g');
+    for (const text of texts)
+      for (const m of text.matchAll(re)) out.push(`${text.slice(0, text.indexOf(':'))}: ${m[0]}`);
+  }
+  return out;
 }
 
 /** Every difference between what `run` produced and `expect`. */

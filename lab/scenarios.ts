@@ -1,9 +1,10 @@
 /**
  * The lab's scenarios: which layer of the path is configured to replace the client's tunnel
  * address, and what the analyzer must conclude from the three captures. Addresses follow
- * lab/topology.ts (ADDR).
+ * lab/topology.ts (ADDR, and ADDR6 for the scenarios that give every link an IPv6 address too).
  */
-import { ADDR } from './addresses';
+import { isIPv6 } from 'node:net';
+import { ADDR, ADDR6 } from './addresses';
 
 /** How the client's packets reach the VPN pod: kernel VXLAN (Ethernet) or a tun device (RAW). */
 export type DecapKind = 'vxlan' | 'tun';
@@ -22,9 +23,12 @@ export type PathRule =
   | { kind: 'vpn-pod-masquerade' }
   /** MASQUERADE on the VPN node for the tunnel range out the uplink (ip-masq-agent without the exclusion). */
   | { kind: 'cni-masquerade' }
+  /** The same masquerade as native nftables (`table ip cni-nat`), no iptables rule. */
+  | { kind: 'cni-masquerade-nft' }
   /**
    * kube-proxy on the backend node: DNAT of a Service address to the backend pod + KUBE-MARK-MASQ +
    * MASQUERADE of marked packets. `protocol` defaults to tcp, `targetPort` to ADDR.backendPort.
+   * An IPv6 `serviceIp` gets the same chains with ip6tables, DNAT to the pod's IPv6 address.
    */
   | {
       kind: 'kube-proxy';
@@ -34,6 +38,12 @@ export type PathRule =
       protocol?: 'tcp' | 'udp';
       targetPort?: number;
     }
+  /**
+   * kube-proxy's nftables mode on the backend node (lab/nft-rules.ts): the TCP Service port
+   * `serviceIp:servicePort` to the backend pod, sources outside the cluster CIDR marked and
+   * masqueraded fully-random. No iptables rule.
+   */
+  | { kind: 'kube-proxy-nft'; serviceIp: string; servicePort: number }
   /** FORWARD DROP on the backend node for the tunnel range. */
   | { kind: 'forward-drop' };
 
@@ -74,6 +84,11 @@ export interface Scenario {
   rules: PathRule[];
   /** Run the L7 proxy pod (lab/proxy.ts) in front of the backend. */
   proxyPod: boolean;
+  /**
+   * Every link gets its ADDR6 address too, with IPv6 routes and forwarding mirroring IPv4's;
+   * without it IPv6 is disabled in every namespace. The request's family is the target's.
+   */
+  ipv6: boolean;
   expect: Expectation;
 }
 
@@ -90,6 +105,7 @@ function scenario(
     | 'rpFilter'
     | 'rules'
     | 'proxyPod'
+    | 'ipv6'
   > &
     Partial<Scenario>,
 ): Scenario {
@@ -102,6 +118,7 @@ function scenario(
     rpFilter: 2,
     rules: [],
     proxyPod: false,
+    ipv6: false,
     ...s,
   };
 }
@@ -327,7 +344,55 @@ export const SCENARIOS: readonly Scenario[] = [
       appSeesProbe: true,
     },
   }),
+  scenario({
+    name: 'kube-proxy-nft',
+    description:
+      'ClusterIP 10.96.0.10:80 via kube-proxy in nftables mode (native nft: service-ips verdict map, mark-for-masquerade, masquerade fully-random; no iptables rule)',
+    target: { ip: ADDR.clusterIp, port: 80 },
+    rules: [{ kind: 'kube-proxy-nft', serviceIp: ADDR.clusterIp, servicePort: 80 }],
+    expect: {
+      layer: 'kube-proxy',
+      rewrittenBetween: ['egress', 'backend'],
+      backendSrc: ADDR.backendNodeBridge,
+      answered: true,
+      sportChanges: true,
+    },
+  }),
+  scenario({
+    name: 'cni-masquerade-nft',
+    description:
+      'VPN node masquerade of 10.90.0.0/24 out the uplink as native nftables (table ip cni-nat; no iptables rule)',
+    returnRoute: false,
+    rules: [{ kind: 'cni-masquerade-nft' }],
+    expect: {
+      layer: 'cni-masquerade',
+      rewrittenBetween: ['egress', 'backend'],
+      backendSrc: ADDR.vpnNodeUplink,
+      answered: true,
+    },
+  }),
+  scenario({
+    name: 'kube-proxy-ipv6',
+    description:
+      'IPv6: ClusterIP [fd00:10:96::a]:80 via kube-proxy (ip6tables DNAT + mark 0x4000 + MASQUERADE) from fd00:10:90::42',
+    ipv6: true,
+    target: { ip: ADDR6.clusterIp, port: 80 },
+    rules: [
+      { kind: 'kube-proxy', serviceIp: ADDR6.clusterIp, servicePort: 80, randomFully: false },
+    ],
+    expect: {
+      layer: 'kube-proxy',
+      rewrittenBetween: ['egress', 'backend'],
+      backendSrc: ADDR6.backendNodeBridge,
+      answered: true,
+    },
+  }),
 ];
+
+/** The client's tunnel address the request leaves from: the one of the target's family. */
+export function clientAddress(s: Scenario): string {
+  return isIPv6(s.target.ip) ? ADDR6.clientTunnel : ADDR.clientTunnel;
+}
 
 /** Whether the backend application must log the probe under `expect`. */
 export function appSeesProbe(expect: Expectation): boolean {

@@ -5,25 +5,23 @@
  *     └ vx0 | tun0  (tunnel) ───────┘ vx0 | tun7                                              └──veth── proxy-pod
  *
  * Every link is created inside a lab namespace (`ip -n NS link add ... peer name X netns NS2`),
- * so nothing ever appears in the host's namespace. Rules (NAT, drops) come from the scenario.
+ * so nothing ever appears in the host's namespace. Rules (NAT, drops) come from the scenario,
+ * as iptables/ip6tables rules or native nftables rulesets (lab/nft-rules.ts). IPv4 only, unless
+ * the scenario asks for IPv6 too (lab/ipv6-plan.ts).
  */
 import type { ChildProcess } from 'node:child_process';
+import { isIPv6 } from 'node:net';
 import { join } from 'node:path';
-import type { Inventory } from '../common/inventory';
-import { ADDR } from './addresses';
+import type { Inventory, PodRole } from '../common/inventory';
+import { ADDR, ADDR6 } from './addresses';
 import { collect, waitForLine } from './child';
+import { addIpv6Plan, quietIpv6 } from './ipv6-plan';
 import type { Netns } from './netns';
+import { cniMasqueradeNftRuleset, kubeProxyNftRuleset } from './nft-rules';
+import { NS } from './ns-names';
 import type { PathRule, Scenario } from './scenarios';
 
-/** Short namespace names. */
-export const NS = {
-  client: 'client',
-  vpnPod: 'vpn-pod',
-  vpnNode: 'vpn-node',
-  backendNode: 'be-node',
-  backendPod: 'be-pod',
-  proxyPod: 'proxy-pod',
-} as const;
+export { NS } from './ns-names';
 
 /** A process the topology started (server, tunnel endpoint) and its collected stdout. */
 export interface LabProcess {
@@ -44,19 +42,34 @@ export interface Topology {
 /** The processes serving in the backend pod. */
 const BACKEND_APPS = ['backend', 'backend-dns'];
 
-/** The inventory of the lab cluster (every address of each node, each pod's role). */
-export function labInventory(withProxy: boolean): Inventory {
+/**
+ * The inventory of the lab cluster (every address of each node, each pod's role). With `ipv6`
+ * the nodes list their IPv6 addresses too, and each pod's IPv6 address is a second entry
+ * `<pod>@<ip>`, the way the collector lists a dual-stack pod's second address.
+ */
+export function labInventory(withProxy: boolean, ipv6: boolean): Inventory {
   const inv: Inventory = {
     nodes: {
-      'vpn-node': [ADDR.vpnNodeUplink, ADDR.vpnNodeBridge],
-      'backend-node': [ADDR.backendNodeUplink, ADDR.backendNodeBridge],
+      'vpn-node': [
+        ADDR.vpnNodeUplink,
+        ADDR.vpnNodeBridge,
+        ...(ipv6 ? [ADDR6.vpnNodeUplink, ADDR6.vpnNodeBridge] : []),
+      ],
+      'backend-node': [
+        ADDR.backendNodeUplink,
+        ADDR.backendNodeBridge,
+        ...(ipv6 ? [ADDR6.backendNodeUplink, ADDR6.backendNodeBridge] : []),
+      ],
     },
-    pods: {
-      vpn: { ip: ADDR.vpnPod, node: 'vpn-node', role: 'vpn' },
-      backend: { ip: ADDR.backendPod, node: 'backend-node', role: 'backend' },
-    },
+    pods: {},
   };
-  if (withProxy) inv.pods['proxy'] = { ip: ADDR.proxyPod, node: 'backend-node', role: 'proxy' };
+  const pod = (name: string, ip: string, ip6: string, node: string, role: PodRole): void => {
+    inv.pods[name] = { ip, node, role };
+    if (ipv6) inv.pods[`${name}@${ip6}`] = { ip: ip6, node, role };
+  };
+  pod('vpn', ADDR.vpnPod, ADDR6.vpnPod, 'vpn-node', 'vpn');
+  pod('backend', ADDR.backendPod, ADDR6.backendPod, 'backend-node', 'backend');
+  if (withProxy) pod('proxy', ADDR.proxyPod, ADDR6.proxyPod, 'backend-node', 'proxy');
   return inv;
 }
 
@@ -79,13 +92,19 @@ export async function buildTopology(
   ];
   for (const ns of all) {
     await lab.add(ns);
-    // No IPv6 in the lab: router solicitations and MLD reports would only be noise in the captures.
-    // Set before any link exists so every new interface inherits it.
+    if (scenario.ipv6) {
+      await quietIpv6(lab, ns);
+      continue;
+    }
+    // No IPv6 unless asked: router solicitations and MLD reports would only be noise in the
+    // captures. Set before any link exists so every new interface inherits it.
     await lab.sysctl(ns, 'net.ipv6.conf.default.disable_ipv6', '1');
     await lab.sysctl(ns, 'net.ipv6.conf.all.disable_ipv6', '1');
   }
-  for (const ns of [NS.vpnPod, NS.vpnNode, NS.backendNode])
+  for (const ns of [NS.vpnPod, NS.vpnNode, NS.backendNode]) {
     await lab.sysctl(ns, 'net.ipv4.ip_forward', '1');
+    if (scenario.ipv6) await lab.sysctl(ns, 'net.ipv6.conf.all.forwarding', '1');
+  }
   // The effective rp_filter is max(all, <iface>); interfaces start at 0 in a new namespace.
   for (const ns of [NS.vpnNode, NS.backendNode])
     await lab.sysctl(ns, 'net.ipv4.conf.all.rp_filter', String(scenario.rpFilter));
@@ -171,13 +190,21 @@ export async function buildTopology(
   if (scenario.returnRoute)
     await lab.ip(NS.backendNode, 'route', 'add', ADDR.tunnelCidr, 'via', ADDR.vpnNodeUplink);
 
+  if (scenario.ipv6)
+    await addIpv6Plan(lab, {
+      tunnel: { client: clientTunnelIface, vpn: decapIface },
+      proxyPod: scenario.proxyPod,
+      returnRoute: scenario.returnRoute,
+    });
+
   for (const rule of scenario.rules) await applyRule(lab, rule);
 
-  // Servers, bound to their pod address; each prints a "listening" JSON line when bound.
+  // Servers, bound to their pod address(es); each prints a "listening" JSON line when bound.
   processes.push(
     await startNode(lab, NS.backendPod, 'backend', join(distLabDir, 'http-server.js'), [
       '--host',
       ADDR.backendPod,
+      ...(scenario.ipv6 ? ['--host', ADDR6.backendPod] : []),
       '--port',
       String(ADDR.backendPort),
     ]),
@@ -211,7 +238,7 @@ export async function buildTopology(
       { name: 'egress', ns: NS.vpnPod, iface: 'eth0' },
       { name: 'backend', ns: NS.backendPod, iface: scenario.backendIface },
     ],
-    inventory: labInventory(scenario.proxyPod),
+    inventory: labInventory(scenario.proxyPod, scenario.ipv6),
     processes,
     backendLog: () =>
       processes
@@ -306,8 +333,14 @@ export async function applyRule(lab: Netns, rule: PathRule): Promise<void> {
         'IP-MASQ-AGENT',
       );
       return;
+    case 'cni-masquerade-nft':
+      await lab.nft(NS.vpnNode, cniMasqueradeNftRuleset());
+      return;
     case 'kube-proxy':
       await kubeProxy(lab, rule);
+      return;
+    case 'kube-proxy-nft':
+      await lab.nft(NS.backendNode, kubeProxyNftRuleset(rule.serviceIp, rule.servicePort));
       return;
     case 'forward-drop':
       await lab.iptables(NS.backendNode, '-A', 'FORWARD', '-s', ADDR.tunnelCidr, '-j', 'DROP');
@@ -315,7 +348,8 @@ export async function applyRule(lab: Netns, rule: PathRule): Promise<void> {
   }
 }
 
-// The chains kube-proxy (iptables mode) writes for one Service with one endpoint.
+// The chains kube-proxy (iptables mode) writes for one Service with one endpoint; an IPv6
+// Service address gets them in ip6tables, with the IPv6 cluster CIDR and pod address.
 async function kubeProxy(
   lab: Netns,
   rule: Extract<PathRule, { kind: 'kube-proxy' }>,
@@ -323,8 +357,13 @@ async function kubeProxy(
   const { serviceIp: ip, servicePort: port, randomFully } = rule;
   const protocol = rule.protocol ?? 'tcp';
   const targetPort = rule.targetPort ?? ADDR.backendPort;
+  const v6 = isIPv6(ip);
+  const clusterCidr = v6 ? ADDR6.clusterCidr : ADDR.clusterCidr;
+  const endpoint = v6 ? `[${ADDR6.backendPod}]:${targetPort}` : `${ADDR.backendPod}:${targetPort}`;
   const nat = (...args: string[]): Promise<void> =>
-    lab.iptables(NS.backendNode, '-t', 'nat', ...args);
+    v6
+      ? lab.ip6tables(NS.backendNode, '-t', 'nat', ...args)
+      : lab.iptables(NS.backendNode, '-t', 'nat', ...args);
   for (const chain of [
     'KUBE-SERVICES',
     'KUBE-MARK-MASQ',
@@ -340,7 +379,7 @@ async function kubeProxy(
     '-A',
     'KUBE-SERVICES',
     '-d',
-    `${ip}/32`,
+    `${ip}/${v6 ? 128 : 32}`,
     '-p',
     protocol,
     '--dport',
@@ -349,18 +388,9 @@ async function kubeProxy(
     'KUBE-SVC-LAB',
   );
   // Traffic from outside the cluster CIDR (here: the tunnel range) is marked for masquerade.
-  await nat('-A', 'KUBE-SVC-LAB', '!', '-s', ADDR.clusterCidr, '-j', 'KUBE-MARK-MASQ');
+  await nat('-A', 'KUBE-SVC-LAB', '!', '-s', clusterCidr, '-j', 'KUBE-MARK-MASQ');
   await nat('-A', 'KUBE-SVC-LAB', '-j', 'KUBE-SEP-LAB');
-  await nat(
-    '-A',
-    'KUBE-SEP-LAB',
-    '-p',
-    protocol,
-    '-j',
-    'DNAT',
-    '--to-destination',
-    `${ADDR.backendPod}:${targetPort}`,
-  );
+  await nat('-A', 'KUBE-SEP-LAB', '-p', protocol, '-j', 'DNAT', '--to-destination', endpoint);
   await nat('-A', 'KUBE-POSTROUTING', '-m', 'mark', '!', '--mark', '0x4000/0x4000', '-j', 'RETURN');
   await nat('-A', 'KUBE-POSTROUTING', '-j', 'MARK', '--xor-mark', '0x4000');
   await nat(

@@ -1,10 +1,13 @@
 // Socket-free checks of the lab's pure parts: the proxy's request rewrite, the expectation
-// comparison, the scenario table's shape, the DNS messages of the DNS scenarios.
+// comparison, the scenario table's shape, the dual-stack inventory, the DNS messages of the DNS
+// scenarios.
 import t from 'tap';
 import { encodeName, encodeQuery, encodeResponse, parseMessage } from '../../lab/dns-wire';
 import { rewriteRequestHead } from '../../lab/proxy';
-import { compareWithExpectation } from '../../lab/run';
-import { SCENARIOS } from '../../lab/scenarios';
+import { ADDR6 } from '../../lab/addresses';
+import { compareWithExpectation, ipv6EndpointsWithoutBrackets } from '../../lab/run';
+import { clientAddress, SCENARIOS } from '../../lab/scenarios';
+import { labInventory } from '../../lab/topology';
 
 void t.test('the proxy rewrites like nginx proxy_pass: HTTP/1.0, Host, Connection, XFF', (t) => {
   const head = [
@@ -108,6 +111,58 @@ void t.test('scenario names are unique and cover every layer', (t) => {
       SCENARIOS.some((s) => s.request === shape),
       `request shape ${shape}`,
     );
+  for (const kind of ['kube-proxy-nft', 'cni-masquerade-nft'])
+    t.ok(
+      SCENARIOS.some((s) => s.rules.some((r) => r.kind === kind)),
+      `native nftables rule ${kind}`,
+    );
+  const v6 = SCENARIOS.filter((s) => s.ipv6);
+  t.ok(v6.length > 0, 'an IPv6 scenario');
+  for (const s of v6) t.equal(clientAddress(s), ADDR6.clientTunnel, `${s.name}: IPv6 client`);
+  t.end();
+});
+
+void t.test('a dual-stack inventory lists every IPv6 address of nodes and pods', (t) => {
+  const inv = labInventory(true, true);
+  t.ok(inv.nodes['backend-node']?.includes(ADDR6.backendNodeBridge), 'backend node bridge');
+  t.ok(inv.nodes['vpn-node']?.includes(ADDR6.vpnNodeUplink), 'VPN node uplink');
+  t.same(inv.pods[`backend@${ADDR6.backendPod}`], {
+    ip: ADDR6.backendPod,
+    node: 'backend-node',
+    role: 'backend',
+  });
+  t.equal(inv.pods[`proxy@${ADDR6.proxyPod}`]?.role, 'proxy');
+  t.same(labInventory(true, false), {
+    nodes: {
+      'vpn-node': ['192.168.50.1', '10.244.1.1'],
+      'backend-node': ['192.168.50.2', '10.244.2.1'],
+    },
+    pods: {
+      vpn: { ip: '10.244.1.10', node: 'vpn-node', role: 'vpn' },
+      backend: { ip: '10.244.2.5', node: 'backend-node', role: 'backend' },
+      proxy: { ip: '10.244.2.9', node: 'backend-node', role: 'proxy' },
+    },
+  });
+  t.end();
+});
+
+void t.test('IPv6 endpoints joined to a port without brackets are found', (t) => {
+  const verdict = {
+    layer: 'kube-proxy',
+    rewrittenBetween: ['egress', 'backend'] as [string, string],
+    observed: {
+      decap: { src: 'fd00:10:90::42', sport: 40000, dst: 'fd00:10:96::a', dport: 80 },
+    },
+    evidence: [
+      { point: 'decap', detail: 'first new TCP connection fd00:10:90::42:40000>fd00:10:96::a:80' },
+      { point: 'egress', detail: 'seen as [fd00:10:90::42]:40000 -> [fd00:10:96::a]:80' },
+    ],
+    hint: 'tunnel range around fd00:10:90::42',
+  };
+  t.same(ipv6EndpointsWithoutBrackets(verdict), [
+    'decap: fd00:10:90::42:40000',
+    'decap: fd00:10:96::a:80',
+  ]);
   t.end();
 });
 
