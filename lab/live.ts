@@ -15,7 +15,7 @@ import { Netns } from './netns';
 import { assertLabPrerequisites } from './prereq';
 import { prepareProbe, sendProbe, type PreparedProbe, type ProbeResult } from './probe';
 import { backendObserved, compareWithExpectation, newProbeId, type ScenarioRun } from './run';
-import { clientAddress, type Scenario } from './scenarios';
+import { selectorOf, type Scenario } from './scenarios';
 import { buildTopology, NS, type Topology } from './topology';
 import type { LabVerdict } from './verdict';
 
@@ -117,9 +117,7 @@ export async function withLiveScene<T>(
       request() {
         return {
           points: scene.points(),
-          client: clientAddress(scenario),
-          dst: scenario.target.ip,
-          dport: scenario.target.port,
+          ...selectorOf(scenario),
           timeoutMs: LIVE_TIMEOUT_MS,
           settleMs: LIVE_SETTLE_MS,
         };

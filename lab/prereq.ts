@@ -19,6 +19,7 @@ export const LAB_TOOLS: readonly { tool: string; pkg: string }[] = [
   { tool: 'socat', pkg: 'socat' },
   { tool: 'nsenter', pkg: 'util-linux' },
   { tool: 'curl', pkg: 'curl' },
+  { tool: 'ping', pkg: 'iputils-ping' },
 ];
 
 /** What is missing; an empty list means the lab can run. */

@@ -2,7 +2,8 @@
  * The probe a scenario's client sends, in the scenario's request shape, each carrying the marker
  * `hoptrace-probe-<id>`: `http` curl `GET /hoptrace-probe-<id>` (3 s at most; an IPv6 target in
  * brackets); `http-keepalive` the same path on a keep-alive connection the lab client opened (and
- * warmed up) beforehand; `dns` an A query for `hoptrace-probe-<id>.lab.` over UDP (lab/lab-client.ts). A probe is
+ * warmed up) beforehand; `dns` an A query for `hoptrace-probe-<id>.lab.` over UDP (lab/lab-client.ts);
+ * `icmp` one `ping` (ICMP echo, no marker: ping's pattern holds 16 bytes at most). A probe is
  * prepared before the captures start — only the keep-alive shape does something then: it opens
  * its connection, so no capture sees the handshake — and sent once every point captures.
  */
@@ -56,6 +57,8 @@ export async function prepareProbe(
       return { send: () => dnsProbe(lab, scenario, probeId), close: () => Promise.resolve() };
     case 'http-keepalive':
       return keepaliveProbe(lab, scenario, probeId);
+    case 'icmp':
+      return { send: () => pingProbe(lab, scenario), close: () => Promise.resolve() };
   }
 }
 
@@ -96,6 +99,25 @@ async function curlProbe(lab: Netns, scenario: Scenario, probeId: string): Promi
       : `curl failed (exit ${res.code}${httpCode === null ? ', no HTTP answer' : `, HTTP ${httpCode}`})`,
     code: res.code,
     httpCode,
+  };
+}
+
+/** One echo request, 2 s for the reply; answered when ping got it (exit 0). */
+async function pingProbe(lab: Netns, scenario: Scenario): Promise<ProbeResult> {
+  const res = await lab.execStatus(
+    NS.client,
+    'ping',
+    ['-n', '-c', '1', '-W', '2', scenario.target.ip],
+    CLIENT_STEP_MS,
+  );
+  const answered = res.code === 0;
+  const line = res.stdout.split('\n').find((l) => l.includes('bytes from')) ?? '';
+  return {
+    request: 'icmp',
+    answered,
+    summary: answered ? `ping: ${line.trim()}` : `ping: no reply (exit ${res.code})`,
+    code: res.code,
+    httpCode: null,
   };
 }
 

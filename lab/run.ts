@@ -14,7 +14,7 @@ import { stopChild } from './child';
 import { delay, Netns } from './netns';
 import { assertLabPrerequisites } from './prereq';
 import { prepareProbe, type PreparedProbe, type ProbeResult } from './probe';
-import { appSeesProbe, clientAddress, type Expectation, type Scenario } from './scenarios';
+import { appSeesProbe, selectorOf, type Expectation, type Scenario } from './scenarios';
 import { buildTopology, type LabProcess } from './topology';
 import type { LabVerdict } from './verdict';
 
@@ -91,7 +91,7 @@ export async function runScenario(scenario: Scenario, opts: RunOptions): Promise
       verdict = analyzeRun(
         points.map(({ name, file }) => ({ name, file })),
         topo.inventory,
-        { client: clientAddress(scenario), dst: scenario.target.ip, dport: scenario.target.port },
+        selectorOf(scenario),
       );
       writeFileSync(join(opts.outDir, 'verdict.json'), JSON.stringify(verdict, null, 2) + '\n');
     } catch (e) {

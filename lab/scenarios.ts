@@ -13,9 +13,10 @@ export type DecapKind = 'vxlan' | 'tun';
  * What the client sends, each carrying the probe marker `hoptrace-probe-<id>` (lab/probe.ts):
  * `http` one curl request on a fresh connection; `http-keepalive` a request on a keep-alive
  * connection opened before the captures start (no SYN is captured); `dns` one A query over UDP
- * for `hoptrace-probe-<id>.lab.` to the backend pod's DNS responder.
+ * for `hoptrace-probe-<id>.lab.` to the backend pod's DNS responder; `icmp` one ping (ICMP echo;
+ * its data carries no marker, so the selector alone picks it).
  */
-export type RequestShape = 'http' | 'http-keepalive' | 'dns';
+export type RequestShape = 'http' | 'http-keepalive' | 'dns' | 'icmp';
 
 /** A source-rewriting (or dropping) configuration applied to one namespace. */
 export type PathRule =
@@ -345,6 +346,23 @@ export const SCENARIOS: readonly Scenario[] = [
     },
   }),
   scenario({
+    name: 'icmp-cni-masquerade',
+    description:
+      'one ping (ICMP echo) from the client to the backend pod through the VPN node masquerade of 10.90.0.0/24',
+    target: { ip: ADDR.backendPod, port: 0 },
+    request: 'icmp',
+    returnRoute: false,
+    rules: [{ kind: 'cni-masquerade' }],
+    expect: {
+      layer: 'cni-masquerade',
+      rewrittenBetween: ['egress', 'backend'],
+      backendSrc: ADDR.vpnNodeUplink,
+      answered: true,
+      // No application answers a ping: the kernel does.
+      appSeesProbe: false,
+    },
+  }),
+  scenario({
     name: 'kube-proxy-nft',
     description:
       'ClusterIP 10.96.0.10:80 via kube-proxy in nftables mode (native nft: service-ips verdict map, mark-for-masquerade, masquerade fully-random; no iptables rule)',
@@ -392,6 +410,12 @@ export const SCENARIOS: readonly Scenario[] = [
 /** The client's tunnel address the request leaves from: the one of the target's family. */
 export function clientAddress(s: Scenario): string {
   return isIPv6(s.target.ip) ? ADDR6.clientTunnel : ADDR.clientTunnel;
+}
+
+/** What the analysis selects the probe by: client, target and, but for a ping, its port. */
+export function selectorOf(s: Scenario): { client: string; dst: string; dport?: number } {
+  const sel = { client: clientAddress(s), dst: s.target.ip };
+  return s.request === 'icmp' ? sel : { ...sel, dport: s.target.port };
 }
 
 /** Whether the backend application must log the probe under `expect`. */

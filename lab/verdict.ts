@@ -32,7 +32,7 @@ export interface LabVerdict {
 export function analyzeRun(
   points: { name: string; file: string }[],
   inventory: Inventory,
-  selector: { client: string; dst: string; dport: number },
+  selector: { client: string; dst: string; dport?: number },
 ): LabVerdict {
   const { verdict, captureHealth, caveats } = analyzeFiles({ points, inventory, selector });
   const out: LabVerdict = {

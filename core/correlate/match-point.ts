@@ -37,6 +37,7 @@ import {
   type FlowProto,
 } from './journey';
 import { icmpErrorsAbout, icmpErrorsText } from './icmp-errors';
+import { tupleText } from '../../common/endpoint';
 
 export type { FlowProto };
 
@@ -626,7 +627,7 @@ function matchPoint(
           describeKeys(keys, id, point.name) +
           (others.length === 0
             ? ''
-            : `; the same packet appears earlier in this capture as ${others.map(endpointKey).join(', ')} ` +
+            : `; the same packet appears earlier in this capture as ${others.map(tupleText).join(', ')} ` +
               '(seen before and after a translation); the latest copy is used'),
       },
       views,
@@ -706,8 +707,8 @@ function matchPoint(
         packet: packetRef(only.best.view),
         detail:
           (proto === 'udp'
-            ? `a different datagram ${endpointKey(only.tuple)} (not the request's bytes: a forwarder re-sent the query)`
-            : `a new connection ${endpointKey(only.tuple)}` +
+            ? `a different datagram ${tupleText(only.tuple)} (not the request's bytes: a forwarder re-sent the query)`
+            : `a new connection ${tupleText(only.tuple)}` +
               (newIsn === null
                 ? ''
                 : ` (ISN ${newIsn}${id.isn === null ? '' : `, not ${id.isn}`})`)) +
@@ -741,7 +742,7 @@ function ambiguous(base: PointMatch, groups: Group[], detail: string): PointMatc
 
 /** The first point's sentence: what was selected as the request, and what could not be. */
 function selectedDetail(id: RequestIdentity, point: string): string {
-  const t = endpointKey(id.tuple);
+  const t = tupleText(id.tuple);
   switch (id.shape) {
     case 'tcp-syn':
       return `first new TCP connection ${t} (ISN ${id.isn ?? '?'}) selected at ${point}`;

@@ -92,9 +92,6 @@ if (missing.length > 0) {
           ipv6EndpointsWithoutBrackets(v),
           [],
           'IPv6 endpoints in the evidence as [addr]:port',
-          {
-            todo: 'core/correlate/match-point.ts joins address and port with endpointKey, not common/endpoint hostPort',
-          },
         );
       t.ok(
         run.timeToVerdictMs < LIVE_SETTLE_MS + 3000,

@@ -49,9 +49,6 @@ if (missing.length > 0) {
           ipv6EndpointsWithoutBrackets(v),
           [],
           'IPv6 endpoints in the evidence as [addr]:port',
-          {
-            todo: 'core/correlate/match-point.ts joins address and port with endpointKey, not common/endpoint hostPort',
-          },
         );
       // tcpdump writes classic pcap: every file read, none records its drops, and a verdict that
       // rests on a missing packet says so.

@@ -220,7 +220,7 @@ void t.test('a terminating proxy: a new connection with the same probe marker is
   t.equal(b?.seenReply, true);
   t.match(
     b?.detail ?? '',
-    /new connection 10\.244\.2\.9:51000>10\.244\.2\.5:8080 \(ISN 99999, not 4263588410\)/,
+    /new connection 10\.244\.2\.9:51000 -> 10\.244\.2\.5:8080 \(ISN 99999, not 4263588410\)/,
   );
   t.end();
 });
