@@ -4,6 +4,7 @@
  * events and builds PacketEvents only for the records the pass can keep.
  */
 import { PF, markerOf, summaryEvent } from '../core/decode/summary';
+import { inOpaqueLead, opaqueTunnel } from '../core/correlate/outer';
 import { ifaceAt, linktypeAt, SUMMARY_WORDS, type SummaryBlock } from './summary-file';
 import type { EventContext } from '../core/decode/event';
 import {
@@ -57,6 +58,10 @@ import {
 function fastTransport(proto: FlowProto): number {
   return proto === 'tcp' ? TR_TCP : proto === 'udp' ? TR_UDP : 0x100;
 }
+
+// Opaque tunnel packets (WireGuard, ESP), which may have carried the request (core/correlate/
+// outer.ts), are never FAST records: the summarizer names only VXLAN, Geneve and IP-in-IP tunnels
+// (native/pcap-batch/src/summary.c), so the SLOW branches below are where they are handed over.
 
 /** What pass 2 at the first point would hand over for one SYN, gathered during pass 1. */
 export interface EarlyRequest {
@@ -127,7 +132,10 @@ export abstract class Scan {
 export class SelectScan extends Scan {
   private readonly choice: RequestSynChoice;
   private readonly seen = new Uint32Array(1 << 15); // 2^20 bits
-  /** ICMP errors seen so far: pass 2 keeps those in the window, so one before the SYN voids `best`. */
+  /**
+   * ICMP errors and opaque tunnel packets seen so far: pass 2 keeps those (in the window; in the
+   * lead before the request), so one before the SYN voids `best`.
+   */
   private errors = 0;
   best: EarlyRequest | null = null;
 
@@ -181,6 +189,10 @@ export class SelectScan extends Scan {
         if (ev.related !== undefined) {
           this.errors++;
           if (this.best?.win.hasEvent(ev) === true) this.best.events.push(ev);
+        } else if (opaqueTunnel(ev) !== null) {
+          this.errors++;
+          const s = this.best;
+          if (s !== null && inOpaqueLead(ev, s.syn.tsNs)) s.events.push(ev);
         }
         const t = tcpTuple(ev);
         if (t !== null) this.offer(ev, (t.sport | (t.dport << 16)) >>> 0);
@@ -260,8 +272,14 @@ export class RequestScan extends Scan {
     for (let i = 0, w = 0; i < b.count; i++, w += SUMMARY_WORDS) {
       if (((words[w + W_HEAD] ?? 0) & 0xff) !== 1) {
         const ev = this.usefulSlow(b, i);
-        // The request's transport, and ICMP errors (which may quote it).
-        if (ev !== null && (ev.related !== undefined || flowTuple(ev, this.plan.proto) !== null))
+        // The request's transport, ICMP errors (which may quote it), opaque tunnel packets in the
+        // lead (which may have carried it).
+        if (
+          ev !== null &&
+          (ev.related !== undefined ||
+            flowTuple(ev, this.plan.proto) !== null ||
+            (opaqueTunnel(ev) !== null && inOpaqueLead(ev, this.plan.startTsNs)))
+        )
           this.out.push(ev);
         continue;
       }
@@ -314,6 +332,11 @@ export class LaterScan extends Scan {
     if (ev.related !== undefined) {
       // An ICMP error may quote the request: analyze keeps those within the window.
       if (this.win.hasEvent(ev)) this.out.push(ev);
+      return;
+    }
+    if (opaqueTunnel(ev) !== null) {
+      // An opaque tunnel packet may have carried it: analyze keeps those in the lead.
+      if (inOpaqueLead(ev, this.plan.startTsNs)) this.out.push(ev);
       return;
     }
     const t = flowTuple(ev, this.plan.proto);

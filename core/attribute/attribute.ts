@@ -26,6 +26,7 @@ import { hintFor } from './hints';
 import type { Layer } from './layer';
 import { hostPort, tupleText } from '../../common/endpoint';
 import { icmpErrorsText } from '../correlate/icmp-errors';
+import { outerFinding, type OuterFinding } from './outer-finding';
 
 export type { Layer };
 
@@ -53,6 +54,8 @@ export interface Verdict {
   hint: string;
   /** What was followed: a new TCP connection, one already open (no handshake captured), UDP. */
   shape?: RequestShape;
+  /** The tunnel's outer flow as the VPN pod saw it, when a point captured it (outer-finding.ts). */
+  outer?: OuterFinding;
   reason?: string;
   hop?: { from: string; to: string };
   before?: Endpoint;
@@ -170,6 +173,12 @@ function isPointMatch(x: unknown): x is PointMatch {
 }
 
 function attribute(journey: Journey, inv: Inv, opts: AttributeOptions): Verdict {
+  const v = attributeLayer(journey, inv, opts);
+  const sighting = isRecord(journey) && isRecord(journey.outer) ? journey.outer : null;
+  return sighting === null ? v : { ...v, outer: outerFinding(sighting, inv) };
+}
+
+function attributeLayer(journey: Journey, inv: Inv, opts: AttributeOptions): Verdict {
   const rawPoints: unknown = isRecord(journey) ? journey.points : undefined;
   const pts = (Array.isArray(rawPoints) ? (rawPoints as unknown[]) : []).filter(isPointMatch);
   const request = isRecord(journey) && isRecord(journey.request) ? journey.request : null;

@@ -50,7 +50,7 @@ export function correlateRequest(
   const [first] = points;
   if (first === undefined)
     return { request: null, reason: 'no capture points were given', points: [], windowNs };
-  const [id] = findRequests(first, selector, windowNs);
+  const [id] = findRequests(first, selector, windowNs, 1);
   if (id === undefined) {
     const what = [
       selector.client === undefined ? 'any client' : `client ${selector.client}`,

@@ -1,6 +1,6 @@
 /** The data model of correlation: what one request looked like at each capture point. */
 
-import type { PacketEvent } from '../../common/event';
+import type { PacketEvent, TunnelKind } from '../../common/event';
 
 /** The request direction of a flow (a TCP connection or a UDP exchange) as seen at one point. */
 export interface Endpoint {
@@ -142,6 +142,25 @@ export interface PointMatch {
   detail: string;
 }
 
+/**
+ * The tunnel packet that carried the request to the VPN pod, as a point captured it
+ * (core/correlate/outer.ts): `inner-tuple` — a transparent tunnel with the request inside;
+ * `nearest` — an opaque tunnel's packet captured last before the request (`peers`: how many
+ * distinct outer flows of an opaque tunnel were seen in that lead).
+ */
+export interface OuterSighting {
+  point: string;
+  node: string;
+  iface: string;
+  frame: number;
+  tsNs: bigint;
+  tunnel: TunnelKind;
+  /** The outer tuple as captured: `src` is the peer the VPN pod sees. */
+  outer: Endpoint;
+  by: 'inner-tuple' | 'nearest';
+  peers: number;
+}
+
 /** One request followed across all points. */
 export interface Journey {
   request: RequestIdentity | null;
@@ -149,6 +168,8 @@ export interface Journey {
   reason: string | null;
   points: PointMatch[];
   windowNs: bigint;
+  /** The request's tunnel packet, when a point captured one (absent or null: none). */
+  outer?: OuterSighting | null;
 }
 
 /** Result of `correlateRequest`: a journey (with `request: null` and a reason when none). */

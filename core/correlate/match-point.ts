@@ -37,6 +37,7 @@ import {
   type FlowProto,
 } from './journey';
 import { icmpErrorsAbout, icmpErrorsText } from './icmp-errors';
+import { findOuter } from './outer';
 import { tupleText } from '../../common/endpoint';
 
 export type { FlowProto };
@@ -150,17 +151,20 @@ function dataOf(d: FlowView, seq: number): DataIdentity {
  * The requests at the first point, oldest first: every new TCP connection (SYN without ACK) that
  * fits the selector — a retransmitted SYN (same tuple and ISN) is the same request. Only when
  * there is none: the first data segment of each already-open TCP connection and the first datagram
- * of each UDP flow that fit it (flowRequests).
+ * of each UDP flow that fit it (flowRequests). At most `limit` (the analysis asks for the first
+ * only). Linear in the events after the sort: a data segment is found through an index by tuple
+ * and seq, not by a scan per SYN.
  */
 export function findRequests(
   point: PointEvents,
   selector: RequestSelector,
   windowNs: bigint = DEFAULT_WINDOW_NS,
+  limit = Number.POSITIVE_INFINITY,
 ): RequestIdentity[] {
   const views = point.events.map(flowView).filter((v): v is FlowView => v !== null);
   views.sort(byTime);
-  const syns = synRequests(point.name, views, selector, windowNs);
-  return syns.length > 0 ? syns : flowRequests(point.name, views, selector);
+  const syns = synRequests(point.name, views, selector, windowNs, limit);
+  return syns.length > 0 ? syns : flowRequests(point.name, views, selector, limit);
 }
 
 function synRequests(
@@ -168,10 +172,13 @@ function synRequests(
   views: FlowView[],
   selector: RequestSelector,
   windowNs: bigint,
+  limit: number,
 ): RequestIdentity[] {
   const seen = new Set<string>();
   const out: RequestIdentity[] = [];
+  let segments: Map<string, FlowView[]> | null = null;
   for (const v of views) {
+    if (out.length >= limit) break;
     if (v.proto !== 'tcp' || !isSynOnly(v) || v.seq === null) continue;
     if (!matchesSelector(v.tuple, selector)) continue;
     const id = `${endpointKey(v.tuple)}#${v.seq}`;
@@ -179,15 +186,10 @@ function synRequests(
     seen.add(id);
     const dataSeq = plus1(v.seq);
     // The first data segment of this connection: same tuple, seq right after the ISN.
-    const data = views.find(
-      (d) =>
-        d.proto === 'tcp' &&
-        d.ev.keys.payloadLength > 0 &&
-        sameEndpoint(d.tuple, v.tuple) &&
-        d.seq === dataSeq &&
-        d.ev.tsNs >= v.ev.tsNs &&
-        d.ev.tsNs - v.ev.tsNs <= windowNs,
-    );
+    segments ??= dataSegments(views);
+    const data = segments
+      .get(`${endpointKey(v.tuple)}#${dataSeq}`)
+      ?.find((d) => d.ev.tsNs >= v.ev.tsNs && d.ev.tsNs - v.ev.tsNs <= windowNs);
     out.push({
       point: pointName,
       shape: 'tcp-syn',
@@ -200,6 +202,19 @@ function synRequests(
       frame: v.ev.frame,
       data: data === undefined ? null : dataOf(data, dataSeq),
     });
+  }
+  return out;
+}
+
+/** TCP segments with payload by tuple and seq, each list in time order (`views` is sorted). */
+function dataSegments(views: FlowView[]): Map<string, FlowView[]> {
+  const out = new Map<string, FlowView[]>();
+  for (const d of views) {
+    if (d.proto !== 'tcp' || d.seq === null || d.ev.keys.payloadLength === 0) continue;
+    const k = `${endpointKey(d.tuple)}#${d.seq}`;
+    const list = out.get(k);
+    if (list === undefined) out.set(k, [d]);
+    else list.push(d);
   }
   return out;
 }
@@ -228,10 +243,12 @@ function flowRequests(
   pointName: string,
   views: FlowView[],
   selector: RequestSelector,
+  limit: number,
 ): RequestIdentity[] {
   const seen = new Set<string>();
   const out: RequestIdentity[] = [];
   for (const v of views) {
+    if (out.length >= limit) break;
     if (!isFlowCandidate(v, selector)) continue;
     const k = v.ev.keys;
     const flow = `${v.proto}/${endpointKey(v.tuple)}`;
@@ -491,7 +508,9 @@ function describeConnection(
       const len = v.ev.keys.payloadLength;
       if (len === 0 && (v.flags & (SYN | FIN | RST)) === 0) continue;
       const at = v.proto === 'udp' ? `h${v.ev.keys.payloadHash ?? 'x'}` : (v.seq ?? 'x');
-      const k = `${dir}${at}:${v.flags & (SYN | FIN | RST)}:${len}`;
+      // A tunnel's copy of a packet (the VPN's outer packets on the same interface) is no resend.
+      const tunnel = v.ev.tunnels.length > 0 ? 'T' : '';
+      const k = `${tunnel}${dir}${at}:${v.flags & (SYN | FIN | RST)}:${len}`;
       if (sent.has(k)) retransmits++;
       else sent.add(k);
     }
@@ -824,5 +843,5 @@ export function correlateIdentity(
     out.push(withErrors(m, p, m.observed ?? last));
     if (m.observed !== null) last = m.observed;
   }
-  return { request: id, reason: null, points: out, windowNs };
+  return { request: id, reason: null, points: out, windowNs, outer: findOuter(id, points) };
 }

@@ -15,6 +15,7 @@ import {
   type PointEvents,
 } from '../correlate/correlate';
 import type { RequestShape } from '../correlate/journey';
+import { inOpaqueLead, opaqueTunnel } from '../correlate/outer';
 import {
   DEFAULT_WINDOW_NS,
   findRequests,
@@ -382,6 +383,35 @@ export class LaterPointSelection<T> {
   }
 }
 
+/** Opaque tunnel flows kept per point (their last packet in the lead before the request). */
+const MAX_OUTER_FLOWS = 64;
+
+/**
+ * Keeps a point's opaque tunnel packets (WireGuard, ESP) in the lead before the request
+ * (core/correlate/outer.ts): per outer flow the last one, for at most MAX_OUTER_FLOWS flows.
+ */
+class OuterKeeper {
+  private readonly flows = new Map<string, PacketEvent>();
+
+  constructor(private readonly startTsNs: bigint) {}
+
+  /** True when `ev` is an opaque tunnel packet (kept or not): the caller is done with it. */
+  offer(ev: PacketEvent): boolean {
+    if (opaqueTunnel(ev) === null) return false;
+    const o = ev.outer;
+    if (o === null || !inOpaqueLead(ev, this.startTsNs)) return true;
+    const k = `${o.src}|${o.sport ?? ''}|${o.dst}|${o.dport ?? ''}`;
+    const had = this.flows.get(k);
+    if (had === undefined && this.flows.size >= MAX_OUTER_FLOWS) return true;
+    if (had === undefined || !earlier(ev, had)) this.flows.set(k, ev);
+    return true;
+  }
+
+  get kept(): PacketEvent[] {
+    return [...this.flows.values()];
+  }
+}
+
 /** ICMP errors kept per point (they may quote the request); beyond this they are not kept. */
 const MAX_ICMP_ERRORS = 256;
 
@@ -482,9 +512,10 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
     windowNs,
   };
   const firstErrors = new ErrorKeeper(inWindow);
+  const firstOuter = new OuterKeeper(startTs);
   for (const ev of first.events(requestPass)) {
     firstCount++;
-    if (firstErrors.offer(ev)) continue;
+    if (firstErrors.offer(ev) || firstOuter.offer(ev)) continue;
     const v = flowView(ev);
     if (v === null || v.proto !== proto) continue;
     const t = v.tuple;
@@ -500,13 +531,13 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
       t.dport === tuple.sport;
     if ((fwd || back) && inWindow(ev)) firstKept.push(ev);
   }
-  firstKept.push(...firstErrors.kept);
+  firstKept.push(...firstErrors.kept, ...firstOuter.kept);
   const firstPoint: PointEvents = {
     name: first.name,
     events: firstKept,
     capturedEvents: first.capturedEvents?.() ?? firstCount,
   };
-  const [id] = findRequests(firstPoint, sel, windowNs);
+  const [id] = findRequests(firstPoint, sel, windowNs, 1);
   // Client seqs (what later request packets carry) and what replies acknowledge.
   const clientSeqs = new Set<number>();
   const acked = new Set<number>();
@@ -537,10 +568,11 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
     const selection = new LaterPointSelection<PacketEvent>();
     const cursor = new EventCursor();
     const errors = new ErrorKeeper(inWindow);
+    const outer = new OuterKeeper(startTs);
     let count = 0;
     for (const ev of p.events(plan)) {
       count++;
-      if (errors.offer(ev)) continue;
+      if (errors.offer(ev) || outer.offer(ev)) continue;
       const v = flowView(ev);
       if (v === null || v.proto !== plan.proto || !inWindow(ev)) continue;
       const t = v.tuple;
@@ -555,7 +587,7 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
     }
     return {
       name: p.name,
-      events: [...selection.result(), ...errors.kept],
+      events: [...selection.result(), ...errors.kept, ...outer.kept],
       capturedEvents: p.capturedEvents?.() ?? count,
     };
   });

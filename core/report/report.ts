@@ -93,6 +93,7 @@ export function renderVerdictText(result: AnalysisResult): string {
   for (const c of result.caveats ?? []) lines.push(`  caution: ${c}`);
   const shape = shapeText(v);
   if (shape !== null) lines.push(`  request: ${shape}`);
+  if (v.outer !== undefined) lines.push(`  outer:  ${v.outer.class}: ${v.outer.detail}`);
   lines.push(`  proof:  ${provedBy(v)}`);
   if (v.conntrack !== undefined)
     lines.push(`  conntrack: ${v.conntrack.status}: ${v.conntrack.detail}`);
@@ -243,6 +244,7 @@ export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): 
   if (v.client !== null) out.push(`- request at the first point: \`${formatEndpoint(v.client)}\``);
   const shape = shapeText(v);
   if (shape !== null) out.push(`- request: ${shape}`);
+  if (v.outer !== undefined) out.push(`- outer connection (${v.outer.class}): ${v.outer.detail}`);
   const where = whereText(v);
   if (where !== null) out.push(`- where: ${where}`);
   if (v.before !== undefined || v.after !== undefined) {

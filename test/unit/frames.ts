@@ -150,3 +150,34 @@ export function icmpErrorOf(
   const body = Buffer.concat([Buffer.from([type, code, 0, 0, 0, 0, 0, 0]), quoted.subarray(0, 28)]);
   return { ts, data: eth(0x0800, ipv4(1, from, to, body, 9)) };
 }
+
+/** `inner` (an Ethernet frame) in VXLAN (VNI `vni`) over UDP 4789 from `src:sport` to `dst`. */
+export function vxlan(
+  ts: bigint,
+  src: string,
+  sport: number,
+  dst: string,
+  vni: number,
+  inner: Pkt,
+): Pkt {
+  const v = Buffer.alloc(8);
+  v[0] = 0x08;
+  v.writeUIntBE(vni, 4, 3);
+  const payload = Buffer.concat([v, inner.data]);
+  return udp(ts, { src, dst, sport, dport: 4789, payload });
+}
+
+/** A WireGuard data message (type 4) over UDP, `len` bytes of (pretend) ciphertext. */
+export function wireguardData(
+  ts: bigint,
+  src: string,
+  sport: number,
+  dst: string,
+  dport: number,
+  len: number,
+): Pkt {
+  const h = Buffer.alloc(16 + len);
+  h[0] = 4;
+  h.writeUInt32LE(0x1234, 4);
+  return udp(ts, { src, dst, sport, dport, payload: h });
+}
