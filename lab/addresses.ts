@@ -7,6 +7,15 @@ export const ADDR = {
   /** Client underlay (outer) ↔ VPN pod underlay, a /30 on a veth between the two namespaces. */
   clientOuter: '172.31.255.2',
   vpnOuter: '172.31.255.1',
+  /**
+   * The "public" link of the scenarios whose tunnel reaches the VPN pod through its Service
+   * (TEST-NET-3, RFC 5737: never routed anywhere, it exists only between two lab namespaces):
+   * the client's underlay address, and the VPN Service's address on the VPN node (what a
+   * LoadBalancer or NodePort Service gives the client to connect to).
+   */
+  clientPublic: '203.0.113.2',
+  vpnService: '203.0.113.1',
+  publicPrefixLen: 24,
   tunnelCidr: '10.90.0.0/24',
   clientTunnel: '10.90.0.42',
   vpnTunnel: '10.90.0.1',

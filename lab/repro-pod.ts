@@ -76,8 +76,7 @@ export class LabVpnPods implements PodDeleter {
       await lab.sysctl(spec.ns, k, v);
     // The client's side of the old tunnel died with the old pod's underlay.
     await lab.ip(NS.client, 'link', 'del', 'vx0').catch(() => undefined);
-    await linkUnderlay(lab, spec.ns);
-    await addVxlanTunnel(lab, spec.ns);
+    await addVxlanTunnel(lab, spec.ns, await linkUnderlay(lab, spec.ns));
     for (const cidr of [ADDR.clusterCidr, ADDR.serviceCidr, '192.168.50.0/24'])
       await lab.ip(NS.client, 'route', 'replace', cidr, 'via', ADDR.vpnTunnel, 'dev', 'vx0');
     // eth0 on the VPN node's cni0; addresses before link up, so arp_notify announces all of them.

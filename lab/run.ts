@@ -213,5 +213,16 @@ export function compareWithExpectation(
     if (a === undefined || b === undefined || a === b)
       out.push(`source port did not change between egress (${a ?? '?'}) and backend (${b ?? '?'})`);
   }
+  out.push(...outerMismatches(expect, v));
+  return out;
+}
+
+/** How the outer connection's finding differs from what `expect` asks of it (if anything). */
+function outerMismatches(expect: Expectation, v: LabVerdict): string[] {
+  const out: string[] = [];
+  if (expect.outerSrc !== undefined && v.outer?.src !== expect.outerSrc)
+    out.push(`outer source ${v.outer?.src ?? 'not reported'}, expected ${expect.outerSrc}`);
+  if (expect.outerClass !== undefined && v.outer?.class !== expect.outerClass)
+    out.push(`outer class ${v.outer?.class ?? 'not reported'}, expected ${expect.outerClass}`);
   return out;
 }

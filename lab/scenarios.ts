@@ -10,6 +10,16 @@ import { ADDR, ADDR6 } from './addresses';
 export type DecapKind = 'vxlan' | 'tun';
 
 /**
+ * How the tunnel's outer packets reach the VPN pod. `direct`: a veth between the client and the
+ * VPN pod (ul0). `service-cluster` / `service-local`: the client's underlay ends on the VPN node,
+ * which DNATs the tunnel port to the VPN pod like a LoadBalancer/NodePort Service's kube-proxy
+ * rule, so the outer packets cross the VPN pod's eth0 (the egress point). With externalTrafficPolicy
+ * `Cluster` the node masquerades them too (the pod sees the node's bridge address as its peer);
+ * with `Local` it does not (the pod sees the client's own address).
+ */
+export type OuterPath = 'direct' | 'service-cluster' | 'service-local';
+
+/**
  * What the client sends, each carrying the probe marker `hoptrace-probe-<id>` (lab/probe.ts):
  * `http` one curl request on a fresh connection; `http-keepalive` a request on a keep-alive
  * connection opened before the captures start (no SYN is captured); `dns` one A query over UDP
@@ -65,6 +75,10 @@ export interface Expectation {
   appSeesProbe?: boolean;
   /** The source port differs between egress and backend (MASQUERADE --random-fully). */
   sportChanges?: boolean;
+  /** verdict.outer.src: the outer source the VPN pod sees for the client's tunnel. */
+  outerSrc?: string;
+  /** verdict.outer.class: that source is a node's address or one from outside the cluster. */
+  outerClass?: 'node' | 'external';
 }
 
 /** One end-to-end lab run. */
@@ -90,6 +104,8 @@ export interface Scenario {
    * without it IPv6 is disabled in every namespace. The request's family is the target's.
    */
   ipv6: boolean;
+  /** How the tunnel's outer packets reach the VPN pod (default `direct`). */
+  outerVia: OuterPath;
   expect: Expectation;
 }
 
@@ -107,6 +123,7 @@ function scenario(
     | 'rules'
     | 'proxyPod'
     | 'ipv6'
+    | 'outerVia'
   > &
     Partial<Scenario>,
 ): Scenario {
@@ -120,6 +137,7 @@ function scenario(
     rules: [],
     proxyPod: false,
     ipv6: false,
+    outerVia: 'direct',
     ...s,
   };
 }
@@ -403,6 +421,34 @@ export const SCENARIOS: readonly Scenario[] = [
       rewrittenBetween: ['egress', 'backend'],
       backendSrc: ADDR6.backendNodeBridge,
       answered: true,
+    },
+  }),
+  scenario({
+    name: 'outer-cluster',
+    description:
+      'preserve, the tunnel through the VPN Service with externalTrafficPolicy Cluster: the VPN node DNATs udp 4789 to the pod and masquerades it (the pod sees 10.244.1.1 as its peer)',
+    outerVia: 'service-cluster',
+    expect: {
+      layer: 'preserved',
+      rewrittenBetween: null,
+      backendSrc: ADDR.clientTunnel,
+      answered: true,
+      outerSrc: ADDR.vpnNodeBridge,
+      outerClass: 'node',
+    },
+  }),
+  scenario({
+    name: 'outer-local',
+    description:
+      "preserve, the tunnel through the VPN Service with externalTrafficPolicy Local: DNAT only (the pod sees the client's 203.0.113.2 as its peer)",
+    outerVia: 'service-local',
+    expect: {
+      layer: 'preserved',
+      rewrittenBetween: null,
+      backendSrc: ADDR.clientTunnel,
+      answered: true,
+      outerSrc: ADDR.clientPublic,
+      outerClass: 'external',
     },
   }),
 ];

@@ -4,6 +4,10 @@
  *   client ──ul0 (underlay veth)── vpn-pod ──eth0/veth── cni0@vpn-node ──up0══up0── be-node@cni0 ──veth── be-pod
  *     └ vx0 | tun0  (tunnel) ───────┘ vx0 | tun7                                              └──veth── proxy-pod
  *
+ * or, with a tunnel through the VPN Service (`outerVia`), the client's underlay ends on the node:
+ *
+ *   client ──ul0 (public veth)── pub0@vpn-node (DNAT udp 4789 → vpn-pod) ──cni0── eth0@vpn-pod
+ *
  * Every link is created inside a lab namespace (`ip -n NS link add ... peer name X netns NS2`),
  * so nothing ever appears in the host's namespace. Rules (NAT, drops) come from the scenario,
  * as iptables/ip6tables rules or native nftables rulesets (lab/nft-rules.ts). IPv4 only, unless
@@ -19,7 +23,7 @@ import { addIpv6Plan, quietIpv6 } from './ipv6-plan';
 import type { Netns } from './netns';
 import { cniMasqueradeNftRuleset, kubeProxyNftRuleset } from './nft-rules';
 import { NS } from './ns-names';
-import type { PathRule, Scenario } from './scenarios';
+import type { OuterPath, PathRule, Scenario } from './scenarios';
 
 export { NS } from './ns-names';
 
@@ -45,14 +49,20 @@ const BACKEND_APPS = ['backend', 'backend-dns'];
 /**
  * The inventory of the lab cluster (every address of each node, each pod's role). With `ipv6`
  * the nodes list their IPv6 addresses too, and each pod's IPv6 address is a second entry
- * `<pod>@<ip>`, the way the collector lists a dual-stack pod's second address.
+ * `<pod>@<ip>`, the way the collector lists a dual-stack pod's second address. A tunnel through
+ * the VPN Service (`outerVia`) adds the Service address on the VPN node's public link.
  */
-export function labInventory(withProxy: boolean, ipv6: boolean): Inventory {
+export function labInventory(
+  withProxy: boolean,
+  ipv6: boolean,
+  outerVia: OuterPath = 'direct',
+): Inventory {
   const inv: Inventory = {
     nodes: {
       'vpn-node': [
         ADDR.vpnNodeUplink,
         ADDR.vpnNodeBridge,
+        ...(outerVia === 'direct' ? [] : [ADDR.vpnService]),
         ...(ipv6 ? [ADDR6.vpnNodeUplink, ADDR6.vpnNodeBridge] : []),
       ],
       'backend-node': [
@@ -111,23 +121,35 @@ export async function buildTopology(
 
   const processes: LabProcess[] = [];
 
-  // Underlay between the remote client and the VPN pod (the outer, encrypted-in-real-life path).
-  await linkUnderlay(lab, NS.vpnPod);
+  // VPN node: cni0 bridge, the VPN pod's eth0 on it, uplink to the backend node. Before the
+  // tunnel: one that comes through the VPN Service runs over the pod's eth0.
+  await bridge(lab, NS.vpnNode, `${ADDR.vpnNodeBridge}/24`);
+  await podVeth(lab, NS.vpnNode, 'veth-vpn', NS.vpnPod, `${ADDR.vpnPod}/24`, ADDR.vpnNodeBridge);
+  await veth(lab, NS.vpnNode, 'up0', NS.backendNode, 'up0');
+  await addr(lab, NS.vpnNode, 'up0', `${ADDR.vpnNodeUplink}/24`);
+  await addr(lab, NS.backendNode, 'up0', `${ADDR.backendNodeUplink}/24`);
+
+  // The tunnel's outer (encrypted-in-real-life) path: a veth between the remote client and the
+  // VPN pod, or through the VPN Service on the VPN node and the pod's eth0.
+  const underlay =
+    scenario.outerVia === 'direct'
+      ? await linkUnderlay(lab, NS.vpnPod)
+      : await linkServiceUnderlay(lab, scenario);
 
   // Tunnel.
   let decapIface: string;
   let clientTunnelIface: string;
   if (scenario.decap === 'vxlan') {
-    await addVxlanTunnel(lab, NS.vpnPod);
+    await addVxlanTunnel(lab, NS.vpnPod, underlay);
     decapIface = 'vx0';
     clientTunnelIface = 'vx0';
   } else {
     // socat opens the tun device (Node has no ioctl) and carries raw IP packets over UDP; the
     // VPN pod's tun7 is RAW like wg0/tun0. Both ends are symmetric datagram sockets, so neither
     // blocks waiting for a peer and "starting data transfer loop" means the device is up.
-    for (const [ns, ip, dev, local, remote] of [
-      [NS.vpnPod, ADDR.vpnTunnel, 'tun7', ADDR.vpnOuter, ADDR.clientOuter],
-      [NS.client, ADDR.clientTunnel, 'tun0', ADDR.clientOuter, ADDR.vpnOuter],
+    for (const [ns, ip, dev, { local, remote }] of [
+      [NS.vpnPod, ADDR.vpnTunnel, 'tun7', underlay.vpn],
+      [NS.client, ADDR.clientTunnel, 'tun0', underlay.client],
     ] as const) {
       const child = lab.spawn(ns, 'socat', [
         '-d',
@@ -151,13 +173,6 @@ export async function buildTopology(
   for (const cidr of [ADDR.clusterCidr, ADDR.serviceCidr, '192.168.50.0/24']) {
     await lab.ip(NS.client, 'route', 'add', cidr, 'via', ADDR.vpnTunnel, 'dev', clientTunnelIface);
   }
-
-  // VPN node: cni0 bridge, the VPN pod's eth0 on it, uplink to the backend node.
-  await bridge(lab, NS.vpnNode, `${ADDR.vpnNodeBridge}/24`);
-  await podVeth(lab, NS.vpnNode, 'veth-vpn', NS.vpnPod, `${ADDR.vpnPod}/24`, ADDR.vpnNodeBridge);
-  await veth(lab, NS.vpnNode, 'up0', NS.backendNode, 'up0');
-  await addr(lab, NS.vpnNode, 'up0', `${ADDR.vpnNodeUplink}/24`);
-  await addr(lab, NS.backendNode, 'up0', `${ADDR.backendNodeUplink}/24`);
 
   // Backend node: cni0 bridge with the backend pod (and the proxy pod).
   await bridge(lab, NS.backendNode, `${ADDR.backendNodeBridge}/24`);
@@ -238,7 +253,7 @@ export async function buildTopology(
       { name: 'egress', ns: NS.vpnPod, iface: 'eth0' },
       { name: 'backend', ns: NS.backendPod, iface: scenario.backendIface },
     ],
-    inventory: labInventory(scenario.proxyPod, scenario.ipv6),
+    inventory: labInventory(scenario.proxyPod, scenario.ipv6, scenario.outerVia),
     processes,
     backendLog: () =>
       processes
@@ -427,18 +442,106 @@ async function startNode(
   return { name, child, stdout };
 }
 
+/** One end of the tunnel's outer path: the device it runs over, its own address, its peer's. */
+export interface UnderlayEnd {
+  dev: string;
+  local: string;
+  remote: string;
+}
+
+/**
+ * Both ends of the tunnel's outer path. `viaNat`: the outer packets cross the VPN Service's NAT,
+ * so each VXLAN end
+ * - keeps sending to its configured remote (`nolearning`): learning would make the peer's
+ *   outer source as the VPN pod sees it (the node, for Cluster) the destination of its replies;
+ * - sends no outer UDP checksum (`noudpcsum`): NAT's incremental update of one that covers an inner
+ *   packet whose own checksum is offloaded breaks it (UdpInCsumErrors in the VPN pod, ARP passes,
+ *   TCP does not; the kubernetes/kubernetes#88986 class of bug), and NAT leaves a zero one alone.
+ */
+export interface TunnelUnderlay {
+  client: UnderlayEnd;
+  vpn: UnderlayEnd;
+  viaNat: boolean;
+}
+
 /** The underlay veth between the remote client and a VPN pod namespace (the outer path). */
-export async function linkUnderlay(lab: Netns, vpnNs: string): Promise<void> {
+export async function linkUnderlay(lab: Netns, vpnNs: string): Promise<TunnelUnderlay> {
   await veth(lab, NS.client, 'ul0', vpnNs, 'ul0');
   await addr(lab, NS.client, 'ul0', `${ADDR.clientOuter}/30`);
   await addr(lab, vpnNs, 'ul0', `${ADDR.vpnOuter}/30`);
+  return {
+    client: { dev: 'ul0', local: ADDR.clientOuter, remote: ADDR.vpnOuter },
+    vpn: { dev: 'ul0', local: ADDR.vpnOuter, remote: ADDR.clientOuter },
+    viaNat: false,
+  };
 }
 
-/** A kernel VXLAN tunnel (vx0, Ethernet link type) between the client and a VPN pod over ul0. */
-export async function addVxlanTunnel(lab: Netns, vpnNs: string): Promise<void> {
-  for (const [ns, local, remote, ip] of [
-    [NS.client, ADDR.clientOuter, ADDR.vpnOuter, ADDR.clientTunnel],
-    [vpnNs, ADDR.vpnOuter, ADDR.clientOuter, ADDR.vpnTunnel],
+/**
+ * The outer path through the VPN's public Service: the client's underlay veth ends on the VPN
+ * node (the "public" link, pub0 there), whose kube-proxy-style rule DNATs the tunnel port to the
+ * VPN pod (lab/scenarios.ts, OuterPath). The VPN pod's end is its eth0, which must exist. The
+ * VXLAN devices on ul0 and eth0 (both MTU 1500) get MTU 1450: the 50 bytes of outer headers fit.
+ */
+async function linkServiceUnderlay(lab: Netns, scenario: Scenario): Promise<TunnelUnderlay> {
+  const publicCidr = (ip: string): string => `${ip}/${ADDR.publicPrefixLen}`;
+  await veth(lab, NS.client, 'ul0', NS.vpnNode, 'pub0');
+  await addr(lab, NS.client, 'ul0', publicCidr(ADDR.clientPublic));
+  await addr(lab, NS.vpnNode, 'pub0', publicCidr(ADDR.vpnService));
+  const port = scenario.decap === 'vxlan' ? ADDR.vxlanPort : ADDR.tunPort;
+  await vpnServiceNat(lab, port, scenario.outerVia === 'service-cluster');
+  return {
+    client: { dev: 'ul0', local: ADDR.clientPublic, remote: ADDR.vpnService },
+    vpn: { dev: 'eth0', local: ADDR.vpnPod, remote: ADDR.clientPublic },
+    viaNat: true,
+  };
+}
+
+/**
+ * The VPN Service on the VPN node: DNAT of udp `port` arriving on the public link to the VPN pod
+ * (what kube-proxy writes for a LoadBalancer/NodePort Service) and, with `masquerade`
+ * (externalTrafficPolicy Cluster), MASQUERADE of that DNATed traffic out the pod bridge, so the
+ * pod sees the node's bridge address. The pod's replies are a flow of their own: routed back out
+ * pub0 (directly connected) untranslated, unless their ports make them the DNATed flow's reply.
+ */
+async function vpnServiceNat(lab: Netns, port: number, masquerade: boolean): Promise<void> {
+  const nat = (...args: string[]): Promise<void> => lab.iptables(NS.vpnNode, '-t', 'nat', ...args);
+  const udp = (dst: string): string[] => ['-d', dst, '-p', 'udp', '--dport', String(port)];
+  await nat(
+    '-A',
+    'PREROUTING',
+    '-i',
+    'pub0',
+    ...udp(ADDR.vpnService),
+    '-j',
+    'DNAT',
+    '--to-destination',
+    `${ADDR.vpnPod}:${port}`,
+  );
+  if (!masquerade) return;
+  await nat(
+    '-A',
+    'POSTROUTING',
+    '-o',
+    'cni0',
+    ...udp(ADDR.vpnPod),
+    '-m',
+    'conntrack',
+    '--ctstate',
+    'DNAT',
+    '-j',
+    'MASQUERADE',
+  );
+}
+
+/** A kernel VXLAN tunnel (vx0, Ethernet link type) between the client and a VPN pod over `underlay`. */
+export async function addVxlanTunnel(
+  lab: Netns,
+  vpnNs: string,
+  underlay: TunnelUnderlay,
+): Promise<void> {
+  for (const [ns, end, ip] of [
+    [NS.client, underlay.client, ADDR.clientTunnel],
+    [vpnNs, underlay.vpn, ADDR.vpnTunnel],
   ] as const) {
     await lab.ip(
       ns,
@@ -450,13 +553,14 @@ export async function addVxlanTunnel(lab: Netns, vpnNs: string): Promise<void> {
       'id',
       String(ADDR.vxlanId),
       'local',
-      local,
+      end.local,
       'remote',
-      remote,
+      end.remote,
       'dstport',
       String(ADDR.vxlanPort),
       'dev',
-      'ul0',
+      end.dev,
+      ...(underlay.viaNat ? ['nolearning', 'noudpcsum'] : []),
     );
     await addr(lab, ns, 'vx0', `${ip}/24`);
   }

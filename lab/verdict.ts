@@ -14,6 +14,29 @@ export interface ObservedTuple {
   dport?: number;
 }
 
+/**
+ * The engine's finding about the outer connection (issue 15 item 6): the outer source the VPN pod
+ * sees for the client's tunnel, at the point where the tunnel packet carrying the request was found.
+ */
+export interface OuterFinding {
+  point: string;
+  tunnel: string;
+  src: string;
+  sport: number;
+  dst: string;
+  dport: number;
+  class: 'node' | 'pod' | 'external';
+  node?: string;
+  by: string;
+  detail: string;
+}
+
+/**
+ * `verdict.outer` of an engine verdict, read through a narrow type so the lab compiles against an
+ * engine that does not report it yet (type-only: lab/live.ts uses it without loading the analyzer).
+ */
+export type WithOuter = { outer?: OuterFinding };
+
 /** The verdict fields the lab checks and prints. */
 export interface LabVerdict {
   layer: string;
@@ -22,6 +45,8 @@ export interface LabVerdict {
   evidence: { point?: string; matchedBy?: string[]; detail: string }[];
   hint: string;
   reason?: string;
+  /** The outer connection's finding, when the engine reports one. */
+  outer?: OuterFinding;
   /** Files only: what each capture file recorded about its capture (format, frames, drops). */
   files?: { point: string; format: string; frames: number; dropped: number | null }[];
   /** Files only: the cautions those records give rise to. */
@@ -50,5 +75,7 @@ export function analyzeRun(
     caveats: caveats ?? [],
   };
   if (verdict.reason !== undefined) out.reason = verdict.reason;
+  const { outer } = verdict as WithOuter;
+  if (outer !== undefined) out.outer = outer;
   return out;
 }

@@ -1,6 +1,6 @@
 // Socket-free checks of the lab's pure parts: the proxy's request rewrite, the expectation
-// comparison, the scenario table's shape, the dual-stack inventory, the DNS messages of the DNS
-// scenarios.
+// comparison (the outer connection's finding too), the scenario table's shape, the inventories
+// (dual-stack, through the VPN Service), the DNS messages of the DNS scenarios.
 import t from 'tap';
 import { encodeName, encodeQuery, encodeResponse, parseMessage } from '../../lab/dns-wire';
 import { rewriteRequestHead } from '../../lab/proxy';
@@ -8,6 +8,7 @@ import { ADDR6 } from '../../lab/addresses';
 import { compareWithExpectation, ipv6EndpointsWithoutBrackets } from '../../lab/run';
 import { clientAddress, SCENARIOS } from '../../lab/scenarios';
 import { labInventory } from '../../lab/topology';
+import type { LabVerdict } from '../../lab/verdict';
 
 void t.test('the proxy rewrites like nginx proxy_pass: HTTP/1.0, Host, Connection, XFF', (t) => {
   const head = [
@@ -79,6 +80,52 @@ void t.test('compareWithExpectation names every difference', (t) => {
   t.end();
 });
 
+void t.test("compareWithExpectation checks the outer connection's source and class", (t) => {
+  const expect = {
+    layer: 'preserved',
+    rewrittenBetween: null,
+    backendSrc: '10.90.0.42',
+    answered: true,
+    outerSrc: '10.244.1.1',
+    outerClass: 'node' as const,
+  };
+  const run = (outer?: LabVerdict['outer']): Parameters<typeof compareWithExpectation>[1] => ({
+    probe: { request: 'http', answered: true, summary: 'curl: HTTP 200', code: 0, httpCode: '200' },
+    appObserved: { src: '10.90.0.42', sport: 40000 },
+    analyzerError: null,
+    verdict: {
+      layer: 'preserved',
+      rewrittenBetween: null,
+      observed: { backend: { src: '10.90.0.42', sport: 40000, dst: '10.244.2.5', dport: 8080 } },
+      evidence: [],
+      hint: '',
+      ...(outer === undefined ? {} : { outer }),
+    },
+  });
+  const outer = {
+    point: 'egress',
+    tunnel: 'vxlan',
+    src: '10.244.1.1',
+    sport: 40000,
+    dst: '10.244.1.10',
+    dport: 4789,
+    class: 'node' as const,
+    node: 'vpn-node',
+    by: 'inner tuple',
+    detail: '',
+  };
+  t.same(compareWithExpectation(expect, run(outer)), []);
+  t.same(compareWithExpectation(expect, run()), [
+    'outer source not reported, expected 10.244.1.1',
+    'outer class not reported, expected node',
+  ]);
+  t.same(compareWithExpectation(expect, run({ ...outer, src: '203.0.113.2', class: 'external' })), [
+    'outer source 203.0.113.2, expected 10.244.1.1',
+    'outer class external, expected node',
+  ]);
+  t.end();
+});
+
 void t.test('scenario names are unique and cover every layer', (t) => {
   const names = SCENARIOS.map((s) => s.name);
   t.equal(new Set(names).size, names.length);
@@ -143,6 +190,24 @@ void t.test('a dual-stack inventory lists every IPv6 address of nodes and pods',
       proxy: { ip: '10.244.2.9', node: 'backend-node', role: 'proxy' },
     },
   });
+  t.end();
+});
+
+void t.test("a tunnel through the VPN Service adds the Service address to the VPN node's", (t) => {
+  for (const via of ['service-cluster', 'service-local'] as const)
+    t.same(labInventory(false, false, via).nodes['vpn-node'], [
+      '192.168.50.1',
+      '10.244.1.1',
+      '203.0.113.1',
+    ]);
+  const outer = SCENARIOS.filter((s) => s.outerVia !== 'direct');
+  t.same(
+    outer.map((s) => [s.name, s.outerVia, s.expect.outerSrc, s.expect.outerClass]),
+    [
+      ['outer-cluster', 'service-cluster', '10.244.1.1', 'node'],
+      ['outer-local', 'service-local', '203.0.113.2', 'external'],
+    ],
+  );
   t.end();
 });
 
