@@ -17,7 +17,7 @@ import { prepareProbe, sendProbe, type PreparedProbe, type ProbeResult } from '.
 import { backendObserved, compareWithExpectation, newProbeId, type ScenarioRun } from './run';
 import { selectorOf, type Scenario } from './scenarios';
 import { buildTopology, NS, type Topology } from './topology';
-import type { LabVerdict, WithOuter } from './verdict';
+import type { LabVerdict } from './verdict';
 
 export { LiveCollector } from './live-collector';
 
@@ -161,8 +161,7 @@ export function labVerdictOf(v: CaptureView): LabVerdict | null {
     hint: x.hint,
   };
   if (x.reason !== undefined) out.reason = x.reason;
-  const { outer } = x as WithOuter;
-  if (outer !== undefined) out.outer = outer;
+  if (x.outer !== undefined) out.outer = x.outer;
   return out;
 }
 

@@ -14,28 +14,9 @@ export interface ObservedTuple {
   dport?: number;
 }
 
-/**
- * The engine's finding about the outer connection (issue 15 item 6): the outer source the VPN pod
- * sees for the client's tunnel, at the point where the tunnel packet carrying the request was found.
- */
-export interface OuterFinding {
-  point: string;
-  tunnel: string;
-  src: string;
-  sport: number;
-  dst: string;
-  dport: number;
-  class: 'node' | 'pod' | 'external';
-  node?: string;
-  by: string;
-  detail: string;
-}
-
-/**
- * `verdict.outer` of an engine verdict, read through a narrow type so the lab compiles against an
- * engine that does not report it yet (type-only: lab/live.ts uses it without loading the analyzer).
- */
-export type WithOuter = { outer?: OuterFinding };
+/** The verdict's outer connection finding (core/attribute/outer-finding.ts). */
+export type { OuterFinding } from '../core/attribute/outer-finding';
+import type { OuterFinding } from '../core/attribute/outer-finding';
 
 /** The verdict fields the lab checks and prints. */
 export interface LabVerdict {
@@ -75,7 +56,6 @@ export function analyzeRun(
     caveats: caveats ?? [],
   };
   if (verdict.reason !== undefined) out.reason = verdict.reason;
-  const { outer } = verdict as WithOuter;
-  if (outer !== undefined) out.outer = outer;
+  if (verdict.outer !== undefined) out.outer = verdict.outer;
   return out;
 }

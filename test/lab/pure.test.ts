@@ -111,7 +111,8 @@ void t.test("compareWithExpectation checks the outer connection's source and cla
     dport: 4789,
     class: 'node' as const,
     node: 'vpn-node',
-    by: 'inner tuple',
+    by: 'inner-tuple' as const,
+    frame: 7,
     detail: '',
   };
   t.same(compareWithExpectation(expect, run(outer)), []);
