@@ -53,7 +53,8 @@ function clip(s: string, n: number): string {
 }
 
 function rowOf(s: Scenario, run: RunResult | null, error: string | null): Row {
-  const expected = `${s.expect.layer} ${hop(s.expect.rewrittenBetween)} ${s.expect.backendSrc ?? 'none'}`;
+  const outerWanted = s.expect.outerClass === undefined ? '' : ` (outer: ${s.expect.outerClass})`;
+  const expected = `${s.expect.layer} ${hop(s.expect.rewrittenBetween)} ${s.expect.backendSrc ?? 'none'}${outerWanted}`;
   const v = run?.verdict ?? null;
   // The evidence that carries the verdict: the point after the rewrite, else the last point seen.
   const at = v?.rewrittenBetween?.[1];
@@ -61,7 +62,9 @@ function rowOf(s: Scenario, run: RunResult | null, error: string | null): Row {
   return {
     scenario: s.name,
     expected,
-    verdict: v?.layer ?? (error !== null ? 'ERROR' : 'none'),
+    verdict:
+      (v?.layer ?? (error !== null ? 'ERROR' : 'none')) +
+      (v?.outer === undefined ? '' : ` (outer: ${v.outer.class} ${v.outer.src})`),
     hop: v === null ? '?' : hop(v.rewrittenBetween),
     backendSrc: v === null ? '?' : (v.observed['backend']?.src ?? 'none'),
     evidence:
