@@ -8,7 +8,7 @@
  */
 import { basename } from 'node:path';
 import { isIPv4 } from 'node:net';
-import { firstHost } from '../common/cidr';
+import { familyOf, firstHost, isIP, type Family } from '../common/cidr';
 import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
 import type { DoctorTarget, NamespaceFacts } from '../common/wire';
@@ -33,6 +33,7 @@ type Role = (typeof ROLES)[number];
 /** Options of a local doctor run. */
 export interface LocalDoctorOptions {
   netns: Partial<Record<Role, string>>;
+  /** IPv4 or IPv6: the routes and nat rules read are its family's; client and dst must match it. */
   tunnelRange: string;
   client?: string | undefined;
   dst?: string | undefined;
@@ -42,18 +43,32 @@ export interface LocalDoctorOptions {
   denied?: { source: string; target: { ip: string; port: number } } | undefined;
 }
 
-function clientOf(range: string): string {
-  const h = firstHost(range);
-  if (h === null)
-    throw new HoptraceError('CLI_USAGE', `'${range}' is not an IPv4 CIDR`, {
+/** The tunnel range's family and first host (the default client); CLI_USAGE for no CIDR. */
+function parseTunnelRange(range: string): { family: Family; first: string } {
+  const family = familyOf(range);
+  const first = firstHost(range);
+  if (family === null || first === null)
+    throw new HoptraceError('CLI_USAGE', `'${range}' is not an IPv4 or IPv6 CIDR`, {
       where: '--tunnel-range',
     });
-  return h;
+  return { family, first };
+}
+
+/** `--client` / `--dst` must be addresses of the tunnel range's family. */
+function checkFamily(flag: string, ip: string | undefined, family: Family): void {
+  if (ip !== undefined && isIP(ip) !== family)
+    throw new HoptraceError('CLI_USAGE', `'${ip}' is not an IPv${family} address`, {
+      where: flag,
+      hint: `the tunnel range is IPv${family}: the client and the destination are of its family`,
+    });
 }
 
 /** Runs the checks against namespace files on this machine. */
 export async function runLocalDoctor(opts: LocalDoctorOptions): Promise<DoctorResult> {
-  const client = opts.client ?? clientOf(opts.tunnelRange);
+  const { family, first } = parseTunnelRange(opts.tunnelRange);
+  checkFamily('--client', opts.client, family);
+  checkFamily('--dst', opts.dst, family);
+  const client = opts.client ?? first;
   const nodeOf = (role: 'vpn-node' | 'backend-node'): string => {
     const p = opts.netns[role];
     return p === undefined ? role : basename(p) === 'net' ? role : basename(p);
@@ -63,9 +78,10 @@ export async function runLocalDoctor(opts: LocalDoctorOptions): Promise<DoctorRe
       ? undefined
       : await readNamespaceFacts(
           { name: 'backend', target: opts.netns.backend, routeTo: [] },
+          family,
           { node: nodeOf('backend-node') },
         );
-  const dst = opts.dst ?? backendFacts?.addresses.find((a) => isIPv4(a));
+  const dst = opts.dst ?? backendFacts?.addresses.find((a) => isIP(a) === family);
   const wanted: { role: Role; node: string; routeTo: string[] }[] = [
     { role: 'vpn', node: nodeOf('vpn-node'), routeTo: dst === undefined ? [] : [dst] },
     {
@@ -84,7 +100,7 @@ export async function runLocalDoctor(opts: LocalDoctorOptions): Promise<DoctorRe
     const path = opts.netns[w.role];
     if (path === undefined) continue;
     const t: DoctorTarget = { name: w.role, target: path, routeTo: w.routeTo };
-    facts.push(await readNamespaceFacts(t, { node: w.node }));
+    facts.push(await readNamespaceFacts(t, family, { node: w.node }));
   }
   const inventory = await namespaceInventory({
     netnsGlob: opts.knownNetns ?? '/run/netns/*',

@@ -65,12 +65,15 @@ export class AgentRequests {
     });
   }
 
-  /** Asks one agent for the doctor facts of `targets`. Rejects with DOCTOR_NO_AGENT. */
-  async doctor(agentId: string, targets: DoctorTarget[]): Promise<DoctorReport> {
+  /** Asks one agent for the doctor facts of `targets`, read for `family`. Rejects with DOCTOR_NO_AGENT. */
+  async doctor(agentId: string, targets: DoctorTarget[], family: 4 | 6): Promise<DoctorReport> {
     const r = await this.ask(
       agentId,
       (requestId) =>
-        this.hub.send(agentId, { kind: 'doctorRequest', doctorRequest: { requestId, targets } }),
+        this.hub.send(agentId, {
+          kind: 'doctorRequest',
+          doctorRequest: { requestId, targets, family },
+        }),
       'doctor request',
     );
     if (r.kind !== 'doctorReport')

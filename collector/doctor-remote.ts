@@ -3,8 +3,7 @@
  * backend's node for the facts of their namespaces (the pod's and the node's own), then runs the
  * pure checks with everything agents report (every namespace's addresses = the pods that exist).
  */
-import { isIP } from 'node:net';
-import { firstHost } from '../common/cidr';
+import { familyOf, firstHost, isIP } from '../common/cidr';
 import { HoptraceError } from '../common/errors';
 import type { DoctorTarget, NamespaceFacts } from '../common/wire';
 import type { AgentRequests } from './agent-requests';
@@ -15,6 +14,7 @@ import type { AgentInfo } from './hub-types';
 export interface DoctorSpec {
   vpn: string;
   backend: string;
+  /** IPv4 or IPv6; client and dst, when given, are of its family. */
   tunnelRange: string;
   client?: string | undefined;
   dst?: string | undefined;
@@ -50,13 +50,15 @@ export async function doctorViaAgents(
 ): Promise<DoctorResult> {
   const vpn = agentFor(agents, spec.vpn);
   const backend = agentFor(agents, spec.backend);
+  const family = familyOf(spec.tunnelRange);
   const client = spec.client ?? firstHost(spec.tunnelRange);
-  if (client === null)
+  if (family === null || client === null)
     throw new HoptraceError(
       'API_BAD_REQUEST',
-      `tunnelRange '${spec.tunnelRange}' is not an IPv4 CIDR`,
+      `tunnelRange '${spec.tunnelRange}' is not an IPv4 or IPv6 CIDR`,
     );
-  const dst = spec.dst ?? (isIP(backend.target) !== 0 ? backend.target : undefined);
+  // A backend pod IP of the other family is no destination for this request.
+  const dst = spec.dst ?? (isIP(backend.target) === family ? backend.target : undefined);
   const both = [client, ...(dst === undefined ? [] : [dst])];
   const plan = new Map<string, DoctorTarget[]>();
   const add = (agentId: string, t: DoctorTarget): void => {
@@ -71,7 +73,7 @@ export async function doctorViaAgents(
   add(backend.agent.agentId, { name: 'backend-node', target: '', routeTo: both });
   const facts: NamespaceFacts[] = [];
   for (const [agentId, targets] of plan)
-    facts.push(...(await requests.doctor(agentId, targets)).facts);
+    facts.push(...(await requests.doctor(agentId, targets, family)).facts);
   const nodeAddresses: Record<string, string[]> = {};
   for (const a of agents) nodeAddresses[a.node] = a.hello.nodeAddresses;
   return runDoctorChecks({
@@ -109,7 +111,14 @@ export function parseDoctorSpec(body: string): DoctorSpec {
     return x;
   };
   const tunnelRange = str('tunnelRange', false) ?? '10.90.0.0/24';
-  if (firstHost(tunnelRange) === null) throw bad('tunnelRange', 'must be an IPv4 CIDR');
+  const family = familyOf(tunnelRange);
+  if (family === null) throw bad('tunnelRange', 'must be an IPv4 or IPv6 CIDR');
+  const sameFamily = (k: 'client' | 'dst'): string | undefined => {
+    const v = str(k, false);
+    if (v !== undefined && isIP(v) !== family)
+      throw bad(k, `must be an IPv${family} address, like tunnelRange ${tunnelRange}`);
+    return v;
+  };
   const podCidrs = o['podCidrs'];
   if (
     podCidrs !== undefined &&
@@ -120,8 +129,8 @@ export function parseDoctorSpec(body: string): DoctorSpec {
     vpn: str('vpn', true) ?? '',
     backend: str('backend', true) ?? '',
     tunnelRange,
-    client: str('client', false),
-    dst: str('dst', false),
+    client: sameFamily('client'),
+    dst: sameFamily('dst'),
     podCidrs: podCidrs,
   };
 }

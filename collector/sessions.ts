@@ -25,7 +25,7 @@ import { K8sPodDeleter } from './k8s/repro-deleter';
 import { K8sInventorySource } from './k8s/source';
 import { ReproManager } from './repro';
 import type { ReturnRoute } from '../core/repro/repro-core';
-import { inCidr } from '../common/cidr';
+import { familyOf, inCidr } from '../common/cidr';
 import type { ReportMeta } from '../core/report/report';
 import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
@@ -461,12 +461,14 @@ export class SessionManager {
       .filter((a) => a.connected && (nodes.includes(a.node) || agentIds.includes(a.agentId)));
     const out: ReturnRoute[] = [];
     for (const a of agents) {
-      const report = await this.requests.doctor(a.agentId, [
-        { name: 'node', target: '', routeTo: [client] },
-      ]);
+      const report = await this.requests.doctor(
+        a.agentId,
+        [{ name: 'node', target: '', routeTo: [client] }],
+        familyOf(client) ?? 4,
+      );
       for (const f of report.facts)
         for (const r of f.routes)
-          if (r.dst !== 'default' && inCidr(client, r.dst.includes('/') ? r.dst : `${r.dst}/32`))
+          if (r.dst !== 'default' && inCidr(client, r.dst))
             out.push({
               node: a.node,
               dst: r.dst,

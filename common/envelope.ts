@@ -249,6 +249,14 @@ function targetsFromWire(o: Obj): DoctorTarget[] {
   }));
 }
 
+/** An address family on the wire: 0 (a peer older than IPv6 doctor facts) is 4. */
+function familyFromWire(v: unknown): 4 | 6 {
+  const n = num(v ?? 0, 'family');
+  if (n === 0 || n === 4) return 4;
+  if (n === 6) return 6;
+  throw malformed(`address family ${n} is neither 4 nor 6`);
+}
+
 function routeFromWire(o: Obj): RouteEntry {
   return {
     dst: str(o, 'dst'),
@@ -291,6 +299,7 @@ function factsFromWire(f: Obj): NamespaceFacts {
       args: strs(r, 'args'),
       text: str(r, 'text'),
     })),
+    family: familyFromWire(f.family),
     errorCode: str(f, 'errorCode'),
     message: str(f, 'message'),
     unread: strs(f, 'unread').filter((p): p is FactPart =>
@@ -386,6 +395,7 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
       const doctorRequest: DoctorRequest = {
         requestId: str(o, 'requestId'),
         targets: targetsFromWire(o),
+        family: familyFromWire(o.family),
       };
       return { seq, kind, doctorRequest };
     }

@@ -132,6 +132,11 @@ export interface DoctorTarget {
 export interface DoctorRequest {
   requestId: string;
   targets: DoctorTarget[];
+  /**
+   * The tunnel range's address family: the routes and nat rules read are this family's
+   * (`ip -6 route`, ip6tables, nft `ip6`/`inet` for 6). 4 when an older collector leaves it out.
+   */
+  family: 4 | 6;
 }
 
 /** One `ip -j route` entry, reduced to what the checks use. */
@@ -175,6 +180,12 @@ export interface NamespaceFacts {
   /** User-defined and built-in chains of the nat table. */
   natChains: string[];
   natRules: NatRule[];
+  /**
+   * The family the routes, lookups and nat rules were read for (DoctorRequest.family); 4 in an
+   * older agent's report, which never reads IPv6. rp_filter is read for 4 only (Linux has no
+   * IPv6 rp_filter).
+   */
+  family: 4 | 6;
   /** A stable error code when a read failed ('' = every read worked); facts are then partial. */
   errorCode: string;
   message: string;

@@ -1,9 +1,11 @@
 /**
  * The doctor's and the conntrack evidence's reads inside one namespace: thin shells over
  * `nsenter --net=PATH` (the agent has no setns) around the pure parsers next to this file.
- * Nothing here writes: sysctl, ip route, iptables-save and conntrack are only listed.
+ * Nothing here writes: sysctl, ip route, iptables-save / ip6tables-save, nft and conntrack are
+ * only listed.
  */
 import { execFile } from 'node:child_process';
+import type { Family } from '../../common/cidr';
 import { HoptraceError, isHoptraceError, type ErrorCode } from '../../common/errors';
 import { FACT_PARTS } from '../../common/wire';
 import type {
@@ -66,13 +68,22 @@ function failure(code: ErrorCode, e: unknown): { errorCode: string; message: str
   return { errorCode: code, message: `${code}: ${e instanceof Error ? e.message : String(e)}` };
 }
 
+/** The nat table's tools of one family: the nf_tables backend's and the legacy one's. */
+const SAVE_TOOLS: Record<Family, { nft: string; legacy: string }> = {
+  4: { nft: 'iptables-save', legacy: 'iptables-legacy-save' },
+  6: { nft: 'ip6tables-save', legacy: 'ip6tables-legacy-save' },
+};
+
 /**
- * Reads rp_filter, routes (and `route get` of each `routeTo`), the nat table and the addresses of
- * one namespace. Never throws: a failed read leaves its part empty and sets errorCode
- * DOCTOR_READ_FAILED (or the target's error), so the other namespaces are still checked.
+ * Reads the addresses of one namespace and, for `family`, its routes (and `route get` of each
+ * `routeTo`), its nat rules (both iptables backends, native nftables) and, for IPv4, rp_filter
+ * (Linux has none for IPv6). Never throws: a failed read leaves its part empty, lists it in
+ * `unread` and sets errorCode DOCTOR_READ_FAILED (or the target's error), so the other namespaces
+ * are still checked.
  */
 export async function readNamespaceFacts(
   t: DoctorTarget,
+  family: Family,
   ctx: ReadContext,
 ): Promise<NamespaceFacts> {
   const facts: NamespaceFacts = {
@@ -86,6 +97,7 @@ export async function readNamespaceFacts(
     lookups: [],
     natChains: [],
     natRules: [],
+    family,
     errorCode: '',
     message: '',
     unread: [],
@@ -113,31 +125,34 @@ export async function readNamespaceFacts(
   await attempt('addresses', 'addresses', async () => {
     facts.addresses = (await namespaceAddresses(netns)).addresses;
   });
-  await attempt('rp_filter', 'rp_filter', async () => {
-    // -e: interfaces that vanish between listing and reading are not an error.
-    const out = await runIn(netns, 'sysctl', ['-e', '-a', '-r', '\\.rp_filter$']);
-    facts.rpFilter = rpFilterValues(parseSysctlOutput(out));
-  });
+  if (family === 4) {
+    await attempt('rp_filter', 'rp_filter', async () => {
+      // -e: interfaces that vanish between listing and reading are not an error.
+      const out = await runIn(netns, 'sysctl', ['-e', '-a', '-r', '\\.rp_filter$']);
+      facts.rpFilter = rpFilterValues(parseSysctlOutput(out));
+    });
+  }
+  const ip = [`-${family}`, '-j', 'route'];
   await attempt('routes', 'routes', async () => {
-    facts.routes = parseIpRouteJson(await runIn(netns, 'ip', ['-j', 'route', 'show']));
+    facts.routes = parseIpRouteJson(await runIn(netns, 'ip', [...ip, 'show']));
   });
   for (const to of t.routeTo) {
     const lookup: RouteLookup = { to, route: null, error: '' };
     try {
-      lookup.route =
-        parseIpRouteJson(await runIn(netns, 'ip', ['-j', 'route', 'get', to]))[0] ?? null;
+      lookup.route = parseIpRouteJson(await runIn(netns, 'ip', [...ip, 'get', to]))[0] ?? null;
     } catch (e) {
       // "RTNETLINK answers: Network is unreachable" is a finding, not a failed read.
       lookup.error = e instanceof Error ? e.message : String(e);
     }
     facts.lookups.push(lookup);
   }
+  const tools = SAVE_TOOLS[family];
   await attempt('nat', 'nat table', async () => {
-    const saved = parseIptablesSave(await runIn(netns, 'iptables-save', ['-t', 'nat']));
+    const saved = parseIptablesSave(await runIn(netns, tools.nft, ['-t', 'nat']));
     facts.natChains.push(...saved.chains);
     facts.natRules.push(...saved.rules);
     // The other iptables backend's table is a table of its own that sees every packet too.
-    const legacy = await runIfInstalled(netns, 'iptables-legacy-save', ['-t', 'nat']);
+    const legacy = await runIfInstalled(netns, tools.legacy, ['-t', 'nat']);
     if (legacy !== null && !/\(nf_tables\)/.test(legacy)) {
       const t = asLegacy(parseIptablesSave(legacy));
       facts.natChains.push(...t.chains);
@@ -145,7 +160,7 @@ export async function readNamespaceFacts(
     }
   });
   await attempt('nft', 'native nftables (nft -j list ruleset)', async () => {
-    const nat = parseNftRuleset(await runIn(netns, 'nft', ['-j', 'list', 'ruleset']));
+    const nat = parseNftRuleset(await runIn(netns, 'nft', ['-j', 'list', 'ruleset']), family);
     facts.natChains.push(...nat.chains);
     facts.natRules.push(...nat.rules);
   });

@@ -16,7 +16,8 @@ export async function answerRequest(
   switch (req.kind) {
     case 'doctorRequest': {
       const facts = [];
-      for (const t of req.doctorRequest.targets) facts.push(await readNamespaceFacts(t, ctx));
+      const { targets, family } = req.doctorRequest;
+      for (const t of targets) facts.push(await readNamespaceFacts(t, family, ctx));
       return {
         kind: 'doctorReport',
         doctorReport: { requestId: req.doctorRequest.requestId, agentId, node: ctx.node, facts },

@@ -2,9 +2,11 @@
  * `hoptrace doctor`: from the facts agents (or the local mode) read in the namespaces on the path
  * to findings — the checks that separate a working preserved path from a lucky one (the seed):
  * rp_filter, the backend node's return route for the tunnel range and where it points, masquerade
- * rules that do not exclude the tunnel range, and the denied-source test. Pure: no I/O, no clock.
+ * rules that do not exclude the tunnel range, and the denied-source test. The tunnel range is IPv4
+ * or IPv6; the facts must have been read for its family (NamespaceFacts.family). Pure: no I/O, no
+ * clock.
  */
-import { inCidr, parseCidr4, slash16 } from '../../common/cidr';
+import { familyOf, inCidr, parseCidr, podCidrAround, type Family } from '../../common/cidr';
 import { FACT_PARTS, type FactPart, type NamespaceFacts, type RouteEntry } from '../../common/wire';
 import { LEGACY_PREFIX } from './iptables-save';
 import { findTunnelMasquerade } from './nat';
@@ -38,6 +40,7 @@ export interface DeniedOutcome {
 /** Everything the checks need. Role names: `vpn`, `vpn-node`, `backend-node` (others are read only for addresses). */
 export interface DoctorInput {
   facts: NamespaceFacts[];
+  /** IPv4 or IPv6; its family is the family of every check. */
   tunnelRange: string;
   /** The client's tunnel address (default: the first host of the tunnel range + 1). */
   client: string;
@@ -47,7 +50,7 @@ export interface DoctorInput {
   liveAddresses: string[];
   /** Node name → its addresses. */
   nodeAddresses: Record<string, string[]>;
-  /** Pod CIDRs; default: the /16 around every known pod address. */
+  /** Pod CIDRs; default: the /16 (IPv6: /48) around every known pod address. */
   podCidrs?: string[] | undefined;
   denied?: DeniedOutcome | undefined;
 }
@@ -62,41 +65,62 @@ export interface DoctorResult {
 
 const where = (f: NamespaceFacts): string => `${f.name} (${f.netns || f.target || '?'})`;
 
+/** The parts read for one address family: all but the addresses; rp_filter for IPv4 only. */
+const FAMILY_PARTS: Record<Family, FactPart[]> = {
+  4: ['rp_filter', 'routes', 'nat', 'nft'],
+  6: ['routes', 'nat', 'nft'],
+};
+
+/** The family of the checks: the tunnel range's (callers validate it; IPv4 if it does not parse). */
+const familyOfInput = (input: DoctorInput): Family => familyOf(input.tunnelRange) ?? 4;
+
 /**
- * The parts of a namespace's facts that were not read. A report with an error but no list (an
- * older agent) counts as nothing read: an empty part is never taken for "nothing there".
+ * The parts of a namespace's facts that were not read for `family`. A report with an error but no
+ * list (an older agent) counts as nothing read: an empty part is never taken for "nothing there".
+ * Facts read for the other family (an older agent asked about IPv6 reads IPv4) leave every part
+ * of `family` unread.
  */
-export function unreadParts(f: NamespaceFacts): Set<FactPart> {
+export function unreadParts(f: NamespaceFacts, family: Family): Set<FactPart> {
   const listed = Array.isArray(f.unread) ? f.unread : [];
   if (f.errorCode !== '' && listed.length === 0) return new Set(FACT_PARTS);
-  return new Set(listed);
+  return new Set(f.family === family ? listed : [...listed, ...FAMILY_PARTS[family]]);
 }
 
-/** What each check reads, in the words the read finding uses. */
-const CHECK_NEEDS: Record<'masquerade' | 'rp-filter' | 'return-route', FactPart[]> = {
+type Check = 'masquerade' | 'rp-filter' | 'return-route';
+
+/** What each check reads for each family, in the words the read finding uses. */
+const CHECK_NEEDS: Record<Family, Record<Check, FactPart[]>> = {
   // iptables (both backends) and native nftables: a masquerade in either is a masquerade.
-  masquerade: ['nat', 'nft'],
-  'rp-filter': ['rp_filter'],
-  'return-route': ['routes'],
+  4: { masquerade: ['nat', 'nft'], 'rp-filter': ['rp_filter'], 'return-route': ['routes'] },
+  // Linux has no IPv6 rp_filter: that check reads nothing and says so (rpFilter6Finding).
+  6: { masquerade: ['nat', 'nft'], 'rp-filter': [], 'return-route': ['routes'] },
 };
 
 /** A check cannot run on a namespace when a part it reads was not read. */
-const blocked = (check: keyof typeof CHECK_NEEDS, unread: Set<FactPart> | undefined): boolean =>
-  CHECK_NEEDS[check].some((p) => unread?.has(p) ?? false);
+const blocked = (check: Check, family: Family, unread: Set<FactPart> | undefined): boolean =>
+  CHECK_NEEDS[family][check].some((p) => unread?.has(p) ?? false);
 
 /** The checks a role runs on its namespace (doctor's path order). */
-const ROLE_CHECKS: Record<string, (keyof typeof CHECK_NEEDS)[]> = {
+const ROLE_CHECKS: Record<string, Check[]> = {
   vpn: ['masquerade'],
   'vpn-node': ['masquerade', 'rp-filter'],
   'backend-node': ['return-route', 'rp-filter'],
 };
 
+/** Why parts were not read: the agent's message, or facts of the other family. */
+function unreadReason(f: NamespaceFacts, family: Family): string {
+  const own = f.message || f.errorCode;
+  if (f.family === family) return own;
+  const other = `the agent read IPv${f.family} facts, not IPv${family} (an agent older than IPv6 doctor support): upgrade it`;
+  return own === '' ? other : `${other}; ${own}`;
+}
+
 /**
  * A namespace that could not be read in full: an error finding naming what was not read and the
  * checks that therefore did not run there (they say nothing, rather than "ok" about nothing).
  */
-function readFinding(f: NamespaceFacts, unread: Set<FactPart>): Finding {
-  const skipped = (ROLE_CHECKS[f.name] ?? []).filter((c) => blocked(c, unread));
+function readFinding(f: NamespaceFacts, unread: Set<FactPart>, family: Family): Finding {
+  const skipped = (ROLE_CHECKS[f.name] ?? []).filter((c) => blocked(c, family, unread));
   const parts = FACT_PARTS.filter((p) => unread.has(p));
   const notRun =
     skipped.length === 0
@@ -108,8 +132,8 @@ function readFinding(f: NamespaceFacts, unread: Set<FactPart>): Finding {
     node: f.node,
     namespace: where(f),
     subject: f.target || '(node namespace)',
-    detail: `could not read ${parts.length === FACT_PARTS.length ? 'this namespace' : parts.join(', ')} (${notRun}): ${f.message || f.errorCode}`,
-    fix: 'run the agent (or doctor) as root with iproute2, iptables and nsenter; check that the target exists',
+    detail: `could not read ${parts.length === FACT_PARTS.length ? 'this namespace' : parts.join(', ')} (${notRun}): ${unreadReason(f, family)}`,
+    fix: `run the agent (or doctor) as root with iproute2, ${family === 6 ? 'ip6tables' : 'iptables'}, nft and nsenter; check that the target exists`,
   };
 }
 
@@ -151,8 +175,25 @@ function rpFilterFindings(f: NamespaceFacts): Finding[] {
   return out;
 }
 
+/**
+ * Linux has no rp_filter for IPv6 (net.ipv4.conf.*.rp_filter applies to IPv4 only): nothing of the
+ * kernel's to read. A firewall can still filter by reverse path, and doctor does not read that.
+ */
+function rpFilter6Finding(f: NamespaceFacts): Finding {
+  return {
+    severity: 'warning',
+    check: 'rp-filter',
+    node: f.node,
+    namespace: where(f),
+    subject: '(IPv6: no rp_filter in Linux)',
+    detail:
+      'not checked: Linux has no reverse path filter sysctl for IPv6 (rp_filter is net.ipv4 only), so the kernel does not drop a packet from the tunnel range for arriving on another interface than the route back; a firewall rule can (ip6tables -m rpfilter, nft fib saddr . iif oif missing drop, firewalld IPv6_rpfilter), and doctor does not read those',
+    fix: 'if such a rule is installed, make the route back to the tunnel range leave by the interface the requests arrive on, or exempt the tunnel range from it',
+  };
+}
+
 function isDefault(r: RouteEntry): boolean {
-  return r.dst === 'default' || r.dst === '0.0.0.0/0';
+  return r.dst === 'default' || r.dst === '0.0.0.0/0' || r.dst === '::/0';
 }
 
 /** The most specific route of the table covering `ip`. */
@@ -160,7 +201,7 @@ function coveringRoute(routes: readonly RouteEntry[], ip: string): RouteEntry | 
   let best: RouteEntry | null = null;
   let bestBits = -1;
   for (const r of routes) {
-    const bits = isDefault(r) ? 0 : Number(r.dst.split('/')[1] ?? (parseCidr4(r.dst) ? 32 : -1));
+    const bits = isDefault(r) ? 0 : (parseCidr(r.dst)?.bits ?? -1);
     if (bits < 0 || (!isDefault(r) && !inCidr(ip, r.dst))) continue;
     if (bits > bestBits) {
       best = r;
@@ -251,7 +292,7 @@ function returnRouteFindings(input: DoctorInput, f: NamespaceFacts): Finding[] {
     ...new Set(
       input.liveAddresses
         .filter((a) => !allNodeAddrs.includes(a))
-        .map(slash16)
+        .map(podCidrAround)
         .filter((c): c is string => c !== null),
     ),
   ];
@@ -301,8 +342,11 @@ function returnRouteFindings(input: DoctorInput, f: NamespaceFacts): Finding[] {
   ];
 }
 
-/** Which backend holds the nat rules read: `nat rules read: iptables 4, iptables-legacy 0, nftables 3`. */
-function natRulesText(f: NamespaceFacts): string {
+/**
+ * Which backend holds the nat rules read: `nat rules read: iptables 4, iptables-legacy 0,
+ * nftables 3` (for IPv6: ip6tables, ip6tables-legacy).
+ */
+function natRulesText(f: NamespaceFacts, family: Family): string {
   let iptables = 0;
   let legacy = 0;
   let nft = 0;
@@ -313,7 +357,8 @@ function natRulesText(f: NamespaceFacts): string {
       nft++; // native nft chains are `FAMILY TABLE CHAIN`
     else iptables++;
   }
-  return `nat rules read: iptables ${iptables}, iptables-legacy ${legacy}, nftables ${nft}`;
+  const tool = family === 6 ? 'ip6tables' : 'iptables';
+  return `nat rules read: ${tool} ${iptables}, ${tool}-legacy ${legacy}, nftables ${nft}`;
 }
 
 function masqueradeFindings(input: DoctorInput, f: NamespaceFacts): Finding[] {
@@ -335,7 +380,7 @@ function masqueradeFindings(input: DoctorInput, f: NamespaceFacts): Finding[] {
         check: 'masquerade',
         node: f.node,
         namespace: where(f),
-        subject: natRulesText(f),
+        subject: natRulesText(f, familyOfInput(input)),
         detail: `no MASQUERADE/SNAT rule applies to sources in ${input.tunnelRange}${egress === undefined ? '' : ` leaving by ${egress}`}`,
         fix: '',
       },
@@ -391,19 +436,20 @@ function deniedFinding(d: DeniedOutcome): Finding {
 /** Runs every check over the facts; findings in path order (VPN pod, VPN node, backend node). */
 export function runDoctorChecks(input: DoctorInput): DoctorResult {
   const findings: Finding[] = [];
-  const unread = new Map(input.facts.map((f) => [f, unreadParts(f)]));
-  for (const [f, parts] of unread) if (parts.size > 0) findings.push(readFinding(f, parts));
+  const family = familyOfInput(input);
+  const unread = new Map(input.facts.map((f) => [f, unreadParts(f, family)]));
+  for (const [f, parts] of unread) if (parts.size > 0) findings.push(readFinding(f, parts, family));
   // Only checks whose facts were read: a part not read is reported above, never judged "ok".
-  const run: Record<keyof typeof CHECK_NEEDS, (f: NamespaceFacts) => Finding[]> = {
+  const run: Record<Check, (f: NamespaceFacts) => Finding[]> = {
     masquerade: (f) => masqueradeFindings(input, f),
-    'rp-filter': (f) => rpFilterFindings(f),
+    'rp-filter': (f) => (family === 6 ? [rpFilter6Finding(f)] : rpFilterFindings(f)),
     'return-route': (f) => returnRouteFindings(input, f),
   };
   // Path order (ROLE_CHECKS' order), and within a namespace its checks in the table's order.
   for (const [role, checks] of Object.entries(ROLE_CHECKS)) {
     for (const f of input.facts) {
       if (f.name !== role) continue;
-      for (const c of checks) if (!blocked(c, unread.get(f))) findings.push(...run[c](f));
+      for (const c of checks) if (!blocked(c, family, unread.get(f))) findings.push(...run[c](f));
     }
   }
   if (input.denied !== undefined) findings.push(deniedFinding(input.denied));

@@ -1,7 +1,8 @@
 /**
- * `iptables-save -t nat` text → chains and rules. iptables-save prints every rule as
- * `-A CHAIN <args>` with double quotes around arguments holding spaces (comments), so a small
- * shell-like tokenizer is enough; chains are declared as `:NAME POLICY [packets:bytes]`.
+ * `iptables-save -t nat` (or `ip6tables-save -t nat`: the same format) text → chains and rules.
+ * iptables-save prints every rule as `-A CHAIN <args>` with double quotes around arguments holding
+ * spaces (comments), so a small shell-like tokenizer is enough; chains are declared as
+ * `:NAME POLICY [packets:bytes]`.
  */
 import type { NatRule } from '../../common/wire';
 

@@ -3,16 +3,17 @@
  * through the chains it jumps to, in rule order, the way netfilter traverses them (the first NAT
  * target ends the table for that packet; RETURN ends a chain, ACCEPT the table). Matches hoptrace
  * cannot decide from addresses alone (marks, ipsets, ports) are kept as conditions, so a rule that
- * only applies to marked packets is a warning, not an error.
+ * only applies to marked packets is a warning, not an error. The same walk serves iptables and
+ * ip6tables: the family is the tunnel range's, and an address of the other family never matches.
  */
-import { covers, overlaps, parseCidr4, parseRange4, type Range4 } from '../../common/cidr';
+import { covers, overlaps, parseCidr, parseRange, type IpRange } from '../../common/cidr';
 import { LEGACY_ENTRY } from './iptables-save';
 import { NFT_ENTRY } from './nft';
 import type { NatRule } from '../../common/wire';
 
 /** What the packet is known to look like when it reaches POSTROUTING. */
 export interface NatContext {
-  /** The tunnel range: every source in it must be excluded. */
+  /** The tunnel range (IPv4 or IPv6): every source in it must be excluded. */
   tunnelRange: string;
   /** The request's destination, when known (the backend or Service address). */
   dst?: string | undefined;
@@ -38,8 +39,8 @@ function ifaceMatches(pattern: string, iface: string): boolean {
 }
 
 /** `value`: one CIDR, or a comma list of CIDRs and `a-b` ranges (iptables lists, nft sets). */
-function addrMatch(neg: boolean, value: string, known: Range4 | null, what: string): Match {
-  const ranges = value.split(',').map(parseRange4);
+function addrMatch(neg: boolean, value: string, known: IpRange | null, what: string): Match {
+  const ranges = value.split(',').map(parseRange);
   if (ranges.some((r) => r === null) || known === null)
     return { never: false, conds: [`${neg ? '! ' : ''}${what} ${value}`] };
   const inside = ranges.some((r) => r !== null && covers(r, known));
@@ -54,8 +55,8 @@ function addrMatch(neg: boolean, value: string, known: Range4 | null, what: stri
 
 /** Evaluates a rule's matches against the tunnel range; returns the target too. */
 function evaluate(rule: NatRule, ctx: NatContext): { match: Match; target: string; goto: boolean } {
-  const tunnel = parseCidr4(ctx.tunnelRange);
-  const dst = ctx.dst === undefined ? null : parseCidr4(ctx.dst);
+  const tunnel = parseCidr(ctx.tunnelRange);
+  const dst = ctx.dst === undefined ? null : parseCidr(ctx.dst);
   const conds: string[] = [];
   let target = '';
   let goto = false;
@@ -112,7 +113,7 @@ function evaluate(rule: NatRule, ctx: NatContext): { match: Match; target: strin
         i++;
         break;
       case '--never':
-        // A native nft match the IPv4 request cannot meet (ip6 header, nfproto ipv6).
+        // A native nft match the request cannot meet (the other family's header or nfproto).
         m = NEVER;
         i++;
         break;

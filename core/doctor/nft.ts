@@ -15,17 +15,39 @@
  * postrouting nat base chain is reached from one entry chain, NFT_ENTRY, in priority order: each
  * base chain sees the packet unless an earlier one translated it. An `accept` (or `drop`) ends
  * only its own base chain in nftables; it is read as a return from the chain it is in, which can
- * report a rule that a calling chain's accept would skip but never misses one. IPv4 only
- * (families `ip` and `inet`), like the other checks; the tables iptables-nft owns (`ip nat`, …)
- * are read through iptables-save and skipped here.
+ * report a rule that a calling chain's accept would skip but never misses one. One address family
+ * at a time, the tunnel range's: for IPv4 the tables of family `ip` and `inet`, for IPv6 `ip6`
+ * and `inet`; in an `inet` table the other family's header matches (`ip6 saddr` for IPv4, `ip
+ * saddr` for IPv6) and `meta nfproto` of the other family never match. The tables iptables-nft
+ * and ip6tables-nft own (`ip nat`, `ip6 nat`, …) are read through iptables-save / ip6tables-save
+ * and skipped here.
  */
+import type { Family } from '../../common/cidr';
 import type { NatRule } from '../../common/wire';
 
 /** The chain the walk enters native nftables by. */
 export const NFT_ENTRY = 'nftables postrouting';
 
-/** Tables iptables-nft creates and iptables-save already lists. */
+/** Tables iptables-nft / ip6tables-nft create and iptables-save / ip6tables-save already list. */
 const IPTABLES_TABLES = new Set(['nat', 'filter', 'mangle', 'raw', 'security']);
+
+/** What one family's request looks like to nft: its table family, header and nfproto names. */
+interface FamilyNames {
+  /**
+   * nft's name of this family, both as a table family (`inet` tables hold both families) and as
+   * the header of `ip saddr` / `ip6 saddr`; `other` is the other family's, which never matches.
+   */
+  own: 'ip' | 'ip6';
+  other: 'ip' | 'ip6';
+  /** The header field naming the transport protocol (`ip protocol`, `ip6 nexthdr`). */
+  protoField: 'protocol' | 'nexthdr';
+  nfproto: 'ipv4' | 'ipv6';
+}
+
+const NAMES: Record<Family, FamilyNames> = {
+  4: { own: 'ip', other: 'ip6', protoField: 'protocol', nfproto: 'ipv4' },
+  6: { own: 'ip6', other: 'ip', protoField: 'nexthdr', nfproto: 'ipv6' },
+};
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type Obj = { [k: string]: Json };
@@ -97,8 +119,13 @@ function matchText(m: Obj): string {
   return `${valueText(left)} ${shown}${valueText(m['right'])}`;
 }
 
-/** One match statement as walk arguments. */
-function matchArgs(m: Obj, sets: Map<string, string[] | null>, scope: string): string[] {
+/** One match statement as walk arguments, for a request of the family `names` describes. */
+function matchArgs(
+  m: Obj,
+  sets: Map<string, string[] | null>,
+  scope: string,
+  names: FamilyNames,
+): string[] {
   const op = typeof m['op'] === 'string' ? m['op'] : '==';
   const left = m['left'];
   const right = m['right'];
@@ -106,16 +133,16 @@ function matchArgs(m: Obj, sets: Map<string, string[] | null>, scope: string): s
   if (op !== '==' && op !== '!=' && op !== 'in') return cond;
   const neg = op === '!=' ? ['!'] : [];
   const payload = isObj(left) ? left['payload'] : undefined;
-  // An IPv6 header match (an inet table's ip6 rules) never matches the IPv4 request.
-  if (isObj(payload) && payload['protocol'] === 'ip6') return ['--never', matchText(m)];
-  if (isObj(payload) && payload['protocol'] === 'ip') {
+  // The other family's header (an inet table's rules for it) never matches this request.
+  if (isObj(payload) && payload['protocol'] === names.other) return ['--never', matchText(m)];
+  if (isObj(payload) && payload['protocol'] === names.own) {
     const field = payload['field'];
     if (field === 'saddr' || field === 'daddr') {
       const list = addresses(right, sets, scope);
       if (list === null || list.length === 0) return cond;
       return [...neg, field === 'saddr' ? '-s' : '-d', list.join(',')];
     }
-    if (field === 'protocol' && typeof right === 'string') return [...neg, '-p', right];
+    if (field === names.protoField && typeof right === 'string') return [...neg, '-p', right];
   }
   const meta = isObj(left) ? left['meta'] : undefined;
   if (isObj(meta) && typeof right === 'string') {
@@ -123,7 +150,7 @@ function matchArgs(m: Obj, sets: Map<string, string[] | null>, scope: string): s
     if (meta['key'] === 'oifname') return [...neg, '-o', right.replace(/\*$/, '+')];
     if (meta['key'] === 'l4proto') return [...neg, '-p', right];
     if (meta['key'] === 'nfproto' && (right === 'ipv4' || right === 'ipv6'))
-      return (right === 'ipv4') !== (op === '!=') ? [] : ['--never', matchText(m)];
+      return (right === names.nfproto) !== (op === '!=') ? [] : ['--never', matchText(m)];
   }
   return cond;
 }
@@ -133,6 +160,7 @@ function ruleArgs(
   expr: Json[],
   sets: Map<string, string[] | null>,
   scope: string,
+  names: FamilyNames,
 ): { args: string[]; text: string[] } {
   const args: string[] = [];
   const text: string[] = [];
@@ -142,7 +170,7 @@ function ruleArgs(
     switch (kind) {
       case 'match':
         if (isObj(body)) {
-          args.push(...matchArgs(body, sets, scope));
+          args.push(...matchArgs(body, sets, scope, names));
           text.push(matchText(body));
         }
         break;
@@ -185,15 +213,19 @@ function ruleArgs(
   return { args, text };
 }
 
-/** Parses `nft -j list ruleset`. Throws on text that is not its JSON. */
-export function parseNftRuleset(json: string): NftNat {
+/**
+ * Parses `nft -j list ruleset` for a request of `family`: the tables that see it (`ip` or `ip6`,
+ * and `inet`). Throws on text that is not its JSON.
+ */
+export function parseNftRuleset(json: string, family: Family): NftNat {
   const doc = JSON.parse(json) as Json;
   const items = isObj(doc) && Array.isArray(doc['nftables']) ? doc['nftables'] : null;
   if (items === null)
     throw new Error('not the output of nft -j list ruleset (no "nftables" array)');
+  const names = NAMES[family];
   const wanted = (o: Obj): boolean =>
-    (o['family'] === 'ip' || o['family'] === 'inet') &&
-    !(o['family'] === 'ip' && IPTABLES_TABLES.has(valueText(o['table'] ?? o['name'])));
+    (o['family'] === names.own || o['family'] === 'inet') &&
+    !(o['family'] === names.own && IPTABLES_TABLES.has(valueText(o['table'] ?? o['name'])));
   const sets = new Map<string, string[] | null>();
   const chains: string[] = [];
   const bases: { name: string; prio: number }[] = [];
@@ -220,7 +252,7 @@ export function parseNftRuleset(json: string): NftNat {
     if (isObj(rule) && wanted(rule) && Array.isArray(rule['expr'])) {
       const scope = `${valueText(rule['family'])} ${valueText(rule['table'])}`;
       const chainName = `${scope} ${valueText(rule['chain'])}`;
-      const { args, text } = ruleArgs(rule['expr'], sets, scope);
+      const { args, text } = ruleArgs(rule['expr'], sets, scope, names);
       rules.push({ chain: chainName, args, text: `${chainName}: ${text.join(' ')}` });
     }
   }

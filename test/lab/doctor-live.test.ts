@@ -4,7 +4,7 @@
 // agents (ConntrackQuery/ConntrackReport) in its verdict and report.
 import t from 'tap';
 import type { DoctorResult } from '../../core/doctor/checks';
-import { ADDR } from '../../lab/addresses';
+import { ADDR, ADDR6 } from '../../lab/addresses';
 import { LiveCollector, runArmedProbe, withLiveScene } from '../../lab/live';
 import { delay, listNamespaces } from '../../lab/netns';
 import { missingPrerequisites } from '../../lab/prereq';
@@ -81,6 +81,31 @@ if (missing.length > 0) {
         backend: ADDR.backendPod,
       })) as DoctorResult;
       t.equal(r.summary.errors, 0, JSON.stringify(r.findings, null, 1));
+    }),
+  );
+
+  void t.test('kube-proxy-ipv6: doctor via agents reads the IPv6 routes and rules', (t) =>
+    withLiveScene(live(), scenario('kube-proxy-ipv6'), async (scene) => {
+      prefixes.push(scene.lab.prefix);
+      await scene.startAgents();
+      const r = (await live().api('POST', '/v1/doctor', {
+        vpn: ADDR6.vpnPod,
+        backend: ADDR6.backendPod,
+        tunnelRange: ADDR6.tunnelCidr,
+      })) as DoctorResult;
+      t.equal(r.client, 'fd00:10:90::1', "the range's first host");
+      t.equal(r.summary.errors, 0, JSON.stringify(r.findings, null, 1));
+      // Only facts the agents read for IPv6 (DoctorRequest.family) name ip6tables.
+      t.same(
+        r.findings.filter((f) => f.check === 'masquerade').map((f) => `${f.severity} ${f.subject}`),
+        [
+          'ok nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 0',
+          'ok nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 0',
+        ],
+      );
+      const route = r.findings.find((f) => f.check === 'return-route');
+      t.equal(route?.severity, 'ok');
+      t.match(route?.subject, /^fd00:10:90::\/64 via fd00:192:168:50::1 dev up0/);
     }),
   );
 

@@ -1,40 +1,62 @@
 // `hoptrace doctor` against real misconfigured labs (root, never skipped): each scenario's
 // namespaces are built with lab/topology.ts, checked in local mode, and torn down in `finally`.
-// Also the denied-source test (policy drop vs missing route) with live captures.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+// Also the denied-source test (policy drop vs missing route) with live captures, and the IPv6
+// checks on a dual-stack lab (ip6tables, ip6tables-legacy, nft ip6/inet, ip -6 route).
+import { chmodSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { isIPv6 } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { runLocalDoctor } from '../../cli/doctor';
+import { runDoctor, runLocalDoctor, type LocalDoctorOptions } from '../../cli/doctor';
+import { EXIT } from '../../cli/exit-codes';
 import type { DoctorResult } from '../../core/doctor/checks';
-import { ADDR } from '../../lab/addresses';
+import { ADDR, ADDR6 } from '../../lab/addresses';
 import { stopChild } from '../../lab/child';
-import { listNamespaces, Netns } from '../../lab/netns';
+import { listNamespaces, Netns, runCommand } from '../../lab/netns';
 import { missingPrerequisites } from '../../lab/prereq';
-import { findScenario } from '../../lab/scenarios';
+import { findScenario, type Scenario } from '../../lab/scenarios';
 import { buildTopology, NS, type LabProcess } from '../../lab/topology';
 
 const DIST_LAB = join(__dirname, '../../lab');
 const DENIED = '10.90.0.66';
 const prefixes: string[] = [];
 
+function scenarioNamed(name: string): Scenario {
+  const s = findScenario(name);
+  if (s === undefined) throw new Error(`no scenario ${name}`);
+  return s;
+}
+
+/** What a lab doctor run adds to its scenario. */
+interface LabRun {
+  /** Applied once the topology is built (rules, routes, addresses). */
+  extra?: (lab: Netns) => Promise<void>;
+  /** Run the denied-source test too. */
+  denied?: boolean;
+  /**
+   * Run through the CLI (`hoptrace doctor --netns … --json`) with this PATH, restored after: the
+   * tools doctor finds are the ones in it. The exit code is returned with the result.
+   */
+  path?: string;
+}
+
 /** Builds `scenario`, applies `extra`, runs the doctor, always removes the namespaces. */
 async function doctorLab(
-  name: string,
-  extra: (lab: Netns) => Promise<void> = () => Promise.resolve(),
-  denied = false,
-): Promise<DoctorResult> {
-  const scenario = findScenario(name);
-  if (scenario === undefined) throw new Error(`no scenario ${name}`);
+  named: string | Scenario,
+  run: LabRun = {},
+): Promise<DoctorResult & { exit?: number }> {
+  const scenario = typeof named === 'string' ? scenarioNamed(named) : named;
   const lab = new Netns();
   prefixes.push(lab.prefix);
   let processes: LabProcess[] = [];
   try {
     const topo = await buildTopology(lab, scenario, DIST_LAB);
     processes = topo.processes;
-    await extra(lab);
+    await run.extra?.(lab);
     const p = (ns: string): string => `/run/netns/${lab.full(ns)}`;
-    return await runLocalDoctor({
+    // The request's family is the target's: an IPv6 target is checked against the IPv6 range.
+    const v6 = isIPv6(scenario.target.ip);
+    const opts: LocalDoctorOptions = {
       netns: {
         vpn: p(NS.vpnPod),
         'vpn-node': p(NS.vpnNode),
@@ -42,15 +64,38 @@ async function doctorLab(
         backend: p(NS.backendPod),
         client: p(NS.client),
       },
-      tunnelRange: ADDR.tunnelCidr,
-      client: ADDR.clientTunnel,
+      tunnelRange: v6 ? ADDR6.tunnelCidr : ADDR.tunnelCidr,
+      client: v6 ? ADDR6.clientTunnel : ADDR.clientTunnel,
       dst: scenario.target.ip,
       knownNetns: `/run/netns/${lab.prefix}*`,
-      denied: denied ? { source: DENIED, target: scenario.target } : undefined,
-    });
+      denied: run.denied === true ? { source: DENIED, target: scenario.target } : undefined,
+    };
+    if (run.path === undefined) return await runLocalDoctor(opts);
+    return await doctorCli(opts, run.path);
   } finally {
     for (const proc of processes) await stopChild(proc.child).catch(() => undefined);
     await lab.destroy();
+  }
+}
+
+/** `hoptrace doctor` in local mode through its command line, with `path` as PATH meanwhile. */
+async function doctorCli(
+  o: LocalDoctorOptions,
+  path: string,
+): Promise<DoctorResult & { exit: number }> {
+  const argv = [
+    ...Object.entries(o.netns).flatMap(([role, file]) => ['--netns', `${role}=${file}`]),
+    ...['--tunnel-range', o.tunnelRange, '--client', o.client ?? '', '--dst', o.dst ?? ''],
+    ...['--known-netns', o.knownNetns ?? '', '--json'],
+  ];
+  const saved = process.env['PATH'];
+  process.env['PATH'] = path;
+  try {
+    let json = '';
+    const exit = await runDoctor(argv, (line) => (json += line));
+    return { ...(JSON.parse(json) as DoctorResult), exit };
+  } finally {
+    process.env['PATH'] = saved;
   }
 }
 
@@ -122,18 +167,20 @@ if (missing.length > 0) {
   );
 
   void t.test('a return route pinned to a deleted pod address is an error naming it', async (t) => {
-    const r = await doctorLab('preserve', async (lab) => {
-      await lab.ip(
-        NS.backendNode,
-        'route',
-        'replace',
-        ADDR.tunnelCidr,
-        'via',
-        '10.244.1.99',
-        'dev',
-        'up0',
-        'onlink',
-      );
+    const r = await doctorLab('preserve', {
+      extra: async (lab) => {
+        await lab.ip(
+          NS.backendNode,
+          'route',
+          'replace',
+          ADDR.tunnelCidr,
+          'via',
+          '10.244.1.99',
+          'dev',
+          'up0',
+          'onlink',
+        );
+      },
     });
     const e = of(r, 'return-route', 'error');
     t.equal(e.length, 1, JSON.stringify(r.findings, null, 1));
@@ -142,18 +189,20 @@ if (missing.length > 0) {
   });
 
   void t.test('a return route to the live VPN pod is a warning (pod addresses move)', async (t) => {
-    const r = await doctorLab('preserve', async (lab) => {
-      await lab.ip(
-        NS.backendNode,
-        'route',
-        'replace',
-        ADDR.tunnelCidr,
-        'via',
-        ADDR.vpnPod,
-        'dev',
-        'up0',
-        'onlink',
-      );
+    const r = await doctorLab('preserve', {
+      extra: async (lab) => {
+        await lab.ip(
+          NS.backendNode,
+          'route',
+          'replace',
+          ADDR.tunnelCidr,
+          'via',
+          ADDR.vpnPod,
+          'dev',
+          'up0',
+          'onlink',
+        );
+      },
     });
     t.equal(r.summary.errors, 0);
     const w = of(r, 'return-route', 'warning');
@@ -194,7 +243,9 @@ table ip kube-proxy {
 `;
 
   void t.test('native nftables: a masquerade iptables-save cannot see is found', async (t) => {
-    const r = await doctorLab('preserve', (lab) => nftLoad(lab, NS.vpnNode, NFT_CNI(false)));
+    const r = await doctorLab('preserve', {
+      extra: (lab) => nftLoad(lab, NS.vpnNode, NFT_CNI(false)),
+    });
     const e = of(r, 'masquerade', 'error').filter((f) => f.namespace.startsWith('vpn-node'));
     t.equal(e.length, 1, JSON.stringify(r.findings, null, 1));
     t.match(
@@ -215,7 +266,9 @@ table ip kube-proxy {
   void t.test(
     'native nftables: the tunnel range excluded before the masquerade is ok',
     async (t) => {
-      const r = await doctorLab('preserve', (lab) => nftLoad(lab, NS.vpnNode, NFT_CNI(true)));
+      const r = await doctorLab('preserve', {
+        extra: (lab) => nftLoad(lab, NS.vpnNode, NFT_CNI(true)),
+      });
       t.same(
         of(r, 'masquerade', 'error'),
         [],
@@ -237,20 +290,22 @@ table ip kube-proxy {
   );
 
   void t.test('iptables-legacy: a masquerade only the legacy backend holds is found', async (t) => {
-    const r = await doctorLab('preserve', async (lab) => {
-      await lab.exec(NS.vpnNode, 'iptables-legacy', [
-        '-w',
-        '-t',
-        'nat',
-        '-A',
-        'POSTROUTING',
-        '-s',
-        ADDR.tunnelCidr,
-        '-o',
-        'up0',
-        '-j',
-        'MASQUERADE',
-      ]);
+    const r = await doctorLab('preserve', {
+      extra: async (lab) => {
+        await lab.exec(NS.vpnNode, 'iptables-legacy', [
+          '-w',
+          '-t',
+          'nat',
+          '-A',
+          'POSTROUTING',
+          '-s',
+          ADDR.tunnelCidr,
+          '-o',
+          'up0',
+          '-j',
+          'MASQUERADE',
+        ]);
+      },
     });
     const e = of(r, 'masquerade', 'error').filter((f) => f.namespace.startsWith('vpn-node'));
     t.equal(e.length, 1, JSON.stringify(r.findings, null, 1));
@@ -263,23 +318,22 @@ table ip kube-proxy {
   };
 
   void t.test('denied source: a drop at the policy point is policy', async (t) => {
-    const r = await doctorLab(
-      'preserve',
-      async (lab) => {
+    const r = await doctorLab('preserve', {
+      denied: true,
+      extra: async (lab) => {
         await addDenied(lab);
         await lab.iptables(NS.backendNode, '-I', 'FORWARD', '-s', DENIED, '-j', 'DROP');
       },
-      true,
-    );
+    });
     const d = of(r, 'denied-source')[0];
     t.equal(d?.severity, 'ok', JSON.stringify(d));
     t.match(d?.detail, /refused by policy: the SYN \(ISN \d+\) arrived at node/);
   });
 
   void t.test('denied source: ICMP admin-prohibited is policy', async (t) => {
-    const r = await doctorLab(
-      'preserve',
-      async (lab) => {
+    const r = await doctorLab('preserve', {
+      denied: true,
+      extra: async (lab) => {
         await addDenied(lab);
         await lab.iptables(
           NS.backendNode,
@@ -293,26 +347,251 @@ table ip kube-proxy {
           'icmp-admin-prohibited',
         );
       },
-      true,
-    );
+    });
     const d = of(r, 'denied-source')[0];
     t.equal(d?.severity, 'ok', JSON.stringify(d));
     t.match(d?.detail, /refused by policy: ICMP/);
   });
 
   void t.test('denied source: never arriving is a missing route, not policy', async (t) => {
-    const r = await doctorLab(
-      'preserve',
-      async (lab) => {
+    const r = await doctorLab('preserve', {
+      denied: true,
+      extra: async (lab) => {
         await addDenied(lab);
         // The VPN node has no usable route for this source (policy routing into a blackhole).
         await lab.ip(NS.vpnNode, 'rule', 'add', 'from', DENIED, 'blackhole');
       },
-      true,
-    );
+    });
     const d = of(r, 'denied-source')[0];
     t.equal(d?.severity, 'error', JSON.stringify(d));
     t.match(d?.detail, /never reached the backend's node: it failed for lack of a route/);
+  });
+
+  // --- IPv6: the dual-stack preserve lab, the request to the backend pod's IPv6 address -------
+
+  /** `preserve` with IPv6 on every link (lab/ipv6-plan.ts); the doctor checks fd00:10:90::/64. */
+  const preserve6 = (returnRoute = true): Scenario => ({
+    ...scenarioNamed('preserve'),
+    name: returnRoute ? 'preserve-ipv6' : 'no-return-ipv6',
+    ipv6: true,
+    returnRoute,
+    target: { ip: ADDR6.backendPod, port: ADDR.backendPort },
+  });
+  const onVpnNode = (r: DoctorResult, severity: string) =>
+    of(r, 'masquerade', severity).filter((f) => f.namespace.startsWith('vpn-node '));
+  /** ip6tables (nf_tables) `-t nat ARGS` on the VPN node. */
+  const ip6nat = (lab: Netns, ...args: string[]) => lab.ip6tables(NS.vpnNode, '-t', 'nat', ...args);
+  const MASQ6 = ['-s', ADDR6.tunnelCidr, '-o', 'up0', '-j', 'MASQUERADE'];
+
+  void t.test('IPv6: a correct dual-stack path has no error', async (t) => {
+    const r = await doctorLab(preserve6());
+    t.equal(r.tunnelRange, 'fd00:10:90::/64');
+    t.equal(r.summary.errors, 0, JSON.stringify(r.findings, null, 1));
+    const route = of(r, 'return-route');
+    t.same(
+      route.map((f) => f.severity),
+      ['ok'],
+    );
+    t.match(route[0]?.subject, /^fd00:10:90::\/64 via fd00:192:168:50::1 dev up0/);
+    t.match(route[0]?.detail, /VPN node's address fd00:192:168:50::1 \(stable\)/);
+    const masq = of(r, 'masquerade');
+    t.same(
+      masq.map((f) => `${f.severity} ${f.subject}`),
+      [
+        'ok nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 0',
+        'ok nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 0',
+      ],
+      'the VPN pod and the VPN node read with ip6tables, both backends',
+    );
+    t.match(
+      masq[1]?.detail,
+      /no MASQUERADE\/SNAT rule applies to sources in fd00:10:90::\/64 leaving by up0/,
+    );
+    const rp = of(r, 'rp-filter');
+    t.same(
+      rp.map((f) => f.severity),
+      ['warning', 'warning'],
+    );
+    t.match(rp[0]?.detail, /Linux has no reverse path filter sysctl for IPv6/);
+  });
+
+  void t.test('IPv6: no return route for the tunnel range is an error', async (t) => {
+    const r = await doctorLab(preserve6(false));
+    const e = of(r, 'return-route', 'error');
+    t.equal(e.length, 1, JSON.stringify(r.findings, null, 1));
+    t.match(
+      e[0]?.detail,
+      /has no route for fd00:10:90::\/64: replies to fd00:10:90::42 follow the default route via fd00:192:168:50::fe, which is not the VPN path$/,
+    );
+    t.match(e[0]?.fix, /^ip route replace fd00:10:90::\/64 via/);
+  });
+
+  void t.test('IPv6: ip6tables masquerading the tunnel range is an error', async (t) => {
+    const r = await doctorLab(preserve6(), {
+      extra: (lab) => ip6nat(lab, '-A', 'POSTROUTING', ...MASQ6),
+    });
+    const e = onVpnNode(r, 'error');
+    t.equal(e.length, 1, JSON.stringify(r.findings, null, 1));
+    t.equal(e[0]?.subject, '-A POSTROUTING -s fd00:10:90::/64 -o up0 -j MASQUERADE');
+    t.match(e[0]?.detail, /\(reached POSTROUTING\) masquerades every packet from fd00:10:90::\/64/);
+    t.same(
+      of(r, 'masquerade', 'ok').map((f) => f.namespace.split(' ')[0]),
+      ['vpn'],
+    );
+  });
+
+  void t.test(
+    'IPv6: ip6tables excluding the cluster CIDR before the masquerade is ok',
+    async (t) => {
+      const r = await doctorLab(preserve6(), {
+        extra: async (lab) => {
+          await ip6nat(lab, '-A', 'POSTROUTING', '-d', ADDR6.clusterCidr, '-j', 'RETURN');
+          await ip6nat(lab, '-A', 'POSTROUTING', ...MASQ6);
+        },
+      });
+      const ok = of(r, 'masquerade', 'ok').filter((f) => f.namespace.startsWith('vpn-node '));
+      t.equal(ok.length, 1, JSON.stringify(r.findings, null, 1));
+      t.equal(ok[0]?.subject, 'nat rules read: ip6tables 2, ip6tables-legacy 0, nftables 0');
+      t.same(of(r, 'masquerade', 'error'), []);
+    },
+  );
+
+  void t.test('IPv6: a masquerade only ip6tables-legacy holds is found', async (t) => {
+    const r = await doctorLab(preserve6(), {
+      extra: async (lab) => {
+        await lab.exec(NS.vpnNode, 'ip6tables-legacy', [
+          '-w',
+          '-t',
+          'nat',
+          '-A',
+          'POSTROUTING',
+          ...MASQ6,
+        ]);
+      },
+    });
+    const e = onVpnNode(r, 'error');
+    t.equal(e.length, 1, JSON.stringify(r.findings, null, 1));
+    t.equal(e[0]?.subject, '(legacy) -A POSTROUTING -s fd00:10:90::/64 -o up0 -j MASQUERADE');
+    t.match(e[0]?.detail, /reached legacy POSTROUTING\)/);
+  });
+
+  void t.test('IPv6: native nft table ip6 masquerading the tunnel range is an error', async (t) => {
+    const r = await doctorLab(preserve6(), {
+      extra: (lab) =>
+        lab.nft(
+          NS.vpnNode,
+          `table ip6 cni6 {
+  chain post {
+    type nat hook postrouting priority srcnat; policy accept;
+    ip6 saddr ${ADDR6.tunnelCidr} oifname "up0" masquerade
+  }
+}
+`,
+        ),
+    });
+    const e = onVpnNode(r, 'error');
+    t.equal(e.length, 1, JSON.stringify(r.findings, null, 1));
+    t.equal(e[0]?.subject, 'ip6 cni6 post: ip6 saddr fd00:10:90::/64 meta oifname up0 masquerade');
+    t.match(
+      e[0]?.detail,
+      /reached nftables postrouting → ip6 cni6 post\) masquerades every packet/,
+    );
+  });
+
+  /** An inet table (both families) masquerading the tunnel range, and an IPv4-only ip table. */
+  const NFT_INET6 = (exclude: boolean): string => `
+table ip v4only {
+  chain post {
+    type nat hook postrouting priority srcnat; policy accept;
+    masquerade
+  }
+}
+table inet cni {
+  chain post {
+    type nat hook postrouting priority 110; policy accept;
+    ${exclude ? `ip6 daddr ${ADDR6.clusterCidr} return` : ''}
+    ip saddr ${ADDR.tunnelCidr} masquerade
+    ip6 saddr ${ADDR6.tunnelCidr} oifname "up0" counter masquerade
+  }
+}
+`;
+
+  void t.test('IPv6: an inet table masquerading ip6 saddr is an error', async (t) => {
+    const r = await doctorLab(preserve6(), {
+      extra: (lab) => lab.nft(NS.vpnNode, NFT_INET6(false)),
+    });
+    const e = onVpnNode(r, 'error');
+    t.equal(e.length, 1, 'the ip table and the inet ip saddr rule do not count');
+    t.equal(e[0]?.subject, 'inet cni post: ip6 saddr fd00:10:90::/64 meta oifname up0 masquerade');
+  });
+
+  void t.test(
+    'IPv6: the inet table excluding the cluster CIDR is ok, the ip table never counts',
+    async (t) => {
+      const r = await doctorLab(preserve6(), {
+        extra: (lab) => lab.nft(NS.vpnNode, NFT_INET6(true)),
+      });
+      t.same(of(r, 'masquerade', 'error'), [], JSON.stringify(r.findings, null, 1));
+      t.same(of(r, 'masquerade', 'warning'), []);
+      const ok = of(r, 'masquerade', 'ok').filter((f) => f.namespace.startsWith('vpn-node '));
+      t.equal(ok[0]?.subject, 'nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 3');
+    },
+  );
+
+  /** A directory for PATH: links to `tools` (from this PATH) and executable `scripts`. */
+  const toolDir = async (
+    tools: string[],
+    scripts: Record<string, string> = {},
+  ): Promise<string> => {
+    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-path-'));
+    for (const tool of tools) {
+      const found = (await runCommand('sh', ['-c', `command -v ${tool}`])).stdout.trim();
+      symlinkSync(found, join(dir, tool));
+    }
+    for (const [name, body] of Object.entries(scripts)) {
+      writeFileSync(join(dir, name), `#!/bin/sh\n${body}\n`);
+      chmodSync(join(dir, name), 0o755);
+    }
+    return dir;
+  };
+
+  void t.test('IPv6: ip6tables-save missing is an unread nat table, exit 4', async (t) => {
+    // Everything doctor runs for IPv6 but ip6tables-save and ip6tables-legacy-save.
+    const dir = await toolDir(['nsenter', 'ip', 'nft']);
+    try {
+      const r = await doctorLab(preserve6(), { path: dir });
+      t.equal(r.exit, EXIT.findings);
+      const reads = of(r, 'read');
+      t.same(
+        reads.map((f) => `${f.severity} ${f.namespace.split(' ')[0] ?? ''}`),
+        ['error vpn', 'error vpn-node', 'warning backend-node'],
+        JSON.stringify(reads, null, 1),
+      );
+      t.match(
+        reads[0]?.detail,
+        /^could not read nat \(not checked here: masquerade\): DOCTOR_READ_FAILED: nat table: ip6tables-save -t nat: .*No such file/,
+      );
+      t.same(of(r, 'masquerade'), [], 'no masquerade finding, ok or not, without the rules');
+      t.equal(of(r, 'return-route', 'ok').length, 1, 'the routes were read: that check runs');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  void t.test('IPv6: ip6tables-save failing is an unread nat table, exit 4', async (t) => {
+    const dir = await toolDir([], {
+      'ip6tables-save':
+        'echo "ip6tables-save v1.8.9 (nf_tables): Could not fetch rule set generation id: Invalid argument" >&2; exit 1',
+    });
+    try {
+      const r = await doctorLab(preserve6(), { path: `${dir}:${process.env['PATH'] ?? ''}` });
+      t.equal(r.exit, EXIT.findings);
+      const read = of(r, 'read', 'error').filter((f) => f.namespace.startsWith('vpn-node '));
+      t.match(read[0]?.detail, /could not read nat .*Could not fetch rule set generation id/);
+      t.same(onVpnNode(r, 'ok'), []);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   void t.test('no namespace of this test is left', async (t) => {

@@ -46,6 +46,7 @@ const FACTS: NamespaceFacts = {
   natRules: [
     { chain: 'POSTROUTING', args: ['-j', 'MASQUERADE'], text: '-A POSTROUTING -j MASQUERADE' },
   ],
+  family: 4,
   errorCode: '',
   message: '',
   unread: [],
@@ -72,6 +73,7 @@ void t.test('Envelope: doctor and conntrack bodies round-trip', (t) => {
       doctorRequest: {
         requestId: 'q-1',
         targets: [{ name: 'vpn', target: '10.244.1.10', routeTo: ['10.244.2.5'] }],
+        family: 4,
       },
     },
     {
@@ -102,6 +104,42 @@ void t.test('Envelope: doctor and conntrack bodies round-trip', (t) => {
     },
   ];
   for (const env of cases) t.same(decodeEnvelope(encodeEnvelope(env)), env, env.kind);
+  t.end();
+});
+
+void t.test('Envelope: the address family of doctor requests and facts', (t) => {
+  const v6: Envelope = {
+    seq: 0,
+    kind: 'doctorRequest',
+    doctorRequest: { requestId: 'q-6', targets: [], family: 6 },
+  };
+  t.same(decodeEnvelope(encodeEnvelope(v6)), v6, 'an IPv6 request');
+  const facts6 = { ...FACTS, family: 6 as const, routes: [], natRules: [] };
+  const report: Envelope = {
+    seq: 0,
+    kind: 'doctorReport',
+    doctorReport: { requestId: 'q-6', agentId: 'a', node: 'n2', facts: [facts6] },
+  };
+  t.same(decodeEnvelope(encodeEnvelope(report)), report, 'facts read for IPv6');
+  // A peer older than the field sends none (proto3: 0): an older collector asks, an older agent
+  // read, IPv4.
+  const unset = <T>(v: T): T => ({ ...v, family: 0 });
+  const old = decodeEnvelope(encodeEnvelope({ ...v6, doctorRequest: unset(v6.doctorRequest) }));
+  t.equal(old.kind === 'doctorRequest' ? old.doctorRequest.family : null, 4);
+  const oldFacts = decodeEnvelope(
+    encodeEnvelope({
+      ...report,
+      doctorReport: { ...report.doctorReport, facts: [unset(facts6)] },
+    }),
+  );
+  t.equal(oldFacts.kind === 'doctorReport' ? oldFacts.doctorReport.facts[0]?.family : null, 4);
+  t.throws(
+    () =>
+      decodeEnvelope(
+        encodeEnvelope({ ...v6, doctorRequest: { ...v6.doctorRequest, family: 5 as 6 } }),
+      ),
+    /WIRE_MALFORMED: envelope: address family 5 is neither 4 nor 6/,
+  );
   t.end();
 });
 
@@ -216,6 +254,57 @@ void t.test('doctor via agents: one request per agent, findings from the reports
   t.equal(dead?.node, 'n2');
 });
 
+void t.test(
+  'doctor via agents, IPv6: the requests ask for IPv6, IPv4 facts are not read',
+  async (t) => {
+    const hub = new ReplyHub(AGENTS, (agentId, cmd) => {
+      if (cmd.kind !== 'doctorRequest') return null;
+      // An agent older than IPv6 doctor facts: it ignores the family and reads IPv4.
+      const facts = cmd.doctorRequest.targets.map((x) => ({
+        ...FACTS,
+        name: x.name,
+        family: 4 as const,
+      }));
+      return {
+        kind: 'doctorReport',
+        agentId,
+        report: { requestId: cmd.doctorRequest.requestId, agentId, node: '', facts },
+      };
+    });
+    const r = await doctorViaAgents(
+      AGENTS,
+      new AgentRequests(hub, 1000),
+      parseDoctorSpec(
+        JSON.stringify({
+          vpn: '10.244.1.10',
+          backend: '10.244.2.5',
+          tunnelRange: 'fd00:10:90::/64',
+        }),
+      ),
+    );
+    t.same(
+      hub.sent.map((s) => (s.cmd.kind === 'doctorRequest' ? s.cmd.doctorRequest.family : 0)),
+      [6, 6],
+    );
+    t.same(
+      hub.sent.flatMap((s) =>
+        s.cmd.kind === 'doctorRequest' ? s.cmd.doctorRequest.targets.map((x) => x.routeTo) : [],
+      ),
+      [[], ['fd00:10:90::1'], ['fd00:10:90::1']],
+      "the client is the range's first host; the IPv4 pod address is no destination for it",
+    );
+    t.same(
+      r.findings.filter((f) => f.severity === 'ok'),
+      [],
+    );
+    t.same(
+      r.findings.filter((f) => f.check === 'read').map((f) => f.severity),
+      ['error', 'error', 'error'],
+    );
+    t.match(r.findings[0]?.detail, /the agent read IPv4 facts, not IPv6/);
+  },
+);
+
 void t.test('doctor via agents: errors', async (t) => {
   t.throws(() => agentFor(AGENTS, '10.9.9.9'), /DOCTOR_NO_AGENT/);
   t.equal(agentFor(AGENTS, 'n2//run/netns/x').target, '/run/netns/x');
@@ -224,17 +313,28 @@ void t.test('doctor via agents: errors', async (t) => {
     /API_BAD_REQUEST: \/v1\/doctor: backend must be a non-empty string/,
   );
   t.throws(
-    () => parseDoctorSpec('{"vpn": "a", "backend": "b", "tunnelRange": "fd00::/64"}'),
-    /tunnelRange must be an IPv4 CIDR/,
+    () => parseDoctorSpec('{"vpn": "a", "backend": "b", "tunnelRange": "fd00::/129"}'),
+    /tunnelRange must be an IPv4 or IPv6 CIDR/,
+  );
+  t.throws(
+    () =>
+      parseDoctorSpec(
+        '{"vpn": "a", "backend": "b", "tunnelRange": "fd00:10:90::/64", "client": "10.90.0.42"}',
+      ),
+    /client must be an IPv6 address, like tunnelRange fd00:10:90::\/64/,
+  );
+  t.throws(
+    () => parseDoctorSpec('{"vpn": "a", "backend": "b", "dst": "fd00:10:244:2::5"}'),
+    /dst must be an IPv4 address, like tunnelRange 10\.90\.0\.0\/24/,
   );
   const silent = new AgentRequests(new ReplyHub(AGENTS, () => null), 50);
   // The request timer is unref'd (a collector's server keeps the loop alive; here nothing would).
   const keep = setInterval(() => undefined, 1000);
   await t.rejects(
-    silent.doctor('a1', []),
+    silent.doctor('a1', [], 4),
     /DOCTOR_NO_AGENT: a1: agent a1 did not answer the doctor request in time/,
   );
-  await t.rejects(silent.doctor('nobody', []), /is not connected/);
+  await t.rejects(silent.doctor('nobody', [], 4), /is not connected/);
   clearInterval(keep);
 });
 
