@@ -273,6 +273,11 @@ function obj(o: Obj, k: string): Obj | null {
   return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Obj) : null;
 }
 
+/** '' (an older agent, or a failed read) and anything unknown: not read. */
+function ipvsStateFromWire(s: string): NamespaceFacts['ipvsState'] {
+  return s === 'read' || s === 'absent' ? s : 'unread';
+}
+
 function factsFromWire(f: Obj): NamespaceFacts {
   return {
     name: str(f, 'name'),
@@ -298,6 +303,18 @@ function factsFromWire(f: Obj): NamespaceFacts {
       chain: str(r, 'chain'),
       args: strs(r, 'args'),
       text: str(r, 'text'),
+    })),
+    ipvsState: ipvsStateFromWire(str(f, 'ipvsState')),
+    ipvs: objs(f, 'ipvs').map((s) => ({
+      proto: str(s, 'proto'),
+      address: str(s, 'address'),
+      port: num(s.port ?? 0, 'ipvs port'),
+      scheduler: str(s, 'scheduler'),
+      reals: objs(s, 'reals').map((r) => ({
+        address: str(r, 'address'),
+        port: num(r.port ?? 0, 'ipvs port'),
+        forward: str(r, 'forward'),
+      })),
     })),
     family: familyFromWire(f.family),
     errorCode: str(f, 'errorCode'),

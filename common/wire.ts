@@ -165,6 +165,15 @@ export interface NatRule {
   text: string;
 }
 
+/** One IPVS virtual service and its real servers (core/doctor/ipvs.ts reads them). */
+export interface IpvsService {
+  proto: string;
+  address: string;
+  port: number;
+  scheduler: string;
+  reals: { address: string; port: number; forward: string }[];
+}
+
 /** What an agent read in one namespace. */
 export interface NamespaceFacts {
   name: string;
@@ -180,6 +189,12 @@ export interface NamespaceFacts {
   /** User-defined and built-in chains of the nat table. */
   natChains: string[];
   natRules: NatRule[];
+  /**
+   * IPVS: `read` (the services below), `absent` (no /proc/net/ip_vs: not in this kernel or not
+   * loaded), `unread` (an older agent, or the read failed: then 'ipvs' is in `unread`).
+   */
+  ipvsState: 'read' | 'absent' | 'unread';
+  ipvs: IpvsService[];
   /**
    * The family the routes, lookups and nat rules were read for (DoctorRequest.family); 4 in an
    * older agent's report, which never reads IPv6. rp_filter is read for 4 only (Linux has no
@@ -197,7 +212,7 @@ export interface NamespaceFacts {
 }
 
 /** The parts of a namespace's facts, each read by one command. */
-export const FACT_PARTS = ['addresses', 'rp_filter', 'routes', 'nat', 'nft'] as const;
+export const FACT_PARTS = ['addresses', 'rp_filter', 'routes', 'nat', 'nft', 'ipvs'] as const;
 export type FactPart = (typeof FACT_PARTS)[number];
 
 /** Agent -> collector: the facts for one DoctorRequest. */

@@ -21,6 +21,7 @@ import { resolveTarget } from '../netns/resolve';
 import { matchFlow, parseConntrackOutput } from '../../core/doctor/conntrack';
 import { asLegacy, parseIptablesSave } from '../../core/doctor/iptables-save';
 import { parseNftRuleset } from '../../core/doctor/nft';
+import { parseProcIpVs } from '../../core/doctor/ipvs';
 import { parseIpRouteJson } from '../../core/doctor/routes';
 import { parseSysctlOutput, rpFilterValues } from '../../core/doctor/sysctl';
 
@@ -81,6 +82,9 @@ const SAVE_TOOLS: Record<Family, { nft: string; legacy: string }> = {
  * `unread` and sets errorCode DOCTOR_READ_FAILED (or the target's error), so the other namespaces
  * are still checked.
  */
+/** What the IPVS read prints where /proc/net/ip_vs does not exist. */
+const NO_IPVS = 'hoptrace: no /proc/net/ip_vs';
+
 export async function readNamespaceFacts(
   t: DoctorTarget,
   family: Family,
@@ -97,6 +101,8 @@ export async function readNamespaceFacts(
     lookups: [],
     natChains: [],
     natRules: [],
+    ipvsState: 'unread',
+    ipvs: [],
     family,
     errorCode: '',
     message: '',
@@ -163,6 +169,19 @@ export async function readNamespaceFacts(
     const nat = parseNftRuleset(await runIn(netns, 'nft', ['-j', 'list', 'ruleset']), family);
     facts.natChains.push(...nat.chains);
     facts.natRules.push(...nat.rules);
+  });
+  await attempt('ipvs', 'IPVS (/proc/net/ip_vs)', async () => {
+    // /proc/net is the reading process's namespace's: read inside the target's. The file exists
+    // only where the kernel has IPVS (and the module is loaded).
+    const out = await runIn(netns, 'sh', [
+      '-c',
+      `if [ -e /proc/net/ip_vs ]; then cat /proc/net/ip_vs; else echo '${NO_IPVS}'; fi`,
+    ]);
+    if (out.trim() === NO_IPVS) facts.ipvsState = 'absent';
+    else {
+      facts.ipvs = parseProcIpVs(out);
+      facts.ipvsState = 'read';
+    }
   });
   if (problems.length > 0) {
     facts.errorCode = 'DOCTOR_READ_FAILED';

@@ -11,6 +11,7 @@ import { FACT_PARTS, type FactPart, type NamespaceFacts, type RouteEntry } from 
 import { LEGACY_PREFIX } from './iptables-save';
 import { findTunnelMasquerade } from './nat';
 import { NFT_ENTRY } from './nft';
+import { ipvsText } from './ipvs';
 
 export type Severity = 'error' | 'warning' | 'ok';
 
@@ -358,7 +359,10 @@ function natRulesText(f: NamespaceFacts, family: Family): string {
     else iptables++;
   }
   const tool = family === 6 ? 'ip6tables' : 'iptables';
-  return `nat rules read: ${tool} ${iptables}, ${tool}-legacy ${legacy}, nftables ${nft}`;
+  return (
+    `nat rules read: ${tool} ${iptables}, ${tool}-legacy ${legacy}, nftables ${nft}; ` +
+    ipvsText(f.ipvsState, f.ipvs)
+  );
 }
 
 function masqueradeFindings(input: DoctorInput, f: NamespaceFacts): Finding[] {

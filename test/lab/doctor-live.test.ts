@@ -99,8 +99,8 @@ if (missing.length > 0) {
       t.same(
         r.findings.filter((f) => f.check === 'masquerade').map((f) => `${f.severity} ${f.subject}`),
         [
-          'ok nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 0',
-          'ok nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 0',
+          'ok nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 0; IPVS: not in this kernel (no /proc/net/ip_vs)',
+          'ok nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 0; IPVS: not in this kernel (no /proc/net/ip_vs)',
         ],
       );
       const route = r.findings.find((f) => f.check === 'return-route');

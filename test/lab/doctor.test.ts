@@ -285,7 +285,10 @@ table ip kube-proxy {
         /reached nftables postrouting → ip kube-proxy nat-postrouting → ip kube-proxy masquerading/,
       );
       const vpn = of(r, 'masquerade', 'ok').find((f) => f.namespace.startsWith('vpn '));
-      t.match(vpn?.subject, /^nat rules read: iptables \d+, iptables-legacy 0, nftables 0$/);
+      t.match(
+        vpn?.subject,
+        /^nat rules read: iptables \d+, iptables-legacy 0, nftables 0; IPVS: not in this kernel \(no \/proc\/net\/ip_vs\)$/,
+      );
     },
   );
 
@@ -398,8 +401,8 @@ table ip kube-proxy {
     t.same(
       masq.map((f) => `${f.severity} ${f.subject}`),
       [
-        'ok nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 0',
-        'ok nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 0',
+        'ok nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 0; IPVS: not in this kernel (no /proc/net/ip_vs)',
+        'ok nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 0; IPVS: not in this kernel (no /proc/net/ip_vs)',
       ],
       'the VPN pod and the VPN node read with ip6tables, both backends',
     );
@@ -451,7 +454,10 @@ table ip kube-proxy {
       });
       const ok = of(r, 'masquerade', 'ok').filter((f) => f.namespace.startsWith('vpn-node '));
       t.equal(ok.length, 1, JSON.stringify(r.findings, null, 1));
-      t.equal(ok[0]?.subject, 'nat rules read: ip6tables 2, ip6tables-legacy 0, nftables 0');
+      t.equal(
+        ok[0]?.subject,
+        'nat rules read: ip6tables 2, ip6tables-legacy 0, nftables 0; IPVS: not in this kernel (no /proc/net/ip_vs)',
+      );
       t.same(of(r, 'masquerade', 'error'), []);
     },
   );
@@ -534,7 +540,10 @@ table inet cni {
       t.same(of(r, 'masquerade', 'error'), [], JSON.stringify(r.findings, null, 1));
       t.same(of(r, 'masquerade', 'warning'), []);
       const ok = of(r, 'masquerade', 'ok').filter((f) => f.namespace.startsWith('vpn-node '));
-      t.equal(ok[0]?.subject, 'nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 3');
+      t.equal(
+        ok[0]?.subject,
+        'nat rules read: ip6tables 0, ip6tables-legacy 0, nftables 3; IPVS: not in this kernel (no /proc/net/ip_vs)',
+      );
     },
   );
 
@@ -556,8 +565,9 @@ table inet cni {
   };
 
   void t.test('IPv6: ip6tables-save missing is an unread nat table, exit 4', async (t) => {
-    // Everything doctor runs for IPv6 but ip6tables-save and ip6tables-legacy-save.
-    const dir = await toolDir(['nsenter', 'ip', 'nft']);
+    // Everything doctor runs for IPv6 (sh and cat read /proc/net/ip_vs) but ip6tables-save and
+    // ip6tables-legacy-save.
+    const dir = await toolDir(['nsenter', 'ip', 'nft', 'sh', 'cat']);
     try {
       const r = await doctorLab(preserve6(), { path: dir });
       t.equal(r.exit, EXIT.findings);

@@ -46,6 +46,16 @@ const FACTS: NamespaceFacts = {
   natRules: [
     { chain: 'POSTROUTING', args: ['-j', 'MASQUERADE'], text: '-A POSTROUTING -j MASQUERADE' },
   ],
+  ipvsState: 'read',
+  ipvs: [
+    {
+      proto: 'tcp',
+      address: '10.96.0.10',
+      port: 80,
+      scheduler: 'rr',
+      reals: [{ address: '10.244.2.5', port: 8080, forward: 'Masq' }],
+    },
+  ],
   family: 4,
   errorCode: '',
   message: '',

@@ -9,6 +9,7 @@ import { parseIpRouteJson } from '../../core/doctor/routes';
 import { effectiveRpFilter, parseSysctlOutput, rpFilterValues } from '../../core/doctor/sysctl';
 import { classifyDenied } from '../../core/doctor/denied';
 import { findTunnelMasquerade } from '../../core/doctor/nat';
+import { ipvsText, parseProcIpVs } from '../../core/doctor/ipvs';
 import { renderDoctorText, runDoctorChecks, type DoctorInput } from '../../core/doctor/checks';
 import type { PacketEvent } from '../../common/event';
 import type { NamespaceFacts } from '../../common/wire';
@@ -180,6 +181,8 @@ function facts(name: string, node: string, over: Partial<NamespaceFacts>): Names
     lookups: [],
     natChains: [],
     natRules: [],
+    ipvsState: 'absent',
+    ipvs: [],
     family: 4,
     errorCode: '',
     message: '',
@@ -333,7 +336,7 @@ void t.test('a namespace that could not be read is an error, never "ok" about no
   const gone = {
     errorCode: 'TARGET_NOT_FOUND',
     message: 'TARGET_NOT_FOUND: no namespace file /nonexistent',
-    unread: ['addresses', 'rp_filter', 'routes', 'nat', 'nft'] as NamespaceFacts['unread'],
+    unread: ['addresses', 'rp_filter', 'routes', 'nat', 'nft', 'ipvs'] as NamespaceFacts['unread'],
   };
   const all: DoctorInput = {
     ...input(gone, gone),
@@ -554,7 +557,7 @@ void t.test('iptables-legacy beside nf_tables: both POSTROUTINGs are walked', (t
   t.match(
     ok.findings.find((f) => f.check === 'masquerade' && f.namespace.startsWith('vpn-node'))
       ?.subject,
-    /^nat rules read: iptables 1, iptables-legacy 0, nftables 0$/,
+    /^nat rules read: iptables 1, iptables-legacy 0, nftables 0; IPVS: not in this kernel \(no \/proc\/net\/ip_vs\)$/,
     'the ok finding says which backends held how many rules',
   );
   t.end();
@@ -758,7 +761,10 @@ void t.test('ip6tables-save: the IPv6 tunnel range excluded is ok', (t) => {
       ['ok'],
       exclusion,
     );
-    t.equal(m[0]?.subject, 'nat rules read: ip6tables 3, ip6tables-legacy 0, nftables 0');
+    t.equal(
+      m[0]?.subject,
+      'nat rules read: ip6tables 3, ip6tables-legacy 0, nftables 0; IPVS: not in this kernel (no /proc/net/ip_vs)',
+    );
     t.equal(
       m[0]?.detail,
       'no MASQUERADE/SNAT rule applies to sources in fd00:10:90::/64 leaving by up0',
@@ -799,7 +805,7 @@ void t.test('ip6tables-legacy beside ip6tables-nft: counted and walked as legacy
   const ok = runDoctorChecks(input6({}, { natRules: other.rules, natChains: other.chains }));
   t.equal(
     masq6(ok, 'vpn-node')[0]?.subject,
-    'nat rules read: ip6tables 0, ip6tables-legacy 1, nftables 0',
+    'nat rules read: ip6tables 0, ip6tables-legacy 1, nftables 0; IPVS: not in this kernel (no /proc/net/ip_vs)',
     'the ok finding says which IPv6 backend held the rules',
   );
   t.end();
@@ -1055,3 +1061,68 @@ void t.test('IPv6: what was not read is an error, never "ok"', (t) => {
   );
   t.end();
 });
+
+void t.test(
+  'IPVS: /proc/net/ip_vs read (IPv4, IPv6, firewall mark), and said in the nat summary',
+  (t) => {
+    const text = [
+      'IP Virtual Server version 1.2.1 (size=4096)',
+      'Prot LocalAddress:Port Scheduler Flags',
+      '  -> RemoteAddress:Port Forward Weight ActiveConn InActConn',
+      'TCP  0A60000A:0050 rr',
+      '  -> 0AF40205:1F90      Masq    1      0          0',
+      '  -> 0AF40206:1F90      Masq    1      3          1',
+      'UDP  [fd00:0010:0096:0000:0000:0000:0000:000a]:0035 rr',
+      '  -> [fd00:0010:0244:0002:0000:0000:0000:0005]:1435      Masq    1      0          0',
+      'FWM  00000004 wrr',
+      '  -> 0AF40207:0050      Route   1      0          0',
+      'garbage line',
+    ].join('\n');
+    const svcs = parseProcIpVs(text);
+    t.same(svcs, [
+      {
+        proto: 'tcp',
+        address: '10.96.0.10',
+        port: 80,
+        scheduler: 'rr',
+        reals: [
+          { address: '10.244.2.5', port: 8080, forward: 'Masq' },
+          { address: '10.244.2.6', port: 8080, forward: 'Masq' },
+        ],
+      },
+      {
+        proto: 'udp',
+        address: 'fd00:10:96::a',
+        port: 53,
+        scheduler: 'rr',
+        reals: [{ address: 'fd00:10:244:2::5', port: 5173, forward: 'Masq' }],
+      },
+      {
+        proto: 'fwm',
+        address: '00000004',
+        port: 0,
+        scheduler: 'wrr',
+        reals: [{ address: '10.244.2.7', port: 80, forward: 'Route' }],
+      },
+    ]);
+    t.match(
+      ipvsText('read', svcs),
+      /^IPVS: 3 virtual services \(tcp 10\.96\.0\.10:80 -> 10\.244\.2\.5:8080 Masq, 10\.244\.2\.6:8080 Masq; udp \[fd00:10:96::a\]:53 -> \[fd00:10:244:2::5\]:5173 Masq; .*IPVS rewrites only the destination\)$/,
+    );
+    t.equal(ipvsText('absent', []), 'IPVS: not in this kernel (no /proc/net/ip_vs)');
+    t.match(ipvsText('unread', []), /not read/);
+    t.same(parseProcIpVs(''), []);
+    // The masquerade check's ok finding carries it.
+    // The masquerade check (VPN pod and VPN node: kube-proxy there handles a ClusterIP) carries it.
+    const r = runDoctorChecks(input({}, { ipvsState: 'read', ipvs: svcs }));
+    const at = (ns: string): string | undefined =>
+      r.findings.find((f) => f.check === 'masquerade' && f.namespace.startsWith(ns))?.subject;
+    t.match(
+      at('vpn-node'),
+      /; IPVS: 3 virtual services \(/,
+      'the nat summary names what IPVS holds',
+    );
+    t.match(at('vpn '), /; IPVS: not in this kernel/, 'and says where there is none');
+    t.end();
+  },
+);
