@@ -90,14 +90,23 @@ export interface PacketKeys {
    */
   icmpId?: number;
   icmpSeq?: number;
+  /** A DNS query's transaction id (core/decode/dns.ts). */
+  dnsId?: number;
+  /** xxHash32 of a DNS query's first question (lowercased QNAME, QTYPE, QCLASS). */
+  dnsQuestion?: number;
 }
 
-/** The ICMP keys, in the order of their field numbers (12–15) in proto/hoptrace.proto. */
-export const ICMP_KEYS = [
+/**
+ * The keys after the probe marker (ICMP, DNS), in the order of their field numbers (12–17) in
+ * proto/hoptrace.proto.
+ */
+export const EXTRA_KEYS = [
   'icmpType',
   'icmpCode',
   'icmpId',
   'icmpSeq',
+  'dnsId',
+  'dnsQuestion',
 ] as const satisfies readonly (keyof PacketKeys)[];
 
 /** PacketKeys' numeric fields, in the order of their field numbers (1–10) in proto/hoptrace.proto. */

@@ -12,7 +12,7 @@
  */
 import { HoptraceError } from './errors';
 import type { PacketEvent, PacketKeys, Tuple, TunnelInfo } from './event';
-import { ICMP_KEYS, NUMERIC_KEYS, TRANSPORT_NAMES, TUNNEL_KINDS } from './event';
+import { EXTRA_KEYS, NUMERIC_KEYS, TRANSPORT_NAMES, TUNNEL_KINDS } from './event';
 import type { Envelope, EventBatch } from './wire';
 import { LINKTYPE_NAMES } from './codec';
 
@@ -68,7 +68,9 @@ export class Out {
   }
 
   uint(field: number, v: number): void {
-    this.buf[this.at++] = field << 3;
+    // Fields 16 and up need a two-byte tag (PacketKeys.dns_id, dns_question).
+    if (field < 16) this.buf[this.at++] = field << 3;
+    else this.varint(field << 3);
     this.varint(v);
   }
 
@@ -181,7 +183,7 @@ export function writeEvent(o: Out, e: PacketEvent): void {
       tupleBound(e.related) +
       20 * e.tunnels.length +
       3 * ((k.probeMarker?.length ?? 0) + (e.error?.length ?? 0)) +
-      (k.icmpType === undefined ? 0 : 24),
+      (k.icmpType === undefined && k.dnsId === undefined ? 0 : 36),
   );
   const m = o.begin(3);
   if (e.point !== '') o.string(1, e.point);
@@ -216,6 +218,8 @@ export function writeEvent(o: Out, e: PacketEvent): void {
   if (k.icmpCode !== undefined) o.uint(13, k.icmpCode);
   if (k.icmpId !== undefined) o.uint(14, k.icmpId);
   if (k.icmpSeq !== undefined) o.uint(15, k.icmpSeq);
+  if (k.dnsId !== undefined) o.uint(16, k.dnsId);
+  if (k.dnsQuestion !== undefined) o.uint(17, k.dnsQuestion);
   o.end(km);
   if (e.truncated) o.uint(12, 1);
   if (e.error !== undefined && e.error !== '') o.string(13, e.error);
@@ -469,16 +473,16 @@ function readKeys(r: In, end: number): PacketKeys {
   let payloadHash: number | undefined;
   let requestLineHash: number | undefined;
   let marker: string | undefined;
-  const icmp: (number | undefined)[] = [];
+  const extra: (number | undefined)[] = [];
   while (r.at < end) {
     const tag = r.u32();
     const f = tag >>> 3;
     const w = tag & 7;
     if (f >= 1 && f <= NUMERIC_KEYS.length && w !== 0)
       expectWire(w, 0, `PacketKeys.${NUMERIC_KEYS[f - 1] ?? f}`);
-    if (f >= 12 && f < 12 + ICMP_KEYS.length) {
-      expectWire(w, 0, `PacketKeys.${ICMP_KEYS[f - 12] ?? f}`);
-      icmp[f - 12] = r.u32();
+    if (f >= 12 && f < 12 + EXTRA_KEYS.length) {
+      expectWire(w, 0, `PacketKeys.${EXTRA_KEYS[f - 12] ?? f}`);
+      extra[f - 12] = r.u32();
       continue;
     }
     switch (f) {
@@ -535,8 +539,8 @@ function readKeys(r: In, end: number): PacketKeys {
   if (payloadHash !== undefined) keys.payloadHash = payloadHash;
   if (requestLineHash !== undefined) keys.requestLineHash = requestLineHash;
   if (marker !== undefined) keys.probeMarker = marker;
-  ICMP_KEYS.forEach((name, i) => {
-    const v = icmp[i];
+  EXTRA_KEYS.forEach((name, i) => {
+    const v = extra[i];
     if (v !== undefined) keys[name] = v;
   });
   return keys;

@@ -25,9 +25,9 @@
  *     u64 tsNs | f64 frame | u32 wireLength
  *     [outer tuple] [inner tuple] [related tuple]   (as flags say)
  *     u8 tunnel count | tunnels: u8 kind | u8 flags (1 id, 2 messageType) | u32 id | u32 msgType
- *     keys: u16 presence mask (KEY_FIELDS order, then probeMarker, then the ICMP keys) |
+ *     keys: u16 presence mask (KEY_FIELDS order, then probeMarker, then the ICMP and DNS keys) |
  *           u32 payloadLength | u32 per present numeric key | [u16 probeMarker] |
- *           u32 per present ICMP key
+ *           u32 per present ICMP / DNS key
  *     [u16 error]
  *   tuple: u8 proto (TRANSPORTS index) | u8 ipProto | u8 flags (1 sport, 2 dport) | u16 src |
  *          u16 dst | u32 sport | u32 dport
@@ -104,7 +104,7 @@ const TUNNEL_INDEX = new Map<string, number>(TUNNELS.map((n, i) => [n, i]));
 /** The optional numeric keys (all but payloadLength, which is always sent), in mask-bit order. */
 const KEY_FIELDS = NUMERIC_KEYS.filter((k) => k !== 'payloadLength');
 const KEY_PROBE = 1 << KEY_FIELDS.length;
-/** Mask bit of ICMP_KEYS[0]; the others follow. */
+/** Mask bit of EXTRA_KEYS[0] (icmpType); the others follow, up to bit 15. */
 const KEY_ICMP = KEY_PROBE << 1;
 
 const EV_OUTER = 1;
@@ -114,7 +114,7 @@ const EV_TRUNCATED = 8;
 const EV_ERROR = 16;
 
 /** Worst-case bytes of one record without its tunnels. */
-const MAX_RECORD = 2 + 8 + 8 + 8 + 4 + 3 * 15 + 1 + 2 + 4 + 4 * KEY_FIELDS.length + 2 + 4 * 4 + 2;
+const MAX_RECORD = 2 + 8 + 8 + 8 + 4 + 3 * 15 + 1 + 2 + 4 + 4 * KEY_FIELDS.length + 2 + 4 * 6 + 2;
 const TUNNEL_BYTES = 10;
 
 /** Encodes event batches into type-3 frames, reusing its scratch buffer across calls. */
@@ -258,6 +258,8 @@ export class EventBatchEncoder {
       put(KEY_ICMP << 2, k.icmpId);
       put(KEY_ICMP << 3, k.icmpSeq);
     }
+    put(KEY_ICMP << 4, k.dnsId);
+    put(KEY_ICMP << 5, k.dnsQuestion);
     v.setUint16(maskAt, mask, true);
     if (ev.error !== undefined) {
       v.setUint16(at, this.str(ev.error), true);
@@ -395,6 +397,8 @@ export function decodeEventBatch(body: Buffer): PacketEvent[] {
     if (mask & (KEY_ICMP << 1)) keys.icmpCode = u32();
     if (mask & (KEY_ICMP << 2)) keys.icmpId = u32();
     if (mask & (KEY_ICMP << 3)) keys.icmpSeq = u32();
+    if (mask & (KEY_ICMP << 4)) keys.dnsId = u32();
+    if (mask & (KEY_ICMP << 5)) keys.dnsQuestion = u32();
     const ev: PacketEvent = {
       point,
       node,

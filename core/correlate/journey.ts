@@ -27,6 +27,8 @@ export type MatchKey =
   | 'probe-marker'
   | 'request-line'
   | 'payload-hash'
+  | 'dns-id'
+  | 'dns-question'
   | 'syn-ack'
   | 'tcp-ack'
   | 'icmp-echo'
@@ -63,6 +65,9 @@ export interface DataIdentity {
   probeMarker: string | null;
   payloadHash: number | null;
   requestLineHash: number | null;
+  /** A DNS query's transaction id and question hash (core/decode/dns.ts). */
+  dnsId: number | null;
+  dnsQuestion: number | null;
   frame: number;
 }
 
@@ -199,6 +204,8 @@ const KEY_ORDER: readonly MatchKey[] = [
   'probe-marker',
   'request-line',
   'payload-hash',
+  'dns-id',
+  'dns-question',
   'syn-ack',
   'tcp-ack',
   'icmp-echo',

@@ -143,6 +143,8 @@ function dataOf(d: FlowView, seq: number): DataIdentity {
     probeMarker: k.probeMarker ?? null,
     payloadHash: k.payloadHash ?? null,
     requestLineHash: k.requestLineHash ?? null,
+    dnsId: k.dnsId ?? null,
+    dnsQuestion: k.dnsQuestion ?? null,
     frame: d.ev.frame,
   };
 }
@@ -292,6 +294,7 @@ function payloadKeys(v: FlowView, data: DataIdentity | null): MatchKey[] {
   if (data.requestLineHash !== null && k.requestLineHash === data.requestLineHash)
     out.push('request-line');
   if (data.payloadHash !== null && k.payloadHash === data.payloadHash) out.push('payload-hash');
+  if (data.dnsQuestion !== null && k.dnsQuestion === data.dnsQuestion) out.push('dns-question');
   return out;
 }
 
@@ -314,6 +317,8 @@ function scoreDatagram(v: FlowView, id: RequestIdentity): Scored | null {
     keys.push('probe-marker');
     score += 1;
   }
+  if (data.dnsId !== null && k.dnsId === data.dnsId) keys.push('dns-id');
+  if (data.dnsQuestion !== null && k.dnsQuestion === data.dnsQuestion) keys.push('dns-question');
   return { view: v, keys, score };
 }
 
@@ -558,6 +563,8 @@ function describeKeys(keys: MatchKey[], id: RequestIdentity, point: string): str
     parts.push(
       `the same ${id.data?.payloadLength ?? '?'}-byte datagram (same first payload bytes)`,
     );
+  if (keys.includes('dns-id')) parts.push(`DNS id ${id.data?.dnsId ?? '?'}`);
+  if (keys.includes('dns-question')) parts.push('the same DNS question');
   if (keys.includes('probe-marker')) parts.push(`probe marker ${id.data?.probeMarker ?? '?'}`);
   if (keys.includes('request-line')) parts.push('same request line');
   if (id.shape !== 'udp' && keys.includes('payload-hash')) parts.push('same first payload bytes');
@@ -699,7 +706,12 @@ function matchPoint(
   // 3. A different connection (or a re-sent query) carrying the same request bytes: a
   // terminating proxy, or a DNS forwarder. A UDP datagram equal to the request was matched above,
   // so only the probe marker can name a forwarded query.
-  const ranks = proto === 'udp' ? (['probe-marker'] as const) : proto === 'tcp' ? PAYLOAD_RANK : [];
+  const ranks =
+    proto === 'udp'
+      ? (['dns-question', 'probe-marker'] as const)
+      : proto === 'tcp'
+        ? PAYLOAD_RANK
+        : [];
   for (const key of ranks) {
     const hits = views
       .filter((v) => (v.flags & SYN) === 0 && payloadKeys(v, id.data).includes(key))

@@ -30,6 +30,7 @@ import { decodeVLAN } from './vlan';
 import { decodeVXLAN } from './vxlan';
 import { decodeVXLANGPE } from './vxlan-gpe';
 import { decodeWireGuard } from './wireguard';
+import { decodeDNS } from './dns';
 
 export type { DecodedFrame, DecodeOptions, Layer, LayerKind } from './types';
 
@@ -70,6 +71,7 @@ const REGISTRY: [Next, Decoder][] = [
   [Next.WireGuard, decodeWireGuard],
   [Next.ESP, decodeESP],
   [Next.ESPUDP, decodeESPUDP],
+  [Next.DNS, decodeDNS],
 ];
 for (const [n, d] of REGISTRY) DECODERS[n] = d;
 

@@ -156,6 +156,8 @@ export function buildKeys(s: DecodeState): PacketKeys {
     keys.icmpId = s.icmpId;
     keys.icmpSeq = s.icmpSeq;
   }
+  if (s.dnsId >= 0) keys.dnsId = s.dnsId;
+  if (s.dnsQuestion >= 0) keys.dnsQuestion = s.dnsQuestion;
   if (s.payOff >= 0 && s.payWireEnd > s.payOff) {
     payloadLength = s.payWireEnd - s.payOff;
     keys.payloadLength = payloadLength;

@@ -65,6 +65,8 @@ export class DecodeState {
   icmpCode = -1;
   icmpId = -1;
   icmpSeq = -1;
+  dnsId = -1;
+  dnsQuestion = -1;
   /** Payload of the innermost packet: start offset and wire end (from IP/UDP lengths). */
   payOff = -1;
   payWireEnd = -1;
@@ -140,6 +142,8 @@ export class DecodeState {
     this.icmpCode = -1;
     this.icmpId = -1;
     this.icmpSeq = -1;
+    this.dnsId = -1;
+    this.dnsQuestion = -1;
     this.payOff = -1;
     this.payWireEnd = -1;
   }

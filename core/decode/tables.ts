@@ -39,6 +39,7 @@ export enum Next {
   WireGuard,
   ESP,
   ESPUDP,
+  DNS,
   Count,
 }
 
@@ -114,6 +115,7 @@ const DEFAULTS = {
   vxlanGpePorts: [4790],
   mplsUdpPorts: [6635],
   espUdpPorts: [4500],
+  dnsPorts: [53, 5353],
 };
 
 /** Build the `udp.port` table from options ("Decode As"). */
@@ -122,6 +124,8 @@ export function buildUDPPortTable(opts: DecodeOptions | undefined): Map<number, 
   const add = (ports: number[] | undefined, fallback: number[], next: Next): void => {
     for (const p of ports ?? fallback) m.set(p, next);
   };
+  // Tunnels are added after DNS, so a port in both tables stays a tunnel port.
+  add(opts?.dnsPorts, DEFAULTS.dnsPorts, Next.DNS);
   add(opts?.espUdpPorts, DEFAULTS.espUdpPorts, Next.ESPUDP);
   add(opts?.mplsUdpPorts, DEFAULTS.mplsUdpPorts, Next.MPLSUDP);
   add(opts?.wireguardPorts, DEFAULTS.wireguardPorts, Next.WireGuard);

@@ -19,6 +19,8 @@ export interface DecodeOptions {
   mplsUdpPorts?: number[];
   /** Default [4500] (RFC 3948 UDP-encapsulated ESP, NAT-T). */
   espUdpPorts?: number[];
+  /** Default [53, 5353]: DNS queries give the dnsId and dnsQuestion keys. */
+  dnsPorts?: number[];
   /** Most layers followed before the decoder gives up with DECODE_TOO_DEEP. Default 32. */
   maxDepth?: number;
 }

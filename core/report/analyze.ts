@@ -232,6 +232,10 @@ export class RequestFlowChoice {
  */
 /** isTrigger for a built event's keys. */
 export function isKeysTrigger(plan: LaterPass, k: PacketKeys): boolean {
+  // A DNS query (only ever a SLOW record: the DNS ports are the reference decoder's) with the
+  // request's question: the request itself, or a forwarder's re-sent one.
+  const q = plan.data?.dnsQuestion ?? null;
+  if (q !== null && k.dnsQuestion === q) return true;
   return isTrigger(
     plan,
     k.tcpFlags ?? 0,

@@ -46,6 +46,8 @@ void t.test(
       probeMarker: 'abc123',
       payloadHash: 0x11111111,
       requestLineHash: 0x22222222,
+      dnsId: null,
+      dnsQuestion: null,
       frame: 4,
     });
     t.equal(id?.tsVal, 777000);

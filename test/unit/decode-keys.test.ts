@@ -6,6 +6,7 @@ import t from 'tap';
 import { formatIPv6 } from '../../core/decode/address';
 import { decodeFrame } from '../../core/decode/frame';
 import { findProbeMarker, fnv1a32, requestLineHash, xxh32 } from '../../core/decode/keys';
+import type { PacketKeys } from '../../common/event';
 
 const hex = (s: string): Uint8Array => Uint8Array.from(Buffer.from(s.replace(/\s+/g, ''), 'hex'));
 const ascii = (s: string): Uint8Array => Uint8Array.from(Buffer.from(s, 'latin1'));
@@ -217,3 +218,61 @@ void t.test('malformed input ends with an error code, never a throw', (t) => {
   t.pass('fuzzed frames decoded');
   t.end();
 });
+
+void t.test(
+  'DNS keys: a query gives its id and question hash (name case folded); a response, a cut or compressed name do not',
+  (t) => {
+    const query = (id: number, name: string, flags = 0x0100): Buffer => {
+      const h = Buffer.alloc(12);
+      h.writeUInt16BE(id, 0);
+      h.writeUInt16BE(flags, 2);
+      h.writeUInt16BE(1, 4);
+      const labels = name.split('.').filter((l) => l !== '');
+      return Buffer.concat([
+        h,
+        ...labels.map((l) => Buffer.concat([Buffer.from([l.length]), Buffer.from(l, 'latin1')])),
+        Buffer.from([0, 0, 1, 0, 1]),
+      ]);
+    };
+    const frameOf = (payload: Buffer, dport = 53, snap?: number): PacketKeys => {
+      const udp = Buffer.alloc(8);
+      udp.writeUInt16BE(40000, 0);
+      udp.writeUInt16BE(dport, 2);
+      udp.writeUInt16BE(8 + payload.length, 4);
+      const ip = Buffer.alloc(20);
+      ip[0] = 0x45;
+      ip.writeUInt16BE(28 + payload.length, 2);
+      ip[8] = 64;
+      ip[9] = 17;
+      Buffer.from([10, 90, 0, 42]).copy(ip, 12);
+      Buffer.from([10, 96, 0, 10]).copy(ip, 16);
+      const bytes = Buffer.concat([ip, udp, payload]);
+      const d = decodeFrame(101, snap === undefined ? bytes : bytes.subarray(0, snap));
+      t.equal(
+        d.truncated,
+        snap !== undefined && snap < 28,
+        'truncated only when the UDP header is cut',
+      );
+      return d.keys;
+    };
+    const a = frameOf(query(0x4242, 'www.Example.com.'));
+    const b = frameOf(query(0x1111, 'WWW.example.COM.'), 5353);
+    t.equal(a.dnsId, 0x4242);
+    t.equal(b.dnsId, 0x1111);
+    t.type(a.dnsQuestion, 'number');
+    t.equal(a.dnsQuestion, b.dnsQuestion, 'names differing in case: the same question');
+    t.not(frameOf(query(1, 'www.example.org.')).dnsQuestion, a.dnsQuestion, 'another name');
+    t.equal(frameOf(query(7, 'x.lab.', 0x8180)).dnsId, undefined, 'a response gives no key');
+    t.equal(frameOf(query(7, 'x.lab.'), 8053).dnsId, undefined, 'not a DNS port');
+    const cut = frameOf(query(9, 'www.example.com.'), 53, 28 + 14);
+    t.equal(cut.dnsId, 9, 'a cut query keeps its id');
+    t.equal(cut.dnsQuestion, undefined, 'but has no question');
+    const compressed = Buffer.concat(
+      [query(5, 'a.')].map((q) =>
+        Buffer.concat([q.subarray(0, 12), Buffer.from([0xc0, 12, 0, 1, 0, 1])]),
+      ),
+    );
+    t.equal(frameOf(compressed).dnsQuestion, undefined, 'a compressed name gives no question');
+    t.end();
+  },
+);

@@ -68,6 +68,11 @@ function event(i: number): PacketEvent {
       keys.icmpSeq = rnd(65536);
     }
   }
+  if (rnd(4) === 0) {
+    // Fields 16 and 17: two-byte tags.
+    keys.dnsId = rnd(65536);
+    if (rnd(2) === 0) keys.dnsQuestion = u32();
+  }
   const ev: PacketEvent = {
     point: ['decap', 'egress', 'backend', '', 'pünkt'][rnd(5)] ?? 'decap',
     node: `node-${rnd(3)}`,

@@ -233,7 +233,7 @@ void t.test(
     t.same(r.verdict.rewrittenBetween, ['egress', 'backend']);
     t.match(r.verdict.reason ?? '', /DNATed 10\.96\.0\.10:53 -> 10\.244\.2\.20:5353/);
     const b = point(r, 'backend');
-    t.same(b.matchedBy, ['ip-id', 'probe-marker', 'payload-hash']);
+    t.same(b.matchedBy, ['ip-id', 'probe-marker', 'payload-hash', 'dns-id', 'dns-question']);
     t.ok(
       r.points.every((p) => p.seenReply),
       'the answer is followed back at every point',
@@ -305,6 +305,27 @@ void t.test(
     t.equal(r?.verdict.layer, 'proxy');
     t.equal(r?.verdict.observed['backend']?.src, FORWARDER);
     t.match(r?.verdict.reason ?? '', /new query/);
+    t.same(r === null ? [] : point(r, 'backend').matchedBy, ['probe-marker', 'dns-question']);
+    t.end();
+  },
+);
+
+void t.test(
+  'a forwarder re-sending a query without any marker (another name case): proxy, by the DNS question alone',
+  (t) => {
+    const plain = dnsQuery(0x2222, 'www.Example.com.');
+    const fwd: Ends = { src: FORWARDER, sport: 41001, dst: BACKEND, dport: 5353 };
+    const r = analyze(
+      t,
+      files(
+        dns(DQ, T0, { query: plain }),
+        dns(DQ, T0, { query: plain }),
+        dns(fwd, T0 + 80n * US, { query: dnsQuery(0x3333, 'WWW.example.COM.'), ipId: 801 }),
+      ),
+      DNS_SEL,
+    );
+    t.equal(r?.verdict.layer, 'proxy');
+    t.same(r === null ? [] : point(r, 'backend').matchedBy, ['dns-question']);
     t.end();
   },
 );
