@@ -16,35 +16,18 @@
  */
 import type { IpvsService } from '../../common/wire';
 import { hostPort } from '../../common/endpoint';
+import { formatIPv4, formatIPv6 } from '../decode/address';
 
 const SERVICE = /^(TCP|UDP|SCTP|FWM)\s+(\S+?)(?::([0-9A-Fa-f]{4}))?\s+(\S+)/;
 const REAL = /^\s+->\s+(\S+):([0-9A-Fa-f]{4})\s+(\S+)/;
 
-/** "0A60000A" → 10.96.0.10; "[fd00:0010:…]" → RFC 5952 text; null when neither. */
+/** "0A60000A" → 10.96.0.10; "[fd00:0010:…]" → RFC 5952 text (the decoder's formatters); null when neither. */
 function address(hex: string): string | null {
-  if (/^[0-9A-Fa-f]{8}$/.test(hex)) {
-    const n = Number.parseInt(hex, 16);
-    return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
-  }
-  const v6 = /^\[([0-9A-Fa-f:]+)\]$/.exec(hex);
+  if (/^[0-9A-Fa-f]{8}$/.test(hex)) return formatIPv4(Buffer.from(hex, 'hex'), 0);
+  const v6 = /^\[((?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4})\]$/.exec(hex);
   if (v6?.[1] === undefined) return null;
-  const groups = v6[1].split(':');
-  if (groups.length !== 8) return null;
-  const parts = groups.map((g) => Number.parseInt(g, 16).toString(16));
-  // The longest run of zero groups (two or more) becomes `::`.
-  let best = -1;
-  let len = 0;
-  for (let i = 0; i < 8;) {
-    let j = i;
-    while (j < 8 && parts[j] === '0') j++;
-    if (j - i > len && j - i >= 2) {
-      best = i;
-      len = j - i;
-    }
-    i = j === i ? i + 1 : j;
-  }
-  if (best < 0) return parts.join(':');
-  return `${parts.slice(0, best).join(':')}::${parts.slice(best + len).join(':')}`;
+  const groups = v6[1].split(':').map((g) => g.padStart(4, '0'));
+  return formatIPv6(Buffer.from(groups.join(''), 'hex'), 0);
 }
 
 /** The virtual services of /proc/net/ip_vs text; lines it does not know are skipped. */

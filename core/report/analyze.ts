@@ -7,14 +7,18 @@ import { HoptraceError } from '../../common/errors';
 import type { PacketEvent, PacketKeys } from '../../common/event';
 import type { Inventory } from '../../common/inventory';
 import { attributeSourceRewrite } from '../attribute/attribute';
-import type { DataIdentity } from '../correlate/journey';
+import {
+  reverseEndpoint,
+  sameEndpoint,
+  type DataIdentity,
+  type RequestShape,
+} from '../correlate/journey';
 import {
   correlateRequest,
   type Endpoint,
   type Journey,
   type PointEvents,
 } from '../correlate/correlate';
-import type { RequestShape } from '../correlate/journey';
 import { inOpaqueLead, opaqueTunnel } from '../correlate/outer';
 import {
   DEFAULT_WINDOW_NS,
@@ -502,6 +506,7 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
   const startTs = start.tsNs;
   const inWindow = (ev: PacketEvent): boolean => absDiff(ev.tsNs, startTs) <= windowNs;
   const tuple = startView.tuple;
+  const back = reverseEndpoint(tuple);
   const proto = startView.proto;
 
   // Pass 2, first point: the request's flow (both directions) within the window.
@@ -523,17 +528,7 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
     const v = flowView(ev);
     if (v === null || v.proto !== proto) continue;
     const t = v.tuple;
-    const fwd =
-      t.src === tuple.src &&
-      t.sport === tuple.sport &&
-      t.dst === tuple.dst &&
-      t.dport === tuple.dport;
-    const back =
-      t.src === tuple.dst &&
-      t.sport === tuple.dport &&
-      t.dst === tuple.src &&
-      t.dport === tuple.sport;
-    if ((fwd || back) && inWindow(ev)) firstKept.push(ev);
+    if ((sameEndpoint(t, tuple) || sameEndpoint(t, back)) && inWindow(ev)) firstKept.push(ev);
   }
   firstKept.push(...firstErrors.kept, ...firstOuter.kept);
   const firstPoint: PointEvents = {
