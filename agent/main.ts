@@ -25,8 +25,12 @@ export const AGENT_VERSION = '0.1.0';
 export interface AgentOptions {
   /** ws:// or wss:// URL of the collector's agent endpoint, e.g. ws://collector:7070/v1/agents */
   collectorUrl: string;
-  token: string;
+  /** The bearer token, or a function read on every connection (a rotated token file). */
+  token: string | (() => string);
   ca?: Buffer;
+  /** TLS client certificate and key (a collector with --client-ca takes the node from it). */
+  cert?: Buffer;
+  key?: Buffer;
   /** Node name (default: the host name). */
   node?: string;
   agentId?: string;
@@ -42,7 +46,8 @@ export interface AgentOptions {
 }
 
 export interface RunningAgent {
-  agentId: string;
+  /** The current agent id (a new one is taken when the collector's seq for the old is exhausted). */
+  readonly agentId: string;
   node: string;
   stats(): LinkStats;
   /** Resolves once the collector has acknowledged a hello. */
@@ -55,7 +60,8 @@ export interface RunningAgent {
 export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   const log = opts.logger ?? pino({ enabled: false });
   const node = opts.node ?? hostname();
-  const agentId = opts.agentId ?? `${node}-${randomBytes(3).toString('hex')}`;
+  const newId = (): string => `${node}-${randomBytes(3).toString('hex')}`;
+  let agentId = opts.agentId ?? newId();
   const scope = opts.scope ?? {};
   let nodeAddrs: string[] = [];
   let namespaces: NamespaceInfo[] = [];
@@ -81,7 +87,11 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     url: opts.collectorUrl,
     token: opts.token,
     ...(opts.ca ? { ca: opts.ca } : {}),
+    ...(opts.cert && opts.key ? { cert: opts.cert, key: opts.key } : {}),
     hello: () => buildHello(agentId, node, AGENT_VERSION, nodeAddrs, namespaces),
+    onSeqExhausted: () => {
+      agentId = newId();
+    },
     ...(opts.spoolLimit !== undefined ? { spoolLimit: opts.spoolLimit } : {}),
     ...(opts.heartbeatMs !== undefined ? { heartbeatMs: opts.heartbeatMs } : {}),
     logger: log.child({ agentId }),
@@ -123,7 +133,9 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   });
 
   return {
-    agentId,
+    get agentId() {
+      return agentId;
+    },
     node,
     stats: () => link.stats(),
     connected,

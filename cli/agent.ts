@@ -7,7 +7,19 @@ import { HoptraceError } from '../common/errors';
 import { parseCommandLine } from './args';
 
 export const USAGE =
-  'hoptrace agent --collector ws://HOST:PORT/v1/agents [--node NAME] [--agent-id ID] [--token-file FILE] [--ca FILE] [--node-netns PATH] [--netns-glob GLOB] [--no-proc-scan] [--refresh-ms N] [--spool N] [--log-level LEVEL]';
+  'hoptrace agent --collector ws://HOST:PORT/v1/agents [--node NAME] [--agent-id ID] [--token-file FILE] [--ca FILE] [--cert FILE --key FILE] [--node-netns PATH] [--netns-glob GLOB] [--no-proc-scan] [--refresh-ms N] [--spool N] [--log-level LEVEL]';
+
+function readArg(flag: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    throw new HoptraceError(
+      'CLI_USAGE',
+      `cannot read ${path} (${e instanceof Error ? e.message : String(e)})`,
+      { where: flag },
+    );
+  }
+}
 
 /** The agent options from the command line and the environment. */
 export function parseAgentArgs(
@@ -20,6 +32,8 @@ export function parseAgentArgs(
     'agent-id': { type: 'string' },
     'token-file': { type: 'string' },
     ca: { type: 'string' },
+    cert: { type: 'string' },
+    key: { type: 'string' },
     'node-netns': { type: 'string' },
     'netns-glob': { type: 'string' },
     'no-proc-scan': { type: 'boolean' },
@@ -43,11 +57,27 @@ export function parseAgentArgs(
       },
     );
   }
-  const tokenOpts: { file?: string; env: NodeJS.ProcessEnv } = { env };
-  if (values['token-file'] !== undefined) tokenOpts.file = values['token-file'];
+  const certFile = values.cert;
+  const keyFile = values.key;
+  if ((certFile === undefined) !== (keyFile === undefined))
+    throw new HoptraceError('CLI_USAGE', 'give both --cert and --key, or neither', {
+      where: 'hoptrace agent',
+    });
+  const tokenFile = values['token-file'];
+  // A token file is read now (a wrong path fails at start) and again on every connection: a
+  // projected ServiceAccount token is rotated in place by the kubelet.
+  let token: string | (() => string);
+  if (tokenFile !== undefined) {
+    loadToken({ file: tokenFile });
+    token = () => loadToken({ file: tokenFile });
+  } else if (certFile !== undefined && (env['HOPTRACE_TOKEN'] ?? '').trim() === '') {
+    token = ''; // the client certificate is the identity
+  } else {
+    token = loadToken({ env });
+  }
   const opts: AgentOptions & { logLevel: string } = {
     collectorUrl: url,
-    token: loadToken(tokenOpts),
+    token,
     logLevel: values['log-level'] ?? 'info',
     scope: {
       ...(values['netns-glob'] !== undefined ? { netnsGlob: values['netns-glob'] } : {}),
@@ -57,6 +87,10 @@ export function parseAgentArgs(
   if (values.node !== undefined) opts.node = values.node;
   if (values['agent-id'] !== undefined) opts.agentId = values['agent-id'];
   if (values['node-netns'] !== undefined) opts.nodeNetns = values['node-netns'];
+  if (certFile !== undefined && keyFile !== undefined) {
+    opts.cert = readArg('--cert', certFile);
+    opts.key = readArg('--key', keyFile);
+  }
   if (values.ca !== undefined) {
     try {
       opts.ca = readFileSync(values.ca);

@@ -7,7 +7,9 @@ import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
 import {
   LOG_LEVELS,
+  readNodeTokens,
   startCollector,
+  type AgentAuthOptions,
   type CollectorOptions,
   type LogLevel,
   type RunningCollector,
@@ -16,7 +18,7 @@ import { parseCommandLine } from './args';
 import { parseDuration } from './capture';
 
 export const USAGE =
-  'hoptrace collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--api-token-file FILE] [--tls-cert FILE --tls-key FILE] [--log-level LEVEL] [--kubernetes | --kubeconfig FILE] [--kubernetes-interval 10s]';
+  'hoptrace collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--api-token-file FILE] [--tls-cert FILE --tls-key FILE] [--agent-tokens FILE] [--client-ca FILE] [--token-review [--token-review-audience AUD] [--agent-service-account NS:NAME]] [--allow-shared-agent-token] [--log-level LEVEL] [--kubernetes | --kubeconfig FILE] [--kubernetes-interval 10s]';
 
 /** `HOST:PORT` or `[IPv6]:PORT` (127.0.0.1:7070 by default); `:PORT` is refused as ambiguous. */
 export function parseListen(value: string): { host: string; port: number } {
@@ -58,6 +60,41 @@ function readFileArg(flag: string, path: string): Buffer {
   }
 }
 
+/** How agents prove who they are (collector/agent-auth.ts), from the flags. */
+function agentAuthOf(values: {
+  'agent-tokens'?: string | undefined;
+  'client-ca'?: string | undefined;
+  'token-review'?: boolean | undefined;
+  'token-review-audience'?: string | undefined;
+  'agent-service-account'?: string | undefined;
+  'allow-shared-agent-token'?: boolean | undefined;
+}): AgentAuthOptions {
+  const out: AgentAuthOptions = {};
+  const file = values['agent-tokens'];
+  if (file !== undefined) out.nodeTokens = readNodeTokens(file);
+  const ca = values['client-ca'];
+  if (ca !== undefined) out.clientCa = readFileArg('--client-ca', ca);
+  const audience = values['token-review-audience'];
+  const sa = values['agent-service-account'];
+  if (values['token-review'] === true) {
+    if (sa !== undefined && !/^[a-z0-9-]{1,63}:[a-z0-9.-]{1,253}$/.test(sa))
+      throw new HoptraceError('CLI_USAGE', `'${sa}' is not NAMESPACE:NAME`, {
+        where: '--agent-service-account',
+        hint: 'e.g. hoptrace:hoptrace-agent',
+      });
+    out.tokenReview = {
+      ...(audience !== undefined ? { audience } : {}),
+      ...(sa !== undefined ? { serviceAccount: sa } : {}),
+    };
+  } else if (audience !== undefined || sa !== undefined) {
+    throw new HoptraceError('CLI_USAGE', 'these flags belong to --token-review', {
+      where: audience !== undefined ? '--token-review-audience' : '--agent-service-account',
+    });
+  }
+  if (values['allow-shared-agent-token'] === true) out.allowSharedToken = true;
+  return out;
+}
+
 /** The collector options from the command line and the environment. */
 export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): CollectorOptions {
   const { values, positionals } = parseCommandLine('collector', USAGE, argv, {
@@ -67,6 +104,12 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
     'api-token-file': { type: 'string' },
     'tls-cert': { type: 'string' },
     'tls-key': { type: 'string' },
+    'agent-tokens': { type: 'string' },
+    'client-ca': { type: 'string' },
+    'token-review': { type: 'boolean' },
+    'token-review-audience': { type: 'string' },
+    'agent-service-account': { type: 'string' },
+    'allow-shared-agent-token': { type: 'boolean' },
     'log-level': { type: 'string' },
     kubernetes: { type: 'boolean' },
     kubeconfig: { type: 'string' },
@@ -101,6 +144,7 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
   if (cert !== undefined && key !== undefined) {
     opts.tls = { cert: readFileArg('--tls-cert', cert), key: readFileArg('--tls-key', key) };
   }
+  opts.agentAuth = agentAuthOf(values);
   const kubeconfig = values.kubeconfig;
   if (values.kubernetes === true && kubeconfig !== undefined) {
     throw new HoptraceError('CLI_USAGE', 'give --kubernetes or --kubeconfig FILE, not both', {

@@ -54,6 +54,8 @@ export interface CaptureView {
 export interface AgentView {
   agentId: string;
   node: string;
+  /** How the agent proved who it is: shared-token, node-token, client-cert or service-account. */
+  identity: { method: string; subject: string };
   version: string;
   connected: boolean;
   connectedAt: string;
@@ -115,6 +117,7 @@ export function agentView(a: AgentInfo): AgentView {
   return {
     agentId: a.agentId,
     node: a.node,
+    identity: a.identity,
     version: a.hello.version,
     connected: a.connected,
     connectedAt: iso(a.connectedAtMs),

@@ -15,23 +15,38 @@ import type {
   Lost,
   StopCommand,
 } from '../common/wire';
+import type { IdentityMethod } from './agent-auth';
+
+/** What the collector has stored per agent; persisted by the caller (survives a restart). */
+export interface LastSeqStore {
+  get(agentId: string): number;
+  set(agentId: string, seq: number): void;
+  /** The node an agent id was first accepted for: it stays that node's for good. */
+  nodeOf(agentId: string): string | undefined;
+  bind(agentId: string, node: string): void;
+}
 
 /** An agent as the collector knows it. */
 export interface AgentInfo {
   agentId: string;
   node: string;
+  /** How the agent proved who it is (collector/agent-auth.ts); never a secret. */
+  identity: { method: IdentityMethod; subject: string };
   hello: Hello;
   connected: boolean;
   connectedAtMs: number;
   lastSeenMs: number;
 }
 
-/** Everything an agent sends that the collector acts on; `agentId` says who sent it. */
+/**
+ * Everything an agent sends that the collector acts on; `agentId` says who sent it, `seq` is its
+ * spool number (increasing per agent id: a message at or below one already applied is a resend).
+ */
 export type AgentMessage =
-  | { kind: 'events'; agentId: string; batch: EventBatch }
-  | { kind: 'status'; agentId: string; status: CaptureStatus }
-  | { kind: 'lost'; agentId: string; lost: Lost }
-  | { kind: 'error'; agentId: string; error: ErrorReport };
+  | { kind: 'events'; agentId: string; seq: number; batch: EventBatch }
+  | { kind: 'status'; agentId: string; seq: number; status: CaptureStatus }
+  | { kind: 'lost'; agentId: string; seq: number; lost: Lost }
+  | { kind: 'error'; agentId: string; seq: number; error: ErrorReport };
 
 /** A command the collector sends to one agent. */
 export type AgentCommand =

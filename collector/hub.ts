@@ -1,8 +1,11 @@
 /**
  * The collector's WebSocket endpoint for agents (implements AgentHub, collector/hub-types.ts).
  *
- * Agents authenticate on the HTTP upgrade (bearer token, refused with 401 before a WebSocket
- * exists), say hello, and then stream spooled messages with increasing seq. The hub hands each one
+ * Agents authenticate on the HTTP upgrade (an AgentAuthenticator, collector/agent-auth.ts: refused
+ * with 401 or 503 before a WebSocket exists), say hello, and then stream spooled messages with
+ * increasing seq. The identity decides what the hello may claim: a node identity speaks only for
+ * its node and for agent ids bound to that node (bound at first use, persisted); one agent per node
+ * is connected at a time. The hub hands each one
  * to the onMessage handler strictly in order per agent and acknowledges it only after the handler
  * resolved and lastSeqStore recorded it, so a collector restart loses nothing and a resend after
  * a reconnect is recognised as a duplicate. Close codes: CLOSE_CODES in common/envelope.ts.
@@ -12,25 +15,32 @@ import type { Server as HttpsServer } from 'node:https';
 import type { Duplex } from 'node:stream';
 import pino from 'pino';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
-import { bearerToken, tokenMatches } from '../common/auth';
+import { sharedTokenAuth, type AgentAuthenticator, type AgentIdentity } from './agent-auth';
 import { AGENT_KINDS, CLOSE_CODES, decodeEnvelope, encodeEnvelope } from '../common/envelope';
 import { isHoptraceError, type ErrorCode } from '../common/errors';
 import type { Envelope, Hello } from '../common/wire';
-import type { AgentHub, AgentInfo, AgentMessage, AgentReply, HubCounters } from './hub-types';
-import { refuseUpgrade, remoteOf } from './hub-upgrade';
+import type {
+  AgentHub,
+  AgentInfo,
+  AgentMessage,
+  AgentReply,
+  HubCounters,
+  LastSeqStore,
+} from './hub-types';
 
-/** What the collector has stored per agent; persisted by the caller (survives a restart). */
-export interface LastSeqStore {
-  get(agentId: string): number;
-  set(agentId: string, seq: number): void;
-}
+export type { LastSeqStore } from './hub-types';
+import { refuseUpgrade, remoteOf } from './hub-upgrade';
 
 export interface AgentHubOptions {
   server: HttpServer | HttpsServer;
   /** URL path agents connect to (default '/v1/agents'). */
   path?: string;
-  /** Accepted bearer tokens; an empty list refuses everyone. */
-  tokens: string[];
+  /** Who may connect (default: the shared `tokens`). */
+  auth?: AgentAuthenticator;
+  /** Accepted shared bearer tokens when no `auth` is given; an empty list refuses everyone. */
+  tokens?: string[];
+  /** Upgrades being authenticated at once (default 64); more are answered 503. */
+  maxPendingAuth?: number;
   collectorId: string;
   lastSeqStore: LastSeqStore;
   /** Largest accepted message (default 16 MiB); larger ones close the connection with 1009. */
@@ -87,13 +97,22 @@ export function helloTooLarge(h: Hello): string | null {
 /** A LastSeqStore in memory (tests; a collector without a data directory). */
 export function memoryLastSeqStore(): LastSeqStore & { map: Map<string, number> } {
   const map = new Map<string, number>();
-  return { map, get: (id) => map.get(id) ?? 0, set: (id, seq) => map.set(id, seq) };
+  const nodes = new Map<string, string>();
+  return {
+    map,
+    get: (id) => map.get(id) ?? 0,
+    set: (id, seq) => map.set(id, seq),
+    nodeOf: (id) => nodes.get(id),
+    bind: (id, node) => nodes.set(id, node),
+  };
 }
 
 interface Conn {
   ws: WebSocket;
   remote: string;
+  identity: AgentIdentity;
   agentId: string | undefined;
+  node: string | undefined;
   alive: boolean;
   /** Set once the connection is being refused: its queued messages are neither processed nor acked. */
   failed: boolean;
@@ -111,15 +130,16 @@ interface AgentState {
 type Spooled = Extract<Envelope, { kind: AgentMessage['kind'] }>;
 
 function toAgentMessage(agentId: string, env: Spooled): AgentMessage {
+  const seq = env.seq;
   switch (env.kind) {
     case 'events':
-      return { kind: 'events', agentId, batch: env.events };
+      return { kind: 'events', agentId, seq, batch: env.events };
     case 'status':
-      return { kind: 'status', agentId, status: env.status };
+      return { kind: 'status', agentId, seq, status: env.status };
     case 'lost':
-      return { kind: 'lost', agentId, lost: env.lost };
+      return { kind: 'lost', agentId, seq, lost: env.lost };
     case 'error':
-      return { kind: 'error', agentId, error: env.error };
+      return { kind: 'error', agentId, seq, error: env.error };
   }
 }
 
@@ -152,9 +172,12 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   const replyHandlers: ((reply: AgentReply) => void)[] = [];
   const agentHandlers: ((agent: AgentInfo) => void)[] = [];
   let closing = false;
-  if (opts.tokens.every((t) => t === '')) {
+  const auth = opts.auth ?? sharedTokenAuth(opts.tokens ?? []);
+  if (opts.auth === undefined && (opts.tokens ?? []).every((t) => t === '')) {
     log.warn({ code: 'AUTH_NO_TOKEN' }, 'no agent token configured: every agent is refused');
   }
+  const maxPendingAuth = opts.maxPendingAuth ?? 64;
+  let pendingAuth = 0;
 
   const emitAgent = (a: AgentState): void => {
     for (const h of agentHandlers) h({ ...a.info });
@@ -234,6 +257,22 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     ack();
   };
 
+  /** Closes `old` for `by`, which takes over its agent id or its node. */
+  const replace = (old: Conn, by: Conn): void => {
+    counters.refusedMalformed++;
+    log.warn(
+      { agentId: old.agentId, remote: old.remote, code: 'AGENT_REPLACED' },
+      `replaced by a new connection from ${by.remote}`,
+    );
+    sendEnv(old, {
+      seq: 0,
+      kind: 'error',
+      error: { code: 'AGENT_REPLACED', message: 'AGENT_REPLACED', captureId: '', point: '' },
+    });
+    old.failed = true;
+    old.ws.close(CLOSE_CODES.REPLACED, 'AGENT_REPLACED');
+  };
+
   const onHello = (conn: Conn, hello: Hello): void => {
     if (hello.agentId === '') {
       refuse(conn, 'WIRE_UNEXPECTED', CLOSE_CODES.UNEXPECTED, 'hello without agentId');
@@ -248,30 +287,51 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       refuse(conn, 'WIRE_UNEXPECTED', CLOSE_CODES.UNEXPECTED, 'the agent id changed');
       return;
     }
+    if (conn.node !== undefined && conn.node !== hello.node) {
+      refuse(conn, 'WIRE_UNEXPECTED', CLOSE_CODES.UNEXPECTED, 'the node changed');
+      return;
+    }
+    const id = conn.identity;
+    if (id.node !== null && hello.node !== id.node) {
+      const why = `${id.subject} may speak for node ${id.node}, not ${hello.node.slice(0, 253)}`;
+      refuse(conn, 'AUTH_WRONG_NODE', CLOSE_CODES.WRONG_NODE, why);
+      return;
+    }
+    const owner = store.nodeOf(hello.agentId);
+    if (owner !== undefined && owner !== hello.node) {
+      const why = `agent id ${hello.agentId.slice(0, 253)} belongs to node ${owner}`;
+      refuse(conn, 'AUTH_WRONG_NODE', CLOSE_CODES.WRONG_NODE, why);
+      return;
+    }
+    // One agent per node: commands for a node go to exactly one peer.
+    const rival = [...agents.values()].find(
+      (a) =>
+        a.conn !== undefined &&
+        a.conn !== conn &&
+        a.info.agentId !== hello.agentId &&
+        a.info.node === hello.node,
+    );
+    if (rival?.conn !== undefined && id.node === null) {
+      // The shared token proves nothing about the node: the agent already there stays.
+      const why = `node ${hello.node.slice(0, 253)} already has agent ${rival.info.agentId} connected (from ${rival.conn.remote})`;
+      refuse(conn, 'AGENT_NODE_TAKEN', CLOSE_CODES.NODE_TAKEN, why);
+      return;
+    }
     clearTimeout(conn.helloTimer);
     const now = Date.now();
     let agent = agents.get(hello.agentId);
-    const old = agent?.conn;
-    if (old && old !== conn) {
-      // Newest wins: a reconnect whose old socket is not yet known dead, or two agents sharing
-      // an id (then they keep replacing each other, visible in refusedMalformed and the log).
-      counters.refusedMalformed++;
-      log.warn(
-        { agentId: hello.agentId, remote: old.remote, code: 'AGENT_REPLACED' },
-        `replaced by a new connection from ${conn.remote}`,
-      );
-      sendEnv(old, {
-        seq: 0,
-        kind: 'error',
-        error: { code: 'AGENT_REPLACED', message: 'AGENT_REPLACED', captureId: '', point: '' },
-      });
-      old.ws.close(CLOSE_CODES.REPLACED, 'AGENT_REPLACED');
-    }
+    // Newest wins: a reconnect whose old socket is not yet known dead, two agents sharing an id
+    // (then they keep replacing each other, visible in refusedMalformed and the log), or a new
+    // agent of a node identity (a restarted agent: its predecessor's connection is over).
+    for (const old of [agent?.conn, rival?.conn]) if (old && old !== conn) replace(old, conn);
     const first = conn.agentId === undefined;
     conn.agentId = hello.agentId;
+    conn.node = hello.node;
+    if (owner === undefined) store.bind(hello.agentId, hello.node);
     const info: AgentInfo = {
       agentId: hello.agentId,
       node: hello.node,
+      identity: { method: id.method, subject: id.subject },
       hello,
       connected: true,
       connectedAtMs: first ? now : (agent?.info.connectedAtMs ?? now),
@@ -371,12 +431,14 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     emitAgent(agent);
   };
 
-  const accept = (ws: WebSocket, remote: string): void => {
+  const accept = (ws: WebSocket, remote: string, identity: AgentIdentity): void => {
     let resolveClosed = (): void => undefined;
     const conn: Conn = {
       ws,
       remote,
+      identity,
       agentId: undefined,
+      node: undefined,
       alive: true,
       failed: false,
       helloTimer: undefined,
@@ -417,15 +479,39 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       refuseUpgrade(socket, 503);
       return;
     }
-    if (!tokenMatches(bearerToken(req.headers.authorization), opts.tokens)) {
+    if (pendingAuth >= maxPendingAuth) {
       counters.refusedUnauthenticated++;
-      log.warn({ remote, code: 'AUTH_REFUSED' }, 'agent refused: missing or wrong bearer token');
-      refuseUpgrade(socket, 401);
+      refuseUpgrade(socket, 503);
       return;
     }
-    wss.handleUpgrade(req, socket, head, (ws) => {
-      accept(ws, remote);
-    });
+    pendingAuth++;
+    // A peer that resets while it is being authenticated must not crash the collector.
+    socket.on('error', () => undefined);
+    void Promise.resolve()
+      .then(() => auth.authenticate(req))
+      .catch((e: unknown) => ({
+        ok: false as const,
+        status: 503 as const,
+        reason: `authenticating failed (${e instanceof Error ? e.message : String(e)})`,
+      }))
+      .then((r) => {
+        pendingAuth--;
+        if (socket.destroyed) return;
+        if (!r.ok) {
+          counters.refusedUnauthenticated++;
+          const code = r.status === 503 ? 'AUTH_UNAVAILABLE' : 'AUTH_REFUSED';
+          log.warn({ remote, code }, `agent refused: ${r.reason}`);
+          refuseUpgrade(socket, r.status);
+          return;
+        }
+        if (closing) {
+          refuseUpgrade(socket, 503);
+          return;
+        }
+        wss.handleUpgrade(req, socket, head, (ws) => {
+          accept(ws, remote, r.identity);
+        });
+      });
   };
   opts.server.on('upgrade', onUpgrade);
 

@@ -3,7 +3,13 @@
  * Start one (startCollector), and the shapes of its HTTP API for clients: captures, agents,
  * repros, and the syntax of a capture target. Everything else in collector/ is internal.
  */
-export { startCollector, type CollectorOptions, type RunningCollector } from './main';
+export {
+  startCollector,
+  type AgentAuthOptions,
+  type CollectorOptions,
+  type RunningCollector,
+} from './main';
+export { readNodeTokens, parseNodeTokens } from './agent-auth';
 export { LOG_LEVELS, type LogLevel } from './logger';
 export type { AgentView, CaptureView, PointView } from './capture-views';
 export { FINAL_STATES, type PointSpec, type SessionState } from './session';

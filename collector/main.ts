@@ -8,6 +8,9 @@ import type { AddressInfo } from 'node:net';
 import { HoptraceError } from '../common/errors';
 import { createApi } from './http';
 import { createAgentHub, type AgentHubOptions } from './hub';
+import { chainAuth, nodeTokenAuth, sharedTokenAuth, type AgentAuthenticator } from './agent-auth';
+import { clientCertAuth } from './agent-cert-auth';
+import { tokenReviewAuth } from './k8s/token-review';
 import type { KubeApi, KubeSource } from './k8s/client';
 import { K8sInventorySource } from './k8s/source';
 import type { AgentHub } from './hub-types';
@@ -21,8 +24,13 @@ export interface CollectorOptions {
   /** 0 = any free port. */
   port?: number;
   dataDir: string;
-  /** Tokens agents authenticate with (also accepted by the API). */
+  /**
+   * The shared token: accepted by the API, and from agents when no per-agent identity is
+   * configured (or with `agentAuth.allowSharedToken`).
+   */
   tokens: string[];
+  /** Per-agent identities (collector/agent-auth.ts): each binds a connection to one node. */
+  agentAuth?: AgentAuthOptions;
   /** Tokens accepted by the HTTP API only. */
   apiTokens?: string[];
   tls?: { cert: string | Buffer; key: string | Buffer };
@@ -40,6 +48,17 @@ export interface CollectorOptions {
   conntrack?: boolean;
 }
 
+export interface AgentAuthOptions {
+  /** `--agent-tokens`: node → its token. */
+  nodeTokens?: ReadonlyMap<string, string>;
+  /** `--client-ca`: PEM CA of agents' client certificates (needs `tls`). */
+  clientCa?: string | Buffer;
+  /** `--token-review`: ServiceAccount tokens checked by the Kubernetes API (needs `kubernetes`). */
+  tokenReview?: { audience?: string; serviceAccount?: string };
+  /** Also accept the shared token from agents (migration; any holder speaks for any node). */
+  allowSharedToken?: boolean;
+}
+
 export interface RunningCollector {
   /** Base URL of the API, e.g. http://127.0.0.1:7070 */
   url: string;
@@ -55,10 +74,22 @@ export interface RunningCollector {
 
 export const AGENTS_PATH = '/v1/agents';
 
-/** The TLS server; a certificate or key that is not PEM of a matching pair is COLLECTOR_TLS. */
-function httpsServer(tls: { cert: string | Buffer; key: string | Buffer }): Server {
+/**
+ * The TLS server; a certificate or key that is not PEM of a matching pair is COLLECTOR_TLS. With a
+ * client CA every peer is asked for a certificate, none is required (API users have tokens).
+ */
+function httpsServer(
+  tls: { cert: string | Buffer; key: string | Buffer },
+  clientCa: string | Buffer | undefined,
+): Server {
   try {
-    return createHttpsServer({ cert: tls.cert, key: tls.key });
+    return createHttpsServer({
+      cert: tls.cert,
+      key: tls.key,
+      ...(clientCa !== undefined
+        ? { ca: clientCa, requestCert: true, rejectUnauthorized: false }
+        : {}),
+    });
   } catch (e) {
     throw new HoptraceError('COLLECTOR_TLS', e instanceof Error ? e.message : String(e), {
       where: '--tls-cert/--tls-key',
@@ -69,6 +100,17 @@ function httpsServer(tls: { cert: string | Buffer; key: string | Buffer }): Serv
 
 export async function startCollector(opts: CollectorOptions): Promise<RunningCollector> {
   const logger = opts.logger ?? createLogger({ level: opts.logLevel ?? 'info' });
+  const aa = opts.agentAuth ?? {};
+  if (aa.clientCa !== undefined && opts.tls === undefined)
+    throw new HoptraceError('CLI_USAGE', 'client certificates need TLS', {
+      where: '--client-ca',
+      hint: 'give --tls-cert and --tls-key too',
+    });
+  if (aa.tokenReview !== undefined && opts.kubernetes === undefined)
+    throw new HoptraceError('CLI_USAGE', 'TokenReview needs the Kubernetes API', {
+      where: '--token-review',
+      hint: 'give --kubernetes (in a cluster) or --kubeconfig FILE too',
+    });
   // First: a wrong --kubeconfig stops the start before anything listens.
   const k8s = opts.kubernetes
     ? await K8sInventorySource.start({
@@ -80,11 +122,19 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
       })
     : undefined;
   const store = new CaptureStore({ dir: opts.dataDir, fsync: opts.fsync ?? true });
-  const server: Server = opts.tls ? httpsServer(opts.tls) : createHttpServer();
+  const ways: AgentAuthenticator[] = [];
+  if (aa.clientCa !== undefined) ways.push(clientCertAuth());
+  if (aa.nodeTokens !== undefined) ways.push(nodeTokenAuth(aa.nodeTokens));
+  if (aa.tokenReview !== undefined && k8s !== undefined)
+    ways.push(tokenReviewAuth({ api: k8s.api, ...aa.tokenReview }));
+  const shared = ways.length === 0 || aa.allowSharedToken === true;
+  if (shared) ways.push(sharedTokenAuth(opts.tokens));
+  const auth = chainAuth(ways);
+  const server: Server = opts.tls ? httpsServer(opts.tls, aa.clientCa) : createHttpServer();
   const hubOpts: AgentHubOptions = {
     server,
     path: AGENTS_PATH,
-    tokens: opts.tokens,
+    auth,
     collectorId: store.collectorId,
     lastSeqStore: store.lastSeq,
     ...(logger.pino ? { logger: logger.pino.child({ component: 'hub' }) } : {}),
@@ -126,6 +176,9 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
       hint: 'pick a free address with --listen HOST:PORT',
     });
   }
+  if (shared && ways.length > 1)
+    logger.warn({}, 'agents may also use the shared token: its holders can speak for any node');
+  logger.info({ state: 'auth' }, `agents authenticate with ${auth.description}`);
   const addr = server.address() as AddressInfo;
   const h = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const scheme = opts.tls ? 'https' : 'http';

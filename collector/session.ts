@@ -90,6 +90,12 @@ export interface PointRecord {
    * collector's last pod list because reading it from the API failed.
    */
   targetNote?: string;
+  /**
+   * The highest agent seq applied to this point (its agent's spool numbering): a message at or
+   * below it is a resend of one already stored (a collector killed before it recorded the seq),
+   * acknowledged and not applied twice. Absent in files of older versions (= 0).
+   */
+  appliedSeq?: number;
 }
 
 /** The persisted state of a session (session.json). */
@@ -402,14 +408,6 @@ export class CaptureSession {
     }
     this.touch(nowMs);
     return result;
-  }
-
-  /** The final result again (after a restart: recomputed from the stored events). */
-  finalResult(inventory: Inventory): AnalysisResult | null {
-    if (this.record.verdict === null) return null;
-    this.dirty = true;
-    const r = this.analyze(this.record.updatedAtMs, inventory);
-    return r ?? this.noRequestResult(this.record.finalReason ?? '');
   }
 
   private touch(nowMs: number): void {

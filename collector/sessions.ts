@@ -140,7 +140,7 @@ export class SessionManager {
       for (const r of loaded.repaired) {
         this.log.warn(
           { captureId: s.id, point: r.point, code: 'STORE_IO', count: r.corruptRecords },
-          `event file repaired: ${r.tornBytes} torn bytes dropped, ${r.corruptRecords} corrupt records skipped`,
+          `event file repaired: ${r.tornBytes} torn bytes dropped, ${r.corruptRecords} corrupt records skipped, ${r.duplicateEvents} events of batches stored twice skipped`,
         );
       }
       if (s.isFinal()) {
@@ -251,11 +251,23 @@ export class SessionManager {
     pod: PodTargetResolution | undefined,
     agents: ReturnType<AgentHub['agents']>,
   ): TargetResolution & { sendTarget: string; stale?: string } {
-    if (pod === undefined)
-      return { ...resolveTarget(p.target, p.node, agents), sendTarget: p.target };
+    if (pod === undefined) {
+      // A pod IP the API knows is captured on the pod's node: an agent elsewhere that claims the
+      // address in its hello (a stale namespace, a peer lying) is not asked.
+      const node = p.node ?? this.nodeOfPodIp(p.target);
+      return { ...resolveTarget(p.target, node, agents), sendTarget: p.target };
+    }
     if (!pod.ok) return { ...pod, sendTarget: p.target };
     const r = { ...resolveTarget(pod.ip, pod.node, agents), sendTarget: pod.ip };
     return pod.stale === undefined ? r : { ...r, stale: pod.stale };
+  }
+
+  /** The node of the pod holding `ip`, as the last API list says (undefined: not known). */
+  private nodeOfPodIp(ip: string): string | undefined {
+    const pods = this.cluster?.inventory()?.pods;
+    if (pods === undefined) return undefined;
+    for (const pod of Object.values(pods)) if (pod.ip === ip && pod.node !== '') return pod.node;
+    return undefined;
   }
 
   get(id: string): CaptureView | undefined {
@@ -328,10 +340,20 @@ export class SessionManager {
     }
     const pointName = pointOf(msg);
     const p = s.point(pointName);
-    if (p === undefined || (p.agentId !== null && p.agentId !== msg.agentId)) {
+    // Only the agent the point was armed on speaks for it: not another agent, and nobody for a
+    // point that failed to arm (its agentId is null).
+    if (p === undefined || p.agentId !== msg.agentId) {
       this.log.warn(
-        { captureId, agentId: msg.agentId, point: pointName },
+        { captureId, agentId: msg.agentId, point: pointName, code: 'WIRE_UNEXPECTED' },
         'message for a point this agent does not capture; dropped',
+      );
+      return;
+    }
+    if (msg.seq > 0 && msg.seq <= (p.appliedSeq ?? 0)) {
+      // Stored before a crash that came before the hub recorded its seq: the resend is a duplicate.
+      this.log.debug(
+        { captureId, agentId: msg.agentId, point: pointName },
+        `message seq ${msg.seq} already applied; acknowledged again`,
       );
       return;
     }
@@ -339,7 +361,8 @@ export class SessionManager {
     switch (msg.kind) {
       case 'events':
         if (msg.batch.events.length === 0) return;
-        await this.store.appendEvents(captureId, pointName, msg.batch.events);
+        await this.store.appendEvents(captureId, pointName, msg.batch.events, msg.seq);
+        p.appliedSeq = Math.max(p.appliedSeq ?? 0, msg.seq);
         if (s.isFinal()) return;
         s.addEvents(pointName, msg.batch.events, now);
         this.scheduleAnalysis(s);
@@ -368,6 +391,8 @@ export class SessionManager {
         );
         break;
     }
+    // Saved with the seq before the ack: a resend after a crash is recognised as applied.
+    p.appliedSeq = Math.max(p.appliedSeq ?? 0, msg.seq);
     this.store.saveSession(s.record);
     this.step(s);
   }

@@ -50,6 +50,7 @@ function pointProblem(p: unknown, i: number): string | null {
   if (err !== undefined && !(isObj(err) && isStr(err['code']) && isStr(err['message'])))
     return bad('error');
   if (!isOptStr(p['targetNote'])) return bad('targetNote');
+  if (p['appliedSeq'] !== undefined && !isCount(p['appliedSeq'])) return bad('appliedSeq');
   return null;
 }
 

@@ -51,12 +51,16 @@ export const CLOSE_CODES = {
   HANDLER_FAILED: 1011,
   /** Not an Envelope: a text frame, garbage protobuf, no body (WIRE_MALFORMED). */
   MALFORMED: 4400,
+  /** A hello for a node (or an agent id of a node) this peer's identity may not speak for (AUTH_WRONG_NODE). */
+  WRONG_NODE: 4403,
   /** No hello within the hello timeout (WIRE_HELLO_TIMEOUT). */
   HELLO_TIMEOUT: 4408,
   /** A newer connection with the same agent id took over (AGENT_REPLACED). */
   REPLACED: 4409,
   /** A valid Envelope the agent must not send now (WIRE_UNEXPECTED). */
   UNEXPECTED: 4422,
+  /** Another agent already speaks for this node over the shared token (AGENT_NODE_TAKEN). */
+  NODE_TAKEN: 4423,
 } as const;
 
 /** Kinds an agent spools (seq > 0, acknowledged, resent after a reconnect). */
@@ -185,6 +189,20 @@ function num(s: unknown, field: string): number {
   return n;
 }
 
+/**
+ * The largest sequence number either side accepts: 2^52. Agents number a run from the microseconds
+ * since the epoch (~1.8·10^15 today, 2^52 in the year 2112), so a restart continues above the last
+ * run; below 2^53, so seq + 1 stays an exact integer, and a peer announcing a seq near 2^53 is
+ * refused instead of persisted.
+ */
+export const MAX_SEQ = 2 ** 52;
+
+function seqNum(s: unknown, field: string): number {
+  const n = num(s, field);
+  if (n > MAX_SEQ) throw malformed(`${field} ${String(s)} is beyond 2^52`);
+  return n;
+}
+
 function optNum(s: unknown, field: string): number | null {
   return s === undefined || s === null ? null : num(s, field);
 }
@@ -217,7 +235,7 @@ function helloFromWire(o: Obj): Hello {
     version: str(o, 'version'),
     nodeAddresses: strs(o, 'nodeAddresses'),
     namespaces,
-    spoolFirstSeq: num(o.spoolFirstSeq, 'spoolFirstSeq'),
+    spoolFirstSeq: seqNum(o.spoolFirstSeq, 'spoolFirstSeq'),
   };
 }
 
@@ -356,7 +374,7 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
     case 'helloAck': {
       const helloAck: HelloAck = {
         collectorId: str(o, 'collectorId'),
-        lastSeq: num(o.lastSeq, 'lastSeq'),
+        lastSeq: seqNum(o.lastSeq, 'lastSeq'),
       };
       return { seq, kind, helloAck };
     }
@@ -407,7 +425,7 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
     case 'heartbeat':
       return { seq, kind, heartbeat: { unixMs: num(o.unixMs, 'unixMs') } };
     case 'ack':
-      return { seq, kind, ack: { seq: num(o.seq, 'ack seq') } };
+      return { seq, kind, ack: { seq: seqNum(o.seq, 'ack seq') } };
     case 'doctorRequest': {
       const doctorRequest: DoctorRequest = {
         requestId: str(o, 'requestId'),
@@ -452,7 +470,10 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
 /** Decodes one hoptrace.v1.Envelope; throws HoptraceError WIRE_MALFORMED on anything else. */
 export function decodeEnvelope(bytes: Uint8Array): Envelope {
   // Event batches (nearly all traffic) take the hand-written decoder; anything else, reflection.
-  return decodeEventsEnvelope(bytes) ?? decodeEnvelopeReflect(bytes);
+  const fast = decodeEventsEnvelope(bytes);
+  if (fast === null) return decodeEnvelopeReflect(bytes);
+  seqNum(fast.seq, 'seq');
+  return fast;
 }
 
 /** The reflection decoder for every kind (events-wire.ts is tested against it). */
@@ -470,7 +491,7 @@ export function decodeEnvelopeReflect(bytes: Uint8Array): Envelope {
   const body = o[kind];
   if (typeof body !== 'object' || body === null) throw malformed(`the ${kind} body is empty`);
   try {
-    return bodyFromWire(kind, body as Obj, num(o.seq, 'seq'));
+    return bodyFromWire(kind, body as Obj, seqNum(o.seq, 'seq'));
   } catch (e) {
     // A decoded PacketEvent can still hold values our types refuse (BigInt of a bad string).
     if (e instanceof HoptraceError) throw e;

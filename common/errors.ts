@@ -74,7 +74,16 @@ export const ERRORS = {
   WIRE_HELLO_TIMEOUT: 'the agent did not send hello (or the collector helloAck) in time',
   AUTH_REFUSED: 'the collector refused the agent token (HTTP 401)',
   AUTH_NO_TOKEN: 'no bearer token is configured (token file missing or empty, variable unset)',
-  AGENT_REPLACED: 'a newer connection with the same agent id replaced this one',
+  AGENT_REPLACED:
+    'a newer connection of the same agent id (or of the same node identity) replaced this one',
+  AGENT_NODE_TAKEN:
+    'another agent already speaks for this node over the shared token; retry once it is gone',
+  WIRE_SEQ_EXHAUSTED:
+    "the collector holds a sequence number for this agent's id too high to continue; the agent takes a new id",
+  AUTH_WRONG_NODE:
+    "the agent's hello names a node (or an agent id of a node) its identity may not speak for",
+  AUTH_UNAVAILABLE:
+    'the collector could not check the agent identity now (the Kubernetes API did not answer); the agent retries',
   HUB_HANDLER_FAILED: 'the collector could not store an agent message; the agent resends it',
   LINK_UNREACHABLE: 'the agent cannot reach the collector (connection refused, DNS, TLS)',
   LINK_HEARTBEAT_TIMEOUT: 'the peer stopped answering heartbeats; the connection is dropped',

@@ -9,7 +9,7 @@
 import pino from 'pino';
 import WebSocket from 'ws';
 import type { SpooledKind } from '../../common/envelope';
-import { decodeEnvelope, encodeEnvelope } from '../../common/envelope';
+import { decodeEnvelope, encodeEnvelope, MAX_SEQ } from '../../common/envelope';
 import { ERRORS, HoptraceError, isHoptraceError, type ErrorCode } from '../../common/errors';
 import type {
   CaptureCommand,
@@ -32,9 +32,22 @@ import { Spool } from './spool';
 export interface CollectorLinkOptions {
   /** ws:// or wss:// URL of the collector's agent endpoint (…/v1/agents). */
   url: string;
-  token: string;
+  /**
+   * The bearer token, or a function read on every connection (a projected ServiceAccount token
+   * is rotated by the kubelet; a file read fails with AUTH_NO_TOKEN and the link retries).
+   */
+  token: string | (() => string);
   /** CA certificate(s) to verify a wss:// collector. */
   ca?: Buffer;
+  /** A TLS client certificate and its key (the collector's --client-ca identifies the node by it). */
+  cert?: Buffer;
+  key?: Buffer;
+  /**
+   * The collector holds a seq for our agent id so high that ours cannot continue above it (only a
+   * peer that spoke under our id could have put it there): the agent takes a new id (called before
+   * the next hello) and the link renumbers its spool.
+   */
+  onSeqExhausted?: () => void;
   /** The hello sent on every connection (called each time: namespaces may have changed). */
   hello: () => Hello;
   /** Most event batches spooled (default 10000); beyond it new batches are dropped and counted. */
@@ -272,10 +285,23 @@ export class CollectorLink {
 
   private connect(): void {
     if (this.phase === 'closed') return;
+    let token: string;
+    try {
+      token = typeof this.opts.token === 'string' ? this.opts.token : this.opts.token();
+    } catch (e) {
+      this.report(
+        isHoptraceError(e) ? e.code : 'AUTH_NO_TOKEN',
+        isHoptraceError(e) ? e.message : String(e),
+      );
+      this.phase = 'idle';
+      this.scheduleReconnect();
+      return;
+    }
     this.phase = 'connecting';
     const ws = new WebSocket(this.opts.url, {
-      headers: { Authorization: `Bearer ${this.opts.token}` },
+      headers: token === '' ? {} : { Authorization: `Bearer ${token}` },
       ...(this.opts.ca ? { ca: this.opts.ca } : {}),
+      ...(this.opts.cert && this.opts.key ? { cert: this.opts.cert, key: this.opts.key } : {}),
       perMessageDeflate: false,
       handshakeTimeout: this.helloTimeoutMs,
     });
@@ -403,6 +429,16 @@ export class CollectorLink {
   }
 
   private onHelloAck(ack: HelloAck): void {
+    if (ack.lastSeq >= this.spool.nextSeq && ack.lastSeq + this.spool.length + 1 > MAX_SEQ) {
+      this.report(
+        'WIRE_SEQ_EXHAUSTED',
+        `the collector holds seq ${ack.lastSeq} for our agent id, too close to 2^52 to continue; taking a new id`,
+      );
+      this.opts.onSeqExhausted?.();
+      this.spool.renumberFrom(Date.now() * 1000);
+      this.ws?.terminate();
+      return;
+    }
     if (ack.lastSeq >= this.spool.nextSeq) {
       // The collector remembers more than this run ever numbered: an earlier run of this agent.
       this.log.warn(

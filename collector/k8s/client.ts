@@ -32,6 +32,19 @@ export interface KubeApi {
    * hint to grant `delete` in that namespace (deploy/optional/repro-rbac.yaml); K8S_POD_NOT_FOUND on 404.
    */
   deletePod(namespace: string, name: string): Promise<void>;
+  /**
+   * Asks the API server who a bearer token belongs to (TokenReview, authentication.k8s.io/v1),
+   * for these audiences. K8S_FORBIDDEN when the collector may not create TokenReviews.
+   */
+  reviewToken(token: string, audiences: string[]): Promise<TokenReviewStatus>;
+}
+
+/** What a TokenReview answers (the fields that are read). */
+export interface TokenReviewStatus {
+  authenticated?: boolean;
+  audiences?: string[];
+  error?: string;
+  user?: { username?: string; uid?: string; extra?: Record<string, string[]> };
 }
 
 // A Function body keeps `import()` as written (tsc's CommonJS output would turn it into require()).
@@ -88,6 +101,7 @@ export async function createKubeApi(
   }
   const server = cluster.server;
   const core = kc.makeApiClient(k8s.CoreV1Api);
+  const authn = kc.makeApiClient(k8s.AuthenticationV1Api);
   const timeoutMs = opts.timeoutMs ?? 10_000;
 
   const call = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
@@ -180,6 +194,30 @@ export async function createKubeApi(
         }
         throw e;
       }
+    },
+    reviewToken: async (token, audiences) => {
+      const body = new k8s.V1TokenReview();
+      body.apiVersion = 'authentication.k8s.io/v1';
+      body.kind = 'TokenReview';
+      body.spec = new k8s.V1TokenReviewSpec();
+      body.spec.token = token;
+      body.spec.audiences = audiences;
+      const review = await call('create a TokenReview', () => authn.createTokenReview({ body }));
+      const st = review.status;
+      return {
+        ...(st?.authenticated !== undefined ? { authenticated: st.authenticated } : {}),
+        ...(st?.audiences !== undefined ? { audiences: st.audiences } : {}),
+        ...(st?.error !== undefined ? { error: st.error } : {}),
+        ...(st?.user !== undefined
+          ? {
+              user: {
+                ...(st.user.username !== undefined ? { username: st.user.username } : {}),
+                ...(st.user.uid !== undefined ? { uid: st.user.uid } : {}),
+                ...(st.user.extra !== undefined ? { extra: st.user.extra } : {}),
+              },
+            }
+          : {}),
+      };
     },
   };
 }

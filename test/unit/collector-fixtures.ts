@@ -5,6 +5,10 @@
 import type { AgentHub, AgentInfo, AgentMessage, HubCounters } from '../../collector/hub-types';
 import type { CaptureCommand, CaptureStatus, NamespaceInfo, StopCommand } from '../../common/wire';
 
+const agentSeqs = new Map<string, number>();
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
 export type HubCommand =
   { kind: 'capture'; capture: CaptureCommand } | { kind: 'stop'; stop: StopCommand };
 
@@ -29,6 +33,7 @@ export class FakeHub implements AgentHub {
       connected: true,
       connectedAtMs: 0,
       lastSeenMs: 0,
+      identity: { method: 'shared-token', subject: 'shared token' },
       hello: { agentId, node, version: 'test', nodeAddresses, namespaces, spoolFirstSeq: 1 },
     };
     this.list.push(a);
@@ -70,9 +75,15 @@ export class FakeHub implements AgentHub {
     return Promise.resolve();
   }
 
-  deliver(msg: AgentMessage): Promise<void> {
+  /**
+   * Delivers like the hub: numbered per agent id unless the test gives a seq. The numbers go on
+   * across FakeHubs (a collector restart in a test): a real agent's seqs only ever increase.
+   */
+  deliver(msg: DistributiveOmit<AgentMessage, 'seq'> & { seq?: number }): Promise<void> {
     if (!this.handler) throw new Error('no handler registered');
-    return this.handler(msg);
+    const seq = msg.seq ?? (agentSeqs.get(msg.agentId) ?? 0) + 1;
+    agentSeqs.set(msg.agentId, Math.max(seq, agentSeqs.get(msg.agentId) ?? 0));
+    return this.handler({ ...msg, seq });
   }
 
   captures(): CaptureCommand[] {

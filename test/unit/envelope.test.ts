@@ -1,10 +1,11 @@
 import t from 'tap';
-import { decodeEnvelope, encodeEnvelope } from '../../common/envelope';
+import { MAX_SEQ, decodeEnvelope, encodeEnvelope } from '../../common/envelope';
 import { isHoptraceError } from '../../common/errors';
 import type { Envelope } from '../../common/wire';
 import { batch, decodeFailure, hello } from './transport-fixtures';
 
-const BIG = 2 ** 52 + 7; // well beyond 32 bits, still exact in a JS number
+// Well beyond 32 bits, exact in a JS number, and at most MAX_SEQ (2^52), the largest seq accepted.
+const BIG = 2 ** 52 - 7;
 
 const CASES: Envelope[] = [
   {
@@ -132,3 +133,15 @@ void t.test(
     t.end();
   },
 );
+
+void t.test('every seq field beyond 2^52 is refused, on both decoders (issue 17 #3)', (t) => {
+  const over = MAX_SEQ + 1;
+  const cases: Envelope[] = [
+    { seq: over, kind: 'events', events: batch(1, 1) },
+    { seq: over, kind: 'lost', lost: { captureId: 'c', point: 'p', count: 1, reason: 'x' } },
+    { seq: 0, kind: 'ack', ack: { seq: over } },
+    { seq: 0, kind: 'helloAck', helloAck: { collectorId: 'c1', lastSeq: over } },
+  ];
+  for (const env of cases) t.equal(decodeFailure(encodeEnvelope(env)), 'WIRE_MALFORMED', env.kind);
+  t.end();
+});

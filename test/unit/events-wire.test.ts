@@ -108,7 +108,7 @@ function envelopes(): Envelope[] {
     const events: PacketEvent[] = [];
     for (let i = 0; i < rnd(40); i++) events.push(event(b * 100 + i));
     out.push({
-      seq: b === 0 ? 0 : b === 1 ? 2 ** 53 - 1 : b,
+      seq: b === 0 ? 0 : b === 1 ? 2 ** 52 : b, // 2^52: the largest seq accepted (MAX_SEQ)
       kind: 'events',
       events: { captureId: b % 7 === 0 ? '' : `cap-${b}`, point: 'backend', events },
     });

@@ -108,6 +108,11 @@ export interface FakeApiServer {
   onDelete: ((pod: PodObject) => void) | undefined;
   nodes: NodeObject[];
   pods: PodObject[];
+  /**
+   * ServiceAccount tokens the fake TokenReview knows: token → its user (username, bound pod) and
+   * audiences. Anything else is answered `authenticated: false`.
+   */
+  tokens: Map<string, { username: string; pod: string; podUid: string; audiences: string[] }>;
   close(): Promise<void>;
 }
 
@@ -144,6 +149,7 @@ export async function startFakeApiServer(dir: string): Promise<FakeApiServer> {
     mode: 'ok',
     nodes: NODES,
     pods: PODS,
+    tokens: new Map(),
     onDelete: undefined,
     close: () => Promise.resolve(),
   };
@@ -177,6 +183,40 @@ export async function startFakeApiServer(dir: string): Promise<FakeApiServer> {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ kind: 'Pod', apiVersion: 'v1', ...p }));
       fake.onDelete?.(p);
+      return;
+    }
+    if (req.method === 'POST' && u.pathname === '/apis/authentication.k8s.io/v1/tokenreviews') {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        const spec = (JSON.parse(body) as { spec: { token: string; audiences?: string[] } }).spec;
+        const known = fake.tokens.get(spec.token);
+        const audiences = (spec.audiences ?? []).filter((a) => known?.audiences.includes(a));
+        const ok = known !== undefined && audiences.length > 0;
+        res.writeHead(201, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            kind: 'TokenReview',
+            apiVersion: 'authentication.k8s.io/v1',
+            spec,
+            status: ok
+              ? {
+                  authenticated: true,
+                  audiences,
+                  user: {
+                    username: known.username,
+                    uid: 'sa-uid',
+                    groups: ['system:serviceaccounts'],
+                    extra: {
+                      'authentication.kubernetes.io/pod-name': [known.pod],
+                      'authentication.kubernetes.io/pod-uid': [known.podUid],
+                    },
+                  },
+                }
+              : { authenticated: false, error: 'invalid bearer token' },
+          }),
+        );
+      });
       return;
     }
     if (req.method !== 'GET') {

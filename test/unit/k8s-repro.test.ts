@@ -331,6 +331,7 @@ void t.test('repro: capture losses per point, and the probes in flight then', as
   ): AgentMessage => ({
     kind: 'status',
     agentId,
+    seq: 0,
     status: status(captureId, point, 'capturing', { kernelDrops: 0, ...o }),
   });
   at(1000);
@@ -369,6 +370,7 @@ void t.test('repro: capture losses per point, and the probes in flight then', as
   await repros.handle({
     kind: 'lost',
     agentId: 'a-vpn',
+    seq: 0,
     lost: { captureId: `${v.id}-e1`, point: 'decap', count: 5, reason: 'spool full' },
   });
   await repros.handle(report('a-vpn', `${v.id}-e1`, 'egress', { packets: 40, kernelDrops: null }));
@@ -389,6 +391,7 @@ void t.test('repro: losses while no probe judged by a missing packet was in flig
   await repros.handle({
     kind: 'status',
     agentId: 'a-web',
+    seq: 0,
     status: status(`${v.id}-b`, 'backend', 'capturing', { packets: 900, kernelDrops: 12 }),
   });
   repros.addProbe(v.id, {

@@ -27,6 +27,7 @@ function agent(node: string, namespaces: { path: string; addresses: string[] }[]
   return {
     agentId: `${node}-a`,
     node,
+    identity: { method: 'shared-token', subject: 'shared token' },
     connected: true,
     connectedAtMs: 0,
     lastSeenMs: 0,

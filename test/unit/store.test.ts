@@ -77,7 +77,9 @@ void t.test('a torn last record is dropped and truncated; earlier events are kep
   const b = new CaptureStore({ dir, fsync: false });
   const [loaded] = b.loadSessions();
   t.same(loaded?.events.get('decap'), evs, 'every whole record survives');
-  t.same(loaded?.repaired, [{ point: 'decap', tornBytes: next.length - 5, corruptRecords: 0 }]);
+  t.same(loaded?.repaired, [
+    { point: 'decap', tornBytes: next.length - 5, corruptRecords: 0, duplicateEvents: 0 },
+  ]);
   t.equal(statSync(file).size, good, 'the torn tail is cut off');
   // Appending after the repair starts on a record boundary.
   await b.appendEvents(s.id, 'decap', evs.slice(0, 2));
