@@ -147,6 +147,10 @@ function newPoint(p: PointSpec): PointRecord {
 export class CaptureSession {
   readonly record: SessionRecord;
   private readonly events = new Map<string, PacketEvent[]>();
+  /** Useful events per point (also once the events live in the analysis worker). */
+  private readonly useful = new Map<string, number>();
+  /** The events were handed to the analysis worker (collector/analysis-offload.ts). */
+  private offloaded = false;
   private dirty = true;
   private live: AnalysisResult | null = null;
   private fingerprint = '';
@@ -157,7 +161,9 @@ export class CaptureSession {
   constructor(record: SessionRecord, events?: ReadonlyMap<string, PacketEvent[]>) {
     this.record = record;
     for (const p of record.points) {
-      this.events.set(p.name, (events?.get(p.name) ?? []).filter(isUsefulEvent));
+      const list = (events?.get(p.name) ?? []).filter(isUsefulEvent);
+      this.events.set(p.name, list);
+      this.useful.set(p.name, list.length);
     }
     this.lastProgressMs = record.updatedAtMs;
   }
@@ -282,10 +288,11 @@ export class CaptureSession {
     let kept = 0;
     for (const e of events) {
       if (isUsefulEvent(e)) {
-        list.push(e);
+        if (!this.offloaded) list.push(e);
         kept++;
       }
     }
+    this.useful.set(point, (this.useful.get(point) ?? 0) + kept);
     if (this.record.state === 'arming' && events.length > 0) this.record.state = 'capturing';
     if (kept > 0) this.dirty = true;
     this.touch(nowMs);
@@ -295,30 +302,81 @@ export class CaptureSession {
   /** Points that delivered nothing and either failed or never confirmed their capture. */
   missingPoints(): PointRecord[] {
     return this.record.points.filter(
-      (p) => (this.events.get(p.name)?.length ?? 0) === 0 && (p.state === 'failed' || !p.confirmed),
+      (p) => this.usefulEvents(p.name) === 0 && (p.state === 'failed' || !p.confirmed),
     );
+  }
+
+  /** Events of a point that correlation can use. */
+  usefulEvents(point: string): number {
+    return this.useful.get(point) ?? 0;
+  }
+
+  /** Useful events at every point together. */
+  totalUsefulEvents(): number {
+    let n = 0;
+    for (const v of this.useful.values()) n += v;
+    return n;
+  }
+
+  /**
+   * Hands the events to the caller (the analysis worker) and keeps only their counts: from now on
+   * `analyze` does nothing; the manager analyses off the main thread and calls `applyAnalysis`.
+   */
+  offload(): Map<string, PacketEvent[]> {
+    const out = new Map(this.events);
+    for (const name of this.events.keys()) this.events.set(name, []);
+    this.offloaded = true;
+    this.dirty = true;
+    return out;
+  }
+
+  isOffloaded(): boolean {
+    return this.offloaded;
+  }
+
+  /** New events (or failed points) since the last analysis. */
+  needsAnalysis(): boolean {
+    return this.dirty;
+  }
+
+  /** The last analysis did not happen (the worker failed): the next step runs it again. */
+  markDirty(): void {
+    this.dirty = true;
+  }
+
+  /** What an analysis of this session is asked with (the points' events are the analyser's). */
+  analysisRequest(inventory: Inventory): {
+    points: string[];
+    inventory: Inventory;
+    selector: { client: string | undefined; dst: string | undefined; dport: number | undefined };
+  } {
+    const spec = this.record.spec;
+    this.dirty = false;
+    return {
+      points: spec.points.map((p) => p.name),
+      inventory,
+      selector: { client: spec.client, dst: spec.dst, dport: spec.dport },
+    };
   }
 
   /** Re-runs the analysis when new events arrived; the manager debounces calls. */
   analyze(nowMs: number, inventory: Inventory): AnalysisResult | null {
-    if (!this.dirty) return this.live;
-    this.dirty = false;
-    const spec = this.record.spec;
-    const points = spec.points.map((p) => ({
-      name: p.name,
-      events: this.events.get(p.name) ?? [],
-    }));
+    if (!this.dirty || this.offloaded) return this.live;
+    const req = this.analysisRequest(inventory);
+    const points = req.points.map((name) => ({ name, events: this.events.get(name) ?? [] }));
     let result: AnalysisResult | null;
     try {
-      result = analyzeEvents({
-        points,
-        inventory,
-        selector: { client: spec.client, dst: spec.dst, dport: spec.dport },
-      });
+      result = analyzeEvents({ points, inventory: req.inventory, selector: req.selector });
     } catch (e) {
       if (!isHoptraceError(e) || e.code !== 'CLI_NO_REQUEST') throw e;
       result = null;
     }
+    return this.applyAnalysis(result, nowMs);
+  }
+
+  /** Takes the core's result (null: no request found) as the live result. */
+  applyAnalysis(core: AnalysisResult | null, nowMs: number): AnalysisResult | null {
+    let result = core;
     if (result !== null) {
       result = { verdict: this.withMissingPoints(result.verdict), points: result.points };
       this.requestSeen = true;
@@ -397,7 +455,17 @@ export class CaptureSession {
     inventory: Inventory,
   ): AnalysisResult {
     this.dirty = true;
-    const result = this.analyze(nowMs, inventory) ?? this.noRequestResult(reason);
+    return this.finishWith(state, reason, nowMs, this.analyze(nowMs, inventory));
+  }
+
+  /** Ends the session with a final analysis made elsewhere (the analysis worker's `core`). */
+  finishWith(
+    state: 'resolved' | 'timeout' | 'failed' | 'cancelled',
+    reason: string,
+    nowMs: number,
+    live: AnalysisResult | null,
+  ): AnalysisResult {
+    const result = live ?? this.noRequestResult(reason);
     this.record.state = state;
     this.record.finishedAtMs = nowMs;
     this.record.finalReason = reason;
@@ -454,7 +522,7 @@ export class CaptureSession {
   private noRequestResult(reason: string): AnalysisResult {
     const { spec, points } = this.record;
     const first = points[0];
-    const firstEvents = first ? (this.events.get(first.name)?.length ?? 0) : 0;
+    const firstEvents = first ? this.usefulEvents(first.name) : 0;
     const who = spec.client === undefined ? 'any client' : spec.client;
     const missing = this.missingText();
     const why =
@@ -476,12 +544,12 @@ export class CaptureSession {
     };
     const summaries: PointSummary[] = points.map((p) => ({
       name: p.name,
-      status: (this.events.get(p.name)?.length ?? 0) === 0 ? 'no-capture' : 'not-seen',
+      status: this.usefulEvents(p.name) === 0 ? 'no-capture' : 'not-seen',
       packets: 0,
       requestPackets: 0,
       replyPackets: 0,
       retransmits: 0,
-      capturedEvents: this.events.get(p.name)?.length ?? 0,
+      capturedEvents: this.usefulEvents(p.name),
       seenRequest: false,
       seenSyn: false,
       seenReply: false,

@@ -40,6 +40,8 @@ import {
   type FinalReport,
 } from './capture-reports';
 import { agentView, captureView, type AgentView, type CaptureView } from './capture-views';
+import { AnalysisOffload } from './analysis-offload';
+import type { AnalysisResult } from '../core/report/analysis-result';
 
 /**
  * How long a session resumed after a collector restart waits for the agents of its points to
@@ -68,6 +70,11 @@ export interface SessionManagerOptions {
   cluster?: ClusterFacts;
   /** Ask the agents for the flow's conntrack entries when a capture finishes (default false). */
   conntrack?: boolean;
+  /**
+   * A capture holding this many useful events is analysed on the analysis worker thread, not on
+   * the event loop (default 20,000; 0 = every capture).
+   */
+  offloadAbove?: number;
 }
 
 export class SessionManager {
@@ -94,6 +101,13 @@ export class SessionManager {
   /** Doctor and conntrack requests to agents (shared: one reply handler on the hub). */
   readonly requests: AgentRequests;
   private readonly conntrack: boolean;
+  private readonly offloadAbove: number;
+  private readonly offload: AnalysisOffload;
+  /** Captures whose analysis runs on the worker now; their next one waits for it. */
+  private readonly analysing = new Set<string>();
+  /** Captures being finished: their final analysis runs on the worker. */
+  private readonly finishing = new Set<string>();
+  private onLoopAnalyses = 0;
 
   constructor(opts: SessionManagerOptions) {
     this.hub = opts.hub;
@@ -105,6 +119,10 @@ export class SessionManager {
     this.cluster = opts.cluster;
     this.requests = new AgentRequests(opts.hub, 5_000);
     this.conntrack = opts.conntrack ?? false;
+    this.offloadAbove = opts.offloadAbove ?? 20_000;
+    this.offload = new AnalysisOffload((why) => {
+      this.reseedWorker(why);
+    });
     this.repros = new ReproManager({
       hub: opts.hub,
       logger: opts.logger,
@@ -117,6 +135,16 @@ export class SessionManager {
         ? { kubernetes: new K8sPodDeleter(opts.cluster.api) }
         : {}),
     });
+  }
+
+  /** How many analyses ran on the analysis worker, and on the event loop. */
+  analysisCounts(): { offThread: number; onLoop: number } {
+    return { offThread: this.offload.analyses, onLoop: this.onLoopAnalyses };
+  }
+
+  /** Kills the analysis worker (tests: a lost worker is recovered from the store). */
+  killAnalysisWorker(): Promise<void> {
+    return this.offload.terminateWorker();
   }
 
   /** The agents as the hub knows them, with their hellos (the doctor reads their namespaces). */
@@ -137,6 +165,7 @@ export class SessionManager {
     for (const loaded of loadedSessions) {
       const s = new CaptureSession(loaded.record, loaded.events);
       this.sessions.set(s.id, s);
+      this.maybeOffload(s);
       for (const r of loaded.repaired) {
         this.log.warn(
           { captureId: s.id, point: r.point, code: 'STORE_IO', count: r.corruptRecords },
@@ -193,6 +222,7 @@ export class SessionManager {
     const id = `c-${now.toString(36)}-${randomBytes(4).toString('hex')}`;
     const s = CaptureSession.create(id, spec, now);
     this.sessions.set(id, s);
+    this.maybeOffload(s);
     this.store.saveSession(s.record);
     for (const { p, r } of resolved) {
       if (!r.ok) {
@@ -365,6 +395,8 @@ export class SessionManager {
         p.appliedSeq = Math.max(p.appliedSeq ?? 0, msg.seq);
         if (s.isFinal()) return;
         s.addEvents(pointName, msg.batch.events, now);
+        if (s.isOffloaded()) this.offload.add(captureId, pointName, msg.batch.events);
+        else this.maybeOffload(s);
         this.scheduleAnalysis(s);
         return;
       case 'status':
@@ -400,6 +432,7 @@ export class SessionManager {
   async close(): Promise<void> {
     this.closed = true;
     this.repros.close();
+    await this.offload.close();
     for (const t of [...this.debounce.values(), ...this.deadline.values()]) clearTimeout(t);
     this.debounce.clear();
     this.deadline.clear();
@@ -433,12 +466,70 @@ export class SessionManager {
     this.debounce.set(s.id, t);
   }
 
+  /** A capture that has grown large enough gives its events to the analysis worker. */
+  private maybeOffload(s: CaptureSession): void {
+    if (s.isOffloaded() || s.isFinal() || s.totalUsefulEvents() < this.offloadAbove) return;
+    for (const [point, events] of s.offload()) this.offload.add(s.id, point, events);
+    this.log.info(
+      { captureId: s.id, count: s.totalUsefulEvents() },
+      'large capture: analysed off the main thread from now on',
+    );
+  }
+
+  /** The worker died (and its events with it): the new one gets them again from the store. */
+  private reseedWorker(why: string): void {
+    this.log.error({ code: 'STORE_IO', err: why }, 'analysis worker lost; reloading its captures');
+    for (const s of this.sessions.values()) {
+      if (!s.isOffloaded() || s.isFinal()) continue;
+      const names = s.record.points.map((p) => p.name);
+      try {
+        for (const [point, events] of this.store.loadEvents(s.id, names))
+          this.offload.add(s.id, point, events);
+      } catch (e) {
+        this.log.error(
+          { captureId: s.id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
+          'cannot reload the events of a capture for the analysis worker',
+        );
+      }
+    }
+  }
+
+  /** Runs an offloaded capture's analysis on the worker; its completion steps the capture again. */
+  private analyseOffThread(s: CaptureSession): void {
+    if (this.analysing.has(s.id)) return; // the completion sees it still dirty and runs again
+    this.analysing.add(s.id);
+    const ask = s.analysisRequest(this.inventoryFor(s));
+    this.offload.analyze(s.id, ask).then(
+      (core) => {
+        this.analysing.delete(s.id);
+        if (this.closed || s.isFinal() || this.finishing.has(s.id)) return;
+        s.applyAnalysis(core, this.clock.nowMs());
+        this.step(s);
+      },
+      (e: unknown) => {
+        this.analysing.delete(s.id);
+        if (this.closed || s.isFinal()) return;
+        this.log.error(
+          { captureId: s.id, err: e instanceof Error ? e.message : String(e) },
+          'analysis failed; trying again',
+        );
+        s.markDirty();
+        this.scheduleAnalysis(s);
+      },
+    );
+  }
+
   /** Analyse, decide, and either finish or wait for the next deadline. */
   private step(s: CaptureSession): void {
-    if (this.closed || s.isFinal()) return;
+    if (this.closed || s.isFinal() || this.finishing.has(s.id)) return;
+    if (s.isOffloaded() && s.needsAnalysis()) {
+      this.analyseOffThread(s);
+      return;
+    }
     const now = this.clock.nowMs();
     const before = s.record.state;
     try {
+      if (s.needsAnalysis()) this.onLoopAnalyses++;
       s.analyze(now, this.inventoryFor(s));
     } catch (e) {
       // analyzeEvents is total apart from CLI_NO_REQUEST; anything else is a bug worth a log line.
@@ -520,14 +611,64 @@ export class SessionManager {
     state: 'resolved' | 'timeout' | 'failed' | 'cancelled',
     reason: string,
   ): void {
-    const now = this.clock.nowMs();
     for (const m of [this.debounce, this.deadline]) {
       const t = m.get(s.id);
       if (t) clearTimeout(t);
       m.delete(s.id);
     }
+    if (!s.isOffloaded()) {
+      this.finishWith(
+        s,
+        state,
+        reason,
+        s.finish(state, reason, this.clock.nowMs(), this.inventoryFor(s)),
+      );
+      return;
+    }
+    // The final analysis of a large capture runs on the worker too; until it is back the
+    // capture is not final (a cancel answers with the view as it is).
+    if (this.finishing.has(s.id)) return;
+    this.finishing.add(s.id);
+    this.offload.analyze(s.id, s.analysisRequest(this.inventoryFor(s))).then(
+      (core) => {
+        this.finishing.delete(s.id);
+        if (this.closed || s.isFinal()) return;
+        const now = this.clock.nowMs();
+        this.finishWith(
+          s,
+          state,
+          reason,
+          s.finishWith(state, reason, now, s.applyAnalysis(core, now)),
+        );
+      },
+      (e: unknown) => {
+        this.finishing.delete(s.id);
+        if (this.closed || s.isFinal()) return;
+        // No worker: the last live result stands as the final one, and the report says so.
+        this.log.error(
+          { captureId: s.id, err: e instanceof Error ? e.message : String(e) },
+          'final analysis failed; finishing with the last live analysis',
+        );
+        this.finishWith(
+          s,
+          state,
+          reason,
+          s.finishWith(state, reason, this.clock.nowMs(), s.liveResult()),
+        );
+      },
+    );
+  }
+
+  /** The rest of finishing, once the final analysis is known. */
+  private finishWith(
+    s: CaptureSession,
+    state: 'resolved' | 'timeout' | 'failed' | 'cancelled',
+    reason: string,
+    analysis: AnalysisResult,
+  ): void {
+    const now = this.clock.nowMs();
+    this.offload.drop(s.id);
     const armed = s.record.points.filter((p) => p.agentId !== null && p.state !== 'failed');
-    const analysis = s.finish(state, reason, now, this.inventoryFor(s));
     for (const p of armed) {
       if (p.agentId === null) continue;
       this.hub.send(p.agentId, { kind: 'stop', stop: { captureId: s.id, point: p.name } });
