@@ -62,13 +62,26 @@ export interface OpenCaptureOptions {
   chunkSize?: number;
 }
 
-const HINT_FORMAT = 'give hoptrace a pcap or pcapng file, e.g. from tcpdump -w';
-const HINT_DAMAGED = 'the file is damaged; re-capture it, or check it with tshark -r / tcpdump -r';
-const HINT_CUT = 'the capture was cut short (still being written, or the disk filled); re-copy it';
+export const HINT_FORMAT = 'give hoptrace a pcap or pcapng file, e.g. from tcpdump -w';
+export const HINT_DAMAGED =
+  'the file is damaged; re-capture it, or check it with tshark -r / tcpdump -r';
+export const HINT_CUT =
+  'the capture was cut short (still being written, or the disk filled); re-copy it';
 
-/** libpcap's largest accepted record (MAXIMUM_SNAPLEN) and our pcapng block ceiling. */
-const MAX_SNAPLEN = 262144;
-export const MAX_BLOCK = 64 * 1024 * 1024;
+/**
+ * The most captured bytes a record may claim: libpcap's MAXIMUM_SNAPLEN. libpcap refuses a record
+ * above max_snaplen_for_dlt(link type) as a bad dump file whatever snaplen the header gives (that
+ * is MAXIMUM_SNAPLEN for every link type hoptrace decodes; only D-Bus, EBHSCR and USBPcap allow
+ * more), so a header's snaplen of 0xffffffff does not raise it and no record costs more memory.
+ */
+export const MAX_SNAPLEN = 262144;
+/** The longest pcapng block read: libpcap's INITIAL_MAX_BLOCKSIZE (sf-pcapng.c), 16 MiB. */
+export const MAX_BLOCK = 16 * 1024 * 1024;
+
+/** libpcap's pcapint_adjust_snapshot: a snaplen of 0 or above the maximum means the maximum. */
+function snapshotOf(snaplen: number): number {
+  return snaplen === 0 || snaplen > MAX_SNAPLEN ? MAX_SNAPLEN : snaplen;
+}
 
 /** pcap link-type field: bits 16-25 are reserved and must be zero (libpcap LT_RESERVED1). */
 const LT_RESERVED1 = 0x03ff0000;
@@ -206,7 +219,6 @@ class PcapReader extends BaseReader {
   protected *read(): Generator<CaptureFrame, void, undefined> {
     const r = this.r;
     const le = this.le;
-    const maxCaplen = Math.max(this.snaplen, MAX_SNAPLEN);
     const unit = this.nanos ? 1n : 1000n;
     for (let index = 1; ; index++) {
       if (!r.fill(16)) {
@@ -222,11 +234,13 @@ class PcapReader extends BaseReader {
       const frac = r.u32(4, le);
       const caplen = r.u32(8, le);
       const wireLength = r.u32(12, le);
-      if (caplen > maxCaplen) {
+      // Checked before a byte of the record is buffered, so a claim never costs memory.
+      if (caplen > MAX_SNAPLEN) {
         fail(
           'FILE_BAD_RECORD',
           this.path,
-          `record ${index} at offset ${r.offset} claims ${caplen} captured bytes (snaplen ${this.snaplen})`,
+          `record ${index} at offset ${r.offset} claims ${caplen} captured bytes, above ` +
+            `libpcap's maximum of ${MAX_SNAPLEN} (the header's snaplen is ${this.snaplen})`,
           HINT_DAMAGED,
         );
       }
@@ -234,7 +248,7 @@ class PcapReader extends BaseReader {
         fail(
           'FILE_TRUNCATED',
           this.path,
-          `record ${index} needs ${caplen} bytes, the file has ${r.available - 16}`,
+          `record ${index} at offset ${r.offset} needs ${caplen} bytes, the file has ${r.available - 16}`,
           HINT_CUT,
         );
       }
@@ -333,9 +347,22 @@ export class PcapngReader extends BaseReader {
 
   /** Checks the block at the cursor and buffers it whole; returns its total length. */
   private loadBlock(minLength: number): number {
+    const len = this.blockLength(minLength);
+    this.fillBlock(len);
+    return len;
+  }
+
+  /** The total length of the block at the cursor (its first 8 bytes buffered), checked. */
+  private blockLength(minLength: number): number {
+    const len = this.r.u32(4, this.le);
+    if (len > MAX_BLOCK) this.bad(`block length ${len} is above libpcap's maximum of ${MAX_BLOCK}`);
+    if (len < minLength || len % 4 !== 0) this.bad(`bad block length ${len}`);
+    return len;
+  }
+
+  /** Buffers the block at the cursor, `len` bytes, and checks its trailer. */
+  private fillBlock(len: number): void {
     const r = this.r;
-    const len = r.u32(4, this.le);
-    if (len < minLength || len % 4 !== 0 || len > MAX_BLOCK) this.bad(`bad block length ${len}`);
     if (!r.fill(len)) {
       fail(
         'FILE_TRUNCATED',
@@ -347,7 +374,22 @@ export class PcapngReader extends BaseReader {
     const trailer = r.u32(len - 4, this.le);
     if (trailer !== len)
       this.bad(`block length ${len} in the header but ${trailer} in the trailer`);
-    return len;
+  }
+
+  /**
+   * A packet block's captured length, read before the block is buffered: one above MAX_SNAPLEN
+   * is refused (libpcap refuses any above the interface's snapshot, which is at most that), so
+   * an Enhanced Packet Block never costs more than its block length allows.
+   */
+  private checkCaplen(len: number): void {
+    const r = this.r;
+    if (len < 24 || !r.fill(24)) return; // too short or cut: the block checks say so
+    const caplen = r.u32(20, this.le);
+    if (caplen > MAX_SNAPLEN) {
+      this.bad(
+        `packet ${this.framesRead + 1} claims ${caplen} captured bytes, above libpcap's maximum of ${MAX_SNAPLEN}`,
+      );
+    }
   }
 
   /**
@@ -553,7 +595,9 @@ export class PcapngReader extends BaseReader {
         this.readSHB();
         continue;
       }
-      const len = this.loadBlock(12);
+      const len = this.blockLength(12);
+      if (type === BT_EPB || type === BT_PB) this.checkCaplen(len);
+      this.fillBlock(len);
       if (type === BT_IDB) {
         this.readIDB(len);
       } else if (type === BT_EPB || type === BT_PB) {
@@ -570,8 +614,8 @@ export class PcapngReader extends BaseReader {
         if (len < 16) this.bad(`simple packet block too short (${len})`);
         const iface = this.iface(0);
         const wireLength = r.u32(8, this.le);
-        let caplen = Math.min(wireLength, len - 16);
-        if (iface.snaplen > 0) caplen = Math.min(caplen, iface.snaplen);
+        // No captured length in the block: the packet's, cut at the interface's snapshot.
+        const caplen = Math.min(wireLength, len - 16, snapshotOf(iface.snaplen));
         return { iface, ifaceId: 0, ts: 0n, caplen, wireLength, at: 12, len };
       } else if (type === BT_ISB) {
         this.readISB(len);

@@ -29,7 +29,7 @@ import type { DecodeOptions } from '../core/decode/frame';
 import type { EventContext } from '../core/decode/event';
 import { loadNativeAddon, type PcapBatchAddon } from '../native/loader';
 import {
-  MAX_BLOCK,
+  MAX_SNAPLEN,
   openCaptureFile,
   PcapngReader,
   type CaptureFileStats,
@@ -51,8 +51,12 @@ import {
 export const SUMMARY_CHUNK_SIZE = 2 << 20;
 /** Summary records per block: 192 KiB, so they are still in cache when the caller reads them. */
 const BLOCK_RECORDS = 1024;
-/** libpcap's largest accepted record, as pcap-file.ts bounds caplen: max(snaplen, this). */
-const MAX_SNAPLEN = 262144;
+/**
+ * The longest Enhanced Packet Block the C side takes: one holding a packet of MAX_SNAPLEN bytes
+ * and no options. A longer block goes through the JS parser, which refuses a captured length
+ * above MAX_SNAPLEN — so the C side never takes a packet the JS parser would refuse.
+ */
+const FAST_EPB_MAX = MAX_SNAPLEN + 32;
 /** 32-bit words per summary record (SUMMARY_BYTES / 4). */
 export const SUMMARY_WORDS = SUMMARY_BYTES / 4;
 
@@ -136,8 +140,6 @@ export class SummaryPcapReader implements SummaryReader {
   private fd: number | null;
   private readonly ports: Buffer;
   private readonly block: SummaryBlock;
-  private readonly maxCaplen: number;
-
   constructor(
     readonly path: string,
     private readonly addon: PcapBatchAddon,
@@ -145,13 +147,11 @@ export class SummaryPcapReader implements SummaryReader {
     private readonly layout: number,
     /** The header's link-type field (FCS bits included), as pcap-file.ts hands it to the decoder. */
     readonly linktype: number,
-    snaplen: number,
     chunkSize: number,
     readonly decode: DecodeOptions | undefined,
   ) {
     this.fd = fd;
     this.buf = Buffer.allocUnsafe(Math.max(64, chunkSize));
-    this.maxCaplen = Math.max(snaplen, MAX_SNAPLEN);
     this.ports = summaryPortTable(decode);
     this.block = emptyBlock(this.buf, linktype);
   }
@@ -171,7 +171,7 @@ export class SummaryPcapReader implements SummaryReader {
           this.end,
           this.layout,
           this.linktype,
-          this.maxCaplen,
+          MAX_SNAPLEN,
           this.ports,
           this.block.recs,
         );
@@ -210,12 +210,13 @@ export class SummaryPcapReader implements SummaryReader {
     this.pos = 0;
     this.end = left;
     if (left === this.buf.length) {
-      // One record larger than the buffer: grow to fit it, unless the file is too short to hold
-      // it (then it is cut, and fail() reports it as the JS reader does).
+      // One record larger than the buffer: grow to fit it, unless its caplen is above the bound
+      // (summarize stops there first) or the file is too short to hold it (then it is cut); either
+      // way fail() reports it as the JS reader does. So a claim is never allocated.
       const le = this.layout === SUMMARY_LAYOUT.pcapLeUs || this.layout === SUMMARY_LAYOUT.pcapLeNs;
       const caplen = le ? this.buf.readUInt32LE(8) : this.buf.readUInt32BE(8);
       const need = 16 + caplen;
-      if (this.fileOffset + (need - left) > fstatSync(fd).size) {
+      if (caplen > MAX_SNAPLEN || this.fileOffset + (need - left) > fstatSync(fd).size) {
         this.eof = true;
         return;
       }
@@ -325,7 +326,7 @@ export class SummaryPcapngReader implements SummaryReader {
       w.end,
       ng.littleEndian ? SUMMARY_LAYOUT.pcapngLe : SUMMARY_LAYOUT.pcapngBe,
       0,
-      MAX_BLOCK,
+      FAST_EPB_MAX,
       this.ports,
       b.recs,
       this.table.for(list),
@@ -425,7 +426,6 @@ export function openSummaryPcap(path: string, opts: SummaryPcapOptions = {}): Su
     const layout = layoutOf(magic);
     if (layout === null) throw new Error('magic changed');
     const le = layout === SUMMARY_LAYOUT.pcapLeUs || layout === SUMMARY_LAYOUT.pcapLeNs;
-    const snaplen = le ? header.readUInt32LE(16) : header.readUInt32BE(16);
     const linktype = le ? header.readUInt32LE(20) : header.readUInt32BE(20);
     return new SummaryPcapReader(
       path,
@@ -433,7 +433,6 @@ export function openSummaryPcap(path: string, opts: SummaryPcapOptions = {}): Su
       fd,
       layout,
       linktype,
-      snaplen,
       opts.chunkSize ?? SUMMARY_CHUNK_SIZE,
       opts.decode,
     );
