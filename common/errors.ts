@@ -31,7 +31,8 @@ export const ERRORS = {
   FILE_BAD_RECORD:
     "a packet record claims more captured bytes than libpcap's maximum (262144), whatever the header's snaplen",
   FILE_WRITE: 'a report or data directory hoptrace was told to write cannot be created or written',
-  FILE_TRUNCATED: 'the file ends in the middle of a record',
+  FILE_TRUNCATED:
+    'the file ends in the middle of a record; the frames before it are used (analyze names the cut)',
   // Command line.
   CLI_USAGE: 'the command line is not valid',
   CLI_BAD_POINT: 'a --point value must be NAME=FILE',

@@ -44,6 +44,16 @@ export interface CaptureFileStats {
    * carried either (a classic pcap file, or a pcapng writer that does not count).
    */
   dropped: number | null;
+  /** Set when the file ends inside a record (the frames before it were read): where and what. */
+  truncated?: FileCut;
+}
+
+/** Where a file ends inside a record: a capture still being written, or cut by a full disk. */
+export interface FileCut {
+  /** File offset of the record (pcapng: block) that the end of the file cuts. */
+  offset: number;
+  /** What was cut, as the FILE_TRUNCATED error says it. */
+  detail: string;
 }
 
 export interface CaptureFileReader {
@@ -128,6 +138,8 @@ abstract class BaseReader {
   private closed = false;
   /** Frames yielded so far. */
   protected framesRead = 0;
+  /** Where the file ended inside a record, once it has. */
+  protected cutAt: FileCut | undefined;
   constructor(
     readonly path: string,
     private readonly fd: number,
@@ -156,8 +168,19 @@ abstract class BaseReader {
     return fail('FILE_NOT_FOUND', this.path, `read failed: ${why}`, 'check the file is readable');
   }
 
+  /** FILE_TRUNCATED: the file ends inside the record at `offset`; stats() keeps where. */
+  protected cut(offset: number, detail: string): never {
+    this.cutAt = { offset, detail };
+    return fail('FILE_TRUNCATED', this.path, detail, HINT_CUT);
+  }
+
+  /** The stats with the cut, if the file ended inside a record. */
+  protected withCut(stats: CaptureFileStats): CaptureFileStats {
+    return this.cutAt === undefined ? stats : { ...stats, truncated: this.cutAt };
+  }
+
   stats(): CaptureFileStats {
-    return { frames: this.framesRead, statsBlocks: 0, dropped: null };
+    return this.withCut({ frames: this.framesRead, statsBlocks: 0, dropped: null });
   }
 
   protected abstract read(): Generator<CaptureFrame, void, undefined>;
@@ -223,11 +246,9 @@ class PcapReader extends BaseReader {
     for (let index = 1; ; index++) {
       if (!r.fill(16)) {
         if (r.available === 0) return;
-        fail(
-          'FILE_TRUNCATED',
-          this.path,
+        this.cut(
+          r.offset,
           `record ${index} header cut after ${r.available} bytes at offset ${r.offset}`,
-          HINT_CUT,
         );
       }
       const sec = r.u32(0, le);
@@ -245,11 +266,9 @@ class PcapReader extends BaseReader {
         );
       }
       if (!r.fill(16 + caplen)) {
-        fail(
-          'FILE_TRUNCATED',
-          this.path,
+        this.cut(
+          r.offset,
           `record ${index} at offset ${r.offset} needs ${caplen} bytes, the file has ${r.available - 16}`,
-          HINT_CUT,
         );
       }
       this.framesRead = index;
@@ -364,11 +383,9 @@ export class PcapngReader extends BaseReader {
   private fillBlock(len: number): void {
     const r = this.r;
     if (!r.fill(len)) {
-      fail(
-        'FILE_TRUNCATED',
-        this.path,
+      this.cut(
+        r.offset,
         `block at offset ${r.offset} needs ${len} bytes, the file has ${r.available}`,
-        HINT_CUT,
       );
     }
     const trailer = r.u32(len - 4, this.le);
@@ -497,11 +514,11 @@ export class PcapngReader extends BaseReader {
   override stats(): CaptureFileStats {
     let dropped = this.earlierDrops;
     for (const n of this.sectionDrops.values()) dropped += n;
-    return {
+    return this.withCut({
       frames: this.framesRead,
       statsBlocks: this.statsBlocks,
       dropped: this.droppedKnown ? dropped : null,
-    };
+    });
   }
 
   private iface(id: number): PcapngInterface {
@@ -583,12 +600,7 @@ export class PcapngReader extends BaseReader {
     for (;;) {
       if (!r.fill(8)) {
         if (r.available === 0) return null;
-        fail(
-          'FILE_TRUNCATED',
-          this.path,
-          `block header cut after ${r.available} bytes at offset ${r.offset}`,
-          HINT_CUT,
-        );
+        this.cut(r.offset, `block header cut after ${r.available} bytes at offset ${r.offset}`);
       }
       const type = r.u32(0, this.le);
       if (type === BT_SHB) {

@@ -33,6 +33,7 @@ import {
   openCaptureFile,
   PcapngReader,
   type CaptureFileStats,
+  type FileCut,
   type PcapngInterface,
 } from './pcap-file';
 import {
@@ -140,6 +141,9 @@ export class SummaryPcapReader implements SummaryReader {
   private fd: number | null;
   private readonly ports: Buffer;
   private readonly block: SummaryBlock;
+  /** Where the file ended inside a record, as the JS reader found it. */
+  private cutAt: FileCut | undefined;
+
   constructor(
     readonly path: string,
     private readonly addon: PcapBatchAddon,
@@ -158,7 +162,8 @@ export class SummaryPcapReader implements SummaryReader {
 
   /** What the file recorded about its capture: a classic pcap file records no drop counts. */
   stats(): CaptureFileStats {
-    return { frames: this.frame - 1, statsBlocks: 0, dropped: null };
+    const stats = { frames: this.frame - 1, statsBlocks: 0, dropped: null };
+    return this.cutAt === undefined ? stats : { ...stats, truncated: this.cutAt };
   }
 
   /** The next block of frames in file order; null at the end of the file. Throws HoptraceError. */
@@ -230,12 +235,21 @@ export class SummaryPcapReader implements SummaryReader {
     this.end = left + got;
   }
 
-  /** Throws the error the JS reader gives for this file (it stops at the same record). */
+  /**
+   * Throws the error the JS reader gives for this file (it stops at the same record), keeping
+   * where the file ends inside a record when that is the error (stats()).
+   */
   private fail(): never {
     this.close();
-    const frames = openCaptureFile(this.path).frames();
+    const js = openCaptureFile(this.path);
+    const frames = js.frames();
     let n = 0;
-    while (frames.next().done !== true) n++;
+    try {
+      while (frames.next().done !== true) n++;
+    } catch (e) {
+      this.cutAt = js.stats().truncated;
+      throw e;
+    }
     throw new Error(
       `summary-file: ${this.path}: the fast path stopped at frame ${this.frame} but the JS reader read ${n} frames without error`,
     );

@@ -263,7 +263,10 @@ for (const c of files) {
           err = e;
         }
       });
-      isTheError(t, c, err, label);
+      if (c.code === 'FILE_TRUNCATED') {
+        // Analysed up to the cut (analyze-cut.test.ts); what matters here is the memory.
+        t.equal(err, null, `${label}: analysed up to the cut`);
+      } else isTheError(t, c, err, label);
       bounded(t, m, label);
     }
   });
