@@ -27,10 +27,12 @@ export const ERRORS = {
   FILE_BAD_VERSION: 'the pcap file header has an unsupported version',
   FILE_BAD_LINKTYPE_FIELD: 'the pcap link-type field has reserved bits set',
   FILE_BAD_BLOCK:
-    'a pcapng block is malformed (bad length, option beyond the block, or bad trailer)',
-  FILE_BAD_RECORD: 'a packet record is malformed (caplen larger than the snapshot or the file)',
+    'a pcapng block is malformed (bad length or one above 16 MiB, a packet above 262144 bytes, option beyond the block, or bad trailer)',
+  FILE_BAD_RECORD:
+    "a packet record claims more captured bytes than libpcap's maximum (262144), whatever the header's snaplen",
   FILE_WRITE: 'a report or data directory hoptrace was told to write cannot be created or written',
-  FILE_TRUNCATED: 'the file ends in the middle of a record',
+  FILE_TRUNCATED:
+    'the file ends in the middle of a record; the frames before it are used (analyze names the cut)',
   // Command line.
   CLI_USAGE: 'the command line is not valid',
   CLI_BAD_POINT: 'a --point value must be NAME=FILE',

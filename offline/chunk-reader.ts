@@ -36,13 +36,15 @@ export class ChunkReader {
       this.end -= this.start;
       this.start = 0;
     }
-    if (n > this.buf.length) {
-      // A record larger than the chunk: grow once to fit it (bounded by the callers' size checks).
-      const bigger = Buffer.allocUnsafe(Math.max(n, this.buf.length * 2));
-      this.buf.copy(bigger, 0, 0, this.end);
-      this.buf = bigger;
-    }
     while (this.end < n) {
+      // A record larger than the chunk: the buffer grows only once it is full of bytes actually
+      // read, at most doubling, so a length a header claims (bounded by the callers' checks) never
+      // allocates more than twice what the file holds.
+      if (this.end === this.buf.length) {
+        const bigger = Buffer.allocUnsafe(Math.min(n, this.buf.length * 2));
+        this.buf.copy(bigger, 0, 0, this.end);
+        this.buf = bigger;
+      }
       const got = readSync(this.fd, this.buf, this.end, this.buf.length - this.end, null);
       if (got === 0) {
         this.eof = true;

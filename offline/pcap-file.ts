@@ -44,6 +44,16 @@ export interface CaptureFileStats {
    * carried either (a classic pcap file, or a pcapng writer that does not count).
    */
   dropped: number | null;
+  /** Set when the file ends inside a record (the frames before it were read): where and what. */
+  truncated?: FileCut;
+}
+
+/** Where a file ends inside a record: a capture still being written, or cut by a full disk. */
+export interface FileCut {
+  /** File offset of the record (pcapng: block) that the end of the file cuts. */
+  offset: number;
+  /** What was cut, as the FILE_TRUNCATED error says it. */
+  detail: string;
 }
 
 export interface CaptureFileReader {
@@ -62,13 +72,26 @@ export interface OpenCaptureOptions {
   chunkSize?: number;
 }
 
-const HINT_FORMAT = 'give hoptrace a pcap or pcapng file, e.g. from tcpdump -w';
-const HINT_DAMAGED = 'the file is damaged; re-capture it, or check it with tshark -r / tcpdump -r';
-const HINT_CUT = 'the capture was cut short (still being written, or the disk filled); re-copy it';
+export const HINT_FORMAT = 'give hoptrace a pcap or pcapng file, e.g. from tcpdump -w';
+export const HINT_DAMAGED =
+  'the file is damaged; re-capture it, or check it with tshark -r / tcpdump -r';
+export const HINT_CUT =
+  'the capture was cut short (still being written, or the disk filled); re-copy it';
 
-/** libpcap's largest accepted record (MAXIMUM_SNAPLEN) and our pcapng block ceiling. */
-const MAX_SNAPLEN = 262144;
-export const MAX_BLOCK = 64 * 1024 * 1024;
+/**
+ * The most captured bytes a record may claim: libpcap's MAXIMUM_SNAPLEN. libpcap refuses a record
+ * above max_snaplen_for_dlt(link type) as a bad dump file whatever snaplen the header gives (that
+ * is MAXIMUM_SNAPLEN for every link type hoptrace decodes; only D-Bus, EBHSCR and USBPcap allow
+ * more), so a header's snaplen of 0xffffffff does not raise it and no record costs more memory.
+ */
+export const MAX_SNAPLEN = 262144;
+/** The longest pcapng block read: libpcap's INITIAL_MAX_BLOCKSIZE (sf-pcapng.c), 16 MiB. */
+export const MAX_BLOCK = 16 * 1024 * 1024;
+
+/** libpcap's pcapint_adjust_snapshot: a snaplen of 0 or above the maximum means the maximum. */
+function snapshotOf(snaplen: number): number {
+  return snaplen === 0 || snaplen > MAX_SNAPLEN ? MAX_SNAPLEN : snaplen;
+}
 
 /** pcap link-type field: bits 16-25 are reserved and must be zero (libpcap LT_RESERVED1). */
 const LT_RESERVED1 = 0x03ff0000;
@@ -115,6 +138,8 @@ abstract class BaseReader {
   private closed = false;
   /** Frames yielded so far. */
   protected framesRead = 0;
+  /** Where the file ended inside a record, once it has. */
+  protected cutAt: FileCut | undefined;
   constructor(
     readonly path: string,
     private readonly fd: number,
@@ -143,8 +168,19 @@ abstract class BaseReader {
     return fail('FILE_NOT_FOUND', this.path, `read failed: ${why}`, 'check the file is readable');
   }
 
+  /** FILE_TRUNCATED: the file ends inside the record at `offset`; stats() keeps where. */
+  protected cut(offset: number, detail: string): never {
+    this.cutAt = { offset, detail };
+    return fail('FILE_TRUNCATED', this.path, detail, HINT_CUT);
+  }
+
+  /** The stats with the cut, if the file ended inside a record. */
+  protected withCut(stats: CaptureFileStats): CaptureFileStats {
+    return this.cutAt === undefined ? stats : { ...stats, truncated: this.cutAt };
+  }
+
   stats(): CaptureFileStats {
-    return { frames: this.framesRead, statsBlocks: 0, dropped: null };
+    return this.withCut({ frames: this.framesRead, statsBlocks: 0, dropped: null });
   }
 
   protected abstract read(): Generator<CaptureFrame, void, undefined>;
@@ -206,36 +242,33 @@ class PcapReader extends BaseReader {
   protected *read(): Generator<CaptureFrame, void, undefined> {
     const r = this.r;
     const le = this.le;
-    const maxCaplen = Math.max(this.snaplen, MAX_SNAPLEN);
     const unit = this.nanos ? 1n : 1000n;
     for (let index = 1; ; index++) {
       if (!r.fill(16)) {
         if (r.available === 0) return;
-        fail(
-          'FILE_TRUNCATED',
-          this.path,
+        this.cut(
+          r.offset,
           `record ${index} header cut after ${r.available} bytes at offset ${r.offset}`,
-          HINT_CUT,
         );
       }
       const sec = r.u32(0, le);
       const frac = r.u32(4, le);
       const caplen = r.u32(8, le);
       const wireLength = r.u32(12, le);
-      if (caplen > maxCaplen) {
+      // Checked before a byte of the record is buffered, so a claim never costs memory.
+      if (caplen > MAX_SNAPLEN) {
         fail(
           'FILE_BAD_RECORD',
           this.path,
-          `record ${index} at offset ${r.offset} claims ${caplen} captured bytes (snaplen ${this.snaplen})`,
+          `record ${index} at offset ${r.offset} claims ${caplen} captured bytes, above ` +
+            `libpcap's maximum of ${MAX_SNAPLEN} (the header's snaplen is ${this.snaplen})`,
           HINT_DAMAGED,
         );
       }
       if (!r.fill(16 + caplen)) {
-        fail(
-          'FILE_TRUNCATED',
-          this.path,
-          `record ${index} needs ${caplen} bytes, the file has ${r.available - 16}`,
-          HINT_CUT,
+        this.cut(
+          r.offset,
+          `record ${index} at offset ${r.offset} needs ${caplen} bytes, the file has ${r.available - 16}`,
         );
       }
       this.framesRead = index;
@@ -333,21 +366,47 @@ export class PcapngReader extends BaseReader {
 
   /** Checks the block at the cursor and buffers it whole; returns its total length. */
   private loadBlock(minLength: number): number {
+    const len = this.blockLength(minLength);
+    this.fillBlock(len);
+    return len;
+  }
+
+  /** The total length of the block at the cursor (its first 8 bytes buffered), checked. */
+  private blockLength(minLength: number): number {
+    const len = this.r.u32(4, this.le);
+    if (len > MAX_BLOCK) this.bad(`block length ${len} is above libpcap's maximum of ${MAX_BLOCK}`);
+    if (len < minLength || len % 4 !== 0) this.bad(`bad block length ${len}`);
+    return len;
+  }
+
+  /** Buffers the block at the cursor, `len` bytes, and checks its trailer. */
+  private fillBlock(len: number): void {
     const r = this.r;
-    const len = r.u32(4, this.le);
-    if (len < minLength || len % 4 !== 0 || len > MAX_BLOCK) this.bad(`bad block length ${len}`);
     if (!r.fill(len)) {
-      fail(
-        'FILE_TRUNCATED',
-        this.path,
+      this.cut(
+        r.offset,
         `block at offset ${r.offset} needs ${len} bytes, the file has ${r.available}`,
-        HINT_CUT,
       );
     }
     const trailer = r.u32(len - 4, this.le);
     if (trailer !== len)
       this.bad(`block length ${len} in the header but ${trailer} in the trailer`);
-    return len;
+  }
+
+  /**
+   * A packet block's captured length, read before the block is buffered: one above MAX_SNAPLEN
+   * is refused (libpcap refuses any above the interface's snapshot, which is at most that), so
+   * an Enhanced Packet Block never costs more than its block length allows.
+   */
+  private checkCaplen(len: number): void {
+    const r = this.r;
+    if (len < 24 || !r.fill(24)) return; // too short or cut: the block checks say so
+    const caplen = r.u32(20, this.le);
+    if (caplen > MAX_SNAPLEN) {
+      this.bad(
+        `packet ${this.framesRead + 1} claims ${caplen} captured bytes, above libpcap's maximum of ${MAX_SNAPLEN}`,
+      );
+    }
   }
 
   /**
@@ -455,11 +514,11 @@ export class PcapngReader extends BaseReader {
   override stats(): CaptureFileStats {
     let dropped = this.earlierDrops;
     for (const n of this.sectionDrops.values()) dropped += n;
-    return {
+    return this.withCut({
       frames: this.framesRead,
       statsBlocks: this.statsBlocks,
       dropped: this.droppedKnown ? dropped : null,
-    };
+    });
   }
 
   private iface(id: number): PcapngInterface {
@@ -541,19 +600,16 @@ export class PcapngReader extends BaseReader {
     for (;;) {
       if (!r.fill(8)) {
         if (r.available === 0) return null;
-        fail(
-          'FILE_TRUNCATED',
-          this.path,
-          `block header cut after ${r.available} bytes at offset ${r.offset}`,
-          HINT_CUT,
-        );
+        this.cut(r.offset, `block header cut after ${r.available} bytes at offset ${r.offset}`);
       }
       const type = r.u32(0, this.le);
       if (type === BT_SHB) {
         this.readSHB();
         continue;
       }
-      const len = this.loadBlock(12);
+      const len = this.blockLength(12);
+      if (type === BT_EPB || type === BT_PB) this.checkCaplen(len);
+      this.fillBlock(len);
       if (type === BT_IDB) {
         this.readIDB(len);
       } else if (type === BT_EPB || type === BT_PB) {
@@ -570,8 +626,8 @@ export class PcapngReader extends BaseReader {
         if (len < 16) this.bad(`simple packet block too short (${len})`);
         const iface = this.iface(0);
         const wireLength = r.u32(8, this.le);
-        let caplen = Math.min(wireLength, len - 16);
-        if (iface.snaplen > 0) caplen = Math.min(caplen, iface.snaplen);
+        // No captured length in the block: the packet's, cut at the interface's snapshot.
+        const caplen = Math.min(wireLength, len - 16, snapshotOf(iface.snaplen));
         return { iface, ifaceId: 0, ts: 0n, caplen, wireLength, at: 12, len };
       } else if (type === BT_ISB) {
         this.readISB(len);

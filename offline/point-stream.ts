@@ -2,24 +2,42 @@
  * One point's capture file as the analysis's PointStream: the native fast path (summary records
  * and the prefilters of record-scans.ts) where the addon loads, else every frame through the
  * TypeScript reader and decoder; and what the file recorded about its own capture.
+ *
+ * A file that ends inside a record (FILE_TRUNCATED: a capture still being written, a full disk)
+ * is analysed up to there, as `decode` prints the frames before the cut: the error ends the pass,
+ * and the cut goes into the point's capture health (where, and what was cut), which says so.
  */
+import { isHoptraceError } from '../common/errors';
 import { openSummaryPcap } from './summary-file';
-import type { EventContext } from '../core/decode/event';
-import type { CaptureFileStats } from './pcap-file';
-import { replayCaptureFile } from './replay';
+import { toPacketEvent, type EventContext } from '../core/decode/event';
+import { decodeFrame } from '../core/decode/frame';
+import { openCaptureFile, type CaptureFileStats } from './pcap-file';
 import { type PassPlan, type PointStream, isUsefulEvent } from '../core/report/analyze';
 import type { CaptureHealth } from '../core/report/capture-health';
 import type { PacketEvent } from '../common/event';
 import { type Scan, SelectScan, SelectFlowScan, RequestScan, LaterScan } from './record-scans';
 
+/** The file ended inside a record, after every frame before it was read. */
+function isCut(e: unknown): boolean {
+  return isHoptraceError(e) && e.code === 'FILE_TRUNCATED';
+}
+
+/** The useful events of every frame through the JS reader and decoder, up to a cut. */
 function* usefulEvents(
   file: string,
-  point: string,
+  ctx: EventContext,
   onEnd: (format: 'pcap' | 'pcapng', stats: CaptureFileStats) => void,
 ): Generator<PacketEvent> {
-  for (const ev of replayCaptureFile(file, { point, node: '', iface: 'file' }, undefined, onEnd)) {
-    if (isUsefulEvent(ev)) yield ev;
+  const reader = openCaptureFile(file);
+  try {
+    for (const f of reader.frames()) {
+      const ev = toPacketEvent(f, decodeFrame(f.linktype, f.data), ctx);
+      if (isUsefulEvent(ev)) yield ev;
+    }
+  } catch (e) {
+    if (!isCut(e)) throw e;
   }
+  onEnd(reader.format, reader.stats());
 }
 
 /**
@@ -73,6 +91,9 @@ export class FilePointStream implements PointStream {
       lost: 0,
       file: this.recorded.format,
       ...(given === undefined ? {} : { dropsGiven: true }),
+      ...(this.recorded.stats.truncated === undefined
+        ? {}
+        : { truncated: this.recorded.stats.truncated }),
     };
   }
 
@@ -104,7 +125,7 @@ export class FilePointStream implements PointStream {
       const onEnd = (format: 'pcap' | 'pcapng', stats: CaptureFileStats): void => {
         this.recorded = { format, stats };
       };
-      for (const ev of usefulEvents(this.file, this.name, onEnd)) {
+      for (const ev of usefulEvents(this.file, this.ctx, onEnd)) {
         this.count++;
         yield ev;
       }
@@ -126,13 +147,17 @@ export class FilePointStream implements PointStream {
         break;
     }
     try {
-      for (let b = reader.next(); b !== null; b = reader.next()) {
-        scan.block(b);
-        this.count = scan.count;
-        if (scan.out.length > 0) {
-          yield* scan.out;
-          scan.out.length = 0;
+      try {
+        for (let b = reader.next(); b !== null; b = reader.next()) {
+          scan.block(b);
+          this.count = scan.count;
+          if (scan.out.length > 0) {
+            yield* scan.out;
+            scan.out.length = 0;
+          }
         }
+      } catch (e) {
+        if (!isCut(e)) throw e;
       }
       yield* scan.finish();
       this.recorded = { format: reader.format, stats: reader.stats() };

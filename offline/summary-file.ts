@@ -29,10 +29,11 @@ import type { DecodeOptions } from '../core/decode/frame';
 import type { EventContext } from '../core/decode/event';
 import { loadNativeAddon, type PcapBatchAddon } from '../native/loader';
 import {
-  MAX_BLOCK,
+  MAX_SNAPLEN,
   openCaptureFile,
   PcapngReader,
   type CaptureFileStats,
+  type FileCut,
   type PcapngInterface,
 } from './pcap-file';
 import {
@@ -51,8 +52,12 @@ import {
 export const SUMMARY_CHUNK_SIZE = 2 << 20;
 /** Summary records per block: 192 KiB, so they are still in cache when the caller reads them. */
 const BLOCK_RECORDS = 1024;
-/** libpcap's largest accepted record, as pcap-file.ts bounds caplen: max(snaplen, this). */
-const MAX_SNAPLEN = 262144;
+/**
+ * The longest Enhanced Packet Block the C side takes: one holding a packet of MAX_SNAPLEN bytes
+ * and no options. A longer block goes through the JS parser, which refuses a captured length
+ * above MAX_SNAPLEN — so the C side never takes a packet the JS parser would refuse.
+ */
+const FAST_EPB_MAX = MAX_SNAPLEN + 32;
 /** 32-bit words per summary record (SUMMARY_BYTES / 4). */
 export const SUMMARY_WORDS = SUMMARY_BYTES / 4;
 
@@ -136,7 +141,8 @@ export class SummaryPcapReader implements SummaryReader {
   private fd: number | null;
   private readonly ports: Buffer;
   private readonly block: SummaryBlock;
-  private readonly maxCaplen: number;
+  /** Where the file ended inside a record, as the JS reader found it. */
+  private cutAt: FileCut | undefined;
 
   constructor(
     readonly path: string,
@@ -145,20 +151,19 @@ export class SummaryPcapReader implements SummaryReader {
     private readonly layout: number,
     /** The header's link-type field (FCS bits included), as pcap-file.ts hands it to the decoder. */
     readonly linktype: number,
-    snaplen: number,
     chunkSize: number,
     readonly decode: DecodeOptions | undefined,
   ) {
     this.fd = fd;
     this.buf = Buffer.allocUnsafe(Math.max(64, chunkSize));
-    this.maxCaplen = Math.max(snaplen, MAX_SNAPLEN);
     this.ports = summaryPortTable(decode);
     this.block = emptyBlock(this.buf, linktype);
   }
 
   /** What the file recorded about its capture: a classic pcap file records no drop counts. */
   stats(): CaptureFileStats {
-    return { frames: this.frame - 1, statsBlocks: 0, dropped: null };
+    const stats = { frames: this.frame - 1, statsBlocks: 0, dropped: null };
+    return this.cutAt === undefined ? stats : { ...stats, truncated: this.cutAt };
   }
 
   /** The next block of frames in file order; null at the end of the file. Throws HoptraceError. */
@@ -171,7 +176,7 @@ export class SummaryPcapReader implements SummaryReader {
           this.end,
           this.layout,
           this.linktype,
-          this.maxCaplen,
+          MAX_SNAPLEN,
           this.ports,
           this.block.recs,
         );
@@ -210,12 +215,13 @@ export class SummaryPcapReader implements SummaryReader {
     this.pos = 0;
     this.end = left;
     if (left === this.buf.length) {
-      // One record larger than the buffer: grow to fit it, unless the file is too short to hold
-      // it (then it is cut, and fail() reports it as the JS reader does).
+      // One record larger than the buffer: grow to fit it, unless its caplen is above the bound
+      // (summarize stops there first) or the file is too short to hold it (then it is cut); either
+      // way fail() reports it as the JS reader does. So a claim is never allocated.
       const le = this.layout === SUMMARY_LAYOUT.pcapLeUs || this.layout === SUMMARY_LAYOUT.pcapLeNs;
       const caplen = le ? this.buf.readUInt32LE(8) : this.buf.readUInt32BE(8);
       const need = 16 + caplen;
-      if (this.fileOffset + (need - left) > fstatSync(fd).size) {
+      if (caplen > MAX_SNAPLEN || this.fileOffset + (need - left) > fstatSync(fd).size) {
         this.eof = true;
         return;
       }
@@ -229,12 +235,21 @@ export class SummaryPcapReader implements SummaryReader {
     this.end = left + got;
   }
 
-  /** Throws the error the JS reader gives for this file (it stops at the same record). */
+  /**
+   * Throws the error the JS reader gives for this file (it stops at the same record), keeping
+   * where the file ends inside a record when that is the error (stats()).
+   */
   private fail(): never {
     this.close();
-    const frames = openCaptureFile(this.path).frames();
+    const js = openCaptureFile(this.path);
+    const frames = js.frames();
     let n = 0;
-    while (frames.next().done !== true) n++;
+    try {
+      while (frames.next().done !== true) n++;
+    } catch (e) {
+      this.cutAt = js.stats().truncated;
+      throw e;
+    }
     throw new Error(
       `summary-file: ${this.path}: the fast path stopped at frame ${this.frame} but the JS reader read ${n} frames without error`,
     );
@@ -325,7 +340,7 @@ export class SummaryPcapngReader implements SummaryReader {
       w.end,
       ng.littleEndian ? SUMMARY_LAYOUT.pcapngLe : SUMMARY_LAYOUT.pcapngBe,
       0,
-      MAX_BLOCK,
+      FAST_EPB_MAX,
       this.ports,
       b.recs,
       this.table.for(list),
@@ -425,7 +440,6 @@ export function openSummaryPcap(path: string, opts: SummaryPcapOptions = {}): Su
     const layout = layoutOf(magic);
     if (layout === null) throw new Error('magic changed');
     const le = layout === SUMMARY_LAYOUT.pcapLeUs || layout === SUMMARY_LAYOUT.pcapLeNs;
-    const snaplen = le ? header.readUInt32LE(16) : header.readUInt32BE(16);
     const linktype = le ? header.readUInt32LE(20) : header.readUInt32BE(20);
     return new SummaryPcapReader(
       path,
@@ -433,7 +447,6 @@ export function openSummaryPcap(path: string, opts: SummaryPcapOptions = {}): Su
       fd,
       layout,
       linktype,
-      snaplen,
       opts.chunkSize ?? SUMMARY_CHUNK_SIZE,
       opts.decode,
     );

@@ -4,26 +4,40 @@
  * pcap-file.ts) is the default: pcap-parser reads classic pcap with microsecond timestamps only
  * (no nanosecond magic, no pcapng), checks neither the version's minor number nor the link-type
  * field's reserved bits, and copies its whole pending buffer on every chunk it receives.
+ *
+ * It also trusts each record's captured length: it buffers the stream until that many bytes are
+ * there, so a record claiming 4 GiB makes it hold (and copy, chunk by chunk) the rest of the file,
+ * and a file cut inside its last record simply ends. Its `packetHeader` event comes before it
+ * buffers the record, so each header is checked there against the reader's bound (MAX_SNAPLEN:
+ * FILE_BAD_RECORD, as pcap-file.ts), and the end of the file against the records read
+ * (FILE_TRUNCATED, as pcap-file.ts).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
 import { decodeFrame, linktypeOf, type DecodeOptions } from '../../core/decode/frame';
 import { toPacketEvent, type EventContext } from '../../core/decode/event';
+import { HINT_CUT, HINT_DAMAGED, HINT_FORMAT, MAX_SNAPLEN } from '../../offline/pcap-file';
 import type { CaptureSource, CaptureSpec, CaptureStats } from './source';
 
+interface PcapParserHeader {
+  timestampSeconds: number;
+  timestampMicroseconds: number;
+  capturedLength: number;
+  originalLength: number;
+}
+
 interface PcapParserPacket {
-  header: {
-    timestampSeconds: number;
-    timestampMicroseconds: number;
-    capturedLength: number;
-    originalLength: number;
-  };
+  header: PcapParserHeader;
   data: Buffer;
 }
 
 interface PcapParser {
-  on(event: 'globalHeader', fn: (h: { linkLayerType: number }) => void): void;
+  on(
+    event: 'globalHeader',
+    fn: (h: { linkLayerType: number; snapshotLength: number }) => void,
+  ): void;
+  on(event: 'packetHeader', fn: (h: PcapParserHeader) => void): void;
   on(event: 'packet', fn: (p: PcapParserPacket) => void): void;
   on(event: 'end', fn: () => void): void;
   on(event: 'error', fn: (e: Error) => void): void;
@@ -79,6 +93,7 @@ export class PcapParserSource implements CaptureSource {
       );
     }
     this.onEnd = onEnd;
+    const size = statSync(this.path).size;
     const ctx: EventContext = {
       point: this.spec.point,
       node: this.spec.node,
@@ -86,7 +101,11 @@ export class PcapParserSource implements CaptureSource {
     };
     const maxBatch = this.opts.maxBatch ?? 256;
     let linktype = -1;
+    let snaplen = 0;
     let index = 0;
+    /** The record whose header pcap-parser read last, and where the next one starts. */
+    let pending: { index: number; offset: number; caplen: number } | null = null;
+    let offset = 24;
     let batch: PacketEvent[] = [];
     const flush = (): void => {
       if (batch.length === 0 || this.ended) return;
@@ -101,11 +120,31 @@ export class PcapParserSource implements CaptureSource {
       let opened = false;
       parser.on('globalHeader', (h) => {
         linktype = linktypeOf(h.linkLayerType);
+        snaplen = h.snapshotLength;
         opened = true;
         resolve();
       });
+      // Before pcap-parser buffers the record: refuse a claim no capture holds, as pcap-file.ts.
+      parser.on('packetHeader', (h) => {
+        if (this.ended) return;
+        pending = { index: index + 1, offset, caplen: h.capturedLength };
+        offset += 16 + h.capturedLength;
+        if (h.capturedLength <= MAX_SNAPLEN) return;
+        parser.stream.pause();
+        parser.stream.destroy();
+        flush();
+        this.finish(
+          new HoptraceError(
+            'FILE_BAD_RECORD',
+            `record ${pending.index} at offset ${pending.offset} claims ${h.capturedLength} captured ` +
+              `bytes, above libpcap's maximum of ${MAX_SNAPLEN} (the header's snaplen is ${snaplen})`,
+            { where: this.path, hint: HINT_DAMAGED },
+          ),
+        );
+      });
       parser.on('packet', (p) => {
         if (this.ended) return;
+        pending = null;
         index++;
         const tsNs =
           BigInt(p.header.timestampSeconds) * 1_000_000_000n +
@@ -133,10 +172,41 @@ export class PcapParserSource implements CaptureSource {
         this.finish(err);
       });
       parser.on('end', () => {
+        if (!opened) {
+          // Shorter than a pcap header: pcap-parser never says so, and start() would never settle.
+          this.ended = true;
+          reject(
+            new HoptraceError('FILE_TOO_SHORT', `${size} bytes, a pcap header needs 24`, {
+              where: this.path,
+              hint: HINT_FORMAT,
+            }),
+          );
+          return;
+        }
         flush();
-        this.finish(null);
+        this.finish(this.cutAtEnd(pending, index, offset, size));
       });
     });
+  }
+
+  /**
+   * FILE_TRUNCATED when the file ends inside a record (pcap-parser just stops), with the words
+   * of pcap-file.ts; null when it ends after one.
+   */
+  private cutAtEnd(
+    pending: { index: number; offset: number; caplen: number } | null,
+    records: number,
+    next: number,
+    size: number,
+  ): HoptraceError | null {
+    let detail: string;
+    if (pending !== null) {
+      const has = size - pending.offset - 16;
+      detail = `record ${pending.index} at offset ${pending.offset} needs ${pending.caplen} bytes, the file has ${has}`;
+    } else if (next < size) {
+      detail = `record ${records + 1} header cut after ${size - next} bytes at offset ${next}`;
+    } else return null;
+    return new HoptraceError('FILE_TRUNCATED', detail, { where: this.path, hint: HINT_CUT });
   }
 
   private finish(err: HoptraceError | null): void {

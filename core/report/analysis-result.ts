@@ -69,6 +69,11 @@ export interface CaptureHealth {
    * tcpdump printed when it stopped), not recorded in the file.
    */
   dropsGiven?: boolean;
+  /**
+   * A capture file that ends inside a record: the file offset of that record and what was cut
+   * (the FILE_TRUNCATED detail). `packets` are the frames before it, which the analysis used.
+   */
+  truncated?: { offset: number; detail: string };
   /** The target came from a stale pod list (session.ts PointRecord.targetNote). */
   targetNote?: string;
 }

@@ -43,7 +43,8 @@ function fileLossPhrase(
 }
 
 /**
- * Cautions for the reader: each point that did not see the request, or saw it but not the reply
+ * Cautions for the reader: each capture file that ends inside a record (whatever it held after
+ * the cut is unknown); each point that did not see the request, or saw it but not the reply
  * although the backend saw the request, while its capture lost packets, cannot count them, or never
  * confirmed it ran; and each point that did not see the request while its `namespace/pod` target
  * came from an old pod list. Points without a status (a file no pass read to the end) are skipped.
@@ -55,6 +56,12 @@ export function healthCaveats(points: PointSummary[], health: CaptureHealth[]): 
   for (const p of points) {
     const h = health.find((x) => x.point === p.name);
     if (h === undefined) continue;
+    if (h.truncated !== undefined) {
+      out.push(
+        `${p.name}: ${h.iface} ends inside a record (${h.truncated.detail}): the verdict uses ` +
+          `the ${h.packets} frames before it; whatever the capture held after them is not in the file`,
+      );
+    }
     if (!p.seenRequest && h.targetNote !== undefined) {
       out.push(
         `${p.name} did not see the request, and its target was taken from an old pod list ` +

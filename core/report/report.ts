@@ -143,7 +143,9 @@ function fileHealthSection(health: CaptureHealth[]): string[] {
       h.point,
       h.iface,
       h.file ?? '?',
-      String(h.packets),
+      h.truncated === undefined
+        ? String(h.packets)
+        : `${h.packets} (the file ends inside a record at byte ${h.truncated.offset})`,
       h.kernelDrops === null
         ? 'not recorded'
         : `${h.kernelDrops}${h.dropsGiven === true ? ' (given)' : ''}`,

@@ -149,7 +149,7 @@ void t.test('hand-made files: chunk ends, byte orders, big records, broken recor
     for (const cut of [24 + 16 + 50, Math.floor(file.length / 2) + 3, file.length - 1]) {
       cases.push({ name: `cut at ${cut}`, bytes: file.subarray(0, cut) });
     }
-    // A record claiming more than the bound (max(snaplen, 262144)) in the middle of the file.
+    // A record claiming more than the bound (262144, libpcap's maximum) in the middle of the file.
     {
       const { recs } = records(file);
       let at = 24;
@@ -158,15 +158,15 @@ void t.test('hand-made files: chunk ends, byte orders, big records, broken recor
       bad.writeUInt32LE(300000, at + 8);
       cases.push({ name: 'caplen above the bound', bytes: bad });
     }
-    // Big records (snaplen raised): larger than the chunk, so the buffer must grow; plus one
-    // above the raised bound, and a big record cut by the end of the file.
+    // Big records (snaplen raised): larger than the small chunks, so the buffer must grow; plus
+    // one above 262144, which a raised snaplen does not allow, and a big record cut by the end.
     {
       const { recs } = records(file);
       const h = Buffer.from(file.subarray(0, 24));
       h.writeUInt32LE(1 << 20, 16);
       const parts: Buffer[] = [h];
       recs.slice(0, 40).forEach((r, i) => {
-        const data = i % 7 === 3 ? Buffer.concat([r.data, Buffer.alloc(300000 + i, 0x41)]) : r.data;
+        const data = i % 7 === 3 ? Buffer.concat([r.data, Buffer.alloc(200000 + i, 0x41)]) : r.data;
         const rh = Buffer.alloc(16);
         rh.writeUInt32LE(r.hdr[0]!, 0);
         rh.writeUInt32LE(r.hdr[1]!, 4);
@@ -176,10 +176,10 @@ void t.test('hand-made files: chunk ends, byte orders, big records, broken recor
       });
       const big = Buffer.concat(parts);
       cases.push({ name: 'records above the chunk size', bytes: big });
-      cases.push({ name: 'big record cut', bytes: big.subarray(0, big.length - 200000) });
+      cases.push({ name: 'big record cut', bytes: big.subarray(0, big.length - 150000) });
       const over = Buffer.from(big);
-      over.writeUInt32LE((1 << 20) + 1, 24 + 8);
-      cases.push({ name: 'caplen above a raised snaplen', bytes: over });
+      over.writeUInt32LE(262145, 24 + 8);
+      cases.push({ name: 'caplen above 262144 under a raised snaplen', bytes: over });
     }
     let taken = 0;
     for (const c of cases) {
