@@ -184,7 +184,10 @@ void t.test('30,000 connections at each point are matched on the worker', async 
   const n = sessions.analysisCounts();
   t.equal(v.state, 'cancelled');
   t.ok(v.verdict !== null, `a verdict: ${v.verdict?.layer ?? ''}`);
-  t.ok(n.offThread > 0, `${n.offThread} analyses on the worker (${v.state} ${v.finalReason ?? ''})`);
+  t.ok(
+    n.offThread > 0,
+    `${n.offThread} analyses on the worker (${v.state} ${v.finalReason ?? ''})`,
+  );
   // Only analyses of the capture while it was small (< 20,000 events) ran on the loop.
   t.ok(n.onLoop <= 20, `${n.onLoop} analyses on the loop, all before it grew large`);
 });
