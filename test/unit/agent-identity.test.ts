@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { CollectorLink } from '../../agent/link/collector-link';
+import { parseAgentArgs } from '../../cli/agent';
+import { parseCollectorArgs } from '../../cli/collector';
 import { startCollector } from '../../collector/main';
 import { loadToken } from '../../common/auth';
 import type { HoptraceError } from '../../common/errors';
@@ -511,3 +513,66 @@ void t.test(
     t.equal(store.get('full-1'), MAX_SEQ, 'the old id is left as it was');
   },
 );
+
+void t.test('the identity flags: mistakes are coded usage errors', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-idflags-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const tok = join(dir, 'token');
+  writeFileSync(tok, `${TOKEN}\n`);
+  const nodes = join(dir, 'nodes');
+  writeFileSync(nodes, `node-a ${TOKEN_A}\n`);
+  const env = {};
+  const code = (f: () => unknown): string => {
+    try {
+      f();
+      return 'accepted';
+    } catch (e) {
+      return isHoptraceError(e) ? `${e.code} ${e.where ?? ''}` : String(e);
+    }
+  };
+  t.equal(
+    code(() => parseCollectorArgs(['--token-file', tok, '--token-review-audience', 'x'], env)),
+    'CLI_USAGE --token-review-audience',
+  );
+  t.equal(
+    code(() =>
+      parseCollectorArgs(
+        ['--token-file', tok, '--token-review', '--agent-service-account', 'x'],
+        env,
+      ),
+    ),
+    'CLI_USAGE --agent-service-account',
+  );
+  t.equal(
+    code(() => parseCollectorArgs(['--token-file', tok, '--agent-tokens', tok], env)),
+    `AUTH_NO_TOKEN ${tok}`,
+    'a shared token file is not a node token file',
+  );
+  const ok = parseCollectorArgs(['--token-file', tok, '--agent-tokens', nodes], env);
+  t.same([...(ok.agentAuth?.nodeTokens ?? [])], [['node-a', TOKEN_A]]);
+  t.equal(
+    code(() => parseAgentArgs(['--collector', 'wss://c:7070/v1/agents', '--cert', tok], env)),
+    'CLI_USAGE hoptrace agent',
+    '--cert without --key',
+  );
+  await t.rejects(
+    startCollector({
+      dataDir: join(dir, 'data'),
+      tokens: [TOKEN],
+      agentAuth: { clientCa: 'x' },
+      logLevel: 'silent',
+    }),
+    { code: 'CLI_USAGE', where: '--client-ca' },
+  );
+  await t.rejects(
+    startCollector({
+      dataDir: join(dir, 'data'),
+      tokens: [TOKEN],
+      agentAuth: { tokenReview: {} },
+      logLevel: 'silent',
+    }),
+    { code: 'CLI_USAGE', where: '--token-review' },
+  );
+});
