@@ -15,6 +15,7 @@ declare -A NEED_CMD=(
   [curl]=curl
   [ping]=iputils-ping
   [nsenter]=util-linux
+  [setpriv]=util-linux
   [openssl]=openssl
 )
 missing=()
