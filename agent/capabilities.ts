@@ -129,13 +129,16 @@ export function notPermitted(
 }
 
 /**
- * nsenter's own refusals, from its stderr: setns refused (EPERM: no CAP_SYS_ADMIN) or the
- * namespace file refused (EACCES on /proc/PID/ns/net: no CAP_SYS_PTRACE). Null for anything else.
+ * nsenter's own refusals, from its stderr: setns refused (EPERM: no CAP_SYS_ADMIN, or a seccomp
+ * profile answering EPERM as Docker's and containerd's do; ENOSYS: a profile answering ENOSYS as
+ * containers/common's — CRI-O, Podman — does) or the namespace file refused (EACCES on
+ * /proc/PID/ns/net: no CAP_SYS_PTRACE). Null for anything else.
  */
 export function nsenterRefusal(stderr: string, where: string): HoptraceError | null {
-  const setns = /nsenter: reassociate to namespace '[^']*' failed: Operation not permitted/.exec(
-    stderr,
-  );
+  const setns =
+    /nsenter: reassociate to namespace '[^']*' failed: (?:Operation not permitted|Function not implemented)/.exec(
+      stderr,
+    );
   if (setns !== null) return notPermitted('SYS_ADMIN', setns[0], where);
   const open = /nsenter: cannot open \S+: Permission denied/.exec(stderr);
   if (open !== null) return notPermitted('SYS_PTRACE', open[0], where);
