@@ -44,7 +44,8 @@ COPY --from=build /src/proto proto
 # Empty when the native addon did not build (the agent uses cap then).
 COPY --from=build /src/native/pcap-batch/build/Release native/pcap-batch/build/Release
 COPY bin bin
-# Root by default because the agent must be (nsenter, raw capture); the collector's manifest runs
-# it as the image's unprivileged `node` user (uid 1000) with a read-only root filesystem.
+# Root by default because the agent runs as uid 0 (with only NET_RAW, NET_ADMIN, SYS_ADMIN and
+# SYS_PTRACE: deploy/base/agent.yaml); the collector's manifest runs it as the image's unprivileged
+# `node` user (uid 1000) with no capabilities. Both with a read-only root filesystem.
 ENTRYPOINT ["node", "/app/bin/hoptrace"]
 CMD ["help"]

@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import pino from 'pino';
+import { missingCapabilities } from './capabilities';
 import { NsCapture } from './capture/ns-capture';
 import { CollectorLink, type LinkStats } from './link/collector-link';
 import {
@@ -18,7 +19,7 @@ import {
 import { resolveTarget } from './netns/resolve';
 import { answerRequest } from './doctor/serve';
 import { AgentRuntime, buildHello } from './runtime';
-import type { HoptraceError } from '../common/errors';
+import { isHoptraceError, type HoptraceError } from '../common/errors';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -63,6 +64,13 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   const newId = (): string => `${node}-${randomBytes(3).toString('hex')}`;
   let agentId = opts.agentId ?? newId();
   const scope = opts.scope ?? {};
+  // Said once at start, so a DaemonSet without one of them names it before any capture fails.
+  for (const c of missingCapabilities() ?? []) {
+    log.error(
+      { code: 'AGENT_NOT_PERMITTED', capability: `CAP_${c.name}` },
+      `the agent lacks CAP_${c.name} (${c.usedFor}): ${c.without}`,
+    );
+  }
   let nodeAddrs: string[] = [];
   let namespaces: NamespaceInfo[] = [];
   let onChange = (): void => undefined;
@@ -76,7 +84,10 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       if (JSON.stringify([nodeAddrs, namespaces]) !== before) onChange();
     } catch (e) {
       log.warn(
-        { code: 'NETNS_QUERY_FAILED', err: e instanceof Error ? e.message : String(e) },
+        {
+          code: isHoptraceError(e) ? e.code : 'NETNS_QUERY_FAILED',
+          err: e instanceof Error ? e.message : String(e),
+        },
         'inventory refresh failed',
       );
     }

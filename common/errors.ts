@@ -52,6 +52,8 @@ export const ERRORS = {
   TARGET_NOT_FOUND: 'no network namespace matches the capture target',
   TARGET_AMBIGUOUS: 'several network namespaces hold the target pod IP',
   NETNS_QUERY_FAILED: 'listing the interfaces and addresses of a network namespace failed',
+  AGENT_NOT_PERMITTED:
+    'the kernel refused the agent an operation: a Linux capability it lacks (CAP_SYS_ADMIN to enter a namespace, CAP_SYS_PTRACE to open the namespace file of another process), or a seccomp or LSM policy',
   // Collector API, sessions and data directory (collector/http.ts, sessions.ts, store.ts).
   API_BAD_REQUEST: 'the HTTP request (body, parameter or method) is not valid for this endpoint',
   API_UNAUTHORIZED: 'the API request carries no bearer token or a wrong one',

@@ -6,10 +6,16 @@
  * and the lab's namespace names do not split into the two nodes with one such pattern. So each
  * node gets a view directory of symlinks to its namespaces — what `/run/netns` holds on a real
  * node — and its agent scans only that (`--no-proc-scan`: no process's namespace either).
+ *
+ * Each agent runs as the DaemonSet runs it: uid 0 with only the agent's capabilities
+ * (agent/capabilities.ts) and no_new_privs, through setpriv (util-linux). The bounding set is what
+ * holds for its children: a uid-0 exec gets its bounding set as permitted and effective set, so
+ * nsenter, the capture workers, iptables-save and conntrack get no more than the agent.
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { AGENT_CAPABILITIES } from '../agent';
 import { collect, stopChild } from './child';
 import { CLI_MAIN, waitAgents, type LiveCollector } from './live-collector';
 import { spawnTracked } from './live-procs';
@@ -62,6 +68,31 @@ export interface AgentStartOptions {
   agentId?: string;
   /** `--refresh-ms`: how often the agent re-reads its namespaces (default: the agent's 5 s). */
   refreshMs?: number;
+  /**
+   * The capabilities it runs with, as Kubernetes names them (default: the agent's, the
+   * DaemonSet's `capabilities.add`); every other one is dropped.
+   */
+  capabilities?: readonly string[];
+}
+
+/** The agent's capabilities by name (`NET_RAW`, …), what deploy/base/agent.yaml adds. */
+export const AGENT_CAPABILITY_NAMES: readonly string[] = AGENT_CAPABILITIES.map((c) => c.name);
+
+/**
+ * `setpriv` arguments that leave a uid-0 process only `caps` (inheritable, ambient and bounding
+ * sets; permitted and effective follow from the bounding set at exec) and set no_new_privs, like
+ * `capabilities: {drop: [ALL], add: caps}` and `allowPrivilegeEscalation: false`.
+ */
+export function setprivArgs(caps: readonly string[]): string[] {
+  const list = ['-all', ...caps.map((c) => `+${c.toLowerCase()}`)].join(',');
+  return [
+    'setpriv',
+    `--inh-caps=${list}`,
+    `--ambient-caps=${list}`,
+    `--bounding-set=${list}`,
+    '--no-new-privs',
+    '--',
+  ];
 }
 
 /** The view directory of node `node` under `viewRoot` (what `/run/netns` is on a real node). */
@@ -118,6 +149,7 @@ export function startAgent(
       ...(opts.refreshMs === undefined ? [] : ['--refresh-ms', String(opts.refreshMs)]),
     ],
     agentEnv(),
+    setprivArgs(opts.capabilities ?? AGENT_CAPABILITY_NAMES),
   );
   const out = collect(child.stdout);
   const err = collect(child.stderr);

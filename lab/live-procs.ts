@@ -43,10 +43,19 @@ function hook(): void {
   process.on('SIGTERM', onSignal);
 }
 
-/** Starts `node args` in the host namespace, killed when this process ends. */
-export function spawnTracked(args: readonly string[], env?: NodeJS.ProcessEnv): ChildProcess {
+/**
+ * Starts `node args` in the host namespace, killed when this process ends. With `wrap` (a command
+ * that execs its arguments, such as setpriv) the child is `wrap… node args`: same PID, since the
+ * wrapper replaces itself with node.
+ */
+export function spawnTracked(
+  args: readonly string[],
+  env?: NodeJS.ProcessEnv,
+  wrap: readonly string[] = [],
+): ChildProcess {
   hook();
-  const child = spawn(process.execPath, args, {
+  const [file, ...argv] = [...wrap, process.execPath, ...args] as [string, ...string[]];
+  const child = spawn(file, argv, {
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(env === undefined ? {} : { env }),
   });

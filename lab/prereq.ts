@@ -18,6 +18,8 @@ export const LAB_TOOLS: readonly { tool: string; pkg: string }[] = [
   { tool: 'tcpdump', pkg: 'tcpdump' },
   { tool: 'socat', pkg: 'socat' },
   { tool: 'nsenter', pkg: 'util-linux' },
+  // The live lab's agents run with only their capabilities (lab/live-agents.ts).
+  { tool: 'setpriv', pkg: 'util-linux' },
   { tool: 'curl', pkg: 'curl' },
   { tool: 'ping', pkg: 'iputils-ping' },
 ];

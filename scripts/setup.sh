@@ -15,6 +15,7 @@ declare -A NEED_CMD=(
   [curl]=curl
   [ping]=iputils-ping
   [nsenter]=util-linux
+  [setpriv]=util-linux
   [openssl]=openssl
 )
 missing=()
@@ -39,8 +40,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# npm dependencies: install when absent or older than the lock file.
-if [ ! -e node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+# npm dependencies: install when absent or older than the lock file. A node_modules that is a
+# symlink is someone else's install (a worktree sharing its checkout's): `npm ci` would empty it
+# under everyone using it, so it is left alone with a word.
+if [ -L node_modules ]; then
+  echo "setup: node_modules is a symlink to $(readlink node_modules); not reinstalling a shared install" >&2
+elif [ ! -e node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "setup: installing npm dependencies (npm ci)" >&2
   npm ci --no-audit --no-fund >&2
 fi

@@ -50,7 +50,7 @@ export function openFailed(
   return new HoptraceError('CAPTURE_OPEN_FAILED', `libpcap: ${libpcapMessage}`, {
     where: `${where} interface ${spec.iface}`,
     hint: /permission|not permitted/i.test(libpcapMessage)
-      ? 'capturing needs root or CAP_NET_RAW + CAP_NET_ADMIN'
+      ? "opening a packet socket needs CAP_NET_RAW: add NET_RAW to the agent container's securityContext.capabilities (deploy/base/agent.yaml)"
       : 'check the interface is up and usable with tcpdump -i',
   });
 }

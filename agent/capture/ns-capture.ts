@@ -19,6 +19,7 @@ import { ERRORS, HoptraceError, type ErrorCode } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
 import type { EncodedEvents } from '../../common/wire';
 import { loadNativeAddon, type PcapSharedRing } from '../../native/loader';
+import { nsenterRefusal } from '../capabilities';
 import { EventsWireEncoder, parseSummaryFrame } from './summary-wire';
 import {
   EventBatcher,
@@ -416,6 +417,9 @@ export class NsCapture implements CaptureSource {
       }
     }
     const how = signal !== null ? `signal ${signal}` : `exit code ${String(code)}`;
+    // nsenter itself refused (before the worker ran): a capability the agent lacks.
+    const refused = nsenterRefusal(this.stderrTail, this.where);
+    if (refused !== null) return refused;
     if (signal === 'SIGABRT' || /Assertion .status == 0. failed/.test(this.stderrTail)) {
       // cap 0.2.1 asserts in its poll callback when libpcap's socket reports an error, which is
       // what an interface removed under the capture looks like (measured on these machines).

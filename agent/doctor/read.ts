@@ -16,6 +16,7 @@ import type {
   NamespaceFacts,
   RouteLookup,
 } from '../../common/wire';
+import { missingCapabilities, notPermitted, nsenterRefusal } from '../capabilities';
 import { namespaceAddresses, type NetnsScope } from '../netns/addresses';
 import { resolveTarget } from '../netns/resolve';
 import { matchFlow, parseConntrackOutput } from '../../core/doctor/conntrack';
@@ -32,14 +33,55 @@ export interface ReadContext {
   scope?: NetnsScope | undefined;
 }
 
-/** Runs `file args` in `netns` (undefined = here); resolves stdout, rejects with stderr. */
+/** Tools that read netfilter through nfnetlink (CAP_NET_ADMIN) or, legacy, a raw socket too. */
+const NETFILTER_TOOLS = new Set([
+  'iptables-save',
+  'ip6tables-save',
+  'iptables-legacy-save',
+  'ip6tables-legacy-save',
+  'nft',
+  'conntrack',
+]);
+
+/** The tools' own words for EPERM/EACCES ("Permission denied (you must be root)", …). */
+const REFUSED = /you must be root|Operation not permitted|Permission denied/;
+
+/**
+ * Why `file` was refused, when it was: nsenter's refusal (CAP_SYS_ADMIN, CAP_SYS_PTRACE), or a
+ * netfilter read without CAP_NET_ADMIN (legacy iptables: CAP_NET_RAW first, for its raw socket).
+ */
+function refusal(
+  command: string,
+  file: string,
+  stderr: string,
+  where: string,
+): HoptraceError | null {
+  const ns = nsenterRefusal(stderr, where);
+  if (ns !== null) return ns;
+  if (!NETFILTER_TOOLS.has(file) || !REFUSED.test(stderr)) return null;
+  const lacking = missingCapabilities()?.map((c) => c.name) ?? [];
+  const cap = file.includes('legacy') && lacking.includes('NET_RAW') ? 'NET_RAW' : 'NET_ADMIN';
+  return notPermitted(cap, `${command}: ${stderr.split('\n')[0] ?? stderr}`, where);
+}
+
+/**
+ * Runs `file args` in `netns` (undefined = here); resolves stdout, rejects with stderr, or with
+ * AGENT_NOT_PERMITTED when the kernel refused it.
+ */
 function runIn(netns: string | undefined, file: string, args: string[]): Promise<string> {
   const [f, a] =
     netns === undefined ? [file, args] : ['nsenter', [`--net=${netns}`, '--', file, ...args]];
+  const command = `${file} ${args.join(' ')}`;
   return new Promise((resolve, reject) => {
     execFile(f, a, { timeout: 10_000, maxBuffer: 32 * 1024 * 1024 }, (err, stdout, stderr) => {
       if (err === null) resolve(stdout);
-      else reject(new Error(`${file} ${args.join(' ')}: ${stderr.trim() || err.message}`));
+      else {
+        const text = stderr.trim() || err.message;
+        reject(
+          refusal(command, file, text, netns ?? '(agent namespace)') ??
+            new Error(`${command}: ${text}`),
+        );
+      }
     });
   });
 }
@@ -210,9 +252,10 @@ export async function readConntrack(
   try {
     out = await runIn(netns, 'conntrack', ['-L', '-p', 'tcp']);
   } catch (e) {
+    if (isHoptraceError(e)) throw e;
     throw new HoptraceError('CONNTRACK_READ_FAILED', e instanceof Error ? e.message : String(e), {
       where: `${ctx.node}/${t.name}`,
-      hint: 'the agent needs root and conntrack-tools; nf_conntrack must be loaded',
+      hint: 'the agent needs CAP_NET_ADMIN and conntrack-tools; nf_conntrack must be loaded',
     });
   }
   const where = { name: t.name, netns: netns ?? '(agent namespace)', node: ctx.node };

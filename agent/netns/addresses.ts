@@ -6,6 +6,7 @@ import { execFile } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { dirname, basename } from 'node:path';
 import { HoptraceError } from '../../common/errors';
+import { nsenterRefusal } from '../capabilities';
 
 /** Which namespaces an agent owns. Several lab agents on one host each scan their own prefix. */
 export interface NetnsScope {
@@ -142,13 +143,14 @@ export async function namespaceAddresses(
         : await run('nsenter', [`--net=${netnsPath}`, '--', 'ip', ...args]);
     return parseIpAddrJson(out);
   } catch (e) {
-    throw new HoptraceError(
-      'NETNS_QUERY_FAILED',
-      `ip -j addr show failed: ${e instanceof Error ? e.message : String(e)}`,
-      {
-        where: netnsPath ?? 'agent namespace',
-        hint: 'the agent needs root, iproute2 and nsenter (util-linux); the namespace may be gone',
-      },
+    const message = e instanceof Error ? e.message : String(e);
+    const where = netnsPath ?? 'agent namespace';
+    throw (
+      nsenterRefusal(message, where) ??
+      new HoptraceError('NETNS_QUERY_FAILED', `ip -j addr show failed: ${message}`, {
+        where,
+        hint: 'the agent needs iproute2 and nsenter (util-linux); the namespace may be gone',
+      })
     );
   }
 }
@@ -162,18 +164,34 @@ export async function nodeAddresses(nodeNetns?: string): Promise<string[]> {
   return (await namespaceAddresses(nodeNetns)).addresses;
 }
 
-/** Every namespace in scope with its interfaces and addresses. Namespaces that vanish meanwhile are left out. */
-export async function namespaceInventory(scope: NetnsScope = {}): Promise<NamespaceInfo[]> {
+/** The namespaces in scope as read: those read, and those that could not be (with why). */
+export interface InventoryRead {
+  namespaces: NamespaceInfo[];
+  unreadable: { path: string; error: HoptraceError }[];
+}
+
+/** Every namespace in scope with its interfaces and addresses, and the ones that failed. */
+export async function readInventory(scope: NetnsScope = {}): Promise<InventoryRead> {
   const files = scanNamespaces(scope);
-  const infos = await Promise.all(
-    files.map(async (f) => {
+  const out: InventoryRead = { namespaces: [], unreadable: [] };
+  const reads = await Promise.all(
+    files.map(async (f): Promise<NamespaceInfo | HoptraceError> => {
       try {
         const a = await namespaceAddresses(f.path);
         return { path: f.path, inode: f.inode, addresses: a.addresses, ifaces: a.ifaces };
-      } catch {
-        return null;
+      } catch (e) {
+        return e as HoptraceError;
       }
     }),
   );
-  return infos.filter((i): i is NamespaceInfo => i !== null);
+  reads.forEach((r, i) => {
+    if (r instanceof HoptraceError) out.unreadable.push({ path: files[i]?.path ?? '', error: r });
+    else out.namespaces.push(r);
+  });
+  return out;
+}
+
+/** Every namespace in scope with its interfaces and addresses. Namespaces that vanish meanwhile are left out. */
+export async function namespaceInventory(scope: NetnsScope = {}): Promise<NamespaceInfo[]> {
+  return (await readInventory(scope)).namespaces;
 }

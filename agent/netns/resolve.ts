@@ -5,7 +5,13 @@
 import { statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { HoptraceError } from '../../common/errors';
-import { namespaceInventory, type NamespaceInfo, type NetnsScope } from './addresses';
+import { notPermitted } from '../capabilities';
+import {
+  readInventory,
+  type InventoryRead,
+  type NamespaceInfo,
+  type NetnsScope,
+} from './addresses';
 
 /** A parsed target. */
 export type Target =
@@ -51,13 +57,25 @@ export function sameAddress(a: string, b: string): boolean {
   return expandIPv6(canonical(a)) === expandIPv6(canonical(b));
 }
 
+/**
+ * The namespace file's identity; null when it does not exist. A file that exists but is refused
+ * (EACCES: /proc/PID/ns/net of a process the agent may not inspect) is AGENT_NOT_PERMITTED,
+ * not "not found".
+ */
 function statNs(path: string, via: Target['kind']): ResolvedTarget | null {
   try {
     const st = statSync(path);
     return { path, dev: st.dev, inode: st.ino, via };
-  } catch {
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EACCES')
+      throw notPermitted('SYS_PTRACE', `cannot open ${path} (EACCES)`, path);
     return null;
   }
+}
+
+/** Where a scope searches, in words. */
+function searchedIn(scope: NetnsScope): string {
+  return `${scope.netnsGlob ?? '/run/netns/*'}${(scope.scanProc ?? true) ? ' and /proc/*/ns/net' : ''}`;
 }
 
 /** Injection points for tests. */
@@ -95,12 +113,29 @@ export async function resolveTarget(
       return r;
     }
     case 'ip': {
-      const inv = await (deps.inventory ?? namespaceInventory)(scope);
+      const read: InventoryRead =
+        deps.inventory === undefined
+          ? await readInventory(scope)
+          : { namespaces: await deps.inventory(scope), unreadable: [] };
+      const inv = read.namespaces;
       const hits = inv.filter((n) => n.addresses.some((a) => sameAddress(a, t.ip)));
       // One namespace can be reached by several files; identical inodes are one namespace.
       const unique = [...new Map(hits.map((h) => [h.inode, h])).values()];
-      const searched = `${scope.netnsGlob ?? '/run/netns/*'}${(scope.scanProc ?? true) ? ' and /proc/*/ns/net' : ''}`;
+      const searched = searchedIn(scope);
       const first = unique[0];
+      // Not found because the kernel refused the agent its namespaces: say that, not "not found".
+      const refused = read.unreadable.filter((u) => u.error.code === 'AGENT_NOT_PERMITTED');
+      const why = refused[0]?.error;
+      if (first === undefined && why !== undefined) {
+        throw new HoptraceError(
+          'AGENT_NOT_PERMITTED',
+          `${t.ip} is in none of the ${inv.length} namespaces read; ${refused.length} of ${inv.length + read.unreadable.length} could not be entered (${why.detail})`,
+          {
+            where: why.where ?? searchedIn(scope),
+            ...(why.hint === undefined ? {} : { hint: why.hint }),
+          },
+        );
+      }
       if (first === undefined) {
         throw new HoptraceError(
           'TARGET_NOT_FOUND',

@@ -233,7 +233,7 @@ function apiError(k8s: typeof K8s, e: unknown, what: string, server: string): Ho
     if (code === 401 || code === 403) {
       return new HoptraceError('K8S_FORBIDDEN', `${what}: HTTP ${code}`, {
         where: server,
-        hint: 'apply deploy/rbac.yaml (the collector needs get/list/watch on pods and nodes), or check the kubeconfig credentials',
+        hint: 'apply deploy/base/rbac.yaml (the collector needs get/list/watch on pods and nodes), or check the kubeconfig credentials',
       });
     }
     if (code === 404)

@@ -1,19 +1,24 @@
 /**
  * deploy/: every manifest parses and validates offline against the Kubernetes OpenAPI schemas
  * (kubernetes-models: types, required fields, enums; unknown fields are not flagged), plus what
- * hoptrace needs of them: a privileged agent on the host network and PIDs, least-privilege RBAC
- * (delete only on pods, only in the opt-in file), the agent's --collector URL matching the Service,
- * and the token Secret referenced by both.
+ * hoptrace needs of them: an agent on the host network and PIDs that is not privileged and holds
+ * exactly the capabilities agent/capabilities.ts and the README document (the privileged form
+ * only in its overlay), least-privilege RBAC (delete only on pods, only in the opt-in file), TLS
+ * between agents and collector (wss:// to the Service, the CA and the certificate from one
+ * Secret), and the token Secret referenced by both. Kustomizations are checked as kustomize reads
+ * them: files that exist, no overlay inside the directory it builds on.
  */
 import { readdirSync, readFileSync, statSync, existsSync } from 'node:fs';
-import { join, relative, dirname } from 'node:path';
+import { join, relative, dirname, resolve, sep } from 'node:path';
 import t from 'tap';
 import { parseAllDocuments } from 'yaml';
 import * as appsV1 from 'kubernetes-models/apps/v1';
 import * as rbacV1 from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import * as coreV1 from 'kubernetes-models/v1';
+import { AGENT_CAPABILITIES } from '../../agent/capabilities';
 
-const DEPLOY = join(__dirname, '..', '..', '..', 'deploy');
+const ROOT = join(__dirname, '..', '..', '..');
+const DEPLOY = join(ROOT, 'deploy');
 
 interface Obj {
   apiVersion: string;
@@ -81,18 +86,33 @@ interface PodSpec {
   automountServiceAccountToken?: boolean;
   serviceAccountName?: string;
   securityContext?: { runAsNonRoot?: boolean };
-  containers: {
-    args?: string[];
-    env?: { name: string }[];
-    ports?: { name?: string; containerPort: number }[];
-    securityContext?: {
-      privileged?: boolean;
-      runAsNonRoot?: boolean;
-      readOnlyRootFilesystem?: boolean;
-    };
-    volumeMounts?: { name: string; mountPath: string; mountPropagation?: string }[];
+  containers: Container[];
+  volumes?: {
+    name: string;
+    secret?: { secretName: string; items?: { key: string; path: string }[] };
+    hostPath?: { path: string };
   }[];
-  volumes?: { name: string; secret?: { secretName: string }; hostPath?: { path: string } }[];
+}
+interface Probe {
+  httpGet?: { path?: string; port?: string | number; scheme?: string };
+}
+interface Container {
+  name: string;
+  args?: string[];
+  env?: { name: string }[];
+  ports?: { name?: string; containerPort: number }[];
+  readinessProbe?: Probe;
+  livenessProbe?: Probe;
+  securityContext?: {
+    privileged?: boolean;
+    allowPrivilegeEscalation?: boolean;
+    runAsUser?: number;
+    runAsNonRoot?: boolean;
+    readOnlyRootFilesystem?: boolean;
+    capabilities?: { add?: string[]; drop?: string[] } | null;
+    seccompProfile?: { type: string } | null;
+  };
+  volumeMounts?: { name: string; mountPath: string; mountPropagation?: string }[];
 }
 const podSpec = (o: Obj): PodSpec =>
   (o as unknown as { spec: { template: { spec: PodSpec } } }).spec.template.spec;
@@ -133,18 +153,28 @@ void t.test('every manifest validates against the Kubernetes schemas', (t) => {
 });
 
 void t.test(
-  'kustomizations name files that exist; the patch targets the collector data volume',
+  'kustomizations name files that exist, no overlay sits inside its base; the patches fit',
   (t) => {
     for (const k of files.filter(isKustomization)) {
       const doc = load(k)[0] as unknown as { resources?: string[]; patches?: { path: string }[] };
-      for (const r of [...(doc.resources ?? []), ...(doc.patches ?? []).map((p) => p.path)])
-        t.ok(existsSync(join(dirname(k), r)), `${relative(DEPLOY, k)}: ${r} exists`);
+      for (const r of [...(doc.resources ?? []), ...(doc.patches ?? []).map((p) => p.path)]) {
+        const target = resolve(dirname(k), r);
+        t.ok(existsSync(target), `${relative(DEPLOY, k)}: ${r} exists`);
+        // kustomize: "cycle detected: candidate root … contains visited root …".
+        if (existsSync(target) && statSync(target).isDirectory())
+          t.notOk(
+            `${dirname(k)}${sep}`.startsWith(`${target}${sep}`),
+            `${relative(DEPLOY, k)}: ${r} is not a directory the kustomization lies in`,
+          );
+      }
     }
-    const base = load(join(DEPLOY, 'kustomization.yaml'))[0] as unknown as { resources: string[] };
-    t.notOk(
-      base.resources.some((r) => r.includes('secret') || r.includes('optional')),
-      'the base applies no secret and no opt-in',
-    );
+    for (const k of ['kustomization.yaml', join('base', 'kustomization.yaml')]) {
+      const base = load(join(DEPLOY, k))[0] as unknown as { resources: string[] };
+      t.notOk(
+        base.resources.some((r) => r.includes('secret') || r.includes('optional')),
+        `${k} applies no secret and no opt-in`,
+      );
+    }
     const patch = load(join(DEPLOY, 'optional', 'persistent', 'data-volume-patch.yaml'))[0]!;
     const deploy = find('Deployment', 'hoptrace-collector');
     t.equal(patch.metadata.name, deploy.metadata.name);
@@ -169,7 +199,7 @@ void t.test(
   },
 );
 
-void t.test('the agent DaemonSet: privileged, host network and PIDs, every node', (t) => {
+void t.test('the agent DaemonSet: host network and PIDs, every node', (t) => {
   const ds = find('DaemonSet', 'hoptrace-agent');
   const spec = podSpec(ds);
   const c = spec.containers[0]!;
@@ -180,7 +210,6 @@ void t.test('the agent DaemonSet: privileged, host network and PIDs, every node'
     'ClusterFirstWithHostNet',
     'resolves the Service name on the host network',
   );
-  t.equal(c.securityContext?.privileged, true);
   t.ok(
     spec.tolerations?.some((x) => x.operator === 'Exists'),
     'tolerates every taint',
@@ -190,6 +219,8 @@ void t.test('the agent DaemonSet: privileged, host network and PIDs, every node'
   t.match(c.args, [
     'agent',
     '--collector',
+    String,
+    '--ca',
     String,
     '--node',
     '$(NODE_NAME)',
@@ -202,7 +233,81 @@ void t.test('the agent DaemonSet: privileged, host network and PIDs, every node'
   t.end();
 });
 
-void t.test("the agent's --collector URL is the collector Service", (t) => {
+/** The capability names of the README's table "The agent's capabilities", in its order. */
+function documentedCapabilities(): string[] {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const at = readme.indexOf("#### The agent's capabilities");
+  if (at < 0) throw new Error('README has no section "The agent\'s capabilities"');
+  const section = readme.slice(at, readme.indexOf('\n#', at + 1));
+  return [...section.matchAll(/^\| `CAP_([A-Z_]+)` \|/gm)].map((m) => m[1] ?? '');
+}
+
+void t.test('the agent is not privileged: uid 0 with the documented capabilities only', (t) => {
+  const c = podSpec(find('DaemonSet', 'hoptrace-agent')).containers[0]!;
+  const sc = c.securityContext;
+  t.equal(sc?.privileged, false, 'not a privileged container');
+  t.equal(sc?.allowPrivilegeEscalation, false, 'no_new_privs');
+  t.equal(sc?.runAsUser, 0, 'uid 0: it owns the namespace files and /proc/sys/net');
+  t.equal(sc?.readOnlyRootFilesystem, true, 'writes nothing to its root filesystem');
+  t.same(sc?.capabilities?.drop, ['ALL'], 'drops every capability');
+  const names = AGENT_CAPABILITIES.map((x) => x.name);
+  t.same(sc?.capabilities?.add, names, `adds exactly ${names.join(', ')} (agent/capabilities.ts)`);
+  t.same(documentedCapabilities(), names, "the README's table lists the same, in that order");
+  t.same(sc?.seccompProfile, { type: 'RuntimeDefault' }, "the runtime's default seccomp profile");
+  t.end();
+});
+
+/**
+ * A strategic merge patch of a pod template's containers, as kustomize applies the ones here:
+ * containers merged by name, maps merged key by key, null deletes, lists replaced.
+ */
+function mergePatch(base: unknown, patch: unknown): unknown {
+  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
+  const from = base !== null && typeof base === 'object' ? (base as Record<string, unknown>) : {};
+  const nulls = new Set(Object.entries(patch).flatMap(([k, v]) => (v === null ? [k] : [])));
+  const out = Object.fromEntries(Object.entries(from).filter(([k]) => !nulls.has(k)));
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) continue;
+    if (k === 'containers' && Array.isArray(v) && Array.isArray(out[k])) {
+      const merged = [...(out[k] as Container[])];
+      for (const pc of v as Container[]) {
+        const i = merged.findIndex((x) => x.name === pc.name);
+        if (i < 0) merged.push(pc);
+        else merged[i] = mergePatch(merged[i], pc) as Container;
+      }
+      out[k] = merged;
+    } else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
+
+void t.test('the privileged overlay gives the old form back, and only it', (t) => {
+  const dir = join(DEPLOY, 'optional', 'privileged');
+  const k = load(join(dir, 'kustomization.yaml'))[0] as unknown as {
+    resources: string[];
+    patches: { path: string }[];
+  };
+  t.same(k.resources, ['../../base'], 'built on the base');
+  const patch = load(join(dir, k.patches[0]?.path ?? '?'))[0]!;
+  const ds = find('DaemonSet', 'hoptrace-agent');
+  t.equal(patch.kind, ds.kind);
+  t.equal(patch.metadata.name, ds.metadata.name, 'patches the agent DaemonSet');
+  const merged = mergePatch(ds, patch) as Obj;
+  t.doesNotThrow(() => {
+    new appsV1.DaemonSet(merged).validate();
+  }, 'the patched DaemonSet validates');
+  const c = podSpec(merged).containers;
+  t.equal(c.length, 1, 'patched the agent container, added none');
+  const sc = c[0]?.securityContext;
+  t.equal(sc?.privileged, true, 'privileged');
+  t.not(sc?.allowPrivilegeEscalation, false, 'Kubernetes refuses privileged with no escalation');
+  t.equal(sc?.capabilities, undefined, 'no capability list left');
+  t.equal(sc?.seccompProfile, undefined, 'no seccomp profile left');
+  t.same(c[0]?.args, podSpec(ds).containers[0]?.args, 'same arguments (TLS included)');
+  t.end();
+});
+
+void t.test("the agent's --collector URL is the collector Service, over TLS", (t) => {
   const args = podSpec(find('DaemonSet', 'hoptrace-agent')).containers[0]!.args ?? [];
   const url = new URL(args[args.indexOf('--collector') + 1] ?? '');
   const svc = find('Service', 'hoptrace-collector') as unknown as {
@@ -212,7 +317,7 @@ void t.test("the agent's --collector URL is the collector Service", (t) => {
       ports: { port: number; targetPort: string | number }[];
     };
   };
-  t.equal(url.protocol, 'ws:');
+  t.equal(url.protocol, 'wss:', 'wss://: TLS by default');
   t.equal(url.hostname, `${svc.metadata.name}.${svc.metadata.namespace}.svc`);
   t.equal(url.pathname, '/v1/agents');
   t.ok(
@@ -238,6 +343,45 @@ void t.test("the agent's --collector URL is the collector Service", (t) => {
   t.equal(c.securityContext?.readOnlyRootFilesystem, true);
   t.end();
 });
+
+/** The file a container's argument `flag` names, and the Secret key behind it (via its mount). */
+function secretFileOf(spec: PodSpec, flag: string): { secret?: string; key?: string } {
+  const c = spec.containers[0]!;
+  const file = c.args?.[c.args.indexOf(flag) + 1 || -1] ?? '';
+  const mount = c.volumeMounts?.find((m) => file.startsWith(`${m.mountPath}/`));
+  const vol = spec.volumes?.find((v) => v.name === mount?.name);
+  const path = file.slice((mount?.mountPath.length ?? 0) + 1);
+  const item = vol?.secret?.items?.find((i) => i.path === path);
+  const out: { secret?: string; key?: string } = {};
+  if (vol?.secret !== undefined) out.secret = vol.secret.secretName;
+  const key = vol?.secret?.items === undefined ? path : item?.key;
+  if (key !== undefined) out.key = key;
+  return out;
+}
+
+void t.test(
+  'TLS: the collector serves the Secret hoptrace-tls, the agents trust its CA only',
+  (t) => {
+    const collector = podSpec(find('Deployment', 'hoptrace-collector'));
+    const agent = podSpec(find('DaemonSet', 'hoptrace-agent'));
+    t.same(secretFileOf(collector, '--tls-cert'), { secret: 'hoptrace-tls', key: 'tls.crt' });
+    t.same(secretFileOf(collector, '--tls-key'), { secret: 'hoptrace-tls', key: 'tls.key' });
+    t.same(secretFileOf(agent, '--ca'), { secret: 'hoptrace-tls', key: 'ca.crt' });
+    const agentTls = agent.volumes?.find((v) => v.secret?.secretName === 'hoptrace-tls');
+    t.same(
+      agentTls?.secret?.items?.map((i) => i.key),
+      ['ca.crt'],
+      "the agent mounts the CA certificate, never the collector's key",
+    );
+    const c = collector.containers[0]!;
+    for (const [name, probe] of [
+      ['readiness', c.readinessProbe],
+      ['liveness', c.livenessProbe],
+    ] as const)
+      t.equal(probe?.httpGet?.scheme, 'HTTPS', `the ${name} probe speaks HTTPS`);
+    t.end();
+  },
+);
 
 void t.test('the token Secret is referenced by both and is only a template', (t) => {
   const secret = find('Secret', 'hoptrace-token') as unknown as { stringData: { token: string } };

@@ -293,7 +293,7 @@ void t.test('API forbidden (RBAC) is K8S_FORBIDDEN; a bad kubeconfig is K8S_CONF
     src.close();
   });
   t.equal(src.error()?.code, 'K8S_FORBIDDEN');
-  t.match(src.error()?.message, /HTTP 403.*deploy\/rbac\.yaml/);
+  t.match(src.error()?.message, /HTTP 403.*deploy\/base\/rbac\.yaml/);
   t.match(src.resolvePod('vpn', 'wg-0'), { ok: false, code: 'K8S_FORBIDDEN' });
 
   await t.rejects(
