@@ -91,6 +91,11 @@ interface PodSpec {
     name: string;
     secret?: { secretName: string; items?: { key: string; path: string }[] };
     hostPath?: { path: string };
+    projected?: {
+      sources: {
+        serviceAccountToken?: { audience?: string; expirationSeconds?: number; path: string };
+      }[];
+    };
   }[];
 }
 interface Probe {
@@ -225,7 +230,7 @@ void t.test('the agent DaemonSet: host network and PIDs, every node', (t) => {
     '--node',
     '$(NODE_NAME)',
     '--token-file',
-    '/etc/hoptrace/token',
+    '/var/run/secrets/hoptrace/token',
   ]);
   const netns = c.volumeMounts?.find((m) => m.mountPath === '/run/netns');
   t.equal(netns?.mountPropagation, 'HostToContainer');
@@ -383,13 +388,43 @@ void t.test(
   },
 );
 
-void t.test('the token Secret is referenced by both and is only a template', (t) => {
+void t.test(
+  'agents prove their node with a projected ServiceAccount token the collector reviews',
+  (t) => {
+    const spec = podSpec(find('DaemonSet', 'hoptrace-agent'));
+    const c = spec.containers[0]!;
+    const vol = spec.volumes?.find((v) => v.projected !== undefined);
+    const sat = vol?.projected?.sources[0]?.serviceAccountToken;
+    t.equal(sat?.audience, 'hoptrace', 'audience hoptrace (not the API server)');
+    t.ok((sat?.expirationSeconds ?? 1e9) <= 3600, 'short-lived');
+    const mount = c.volumeMounts?.find((m) => m.name === vol?.name);
+    t.ok(c.args?.includes(`${mount?.mountPath ?? '?'}/${sat?.path ?? '?'}`), '--token-file is it');
+    t.notOk(
+      spec.volumes?.some((v) => v.secret?.secretName === 'hoptrace-token'),
+      'the shared token is not mounted in the agent',
+    );
+    const collector = podSpec(find('Deployment', 'hoptrace-collector')).containers[0]!;
+    t.ok(collector.args?.includes('--token-review'), 'the collector reviews agent tokens');
+    t.notOk(collector.args?.includes('--allow-shared-agent-token'));
+    const read = find('ClusterRole', 'hoptrace-collector-read') as unknown as { rules: Rule[] };
+    t.ok(
+      read.rules.some(
+        (r) =>
+          r.apiGroups?.includes('authentication.k8s.io') &&
+          r.resources?.includes('tokenreviews') &&
+          r.verbs?.length === 1 &&
+          r.verbs[0] === 'create',
+      ),
+      'and may create TokenReviews, nothing more',
+    );
+    t.end();
+  },
+);
+
+void t.test('the token Secret opens the API: the collector reads it; only a template', (t) => {
   const secret = find('Secret', 'hoptrace-token') as unknown as { stringData: { token: string } };
   t.match(secret.stringData.token, /^REPLACE-/, 'no real token committed');
-  for (const [kind, name] of [
-    ['DaemonSet', 'hoptrace-agent'],
-    ['Deployment', 'hoptrace-collector'],
-  ] as const) {
+  for (const [kind, name] of [['Deployment', 'hoptrace-collector']] as const) {
     const spec = podSpec(find(kind, name));
     const vol = spec.volumes?.find((v) => v.secret?.secretName === 'hoptrace-token');
     t.ok(vol, `${name} mounts the Secret`);
@@ -418,6 +453,9 @@ void t.test('RBAC: read-only by default, delete only on pods in the opt-in file'
           t.equal(o.kind, 'Role', 'namespaced: granted per namespace');
           t.same(r.resources, ['pods']);
           t.same(r.verbs, ['delete']);
+        } else if (r.apiGroups?.includes('authentication.k8s.io')) {
+          t.same(r.resources, ['tokenreviews']);
+          t.same(r.verbs, ['create'], 'TokenReview: create only (it reads nothing stored)');
         } else {
           t.notOk(
             r.verbs?.some((v) => !['get', 'list', 'watch'].includes(v)),
@@ -431,6 +469,7 @@ void t.test('RBAC: read-only by default, delete only on pods in the opt-in file'
   const read = find('ClusterRole', 'hoptrace-collector-read') as unknown as { rules: Rule[] };
   t.same(read.rules, [
     { apiGroups: [''], resources: ['pods', 'nodes'], verbs: ['get', 'list', 'watch'] },
+    { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
   ]);
   for (const b of all.filter((o) => o.kind.endsWith('RoleBinding'))) {
     const subjects = (b as unknown as { subjects: { name: string; namespace: string }[] }).subjects;
