@@ -17,14 +17,14 @@ import { mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { AGENT_CAPABILITIES } from '../agent';
 import { collect, stopChild } from './child';
-import { CLI_MAIN, waitAgents, type LiveCollector } from './live-collector';
+import { CLI_MAIN, waitAgents, type LAB_NODE_NAMES, type LiveCollector } from './live-collector';
 import { spawnTracked } from './live-procs';
 import type { Netns } from './netns';
 import { NS } from './topology';
 
 /** A lab node: its agent's node name, its own namespace and the pods on it (short names). */
 export interface LabNode {
-  node: 'vpn-node' | 'backend-node';
+  node: (typeof LAB_NODE_NAMES)[number];
   nodeNs: string;
   pods: string[];
 }
@@ -63,7 +63,7 @@ export interface LiveAgent {
 
 /** Options for startAgent. */
 export interface AgentStartOptions {
-  /** Token file (default: the collector's). */
+  /** Token file (default: the node's own, from the collector's agent token file). */
   tokenFile?: string;
   agentId?: string;
   /** `--refresh-ms`: how often the agent re-reads its namespaces (default: the agent's 5 s). */
@@ -138,7 +138,7 @@ export function startAgent(
       '--agent-id',
       agentId,
       '--token-file',
-      opts.tokenFile ?? collector.tokenFile,
+      opts.tokenFile ?? collector.nodeTokenFile(n.node),
       '--node-netns',
       `/run/netns/${lab.full(n.nodeNs)}`,
       '--netns-glob',

@@ -60,11 +60,20 @@ function asAgents(v: unknown): AgentView[] {
   return v['agents'] as AgentView[];
 }
 
+/** The lab's nodes that run an agent (lab/live-agents.ts labNodes). */
+export const LAB_NODE_NAMES = ['vpn-node', 'backend-node'] as const;
+
 /** A running collector subprocess. */
 export class LiveCollector {
   readonly dataDir: string;
   readonly tokenFile: string;
   readonly token: string;
+  /**
+   * `--agent-tokens`: one token per lab node, so the live lab runs with per-agent identity (each
+   * agent can speak only for its own node; the shared token opens the API only).
+   */
+  readonly agentTokensFile: string;
+  private readonly nodeTokens = new Map<string, string>();
   private readonly tmp: string;
   private child: ChildProcess | undefined;
   private stderr: () => string = () => '';
@@ -79,6 +88,21 @@ export class LiveCollector {
     this.tokenFile = join(this.tmp, 'token');
     this.token = randomBytes(24).toString('hex');
     writeFileSync(this.tokenFile, `${this.token}\n`, { mode: 0o600 });
+    this.agentTokensFile = join(this.tmp, 'agent-tokens');
+    const lines: string[] = [];
+    for (const node of LAB_NODE_NAMES) {
+      const token = randomBytes(24).toString('hex');
+      this.nodeTokens.set(node, token);
+      writeFileSync(join(this.tmp, `token-${node}`), `${token}\n`, { mode: 0o600 });
+      lines.push(`${node} ${token}`);
+    }
+    writeFileSync(this.agentTokensFile, `${lines.join('\n')}\n`, { mode: 0o600 });
+  }
+
+  /** The token file of `node`'s agent (its line of the agent token file). */
+  nodeTokenFile(node: string): string {
+    if (!this.nodeTokens.has(node)) throw new Error(`no agent token for lab node ${node}`);
+    return join(this.tmp, `token-${node}`);
   }
 
   /** Starts a collector on 127.0.0.1 (a free port) and waits for its "listening" line. */
@@ -128,6 +152,8 @@ export class LiveCollector {
         this.dataDir,
         '--token-file',
         this.tokenFile,
+        '--agent-tokens',
+        this.agentTokensFile,
       ],
       collectorEnv(),
     );

@@ -187,6 +187,38 @@ if (missing.length > 0) {
         }
       });
 
+      await t.test(
+        "per-agent identity: another node's token and the shared token are refused",
+        async (t) => {
+          // The backend node's agent holding the VPN node's token (a compromised node speaking
+          // for another), then the shared API token.
+          for (const [tokenFile, code] of [
+            [c.nodeTokenFile('vpn-node'), 'AUTH_WRONG_NODE'],
+            [c.tokenFile, 'AUTH_REFUSED'],
+          ] as const) {
+            const before = c.logs().length;
+            const intruder = startAgent(c, scene.lab, backendNode, viewRoot, {
+              tokenFile,
+              agentId: `${code.toLowerCase().replace(/_/g, '-')}-${scene.lab.prefix.slice(2, 8)}`,
+            });
+            try {
+              t.ok(
+                await waitText(() => c.logs().slice(before), new RegExp(`"code":"${code}"`)),
+                `the collector logs ${code}`,
+              );
+              t.ok(await waitText(intruder.output, new RegExp(code)), `the agent reports ${code}`);
+              const agents = await c.agents();
+              t.notOk(
+                agents.some((a) => a.agentId === intruder.agentId && a.connected),
+                'it is not connected',
+              );
+            } finally {
+              await intruder.stop();
+            }
+          }
+        },
+      );
+
       await t.test('backend agent not started: the verdict names the missing point', async (t) => {
         await scene.startAgents([vpnNode]);
         const created = await c.createCapture(scene.request());
