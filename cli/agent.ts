@@ -4,22 +4,10 @@ import pino from 'pino';
 import { startAgent, type AgentOptions } from '../agent';
 import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
-import { parseCommandLine } from './args';
+import { parseCommandLine, readFileArg } from './args';
 
 export const USAGE =
   'hoptrace agent --collector ws://HOST:PORT/v1/agents [--node NAME] [--agent-id ID] [--token-file FILE] [--ca FILE] [--cert FILE --key FILE] [--node-netns PATH] [--netns-glob GLOB] [--no-proc-scan] [--refresh-ms N] [--spool N] [--log-level LEVEL]';
-
-function readArg(flag: string, path: string): Buffer {
-  try {
-    return readFileSync(path);
-  } catch (e) {
-    throw new HoptraceError(
-      'CLI_USAGE',
-      `cannot read ${path} (${e instanceof Error ? e.message : String(e)})`,
-      { where: flag },
-    );
-  }
-}
 
 /** The agent options from the command line and the environment. */
 export function parseAgentArgs(
@@ -88,8 +76,8 @@ export function parseAgentArgs(
   if (values['agent-id'] !== undefined) opts.agentId = values['agent-id'];
   if (values['node-netns'] !== undefined) opts.nodeNetns = values['node-netns'];
   if (certFile !== undefined && keyFile !== undefined) {
-    opts.cert = readArg('--cert', certFile);
-    opts.key = readArg('--key', keyFile);
+    opts.cert = readFileArg('--cert', certFile);
+    opts.key = readFileArg('--key', keyFile);
   }
   if (values.ca !== undefined) {
     try {

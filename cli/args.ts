@@ -1,4 +1,5 @@
 /** Command-line parsing on node:util parseArgs, with errors that say what to do. */
+import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { HoptraceError } from '../common/errors';
 
@@ -19,5 +20,20 @@ export function parseCommandLine<O extends Options>(
       where: `hoptrace ${command}`,
       hint: `usage: ${usage}`,
     });
+  }
+}
+
+/** The bytes of a file named by a flag; CLI_USAGE (what and which flag) when unreadable. */
+export function readFileArg(flag: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    throw new HoptraceError(
+      'CLI_USAGE',
+      `cannot read ${path} (${e instanceof Error ? e.message : String(e)})`,
+      {
+        where: flag,
+      },
+    );
   }
 }

@@ -1,7 +1,6 @@
 /**
  * `hoptrace collector`: parse the flags, start the collector, run until SIGTERM/SIGINT.
  */
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
@@ -14,7 +13,7 @@ import {
   type LogLevel,
   type RunningCollector,
 } from '../collector';
-import { parseCommandLine } from './args';
+import { parseCommandLine, readFileArg } from './args';
 import { parseDuration } from './capture';
 
 export const USAGE =
@@ -44,20 +43,6 @@ export function parseListen(value: string): { host: string; port: number } {
 export function defaultDataDir(env: NodeJS.ProcessEnv): string {
   const xdg = env['XDG_STATE_HOME'];
   return xdg !== undefined && xdg !== '' ? join(xdg, 'hoptrace') : 'hoptrace-data';
-}
-
-function readFileArg(flag: string, path: string): Buffer {
-  try {
-    return readFileSync(path);
-  } catch (e) {
-    throw new HoptraceError(
-      'CLI_USAGE',
-      `cannot read ${path} (${e instanceof Error ? e.message : String(e)})`,
-      {
-        where: flag,
-      },
-    );
-  }
 }
 
 /** How agents prove who they are (collector/agent-auth.ts), from the flags. */

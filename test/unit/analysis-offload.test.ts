@@ -14,7 +14,7 @@ import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
 import type { PacketEvent } from '../../common/event';
 import { replayCaptureFile } from '../../offline/replay';
-import { FakeHub, status } from './collector-fixtures';
+import { status, twoNodeHub, type FakeHub } from './collector-fixtures';
 import { PCAPS } from './corpus';
 
 const PCAP = join(PCAPS, 'zeek_http-get.pcap');
@@ -29,26 +29,7 @@ function rig(t: { teardown(fn: () => Promise<void> | void): void }, offloadAbove
   t.teardown(() => {
     rmSync(dir, { recursive: true, force: true });
   });
-  const hub = new FakeHub();
-  hub.addAgent(
-    'agent-vpn',
-    'vpn-node',
-    ['192.168.50.1'],
-    [
-      {
-        path: '/run/netns/vpn',
-        inode: 1,
-        addresses: ['10.244.1.10'],
-        interfaces: ['tun0', 'eth0'],
-      },
-    ],
-  );
-  hub.addAgent(
-    'agent-backend',
-    'backend-node',
-    ['192.168.50.2'],
-    [{ path: '/run/netns/web', inode: 2, addresses: ['10.244.2.5'], interfaces: ['eth0'] }],
-  );
+  const hub = twoNodeHub();
   const store = new CaptureStore({ dir, fsync: false });
   const sessions = new SessionManager({
     hub,

@@ -14,7 +14,7 @@ import { silentLogger } from '../../collector/logger';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
 import type { PacketEvent } from '../../common/event';
-import { FakeHub, status } from './collector-fixtures';
+import { status, twoNodeHub, type FakeHub } from './collector-fixtures';
 import { event } from './transport-fixtures';
 
 const POINTS = [
@@ -31,29 +31,7 @@ function tmp(t: { teardown(fn: () => void): void }): string {
   return dir;
 }
 
-function hubWithAgents(): FakeHub {
-  const hub = new FakeHub();
-  hub.addAgent(
-    'agent-vpn',
-    'vpn-node',
-    ['192.168.50.1'],
-    [
-      {
-        path: '/run/netns/vpn',
-        inode: 1,
-        addresses: ['10.244.1.10'],
-        interfaces: ['tun0', 'eth0'],
-      },
-    ],
-  );
-  hub.addAgent(
-    'agent-backend',
-    'backend-node',
-    ['192.168.50.2'],
-    [{ path: '/run/netns/web', inode: 2, addresses: ['10.244.2.5'], interfaces: ['eth0'] }],
-  );
-  return hub;
-}
+const hubWithAgents = twoNodeHub;
 
 function manager(
   t: { teardown(fn: () => Promise<void>): void },

@@ -118,3 +118,28 @@ export function status(
     ...o,
   };
 }
+
+/** A FakeHub with the lab's two agents: agent-vpn (10.244.1.10) and agent-backend (10.244.2.5). */
+export function twoNodeHub(): FakeHub {
+  const hub = new FakeHub();
+  hub.addAgent(
+    'agent-vpn',
+    'vpn-node',
+    ['192.168.50.1'],
+    [
+      {
+        path: '/run/netns/vpn',
+        inode: 1,
+        addresses: ['10.244.1.10'],
+        interfaces: ['tun0', 'eth0'],
+      },
+    ],
+  );
+  hub.addAgent(
+    'agent-backend',
+    'backend-node',
+    ['192.168.50.2'],
+    [{ path: '/run/netns/web', inode: 2, addresses: ['10.244.2.5'], interfaces: ['eth0'] }],
+  );
+  return hub;
+}
