@@ -43,11 +43,18 @@ function hook(): void {
   process.on('SIGTERM', onSignal);
 }
 
-/** Starts `node args` in the host namespace, killed when this process ends. */
-export function spawnTracked(args: readonly string[], env?: NodeJS.ProcessEnv): ChildProcess {
+/**
+ * Starts `node args` in the host namespace, killed when this process ends; its stdin is a pipe
+ * when `stdin` says so (a child driven line by line).
+ */
+export function spawnTracked(
+  args: readonly string[],
+  env?: NodeJS.ProcessEnv,
+  stdin: 'ignore' | 'pipe' = 'ignore',
+): ChildProcess {
   hook();
   const child = spawn(process.execPath, args, {
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [stdin, 'pipe', 'pipe'],
     ...(env === undefined ? {} : { env }),
   });
   children.add(child);
