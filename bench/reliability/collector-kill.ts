@@ -14,8 +14,8 @@ import { sleep, waitUntil } from './wait';
 export async function scenarioCollectorKill(ctx: Ctx, out: ScenarioOut): Promise<void> {
   const kills = ctx.quick ? 1 : 10;
   const n = ctx.quick ? 3 : 8;
-  const rate = 2000;
-  const batch = 100;
+  const rate = 1000;
+  const batch = 50;
   const backoff = { minMs: 100, maxMs: 1000 };
   out.title = `${kills} collector SIGKILLs mid-stream`;
   out.setup =
@@ -50,7 +50,7 @@ export async function scenarioCollectorKill(ctx: Ctx, out: ScenarioOut): Promise
     }
     await sleep(ctx.quick ? 300 : 1000);
     f.stop();
-    await drained(agents, 60_000);
+    await drained(agents, 120_000);
     await c.kill();
     await c.restart();
     await waitUntil(
@@ -100,9 +100,9 @@ export async function scenarioCollectorKill(ctx: Ctx, out: ScenarioOut): Promise
     );
     rows.push(
       row(
-        'events the collector counts after the last restart; stored ones never acknowledged',
-        `${fmt(loaded)} counted, ${fmt(stored.records)} records on disk; ${fmt(unacked)} unacknowledged`,
-        'counted = acknowledged',
+        'events the collector reports after the last restart; records on disk; stored, never acknowledged',
+        `${fmt(loaded)}; ${fmt(stored.records)}; ${fmt(unacked)}`,
+        `${fmt(acked)} (the acknowledged)`,
         loaded === acked,
       ),
     );

@@ -33,7 +33,8 @@ export async function scenarioHealthz(ctx: Ctx, out: ScenarioOut): Promise<void>
   out.setup =
     `one capture (decap, egress, backend; one agent each) whose agents send ${fmt(syns)} SYN events each ` +
     `in batches of ${batch}, as fast as they are acknowledged; GET /healthz every 10 ms from a worker ` +
-    `thread, one at a time on a kept-alive connection; ${idleMs / 1000} s of an idle collector first`;
+    `thread, one at a time on a kept-alive connection; ${idleMs / 1000} s of an idle collector first; ` +
+    'the capture ended with DELETE once every event was stored';
   const { rows, notes } = out;
   const c = await LiveCollector.start();
   try {
@@ -62,11 +63,14 @@ export async function scenarioHealthz(ctx: Ctx, out: ScenarioOut): Promise<void>
     const v0 = await c.createCapture({
       points: points.map((p) => ({ name: p, target: POD[p], iface: IFACE[p] })),
       client: CLIENT,
-      settleMs: 2000,
-      timeoutMs: 180_000,
+      // Not settled before every event is in (settling drops the rest): ended by hand below.
+      settleMs: 600_000,
+      timeoutMs: 600_000,
     });
     await drained(fleet.agents, 180_000);
     const storedAt = performance.now() - t0;
+    // DELETE ends it: the final analysis over every event, the reports written.
+    await c.cancel(v0.id);
     const v = await c.waitCapture(v0.id, (x) => x.finishedAt !== null, 'final', 180_000);
     const finalAt = performance.now() - t0;
     await sleep(500);
@@ -92,7 +96,7 @@ export async function scenarioHealthz(ctx: Ctx, out: ScenarioOut): Promise<void>
     );
     rows.push(
       row(
-        'the capture: all events stored; the verdict after',
+        'the capture: all events stored; its end (DELETE: the final analysis, the reports) after',
         `${fmt((storedAt - postAt) / 1000, 1)} s after the POST; ${fmt((finalAt - storedAt) / 1000, 1)} s later (${v.verdict?.layer ?? v.state}, ${fmt(v.points.reduce((a, p) => a + p.events, 0))} events)`,
         '–',
         null,
@@ -103,8 +107,9 @@ export async function scenarioHealthz(ctx: Ctx, out: ScenarioOut): Promise<void>
       notes.push(
         `${fmt(slow)} /healthz answers took over 100 ms. The collector answers HTTP on the thread that ` +
           'decodes, stores (fdatasync, and a synchronous fsync of agents.json per acknowledged message and ' +
-          'of session.json per status) and analyses: each debounced re-analysis runs over every event of ' +
-          'the capture so far, so it grows with the capture, and /healthz waits behind it.',
+          'of session.json per status) and analyses: the re-analysis after each debounced batch, and the ' +
+          'one after every status (one a second per point), runs over every event of the capture so ' +
+          'far, so it grows with the capture, and /healthz waits behind it.',
       );
   } finally {
     await c.close();

@@ -83,8 +83,11 @@ export class SimAgent {
   readonly podIp: string;
   /** Per `captureId/point`. */
   readonly tallies = new Map<string, StreamTally>();
-  /** Connections that completed hello, close codes seen, messages written (resends included). */
-  readonly counts = { helloAcks: 0, sent: 0, closes: new Map<number, number>() };
+  /**
+   * Connections that completed hello, close codes seen, messages written (resends included), Lost
+   * messages spooled.
+   */
+  readonly counts = { helloAcks: 0, sent: 0, lostMessages: 0, closes: new Map<number, number>() };
   private readonly opts: Required<SimAgentOptions>;
   private entries: Entry[] = [];
   private head = 0;
@@ -184,6 +187,7 @@ export class SimAgent {
     const lost: Lost = { captureId, point, count, reason: 'spool overflow' };
     const entry = this.push({ seq: 0, kind: 'lost', lost }, 0, [0, 0]);
     entry.lost = lost;
+    this.counts.lostMessages++;
     this.pendingLost.set(stream, entry);
     this.pump();
   }
