@@ -41,12 +41,29 @@ export function statCpuNs(pid: number): number | null {
   }
 }
 
+/** Resident set size of a live process in MiB (VmRSS of /proc/PID/status); null when gone. */
+export function rssMiB(pid: number): number | null {
+  try {
+    const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m?.[1] === undefined ? null : Number(m[1]) / 1024;
+  } catch {
+    return null;
+  }
+}
+
 /** Median of numbers (NaN for none). */
 export function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   if (s.length === 0) return NaN;
   const mid = s.length >> 1;
   return s.length % 2 === 1 ? (s[mid] ?? NaN) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;
+}
+
+/** The q-quantile (0..1) of numbers, nearest rank (NaN for none): 0.99 is the p99. */
+export function quantile(xs: readonly number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))] ?? NaN;
 }
 
 /** Wall time and peak RSS of one command run. */

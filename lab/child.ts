@@ -66,11 +66,17 @@ export function waitForLine(
   });
 }
 
-/** Collects everything `stream` prints (for logs read after the process ends). */
-export function collect(stream: Readable | null): () => string {
+/**
+ * Collects everything `stream` prints (for logs read after the process ends), or only its last
+ * `maxChars` characters (a process that logs without end, such as a collector under a fuzzer).
+ */
+export function collect(stream: Readable | null, maxChars = Infinity): () => string {
   let text = '';
-  stream?.on('data', (c: Buffer | string) => (text += c.toString()));
-  return () => text;
+  stream?.on('data', (c: Buffer | string) => {
+    text += c.toString();
+    if (text.length > maxChars * 2) text = text.slice(-maxChars);
+  });
+  return () => (text.length > maxChars ? text.slice(-maxChars) : text);
 }
 
 /** Sends `signal`, waits for exit, SIGKILLs after `timeoutMs`. Resolves with the exit code. */

@@ -63,6 +63,19 @@ function asAgents(v: unknown): AgentView[] {
 /** The lab's nodes that run an agent (lab/live-agents.ts labNodes). */
 export const LAB_NODE_NAMES = ['vpn-node', 'backend-node'] as const;
 
+/** Where a LiveCollector keeps its data, and how much of its log. */
+export interface LiveCollectorOptions {
+  /** The data directory (default: `data` in the collector's temp dir), e.g. on a small tmpfs. */
+  dataDir?: string;
+  /** Keep only the last this many characters of its log (default: all of it). */
+  logTailChars?: number;
+  /**
+   * Agents may also use the shared token (`--allow-shared-agent-token`): simulated agents of
+   * made-up nodes (bench/reliability) have no node token.
+   */
+  allowSharedAgentToken?: boolean;
+}
+
 /** A running collector subprocess. */
 export class LiveCollector {
   readonly dataDir: string;
@@ -79,12 +92,16 @@ export class LiveCollector {
   private stderr: () => string = () => '';
   /** Logs of earlier incarnations (before a restart). */
   private pastLogs = '';
+  private readonly logTailChars: number;
+  private readonly allowShared: boolean;
   port = 0;
 
-  private constructor() {
+  private constructor(opts: LiveCollectorOptions) {
     this.tmp = mkdtempSync(join(tmpdir(), 'hoptrace-live-'));
     removeOnExit(this.tmp);
-    this.dataDir = join(this.tmp, 'data');
+    this.dataDir = opts.dataDir ?? join(this.tmp, 'data');
+    this.logTailChars = opts.logTailChars ?? Infinity;
+    this.allowShared = opts.allowSharedAgentToken === true;
     this.tokenFile = join(this.tmp, 'token');
     this.token = randomBytes(24).toString('hex');
     writeFileSync(this.tokenFile, `${this.token}\n`, { mode: 0o600 });
@@ -106,8 +123,8 @@ export class LiveCollector {
   }
 
   /** Starts a collector on 127.0.0.1 (a free port) and waits for its "listening" line. */
-  static async start(): Promise<LiveCollector> {
-    const c = new LiveCollector();
+  static async start(opts: LiveCollectorOptions = {}): Promise<LiveCollector> {
+    const c = new LiveCollector(opts);
     try {
       await c.spawn();
     } catch (e) {
@@ -135,6 +152,11 @@ export class LiveCollector {
     return this.pastLogs + this.stderr();
   }
 
+  /** The collector's process id while it runs (RSS, CPU from /proc). */
+  get pid(): number | undefined {
+    return this.running() ? this.child?.pid : undefined;
+  }
+
   running(): boolean {
     return (
       this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null
@@ -154,11 +176,12 @@ export class LiveCollector {
         this.tokenFile,
         '--agent-tokens',
         this.agentTokensFile,
+        ...(this.allowShared ? ['--allow-shared-agent-token'] : []),
       ],
       collectorEnv(),
     );
     this.child = child;
-    this.stderr = collect(child.stderr);
+    this.stderr = collect(child.stderr, this.logTailChars);
     const line = await waitForLine(
       child,
       child.stdout,
@@ -174,11 +197,20 @@ export class LiveCollector {
   }
 
   /** SIGKILL: no clean shutdown, no final save (what a crash or an OOM kill does). */
-  async kill(): Promise<void> {
+  kill(): Promise<void> {
+    return this.end('SIGKILL', 3000);
+  }
+
+  /** SIGTERM (a clean shutdown) keeping the data dir; `restart` starts it again. */
+  stop(): Promise<void> {
+    return this.end('SIGTERM', 10_000);
+  }
+
+  private async end(signal: NodeJS.Signals, timeoutMs: number): Promise<void> {
     const child = this.child;
     if (child === undefined) return;
-    await stopChild(child, 'SIGKILL');
-    this.pastLogs += this.stderr();
+    await stopChild(child, signal, timeoutMs);
+    this.pastLogs = (this.pastLogs + this.stderr()).slice(-this.logTailChars);
     this.stderr = () => '';
     this.child = undefined;
   }

@@ -46,17 +46,19 @@ function hook(): void {
 /**
  * Starts `node args` in the host namespace, killed when this process ends. With `wrap` (a command
  * that execs its arguments, such as setpriv) the child is `wrap… node args`: same PID, since the
- * wrapper replaces itself with node.
+ * wrapper replaces itself with node. Its stdin is a pipe when `stdin` says so (a child driven line
+ * by line).
  */
 export function spawnTracked(
   args: readonly string[],
   env?: NodeJS.ProcessEnv,
   wrap: readonly string[] = [],
+  stdin: 'ignore' | 'pipe' = 'ignore',
 ): ChildProcess {
   hook();
   const [file, ...argv] = [...wrap, process.execPath, ...args] as [string, ...string[]];
   const child = spawn(file, argv, {
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [stdin, 'pipe', 'pipe'],
     ...(env === undefined ? {} : { env }),
   });
   children.add(child);
