@@ -96,6 +96,13 @@ export interface PointRecord {
    * acknowledged and not applied twice. Absent in files of older versions (= 0).
    */
   appliedSeq?: number;
+  /**
+   * When the point's agent disconnected during the capture and has not come back: what it did
+   * not report cannot be read as absent (a verdict about it says so).
+   */
+  agentLostAtMs?: number;
+  /** Events stored but not held for analysis (the capture passed MAX_HELD_EVENTS). */
+  unanalysed?: number;
 }
 
 /** The persisted state of a session (session.json). */
@@ -117,6 +124,11 @@ export type Decision =
   | { kind: 'finish'; state: 'resolved' | 'timeout' | 'failed'; reason: string };
 
 export const DEFAULT_TIMEOUT_MS = 30_000;
+/**
+ * Events of one capture held in memory for correlation (about 650 MiB at this count): beyond it
+ * events are stored but not analysed, counted per point (`unanalysed`) and named in the verdict.
+ */
+export const MAX_HELD_EVENTS = 1_000_000;
 export const DEFAULT_SETTLE_MS = 2_000;
 
 const CONCLUSIVE: readonly Layer[] = ['vpn-pod', 'cni-masquerade', 'kube-proxy', 'proxy'];
@@ -276,34 +288,69 @@ export class CaptureSession {
     this.markFailed(e.point, { code: e.code, message: e.message }, nowMs);
   }
 
-  /** Adds delivered (already stored) events; returns how many were kept for correlation. */
-  addEvents(point: string, events: readonly PacketEvent[], nowMs: number): number {
+  /**
+   * Adds delivered (already stored) events; returns the ones held for correlation (the manager
+   * hands them to the analysis worker when the capture is offloaded).
+   */
+  addEvents(point: string, events: readonly PacketEvent[], nowMs: number): PacketEvent[] {
     const p = this.point(point);
     const list = this.events.get(point);
-    if (!p || !list) return 0;
+    if (!p || !list) return [];
     p.events += events.length;
     p.packets = Math.max(p.packets, p.events);
     // Events prove the capture runs even when the status was lost.
     if (events.length > 0) p.confirmed = true;
-    let kept = 0;
+    const held: PacketEvent[] = [];
+    let room = MAX_HELD_EVENTS - this.totalUsefulEvents();
+    let over = 0;
     for (const e of events) {
-      if (isUsefulEvent(e)) {
-        if (!this.offloaded) list.push(e);
-        kept++;
+      if (!isUsefulEvent(e)) continue;
+      if (room <= 0) {
+        over++;
+        continue;
       }
+      room--;
+      held.push(e);
+      if (!this.offloaded) list.push(e);
     }
+    if (over > 0) p.unanalysed = (p.unanalysed ?? 0) + over;
+    const kept = held.length;
     this.useful.set(point, (this.useful.get(point) ?? 0) + kept);
     if (this.record.state === 'arming' && events.length > 0) this.record.state = 'capturing';
     if (kept > 0) this.dirty = true;
     this.touch(nowMs);
-    return kept;
+    return held;
   }
 
-  /** Points that delivered nothing and either failed or never confirmed their capture. */
+  /**
+   * Points that delivered nothing and either failed or never confirmed their capture, and points
+   * whose agent went away during the capture and did not come back.
+   */
   missingPoints(): PointRecord[] {
     return this.record.points.filter(
-      (p) => this.usefulEvents(p.name) === 0 && (p.state === 'failed' || !p.confirmed),
+      (p) =>
+        (this.usefulEvents(p.name) === 0 && (p.state === 'failed' || !p.confirmed)) ||
+        (p.agentLostAtMs !== undefined && p.state !== 'failed'),
     );
+  }
+
+  /**
+   * The agent `agentId` disconnected (at `atMs`) or came back (null). True when a point of this
+   * capture is its.
+   */
+  agentGone(agentId: string, atMs: number | null): boolean {
+    let changed = false;
+    for (const p of this.record.points) {
+      if (p.agentId !== agentId || p.state === 'failed') continue;
+      if (atMs === null) {
+        if (p.agentLostAtMs === undefined) continue;
+        delete p.agentLostAtMs;
+      } else if (p.agentLostAtMs === undefined) p.agentLostAtMs = atMs;
+      else continue;
+      changed = true;
+    }
+    if (changed) this.dirty = true;
+    return changed;
   }
 
   /** Events of a point that correlation can use. */
@@ -378,7 +425,10 @@ export class CaptureSession {
   applyAnalysis(core: AnalysisResult | null, nowMs: number): AnalysisResult | null {
     let result = core;
     if (result !== null) {
-      result = { verdict: this.withMissingPoints(result.verdict), points: result.points };
+      result = {
+        verdict: this.withUnanalysed(this.withMissingPoints(result.verdict)),
+        points: result.points,
+      };
       this.requestSeen = true;
     }
     const fp = JSON.stringify([
@@ -466,6 +516,8 @@ export class CaptureSession {
     live: AnalysisResult | null,
   ): AnalysisResult {
     const result = live ?? this.noRequestResult(reason);
+    // A finished capture's events stay on disk only: its reports are written from `result`.
+    for (const name of this.events.keys()) this.events.set(name, []);
     this.record.state = state;
     this.record.finishedAtMs = nowMs;
     this.record.finalReason = reason;
@@ -488,6 +540,17 @@ export class CaptureSession {
       .join('; ');
   }
 
+  /** Names the events stored past the in-memory limit, which the verdict did not see. */
+  private withUnanalysed(v: Verdict): Verdict {
+    const over = this.record.points.filter((p) => (p.unanalysed ?? 0) > 0);
+    if (over.length === 0) return v;
+    const text = over.map((p) => `${p.unanalysed ?? 0} at ${p.name}`).join(', ');
+    return {
+      ...v,
+      reason: `${v.reason ?? v.layer}; not analysed: ${text} (stored past the ${MAX_HELD_EVENTS}-event in-memory limit)`,
+    };
+  }
+
   /** Names missing points in the verdict; an empty failed capture is never called a drop. */
   private withMissingPoints(v: Verdict): Verdict {
     const missing = this.missingPoints();
@@ -502,13 +565,14 @@ export class CaptureSession {
         evidence.push({ point: m.name, matchedBy: [], detail: `capture: ${whyMissing(m)}` });
     }
     const names = missing.map((p) => p.name).join(', ');
+    const silent = missing.every((p) => p.agentLostAtMs === undefined);
     if (v.layer === 'dropped' || v.layer === 'no-return' || v.layer === 'unknown') {
       return {
         ...v,
         layer: 'unknown',
         evidence,
         reason:
-          `no events from ${names} (${text})` +
+          `${silent ? 'no events from' : 'no complete capture from'} ${names} (${text})` +
           (v.layer === 'unknown' && v.reason !== undefined
             ? `; ${v.reason}`
             : `; without it "${v.layer}" cannot be told from a capture that did not run`),
@@ -575,6 +639,8 @@ function errorText(p: PointRecord): string {
 
 function whyNothing(p: PointRecord): string {
   if (p.agentId === null) return 'no agent was armed';
+  if (p.agentLostAtMs !== undefined)
+    return `agent ${p.agentId} disconnected at ${new Date(p.agentLostAtMs).toISOString()} and did not come back`;
   return `agent ${p.agentId} never reported the capture running and sent no events`;
 }
 

@@ -30,7 +30,7 @@ import type { ReportMeta } from '../core/report/report';
 import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
 import { withConntrackEvidence } from '../core/attribute/conntrack-evidence';
-import { CaptureSession, type CaptureSpec } from './session';
+import { CaptureSession, MAX_HELD_EVENTS, type CaptureSpec } from './session';
 import type { CaptureStore, ReportKind } from './store';
 import { captureIdOf, pointOf } from './agent-messages';
 import {
@@ -169,13 +169,21 @@ export class SessionManager {
       for (const r of loaded.repaired) {
         this.log.warn(
           { captureId: s.id, point: r.point, code: 'STORE_IO', count: r.corruptRecords },
-          `event file repaired: ${r.tornBytes} torn bytes dropped, ${r.corruptRecords} corrupt records skipped, ${r.duplicateEvents} events of batches stored twice skipped`,
+          `event file repaired: ${r.tornBytes} torn bytes dropped, ${r.corruptRecords} damaged runs skipped, ${r.duplicateEvents} events of batches stored twice skipped` +
+            (r.missingEvents > 0
+              ? `; ${r.missingEvents} events that session.json counted are not in it (the file was cut or emptied)`
+              : ''),
         );
       }
       if (s.isFinal()) {
         // Its report inputs, so agents' final counters that arrive now still rewrite its reports.
         const inputs = reportInputs(this.store.readReportInputs(s.id));
         if (inputs !== null) this.finals.set(s.id, inputs);
+        else if (s.record.verdict !== null)
+          this.log.warn(
+            { captureId: s.id, code: 'STORE_IO' },
+            'report-inputs.json is missing or damaged: its reports stay as written (late counters will not rewrite them)',
+          );
       } else {
         this.resumeUntil.set(s.id, now + Math.max(s.record.spec.settleMs, RESUME_GRACE_MS));
         this.log.info({ captureId: s.id, state: s.record.state }, 'session resumed');
@@ -189,6 +197,11 @@ export class SessionManager {
         { agentId: a.agentId, node: a.node, state: a.connected ? 'connected' : 'disconnected' },
         'agent',
       );
+      // A point whose agent went away cannot vouch for what it did not see (an agent killed
+      // after its capture started would otherwise read as a drop); one that comes back can.
+      for (const s of this.sessions.values())
+        if (!s.isFinal() && s.agentGone(a.agentId, a.connected ? null : this.clock.nowMs()))
+          this.scheduleAnalysis(s);
       // A resumed session waits for its agents; one coming back may let it conclude.
       if (!a.connected) return;
       this.agentBackAtMs = this.clock.nowMs();
@@ -394,9 +407,15 @@ export class SessionManager {
         await this.store.appendEvents(captureId, pointName, msg.batch.events, msg.seq);
         p.appliedSeq = Math.max(p.appliedSeq ?? 0, msg.seq);
         if (s.isFinal()) return;
-        s.addEvents(pointName, msg.batch.events, now);
-        if (s.isOffloaded()) this.offload.add(captureId, pointName, msg.batch.events);
+        const overBefore = p.unanalysed ?? 0;
+        const held = s.addEvents(pointName, msg.batch.events, now);
+        if (s.isOffloaded()) this.offload.add(captureId, pointName, held);
         else this.maybeOffload(s);
+        if (overBefore === 0 && (p.unanalysed ?? 0) > 0)
+          this.log.warn(
+            { captureId, point: pointName },
+            `the capture holds ${MAX_HELD_EVENTS} events in memory: later ones are stored, not analysed (counted, named in the verdict)`,
+          );
         this.scheduleAnalysis(s);
         return;
       case 'status':
@@ -426,7 +445,10 @@ export class SessionManager {
     // Saved with the seq before the ack: a resend after a crash is recognised as applied.
     p.appliedSeq = Math.max(p.appliedSeq ?? 0, msg.seq);
     this.store.saveSession(s.record);
-    this.step(s);
+    // A failed point may decide the capture at once; counters only need the next analysis.
+    if (msg.kind === 'error' || (msg.kind === 'status' && msg.status.state === 'failed'))
+      this.step(s);
+    else this.scheduleAnalysis(s);
   }
 
   async close(): Promise<void> {
@@ -741,8 +763,13 @@ export class SessionManager {
     if (final === undefined || (msg.kind !== 'status' && msg.kind !== 'lost')) return;
     const p = s.point(pointOf(msg));
     if (p === undefined || p.agentId !== msg.agentId) return;
+    if (msg.seq > 0 && msg.seq <= (p.appliedSeq ?? 0)) return; // a resend: counted already
+    p.appliedSeq = Math.max(p.appliedSeq ?? 0, msg.seq);
     const changed = msg.kind === 'status' ? s.applyCounts(msg.status) : s.countLost(msg.lost);
-    if (!changed) return;
+    if (!changed) {
+      this.saveQuietly(s);
+      return;
+    }
     this.writeReports(s, final, 'cannot rewrite the report with the final counts');
     this.emit(s);
   }

@@ -66,6 +66,8 @@ interface AgentRecord {
 export const AGENT_RECORD_TTL_MS = 7 * 24 * 3600_000;
 /** …and keeps at most this many ids (the least recently seen go first). */
 export const AGENT_RECORDS_MAX = 16_384;
+/** How long a changed seq may wait before agents.json is written. */
+const AGENTS_SAVE_MS = 1000;
 
 function agentRecord(v: unknown): AgentRecord | null {
   // Files before 0.1.1: a bare number per id.
@@ -91,7 +93,14 @@ export interface LoadedSession {
    * Points whose event file ended in a torn record (the bytes dropped), held corrupt records, or
    * held batches stored twice (skipped).
    */
-  repaired: { point: string; tornBytes: number; corruptRecords: number; duplicateEvents: number }[];
+  repaired: {
+    point: string;
+    tornBytes: number;
+    corruptRecords: number;
+    duplicateEvents: number;
+    /** Events session.json counted that the file no longer holds (cut or emptied by hand). */
+    missingEvents: number;
+  }[];
 }
 
 export interface StoreOptions {
@@ -132,6 +141,8 @@ export class CaptureStore {
   readonly lastSeq: LastSeqStore;
   private readonly fsync: boolean;
   private readonly agentRecords = new Map<string, AgentRecord>();
+  private agentsTimer: NodeJS.Timeout | undefined;
+  private saveAgents: () => void = () => undefined;
   private readonly handles = new Map<string, Promise<FileHandle>>();
   /** One append chain per file, so records never interleave. */
   private readonly chains = new Map<string, Promise<void>>();
@@ -172,11 +183,28 @@ export class CaptureStore {
       .slice(0, AGENT_RECORDS_MAX);
     for (const [id, r] of kept) this.agentRecords.set(id, r);
     const save = (): void => {
+      clearTimeout(this.agentsTimer);
+      this.agentsTimer = undefined;
       writeAtomic(
         join(this.dir, 'agents.json'),
         JSON.stringify(Object.fromEntries(this.agentRecords)) + '\n',
         this.fsync,
       );
+    };
+    this.saveAgents = save;
+    // Seqs are written at most once a second (two fsyncs per agent message held the event loop
+    // under load): what a crash keeps from it, the event files' batch marks and session.json's
+    // applied seqs recognise, so a resend is still applied once.
+    const saveSoon = (): void => {
+      if (this.agentsTimer !== undefined) return;
+      this.agentsTimer = setTimeout(() => {
+        try {
+          save();
+        } catch {
+          // Disk full or gone: tried again with the next seq; close() tries once more.
+        }
+      }, AGENTS_SAVE_MS);
+      this.agentsTimer.unref();
     };
     this.lastSeq = {
       get: (agentId) => this.agentRecords.get(agentId)?.seq ?? 0,
@@ -184,7 +212,7 @@ export class CaptureStore {
         const r = this.agentRecords.get(agentId);
         if (r !== undefined && r.seq >= seq) return;
         this.agentRecords.set(agentId, { seq, node: r?.node ?? '', seenAt: Date.now() });
-        save();
+        saveSoon();
       },
       nodeOf: (agentId) => {
         const node = this.agentRecords.get(agentId)?.node;
@@ -325,15 +353,28 @@ export class CaptureStore {
       }
       const events = new Map<string, PacketEvent[]>();
       const repaired: LoadedSession['repaired'] = [];
-      for (const p of record.points) {
-        const loaded = this.readPointEvents(dir, p.name, true);
-        events.set(p.name, loaded.events);
-        if (loaded.repaired !== null) repaired.push({ point: p.name, ...loaded.repaired });
-        if (loaded.present) {
-          // The file is the truth for what was stored (session.json may be older).
+      try {
+        for (const p of record.points) {
+          const loaded = this.readPointEvents(dir, p.name, true);
+          events.set(p.name, loaded.events);
+          // session.json is saved after the events it counts: it never counts more than was
+          // stored. Fewer events in the file than it says is damage, and named.
+          const missing = Math.max(0, p.events - loaded.events.length);
+          if (loaded.repaired !== null || missing > 0)
+            repaired.push({
+              point: p.name,
+              ...(loaded.repaired ?? { tornBytes: 0, corruptRecords: 0, duplicateEvents: 0 }),
+              missingEvents: missing,
+            });
+          // The file is the truth for what is stored now.
           p.events = loaded.events.length;
           p.appliedSeq = Math.max(p.appliedSeq ?? 0, loaded.lastSeq);
         }
+      } catch (e) {
+        // One capture the store cannot read (an event file that is a directory, EIO) is moved
+        // aside; the collector starts with the others.
+        this.quarantine(dir, e instanceof Error ? e.message : String(e));
+        continue;
       }
       out.push({ record, events, repaired });
     }
@@ -354,7 +395,7 @@ export class CaptureStore {
     present: boolean;
     events: PacketEvent[];
     lastSeq: number;
-    repaired: Omit<LoadedSession['repaired'][number], 'point'> | null;
+    repaired: Omit<LoadedSession['repaired'][number], 'point' | 'missingEvents'> | null;
   } {
     const path = join(dir, `events-${name}.pb`);
     if (!POINT_RE.test(name) || !existsSync(path))
@@ -453,6 +494,13 @@ export class CaptureStore {
   }
 
   async close(): Promise<void> {
+    if (this.agentsTimer !== undefined) {
+      try {
+        this.saveAgents();
+      } catch {
+        // Nothing is lost: the batch marks and applied seqs recognise resends.
+      }
+    }
     await Promise.all([...this.chains.values()]);
     const hs = [...this.handles.values()];
     this.handles.clear();

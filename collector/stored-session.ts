@@ -51,6 +51,8 @@ function pointProblem(p: unknown, i: number): string | null {
     return bad('error');
   if (!isOptStr(p['targetNote'])) return bad('targetNote');
   if (p['appliedSeq'] !== undefined && !isCount(p['appliedSeq'])) return bad('appliedSeq');
+  if (p['agentLostAtMs'] !== undefined && !isTime(p['agentLostAtMs'])) return bad('agentLostAtMs');
+  if (p['unanalysed'] !== undefined && !isCount(p['unanalysed'])) return bad('unanalysed');
   return null;
 }
 

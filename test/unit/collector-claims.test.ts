@@ -4,7 +4,14 @@
  * the points' applied seq); finished captures' events stay on disk until asked for; a pod IP that
  * the API knows is captured on the pod's node whatever other agents claim.
  */
-import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import {
+  appendFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -16,6 +23,16 @@ import { CaptureStore } from '../../collector/store';
 import type { PacketEvent } from '../../common/event';
 import { status, twoNodeHub, type FakeHub } from './collector-fixtures';
 import { event } from './transport-fixtures';
+import type { CaptureView } from '../../collector/capture-views';
+import { replayCaptureFile } from '../../offline/replay';
+import { PCAPS } from './corpus';
+
+const replay = (point: string): Iterable<PacketEvent> =>
+  replayCaptureFile(join(PCAPS, 'zeek_http-get.pcap'), {
+    point,
+    node: point === 'backend' ? 'backend-node' : 'vpn-node',
+    iface: 'eth0',
+  });
 
 const POINTS = [
   { name: 'decap', target: '10.244.1.10', iface: 'tun0' },
@@ -235,5 +252,122 @@ void t.test(
       'agent-backend',
       "the pod's node's agent",
     );
+  },
+);
+
+void t.test(
+  'an agent killed after its capture started: never a drop, the verdict says which agent went away',
+  async (t) => {
+    const dir = tmp(t);
+    const hub = hubWithAgents();
+    const sessions = manager(t, dir, hub);
+    const c = await sessions.create({
+      points: POINTS,
+      timeoutMs: 60_000,
+      stopOnFirstMatch: true,
+      settleMs: 60_000,
+    });
+    for (const p of POINTS)
+      await hub.deliver({
+        kind: 'status',
+        agentId: p.name === 'backend' ? 'agent-backend' : 'agent-vpn',
+        status: status(c.id, p.name, 'capturing'),
+      });
+    // The backend's agent dies; the request reached decap and egress only.
+    hub.setConnected('agent-backend', false);
+    for (const point of ['decap', 'egress'])
+      await hub.deliver({
+        kind: 'events',
+        agentId: 'agent-vpn',
+        batch: { captureId: c.id, point, events: [...replay(point)] },
+      });
+    const done = new Promise<CaptureView>((resolve) => {
+      sessions.onChange((v) => {
+        if (v.id === c.id && v.state === 'cancelled') resolve(v);
+      });
+    });
+    sessions.cancel(c.id);
+    const v = await done;
+    t.equal(v.verdict?.layer, 'unknown', 'not "dropped": the backend could not see');
+    t.match(
+      v.verdict?.reason,
+      /agent agent-backend disconnected at \d{4}-\d\d-\d\dT.*and did not come back/,
+    );
+  },
+);
+
+void t.test(
+  'an agent that comes back during the capture vouches for its point again',
+  async (t) => {
+    const dir = tmp(t);
+    const hub = hubWithAgents();
+    const sessions = manager(t, dir, hub);
+    const c = await sessions.create({
+      points: POINTS,
+      timeoutMs: 60_000,
+      stopOnFirstMatch: true,
+      settleMs: 60_000,
+    });
+    hub.setConnected('agent-backend', false);
+    hub.setConnected('agent-backend', true);
+    for (const p of POINTS) {
+      const agentId = p.name === 'backend' ? 'agent-backend' : 'agent-vpn';
+      await hub.deliver({ kind: 'status', agentId, status: status(c.id, p.name, 'capturing') });
+      await hub.deliver({
+        kind: 'events',
+        agentId,
+        batch: { captureId: c.id, point: p.name, events: [...replay(p.name)] },
+      });
+    }
+    await new Promise((r) => setTimeout(r, 50));
+    const v = sessions.get(c.id);
+    t.equal(v?.state, 'resolved');
+    t.equal(v?.verdict?.layer, 'preserved');
+  },
+);
+
+void t.test('a stored capture the store cannot read is moved aside; the others load', async (t) => {
+  const dir = tmp(t);
+  const hub = hubWithAgents();
+  const first = manager(t, dir, hub);
+  const spec = { points: POINTS, timeoutMs: 60_000, stopOnFirstMatch: false, settleMs: 60_000 };
+  const bad = await first.create(spec);
+  const good = await first.create(spec);
+  await first.close();
+  const evFile = join(dir, 'captures', bad.id, 'events-decap.pb');
+  rmSync(evFile, { force: true });
+  mkdirSync(evFile); // EISDIR when read
+  const store = new CaptureStore({ dir, fsync: false });
+  const ids = store.loadSessions().map((l) => l.record.id);
+  t.same(ids, [good.id]);
+  t.match(store.quarantined[0]?.reason, /EISDIR|directory/);
+  await store.close();
+});
+
+void t.test(
+  'an event file cut or emptied by hand is named at start, not silently shorter',
+  async (t) => {
+    const dir = tmp(t);
+    const hub = hubWithAgents();
+    const first = manager(t, dir, hub);
+    const c = await first.create({
+      points: POINTS,
+      timeoutMs: 60_000,
+      stopOnFirstMatch: false,
+      settleMs: 60_000,
+    });
+    await hub.deliver({
+      kind: 'events',
+      agentId: 'agent-vpn',
+      batch: { captureId: c.id, point: 'decap', events: evs(1, 6) },
+    });
+    await first.close();
+    writeFileSync(join(dir, 'captures', c.id, 'events-decap.pb'), '');
+    const store = new CaptureStore({ dir, fsync: false });
+    const [loaded] = store.loadSessions();
+    t.same(loaded?.repaired, [
+      { point: 'decap', tornBytes: 0, corruptRecords: 0, duplicateEvents: 0, missingEvents: 6 },
+    ]);
+    await store.close();
   },
 );

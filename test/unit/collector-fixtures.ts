@@ -45,6 +45,14 @@ export class FakeHub implements AgentHub {
     return this.list;
   }
 
+  /** The agent's connection ends (killed) or comes back; handlers hear it as the hub says it. */
+  setConnected(agentId: string, connected: boolean): void {
+    const a = this.list.find((x) => x.agentId === agentId);
+    if (a === undefined) throw new Error(`no agent ${agentId}`);
+    a.connected = connected;
+    for (const h of this.agentHandlers) h({ ...a });
+  }
+
   send(agentId: string, cmd: HubCommand): boolean {
     if (this.list.find((a) => a.agentId === agentId)?.connected !== true) return false;
     this.sent.push({ agentId, cmd });
