@@ -78,7 +78,13 @@ void t.test('a torn last record is dropped and truncated; earlier events are kep
   const [loaded] = b.loadSessions();
   t.same(loaded?.events.get('decap'), evs, 'every whole record survives');
   t.same(loaded?.repaired, [
-    { point: 'decap', tornBytes: next.length - 5, corruptRecords: 0, duplicateEvents: 0 },
+    {
+      point: 'decap',
+      tornBytes: next.length - 5,
+      corruptRecords: 0,
+      duplicateEvents: 0,
+      missingEvents: 0,
+    },
   ]);
   t.equal(statSync(file).size, good, 'the torn tail is cut off');
   // Appending after the repair starts on a record boundary.
