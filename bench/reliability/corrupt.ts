@@ -41,6 +41,7 @@ const LOG_NAMES = [
   'event file repaired',
   'is not valid; starting without it',
   'not a saved repro, skipped',
+  'report-inputs.json is missing or damaged',
 ];
 
 const write = (p: string, b: Buffer | string): void => {
@@ -268,7 +269,9 @@ async function buildTemplate(root: string, perPoint: number): Promise<Template> 
     const liveId = streams[0]?.captureId ?? '';
     const b = readFileSync(join(dir, 'captures', liveId, 'events-p0.pb'));
     const offsets: number[] = [];
-    for (let at = 0; at + 12 <= b.length; at += 12 + b.readUInt32BE(at + 4)) offsets.push(at);
+    // Event records only: each batch's mark record (magic "HTB1") holds no event.
+    for (let at = 0; at + 12 <= b.length; at += 12 + b.readUInt32BE(at + 4))
+      if (b.readUInt32BE(at) !== 0x48544231) offsets.push(at);
     return { dir, liveId, finalId: fin.id, p0Events: offsets.length, p0Offsets: offsets };
   } finally {
     await c.close();
@@ -324,7 +327,7 @@ export async function scenarioCorrupt(ctx: Ctx, out: ScenarioOut): Promise<void>
           d.what.startsWith('1 KiB in the middle') &&
           p0 !== undefined &&
           t.p0Events - p0 > 1 &&
-          named.some((n) => n.includes(' 1 corrupt records'))
+          named.some((n) => n.includes(' 1 damaged runs'))
         )
           undercount = t.p0Events - p0;
         const want = d.keeps?.(t);
@@ -366,9 +369,9 @@ export async function scenarioCorrupt(ctx: Ctx, out: ScenarioOut): Promise<void>
       );
     if (undercount !== null)
       notes.push(
-        "The log's count of corrupt records counts runs of damage, not records: 1 KiB overwritten in the " +
-          `middle of events-p0.pb cost ${undercount} events and is logged as 1 corrupt record ` +
-          '(collector/event-file.ts resync counts one per run it skips).',
+        'The log counts runs of damage, as it says, not records: 1 KiB overwritten in the ' +
+          `middle of events-p0.pb cost ${undercount} events and is logged as 1 damaged run ` +
+          '(collector/event-file.ts resync counts one per run it skips; the events loaded say how many are left).',
       );
   } finally {
     rmSync(root, { recursive: true, force: true });

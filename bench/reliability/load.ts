@@ -151,11 +151,12 @@ export async function scenarioLoad(ctx: Ctx, out: ScenarioOut): Promise<void> {
     );
     if (perMillion >= 50)
       notes.push(
-        'RSS grows with the events held: a live capture keeps every TCP/UDP event of every point in ' +
-          'memory (collector/session.ts CaptureSession.events, for the debounced re-analysis), and a ' +
-          `finished one keeps them until the collector stops — about ${fmt(perMillion, 0)} MiB per ` +
-          'million events here. A capture that runs long on a busy interface grows the collector ' +
-          'without bound; nothing caps it or spills it to the event files already on disk.',
+        'RSS grows with the events held: a live capture holds its TCP/UDP events in memory for ' +
+          'correlation (in the analysis worker once it has 20,000), up to 1,000,000 per capture ' +
+          '(collector/session.ts MAX_HELD_EVENTS: beyond it events are stored, not analysed, counted ' +
+          'and named in the verdict), and a finished one releases them — about ' +
+          `${fmt(perMillion, 0)} MiB per million events here. Nothing bounds the sum over several ` +
+          'live captures yet: that bound is not built.',
       );
     if (lostMessages > spoolLimit * n)
       notes.push(
@@ -164,10 +165,9 @@ export async function scenarioLoad(ctx: Ctx, out: ScenarioOut): Promise<void> {
           'the wire (agent/link/spool.ts addLost), and with the kernel socket buffer taking what the ' +
           'collector has not read, that is almost at once: every further dropped batch starts a new ' +
           'Lost, exempt from the spool limit. Each costs the collector a session.json rewrite with ' +
-          'fsync besides the agents.json one, and a re-analysis of the whole capture at once ' +
-          '(collector/sessions.ts handleMessage → saveSession, step: not debounced as after an events ' +
-          'batch; statuses, one a second per point, take the same path): more main-thread work than the ' +
-          'events batch it replaces.',
+          'fsync (as does every status, one a second per point); agents.json is written at most ' +
+          'once a second and a status or Lost only schedules the debounced analysis. What made the ' +
+          'slowest second slow was not measured in this run.',
       );
     fleet.close();
   } finally {

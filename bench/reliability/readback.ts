@@ -4,7 +4,10 @@
  * acknowledged events lost (0 times) and duplicates (2 or more) exactly.
  *
  * The files are `captures/<id>/events-<point>.pb`, records as collector/event-file.ts writes and
- * documents them: [u32 magic "HTE1"][u32 body length][u32 CRC-32C of the body][PacketEvent].
+ * documents them: [u32 magic "HTE1"][u32 body length][u32 CRC-32C of the body][PacketEvent], each
+ * batch after a mark record (magic "HTB1", 12-byte body: the agent's seq and the event count).
+ * Marks are skipped here, never used to hide a copy: every event record on disk is counted, so a
+ * batch stored twice shows as duplicates even though the collector would read it once.
  * bench/ may not import the collector's insides, so this is a second reader of that format
  * (which also checks it). Bytes that are not a whole record whose checksum holds are counted as
  * unreadable, never guessed at: a changed format shows up as unreadable bytes, not as lost events.
@@ -15,6 +18,7 @@ import { decodePacketEvent } from '../../common/codec';
 import { crc32c } from '../../common/crc32c';
 
 const MAGIC = 0x48544531;
+const MARK_MAGIC = 0x48544231;
 const HEAD = 12;
 
 export interface StoredEvents {
@@ -63,9 +67,14 @@ export function readStoredEvents(dataDir: string): StoredEvents {
       while (at + HEAD <= b.length) {
         const len = b.readUInt32BE(at + 4);
         const end = at + HEAD + len;
-        if (b.readUInt32BE(at) !== MAGIC || end > b.length) break;
+        const magic = b.readUInt32BE(at);
+        if ((magic !== MAGIC && magic !== MARK_MAGIC) || end > b.length) break;
         const body = b.subarray(at + HEAD, end);
         if (crc32c(body) !== b.readUInt32BE(at + 8)) break;
+        if (magic === MARK_MAGIC) {
+          at = end;
+          continue;
+        }
         const e = decodePacketEvent(body);
         bump(out.byNode, e.node, e.frame);
         out.records++;
