@@ -292,7 +292,13 @@ export class CaptureSession {
    * Adds delivered (already stored) events; returns the ones held for correlation (the manager
    * hands them to the analysis worker when the capture is offloaded).
    */
-  addEvents(point: string, events: readonly PacketEvent[], nowMs: number): PacketEvent[] {
+  addEvents(
+    point: string,
+    events: readonly PacketEvent[],
+    nowMs: number,
+    /** Events this capture may hold at most (the manager's share of its collector-wide bound). */
+    limit = MAX_HELD_EVENTS,
+  ): PacketEvent[] {
     const p = this.point(point);
     const list = this.events.get(point);
     if (!p || !list) return [];
@@ -301,7 +307,7 @@ export class CaptureSession {
     // Events prove the capture runs even when the status was lost.
     if (events.length > 0) p.confirmed = true;
     const held: PacketEvent[] = [];
-    let room = MAX_HELD_EVENTS - this.totalUsefulEvents();
+    let room = Math.min(limit, MAX_HELD_EVENTS) - this.totalUsefulEvents();
     let over = 0;
     for (const e of events) {
       if (!isUsefulEvent(e)) continue;
@@ -547,7 +553,7 @@ export class CaptureSession {
     const text = over.map((p) => `${p.unanalysed ?? 0} at ${p.name}`).join(', ');
     return {
       ...v,
-      reason: `${v.reason ?? v.layer}; not analysed: ${text} (stored past the ${MAX_HELD_EVENTS}-event in-memory limit)`,
+      reason: `${v.reason ?? v.layer}; not analysed: ${text} (stored, but past the events the collector holds in memory for analysis)`,
     };
   }
 

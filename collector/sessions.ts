@@ -72,9 +72,14 @@ export interface SessionManagerOptions {
   conntrack?: boolean;
   /**
    * A capture holding this many useful events is analysed on the analysis worker thread, not on
-   * the event loop (default 20,000; 0 = every capture).
+   * the event loop (default 5,000; 0 = every capture).
    */
   offloadAbove?: number;
+  /**
+   * Events all live captures together hold in memory for analysis (default 400,000, about
+   * 450 MiB); past it a capture's new events are stored, not analysed, counted and named.
+   */
+  maxHeldEvents?: number;
 }
 
 export class SessionManager {
@@ -102,6 +107,7 @@ export class SessionManager {
   readonly requests: AgentRequests;
   private readonly conntrack: boolean;
   private readonly offloadAbove: number;
+  private readonly maxHeldEvents: number;
   private readonly offload: AnalysisOffload;
   /** Captures whose analysis runs on the worker now; their next one waits for it. */
   private readonly analysing = new Set<string>();
@@ -119,7 +125,8 @@ export class SessionManager {
     this.cluster = opts.cluster;
     this.requests = new AgentRequests(opts.hub, 5_000);
     this.conntrack = opts.conntrack ?? false;
-    this.offloadAbove = opts.offloadAbove ?? 20_000;
+    this.offloadAbove = opts.offloadAbove ?? 5_000;
+    this.maxHeldEvents = opts.maxHeldEvents ?? 400_000;
     this.offload = new AnalysisOffload((why) => {
       this.reseedWorker(why);
     });
@@ -408,13 +415,13 @@ export class SessionManager {
         p.appliedSeq = Math.max(p.appliedSeq ?? 0, msg.seq);
         if (s.isFinal()) return;
         const overBefore = p.unanalysed ?? 0;
-        const held = s.addEvents(pointName, msg.batch.events, now);
+        const held = s.addEvents(pointName, msg.batch.events, now, this.holdLimit(s));
         if (s.isOffloaded()) this.offload.add(captureId, pointName, held);
         else this.maybeOffload(s);
         if (overBefore === 0 && (p.unanalysed ?? 0) > 0)
           this.log.warn(
-            { captureId, point: pointName },
-            `the capture holds ${MAX_HELD_EVENTS} events in memory: later ones are stored, not analysed (counted, named in the verdict)`,
+            { captureId, point: pointName, count: s.totalUsefulEvents() },
+            `the capture's share of the events held in memory (${MAX_HELD_EVENTS} per capture, ${this.maxHeldEvents} for all) is full: later ones are stored, not analysed (counted, named in the verdict)`,
           );
         this.scheduleAnalysis(s);
         return;
@@ -486,6 +493,13 @@ export class SessionManager {
       if (!s.isFinal()) this.saveQuietly(s);
     }, this.debounceMs);
     this.debounce.set(s.id, t);
+  }
+
+  /** What `s` may hold: what it holds plus what the live captures together may still take. */
+  private holdLimit(s: CaptureSession): number {
+    let held = 0;
+    for (const x of this.sessions.values()) if (!x.isFinal()) held += x.totalUsefulEvents();
+    return s.totalUsefulEvents() + Math.max(0, this.maxHeldEvents - held);
   }
 
   /** A capture that has grown large enough gives its events to the analysis worker. */

@@ -1,7 +1,7 @@
 /**
  * /healthz while a capture is analysed: a capture at three points, each agent sending 30,000 SYNs
  * (each a new connection from the client; the first is the request) as fast as the collector
- * takes them, while a worker thread times GET /healthz every 10 ms. Past 20,000 events the
+ * takes them, while a worker thread times GET /healthz every 10 ms. Past 5,000 events the
  * collector analyses the capture on its analysis worker thread (collector/analysis-offload.ts);
  * what remains on its event loop (decoding, storing, copying batches to the worker) is what
  * /healthz can wait behind.
@@ -106,10 +106,10 @@ export async function scenarioHealthz(ctx: Ctx, out: ScenarioOut): Promise<void>
     const slow = samples.filter(([at, l]) => at >= postAt && l > 100).length;
     if (busy.max > 100)
       notes.push(
-        `${fmt(slow)} /healthz answers took over 100 ms. A capture past 20,000 events is analysed on ` +
+        `${fmt(slow)} /healthz answers took over 100 ms. A capture past 5,000 events is analysed on ` +
           'the analysis worker (collector/analysis-offload.ts), but the event loop still decodes each ' +
           'batch, appends it with fdatasync, copies it to the worker, and once hands over the first ' +
-          '20,000 events in one structured clone; which of these made the slow answers was not ' +
+          '5,000 events in one structured clone; which of these made the slow answers was not ' +
           'measured in this run.',
       );
   } finally {

@@ -151,12 +151,12 @@ export async function scenarioLoad(ctx: Ctx, out: ScenarioOut): Promise<void> {
     );
     if (perMillion >= 50)
       notes.push(
-        'RSS grows with the events held: a live capture holds its TCP/UDP events in memory for ' +
-          'correlation (in the analysis worker once it has 20,000), up to 1,000,000 per capture ' +
-          '(collector/session.ts MAX_HELD_EVENTS: beyond it events are stored, not analysed, counted ' +
-          'and named in the verdict), and a finished one releases them — about ' +
-          `${fmt(perMillion, 0)} MiB per million events here. Nothing bounds the sum over several ` +
-          'live captures yet: that bound is not built.',
+        'RSS grows with the events held: live captures hold their TCP/UDP events in memory for ' +
+          'correlation (in the analysis worker once a capture has 5,000), at most 1,000,000 per ' +
+          'capture and 400,000 for all live captures together (collector/session.ts MAX_HELD_EVENTS, ' +
+          "SessionManager's maxHeldEvents: beyond them events are stored, not analysed, counted and " +
+          'named in the verdict); a finished capture releases them — about ' +
+          `${fmt(perMillion, 0)} MiB per million events held here.`,
       );
     if (lostMessages > spoolLimit * n)
       notes.push(

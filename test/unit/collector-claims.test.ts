@@ -55,6 +55,7 @@ function manager(
   dir: string,
   hub: FakeHub,
   cluster?: ApiInventory,
+  maxHeldEvents?: number,
 ): SessionManager {
   const store = new CaptureStore({ dir, fsync: false });
   const sessions = new SessionManager({
@@ -62,6 +63,7 @@ function manager(
     store,
     logger: silentLogger(),
     debounceMs: 0,
+    ...(maxHeldEvents === undefined ? {} : { maxHeldEvents }),
     ...(cluster
       ? {
           cluster: {
@@ -369,5 +371,30 @@ void t.test(
       { point: 'decap', tornBytes: 0, corruptRecords: 0, duplicateEvents: 0, missingEvents: 6 },
     ]);
     await store.close();
+  },
+);
+
+void t.test(
+  'live captures together hold a bounded number of events; the rest are stored, counted, named',
+  async (t) => {
+    const dir = tmp(t);
+    const hub = hubWithAgents();
+    const sessions = manager(t, dir, hub, undefined, 10);
+    const spec = { points: POINTS, timeoutMs: 60_000, stopOnFirstMatch: false, settleMs: 60_000 };
+    const a = await sessions.create(spec);
+    const b = await sessions.create(spec);
+    const batch = (id: string) => ({ captureId: id, point: 'decap', events: evs(1, 8) });
+    await hub.deliver({ kind: 'events', agentId: 'agent-vpn', batch: batch(a.id) });
+    await hub.deliver({ kind: 'events', agentId: 'agent-vpn', batch: batch(b.id) });
+    const store = parseEventFile(readFileSync(join(dir, 'captures', b.id, 'events-decap.pb')));
+    t.equal(store.events.length, 8, 'every event is stored');
+    const done = new Promise<CaptureView>((resolve) => {
+      sessions.onChange((v) => {
+        if (v.id === b.id && v.state === 'cancelled') resolve(v);
+      });
+    });
+    sessions.cancel(b.id);
+    const v = await done;
+    t.match(v.verdict?.reason, /not analysed: 6 at decap/, 'the 6 past the bound are named');
   },
 );
