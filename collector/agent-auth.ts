@@ -15,10 +15,10 @@
  * A peer with a node identity can only send a hello for that node, use agent ids bound to that
  * node, and arm, report and number points of that node (collector/hub.ts).
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { readFileSync } from 'node:fs';
-import { bearerToken, tokenMatches } from '../common/auth';
+import { bearerToken, tokenDigest, tokenMatches } from '../common/auth';
 import { HoptraceError } from '../common/errors';
 
 export type IdentityMethod = 'shared-token' | 'node-token' | 'client-cert' | 'service-account';
@@ -63,10 +63,6 @@ export function sharedTokenAuth(tokens: readonly string[]): AgentAuthenticator {
 
 /** A node name as Kubernetes spells one (RFC 1123 subdomain), or a lab's shorter name. */
 export const NODE_NAME_RE = /^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
-
-function digest(s: string): Buffer {
-  return createHash('sha256').update(s, 'utf8').digest();
-}
 
 /**
  * `NODE TOKEN` per line (`#` comments, blank lines ignored). Throws AUTH_NO_TOKEN (what and which
@@ -121,13 +117,13 @@ export function readNodeTokens(file: string): Map<string, string> {
  * the time does not say which node's token was close.
  */
 export function nodeTokenAuth(byNode: ReadonlyMap<string, string>): AgentAuthenticator {
-  const table = [...byNode].map(([node, token]) => ({ node, d: digest(token) }));
+  const table = [...byNode].map(([node, token]) => ({ node, d: tokenDigest(token) }));
   return {
     description: `one token per node (${table.length} nodes)`,
     authenticate(req) {
       const given = bearerToken(req.headers.authorization);
       if (given === undefined || given === '') return refused('no bearer token');
-      const g = digest(given);
+      const g = tokenDigest(given);
       let node: string | undefined;
       for (const row of table) if (timingSafeEqual(g, row.d)) node = row.node;
       return node === undefined

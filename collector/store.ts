@@ -69,17 +69,15 @@ export const AGENT_RECORDS_MAX = 16_384;
 /** How long a changed seq may wait before agents.json is written. */
 const AGENTS_SAVE_MS = 1000;
 
+const isSeq = (v: unknown): v is number =>
+  typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= MAX_SEQ;
+
 function agentRecord(v: unknown): AgentRecord | null {
   // Files before 0.1.1: a bare number per id.
-  if (typeof v === 'number')
-    return Number.isSafeInteger(v) && v >= 0 && v <= MAX_SEQ
-      ? { seq: v, node: '', seenAt: 0 }
-      : null;
+  if (typeof v === 'number') return isSeq(v) ? { seq: v, node: '', seenAt: 0 } : null;
   if (typeof v !== 'object' || v === null) return null;
-  const o = v as Record<string, unknown>;
-  const { seq, node, seenAt } = o;
-  if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 0 || seq > MAX_SEQ)
-    return null;
+  const { seq, node, seenAt } = v as Record<string, unknown>;
+  if (!isSeq(seq)) return null;
   if (typeof node !== 'string' || node.length > 253) return null;
   if (typeof seenAt !== 'number' || !Number.isFinite(seenAt)) return null;
   return { seq, node, seenAt };

@@ -50,7 +50,8 @@ export function bearerToken(header: string | undefined): string | undefined {
   return m?.[1];
 }
 
-function digest(s: string): Buffer {
+/** A token's SHA-256: fixed-length, so timingSafeEqual can compare any two tokens. */
+export function tokenDigest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
 }
 
@@ -61,11 +62,11 @@ function digest(s: string): Buffer {
  */
 export function tokenMatches(given: string | undefined, accepted: readonly string[]): boolean {
   if (given === undefined || given === '') return false;
-  const g = digest(given);
+  const g = tokenDigest(given);
   let ok = false;
   for (const a of accepted) {
     if (a === '') continue;
-    if (timingSafeEqual(g, digest(a))) ok = true;
+    if (timingSafeEqual(g, tokenDigest(a))) ok = true;
   }
   return ok;
 }

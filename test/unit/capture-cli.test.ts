@@ -15,7 +15,7 @@ import { silentLogger } from '../../collector/logger';
 import type { CaptureView } from '../../collector/capture-views';
 import { startCollector, type RunningCollector } from '../../collector/main';
 import { isHoptraceError } from '../../common/errors';
-import { FakeHub, status } from './collector-fixtures';
+import { FakeHub, status, twoNodeHub } from './collector-fixtures';
 import { PCAPS } from './corpus';
 
 const TOKEN = 'cli-test-token';
@@ -36,26 +36,7 @@ async function collector(
   o: { silentBackend?: boolean } = {},
 ): Promise<RunningCollector> {
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-cli-'));
-  const hub = new FakeHub();
-  hub.addAgent(
-    'agent-vpn',
-    'vpn-node',
-    ['192.168.50.1'],
-    [
-      {
-        path: '/run/netns/vpn',
-        inode: 1,
-        addresses: ['10.244.1.10'],
-        interfaces: ['tun0', 'eth0'],
-      },
-    ],
-  );
-  hub.addAgent(
-    'agent-backend',
-    'backend-node',
-    ['192.168.50.2'],
-    [{ path: '/run/netns/web', inode: 2, addresses: ['10.244.2.5'], interfaces: ['eth0'] }],
-  );
+  const hub = twoNodeHub();
   hub.onSend = (agentId, cmd) => {
     if (cmd.kind !== 'capture') return;
     const c = cmd.capture;

@@ -15,7 +15,7 @@ import type { CaptureView } from '../../collector/capture-views';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
 import type { PacketEvent } from '../../common/event';
-import { FakeHub, status } from './collector-fixtures';
+import { FakeHub, status, twoNodeHub } from './collector-fixtures';
 import { PCAPS } from './corpus';
 
 const TOKEN = 'sekrit-token';
@@ -53,28 +53,7 @@ function setup(
     t.teardown(() => {
       rmSync(dir, { recursive: true, force: true });
     });
-  const hub = new FakeHub();
-  if (o.agents !== false) {
-    hub.addAgent(
-      'agent-vpn',
-      'vpn-node',
-      ['192.168.50.1'],
-      [
-        {
-          path: '/run/netns/vpn',
-          inode: 1,
-          addresses: ['10.244.1.10'],
-          interfaces: ['tun0', 'eth0'],
-        },
-      ],
-    );
-    hub.addAgent(
-      'agent-backend',
-      'backend-node',
-      ['192.168.50.2'],
-      [{ path: '/run/netns/web', inode: 2, addresses: ['10.244.2.5'], interfaces: ['eth0'] }],
-    );
-  }
+  const hub = o.agents === false ? new FakeHub() : twoNodeHub();
   const store = new CaptureStore({ dir, fsync: false });
   const sessions = new SessionManager({ hub, store, logger: silentLogger(), debounceMs: 0 });
   sessions.start();
