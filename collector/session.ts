@@ -631,6 +631,10 @@ export class CaptureSession {
       firstTsNs: null,
       lastTsNs: null,
       detail: p.state === 'failed' ? `capture failed: ${errorText(p)}` : 'no request selected',
+      node: p.node ?? null,
+      iface: p.iface,
+      flow: [],
+      flowOmitted: 0,
     }));
     return { verdict, points: summaries };
   }

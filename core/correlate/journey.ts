@@ -101,6 +101,28 @@ export interface PacketRef {
   seq: number | null;
 }
 
+/**
+ * One packet of the matched connection at a point (request or reply direction), for the evidence:
+ * the sequence picture, the per-hop times, the clock offset between nodes and evidence.pcapng
+ * (which re-reads the frame by its number).
+ */
+export interface FlowPacket {
+  frame: number;
+  tsNs: bigint;
+  dir: 'request' | 'reply';
+  tuple: Endpoint;
+  /** TCP flags (0 for UDP and ICMP). */
+  flags: number;
+  seq: number | null;
+  ack: number | null;
+  payloadLength: number;
+  /** The point captured the packet inside a tunnel (the VPN's own outer packets on that interface). */
+  tunneled: boolean;
+}
+
+/** At most this many packets of the matched connection are kept per point (the first ones in time). */
+export const MAX_FLOW_PACKETS = 256;
+
 /** One ICMP error about the request or its reply, as captured at a point. */
 export interface IcmpErrorRef {
   frame: number;
@@ -139,6 +161,12 @@ export interface PointMatch {
   replyPackets: number;
   retransmits: number;
   packet: PacketRef | null;
+  /**
+   * The matched connection's packets here in time order, at most MAX_FLOW_PACKETS (the first);
+   * `flowOmitted` counts the rest.
+   */
+  flow: FlowPacket[];
+  flowOmitted: number;
   /** The tuples that matched equally when `status` is 'ambiguous'. */
   candidates: Endpoint[];
   /** ICMP errors captured here that quote the request or its reply (core/correlate/icmp-errors.ts). */

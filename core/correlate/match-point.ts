@@ -28,6 +28,8 @@ import {
   type Journey,
   type MatchKey,
   type PacketRef,
+  type FlowPacket,
+  MAX_FLOW_PACKETS,
   type PointEvents,
   type PointMatch,
   type PointStatus,
@@ -474,6 +476,8 @@ export function emptyPoint(
     replyPackets: 0,
     retransmits: 0,
     packet: null,
+    flow: [],
+    flowOmitted: 0,
     candidates: [],
     icmpErrors: [],
     detail,
@@ -527,6 +531,7 @@ function describeConnection(
     if (first === null || v.ev.tsNs < first) first = v.ev.tsNs;
     if (last === null || v.ev.tsNs > last) last = v.ev.tsNs;
   }
+  const flow = flowPackets(req, rep);
   return {
     ...base,
     observed: tuple,
@@ -540,7 +545,31 @@ function describeConnection(
     retransmits,
     firstTsNs: first,
     lastTsNs: last,
+    flow,
+    flowOmitted: all.length - flow.length,
   };
+}
+
+/** The connection's packets in time order (frame order on ties), the first MAX_FLOW_PACKETS. */
+function flowPackets(req: FlowView[], rep: FlowView[]): FlowPacket[] {
+  const tagged = [
+    ...req.map((v) => ({ v, dir: 'request' as const })),
+    ...rep.map((v) => ({ v, dir: 'reply' as const })),
+  ];
+  tagged.sort((a, b) =>
+    a.v.ev.tsNs === b.v.ev.tsNs ? a.v.ev.frame - b.v.ev.frame : a.v.ev.tsNs < b.v.ev.tsNs ? -1 : 1,
+  );
+  return tagged.slice(0, MAX_FLOW_PACKETS).map(({ v, dir }) => ({
+    frame: v.ev.frame,
+    tsNs: v.ev.tsNs,
+    dir,
+    tuple: v.tuple,
+    flags: v.flags,
+    seq: v.seq,
+    ack: v.ack,
+    payloadLength: v.ev.keys.payloadLength,
+    tunneled: v.ev.tunnels.length > 0,
+  }));
 }
 
 function describeKeys(keys: MatchKey[], id: RequestIdentity, point: string): string {

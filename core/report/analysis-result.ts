@@ -29,6 +29,27 @@ export interface PointSummary {
   firstTsNs: string | null;
   lastTsNs: string | null;
   detail: string;
+  /** Node and interface of the packet that proved the match (null when none did). */
+  node: string | null;
+  iface: string | null;
+  /** The matched connection's packets here in time order (the first MAX_FLOW_PACKETS). */
+  flow: FlowPacketSummary[];
+  /** Packets of the matched connection beyond `flow`. */
+  flowOmitted: number;
+}
+
+/** One packet of the matched connection at a point, JSON-safe (core/correlate FlowPacket). */
+export interface FlowPacketSummary {
+  frame: number;
+  /** Nanoseconds since the Unix epoch, by this point's clock, as a decimal string. */
+  tsNs: string;
+  dir: 'request' | 'reply';
+  tuple: Endpoint;
+  flags: number;
+  seq: number | null;
+  ack: number | null;
+  payloadLength: number;
+  tunneled: boolean;
 }
 
 export interface AnalysisResult {

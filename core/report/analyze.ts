@@ -28,9 +28,9 @@ import {
   matchesSelector,
   type FlowProto,
 } from '../correlate/match-point';
-import type { AnalysisResult, PointSummary } from './analysis-result';
+import type { AnalysisResult, FlowPacketSummary, PointSummary } from './analysis-result';
 
-export type { AnalysisResult, PointSummary };
+export type { AnalysisResult, FlowPacketSummary, PointSummary };
 
 export interface AnalyzeInput {
   points: { name: string; events: PacketEvent[] }[];
@@ -70,6 +70,10 @@ export function summarizePoints(journey: Journey): PointSummary[] {
     firstTsNs: p.firstTsNs === null ? null : p.firstTsNs.toString(),
     lastTsNs: p.lastTsNs === null ? null : p.lastTsNs.toString(),
     detail: p.detail,
+    node: p.packet?.node ?? null,
+    iface: p.packet?.iface ?? null,
+    flow: p.flow.map((f) => ({ ...f, tsNs: f.tsNs.toString() })),
+    flowOmitted: p.flowOmitted,
   }));
 }
 
