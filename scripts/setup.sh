@@ -17,6 +17,8 @@ declare -A NEED_CMD=(
   [nsenter]=util-linux
   [setpriv]=util-linux
   [openssl]=openssl
+  [tshark]=tshark
+  [chromium]=chromium
 )
 missing=()
 for cmd in "${!NEED_CMD[@]}"; do
@@ -24,6 +26,8 @@ for cmd in "${!NEED_CMD[@]}"; do
 done
 # Headers for building the libpcap addons (cap) with node-gyp.
 [ -e /usr/include/pcap/pcap.h ] || missing+=(libpcap-dev)
+# Chromium renders the web view's test screenshots with a real font.
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 # node-gyp needs a compiler and python3.
 command -v g++ >/dev/null 2>&1 || missing+=(g++)
 command -v make >/dev/null 2>&1 || missing+=(make)

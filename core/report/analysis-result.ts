@@ -5,6 +5,7 @@
  */
 import type { Verdict } from '../attribute/attribute';
 import type { Endpoint, MatchKey, PointStatus } from '../correlate/correlate';
+import type { ClockOffset, HopLatency } from './times';
 
 /** One point's view of the request, JSON-safe (timestamps as decimal nanosecond strings). */
 export interface PointSummary {
@@ -59,6 +60,10 @@ export interface AnalysisResult {
   captureHealth?: CaptureHealth[];
   /** What the captures lost (or cannot tell) that may hide a missing request or reply. */
   caveats?: string[];
+  /** Each point's clock against the first point's, from packets seen at both (times.ts). */
+  clock?: ClockOffset[];
+  /** The request's travel time between consecutive points, clock-corrected (times.ts). */
+  hops?: HopLatency[];
 }
 
 /**

@@ -29,6 +29,7 @@ import {
   type FlowProto,
 } from '../correlate/match-point';
 import type { AnalysisResult, FlowPacketSummary, PointSummary } from './analysis-result';
+import { estimateClockOffsets, hopLatencies } from './times';
 
 export type { AnalysisResult, FlowPacketSummary, PointSummary };
 
@@ -94,7 +95,9 @@ export function analyzeEvents(input: AnalyzeInput): AnalysisResult {
   const verdict = attributeSourceRewrite(journey, input.inventory, {
     clientIp: input.selector.client,
   });
-  return { verdict, points: summarizePoints(journey) };
+  const points = summarizePoints(journey);
+  const clock = estimateClockOffsets(points);
+  return { verdict, points, clock, hops: hopLatencies(points, clock) };
 }
 
 /** Pass 1 at the first point: only new TCP connections (SYN without ACK) fitting `selector` matter. */
