@@ -21,6 +21,7 @@ import { HoptraceError } from '../common/errors';
 import type { ReproView } from '../collector';
 import { assertLabPrerequisites } from '../lab/prereq';
 import { printLabRepros } from '../lab/repro-print';
+import { ReproProgress, reproEndLines } from '../core/repro/repro-progress';
 import { parseCommandLine } from './args';
 import { CollectorClient } from './collector-client';
 import { parseDuration } from './capture';
@@ -146,6 +147,7 @@ export async function runClusterRepro(
   }
   const run = randomBytes(3).toString('hex');
   const sportBase = 41000 + Math.floor(Math.random() * 20000);
+  const progress = new ReproProgress();
   for (let n = 1; n <= o.count; n++) {
     const t0 = Date.now();
     const probeId = `r${run}n${String(n).padStart(2, '0')}`;
@@ -163,13 +165,15 @@ export async function runClusterRepro(
       const mark = d.marks.filter((m) => m.kind === 'deleted').at(-1);
       out(`after probe ${n}: ${mark?.detail ?? 'pod deleted'}`);
     }
+    // Each probe's row once the next one was sent: its packets had an interval to arrive.
+    for (const line of progress.update(await api(o, 'GET', `/v1/repros/${id}`), n - 1)) out(line);
     const wait = t0 + o.intervalMs - Date.now();
     if (wait > 0) await delay(wait);
   }
   // Events of the last probes are still on their way from the agents (batching, FIN/ACK).
   await delay(o.settleMs ?? 1000);
   const view = await api(o, 'POST', `/v1/repros/${id}/finish`, {});
-  for (const line of view.text) out(line);
+  for (const line of reproEndLines(progress, view)) out(line);
   return view;
 }
 

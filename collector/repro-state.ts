@@ -80,6 +80,8 @@ export interface ReproView {
   summary: ReproSummary | null;
   /** The timeline and summary as text (what `hoptrace repro` prints). */
   text: string[];
+  /** The lines about what the captures lost (the end of `text`; absent in views stored before). */
+  lossText?: string[];
   /** When the collector last saved this view to its data directory. */
   savedAt?: string;
 }

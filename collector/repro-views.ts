@@ -89,6 +89,7 @@ function lossLines(r: Repro, rows: readonly TimelineRow[]): string[] {
 /** `GET /v1/repros/:id` of a live repro, attributed with `inventory`. */
 export function reproView(r: Repro, inventory: Inventory): ReproView {
   const timeline = reproTimeline(r, inventory);
+  const losses = lossLines(r, timeline);
   const pv = (p: PointRec): ReproPointView => ({
     name: p.name,
     agentId: p.agentId,
@@ -120,6 +121,7 @@ export function reproView(r: Repro, inventory: Inventory): ReproView {
     marks: r.marks,
     timeline,
     summary: r.summary,
-    text: [...renderTimeline(timeline, r.marks, r.summary), ...lossLines(r, timeline)],
+    text: [...renderTimeline(timeline, r.marks, r.summary), ...losses],
+    lossText: losses,
   };
 }

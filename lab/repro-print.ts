@@ -1,4 +1,5 @@
 /** Runs the lab repro scenarios one after another and prints each timeline (scripts and CLI). */
+import { ReproProgress, reproEndLines } from '../core/repro/repro-progress';
 import { LiveCollector } from './live-collector';
 import { REPRO_SCENARIOS, runRepro, type ReproRun } from './repro';
 
@@ -24,8 +25,11 @@ export async function printLabRepros(
       if (only !== undefined && !only.includes(sc.name)) continue;
       out(`\n## repro ${sc.name}: ${sc.description}`);
       try {
-        const run = await runRepro(collector, sc);
-        for (const line of run.view.text) out(line);
+        const progress = new ReproProgress();
+        const run = await runRepro(collector, sc, undefined, (view, settled) => {
+          for (const line of progress.update(view, settled)) out(line);
+        });
+        for (const line of reproEndLines(progress, run.view)) out(line);
         const m = reproMismatches(run);
         out(m.length === 0 ? `(as expected, ${run.durationMs} ms)` : `MISMATCH: ${m.join('; ')}`);
         if (m.length > 0) bad++;

@@ -185,6 +185,8 @@ export async function runRepro(
   collector: LiveCollector,
   sc: ReproScenario,
   opts: ReproOptions = DEFAULT_REPRO_OPTIONS,
+  /** Called after each probe with the view and how many probes have settled (all but the last). */
+  onProbe?: (view: ReproView, settled: number) => void,
 ): Promise<ReproRun> {
   assertLabPrerequisites();
   const started = Date.now();
@@ -241,6 +243,7 @@ export async function runRepro(
         endedAtMs: Date.now(),
         ...res,
       });
+      if (onProbe !== undefined) onProbe(await getRepro(collector, id), n - 1);
       if (n === opts.deleteAfter) {
         // The deletion itself is awaited (the next probe starts after it); the replacement comes
         // up in the background while probing goes on, so the probes see the gap and the new pod.

@@ -635,6 +635,33 @@ const VERDICT_TEXT: Record<ProbeVerdict, string> = {
   'not-captured': 'not captured',
 };
 
+/** The timeline's column header. */
+export const TIMELINE_HEADER = `time          offset  probe          served by                      verdict                      client`;
+
+/** One probe's row; `startMs`: the first probe's start (offsets are from it). */
+export function timelineRowLine(r: TimelineRow, startMs: number): string {
+  return `${clock(r.startedAtMs)}  +${((r.startedAtMs - startMs) / 1000).toFixed(1).padStart(5)}s  ${r.probeId.padEnd(14)} ${(r.servedBy === null ? '-' : `${r.servedBy.name} ${r.servedBy.ip}`).padEnd(30)} ${VERDICT_TEXT[r.verdict].padEnd(28)} ${r.ok ? 'HTTP 200' : 'no answer'}${r.backendSrc === null ? '' : `  backend saw ${r.backendSrc}`}`;
+}
+
+/** A deletion, replacement or note, between the probe rows. */
+export function markLine(m: ReproMark, startMs: number): string {
+  return `${clock(m.atMs)}  +${((m.atMs - startMs) / 1000).toFixed(1).padStart(5)}s  ── ${m.kind}: ${m.detail}`;
+}
+
+/** The summary's two lines (after an empty one), none before the repro finished. */
+export function summaryLines(summary: ReproSummary | null): string[] {
+  if (summary === null) return [];
+  return [
+    '',
+    summary.recovered
+      ? `summary: recovered; broken for ${summary.brokenMs ?? '?'} ms (last good probe before the deletion → first good one after)`
+      : summary.deletedAtMs === null
+        ? 'summary: no deletion happened'
+        : `summary: NOT recovered; broken for at least ${summary.brokenForAtLeastMs ?? '?'} ms (until the end of the run)`,
+    `why: ${summary.why}`,
+  ];
+}
+
 /** The per-probe timeline and the summary as text lines. */
 export function renderTimeline(
   rows: readonly TimelineRow[],
@@ -644,29 +671,9 @@ export function renderTimeline(
   const start = rows[0]?.startedAtMs ?? marks[0]?.atMs ?? 0;
   const items: { at: number; line: string }[] = rows.map((r) => ({
     at: r.startedAtMs,
-    line: `${clock(r.startedAtMs)}  +${((r.startedAtMs - start) / 1000).toFixed(1).padStart(5)}s  ${r.probeId.padEnd(14)} ${(r.servedBy === null ? '-' : `${r.servedBy.name} ${r.servedBy.ip}`).padEnd(30)} ${VERDICT_TEXT[r.verdict].padEnd(28)} ${r.ok ? 'HTTP 200' : 'no answer'}${r.backendSrc === null ? '' : `  backend saw ${r.backendSrc}`}`,
+    line: timelineRowLine(r, start),
   }));
-  for (const m of marks) {
-    items.push({
-      at: m.atMs,
-      line: `${clock(m.atMs)}  +${((m.atMs - start) / 1000).toFixed(1).padStart(5)}s  ── ${m.kind}: ${m.detail}`,
-    });
-  }
+  for (const m of marks) items.push({ at: m.atMs, line: markLine(m, start) });
   items.sort((a, b) => a.at - b.at);
-  const out = [
-    `time          offset  probe          served by                      verdict                      client`,
-    ...items.map((i) => i.line),
-  ];
-  if (summary !== null) {
-    out.push('');
-    out.push(
-      summary.recovered
-        ? `summary: recovered; broken for ${summary.brokenMs ?? '?'} ms (last good probe before the deletion → first good one after)`
-        : summary.deletedAtMs === null
-          ? 'summary: no deletion happened'
-          : `summary: NOT recovered; broken for at least ${summary.brokenForAtLeastMs ?? '?'} ms (until the end of the run)`,
-    );
-    out.push(`why: ${summary.why}`);
-  }
-  return out;
+  return [TIMELINE_HEADER, ...items.map((i) => i.line), ...summaryLines(summary)];
 }

@@ -591,6 +591,7 @@ void t.test('hoptrace repro --collector: probes, deletion, replacement, timeline
       ];
   };
   const lines: string[] = [];
+  const probesSentAt: number[] = [];
   const view = await runClusterRepro(
     {
       collector,
@@ -608,9 +609,31 @@ void t.test('hoptrace repro --collector: probes, deletion, replacement, timeline
       armWaitMs: 50,
       settleMs: 10,
     },
-    (l) => lines.push(l),
+    (l) => {
+      lines.push(l);
+      probesSentAt.push(seen.length);
+    },
   );
   t.equal(view.state, 'finished');
+  // Progress as it happens: each probe's row printed once, the first ones while probing goes on.
+  const rowAt = view.timeline.map((r) => lines.findIndex((l) => l.includes(r.probeId)));
+  t.ok(
+    rowAt.every((i) => i >= 0),
+    'every probe has its row',
+  );
+  t.equal(
+    lines.filter((l) => view.timeline.some((r) => l.includes(r.probeId))).length,
+    view.timeline.length,
+    'each row printed once',
+  );
+  t.ok(
+    (probesSentAt[rowAt[0] ?? -1] ?? 99) < 4,
+    "probe 1's row printed before the last probe was sent",
+  );
+  t.ok(
+    lines.some((l) => l.startsWith('summary: ')),
+    'the summary at the end',
+  );
   t.equal(seen.length, 4, 'one request per probe');
   t.same(
     seen.map((s) => s.port),
