@@ -22,23 +22,13 @@ import { decodeSegment, MethodNotAllowed } from './api-errors';
 import { parseCaptureRequest } from './capture-request';
 import { doctorViaAgents, parseDoctorSpec } from './doctor-remote';
 import type { CollectorLogger } from './logger';
+import type { ApiRequest, ApiResponse } from './api-message';
 import { routeRepro } from './repro-http';
+import { MAX_LOGIN_BODY, routeUi, uiErrorResponse, type UiDeps } from './ui/ui-routes';
 import type { SessionManager } from './sessions';
 import { CAPTURE_ID_RE } from './store';
 
-export interface ApiRequest {
-  method: string;
-  /** Path and query, e.g. `/v1/captures/c-1/report.md`. */
-  url: string;
-  headers: Record<string, string | undefined>;
-  body?: string;
-}
-
-export interface ApiResponse {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
+export type { ApiRequest, ApiResponse };
 
 export interface ApiOptions {
   sessions: SessionManager;
@@ -46,6 +36,8 @@ export interface ApiOptions {
   tokens: readonly string[];
   collectorId: string;
   logger: CollectorLogger;
+  /** The web view under /ui/ (collector/ui/); absent: /ui/ is not served. */
+  ui?: UiDeps;
 }
 
 export const MAX_BODY_BYTES = 1 << 20;
@@ -105,6 +97,17 @@ const headAsGet = (method: string): string => {
 export interface Api {
   handle(req: ApiRequest): Promise<ApiResponse>;
   listener(): (req: IncomingMessage, res: ServerResponse) => void;
+}
+
+/** `/ui` and everything under `/ui/` (not `/uix`). */
+function isUiPath(url: string): boolean {
+  let path: string;
+  try {
+    path = new URL(url, 'http://x').pathname;
+  } catch {
+    return false;
+  }
+  return path === '/ui' || path.startsWith('/ui/');
 }
 
 export function createApi(opts: ApiOptions): Api {
@@ -184,6 +187,23 @@ export function createApi(opts: ApiOptions): Api {
 
   async function handle(req: ApiRequest): Promise<ApiResponse> {
     await Promise.resolve();
+    if (opts.ui !== undefined && isUiPath(req.url)) {
+      try {
+        const r = routeUi(req, opts.ui);
+        if (r !== null) return r;
+      } catch (e) {
+        if (isHoptraceError(e)) return uiErrorResponse(e);
+        logger.error({ err: e instanceof Error ? e.message : String(e) }, 'UI internal error');
+        return json(500, {
+          error: {
+            code: 'INTERNAL',
+            message: 'internal error (please report)',
+            where: req.url,
+            hint: null,
+          },
+        });
+      }
+    }
     try {
       // `/v1/repros…` (collector/repro-http.ts) behind the same token check.
       const path = new URL(req.url, 'http://x').pathname;
@@ -234,7 +254,10 @@ export function createApi(opts: ApiOptions): Api {
         // handle() answers a URL it cannot parse.
       }
       const auth = req.headers['authorization'];
-      if (path !== '/healthz' && !tokenMatches(bearerToken(auth), tokens)) {
+      // The web view checks its own session cookie; its only body is the small login form.
+      const ui = opts.ui !== undefined && isUiPath(path);
+      const maxBody = ui ? MAX_LOGIN_BODY : MAX_BODY_BYTES;
+      if (!ui && path !== '/healthz' && !tokenMatches(bearerToken(auth), tokens)) {
         req.resume();
         send(errorResponse(unauthorized(path), WWW_AUTHENTICATE));
         return;
@@ -244,18 +267,14 @@ export function createApi(opts: ApiOptions): Api {
       let tooLarge = false;
       req.on('data', (c: Buffer) => {
         size += c.length;
-        if (size > MAX_BODY_BYTES) tooLarge = true;
+        if (size > maxBody) tooLarge = true;
         else chunks.push(c);
       });
       req.on('end', () => {
         if (tooLarge) {
-          const e = new HoptraceError(
-            'API_BAD_REQUEST',
-            `the body exceeds ${MAX_BODY_BYTES} bytes`,
-            {
-              where: 'body',
-            },
-          );
+          const e = new HoptraceError('API_BAD_REQUEST', `the body exceeds ${maxBody} bytes`, {
+            where: 'body',
+          });
           send({ ...errorResponse(e), status: 413 });
           return;
         }

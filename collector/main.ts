@@ -4,6 +4,8 @@
  */
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
+import { sessionsUiSource } from './ui/ui-source';
+import { UiSessions } from './ui/ui-sessions';
 import type { AddressInfo } from 'node:net';
 import { HoptraceError } from '../common/errors';
 import { createApi } from './http';
@@ -150,11 +152,17 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
     ...(opts.conntrack !== undefined ? { conntrack: opts.conntrack } : {}),
   });
   sessions.start();
+  const apiTokens = [...opts.tokens, ...(opts.apiTokens ?? [])];
   const api = createApi({
     sessions,
-    tokens: [...opts.tokens, ...(opts.apiTokens ?? [])],
+    tokens: apiTokens,
     collectorId: store.collectorId,
     logger,
+    ui: {
+      source: sessionsUiSource(sessions),
+      logins: new UiSessions(apiTokens, Date.now, opts.tls !== undefined),
+      nowMs: Date.now,
+    },
   });
   server.on('request', api.listener());
 

@@ -15,7 +15,15 @@
  * assumes symmetric delays) and the width is NTP's round-trip delay (t4 − t1) − (t3 − t2).
  * Points on the same node share a clock: their offset is 0 by construction.
  */
-import type { FlowPacketSummary, PointSummary } from './analysis-result';
+import type {
+  ClockOffset,
+  FlowPacketSummary,
+  HopLatency,
+  OffsetStatus,
+  PointSummary,
+} from './analysis-result';
+
+export type { ClockOffset, HopLatency, OffsetStatus };
 
 /** `2026-12-02T04:39:48.123456Z` from nanoseconds since the Unix epoch (decimal string or bigint). */
 export function utcMicros(tsNs: bigint | string): string {
@@ -35,25 +43,6 @@ export function durationText(ns: bigint): string {
   if (a < 1000000n) return `${sign}${(Number(a) / 1e3).toFixed(a < 10000n ? 3 : 1)} µs`;
   if (a < 1000000000n) return `${sign}${(Number(a) / 1e6).toFixed(3)} ms`;
   return `${sign}${(Number(a) / 1e9).toFixed(3)} s`;
-}
-
-export type OffsetStatus = 'reference' | 'same-clock' | 'bounded' | 'upper-bound' | 'unbounded';
-
-/** One point's clock against the reference point's clock. All nanosecond values are decimal strings. */
-export interface ClockOffset {
-  point: string;
-  node: string | null;
-  /** The point whose clock the others are measured against (the first point). */
-  reference: string;
-  status: OffsetStatus;
-  /** θ = clock(point) − clock(reference): the estimate (middle of the bounds, or 0). */
-  offsetNs: string | null;
-  /** θ's lower bound (`bounded` only). */
-  lowNs: string | null;
-  /** θ's upper bound (`bounded` and `upper-bound`). */
-  highNs: string | null;
-  /** Which packets bounded it, or why it could not be bounded. */
-  detail: string;
 }
 
 const SYN = 0x02;
@@ -161,18 +150,6 @@ export function estimateClockOffsets(
       detail: `request frame ${fwd[0].frame} at ${ref.name} / ${fwd[1].frame} at ${p.name}, reply frame ${back[0].frame} at ${p.name} / ${back[1].frame} at ${ref.name}`,
     };
   });
-}
-
-/** One hop between consecutive points: the request's first packet's travel time, clock-corrected. */
-export interface HopLatency {
-  from: string;
-  to: string;
-  /** Corrected by the estimated offsets (decimal ns), null when a point saw no request or has no estimate. */
-  latencyNs: string | null;
-  /** Bounds from the offsets' bounds (equal to latencyNs when both points share a clock). */
-  lowNs: string | null;
-  highNs: string | null;
-  detail: string;
 }
 
 function firstRequest(p: PointSummary): FlowPacketSummary | undefined {

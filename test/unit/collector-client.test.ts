@@ -120,7 +120,7 @@ void t.test(
     const c = new CollectorClient(
       'http://c',
       'tok',
-      fakeFetch({ status: 409, body: errorResponse(original).body }),
+      fakeFetch({ status: 409, body: errorResponse(original).body.toString() }),
     );
     const e = await failure(c);
     t.ok(isHoptraceError(e));

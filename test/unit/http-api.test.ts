@@ -38,7 +38,7 @@ interface Env {
     url: string,
     body?: unknown,
     token?: string | null,
-  ) => Promise<ApiResponse & { json: unknown }>;
+  ) => Promise<Omit<ApiResponse, 'body'> & { body: string; json: unknown }>;
   close: () => Promise<void>;
   dir: string;
   api: Api;
@@ -81,13 +81,14 @@ function setup(
         ? {}
         : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
     });
+    const text = r.body.toString();
     let json: unknown = null;
     try {
-      json = JSON.parse(r.body);
+      json = JSON.parse(text);
     } catch {
       // report.md
     }
-    return { ...r, json };
+    return { ...r, body: text, json };
   };
   return { hub, sessions, req, close, dir, api };
 }

@@ -405,7 +405,7 @@ void t.test('POST /v1/captures with namespace/pod targets', async (t) => {
       headers: { authorization: 'Bearer tk' },
       body: JSON.stringify({ points, timeoutMs: 5000 }),
     });
-    return { status: r.status, json: JSON.parse(r.body) };
+    return { status: r.status, json: JSON.parse(r.body.toString()) };
   };
 
   const ok = await post([
