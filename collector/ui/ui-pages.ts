@@ -28,7 +28,7 @@ h1{font-size:1.35em;margin:.2em 0 .6em}h2{font-size:1.1em;margin:1.4em 0 .4em}
 table{border-collapse:collapse;background:#fff;margin:.3em 0}
 th,td{border:1px solid #d5d9de;padding:.25em .6em;text-align:left;vertical-align:top}
 th{background:#eef1f4}code,pre{font-family:ui-monospace,monospace;font-size:12.5px}
-pre{background:#fff;border:1px solid #d5d9de;padding:.7em;overflow-x:auto}
+pre{background:#fff;border:1px solid #d5d9de;padding:.7em;overflow-x:auto;white-space:pre-wrap}
 .state{font-weight:600}.verdict{font-size:1.15em;font-weight:600}
 .resolved,.finished{color:#1a7f37}.failed,.timeout,.cancelled{color:#b42318}.capturing,.arming,.running,.settling{color:#9a6700}
 .picture{background:#fff;border:1px solid #d5d9de;padding:.5em;overflow-x:auto}
