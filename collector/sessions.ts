@@ -449,9 +449,11 @@ export class SessionManager {
         );
         break;
     }
-    // Saved with the seq before the ack: a resend after a crash is recognised as applied.
+    // Saved with the seq before the ack: a resend after a crash is recognised as applied. Off the
+    // event loop and coalesced (store.saveSessionSoon): a fleet's statuses and Lost counts share
+    // session.json writes instead of each blocking the collector for an fsync.
     p.appliedSeq = Math.max(p.appliedSeq ?? 0, msg.seq);
-    this.store.saveSession(s.record);
+    await this.store.saveSessionSoon(s.record);
     // A failed point may decide the capture at once; counters only need the next analysis.
     if (msg.kind === 'error' || (msg.kind === 'status' && msg.status.state === 'failed'))
       this.step(s);

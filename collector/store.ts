@@ -25,6 +25,7 @@ import {
   readFileSync,
   readdirSync,
   renameSync,
+  rmSync,
   truncateSync,
   writeSync,
 } from 'node:fs';
@@ -147,6 +148,14 @@ export class CaptureStore {
   /** Stored captures that could not be loaded, moved aside (the collector logs them). */
   readonly quarantined: { path: string; reason: string }[] = [];
 
+  /** Per capture: the generation of the last session.json save started, and of the last renamed. */
+  private readonly saveGen = new Map<string, { started: number; renamed: number }>();
+  /** Per capture: the save being written, and the one queued behind it (saveSessionSoon). */
+  private readonly soon = new Map<
+    string,
+    { running: Promise<void> | null; queued: Promise<void> | null }
+  >();
+
   constructor(opts: StoreOptions) {
     this.dir = opts.dir;
     this.fsync = opts.fsync ?? true;
@@ -245,7 +254,86 @@ export class CaptureStore {
     } catch (e) {
       throw ioError('cannot create the session directory', dir, e);
     }
+    const gen = this.nextSaveGen(rec.id);
     writeAtomic(join(dir, 'session.json'), JSON.stringify(rec, null, 2) + '\n', this.fsync);
+    this.renamedSave(rec.id, gen);
+  }
+
+  /**
+   * Saves session.json without blocking the event loop, coalesced: while one save is written, the
+   * calls that come share the next one, which serializes `rec` when it starts (so it holds every
+   * change made before it). Resolves once a save holding the record as it was at the call is on
+   * disk (fsynced), rejects with STORE_IO when it cannot be written. A save that a later one
+   * (sync or not) overtook is not renamed over it.
+   */
+  saveSessionSoon(rec: SessionRecord): Promise<void> {
+    let q = this.soon.get(rec.id);
+    if (q === undefined) {
+      q = { running: null, queued: null };
+      this.soon.set(rec.id, q);
+    }
+    const state = q;
+    if (state.queued !== null) return state.queued;
+    const start = async (): Promise<void> => {
+      state.queued = null;
+      const run = this.writeSessionAsync(rec);
+      state.running = run;
+      try {
+        await run;
+      } finally {
+        state.running = null;
+        // A call during the write may have queued the next save (the map's entry is `state`).
+        if (this.soon.get(rec.id)?.queued === null) this.soon.delete(rec.id);
+      }
+    };
+    const prev = state.running;
+    const next = prev === null ? start() : prev.then(start, start);
+    state.queued = prev === null ? null : next;
+    return next;
+  }
+
+  private nextSaveGen(id: string): number {
+    const g = this.saveGen.get(id) ?? { started: 0, renamed: 0 };
+    g.started++;
+    this.saveGen.set(id, g);
+    return g.started;
+  }
+
+  private renamedSave(id: string, gen: number): void {
+    const g = this.saveGen.get(id);
+    if (g !== undefined) g.renamed = Math.max(g.renamed, gen);
+  }
+
+  private async writeSessionAsync(rec: SessionRecord): Promise<void> {
+    const dir = this.sessionDir(rec.id);
+    const path = join(dir, 'session.json');
+    const gen = this.nextSaveGen(rec.id);
+    const text = JSON.stringify(rec, null, 2) + '\n';
+    const tmp = `${path}.tmp-${process.pid}-${gen}`;
+    let fh: FileHandle | undefined;
+    try {
+      mkdirSync(dir, { recursive: true });
+      fh = await open(tmp, 'w');
+      await fh.writeFile(text);
+      if (this.fsync) await fh.sync();
+      await fh.close();
+      fh = undefined;
+      // Checked and renamed in one turn: a save that started later and was renamed already wins.
+      if ((this.saveGen.get(rec.id)?.renamed ?? 0) > gen) {
+        rmSync(tmp, { force: true });
+        return;
+      }
+      renameSync(tmp, path);
+      this.renamedSave(rec.id, gen);
+    } catch (e) {
+      await fh?.close().catch(() => undefined);
+      try {
+        rmSync(tmp, { force: true });
+      } catch {
+        // The directory itself is gone or not one: nothing of ours is left there.
+      }
+      throw ioError('cannot write', path, e);
+    }
   }
 
   /**

@@ -1,5 +1,5 @@
 /** The data directory: sessions and events survive a restart; a torn last record loses nothing before it. */
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -204,3 +204,45 @@ void t.test('CRC-32C: the RFC 3720 check value', (t) => {
   t.equal(crc32c(new Uint8Array(32)), 0x8a9136aa, 'RFC 3720 B.4: 32 bytes of zeroes');
   t.end();
 });
+
+void t.test(
+  'session.json saved off the event loop: coalesced, never older over newer, errors reject',
+  async (t) => {
+    const dir = tempDir(t);
+    const st = new CaptureStore({ dir });
+    const s = session('c-soon-0000aaaa');
+    st.saveSession(s.record);
+    const file = join(dir, 'captures', s.id, 'session.json');
+    const packets = (): number =>
+      (JSON.parse(readFileSync(file, 'utf8')) as { points: { packets: number }[] }).points[0]
+        ?.packets ?? -1;
+    // 50 changes, each followed by a save, without waiting: at most a few writes, the last state kept.
+    const saves: Promise<void>[] = [];
+    for (let i = 1; i <= 50; i++) {
+      const p = s.record.points[0];
+      if (p) p.packets = i;
+      saves.push(st.saveSessionSoon(s.record));
+    }
+    t.equal(new Set(saves).size <= 2, true, 'the calls during one write share the next save');
+    await Promise.all(saves);
+    t.equal(packets(), 50, 'the last state is on disk when every call has resolved');
+    // A sync save of a newer state while an async save of an older one is being written.
+    const p0 = s.record.points[0];
+    if (p0) p0.packets = 60;
+    const older = st.saveSessionSoon(s.record);
+    if (p0) p0.packets = 70;
+    st.saveSession(s.record);
+    await older;
+    t.equal(packets(), 70, 'the older async save is not renamed over the newer one');
+    t.same(
+      readdirSync(join(dir, 'captures', s.id)).filter((f) => f.includes('.tmp')),
+      [],
+      'no temporary file left',
+    );
+    // The capture's directory replaced by a file: the save rejects with STORE_IO, nothing thrown later.
+    rmSync(join(dir, 'captures', s.id), { recursive: true, force: true });
+    appendFileSync(join(dir, 'captures', s.id), 'x');
+    await t.rejects(st.saveSessionSoon(s.record), { code: 'STORE_IO' });
+    await st.close();
+  },
+);
