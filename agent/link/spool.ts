@@ -8,7 +8,10 @@
  * the Lost count is exact (dropping the oldest could drop a batch already on the wire that the
  * collector may or may not have stored). Status, error and lost messages are exempt: they are few
  * and say what happened. Dropped events become one Lost per capture and point, updated in place
- * while it waits to be sent.
+ * while it waits to be sent; at most one Lost per capture and point is on the wire: drops while it
+ * is (sent, not yet acknowledged) are counted aside and become the next Lost once it is
+ * acknowledged. So an overloaded link carries one Lost per round trip, not one per dropped batch
+ * (each costs the collector a session.json save), and every dropped event is still counted once.
  *
  * An event batch is kept as its encoded bytes only: its PacketEvent objects are let go once
  * encoded (10,000 spooled batches of objects would be gigabytes; their bytes are a fraction of
@@ -37,8 +40,22 @@ export class Spool {
   private nextSeqValue: number;
   /** Lost entries not yet transmitted, by capture and point: further drops add to them. */
   private readonly pendingLost = new Map<string, SpoolEntry>();
+  /** Lost entries transmitted and not yet acknowledged, by capture and point. */
+  private readonly inFlightLost = new Map<string, SpoolEntry>();
+  /** Drops counted while that point's Lost was on the wire: the next Lost, once it is acked. */
+  private readonly deferredLost = new Map<
+    string,
+    { captureId: string; point: string; count: number }
+  >();
   /** Events dropped because the spool was full, ever. */
   droppedEvents = 0;
+
+  /** Dropped events counted but not yet in a spooled Lost (their point's Lost is on the wire). */
+  get deferredLostEvents(): number {
+    let n = 0;
+    for (const d of this.deferredLost.values()) n += d.count;
+    return n;
+  }
 
   constructor(
     private readonly limit: number,
@@ -108,6 +125,12 @@ export class Spool {
       this.byteCount += pending.bytes.length;
       return;
     }
+    if (this.inFlightLost.has(key)) {
+      const d = this.deferredLost.get(key);
+      if (d === undefined) this.deferredLost.set(key, { captureId, point, count });
+      else d.count += count;
+      return;
+    }
     const entry = this.push({
       seq: 0,
       kind: 'lost',
@@ -122,7 +145,11 @@ export class Spool {
     if (!e) return undefined;
     this.cursor++;
     if (e.kind === 'lost') {
-      for (const [k, v] of this.pendingLost) if (v === e) this.pendingLost.delete(k);
+      for (const [k, v] of this.pendingLost)
+        if (v === e) {
+          this.pendingLost.delete(k);
+          this.inFlightLost.set(k, v);
+        }
     }
     return e;
   }
@@ -144,9 +171,16 @@ export class Spool {
       if (e.kind === 'events') this.batches--;
       if (e.kind === 'lost') {
         for (const [k, v] of this.pendingLost) if (v === e) this.pendingLost.delete(k);
+        for (const [k, v] of this.inFlightLost) if (v === e) this.inFlightLost.delete(k);
       }
     }
     this.cursor = Math.max(0, this.cursor - n);
+    // A point's Lost was acknowledged: what was dropped meanwhile goes out as the next one.
+    for (const [k, d] of this.deferredLost) {
+      if (this.inFlightLost.has(k)) continue;
+      this.deferredLost.delete(k);
+      this.addLost(d.captureId, d.point, d.count);
+    }
     // Compact now and then instead of shifting on every ack.
     if (this.head > 1024 && this.head * 2 > this.entries.length) {
       this.entries = this.entries.slice(this.head);

@@ -6,8 +6,10 @@
  * forgotten only when the collector acknowledged it; reconnects with the agent's backoff.
  *
  * The spool keeps the agent's overflow policy: past `spoolLimit` event batches a NEW batch is
- * dropped and counted in one Lost per capture and point, updated in place until it is sent, so
- * what the collector stores plus what it is told was lost is exactly what was captured. For the
+ * dropped and counted in one Lost per capture and point, updated in place until it is sent; while
+ * it is on the wire (sent, unacknowledged) further drops are counted aside and become the next Lost
+ * once it is acknowledged. So what the collector stores plus what it is told was lost is exactly
+ * what was captured. For the
  * read-back, every event batch remembers its frames (stream events are unique by node and frame,
  * sim-events.ts), and the frames of acknowledged batches are tallied per capture and point.
  */
@@ -95,6 +97,13 @@ export class SimAgent {
   private batches = 0;
   private nextSeq = 1;
   private readonly pendingLost = new Map<string, Entry>();
+  /** Lost entries sent and not yet acknowledged, by stream. */
+  private readonly inFlightLost = new Map<string, Entry>();
+  /** Drops counted while the stream's Lost was on the wire (agent/link/spool.ts does the same). */
+  private readonly deferredLost = new Map<
+    string,
+    { captureId: string; point: string; count: number }
+  >();
   private ws: WebSocket | undefined;
   private phase: Phase = 'idle';
   private attempt = 0;
@@ -177,7 +186,17 @@ export class SimAgent {
   drop(captureId: string, point: string, count: number): void {
     if (count <= 0) return;
     this.tally(captureId, point).lost += count;
+    this.spoolLost(captureId, point, count);
+  }
+
+  private spoolLost(captureId: string, point: string, count: number): void {
     const stream = `${captureId}/${point}`;
+    if (!this.pendingLost.has(stream) && this.inFlightLost.has(stream)) {
+      const d = this.deferredLost.get(stream);
+      if (d === undefined) this.deferredLost.set(stream, { captureId, point, count });
+      else d.count += count;
+      return;
+    }
     const pending = this.pendingLost.get(stream);
     if (pending?.lost !== undefined) {
       pending.lost.count += count;
@@ -275,8 +294,15 @@ export class SimAgent {
       }
       if (e.lost !== undefined && this.pendingLost.get(e.stream) === e)
         this.pendingLost.delete(e.stream);
+      if (e.lost !== undefined && this.inFlightLost.get(e.stream) === e)
+        this.inFlightLost.delete(e.stream);
     }
     this.cursor = Math.max(0, this.cursor - n);
+    for (const [stream, d] of this.deferredLost) {
+      if (this.inFlightLost.has(stream)) continue;
+      this.deferredLost.delete(stream);
+      this.spoolLost(d.captureId, d.point, d.count);
+    }
     if (this.head > 1024 && this.head * 2 > this.entries.length) {
       this.entries = this.entries.slice(this.head);
       this.head = 0;
@@ -446,8 +472,10 @@ export class SimAgent {
       const e = this.entries[this.head + this.cursor];
       if (!e) return;
       this.cursor++;
-      if (e.lost !== undefined && this.pendingLost.get(e.stream) === e)
+      if (e.lost !== undefined && this.pendingLost.get(e.stream) === e) {
         this.pendingLost.delete(e.stream);
+        this.inFlightLost.set(e.stream, e);
+      }
       this.counts.sent++;
       ws.send(e.bytes, () => {
         if (this.blocked && ws === this.ws && ws.bufferedAmount < this.opts.highWaterBytes / 2) {

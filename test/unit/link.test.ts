@@ -29,11 +29,20 @@ void t.test('a full spool drops NEW batches, counts their events in one pending 
   t.ok(
     s.add({ seq: 0, kind: 'lost', lost: { captureId: 'c', point: 'p', count: 1, reason: 'x' } }),
   );
-  // Once the pending Lost is transmitted, later drops need a new one.
-  while (s.takeNext());
+  // Once the pending Lost is on the wire, later drops wait aside until it is acknowledged: one
+  // Lost per point in flight, however many batches an overload drops.
+  let lostSeq = 0;
+  for (let e = s.takeNext(); e; e = s.takeNext())
+    if (e.kind === 'lost' && lostSeq === 0) lostSeq = e.seq;
   t.equal(s.add({ seq: 0, kind: 'events', events: batch(20, 2) }), 0);
+  t.equal(s.add({ seq: 0, kind: 'events', events: batch(22, 3) }), 0);
+  t.equal(s.deferredLostEvents, 5, 'counted aside');
   s.rewind();
-  t.same(lost(s), [7, 1, 2]);
+  t.same(lost(s), [7, 1], 'no new Lost while the first is unacknowledged');
+  s.ackThrough(lostSeq);
+  t.equal(s.deferredLostEvents, 0);
+  t.same(lost(s), [1, 5], 'acked: the drops meanwhile become the next Lost');
+  t.equal(s.droppedEvents, 12, 'every dropped event counted once');
   t.end();
 });
 
