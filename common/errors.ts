@@ -33,6 +33,9 @@ export const ERRORS = {
   FILE_WRITE: 'a report or data directory hoptrace was told to write cannot be created or written',
   FILE_TRUNCATED:
     'the file ends in the middle of a record; the frames before it are used (analyze names the cut)',
+  // Evidence files (offline/evidence.ts).
+  EVIDENCE_FILE_CHANGED:
+    'a capture file no longer holds the frames the analysis used (a frame missing, or its tuple, time or TCP fields differ): it changed since, so evidence.pcapng leaves that point out',
   // Command line.
   CLI_USAGE: 'the command line is not valid',
   CLI_BAD_POINT: 'a --point value must be NAME=FILE',

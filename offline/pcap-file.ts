@@ -25,6 +25,8 @@ export interface CaptureFrame {
   tsNs: bigint;
   caplen: number;
   wireLength: number;
+  /** The snapshot length the file gives this frame's capture (pcap header, pcapng IDB; 0: none). */
+  snaplen: number;
   data: Uint8Array;
 }
 
@@ -278,6 +280,7 @@ class PcapReader extends BaseReader {
         tsNs: BigInt(sec) * 1_000_000_000n + BigInt(frac) * unit,
         caplen,
         wireLength,
+        snaplen: this.snaplen,
         data: r.view(16, caplen),
       };
       r.skip(16 + caplen);
@@ -538,6 +541,7 @@ export class PcapngReader extends BaseReader {
       tsNs: (p.ts * i.mul) / i.div,
       caplen: p.caplen,
       wireLength: p.wireLength,
+      snaplen: i.snaplen,
       data: this.r.view(p.at, p.caplen),
     };
     if (i.name !== undefined) f.ifaceName = i.name;

@@ -138,6 +138,32 @@ function result(s: DecodeState, linktype: string): DecodedFrame {
   return f;
 }
 
+/**
+ * Where the innermost IP packet's payload starts in `bytes`: right after its transport header (TCP
+ * with its options, UDP 8 bytes, ICMP and ICMPv6 8, SCTP's common header 12), or right after the
+ * IP header when no transport the decoder reads follows (ESP, a fragment); at most the captured
+ * length. Null when the frame holds no IP packet whose header was read. What evidence.pcapng
+ * keeps of a frame by default (headers only). Never throws.
+ */
+export function payloadOffset(
+  linktype: number,
+  bytes: Uint8Array,
+  opts?: DecodeOptions,
+): number | null {
+  const lt = LINKTYPES.get(linktypeOf(linktype));
+  if (lt === undefined) return null;
+  const s = new DecodeState(bytes, udpPortTable(opts));
+  try {
+    run(s, lt.next, opts?.maxDepth ?? DEFAULT_MAX_DEPTH);
+  } catch {
+    return null;
+  }
+  // Each IP header starts its packet's payload afresh (DecodeState.beginIP), so this is the
+  // innermost packet's: a tunnel's inner TCP, or the outer UDP of an opaque tunnel.
+  if (s.lastIP === null || s.payOff < 0) return null;
+  return Math.min(s.payOff, bytes.length);
+}
+
 /** Decodes one captured frame of link type `linktype` (pcap/pcapng value). Never throws. */
 export function decodeFrame(
   linktype: number,
