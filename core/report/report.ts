@@ -294,3 +294,7 @@ export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): 
 export function renderReportJson(result: AnalysisResult): string {
   return JSON.stringify(result, null, 2) + '\n';
 }
+
+// What the HTML report and the sequence picture say in the same words (report-html.ts,
+// sequence-svg.ts).
+export { LAYER_WORDS, provedBy, reproduceCommand, whereText };

@@ -1,0 +1,195 @@
+// The HTML report: one self-contained page that says what report.md says, with the sequence
+// picture inline; well-formed, escaped, no script, nothing fetched, UTC times.
+import t from 'tap';
+
+import { renderReportHtml } from '../../core/report/report-html';
+import { renderReportMarkdown, type ReportMeta } from '../../core/report/report';
+import { withCaptureHealth } from '../../core/report/capture-health';
+import { esc } from '../../core/report/markup';
+import { utcMicros } from '../../core/report/times';
+import { withConntrackEvidence } from '../../core/attribute/conntrack-evidence';
+import { parseConntrackOutput } from '../../core/doctor/conntrack';
+import { ADDR, CLIENT, DIRECT } from './fixtures-events';
+import { SCENARIOS, analyze, three, type ScenarioName } from './fixtures-scenarios';
+import { count, markupErrors } from './markup-check';
+
+const META: ReportMeta = {
+  generatedAt: '2026-12-02T10:00:00.000Z',
+  inputs: [
+    { name: 'decap', file: '/caps/decap.pcap' },
+    { name: 'egress', file: "/caps/it's <egress>.pcap" },
+    { name: 'backend', file: '/caps/backend.pcap' },
+  ],
+  inventory: 'inv.json',
+  selector: { client: CLIENT, dst: ADDR.backendPod, dport: 8080 },
+};
+
+type Tap = typeof t;
+
+/** Everything a page may not hold: a script, a handler, a reference to load. */
+function selfContained(t: Pick<Tap, 'notMatch'>, html: string): void {
+  // Text is escaped, so every `<` starts a tag: attributes are looked for in tags only.
+  const tags = [...html.matchAll(/<[^>]*>/g)].map((m) => m[0]).join('\n');
+  t.notMatch(html, /<script/i, 'no script');
+  t.notMatch(tags, /\son[a-z]+=/i, 'no event handler');
+  t.notMatch(tags, /\s(?:src|href|xlink:href|action|formaction)=/i, 'nothing referenced');
+  t.notMatch(tags, /<(?:link|iframe|object|embed|img|image|use|foreignObject)\b/i);
+  t.notMatch(html, /@import|url\(/i, 'no CSS fetch');
+  t.notMatch(html.replaceAll('xmlns="http://www.w3.org/2000/svg"', ''), /https?:/, 'no URL');
+}
+
+for (const name of Object.keys(SCENARIOS) as ScenarioName[]) {
+  void t.test(`${name}: a well-formed, self-contained page with the picture inline`, (t) => {
+    const r = SCENARIOS[name]();
+    const html = renderReportHtml(r, META);
+    t.strictSame(markupErrors(html, true), [], 'well-formed');
+    t.match(html, /^<!DOCTYPE html>\n<html lang="en">/);
+    t.match(html, /<meta http-equiv="Content-Security-Policy" content="default-src 'none';/);
+    selfContained(t, html);
+    t.equal(count(html, '<svg xmlns="http://www.w3.org/2000/svg"'), 1, 'the picture, inline');
+    t.equal(count(html, 'class="lane"'), r.points.length);
+    t.match(html, new RegExp(`<h1>hoptrace: ${name}</h1>`));
+    for (const h of [
+      'Capture points (in path order)',
+      'Clocks and hops',
+      'Evidence',
+      'What to do',
+      'Reproduce',
+    ])
+      t.ok(html.includes(`<h2>${h}</h2>`), h);
+    t.ok(html.includes(esc(r.verdict.hint)), 'what to do');
+    for (const p of r.points) {
+      if (p.firstTsNs !== null) t.ok(html.includes(utcMicros(p.firstTsNs)), `${p.name} in UTC`);
+      for (const e of r.verdict.evidence) t.ok(html.includes(esc(e.detail)));
+    }
+    if (r.verdict.reason !== undefined) t.ok(html.includes(esc(r.verdict.reason)), 'why');
+    t.end();
+  });
+}
+
+void t.test('what report.md says: where, before → after, the same reproduce command', (t) => {
+  const r = SCENARIOS['cni-masquerade']();
+  const html = renderReportHtml(r, META);
+  const md = renderReportMarkdown(r, META);
+  t.match(html, /<dt>where<\/dt><dd>between egress and backend on node vpn-node<\/dd>/);
+  t.match(
+    html,
+    /<dt>source<\/dt><dd><code>10\.90\.0\.42:40000 -&gt; 10\.244\.2\.5:8080<\/code> → <code>192\.168\.50\.1:61000 -&gt; 10\.244\.2\.5:8080<\/code><\/dd>/,
+  );
+  const command = /```sh\n(.*)\n```/.exec(md)?.[1] ?? 'missing';
+  t.match(command, /^hoptrace analyze --point decap=/);
+  t.ok(html.includes(`<pre class="command"><code>${esc(command)}</code></pre>`));
+  t.ok(html.includes(`<code>${esc("/caps/it's <egress>.pcap")}</code>`), 'inputs, escaped');
+  t.match(html, /delete it/);
+  t.equal(
+    count(html, '<tr><td>'),
+    r.points.length + (r.clock?.length ?? 0) + (r.hops?.length ?? 0),
+  );
+  t.end();
+});
+
+void t.test('capture health, cautions and conntrack when the analysis has them', (t) => {
+  const r = SCENARIOS.dropped();
+  const health = withCaptureHealth(r, [
+    {
+      point: 'decap',
+      node: 'vpn-node',
+      iface: 'wg0',
+      state: 'capturing',
+      confirmed: true,
+      packets: 10,
+      kernelDrops: 0,
+      queueDrops: 0,
+      lost: 0,
+    },
+    {
+      point: 'egress',
+      node: 'vpn-node',
+      iface: 'eth0',
+      state: 'capturing',
+      confirmed: true,
+      packets: 10,
+      kernelDrops: 0,
+      queueDrops: 0,
+      lost: 0,
+    },
+    {
+      point: 'backend',
+      node: 'backend-node',
+      iface: 'eth0',
+      state: 'capturing',
+      confirmed: true,
+      packets: 7,
+      kernelDrops: 3,
+      queueDrops: 0,
+      lost: 0,
+    },
+  ]);
+  t.ok((health.caveats ?? []).length > 0);
+  const [entry] = parseConntrackOutput(
+    'tcp      6 119 SYN_SENT src=10.90.0.42 dst=10.244.2.5 sport=40000 dport=8080 [UNREPLIED] src=10.244.2.5 dst=10.90.0.42 sport=8080 dport=40000 mark=0 use=1\n',
+    { name: 'vpn-node', netns: '/n', node: 'vpn-node' },
+  );
+  const withCt = {
+    ...health,
+    verdict: withConntrackEvidence(health.verdict, entry === undefined ? [] : [entry]),
+  };
+  const html = renderReportHtml(withCt, META);
+  t.strictSame(markupErrors(html, true), []);
+  t.ok(html.includes('<h2>Capture health</h2>'));
+  t.match(
+    html,
+    /<td>backend<\/td><td>backend-node<\/td><td>eth0<\/td><td>capturing<\/td><td>7<\/td><td>3<\/td>/,
+  );
+  for (const c of health.caveats ?? [])
+    t.ok(html.includes(`<li><strong>caution</strong>: ${esc(c)}</li>`));
+  t.ok(html.includes('<h2>Conntrack</h2>'));
+  t.match(html, /<td>vpn-node<\/td><td>vpn-node<\/td><td>SYN_SENT<\/td>/);
+  t.match(html, /request not seen at backend/, 'the picture marks where it stopped');
+  t.end();
+});
+
+void t.test('capture files: the file table', (t) => {
+  const r = withCaptureHealth(SCENARIOS.preserved(), [
+    {
+      point: 'decap',
+      node: null,
+      iface: '/caps/decap.pcap',
+      state: 'file',
+      confirmed: true,
+      packets: 7,
+      kernelDrops: null,
+      queueDrops: 0,
+      lost: 0,
+      file: 'pcap',
+    },
+  ]);
+  const html = renderReportHtml(r, META);
+  t.strictSame(markupErrors(html, true), []);
+  t.match(
+    html,
+    /<td>decap<\/td><td><code>\/caps\/decap\.pcap<\/code><\/td><td>pcap<\/td><td>7<\/td><td>not recorded<\/td>/,
+  );
+  t.end();
+});
+
+void t.test('hostile names and details render as text', (t) => {
+  const evil = '<script>alert(1)</script>';
+  const r = analyze(
+    three(DIRECT, DIRECT, { ...DIRECT, src: ADDR.vpnNodeUplink }, ['decap', evil, 'backend']),
+  );
+  const html = renderReportHtml(
+    { ...r, caveats: [`${evil} & more`] },
+    {
+      generatedAt: '<now>',
+      inputs: [{ name: evil, file: '"><img src=x onerror=alert(1)>' }],
+      command: `hoptrace analyze --point '${evil}'`,
+    },
+    { notes: [{ point: evil, text: evil }] },
+  );
+  t.strictSame(markupErrors(html, true), []);
+  selfContained(t, html);
+  t.ok(html.includes(esc(evil)));
+  t.ok(html.includes('&lt;now&gt;'));
+  t.end();
+});
