@@ -3,6 +3,8 @@
  * reports in the data directory.
  */
 import type { AnalysisResult } from '../../core/report/analysis-result';
+import { renderReproSvg } from '../../core/report/repro-svg';
+import { renderSequenceSvg } from '../../core/report/sequence-svg';
 import type { SessionManager } from '../sessions';
 import type { BundleFile } from './ui-pages';
 import type { BundleBody, UiSource } from './ui-routes';
@@ -45,7 +47,21 @@ export function sessionsUiSource(sessions: SessionManager): UiSource {
       const body = sessions.report(id, f.kind);
       return body === null ? null : { contentType: f.contentType, body };
     },
-    captureSvg: () => null,
-    reproSvg: () => null,
+    captureSvg: (id) => {
+      const r = result(id);
+      if (r === null) return null;
+      const v = sessions.get(id);
+      const lanes = v?.points.map((p) => ({
+        point: p.name,
+        ...(p.node === null ? {} : { node: p.node }),
+        iface: p.iface,
+      }));
+      return renderSequenceSvg(r, lanes === undefined ? {} : { lanes });
+    },
+    reproSvg: (id) => {
+      const v = sessions.repros.get(id);
+      if (v === undefined || v.timeline.length === 0) return null;
+      return renderReproSvg({ rows: v.timeline, marks: v.marks, summary: v.summary });
+    },
   };
 }
