@@ -432,8 +432,8 @@ export class CaptureSession {
     let result = core;
     if (result !== null) {
       result = {
+        ...result,
         verdict: this.withUnanalysed(this.withMissingPoints(result.verdict)),
-        points: result.points,
       };
       this.requestSeen = true;
     }

@@ -201,9 +201,10 @@ export function hopLatencies(points: PointSummary[], offsets: ClockOffset[]): Ho
       });
       continue;
     }
-    // latency = (tb − θb) − (ta − θa) = raw − θb + θa
-    const low = raw - rb[1] + ra[0];
+    // latency = (tb − θb) − (ta − θa) = raw − θb + θa, and never negative (a one-way delay).
+    const low0 = raw - rb[1] + ra[0];
     const high = raw - rb[0] + ra[1];
+    const low = low0 < 0n ? (high < 0n ? high : 0n) : low0;
     const mid = (low + high) / 2n;
     hops.push({
       ...hop,

@@ -278,3 +278,14 @@ void t.test('lost counts stay exact integers whatever a peer reports (issue 17)'
   t.equal(s.point('decap')?.lost, Number.MAX_SAFE_INTEGER, 'a negative count adds nothing');
   t.end();
 });
+
+void t.test("the live result keeps the analysis's clock offsets and per-hop latency", (t) => {
+  const s = armed();
+  POINTS.forEach((p, i) => {
+    s.addEvents(p, exchange(p, DIRECT, { at: BigInt(i) * 1000n }), 1, Infinity);
+  });
+  const r = s.analyze(5, INVENTORY);
+  t.equal(r?.clock?.length, POINTS.length, 'one clock entry per point');
+  t.equal(r?.hops?.length, POINTS.length - 1, 'one latency per hop');
+  t.end();
+});
