@@ -143,9 +143,14 @@ function header(magic: number, body: Buffer): Buffer {
 
 /**
  * Encodes events as records (one buffer, one write), after a batch mark when the batch has an
- * agent seq (> 0).
+ * agent seq (> 0). `raw`: the events' protobuf bytes as they arrived (EventBatch.raw), written
+ * as they are instead of encoding the events again (one per event, else ignored).
  */
-export function encodeEventRecords(events: readonly PacketEvent[], seq = 0): Buffer {
+export function encodeEventRecords(
+  events: readonly PacketEvent[],
+  seq = 0,
+  raw?: readonly Uint8Array[],
+): Buffer {
   const parts: Buffer[] = [];
   if (seq > 0) {
     const mark = Buffer.alloc(MARK_BODY);
@@ -153,8 +158,9 @@ export function encodeEventRecords(events: readonly PacketEvent[], seq = 0): Buf
     mark.writeUInt32BE(events.length, 8);
     parts.push(header(MARK_MAGIC, mark), mark);
   }
-  for (const e of events) {
-    const enc = encodePacketEvent(e);
+  const bodies = raw !== undefined && raw.length === events.length ? raw : null;
+  for (const [i, e] of events.entries()) {
+    const enc = bodies?.[i] ?? encodePacketEvent(e);
     const body = Buffer.from(enc.buffer, enc.byteOffset, enc.byteLength);
     parts.push(header(MAGIC, body), body);
   }

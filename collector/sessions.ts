@@ -411,7 +411,13 @@ export class SessionManager {
     switch (msg.kind) {
       case 'events':
         if (msg.batch.events.length === 0) return;
-        await this.store.appendEvents(captureId, pointName, msg.batch.events, msg.seq);
+        await this.store.appendEvents(
+          captureId,
+          pointName,
+          msg.batch.events,
+          msg.seq,
+          msg.batch.raw,
+        );
         p.appliedSeq = Math.max(p.appliedSeq ?? 0, msg.seq);
         if (s.isFinal()) return;
         const overBefore = p.unanalysed ?? 0;
@@ -467,24 +473,25 @@ export class SessionManager {
     for (const t of [...this.debounce.values(), ...this.deadline.values()]) clearTimeout(t);
     this.debounce.clear();
     this.deadline.clear();
-    for (const s of this.sessions.values()) if (!s.isFinal()) this.saveQuietly(s);
+    const saves: Promise<void>[] = [];
+    for (const s of this.sessions.values()) if (!s.isFinal()) saves.push(this.saveQuietly(s));
+    await Promise.all(saves);
     await this.store.close();
   }
 
   /**
-   * Saves session.json where nobody waits for the answer (a timer, shutdown): a failed write
-   * (disk full, the directory gone) is logged; the session goes on in memory and the next save
-   * tries again. Never thrown from a timer, where it would end the collector.
+   * Saves session.json where nobody waits for the answer (a timer, shutdown), off the event loop
+   * and coalesced (store.saveSessionSoon): a failed write (disk full, the directory gone) is
+   * logged; the session goes on in memory and the next save tries again. Never thrown from a
+   * timer, where it would end the collector.
    */
-  private saveQuietly(s: CaptureSession): void {
-    try {
-      this.store.saveSession(s.record);
-    } catch (e) {
+  private saveQuietly(s: CaptureSession): Promise<void> {
+    return this.store.saveSessionSoon(s.record).catch((e: unknown) => {
       this.log.error(
         { captureId: s.id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
         'cannot save session.json',
       );
-    }
+    });
   }
 
   private scheduleAnalysis(s: CaptureSession): void {
@@ -492,7 +499,7 @@ export class SessionManager {
     const t = setTimeout(() => {
       this.debounce.delete(s.id);
       this.step(s);
-      if (!s.isFinal()) this.saveQuietly(s);
+      if (!s.isFinal()) void this.saveQuietly(s);
     }, this.debounceMs);
     this.debounce.set(s.id, t);
   }
@@ -783,7 +790,7 @@ export class SessionManager {
     p.appliedSeq = Math.max(p.appliedSeq ?? 0, msg.seq);
     const changed = msg.kind === 'status' ? s.applyCounts(msg.status) : s.countLost(msg.lost);
     if (!changed) {
-      this.saveQuietly(s);
+      void this.saveQuietly(s);
       return;
     }
     this.writeReports(s, final, 'cannot rewrite the report with the final counts');

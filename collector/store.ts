@@ -340,10 +340,16 @@ export class CaptureStore {
    * Appends events to the point's file, marked with the agent's seq of the batch (event-file.ts);
    * resolves once they are flushed to disk.
    */
-  appendEvents(id: string, point: string, events: readonly PacketEvent[], seq = 0): Promise<void> {
+  appendEvents(
+    id: string,
+    point: string,
+    events: readonly PacketEvent[],
+    seq = 0,
+    raw?: readonly Uint8Array[],
+  ): Promise<void> {
     if (!POINT_RE.test(point)) return Promise.reject(new Error(`not a point name: ${point}`));
     const path = join(this.sessionDir(id), `events-${point}.pb`);
-    const buf = encodeEventRecords(events, seq);
+    const buf = encodeEventRecords(events, seq, raw);
     const prev = this.chains.get(path) ?? Promise.resolve();
     const next = prev.then(async () => {
       let h = this.handles.get(path);

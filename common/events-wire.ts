@@ -711,7 +711,10 @@ export function decodeEventsEnvelope(bytes: Uint8Array): Envelope | null {
     throw e;
   }
   if (body === null) return null;
+  const raw: Uint8Array[] = [];
   const batch: EventBatch = { captureId: '', point: '', events: [] };
+  // Not enumerable: views into the frame are for the store only, never compared, cloned or logged.
+  Object.defineProperty(batch, 'raw', { value: raw, enumerable: false });
   const slots = STRINGS;
   const br = new In(b, body.from, body.end);
   while (br.at < body.end) {
@@ -727,6 +730,7 @@ export function decodeEventsEnvelope(bytes: Uint8Array): Envelope | null {
     } else if (f === 3) {
       expectWire(w, 2, 'EventBatch.events');
       const end = br.sub();
+      raw.push(b.subarray(br.at, end));
       batch.events.push(readEvent(br, end, slots));
     } else br.skip(w);
   }

@@ -50,6 +50,13 @@ export interface EventBatch {
    * as ordinary `events`.
    */
   encoded?: EncodedEvents;
+  /**
+   * Collector side only: each event's protobuf bytes as received, views into the WebSocket frame
+   * (common/events-wire.ts sets them, not enumerable: never compared, cloned or serialized), so
+   * the store writes them without encoding the events again. They must not outlive the message's
+   * handling.
+   */
+  raw?: Uint8Array[];
 }
 
 /** PacketEvents as protobuf bytes: `count` entries of EventBatch's repeated `events` field. */

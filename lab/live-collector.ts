@@ -164,8 +164,11 @@ export class LiveCollector {
   }
 
   private async spawn(): Promise<void> {
+    // HOPTRACE_COLLECTOR_NODE_ARGS: node flags for the collector (profiling: `--cpu-prof`).
+    const nodeArgs = (process.env['HOPTRACE_COLLECTOR_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
     const child = spawnTracked(
       [
+        ...nodeArgs,
         CLI_MAIN,
         'collector',
         '--listen',

@@ -121,9 +121,10 @@ void t.test('a session.json save that fails in a timer is logged, not thrown', a
     stopOnFirstMatch: true,
     settleMs: 60_000,
   });
-  // From now on every write of session.json fails (its temporary file cannot be created), as on
+  // From now on every write of session.json fails (it cannot be renamed over a directory), as on
   // a full disk: the debounced save after the next events batch runs in a timer.
-  mkdirSync(join(dir, 'captures', view.id, `session.json.tmp-${process.pid}`));
+  rmSync(join(dir, 'captures', view.id, 'session.json'));
+  mkdirSync(join(dir, 'captures', view.id, 'session.json'));
   const uncaught: unknown[] = [];
   const onUncaught = (e: unknown): void => {
     uncaught.push(e);

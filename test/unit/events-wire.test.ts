@@ -20,6 +20,8 @@ import {
 } from '../../common/events-wire';
 import type { Envelope } from '../../common/wire';
 import { decodeFailure } from './transport-fixtures';
+import { encodeEventRecords, parseEventFile } from '../../collector/event-file';
+import { DIRECT, exchange } from './fixtures-events';
 import { xorshift32 } from './xorshift';
 
 const rnd = xorshift32(0x2545f491);
@@ -222,3 +224,25 @@ void t.test('large batches: lengths beyond three bytes', (t) => {
   t.same(decodeEnvelope(bytes), env);
   t.end();
 });
+
+void t.test(
+  'the collector stores the events as they arrived: raw views, not encoded again',
+  (t) => {
+    const events = exchange('decap', DIRECT);
+    const bytes = encodeEnvelope({
+      seq: 9,
+      kind: 'events',
+      events: { captureId: 'c', point: 'decap', events },
+    });
+    const env = decodeEventsEnvelope(bytes);
+    if (env?.kind !== 'events') throw new Error('not an events envelope');
+    const raw = env.events.raw ?? [];
+    t.equal(raw.length, events.length, 'one view per event');
+    t.notOk(Object.keys(env.events).includes('raw'), 'not enumerable: never compared or cloned');
+    const stored = parseEventFile(encodeEventRecords(env.events.events, 9, raw));
+    const reencoded = parseEventFile(encodeEventRecords(env.events.events, 9));
+    t.same(stored.events, reencoded.events, 'the stored raw bytes read back as the same events');
+    t.same(stored.events, events);
+    t.end();
+  },
+);
