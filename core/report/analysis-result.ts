@@ -5,7 +5,6 @@
  */
 import type { Verdict } from '../attribute/attribute';
 import type { Endpoint, MatchKey, PointStatus } from '../correlate/correlate';
-import type { ClockOffset, HopLatency } from './times';
 
 /** One point's view of the request, JSON-safe (timestamps as decimal nanosecond strings). */
 export interface PointSummary {
@@ -102,4 +101,35 @@ export interface CaptureHealth {
   truncated?: { offset: number; detail: string };
   /** The target came from a stale pod list (session.ts PointRecord.targetNote). */
   targetNote?: string;
+}
+
+export type OffsetStatus = 'reference' | 'same-clock' | 'bounded' | 'upper-bound' | 'unbounded';
+
+/** One point's clock against the reference point's clock. All nanosecond values are decimal strings. */
+export interface ClockOffset {
+  point: string;
+  node: string | null;
+  /** The point whose clock the others are measured against (the first point). */
+  reference: string;
+  status: OffsetStatus;
+  /** θ = clock(point) − clock(reference): the estimate (middle of the bounds, or 0). */
+  offsetNs: string | null;
+  /** θ's lower bound (`bounded` only). */
+  lowNs: string | null;
+  /** θ's upper bound (`bounded` and `upper-bound`). */
+  highNs: string | null;
+  /** Which packets bounded it, or why it could not be bounded. */
+  detail: string;
+}
+
+/** One hop between consecutive points: the request's first packet's travel time, clock-corrected. */
+export interface HopLatency {
+  from: string;
+  to: string;
+  /** Corrected by the estimated offsets (decimal ns), null when a point saw no request or has no estimate. */
+  latencyNs: string | null;
+  /** Bounds from the offsets' bounds (equal to latencyNs when both points share a clock). */
+  lowNs: string | null;
+  highNs: string | null;
+  detail: string;
 }

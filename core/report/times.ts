@@ -15,7 +15,16 @@
  * assumes symmetric delays) and the width is NTP's round-trip delay (t4 − t1) − (t3 − t2).
  * Points on the same node share a clock: their offset is 0 by construction.
  */
-import type { FlowPacketSummary, PointSummary } from './analysis-result';
+import type {
+  ClockOffset,
+  FlowPacketSummary,
+  HopLatency,
+  OffsetStatus,
+  PointSummary,
+} from './analysis-result';
+
+// The shapes live with the analysis result (no import cycle); they are named here too.
+export type { ClockOffset, HopLatency, OffsetStatus };
 
 /** `2026-12-02T04:39:48.123456Z` from nanoseconds since the Unix epoch (decimal string or bigint). */
 export function utcMicros(tsNs: bigint | string): string {
@@ -35,25 +44,6 @@ export function durationText(ns: bigint): string {
   if (a < 1000000n) return `${sign}${(Number(a) / 1e3).toFixed(a < 10000n ? 3 : 1)} µs`;
   if (a < 1000000000n) return `${sign}${(Number(a) / 1e6).toFixed(3)} ms`;
   return `${sign}${(Number(a) / 1e9).toFixed(3)} s`;
-}
-
-export type OffsetStatus = 'reference' | 'same-clock' | 'bounded' | 'upper-bound' | 'unbounded';
-
-/** One point's clock against the reference point's clock. All nanosecond values are decimal strings. */
-export interface ClockOffset {
-  point: string;
-  node: string | null;
-  /** The point whose clock the others are measured against (the first point). */
-  reference: string;
-  status: OffsetStatus;
-  /** θ = clock(point) − clock(reference): the estimate (middle of the bounds, or 0). */
-  offsetNs: string | null;
-  /** θ's lower bound (`bounded` only). */
-  lowNs: string | null;
-  /** θ's upper bound (`bounded` and `upper-bound`). */
-  highNs: string | null;
-  /** Which packets bounded it, or why it could not be bounded. */
-  detail: string;
 }
 
 const SYN = 0x02;
@@ -163,18 +153,6 @@ export function estimateClockOffsets(
   });
 }
 
-/** One hop between consecutive points: the request's first packet's travel time, clock-corrected. */
-export interface HopLatency {
-  from: string;
-  to: string;
-  /** Corrected by the estimated offsets (decimal ns), null when a point saw no request or has no estimate. */
-  latencyNs: string | null;
-  /** Bounds from the offsets' bounds (equal to latencyNs when both points share a clock). */
-  lowNs: string | null;
-  highNs: string | null;
-  detail: string;
-}
-
 function firstRequest(p: PointSummary): FlowPacketSummary | undefined {
   return p.flow.find((f) => f.dir === 'request' && !f.tunneled);
 }
@@ -187,6 +165,10 @@ function thetaRange(o: ClockOffset | undefined): [bigint, bigint] | null {
     return [BigInt(o.lowNs), BigInt(o.highNs)];
   return null;
 }
+
+/** The reference point's clock, or one of a point on its node: both ends of such a hop share it. */
+const oneClock = (o: ClockOffset | undefined): boolean =>
+  o?.status === 'reference' || o?.status === 'same-clock';
 
 /** Per-hop latency of the request's first packet between consecutive points that both saw it. */
 export function hopLatencies(points: PointSummary[], offsets: ClockOffset[]): HopLatency[] {
@@ -234,9 +216,11 @@ export function hopLatencies(points: PointSummary[], offsets: ClockOffset[]): Ho
       lowNs: low.toString(),
       highNs: high.toString(),
       detail:
-        low === high
+        oneClock(byPoint.get(a.name)) && oneClock(byPoint.get(b.name))
           ? `${durationText(mid)} (one clock)`
-          : `${durationText(mid)} (between ${durationText(low)} and ${durationText(high)}: the clock offset's bounds)`,
+          : low === high
+            ? `${durationText(mid)} (two clocks; the offset's bounds coincide)`
+            : `${durationText(mid)} (between ${durationText(low)} and ${durationText(high)}: the clock offset's bounds)`,
     });
   }
   return hops;
