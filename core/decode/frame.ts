@@ -138,6 +138,27 @@ function result(s: DecodeState, linktype: string): DecodedFrame {
   return f;
 }
 
+/**
+ * Where the innermost transport payload of a frame lies in its captured bytes (`[start, end)`),
+ * or null when it has none: what a reader of the payload's first bytes needs (identity headers).
+ */
+export function framePayloadSpan(
+  linktype: number,
+  bytes: Uint8Array,
+  opts?: DecodeOptions,
+): { start: number; end: number } | null {
+  const lt = LINKTYPES.get(linktypeOf(linktype));
+  if (lt === undefined) return null;
+  const s = new DecodeState(bytes, udpPortTable(opts));
+  try {
+    run(s, lt.next, opts?.maxDepth ?? DEFAULT_MAX_DEPTH);
+  } catch {
+    return null;
+  }
+  const end = Math.min(s.payWireEnd, bytes.length);
+  return s.payOff >= 0 && end > s.payOff ? { start: s.payOff, end } : null;
+}
+
 /** Decodes one captured frame of link type `linktype` (pcap/pcapng value). Never throws. */
 export function decodeFrame(
   linktype: number,
