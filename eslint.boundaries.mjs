@@ -57,8 +57,13 @@ const IO_MODULES = [
   'pcap-parser',
   '@kubernetes/*',
 ];
-/** common/ modules that read files (the token, the .proto, inventory files). */
-const COMMON_IO = ['**/common/auth', '**/common/codec', '**/common/inventory-file'];
+/** common/ modules that read files (the token, the .proto, inventory files, package.json). */
+const COMMON_IO = [
+  '**/common/auth',
+  '**/common/codec',
+  '**/common/inventory-file',
+  '**/common/version',
+];
 
 function blockFor(folder) {
   const allowed = ALLOWED[folder];

@@ -3,13 +3,26 @@
  * correlate → attribute → report. This file is the composition root for offline analysis; the
  * pure work happens in agent/ (decode) and collector/ (correlate, attribute, report).
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
-import { renderReportJson, renderReportMarkdown, renderVerdictText } from '../core/report/report';
+import {
+  renderReportJson,
+  renderReportMarkdown,
+  renderVerdictText,
+  type ReportMeta,
+} from '../core/report/report';
+import type { ReportInput } from '../core/report/report-document';
+import { analyzeCommand } from '../core/report/reproduce';
+import type { DoctorEvidence } from '../core/report/what-to-change';
+import { parseDoctorJson } from '../core/doctor/doctor-json';
 import { HoptraceError } from '../common/errors';
+import type { Inventory } from '../common/inventory';
 import { readInventoryFile } from '../common/inventory-file';
+import { hoptraceVersion } from '../common/version';
 import { makeWritableDir } from '../common/writable-dir';
+import { fileDigest, fileStamp, type FileDigest } from '../offline/file-digest';
+import { scanIdentityHeaders } from '../offline/identity-scan';
 import { parseCommandLine } from './args';
 import {
   analyzeFiles,
@@ -21,7 +34,7 @@ import {
 export { analyzeFiles, type AnalyzeFilesInput, type PointFile, type RequestSelector };
 
 export const USAGE =
-  'hoptrace analyze --point NAME=FILE [--point NAME=FILE]... [--drops NAME=N]... [--inventory inv.json] [--client IP] [--dst IP[:PORT]] [--json] [--report-dir DIR]';
+  'hoptrace analyze --point NAME=FILE [--point NAME=FILE]... [--drops NAME=N]... [--inventory inv.json] [--client IP] [--dst IP[:PORT]] [--doctor doctor.json] [--json] [--report-dir DIR]';
 
 /** Parses `NAME=FILE`. */
 export function parsePointArg(value: string): PointFile {
@@ -98,6 +111,107 @@ function writeReport(dir: string, name: string, text: string): void {
   }
 }
 
+/**
+ * Doctor's findings from the JSON `hoptrace doctor --json` printed; a file that cannot be read or
+ * is not that JSON is said to be so in the report (never read as "no findings").
+ */
+export function readDoctorFile(path: string): DoctorEvidence {
+  const source = resolve(path);
+  let raw: string;
+  try {
+    raw = readFileSync(path, 'utf8');
+  } catch (e) {
+    return { status: 'unreadable', source, detail: e instanceof Error ? e.message : String(e) };
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    return { status: 'unreadable', source, detail: `not JSON (${why})` };
+  }
+  const parsed = parseDoctorJson(value);
+  return 'error' in parsed
+    ? {
+        status: 'unreadable',
+        source,
+        detail: `not what \`hoptrace doctor --json\` prints: ${parsed.error}`,
+      }
+    : { status: 'given', source, result: parsed.result };
+}
+
+/** The digests of the point files ('-', standard input, is not hashed: reading it would use it up). */
+function digests(points: PointFile[]): Map<string, FileDigest> {
+  const out = new Map<string, FileDigest>();
+  for (const p of points) if (p.file !== '-') out.set(p.name, fileDigest(p.file));
+  return out;
+}
+
+/** Files that changed between their digest and the end of the analysis. */
+function changedSince(points: PointFile[], before: Map<string, FileDigest>): string[] {
+  return points.flatMap((p) => {
+    const d = before.get(p.name);
+    if (d === undefined) return [];
+    const now = fileStamp(p.file);
+    return now !== null && now.bytes === d.bytes && now.mtimeMs === d.mtimeMs
+      ? []
+      : [
+          `${p.file} changed while it was analysed (a capture still being written?): its SHA-256 is of the bytes before the analysis`,
+        ];
+  });
+}
+
+interface ReportDirInput {
+  dir: string;
+  points: PointFile[];
+  drops: Map<string, number>;
+  inventory: Inventory;
+  inventoryFile: string | undefined;
+  selector: RequestSelector;
+  doctorFile: string | undefined;
+  doctor: DoctorEvidence;
+  before: Map<string, FileDigest>;
+}
+
+/** Writes report.md, report.json and inventory.json (as used) into `--report-dir`. */
+function writeReportDir(r: ReturnType<typeof analyzeFiles>, o: ReportDirInput): void {
+  const dir = resolve(o.dir);
+  const inventoryPath = join(dir, 'inventory.json');
+  writeReport(o.dir, 'inventory.json', JSON.stringify(o.inventory, null, 2) + '\n');
+  const points = o.points.map((p) => ({
+    name: p.name,
+    file: p.file === '-' ? '-' : resolve(p.file),
+  }));
+  const inputs: ReportInput[] = points.map((p) => {
+    const d = o.before.get(p.name);
+    return { ...p, sha256: d?.sha256 ?? null, bytes: d?.bytes ?? null };
+  });
+  const reproduce = analyzeCommand({
+    points,
+    drops: [...o.drops].map(([point, count]) => ({ point, count })),
+    inventory: inventoryPath,
+    selector: o.selector,
+    doctor: o.doctorFile === undefined ? undefined : resolve(o.doctorFile),
+  });
+  reproduce.notes.push(
+    `--inventory names ${inventoryPath}, the inventory as this analysis used it (written beside the report)`,
+    ...changedSince(o.points, o.before),
+  );
+  const meta: ReportMeta = {
+    generatedAt: new Date().toISOString(),
+    inputs,
+    inventory: o.inventoryFile === undefined ? undefined : resolve(o.inventoryFile),
+    selector: o.selector,
+    hoptraceVersion: hoptraceVersion(),
+    source: 'files',
+    inventoryUsed: o.inventory,
+    doctor: o.doctor,
+    reproduce,
+  };
+  writeReport(o.dir, 'report.md', renderReportMarkdown(r, meta));
+  writeReport(o.dir, 'report.json', renderReportJson(r, meta));
+}
+
 export function runAnalyze(argv: string[], out: (line: string) => void): number {
   const { values, positionals } = parseCommandLine('analyze', USAGE, argv, {
     point: { type: 'string', multiple: true },
@@ -105,6 +219,7 @@ export function runAnalyze(argv: string[], out: (line: string) => void): number 
     inventory: { type: 'string' },
     client: { type: 'string' },
     dst: { type: 'string' },
+    doctor: { type: 'string' },
     json: { type: 'boolean' },
     'report-dir': { type: 'string' },
   });
@@ -144,21 +259,36 @@ export function runAnalyze(argv: string[], out: (line: string) => void): number 
     values.inventory === undefined ? { nodes: {}, pods: {} } : readInventoryFile(values.inventory);
 
   const drops = parseDropsArgs(values.drops ?? [], points);
-  const result = analyzeFiles({ points, inventory, selector, drops });
+  const dir = values['report-dir'];
+  // Refused before the analysis: an unwritable directory is known at once.
+  if (dir !== undefined) makeWritableDir(dir, '--report-dir', 'FILE_WRITE');
+  // Hashed before the analysis: the digest is of the bytes analysed (a change is noted).
+  const before = dir === undefined ? new Map<string, FileDigest>() : digests(points);
+  const analysed = analyzeFiles({ points, inventory, selector, drops });
+  // The request's first data segment read again at each point: the identity headers it carried.
+  const result = { ...analysed, identityHeaders: scanIdentityHeaders(points, analysed) };
+  const doctor: DoctorEvidence =
+    values.doctor === undefined
+      ? { status: 'not-run', detail: 'doctor was not run (no --doctor FILE)' }
+      : readDoctorFile(values.doctor);
 
   if (values.json === true) out(JSON.stringify(result));
-  else out(renderVerdictText(result));
+  else out(renderVerdictText(result, values.doctor === undefined ? undefined : doctor));
 
-  const dir = values['report-dir'];
   if (dir !== undefined) {
-    const meta = {
-      generatedAt: new Date().toISOString(),
-      inputs: points.map((p) => ({ name: p.name, file: resolve(p.file) })),
-    };
-    makeWritableDir(dir, '--report-dir', 'FILE_WRITE');
-    writeReport(dir, 'report.md', renderReportMarkdown(result, meta));
-    writeReport(dir, 'report.json', renderReportJson(result));
-    if (values.json !== true) out(`report written to ${join(dir, 'report.md')} and report.json`);
+    writeReportDir(result, {
+      dir,
+      points,
+      drops,
+      inventory,
+      inventoryFile: values.inventory,
+      selector,
+      doctorFile: values.doctor,
+      doctor,
+      before,
+    });
+    if (values.json !== true)
+      out(`report written to ${join(dir, 'report.md')}, report.json and inventory.json`);
   }
   return 0;
 }

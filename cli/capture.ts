@@ -213,6 +213,10 @@ export async function runCapture(
         `report: ${new URL(view.reportUrls.markdown, base).toString()} (JSON: ${new URL(view.reportUrls.json, base).toString()})`,
       );
     }
+    // report.json's command that repeats this capture (a collector older than report.json
+    // evidence has none).
+    const again = (result as { reproduce?: { command?: unknown } } | null)?.reproduce?.command;
+    if (typeof again === 'string') out(`again:  ${again}`);
   }
   return view.state === 'resolved' ? EXIT.ok : EXIT.inconclusive;
 }

@@ -1,7 +1,6 @@
 /** `hoptrace <command> …`: parse the command name, hand over, turn errors into clear messages. */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { isHoptraceError } from '../common/errors';
+import { hoptraceVersion } from '../common/version';
 import { EXIT } from './exit-codes';
 
 const USAGE = `usage: hoptrace <command> [options]
@@ -10,7 +9,7 @@ commands:
   decode [--json] [--vxlan-port N]... FILE
       decode every frame of a pcap/pcapng file: layers, outer and inner tuple
   analyze --point NAME=FILE [--point NAME=FILE]... [--drops NAME=N]... [--inventory inv.json]
-          [--client IP] [--dst IP[:PORT]] [--json] [--report-dir DIR]
+          [--client IP] [--dst IP[:PORT]] [--doctor doctor.json] [--json] [--report-dir DIR]
       correlate one request across capture points and name the layer that rewrote its source
   collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--tls-cert F --tls-key F]
       the collector: WebSocket endpoint for agents (/v1/agents) and the HTTP API (/v1/captures)
@@ -79,14 +78,6 @@ function wantsHelp(argv: readonly string[]): boolean {
   return head.includes('--help') || head.includes('-h');
 }
 
-/** The version of this hoptrace, from its package.json (dist/cli → the package root). */
-function version(): string {
-  const pkg = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as {
-    version?: unknown;
-  };
-  return typeof pkg.version === 'string' ? pkg.version : 'unknown';
-}
-
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
@@ -94,7 +85,7 @@ async function main(argv: string[]): Promise<number> {
     return command === undefined ? EXIT.usage : EXIT.ok;
   }
   if (command === '--version' || command === 'version') {
-    process.stdout.write(`hoptrace ${version()}\n`);
+    process.stdout.write(`hoptrace ${hoptraceVersion()}\n`);
     return EXIT.ok;
   }
   const load = COMMANDS[command];

@@ -6,9 +6,13 @@
 import type { AnalysisResult } from '../core/report/analyze';
 import { withCaptureHealth, type CaptureHealth } from '../core/report/capture-health';
 import { renderReportJson, renderReportMarkdown, type ReportMeta } from '../core/report/report';
+import type { LiveCaptureMeta, ReportInput } from '../core/report/report-document';
+import { captureCommand, type ReproduceCommand } from '../core/report/reproduce';
+import type { Inventory } from '../common/inventory';
+import { hoptraceVersion } from '../common/version';
+import type { AgentInfo } from './hub-types';
 import type { CaptureSession, SessionRecord } from './session';
 import type { CaptureStore } from './store';
-import { hostPort } from '../common/endpoint';
 
 /** A finished capture's analysis and report inputs; capture health is added at each write. */
 export interface FinalReport {
@@ -64,7 +68,7 @@ export function writeCaptureReports(store: CaptureStore, s: CaptureSession, f: F
     verdict:
       JSON.stringify({ state: f.state, reason: f.reason, verdict: result.verdict }, null, 2) + '\n',
     markdown: renderReportMarkdown(result, f.meta),
-    json: renderReportJson(result),
+    json: renderReportJson(result, f.meta),
     // The inputs without the capture health, so a collector started again can rewrite the
     // reports when an agent's final counters arrive after the restart.
     inputs: inputsJson(f),
@@ -72,23 +76,87 @@ export function writeCaptureReports(store: CaptureStore, s: CaptureSession, f: F
   store.saveSession(s.record);
 }
 
-function shellWord(s: string): string {
-  return /^[\w@%+=:,./[\]-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+/** The `hoptrace capture` command that repeats this session (`collector`: its URL, if one). */
+export function reproduceCommand(
+  r: SessionRecord,
+  collector: string | null = null,
+): ReproduceCommand {
+  return captureCommand({
+    collector,
+    points: r.spec.points,
+    client: r.spec.client,
+    dst: r.spec.dst,
+    dport: r.spec.dport,
+    timeoutMs: r.spec.timeoutMs,
+    settleMs: r.spec.settleMs,
+    stopOnFirstMatch: r.spec.stopOnFirstMatch,
+    inventoryGiven: r.spec.inventory !== undefined,
+  });
 }
 
-/** The `hoptrace capture` command that repeats this session. */
-export function reproduceCommand(r: SessionRecord): string {
-  const args = ['hoptrace', 'capture'];
-  for (const p of r.spec.points) {
-    const target = p.target.includes(':') ? `[${p.target}]` : p.target;
-    const withNode = p.node === undefined ? target : `${p.node}/${target}`;
-    args.push('--point', shellWord(`${p.name}=${withNode}:${p.iface}`));
-  }
-  if (r.spec.client !== undefined) args.push('--client', r.spec.client);
-  if (r.spec.dst !== undefined) {
-    const dst = r.spec.dst.includes(':') ? `[${r.spec.dst}]` : r.spec.dst;
-    args.push('--dst', r.spec.dport === undefined ? dst : hostPort(r.spec.dst, r.spec.dport));
-  }
-  args.push('--timeout', `${r.spec.timeoutMs}ms`);
-  return args.join(' ');
+/** The report's inputs of a live capture: each point's agent, node, target, interface, filter. */
+export function liveInputs(r: SessionRecord, agents: readonly AgentInfo[]): ReportInput[] {
+  const byId = new Map(agents.map((a) => [a.agentId, a]));
+  return r.points.map((p) => {
+    const spec = r.spec.points.find((x) => x.name === p.name);
+    return {
+      name: p.name,
+      file: `live ${p.node ?? '?'}:${p.target} ${p.iface} (capture ${r.id})`,
+      live: {
+        agentId: p.agentId,
+        agentVersion: p.agentId === null ? null : (byId.get(p.agentId)?.hello.version ?? null),
+        node: p.node,
+        target: p.target,
+        netns: p.netns,
+        iface: p.iface,
+        filter: spec?.filter ?? null,
+      },
+    };
+  });
+}
+
+/** What the capture was asked for and how it ended, for the report. */
+export function liveCaptureMeta(
+  r: SessionRecord,
+  collector: string | null,
+  state: string,
+  reason: string,
+): LiveCaptureMeta {
+  const { inventory, ...spec } = r.spec;
+  return {
+    id: r.id,
+    collector,
+    state,
+    reason,
+    request: spec,
+    inventoryGiven: inventory ?? null,
+  };
+}
+
+/** A finished live capture's report meta: the same forms as `hoptrace analyze --report-dir`. */
+export function liveReportMeta(o: {
+  record: SessionRecord;
+  agents: readonly AgentInfo[];
+  collector: string | null;
+  state: string;
+  reason: string;
+  inventory: Inventory;
+  generatedAt: string;
+}): ReportMeta {
+  const r = o.record;
+  return {
+    generatedAt: o.generatedAt,
+    inputs: liveInputs(r, o.agents),
+    selector: { client: r.spec.client, dst: r.spec.dst, dport: r.spec.dport },
+    hoptraceVersion: hoptraceVersion(),
+    source: 'live',
+    inventoryUsed: o.inventory,
+    doctor: {
+      status: 'not-run',
+      detail:
+        'doctor was not run for this capture (`hoptrace doctor --collector URL --vpn … --backend … --json`)',
+    },
+    capture: liveCaptureMeta(r, o.collector, o.state, o.reason),
+    reproduce: reproduceCommand(r, o.collector),
+  };
 }

@@ -191,6 +191,9 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
   const h = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const scheme = opts.tls ? 'https' : 'http';
   logger.info({ state: 'listening' }, `collector listening on ${scheme}://${h}:${addr.port}`);
+  // 0.0.0.0 / :: is no address a client can use: reports then name a placeholder.
+  const everyAddress = addr.address === '0.0.0.0' || addr.address === '::';
+  sessions.setCollectorUrl(everyAddress ? null : `${scheme}://${h}:${addr.port}`);
 
   let closing: Promise<void> | undefined;
   return {

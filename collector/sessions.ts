@@ -26,7 +26,6 @@ import { K8sInventorySource } from './k8s/source';
 import { ReproManager } from './repro';
 import type { ReturnRoute } from '../core/repro/repro-core';
 import { familyOf, inCidr } from '../common/cidr';
-import type { ReportMeta } from '../core/report/report';
 import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
 import { withConntrackEvidence } from '../core/attribute/conntrack-evidence';
@@ -35,7 +34,7 @@ import type { CaptureStore, ReportKind } from './store';
 import { captureIdOf, pointOf } from './agent-messages';
 import {
   reportInputs,
-  reproduceCommand,
+  liveReportMeta,
   writeCaptureReports,
   type FinalReport,
 } from './capture-reports';
@@ -114,6 +113,11 @@ export class SessionManager {
   /** Captures being finished: their final analysis runs on the worker. */
   private readonly finishing = new Set<string>();
   private onLoopAnalyses = 0;
+  /**
+   * The URL the collector's API listens at, for the reproduce command of reports (set once it
+   * listens); null when unknown or when it listens on every address (no one URL to name).
+   */
+  private collectorUrl: string | null = null;
 
   constructor(opts: SessionManagerOptions) {
     this.hub = opts.hub;
@@ -351,6 +355,11 @@ export class SessionManager {
   onChange(fn: (view: CaptureView) => void): () => void {
     this.listeners.add(fn);
     return () => this.listeners.delete(fn);
+  }
+
+  /** Names the collector's API URL in reports' reproduce commands (null: none to name). */
+  setCollectorUrl(url: string | null): void {
+    this.collectorUrl = url;
   }
 
   /** The inventory a session is attributed with. */
@@ -661,12 +670,15 @@ export class SessionManager {
       if (t) clearTimeout(t);
       m.delete(s.id);
     }
+    // The inventory the final analysis uses, kept for the report (the inventory as used).
+    const inventory = this.inventoryFor(s);
     if (!s.isOffloaded()) {
       this.finishWith(
         s,
         state,
         reason,
-        s.finish(state, reason, this.clock.nowMs(), this.inventoryFor(s)),
+        s.finish(state, reason, this.clock.nowMs(), inventory),
+        inventory,
       );
       return;
     }
@@ -674,7 +686,7 @@ export class SessionManager {
     // capture is not final (a cancel answers with the view as it is).
     if (this.finishing.has(s.id)) return;
     this.finishing.add(s.id);
-    this.offload.analyze(s.id, s.analysisRequest(this.inventoryFor(s))).then(
+    this.offload.analyze(s.id, s.analysisRequest(inventory)).then(
       (core) => {
         this.finishing.delete(s.id);
         if (this.closed || s.isFinal()) return;
@@ -684,12 +696,14 @@ export class SessionManager {
           state,
           reason,
           s.finishWith(state, reason, now, s.applyAnalysis(core, now)),
+          inventory,
         );
       },
       (e: unknown) => {
         this.finishing.delete(s.id);
         if (this.closed || s.isFinal()) return;
-        // No worker: the last live result stands as the final one, and the report says so.
+        // No worker: the last live result stands as the final one, and the report says so. (Its
+        // inventory is the one of the last live analysis; the report names today's.)
         this.log.error(
           { captureId: s.id, err: e instanceof Error ? e.message : String(e) },
           'final analysis failed; finishing with the last live analysis',
@@ -699,6 +713,7 @@ export class SessionManager {
           state,
           reason,
           s.finishWith(state, reason, this.clock.nowMs(), s.liveResult()),
+          inventory,
         );
       },
     );
@@ -710,6 +725,7 @@ export class SessionManager {
     state: 'resolved' | 'timeout' | 'failed' | 'cancelled',
     reason: string,
     analysis: AnalysisResult,
+    inventory: Inventory,
   ): void {
     const now = this.clock.nowMs();
     this.offload.drop(s.id);
@@ -718,19 +734,15 @@ export class SessionManager {
       if (p.agentId === null) continue;
       this.hub.send(p.agentId, { kind: 'stop', stop: { captureId: s.id, point: p.name } });
     }
-    const meta: ReportMeta = {
+    const meta = liveReportMeta({
+      record: s.record,
+      agents: this.hub.agents(),
+      collector: this.collectorUrl,
+      state,
+      reason,
+      inventory,
       generatedAt: new Date(now).toISOString(),
-      inputs: s.record.points.map((p) => ({
-        name: p.name,
-        file: `live ${p.node ?? '?'}:${p.target} ${p.iface} (capture ${s.id})`,
-      })),
-      selector: {
-        client: s.record.spec.client,
-        dst: s.record.spec.dst,
-        dport: s.record.spec.dport,
-      },
-      command: reproduceCommand(s.record),
-    };
+    });
     const final: FinalReport = { state, reason, result: analysis, meta };
     this.finals.set(s.id, final);
     this.writeReports(s, final, 'cannot write the report');

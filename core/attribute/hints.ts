@@ -17,6 +17,52 @@ export interface HintContext {
   rewrittenTo?: string | undefined;
 }
 
+/**
+ * What a return route for the tunnel range may point at. Never a pod IP (it moves with every
+ * reschedule) and never a ClusterIP: a ClusterIP is a kube-proxy DNAT rule for connections to a
+ * Service port, not an address that answers ARP or forwards packets, so `ip route … via` it fails.
+ */
+export const STABLE_NEXT_HOP =
+  "a node address (the VPN pod's node), or an address that the active VPN pod holds and announces " +
+  '(keepalived/kube-vip style, gratuitous ARP) — never a pod IP, which moves, nor a ClusterIP, which ' +
+  'is a kube-proxy DNAT rule and no next hop';
+
+/**
+ * Where each common CNI (and kube-proxy) is told not to masquerade a range: the change belongs in
+ * its own configuration, because the agent rewrites its chains on restart.
+ */
+export const MASQUERADE_KNOBS: readonly { cni: string; knob: string }[] = [
+  {
+    cni: 'ip-masq-agent',
+    knob: '`nonMasqueradeCIDRs` in its ConfigMap (kube-system/ip-masq-agent, key `config`)',
+  },
+  {
+    cni: 'Calico',
+    knob:
+      'IP pools / `natOutgoing`: Calico masquerades sources of a `natOutgoing: true` pool going outside ' +
+      'every pool; declare the tunnel range as an IPPool with `disabled: true` and `natOutgoing: false`. ' +
+      'A VPN pod sending sources other than its own IP also needs `workloadSourceSpoofing: Any` and the ' +
+      '`cni.projectcalico.org/allowedSourcePrefixes` annotation, or Felix drops them',
+  },
+  {
+    cni: 'Cilium',
+    knob:
+      '`ipv4-native-routing-cidr` (Helm `ipv4NativeRoutingCIDR`: no masquerade toward it), or its ' +
+      'ip-masq-agent (`enable-ip-masq-agent`, `nonMasqueradeCIDRs`); its eBPF masquerade is not in iptables',
+  },
+  {
+    cni: 'Flannel',
+    knob: '`--ip-masq` of flanneld (its masquerade of traffic leaving the flannel network)',
+  },
+  {
+    cni: 'kube-proxy',
+    knob:
+      '`detectLocalMode` / `clusterCIDR`: traffic it does not count as local is masqueraded on the ' +
+      'Service hop; `detectLocalMode: InterfaceNamePrefix` (or `BridgeInterface`) counts traffic from ' +
+      "the pods' interfaces as local whatever its source; `masqueradeAll` must stay false",
+  },
+];
+
 /** An example tunnel range for the client address: its /24 (IPv4) or /64 (IPv6). */
 export function exampleTunnelRange(addr: string | undefined): string {
   if (addr === undefined) return 'the tunnel range';
@@ -71,8 +117,8 @@ export function hintFor(layer: Layer, ctx: HintContext = {}): string {
     case 'no-return':
       return (
         `no route back to the tunnel range (e.g. ${range}) on ${on(ctx.backendNode, "the backend's node")}, ` +
-        'or strict rp_filter; add a route via a stable gateway (a Service VIP or node address, not a pod IP ' +
-        `that moves) — e.g. \`ip route add ${range} via <gateway>\` — and set rp_filter=2 (loose).`
+        `or strict rp_filter; add a route via a stable next hop — e.g. \`ip route replace ${range} via ` +
+        `<next hop>\` — where the next hop is ${STABLE_NEXT_HOP}, and set rp_filter=2 (loose).`
       );
     case 'dropped':
       return (

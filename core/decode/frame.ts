@@ -138,6 +138,19 @@ function result(s: DecodeState, linktype: string): DecodedFrame {
   return f;
 }
 
+/** A frame run through the decoders for where its parts lie, or null (unknown link type, a throw). */
+function decodedState(linktype: number, bytes: Uint8Array, opts?: DecodeOptions): DecodeState | null {
+  const lt = LINKTYPES.get(linktypeOf(linktype));
+  if (lt === undefined) return null;
+  const s = new DecodeState(bytes, udpPortTable(opts));
+  try {
+    run(s, lt.next, opts?.maxDepth ?? DEFAULT_MAX_DEPTH);
+  } catch {
+    return null;
+  }
+  return s;
+}
+
 /**
  * Where the innermost IP packet's payload starts in `bytes`: right after its transport header (TCP
  * with its options, UDP 8 bytes, ICMP and ICMPv6 8, SCTP's common header 12), or right after the
@@ -150,18 +163,26 @@ export function payloadOffset(
   bytes: Uint8Array,
   opts?: DecodeOptions,
 ): number | null {
-  const lt = LINKTYPES.get(linktypeOf(linktype));
-  if (lt === undefined) return null;
-  const s = new DecodeState(bytes, udpPortTable(opts));
-  try {
-    run(s, lt.next, opts?.maxDepth ?? DEFAULT_MAX_DEPTH);
-  } catch {
-    return null;
-  }
+  const s = decodedState(linktype, bytes, opts);
   // Each IP header starts its packet's payload afresh (DecodeState.beginIP), so this is the
   // innermost packet's: a tunnel's inner TCP, or the outer UDP of an opaque tunnel.
-  if (s.lastIP === null || s.payOff < 0) return null;
+  if (s === null || s.lastIP === null || s.payOff < 0) return null;
   return Math.min(s.payOff, bytes.length);
+}
+
+/**
+ * Where the innermost transport payload of a frame lies in its captured bytes (`[start, end)`),
+ * or null when it has none: what a reader of the payload's first bytes needs (identity headers).
+ */
+export function framePayloadSpan(
+  linktype: number,
+  bytes: Uint8Array,
+  opts?: DecodeOptions,
+): { start: number; end: number } | null {
+  const s = decodedState(linktype, bytes, opts);
+  if (s === null) return null;
+  const end = Math.min(s.payWireEnd, bytes.length);
+  return s.payOff >= 0 && end > s.payOff ? { start: s.payOff, end } : null;
 }
 
 /** Decodes one captured frame of link type `linktype` (pcap/pcapng value). Never throws. */

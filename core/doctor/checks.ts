@@ -12,6 +12,7 @@ import { LEGACY_PREFIX } from './iptables-save';
 import { findTunnelMasquerade } from './nat';
 import { NFT_ENTRY } from './nft';
 import { ipvsText } from './ipvs';
+import { STABLE_NEXT_HOP } from '../attribute/hints';
 
 export type Severity = 'error' | 'warning' | 'ok';
 
@@ -227,7 +228,7 @@ function routeText(r: RouteEntry): string {
 function returnRouteFindings(input: DoctorInput, f: NamespaceFacts): Finding[] {
   const base = { check: 'return-route' as const, node: f.node, namespace: where(f) };
   const range = input.tunnelRange;
-  const stable = `ip route replace ${range} via <the VPN node's address, or a stable VIP of the VPN gateway>`;
+  const stable = `ip route replace ${range} via <a stable next hop>: ${STABLE_NEXT_HOP}`;
   const lookup = f.lookups.find((l) => l.to === input.client);
   const table = coveringRoute(f.routes, input.client);
   if (lookup === undefined && table === null) return [];

@@ -63,6 +63,30 @@ export interface AnalysisResult {
   clock?: ClockOffset[];
   /** The request's travel time between consecutive points, clock-corrected (times.ts). */
   hops?: HopLatency[];
+  /**
+   * Headers in the request that claim a client identity (X-Forwarded-For, Forwarded, a PROXY
+   * protocol line), looked for in the first data segment at each point. Absent: not looked for
+   * (a live capture keeps no payload bytes; core/decode/identity-headers.ts).
+   */
+  identityHeaders?: IdentityHeaderScan;
+}
+
+/** Which identity headers the request carried at which point (offline: the shell reads the frames). */
+export interface IdentityHeaderScan {
+  /** The points whose request data segment was read (in path order), and why others were not. */
+  scanned: string[];
+  notScanned: { point: string; why: string }[];
+  seen: IdentityHeaderSeen[];
+}
+
+/** One header that claims a client identity, as it was in the request's payload at a point. */
+export interface IdentityHeaderSeen {
+  point: string;
+  /** The frame (in that point's file) of the request's first data segment. */
+  frame: number;
+  kind: 'x-forwarded-for' | 'forwarded' | 'proxy-v1' | 'proxy-v2';
+  /** The header's value (at most 200 characters); for PROXY v2 the addresses it names, if any. */
+  value: string;
 }
 
 /**

@@ -1,29 +1,29 @@
 /**
  * Rendering an analysis: a short text summary for the terminal, a Markdown report to paste into an
- * incident, and JSON. Pure: the generation time is passed in, nothing is read or written.
+ * incident, and JSON (report-document.ts). Pure: the generation time, the version, file digests and
+ * doctor's findings are passed in, nothing is read or written.
  */
 
 import type { AnalysisResult, PointSummary } from './analyze';
 import type { Layer, Verdict } from '../attribute/attribute';
 import type { CaptureHealth } from './capture-health';
 import type { Endpoint } from '../correlate/correlate';
-import { hostPort, tupleText } from '../../common/endpoint';
+import { tupleText } from '../../common/endpoint';
+import {
+  doctorOf,
+  reportDocument,
+  reproduceOf,
+  sourceOf,
+  type ReportMeta,
+} from './report-document';
+import { timingMarkdown, timingTextLines, utcOrEmpty } from './timing-section';
+import { whatToChange, type DoctorEvidence } from './what-to-change';
+import { whatToChangeMarkdown } from './what-to-change-md';
 
-/** What produced the report, so a reader can reproduce it. */
-export interface ReportMeta {
-  /** ISO 8601 time, passed in (the renderer reads no clock). */
-  generatedAt: string;
-  /** Capture inputs in path order (as the CLI passes them). */
-  inputs: { name: string; file: string }[];
-  inventory?: string | undefined;
-  selector?:
-    | { client?: string | undefined; dst?: string | undefined; dport?: number | undefined }
-    | undefined;
-  /** The exact command line, when known; otherwise one is composed from the inputs. */
-  command?: string | undefined;
-}
+export type { ReportMeta };
 
-const LAYER_WORDS: Record<Layer, string> = {
+/** Each verdict layer in words. */
+export const LAYER_WORDS: Record<Layer, string> = {
   preserved: 'client address preserved to the backend',
   'vpn-pod': "source rewritten inside the VPN pod (the pod's own masquerade)",
   'cni-masquerade': "source rewritten by the VPN node's CNI masquerade",
@@ -55,7 +55,6 @@ function provedBy(v: Verdict): string {
     .join('; ');
 }
 
-/** A few lines for the terminal: layer in words, where, before → after, proof, hint. */
 /** What was followed, and what that means for the proof (the verdict's request shape). */
 export function shapeText(v: AnalysisResult['verdict']): string | null {
   if (v.shape === 'tcp-established')
@@ -76,7 +75,11 @@ export function shapeText(v: AnalysisResult['verdict']): string | null {
   return null;
 }
 
-export function renderVerdictText(result: AnalysisResult): string {
+/**
+ * A few lines for the terminal: layer in words, where, before → after, proof, times, hint, and
+ * doctor's state when doctor's findings were given (or could not be read).
+ */
+export function renderVerdictText(result: AnalysisResult, doctor?: DoctorEvidence): string {
   const v = result.verdict;
   const lines = [`verdict: ${v.layer} — ${LAYER_WORDS[v.layer]}`];
   const where = whereText(v);
@@ -98,7 +101,11 @@ export function renderVerdictText(result: AnalysisResult): string {
   if (v.conntrack !== undefined)
     lines.push(`  conntrack: ${v.conntrack.status}: ${v.conntrack.detail}`);
   for (const s of v.secondary ?? []) lines.push(`  also:   ${s.layer}: ${s.detail}`);
+  for (const h of result.identityHeaders?.seen ?? [])
+    lines.push(`  header: ${h.kind} ${h.value} at ${h.point} (frame ${h.frame})`);
+  lines.push(...timingTextLines(result));
   lines.push(`  hint:   ${v.hint}`);
+  if (doctor !== undefined) lines.push(`  doctor: ${whatToChange(result, doctor).doctor.text}`);
   return lines.join('\n') + '\n';
 }
 
@@ -117,8 +124,8 @@ function pointRow(p: PointSummary): string {
     yesNo(p.seenRequest),
     yesNo(p.seenReply),
     `\`${formatEndpoint(p.observed)}\``,
-    p.firstTsNs ?? '',
-    p.lastTsNs ?? '',
+    utcOrEmpty(p.firstTsNs),
+    utcOrEmpty(p.lastTsNs),
     p.matchedBy.join(', '),
     counts,
   ]
@@ -188,25 +195,6 @@ function healthSection(health: CaptureHealth[] | undefined): string[] {
   return out;
 }
 
-function shellQuote(s: string): string {
-  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
-}
-
-function reproduceCommand(meta: ReportMeta): string {
-  if (meta.command !== undefined) return meta.command;
-  const args = [
-    'hoptrace',
-    'analyze',
-    ...meta.inputs.flatMap((i) => ['--point', shellQuote(`${i.name}=${i.file}`)]),
-  ];
-  if (meta.inventory !== undefined) args.push('--inventory', shellQuote(meta.inventory));
-  const sel = meta.selector;
-  if (sel?.client !== undefined) args.push('--client', sel.client);
-  if (sel?.dst !== undefined)
-    args.push('--dst', sel.dport === undefined ? sel.dst : hostPort(sel.dst, sel.dport));
-  return args.join(' ');
-}
-
 const tupleCell = (t: { src: string; sport: number; dst: string; dport: number }): string =>
   `\`${formatEndpoint(t)}\``;
 
@@ -257,7 +245,7 @@ export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): 
   out.push('');
   out.push('## Capture points (in path order)', '');
   out.push(
-    '| point | status | request | reply | observed (request direction) | first ts (ns) | last ts (ns) | matched by | packets req/reply |',
+    "| point | status | request | reply | observed (request direction) | first seen (UTC, the point's clock) | last seen (UTC) | matched by | packets req/reply |",
   );
   out.push('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const p of result.points) out.push(pointRow(p));
@@ -274,27 +262,74 @@ export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): 
     out.push('', '## Also found', '');
     for (const s of v.secondary) out.push(`- **${s.layer}**: ${s.detail} — ${s.hint}`);
   }
-  out.push('', '## What to do', '', v.hint, '');
-  out.push('## Reproduce', '');
-  out.push('```sh', reproduceCommand(meta), '```', '');
+  out.push('');
+  out.push(...timingMarkdown(result, cell));
+  const doctor = doctorOf(meta);
   out.push(
-    'Inputs:',
+    ...whatToChangeMarkdown(whatToChange(result, doctor, meta.inventoryUsed), doctor, v.hint, cell),
+  );
+  out.push(...reproduceSection(meta));
+  return out.join('\n');
+}
+
+/** The Reproduce section: the command, what it cannot carry, the inputs with their digests. */
+function reproduceSection(meta: ReportMeta): string[] {
+  const r = reproduceOf(meta);
+  const out = ['## Reproduce', '', '```sh', r.command, '```', ''];
+  for (const n of r.notes) out.push(`- ${n}`);
+  if (r.notes.length > 0) out.push('');
+  const live = sourceOf(meta) === 'live';
+  out.push(
+    `Inputs${meta.hoptraceVersion === undefined ? '' : ` (read by hoptrace ${meta.hoptraceVersion})`}:`,
     '',
-    ...meta.inputs.map((i) => `- ${i.name}: \`${i.file}\``),
+  );
+  for (const i of meta.inputs) {
+    const digest =
+      i.sha256 === undefined
+        ? ''
+        : i.sha256 === null
+          ? ' (not hashed)'
+          : ` — ${i.bytes ?? '?'} bytes, SHA-256 \`${i.sha256}\``;
+    const where =
+      live && i.live !== undefined
+        ? ` — agent ${i.live.agentId ?? '?'}${i.live.agentVersion === null ? '' : ` (${i.live.agentVersion})`} on node ${i.live.node ?? '?'}, ${i.live.target} ${i.live.iface}, filter ${i.live.filter === null ? 'none' : `\`${i.live.filter}\``}`
+        : '';
+    out.push(`- ${i.name}: \`${i.file}\`${digest}${where}`);
+  }
+  if (meta.capture !== undefined)
+    out.push(
+      `- capture ${meta.capture.id} on ${meta.capture.collector ?? 'a collector listening on every address'}: ${meta.capture.state} (${meta.capture.reason})`,
+    );
+  if (meta.inventoryUsed !== undefined) {
+    const nodes = Object.keys(meta.inventoryUsed.nodes).length;
+    const pods = Object.keys(meta.inventoryUsed.pods).length;
+    out.push(
+      `- inventory as used: ${nodes} node(s), ${pods} pod(s)${meta.inventory === undefined ? '' : ` (\`${meta.inventory}\`)`}; in report.json \`inventory\``,
+    );
+  }
+  out.push(
     '',
     'Repeat with a fresh connection (not a reused one), then once more while the VPN pod is being ' +
       'rescheduled (delete it), and once from a source that should be denied, to confirm the refusal ' +
       'comes from policy and not from a missing route.',
     '',
   );
-  return out.join('\n');
+  return out;
 }
 
-/** The analysis as JSON (the same object `hoptrace analyze --json` prints), newline-terminated. */
-export function renderReportJson(result: AnalysisResult): string {
-  return JSON.stringify(result, null, 2) + '\n';
+/**
+ * report.json (report-document.ts, proto/report.schema.json): the analysis's members beside its
+ * evidence, newline-terminated.
+ */
+export function renderReportJson(result: AnalysisResult, meta: ReportMeta): string {
+  return JSON.stringify(reportDocument(result, meta), null, 2) + '\n';
+}
+
+/** The command that repeats this analysis (report-document.ts reproduceOf), as one line. */
+export function reproduceCommand(meta: ReportMeta): string {
+  return reproduceOf(meta).command;
 }
 
 // What the HTML report and the sequence picture say in the same words (report-html.ts,
 // sequence-svg.ts).
-export { LAYER_WORDS, provedBy, reproduceCommand, whereText };
+export { provedBy, whereText };

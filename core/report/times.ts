@@ -23,6 +23,7 @@ import type {
   PointSummary,
 } from './analysis-result';
 
+// The shapes live with the analysis result (no import cycle); they are named here too.
 export type { ClockOffset, HopLatency, OffsetStatus };
 
 /** `2026-12-02T04:39:48.123456Z` from nanoseconds since the Unix epoch (decimal string or bigint). */
@@ -165,6 +166,10 @@ function thetaRange(o: ClockOffset | undefined): [bigint, bigint] | null {
   return null;
 }
 
+/** The reference point's clock, or one of a point on its node: both ends of such a hop share it. */
+const oneClock = (o: ClockOffset | undefined): boolean =>
+  o?.status === 'reference' || o?.status === 'same-clock';
+
 /** Per-hop latency of the request's first packet between consecutive points that both saw it. */
 export function hopLatencies(points: PointSummary[], offsets: ClockOffset[]): HopLatency[] {
   const byPoint = new Map(offsets.map((o) => [o.point, o]));
@@ -212,9 +217,11 @@ export function hopLatencies(points: PointSummary[], offsets: ClockOffset[]): Ho
       lowNs: low.toString(),
       highNs: high.toString(),
       detail:
-        low === high
+        oneClock(byPoint.get(a.name)) && oneClock(byPoint.get(b.name))
           ? `${durationText(mid)} (one clock)`
-          : `${durationText(mid)} (between ${durationText(low)} and ${durationText(high)}: the clock offset's bounds)`,
+          : low === high
+            ? `${durationText(mid)} (two clocks; the offset's bounds coincide)`
+            : `${durationText(mid)} (between ${durationText(low)} and ${durationText(high)}: the clock offset's bounds)`,
     });
   }
   return hops;

@@ -157,6 +157,13 @@ void t.test('capture → progress on stderr, verdict and report URL on stdout, e
   t.match(text, /: resolved \(preserved, and the reply came back/);
   t.match(text, /verdict: preserved/);
   t.match(text, new RegExp(`report: ${c.url}/v1/captures/c-\\S+/report\\.md`));
+  // The command that repeats it, from report.json: the collector's URL, a token placeholder.
+  t.match(
+    text,
+    new RegExp(
+      `\\nagain: {2}hoptrace capture --point decap=\\S+ .*--collector ${c.url} --token-file TOKEN_FILE --client 141\\.142\\.228\\.5 `,
+    ),
+  );
 });
 
 void t.test('a point whose pod target came from an old list is named when armed', (t) => {

@@ -168,7 +168,9 @@ void t.test('reports: the caution and a capture health table in text, Markdown a
   t.match(md, /## Capture health/);
   t.match(md, /\| decap \| vpn-node \| tun0 \| stopped \| 100 \| unknown \| 0 \| 0 \|/);
   t.match(md, /\| backend \| backend-node \| eth0 \| stopped \| 4242 \| 12 \| 0 \| 0 \|/);
-  const json = JSON.parse(renderReportJson(r)) as { caveats: string[]; captureHealth: unknown[] };
+  const json = JSON.parse(
+    renderReportJson(r, { generatedAt: '2026-11-30T00:00:00.000Z', inputs: [] }),
+  ) as { caveats: string[]; captureHealth: unknown[] };
   t.equal(json.caveats.length, 1);
   t.equal(json.captureHealth.length, 3);
   // A file analysis (no statuses) has neither.

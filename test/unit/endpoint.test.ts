@@ -65,7 +65,9 @@ void t.test('an IPv6 Service hop and its masquerade: every endpoint in brackets'
     ],
     selector: { client: V6.client, dst: V6.clusterIp, dport: 80 },
   });
-  const dst = /--dst (\S+)/.exec(md)?.[1];
+  // Quoted for the shell: `[…]` is a glob pattern there (sh would expand it on a matching file).
+  t.match(md, "--dst '[fd00:43::80]:80'");
+  const dst = /--dst '?([^'\s]+)'?/.exec(md)?.[1];
   t.equal(dst, '[fd00:43::80]:80', 'the reproduce command brackets --dst');
   t.same(parseDstArg(dst ?? ''), { dst: V6.clusterIp, dport: 80 }, 'and --dst reads it back');
   t.end();

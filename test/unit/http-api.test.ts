@@ -17,6 +17,7 @@ import { CaptureStore } from '../../collector/store';
 import type { PacketEvent } from '../../common/event';
 import { FakeHub, status, twoNodeHub } from './collector-fixtures';
 import { PCAPS } from './corpus';
+import { reportSchemaErrors } from './report-schema';
 
 const TOKEN = 'sekrit-token';
 const PCAP = join(PCAPS, 'zeek_http-get.pcap');
@@ -302,6 +303,17 @@ void t.test(
       verdict: { layer: 'preserved' },
       points: [{ name: 'decap' }, { name: 'egress' }, { name: 'backend' }],
     });
+    // The collector's report.json is the same evidence form as analyze's (proto/report.schema.json).
+    t.strictSame(reportSchemaErrors(rj.json), [], 'report.json is valid against the schema');
+    t.match(rj.json, {
+      schemaVersion: 1,
+      source: 'live',
+      inputs: [{ name: 'decap', agentId: 'agent-vpn', node: 'vpn-node', iface: 'tun0' }],
+      capture: { id: created.id, state: 'resolved' },
+      reproduce: {
+        command: /^hoptrace capture --point decap=10\.244\.1\.10:tun0 .*--token-file TOKEN_FILE/,
+      },
+    });
     const list = await req('GET', '/v1/captures');
     t.equal((list.json as { captures: unknown[] }).captures.length, 1);
     const agents = await req('GET', '/v1/agents');
@@ -351,6 +363,7 @@ void t.test(
       caveats?: string[];
     };
     t.equal(rj.caveats?.length, 1, 'one caution in the JSON report');
+    t.strictSame(reportSchemaErrors(rj), [], 'a dropped verdict: valid against the schema');
     // The backend's final counters come when its capture stops, after the verdict: the report is
     // rewritten with them (and a status from the wrong agent changes nothing).
     await hub.deliver({

@@ -7,6 +7,7 @@ import {
   renderVerdictText,
 } from '../../core/report/report';
 import { ADDR, CLIENT, DIRECT, INVENTORY, exchange, pt } from './fixtures-events';
+import { reportSchemaErrors } from './report-schema';
 
 const cni = analyzeEvents({
   points: [
@@ -50,12 +51,16 @@ void t.test('markdown: verdict, one table row per point, evidence, reproduce com
   });
   t.match(md, /^# hoptrace: cni-masquerade\n/);
   t.match(md, /- generated: 2026-11-29T10:00:00\.000Z/);
-  const rows = md.split('\n').filter((l) => /^\| (decap|egress|backend) \|/.test(l));
+  const table = md.split('## Capture points (in path order)')[1]?.split('\n\n')[1] ?? '';
+  const rows = table.split('\n').filter((l) => /^\| (decap|egress|backend) \|/.test(l));
   t.equal(rows.length, 3);
+  // People read UTC with microseconds (the nanoseconds stay in JSON).
   t.match(
     rows[2] ?? '',
-    /\| backend \| matched \| yes \| yes \| `192\.168\.50\.1:61000 -> 10\.244\.2\.5:8080` \| 1700000000000000002 \|/,
+    /\| backend \| matched \| yes \| yes \| `192\.168\.50\.1:61000 -> 10\.244\.2\.5:8080` \| 2023-11-14T22:13:20\.000000Z \|/,
   );
+  t.match(md, /## Timing\n/);
+  t.match(md, /## What to change\n\nIn short: the VPN node's masquerade rule/);
   t.match(md, /- \*\*backend\*\* \(tcp-isn, .*\): SYN seq 4263588410 seen at decap and at backend/);
   t.match(
     md,
@@ -73,10 +78,29 @@ void t.test('markdown cells escape pipes', (t) => {
   t.end();
 });
 
-void t.test('json: round-trips, no bigint', (t) => {
-  const json = renderReportJson(cni);
+void t.test('json: the analysis beside its evidence, round-trips, no bigint', (t) => {
+  const meta = {
+    generatedAt: '2026-11-29T10:00:00.000Z',
+    inputs: [
+      { name: 'decap', file: '/caps/decap.pcap' },
+      { name: 'egress', file: '/caps/egress.pcap' },
+    ],
+  };
+  const json = renderReportJson(cni, meta);
   t.ok(json.endsWith('\n'));
-  t.same(JSON.parse(json), JSON.parse(JSON.stringify(cni)));
+  const doc = JSON.parse(json) as Record<string, unknown>;
+  // The analysis's members at the top, as `analyze --json` prints them: readers of either agree.
+  for (const [k, v] of Object.entries(JSON.parse(JSON.stringify(cni)) as Record<string, unknown>))
+    t.same(doc[k], v, k);
+  t.match(doc, {
+    schemaVersion: 1,
+    generatedAt: '2026-11-29T10:00:00.000Z',
+    source: 'files',
+    doctor: { status: 'not-run' },
+    whatToChange: { layer: 'cni-masquerade' },
+    reproduce: { command: /^hoptrace analyze --point decap=\/caps\/decap\.pcap/ },
+  });
+  t.strictSame(reportSchemaErrors(doc), [], 'valid against proto/report.schema.json');
   t.equal(
     formatEndpoint({ src: 'fd00::1', sport: 1, dst: 'fd00::2', dport: 2 }),
     '[fd00::1]:1 -> [fd00::2]:2',

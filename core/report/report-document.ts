@@ -1,0 +1,180 @@
+/**
+ * report.json as evidence: the analysis (the same top-level members `hoptrace analyze --json`
+ * prints, so every reader of the analysis reads this too) beside what it was computed from — the
+ * inputs with their SHA-256 (files) or agents, nodes, interfaces and filters (a live capture), the
+ * inventory as used, the selector, doctor's findings, the hoptrace version — what to change, and the
+ * command that repeats it. Its contract is proto/report.schema.json (`schemaVersion`). Pure: hashes,
+ * the version and the time are passed in by the shell.
+ */
+import type { Inventory } from '../../common/inventory';
+import type { AnalysisResult } from './analysis-result';
+import { analyzeCommand, type ReproduceCommand } from './reproduce';
+import { whatToChange, type DoctorEvidence, type WhatToChange } from './what-to-change';
+
+/** The version of report.json's shape; raised when a member changes meaning or goes away. */
+export const REPORT_SCHEMA_VERSION = 1;
+
+/** Where a live capture point captured (the collector's point record). */
+export interface LivePointInput {
+  agentId: string | null;
+  /** The agent's version from its hello, when it was connected at the end. */
+  agentVersion: string | null;
+  node: string | null;
+  target: string;
+  netns: string | null;
+  iface: string;
+  /** The BPF filter given for the point (null: none). */
+  filter: string | null;
+}
+
+/** One input of a report: a capture file (with its digest) or a live capture point. */
+export interface ReportInput {
+  name: string;
+  /** A file's absolute path, or a live point's one-line description. */
+  file: string;
+  /** SHA-256 (hex) and size of the file's bytes; null: not hashed (standard input). */
+  sha256?: string | null | undefined;
+  bytes?: number | null | undefined;
+  live?: LivePointInput | undefined;
+}
+
+/** What a live capture was asked for and how it ended. */
+export interface LiveCaptureMeta {
+  id: string;
+  /** The collector's URL; null when it listens on every address (no one URL). */
+  collector: string | null;
+  state: string;
+  reason: string;
+  /** The capture as POST /v1/captures takes it (the inventory given is `inventoryGiven`). */
+  request: {
+    points: { name: string; target: string; iface: string; node?: string; filter?: string }[];
+    client?: string;
+    dst?: string;
+    dport?: number;
+    timeoutMs: number;
+    settleMs: number;
+    stopOnFirstMatch: boolean;
+  };
+  inventoryGiven: Inventory | null;
+}
+
+/** What produced the report, so a reader can check and reproduce it. */
+export interface ReportMeta {
+  /** ISO 8601 time, passed in (the renderer reads no clock). */
+  generatedAt: string;
+  /** Capture inputs in path order (as the CLI passes them). */
+  inputs: ReportInput[];
+  /** The inventory file given (a path), if any. */
+  inventory?: string | undefined;
+  selector?:
+    | { client?: string | undefined; dst?: string | undefined; dport?: number | undefined }
+    | undefined;
+  /** The exact command line (older reports); `reproduce` supersedes it. */
+  command?: string | undefined;
+  /** package.json's version of the hoptrace that wrote the report. */
+  hoptraceVersion?: string | undefined;
+  source?: 'files' | 'live' | undefined;
+  /** The inventory the verdict was computed from (a live one: built from agents and the API). */
+  inventoryUsed?: Inventory | undefined;
+  /** Doctor's findings, or why there are none (absent: not run). */
+  doctor?: DoctorEvidence | undefined;
+  capture?: LiveCaptureMeta | undefined;
+  /** The command that repeats this report's analysis or capture. */
+  reproduce?: ReproduceCommand | undefined;
+}
+
+/** A file input as report.json holds it. */
+export interface FileInputRecord {
+  name: string;
+  file: string;
+  sha256: string | null;
+  bytes: number | null;
+}
+
+/** A live point input as report.json holds it. */
+export interface LiveInputRecord extends LivePointInput {
+  name: string;
+  file: string;
+}
+
+/** report.json (proto/report.schema.json): the analysis's members, then the evidence around it. */
+export interface ReportDocument extends AnalysisResult {
+  schemaVersion: typeof REPORT_SCHEMA_VERSION;
+  hoptraceVersion: string;
+  generatedAt: string;
+  source: 'files' | 'live';
+  inputs: (FileInputRecord | LiveInputRecord)[];
+  capture: LiveCaptureMeta | null;
+  /** The inventory the verdict was computed from; null: not recorded (an older report's inputs). */
+  inventory: Inventory | null;
+  inventoryFile: string | null;
+  selector: { client: string | null; dst: string | null; dport: number | null };
+  doctor: DoctorEvidence;
+  whatToChange: WhatToChange;
+  reproduce: ReproduceCommand;
+}
+
+const NOT_RUN: DoctorEvidence = { status: 'not-run', detail: 'doctor was not run' };
+
+/** The source of a report: given, else live when any input is a live point. */
+export function sourceOf(meta: ReportMeta): 'files' | 'live' {
+  return meta.source ?? (meta.inputs.some((i) => i.live !== undefined) ? 'live' : 'files');
+}
+
+/** The reproduce command of a report: given, an older report's command line, or composed. */
+export function reproduceOf(meta: ReportMeta): ReproduceCommand {
+  if (meta.reproduce !== undefined) return meta.reproduce;
+  if (meta.command !== undefined)
+    return {
+      argv: [],
+      command: meta.command,
+      notes: ['the words of this command were not recorded (a report of an older hoptrace)'],
+    };
+  return analyzeCommand({
+    points: meta.inputs,
+    inventory: meta.inventory,
+    selector: meta.selector,
+  });
+}
+
+function inputRecord(i: ReportInput, live: boolean): FileInputRecord | LiveInputRecord {
+  if (!live)
+    return { name: i.name, file: i.file, sha256: i.sha256 ?? null, bytes: i.bytes ?? null };
+  const l = i.live;
+  return {
+    name: i.name,
+    file: i.file,
+    agentId: l?.agentId ?? null,
+    agentVersion: l?.agentVersion ?? null,
+    node: l?.node ?? null,
+    target: l?.target ?? '',
+    netns: l?.netns ?? null,
+    iface: l?.iface ?? '',
+    filter: l?.filter ?? null,
+  };
+}
+
+/** Doctor's evidence of a report: given, or "not run". */
+export const doctorOf = (meta: ReportMeta): DoctorEvidence => meta.doctor ?? NOT_RUN;
+
+/** The report as report.json holds it. */
+export function reportDocument(result: AnalysisResult, meta: ReportMeta): ReportDocument {
+  const source = sourceOf(meta);
+  const doctor = doctorOf(meta);
+  const sel = meta.selector;
+  return {
+    schemaVersion: REPORT_SCHEMA_VERSION,
+    hoptraceVersion: meta.hoptraceVersion ?? 'unknown',
+    generatedAt: meta.generatedAt,
+    source,
+    inputs: meta.inputs.map((i) => inputRecord(i, source === 'live')),
+    capture: meta.capture ?? null,
+    inventory: meta.inventoryUsed ?? null,
+    inventoryFile: meta.inventory ?? null,
+    selector: { client: sel?.client ?? null, dst: sel?.dst ?? null, dport: sel?.dport ?? null },
+    doctor,
+    whatToChange: whatToChange(result, doctor, meta.inventoryUsed),
+    reproduce: reproduceOf(meta),
+    ...result,
+  };
+}

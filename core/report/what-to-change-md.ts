@@ -1,0 +1,73 @@
+/** The "What to change" section (what-to-change.ts) and doctor's findings as Markdown. */
+import type { Finding } from '../doctor/checks';
+import type { ChangeQuestion, ChangeStep, DoctorEvidence, WhatToChange } from './what-to-change';
+
+const ANSWER: Record<ChangeQuestion['answer'], string> = {
+  yes: 'yes',
+  no: 'no',
+  forwarder: 'a forwarder',
+  proxy: 'a proxy',
+  unknown: 'not known from this capture',
+  owner: "only the service's owner can answer",
+};
+
+/** A sentence starts with a capital (details are built to be embedded, lower-case). */
+const sentence = (s: string): string => s.charAt(0).toUpperCase() + s.slice(1);
+
+const SEVERITY: Record<Finding['severity'], string> = { error: 'ERROR', warning: 'WARN', ok: 'ok' };
+
+/** One doctor finding as a list item. */
+export function findingLine(f: Finding): string {
+  const fix = f.fix === '' ? '' : ` — fix: \`${f.fix.replace(/`/g, "'")}\``;
+  return `**${SEVERITY[f.severity]} ${f.check}** on node ${f.node || '?'} (${f.namespace || 'no namespace'}): \`${f.subject.replace(/`/g, "'")}\`: ${f.detail}${fix}`;
+}
+
+function stepLines(n: number, s: ChangeStep): string[] {
+  const out = [`${n}. ${s.text}${s.basis === 'guide' ? '' : ` *(from the ${s.basis})*`}`];
+  if (s.command !== undefined) out.push('', '   ```sh', `   ${s.command}`, '   ```', '');
+  for (const k of s.knobs ?? []) out.push(`   - ${k.cni}: ${k.knob}`);
+  for (const f of s.findings ?? []) out.push(`   - doctor: ${findingLine(f)}`);
+  return out;
+}
+
+/** The doctor table: every finding doctor gave (they were read), or the plain reason there are none. */
+function doctorLines(d: DoctorEvidence, text: string, cell: (s: string) => string): string[] {
+  const out = ['### Doctor', '', `${sentence(text)}.`, ''];
+  if (d.status !== 'given' || d.result.findings.length === 0) return out;
+  out.push('| severity | check | node | namespace | subject | detail | fix |');
+  out.push('| --- | --- | --- | --- | --- | --- | --- |');
+  for (const f of d.result.findings)
+    out.push(
+      `| ${[SEVERITY[f.severity], f.check, f.node, f.namespace, f.subject, f.detail, f.fix].map(cell).join(' | ')} |`,
+    );
+  out.push('');
+  return out;
+}
+
+/** The section: the three questions in order, preserve mode's steps, SNAT's runbook, doctor. */
+export function whatToChangeMarkdown(
+  w: WhatToChange,
+  doctor: DoctorEvidence,
+  hint: string,
+  cell: (s: string) => string,
+): string[] {
+  const out = ['## What to change', '', `In short: ${hint}`, ''];
+  out.push(
+    "The field guide's three questions, in its order (the first usually settles it; answer them for this workload, not for the cluster):",
+    '',
+  );
+  for (const [i, q] of w.questions.entries()) {
+    out.push(`### ${i + 1}. ${q.question} — ${ANSWER[q.answer]}`, '', sentence(q.detail), '');
+    for (const f of q.findings) out.push(`- doctor: ${findingLine(f)}`);
+    if (q.findings.length > 0) out.push('');
+  }
+  out.push('### Preserve mode: the client address survives every hop', '', w.preserve.applies, '');
+  for (const [i, s] of w.preserve.steps.entries()) out.push(...stepLines(i + 1, s));
+  if (w.preserve.steps.length > 0) out.push('');
+  out.push('### SNAT mode: shared attribution, written down', '', w.snat.applies, '');
+  out.push('For the runbook:', '', `> ${w.snat.runbook}`, '');
+  for (const [i, s] of w.snat.steps.entries()) out.push(...stepLines(i + 1, s));
+  out.push('');
+  out.push(...doctorLines(doctor, w.doctor.text, cell));
+  return out;
+}

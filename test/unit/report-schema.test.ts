@@ -1,0 +1,229 @@
+/**
+ * report.json against proto/report.schema.json: the forms written for files (several verdicts,
+ * doctor given / not run / unreadable) and for a live capture (the collector's meta) are valid, and
+ * the schema is strict enough that a missing required member or an unknown one fails.
+ */
+import t from 'tap';
+import { analyzeEvents } from '../../core/report/analyze';
+import { renderReportJson, renderReportMarkdown } from '../../core/report/report';
+import type { ReportMeta } from '../../core/report/report-document';
+import { liveReportMeta } from '../../collector/capture-reports';
+import type { SessionRecord } from '../../collector/session';
+import type { AgentInfo } from '../../collector/hub-types';
+import type { DoctorResult } from '../../core/doctor/checks';
+import { ADDR, CLIENT, DIRECT, INVENTORY, exchange, pt } from './fixtures-events';
+import { reportSchemaErrors } from './report-schema';
+
+const cni = analyzeEvents({
+  points: [
+    pt('decap', exchange('decap', DIRECT)),
+    pt('egress', exchange('egress', DIRECT, { at: 1n })),
+    pt(
+      'backend',
+      exchange('backend', { ...DIRECT, src: ADDR.vpnNodeUplink, sport: 61000 }, { at: 2n }),
+    ),
+  ],
+  inventory: INVENTORY,
+  selector: { client: CLIENT },
+});
+
+const DOCTOR: DoctorResult = {
+  tunnelRange: '10.90.0.0/24',
+  client: CLIENT,
+  findings: [
+    {
+      severity: 'error',
+      check: 'masquerade',
+      node: 'vpn-node',
+      namespace: 'vpn-node (/run/netns/b)',
+      subject: '-A IP-MASQ-AGENT -j MASQUERADE',
+      detail: 'masquerades every packet from 10.90.0.0/24',
+      fix: "exclude 10.90.0.0/24 from masquerade in the CNI's own configuration",
+    },
+  ],
+  summary: { errors: 1, warnings: 0, ok: 0 },
+};
+
+const FILES: ReportMeta = {
+  generatedAt: '2026-12-01T10:00:00.000Z',
+  inputs: [
+    { name: 'decap', file: '/caps/decap.pcap', sha256: 'a'.repeat(64), bytes: 100 },
+    { name: 'egress', file: '/caps/egress.pcap', sha256: 'b'.repeat(64), bytes: 100 },
+    { name: 'backend', file: '-', sha256: null, bytes: null },
+  ],
+  selector: { client: CLIENT },
+  hoptraceVersion: '0.1.0',
+  source: 'files',
+  inventoryUsed: INVENTORY,
+  doctor: { status: 'given', source: '/caps/doctor.json', result: DOCTOR },
+};
+
+const record: SessionRecord = {
+  id: 'c-0001',
+  createdAtMs: 0,
+  updatedAtMs: 0,
+  finishedAtMs: 1,
+  state: 'resolved',
+  spec: {
+    points: [
+      { name: 'decap', target: ADDR.vpnPod, iface: 'tun0', filter: 'tcp' },
+      { name: 'egress', target: ADDR.vpnPod, iface: 'eth0', filter: 'tcp port 8080' },
+      { name: 'backend', target: 'fd00::5', iface: 'eth0', node: 'backend-node' },
+    ],
+    client: CLIENT,
+    dst: ADDR.backendPod,
+    dport: 8080,
+    timeoutMs: 30_000,
+    stopOnFirstMatch: true,
+    settleMs: 2_000,
+    inventory: INVENTORY,
+  },
+  points: ['decap', 'egress', 'backend'].map((name, i) => ({
+    name,
+    agentId: i < 2 ? 'agent-vpn' : 'agent-backend',
+    node: i < 2 ? 'vpn-node' : 'backend-node',
+    target: i < 2 ? ADDR.vpnPod : 'fd00::5',
+    iface: i === 0 ? 'tun0' : 'eth0',
+    state: 'stopped',
+    packets: 4,
+    events: 4,
+    kernelDrops: 0,
+    queueDrops: 0,
+    lost: 0,
+    confirmed: true,
+    netns: '/proc/1/ns/net',
+    netnsAddresses: [],
+  })),
+  verdict: cni.verdict,
+  finalReason: 'conclusive',
+};
+const agents = [
+  { agentId: 'agent-vpn', node: 'vpn-node', hello: { version: '0.1.0' } },
+] as unknown as AgentInfo[];
+
+const live = liveReportMeta({
+  record,
+  agents,
+  collector: 'http://127.0.0.1:7070',
+  state: 'resolved',
+  reason: 'conclusive',
+  inventory: INVENTORY,
+  generatedAt: '2026-12-01T10:00:00.000Z',
+});
+
+const docOf = (meta: ReportMeta): Record<string, unknown> =>
+  JSON.parse(renderReportJson(cni, meta)) as Record<string, unknown>;
+
+void t.test('valid: files (doctor given, not run, unreadable) and a live capture', (t) => {
+  for (const [name, meta] of [
+    ['files, doctor given', FILES],
+    ['files, doctor not run', { ...FILES, doctor: undefined }],
+    [
+      'files, doctor unreadable',
+      { ...FILES, doctor: { status: 'unreadable', source: '/x.json', detail: 'ENOENT' } },
+    ],
+    ['live', live],
+  ] as [string, ReportMeta][]) {
+    t.strictSame(reportSchemaErrors(docOf(meta)), [], name);
+  }
+  const doc = docOf(live);
+  t.equal(doc['source'], 'live');
+  t.match(doc['inputs'], [
+    { name: 'decap', agentId: 'agent-vpn', agentVersion: '0.1.0', node: 'vpn-node', filter: 'tcp' },
+    {},
+    { name: 'backend', agentId: 'agent-backend', agentVersion: null, target: 'fd00::5' },
+  ]);
+  t.match(doc['capture'], {
+    id: 'c-0001',
+    collector: 'http://127.0.0.1:7070',
+    request: { timeoutMs: 30000, settleMs: 2000, stopOnFirstMatch: true },
+    inventoryGiven: INVENTORY,
+  });
+  t.same(doc['inventory'], INVENTORY);
+  t.end();
+});
+
+void t.test('the live reproduce command: every flag, placeholders said', (t) => {
+  const r = live.reproduce;
+  t.equal(
+    r?.command,
+    "hoptrace capture --point decap=10.244.1.10:tun0 --point egress=10.244.1.10:eth0 --point 'backend=backend-node/[fd00::5]:eth0' " +
+      '--collector http://127.0.0.1:7070 --token-file TOKEN_FILE --client 10.90.0.42 --dst 10.244.2.5:8080 ' +
+      '--inventory INVENTORY_FILE --timeout 30000ms --settle 2000ms',
+  );
+  t.match(r?.notes.join('\n'), /TOKEN_FILE: .*never written/);
+  t.match(
+    r?.notes.join('\n'),
+    /different filters \(decap: tcp; egress: tcp port 8080; backend: none\)/,
+  );
+  t.match(r?.notes.join('\n'), /INVENTORY_FILE: .*capture\.inventoryGiven/);
+  const md = renderReportMarkdown(cni, live);
+  t.match(md, /agent agent-vpn \(0\.1\.0\) on node vpn-node, 10\.244\.1\.10 tun0, filter `tcp`/);
+  t.match(md, /Doctor was not run for this capture/);
+  const spec = { ...record.spec, stopOnFirstMatch: false };
+  delete spec.inventory;
+  const anywhere = liveReportMeta({
+    record: { ...record, spec },
+    agents,
+    collector: null,
+    state: 'timeout',
+    reason: 'timeout',
+    inventory: INVENTORY,
+    generatedAt: '2026-12-01T10:00:00.000Z',
+  });
+  t.match(anywhere.reproduce?.command, /--collector COLLECTOR_URL /);
+  t.notMatch(anywhere.reproduce?.command, /--inventory/);
+  t.match(anywhere.reproduce?.notes.join('\n'), /COLLECTOR_URL: .*every address/);
+  t.match(anywhere.reproduce?.notes.join('\n'), /stopOnFirstMatch: false/);
+  t.end();
+});
+
+/** A deep copy of `doc` with the member at `path` removed (or, with `value`, set). */
+function without(doc: Record<string, unknown>, path: (string | number)[]): unknown {
+  const copy = structuredClone(doc);
+  let at: unknown = copy;
+  for (const k of path.slice(0, -1)) at = (at as Record<string | number, unknown>)[k];
+  const last = path[path.length - 1];
+  if (Array.isArray(at) && typeof last === 'number') at.splice(last, 1);
+  else Reflect.deleteProperty(at as object, last as string);
+  return copy;
+}
+
+void t.test('strict: a missing required member, a wrong value or an unknown member fails', (t) => {
+  const files = docOf(FILES);
+  const liveDoc = docOf(live);
+  const missing: [Record<string, unknown>, (string | number)[]][] = [
+    [files, ['schemaVersion']],
+    [files, ['hoptraceVersion']],
+    [files, ['generatedAt']],
+    [files, ['inputs', 0, 'sha256']],
+    [files, ['inventory']],
+    [files, ['selector', 'client']],
+    [files, ['doctor', 'result']],
+    [files, ['whatToChange', 'questions', 1]],
+    [files, ['whatToChange', 'snat', 'runbook']],
+    [files, ['reproduce', 'command']],
+    [files, ['verdict', 'layer']],
+    [files, ['points', 0, 'flow']],
+    [files, ['clock', 1, 'status']],
+    [liveDoc, ['capture']],
+    [liveDoc, ['inputs', 0, 'agentId']],
+    [liveDoc, ['capture', 'request', 'timeoutMs']],
+  ];
+  for (const [doc, path] of missing)
+    t.not(reportSchemaErrors(without(doc, path)).length, 0, `without ${path.join('.')}`);
+  t.not(reportSchemaErrors({ ...files, schemaVersion: 2 }).length, 0, 'another schemaVersion');
+  t.not(reportSchemaErrors({ ...files, extra: 1 }).length, 0, 'an unknown top-level member');
+  t.not(
+    reportSchemaErrors({ ...files, capture: liveDoc['capture'] }).length,
+    0,
+    'files with a capture',
+  );
+  t.not(
+    reportSchemaErrors({ ...files, inputs: [{ name: 'a', file: 'b', sha256: 'xyz', bytes: 1 }] })
+      .length,
+    0,
+    'a sha256 that is not one',
+  );
+  t.end();
+});
