@@ -4,11 +4,13 @@
  * hello must be ready the moment a connection opens).
  */
 import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pino from 'pino';
 import { missingCapabilities } from './capabilities';
 import { NsCapture } from './capture/ns-capture';
-import { CollectorLink, type LinkStats } from './link/collector-link';
+import { RetentionStore, type RetentionStoreOptions } from './capture/retention-store';
+import { CollectorLink, type AgentReplyBody, type LinkStats } from './link/collector-link';
 import {
   namespaceAddresses,
   namespaceInventory,
@@ -43,6 +45,11 @@ export interface AgentOptions {
   heartbeatMs?: number;
   /** How often the namespace inventory is refreshed (default 5 s). */
   refreshMs?: number;
+  /**
+   * Frame retention for the evidence (retention-store.ts): where its files go (default
+   * $HOPTRACE_RETENTION_DIR, else <tmpdir>/hoptrace-retention) and its bounds; false = none.
+   */
+  retention?: Partial<RetentionStoreOptions> | false;
   logger?: pino.Logger;
 }
 
@@ -108,6 +115,16 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     logger: log.child({ agentId }),
   });
 
+  const retention =
+    opts.retention === false
+      ? undefined
+      : new RetentionStore({
+          dir: process.env['HOPTRACE_RETENTION_DIR'] ?? join(tmpdir(), 'hoptrace-retention'),
+          onWarning: (message) => {
+            log.warn({ code: 'RETENTION_OFF' }, message);
+          },
+          ...opts.retention,
+        });
   const runtime = new AgentRuntime(
     node,
     {
@@ -116,8 +133,10 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       },
       resolveTarget: (target) => resolveTarget(target, scope),
       namespaceAddresses: (path) => namespaceAddresses(path),
-      makeCapture: (spec, netnsPath) => new NsCapture(spec, { netnsPath }),
+      makeCapture: (spec, netnsPath, retain) =>
+        new NsCapture(spec, { netnsPath, ...(retain === undefined ? {} : { retain }) }),
       nowMs: () => Date.now(),
+      ...(retention === undefined ? {} : { retention }),
     },
     log.child({ agentId }),
   );
@@ -127,11 +146,17 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   link.onCommand((cmd) => {
     runtime.handle(cmd);
   });
+  const reply = (body: AgentReplyBody): void => {
+    if (!link.reply(body)) log.warn({ agentId, kind: body.kind }, 'reply not sent: not connected');
+  };
   link.onRequest((req) => {
-    void answerRequest(req, agentId, { node, nodeNetns: opts.nodeNetns, scope }).then((body) => {
-      if (!link.reply(body))
-        log.warn({ agentId, kind: body.kind }, 'reply not sent: not connected');
-    });
+    if (req.kind === 'framesRequest') {
+      void runtime.frames(req.framesRequest).then((framesReply) => {
+        reply({ kind: 'framesReply', framesReply });
+      });
+      return;
+    }
+    void answerRequest(req, agentId, { node, nodeNetns: opts.nodeNetns, scope }).then(reply);
   });
 
   const timer = setInterval(() => void refresh(), opts.refreshMs ?? 5000);
@@ -156,6 +181,7 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     close: async () => {
       clearInterval(timer);
       await runtime.close();
+      retention?.close();
       // Give the collector a moment to acknowledge the last statuses; never hang on a dead link.
       await Promise.race([link.flush(), new Promise((r) => setTimeout(r, 2000).unref())]);
       await link.close();

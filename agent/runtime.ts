@@ -7,12 +7,16 @@
  */
 import pino from 'pino';
 import type { NsCapture } from './capture/ns-capture';
+import type { RetentionTarget } from './capture/retention';
+import type { RetentionStore } from './capture/retention-store';
 import { isHoptraceError, HoptraceError } from '../common/errors';
 import type {
   CaptureCommand,
   CaptureState,
   CaptureStatus,
   EventBatch,
+  FramesReply,
+  FramesRequest,
   Hello,
   StopCommand,
 } from '../common/wire';
@@ -22,7 +26,7 @@ import type { ResolvedTarget } from './netns/resolve';
 
 /** What the runtime needs of a capture (NsCapture; tests give fakes, startEncoded optional). */
 type RuntimeCapture = Pick<NsCapture, 'start' | 'stop' | 'stats'> &
-  Partial<Pick<NsCapture, 'startEncoded'>>;
+  Partial<Pick<NsCapture, 'startEncoded' | 'finalStats'>>;
 
 /** What the runtime needs from the outside world (injected, so it is testable without root). */
 export interface AgentDeps {
@@ -37,8 +41,11 @@ export interface AgentDeps {
   makeCapture(
     spec: { point: string; node: string; iface: string; filter?: string; snaplen?: number },
     netnsPath: string,
+    retain?: RetentionTarget,
   ): RuntimeCapture;
   nowMs(): number;
+  /** Frame retention (evidence frames); absent = none, and frames requests say so. */
+  retention?: Pick<RetentionStore, 'open' | 'ended' | 'answer' | 'release'>;
 }
 
 interface Running {
@@ -51,9 +58,17 @@ interface Running {
   message: string;
   statusTimer: NodeJS.Timeout | undefined;
   deadlineTimer: NodeJS.Timeout | undefined;
+  /** Resolves once the capture stopped or failed. */
+  done: Promise<void>;
+  markDone: () => void;
 }
 
 const STATUS_INTERVAL_MS = 1000;
+/**
+ * How long a frames request waits for its capture to stop (the collector sends the stop just
+ * before; the worker drains its ring, ~1 s, and may take up to 10 s before it is killed).
+ */
+export const FRAMES_WAIT_MS = 15_000;
 
 function key(captureId: string, point: string): string {
   return `${captureId}\u0000${point}`;
@@ -118,6 +133,8 @@ export class AgentRuntime {
       if (r) this.report(r);
       return;
     }
+    let markDone = (): void => undefined;
+    const done = new Promise<void>((resolve) => (markDone = resolve));
     const r: Running = {
       cmd,
       capture: undefined,
@@ -128,6 +145,8 @@ export class AgentRuntime {
       message: '',
       statusTimer: undefined,
       deadlineTimer: undefined,
+      done,
+      markDone,
     };
     this.running.set(k, r);
     this.report(r);
@@ -149,7 +168,17 @@ export class AgentRuntime {
       };
       if (cmd.filter !== '') spec.filter = cmd.filter;
       if (cmd.snaplen > 0) spec.snaplen = cmd.snaplen;
-      const capture = this.deps.makeCapture(spec, target.path);
+      // Every frame of the capture is retained (bounded) for the evidence frames.
+      const retain = this.deps.retention?.open(
+        cmd.captureId,
+        cmd.point,
+        cmd.retainSnaplen ?? 0,
+        cmd.snaplen,
+      );
+      const capture =
+        retain === undefined || retain === null
+          ? this.deps.makeCapture(spec, target.path)
+          : this.deps.makeCapture(spec, target.path, retain);
       r.capture = capture;
       const onEnd = (err: HoptraceError | null): void => {
         this.finish(r, err);
@@ -208,6 +237,51 @@ export class AgentRuntime {
       r.state = 'stopped';
     }
     this.report(r);
+    const stats = r.capture?.stats();
+    this.deps.retention?.ended(
+      r.cmd.captureId,
+      r.cmd.point,
+      stats?.retention,
+      r.capture?.finalStats === true,
+    );
+    r.markDone();
+  }
+
+  /**
+   * Answers a FramesRequest: once the point's capture has stopped (waiting for it, at most
+   * FRAMES_WAIT_MS), the retained bytes of the frames asked for (retention-store.ts). With
+   * `release`, the point's frames are dropped once every frame asked for was answered.
+   */
+  async frames(req: FramesRequest): Promise<FramesReply> {
+    const r = this.running.get(key(req.captureId, req.point));
+    const live = (): boolean =>
+      r !== undefined && (r.state === 'arming' || r.state === 'capturing');
+    if (r !== undefined && live()) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        r.done,
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, FRAMES_WAIT_MS);
+          timer.unref();
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+    const store = this.deps.retention;
+    const reply: FramesReply =
+      store === undefined
+        ? framesNotKept(req, 'RETENTION_OFF', 'this agent retains no frames')
+        : live()
+          ? framesNotKept(
+              req,
+              'FRAMES_CAPTURE_RUNNING',
+              `the capture had not stopped ${FRAMES_WAIT_MS} ms after the request`,
+            )
+          : store.answer(req);
+    const answered = reply.records.length + reply.missing.length;
+    if (store !== undefined && req.release && !live() && answered >= new Set(req.frames).size)
+      store.release(req.captureId, req.point);
+    return reply;
   }
 
   private async stopOne(r: Running): Promise<void> {
@@ -227,6 +301,24 @@ export class AgentRuntime {
   async close(): Promise<void> {
     await Promise.all([...this.running.values()].map((r) => this.stopOne(r)));
   }
+}
+
+/** A reply naming every frame asked for as missing, for one reason. */
+function framesNotKept(req: FramesRequest, code: string, message: string): FramesReply {
+  const frames = [...new Set(req.frames)].sort((a, b) => a - b);
+  return {
+    requestId: req.requestId,
+    captureId: req.captureId,
+    point: req.point,
+    linkType: null,
+    snaplen: 0,
+    records: [],
+    missing: frames.map((frame) => ({ frame, reason: code })),
+    retained: 0,
+    retentionDropped: 0,
+    errorCode: code,
+    message,
+  };
 }
 
 /** The hello an agent sends: who it is and every address it can see. */

@@ -86,7 +86,7 @@ async function counters(lab: Netns, ns: string, dev: string): Promise<LinkCounte
 }
 
 /** Compiles udp-flood.c into `dir`; throws naming the source when it is missing. */
-async function buildFlood(src: string, dir: string): Promise<string> {
+export async function buildFlood(src: string, dir: string): Promise<string> {
   if (!existsSync(src)) {
     throw new Error(
       `the flood generator source ${src} is missing (set HOPTRACE_UDP_FLOOD_SRC to udp-flood.c)`,
@@ -97,13 +97,13 @@ async function buildFlood(src: string, dir: string): Promise<string> {
   return bin;
 }
 
-interface FloodResult {
+export interface FloodResult {
   sent: number;
   trickle: number;
   elapsedS: number;
 }
 
-function parseFlood(stdout: string): FloodResult {
+export function parseFlood(stdout: string): FloodResult {
   const num = (k: string): number => Number(new RegExp(`${k}=([\\d.]+)`).exec(stdout)?.[1] ?? NaN);
   return { sent: num('sent'), trickle: num('trickle'), elapsedS: num('elapsed') };
 }

@@ -7,7 +7,7 @@ import { HoptraceError } from '../common/errors';
 import { parseCommandLine, readFileArg } from './args';
 
 export const USAGE =
-  'hoptrace agent --collector ws://HOST:PORT/v1/agents [--node NAME] [--agent-id ID] [--token-file FILE] [--ca FILE] [--cert FILE --key FILE] [--node-netns PATH] [--netns-glob GLOB] [--no-proc-scan] [--refresh-ms N] [--spool N] [--log-level LEVEL]';
+  'hoptrace agent --collector ws://HOST:PORT/v1/agents [--node NAME] [--agent-id ID] [--token-file FILE] [--ca FILE] [--cert FILE --key FILE] [--node-netns PATH] [--netns-glob GLOB] [--no-proc-scan] [--refresh-ms N] [--spool N] [--retention-dir DIR | --no-retention] [--log-level LEVEL]';
 
 /** The agent options from the command line and the environment. */
 export function parseAgentArgs(
@@ -26,6 +26,8 @@ export function parseAgentArgs(
     'netns-glob': { type: 'string' },
     'no-proc-scan': { type: 'boolean' },
     spool: { type: 'string' },
+    'retention-dir': { type: 'string' },
+    'no-retention': { type: 'boolean' },
     'refresh-ms': { type: 'string' },
     'log-level': { type: 'string' },
   });
@@ -106,6 +108,13 @@ export function parseAgentArgs(
       );
     opts.refreshMs = n;
   }
+  if (values['no-retention'] === true && values['retention-dir'] !== undefined)
+    throw new HoptraceError('CLI_USAGE', 'give --retention-dir or --no-retention, not both', {
+      where: 'hoptrace agent',
+    });
+  // Where the frames of each capture are retained for the evidence (files unlinked at once).
+  if (values['no-retention'] === true) opts.retention = false;
+  else if (values['retention-dir'] !== undefined) opts.retention = { dir: values['retention-dir'] };
   if (values.spool !== undefined) {
     const n = Number(values.spool);
     if (!Number.isInteger(n) || n < 1) {

@@ -1,14 +1,23 @@
 /**
- * Request/reply with agents over the hub for `hoptrace doctor` and conntrack evidence: a
- * DoctorRequest or ConntrackQuery goes out with a fresh requestId, the agent's report comes back
- * unspooled, and a missing answer is a timeout (the caller reports it, nothing is retried).
+ * Request/reply with agents over the hub for `hoptrace doctor`, conntrack evidence and evidence
+ * frames: a DoctorRequest, ConntrackQuery or FramesRequest goes out with a fresh requestId, the
+ * agent's answer comes back unspooled, and a missing answer is a timeout (the caller reports it,
+ * nothing is retried).
  */
 import { randomBytes } from 'node:crypto';
-import { HoptraceError } from '../common/errors';
-import type { ConntrackReport, ConntrackTuple, DoctorReport, DoctorTarget } from '../common/wire';
+import { HoptraceError, type ErrorCode } from '../common/errors';
+import type {
+  ConntrackReport,
+  ConntrackTuple,
+  DoctorReport,
+  DoctorTarget,
+  FramesReply,
+} from '../common/wire';
 import type { AgentHub, AgentReply } from './hub-types';
 
 interface Pending {
+  /** Only the agent asked may answer. */
+  agentId: string;
   resolve: (r: AgentReply) => void;
   timer: NodeJS.Timeout;
 }
@@ -24,7 +33,7 @@ export class AgentRequests {
     if (hub.onReply === undefined) return;
     hub.onReply((r) => {
       const p = this.pending.get(r.report.requestId);
-      if (p === undefined) return;
+      if (p === undefined || p.agentId !== r.agentId) return;
       this.pending.delete(r.report.requestId);
       clearTimeout(p.timer);
       p.resolve(r);
@@ -35,34 +44,50 @@ export class AgentRequests {
     agentId: string,
     send: (requestId: string) => boolean,
     what: string,
+    code: ErrorCode = 'DOCTOR_NO_AGENT',
+    timeoutMs = this.timeoutMs,
   ): Promise<AgentReply> {
     const requestId = `q-${randomBytes(6).toString('hex')}`;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(requestId);
         reject(
-          new HoptraceError(
-            'DOCTOR_NO_AGENT',
-            `agent ${agentId} did not answer the ${what} in time`,
-            {
-              where: agentId,
-              hint: 'the agent may be an older version or disconnected; check GET /v1/agents',
-            },
-          ),
+          new HoptraceError(code, `agent ${agentId} did not answer the ${what} in time`, {
+            where: agentId,
+            hint: 'the agent may be an older version or disconnected; check GET /v1/agents',
+          }),
         );
-      }, this.timeoutMs);
+      }, timeoutMs);
       timer.unref();
-      this.pending.set(requestId, { resolve, timer });
+      this.pending.set(requestId, { agentId, resolve, timer });
       if (!send(requestId)) {
         clearTimeout(timer);
         this.pending.delete(requestId);
-        reject(
-          new HoptraceError('DOCTOR_NO_AGENT', `agent ${agentId} is not connected`, {
-            where: agentId,
-          }),
-        );
+        reject(new HoptraceError(code, `agent ${agentId} is not connected`, { where: agentId }));
       }
     });
+  }
+
+  /**
+   * Asks one agent for the retained bytes of some frames of a capture point (at most 256).
+   * Rejects with FRAMES_NO_AGENT (not connected, no answer within `timeoutMs`).
+   */
+  async frames(
+    agentId: string,
+    req: { captureId: string; point: string; frames: number[]; release: boolean },
+    timeoutMs: number,
+  ): Promise<FramesReply> {
+    const r = await this.ask(
+      agentId,
+      (requestId) =>
+        this.hub.send(agentId, { kind: 'framesRequest', framesRequest: { requestId, ...req } }),
+      'frames request',
+      'FRAMES_NO_AGENT',
+      timeoutMs,
+    );
+    if (r.kind !== 'framesReply')
+      throw new HoptraceError('WIRE_UNEXPECTED', `${r.kind} for a frames request`);
+    return r.report;
   }
 
   /** Asks one agent for the doctor facts of `targets`, read for `family`. Rejects with DOCTOR_NO_AGENT. */

@@ -11,6 +11,8 @@ import type {
   CaptureStatus,
   ErrorReport,
   EventBatch,
+  FramesReply,
+  FramesRequest,
   Hello,
   Lost,
   StopCommand,
@@ -53,12 +55,14 @@ export type AgentCommand =
   | { kind: 'capture'; capture: CaptureCommand }
   | { kind: 'stop'; stop: StopCommand }
   | { kind: 'doctorRequest'; doctorRequest: DoctorRequest }
-  | { kind: 'conntrackQuery'; conntrackQuery: ConntrackQuery };
+  | { kind: 'conntrackQuery'; conntrackQuery: ConntrackQuery }
+  | { kind: 'framesRequest'; framesRequest: FramesRequest };
 
-/** An agent's (unspooled) answer to a doctor or conntrack request. */
+/** An agent's (unspooled) answer to a doctor, conntrack or frames request. */
 export type AgentReply =
   | { kind: 'doctorReport'; agentId: string; report: DoctorReport }
-  | { kind: 'conntrackReport'; agentId: string; report: ConntrackReport };
+  | { kind: 'conntrackReport'; agentId: string; report: ConntrackReport }
+  | { kind: 'framesReply'; agentId: string; report: FramesReply };
 
 export interface HubCounters {
   connected: number;
@@ -73,7 +77,7 @@ export interface AgentHub {
   agents(): AgentInfo[];
   /** Sends a command; false when the agent is not connected. */
   send(agentId: string, cmd: AgentCommand): boolean;
-  /** Handler for agents' replies to doctor/conntrack requests (optional: test fakes omit it). */
+  /** Handler for agents' replies to requests (optional: test fakes omit it). */
   onReply?(handler: (reply: AgentReply) => void): void;
   /**
    * Handler for spooled agent messages. The hub acknowledges a message to the agent only after the

@@ -372,7 +372,8 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       const detail = isHoptraceError(e)
         ? `${e.where === undefined ? '' : `${e.where}: `}${e.detail}`
         : 'undecodable message';
-      refuse(conn, 'WIRE_MALFORMED', CLOSE_CODES.MALFORMED, detail);
+      // WIRE_MALFORMED, or the code of the body's own bounds (FRAMES_MALFORMED).
+      refuse(conn, isHoptraceError(e) ? e.code : 'WIRE_MALFORMED', CLOSE_CODES.MALFORMED, detail);
       return;
     }
     counters.messagesIn++;
@@ -395,12 +396,18 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       sendEnv(conn, { seq: 0, kind: 'heartbeat', heartbeat: { unixMs: Date.now() } });
       return;
     }
-    if (env.kind === 'doctorReport' || env.kind === 'conntrackReport') {
+    if (
+      env.kind === 'doctorReport' ||
+      env.kind === 'conntrackReport' ||
+      env.kind === 'framesReply'
+    ) {
       // Replies to a request: not spooled, matched by requestId by whoever asked.
       const reply: AgentReply =
         env.kind === 'doctorReport'
           ? { kind: 'doctorReport', agentId, report: env.doctorReport }
-          : { kind: 'conntrackReport', agentId, report: env.conntrackReport };
+          : env.kind === 'conntrackReport'
+            ? { kind: 'conntrackReport', agentId, report: env.conntrackReport }
+            : { kind: 'framesReply', agentId, report: env.framesReply };
       for (const h of replyHandlers) h(reply);
       return;
     }
@@ -409,7 +416,8 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       env.kind === 'stop' ||
       env.kind === 'ack' ||
       env.kind === 'doctorRequest' ||
-      env.kind === 'conntrackQuery'
+      env.kind === 'conntrackQuery' ||
+      env.kind === 'framesRequest'
     )
       return; // excluded above
     if (env.kind === 'helloAck') return;

@@ -28,6 +28,7 @@ import type { ReturnRoute } from '../core/repro/repro-core';
 import { familyOf, inCidr } from '../common/cidr';
 import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
+import { fetchCaptureFrames } from './frames-fetch';
 import { withConntrackEvidence } from '../core/attribute/conntrack-evidence';
 import { CaptureSession, MAX_HELD_EVENTS, type CaptureSpec } from './session';
 import type { CaptureStore, ReportKind } from './store';
@@ -70,6 +71,14 @@ export interface SessionManagerOptions {
   /** Ask the agents for the flow's conntrack entries when a capture finishes (default false). */
   conntrack?: boolean;
   /**
+   * Fetch the evidence frames (the matched connection's retained bytes at each point) from the
+   * agents when a capture finishes, into frames-<point>.pb (default true; needs a hub that
+   * carries replies).
+   */
+  frames?: boolean;
+  /** Bytes of each frame the agents retain for the evidence (default: theirs, the headers). */
+  retainSnaplen?: number;
+  /**
    * A capture holding this many useful events is analysed on the analysis worker thread, not on
    * the event loop (default 5,000; 0 = every capture).
    */
@@ -99,12 +108,15 @@ export class SessionManager {
   /** When an agent last (re)connected (resumed sessions give its resend a settle period). */
   private agentBackAtMs = 0;
   private readonly listeners = new Set<(view: CaptureView) => void>();
+  private readonly frameListeners = new Set<(captureId: string, point: string) => void>();
   private closed = false;
   /** `hoptrace repro` sessions (`/v1/repros`): their `r-…` capture messages are handed there. */
   readonly repros: ReproManager;
   /** Doctor and conntrack requests to agents (shared: one reply handler on the hub). */
   readonly requests: AgentRequests;
   private readonly conntrack: boolean;
+  private readonly frames: boolean;
+  private readonly retainSnaplen: number;
   private readonly offloadAbove: number;
   private readonly maxHeldEvents: number;
   private readonly offload: AnalysisOffload;
@@ -129,6 +141,8 @@ export class SessionManager {
     this.cluster = opts.cluster;
     this.requests = new AgentRequests(opts.hub, 5_000);
     this.conntrack = opts.conntrack ?? false;
+    this.frames = (opts.frames ?? true) && opts.hub.onReply !== undefined;
+    this.retainSnaplen = opts.retainSnaplen ?? 0;
     this.offloadAbove = opts.offloadAbove ?? 5_000;
     this.maxHeldEvents = opts.maxHeldEvents ?? 400_000;
     this.offload = new AnalysisOffload((why) => {
@@ -263,6 +277,7 @@ export class SessionManager {
         snaplen: this.snaplen,
         // The agent stops by itself at this time should the collector be gone.
         deadlineUnixMs: now + spec.timeoutMs + 10_000,
+        ...(this.retainSnaplen > 0 ? { retainSnaplen: this.retainSnaplen } : {}),
       };
       if (this.hub.send(r.agent.agentId, { kind: 'capture', capture })) {
         s.markArmed(p.name, r.agent.agentId, r.agent.node, now, r.stale);
@@ -752,6 +767,37 @@ export class SessionManager {
     );
     this.emit(s);
     if (this.conntrack && analysis.verdict.client !== null) void this.attachConntrack(s, final);
+    if (this.frames) void this.fetchFrames(s, analysis);
+  }
+
+  /**
+   * The evidence frames, right after the verdict (the stops went out just before: each agent
+   * answers once its capture has stopped): every point's agent is asked for the retained bytes of
+   * the matched connection's packets there, stored per point (store.loadFrames). Best effort:
+   * what could not be fetched is stored as missing with its reason, and logged.
+   */
+  private async fetchFrames(s: CaptureSession, analysis: AnalysisResult): Promise<void> {
+    await fetchCaptureFrames(
+      {
+        requests: this.requests,
+        store: this.store,
+        log: this.log,
+        nowMs: () => this.clock.nowMs(),
+        closed: () => this.closed,
+      },
+      s.id,
+      s.record.points,
+      analysis,
+      (point) => {
+        for (const fn of this.frameListeners) fn(s.id, point);
+      },
+    );
+  }
+
+  /** Called when a point's evidence frames were stored (tests, and whoever builds the bundle). */
+  onFrames(fn: (captureId: string, point: string) => void): () => void {
+    this.frameListeners.add(fn);
+    return () => this.frameListeners.delete(fn);
   }
 
   /**

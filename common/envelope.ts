@@ -12,6 +12,12 @@ import {
   protoType,
   type WirePacketEvent,
 } from './codec';
+import {
+  framesReplyFromWire,
+  framesReplyToWire,
+  framesRequestFromWire,
+  framesRequestToWire,
+} from './frames-wire';
 import { FACT_PARTS } from './wire';
 import type {
   CaptureCommand,
@@ -77,10 +83,11 @@ export const AGENT_KINDS: readonly EnvelopeKind[] = [
   'error',
   'doctorReport',
   'conntrackReport',
+  'framesReply',
 ];
 
 /** Agent replies to a collector request: not spooled (seq 0), matched by requestId. */
-export const REPLY_KINDS = ['doctorReport', 'conntrackReport'] as const;
+export const REPLY_KINDS = ['doctorReport', 'conntrackReport', 'framesReply'] as const;
 
 /** True for kinds that carry a seq and are acknowledged. */
 export function isSpooledKind(kind: EnvelopeKind): kind is SpooledKind {
@@ -119,6 +126,10 @@ function bodyToWire(env: Envelope): [string, Record<string, unknown>] {
       return ['helloAck', { ...env.helloAck, lastSeq: u64(env.helloAck.lastSeq) }];
     case 'capture':
       return ['capture', { ...env.capture, deadlineUnixMs: u64(env.capture.deadlineUnixMs) }];
+    case 'framesRequest':
+      return ['framesRequest', framesRequestToWire(env.framesRequest)];
+    case 'framesReply':
+      return ['framesReply', framesReplyToWire(env.framesReply)];
     case 'stop':
       return ['stop', { ...env.stop }];
     case 'events':
@@ -388,6 +399,8 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
         snaplen: num(o.snaplen, 'snaplen'),
         deadlineUnixMs: num(o.deadlineUnixMs, 'deadlineUnixMs'),
       };
+      const retainSnaplen = num(o.retainSnaplen ?? 0, 'retainSnaplen');
+      if (retainSnaplen > 0) capture.retainSnaplen = retainSnaplen;
       return { seq, kind, capture };
     }
     case 'stop': {
@@ -462,6 +475,10 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
       };
       return { seq, kind, conntrackReport };
     }
+    case 'framesRequest':
+      return { seq, kind, framesRequest: framesRequestFromWire(o) };
+    case 'framesReply':
+      return { seq, kind, framesReply: framesReplyFromWire(o) };
     default:
       throw malformed(`unknown body ${kind}`);
   }

@@ -111,6 +111,24 @@ export const ERRORS = {
   DOCTOR_DENIED_TEST_FAILED: 'the denied-source test could not capture or send its request',
   DOCTOR_NO_AGENT: 'no connected agent can read a namespace the doctor needs',
   CONNTRACK_READ_FAILED: 'listing the conntrack table inside a namespace failed',
+  // Evidence frames (agent/capture/retention*.ts, common/frames-wire.ts, collector/frames-fetch.ts).
+  RETENTION_FULL:
+    "the capture's retention file reached its bound before this frame; its bytes were not kept (counted)",
+  RETENTION_FAILED:
+    'writing the retention file failed (disk full, I/O error, a change of link type); later frames were not kept',
+  RETENTION_OFF:
+    'the agent kept no bytes for this capture (its retention directory unusable, or its retention budget spent)',
+  RETENTION_GONE:
+    "the agent no longer holds this capture's frames (released, expired after its TTL, or the agent restarted)",
+  RETENTION_CUT:
+    'the retention file ends before this frame (the capture worker was killed before it wrote everything out)',
+  FRAMES_NOT_CAPTURED: 'no frame with this number was captured at this point',
+  FRAMES_CAPTURE_RUNNING:
+    'the capture at this point had not stopped when its frames were asked for',
+  FRAMES_NO_AGENT:
+    "the point's agent was never armed, is not connected, or did not answer the frames request in time",
+  FRAMES_MALFORMED:
+    'a frames request, reply or stored frames file breaks its bounds (frame numbers, counts, sizes) or answers what was not asked',
   // Lab.
   LAB_PREREQUISITE: 'a tool the lab needs is missing or the lab is not running as root',
   LAB_SETUP: 'building the namespace lab failed',

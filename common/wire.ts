@@ -33,6 +33,8 @@ export interface CaptureCommand {
   filter: string;
   snaplen: number;
   deadlineUnixMs: number;
+  /** Bytes of each frame retained for the evidence; absent (0 on the wire) = the agent's default. */
+  retainSnaplen?: number;
 }
 
 export interface StopCommand {
@@ -119,6 +121,8 @@ export type Envelope = { seq: number } & (
   | { kind: 'doctorReport'; doctorReport: DoctorReport }
   | { kind: 'conntrackQuery'; conntrackQuery: ConntrackQuery }
   | { kind: 'conntrackReport'; conntrackReport: ConntrackReport }
+  | { kind: 'framesRequest'; framesRequest: FramesRequest }
+  | { kind: 'framesReply'; framesReply: FramesReply }
 );
 
 export type EnvelopeKind = Envelope['kind'];
@@ -272,4 +276,51 @@ export interface ConntrackReport {
   entries: ConntrackEntry[];
   /** Per namespace read errors: `name: CODE message`. */
   errors: string[];
+}
+
+// --- evidence frames (issue 16) ---------------------------------------------------------------
+
+/** Collector -> agent: the retained bytes of some frames of one capture point. */
+export interface FramesRequest {
+  requestId: string;
+  captureId: string;
+  point: string;
+  /** Frame numbers as the point's events carry them (1-based), at most FRAMES_LIMITS.frames. */
+  frames: number[];
+  /** Drop the point's retention once every frame asked for has been answered. */
+  release: boolean;
+}
+
+/** One retained frame: its first `snaplen` bytes. */
+export interface FrameRecord {
+  frame: number;
+  /** Nanoseconds since the Unix epoch. */
+  tsNs: bigint;
+  /** The frame's length on the wire. */
+  origLen: number;
+  data: Uint8Array;
+}
+
+/** A frame without bytes, and why (a stable code of common/errors.ts). */
+export interface MissingFrame {
+  frame: number;
+  reason: string;
+}
+
+/** Agent -> collector: the answer to one FramesRequest. */
+export interface FramesReply {
+  requestId: string;
+  captureId: string;
+  point: string;
+  /** LINKTYPE_* of the records; null when nothing was retained. */
+  linkType: number | null;
+  snaplen: number;
+  records: FrameRecord[];
+  /** Frames asked for that are in neither list did not fit this reply: ask again. */
+  missing: MissingFrame[];
+  retained: number;
+  retentionDropped: number;
+  /** Set when nothing could be answered. */
+  errorCode: string;
+  message: string;
 }

@@ -42,6 +42,16 @@ export interface PcapBatchOptions {
    * on a timer every busyPollMs instead of waiting on the socket, until a tick finds it empty.
    */
   busyPollMs?: number;
+  /**
+   * Retention (-1 or absent = off): every frame the capture numbers is also written, cut to
+   * retainSnaplen bytes (default 256, at most the snaplen), to a classic pcap file on this fd
+   * (pcap-batch/src/retain.c), record N being frame N; past retainMaxBytes (default 64 MiB,
+   * header included) or after a failed write retention stops for good and later frames are
+   * counted in retainDropped. Never fatal to the capture.
+   */
+  retainFd?: number;
+  retainSnaplen?: number;
+  retainMaxBytes?: number;
 }
 
 /**
@@ -111,6 +121,16 @@ export interface PcapBatchStats {
   timerWakeups: number;
   /** Reading on the busy-polling timer now (the socket not waited on). */
   busy: boolean;
+  /** Retention: frames written to the retention file, frames not (bound or failure). */
+  retained: number;
+  retainDropped: number;
+  /** Bytes of the retention file (its header included); 0 without retention. */
+  retainBytes: number;
+  /** Bytes kept of each frame at most. */
+  retainSnaplen: number;
+  retainState: 'off' | 'on' | 'full' | 'failed';
+  /** Why retention failed (strerror), when it did. */
+  retainError?: string;
 }
 
 /** One open capture. */
@@ -191,7 +211,7 @@ export type NativeLoad =
   { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
 
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
-const ADDON_VERSION = 8;
+const ADDON_VERSION = 9;
 
 /** Where the built addon lives: native/pcap-batch/ beside this file, from dist/native or native. */
 export function nativeAddonPath(): string {

@@ -17,6 +17,7 @@ import type { PacketEvent } from '../../common/event';
 import { decodeFrame, type DecodeOptions } from '../../core/decode/frame';
 import { toPacketEvent, type EventContext } from '../../core/decode/event';
 import { badFilter, noInterface, openFailed } from './capture-errors';
+import { PcapRetentionWriter, type RetentionTarget } from './retention';
 import {
   EventBatcher,
   type BatchOptions,
@@ -61,6 +62,8 @@ export interface CapSourceOptions {
   decode?: DecodeOptions;
   /** Label for errors (the namespace path when run by the worker). */
   where?: string;
+  /** Retain every frame into this file (retention.ts). */
+  retain?: RetentionTarget;
 }
 
 /**
@@ -107,6 +110,7 @@ export class CapSource implements CaptureSource {
   private onEnd: ((err: HoptraceError | null) => void) | undefined;
   private stopping: Promise<void> | undefined;
   private frames = 0;
+  private retainer: PcapRetentionWriter | undefined;
   /** Link type name of the open capture (cap's name, e.g. 'ETHERNET'); undefined before start. */
   linktypeName: string | undefined;
 
@@ -164,6 +168,15 @@ export class CapSource implements CaptureSource {
     const batcher = new EventBatcher(onEvents, this.opts.batch);
     const decodeOpts = this.opts.decode;
     // Wall clock anchored once; per packet only the monotonic clock is read.
+    const retain = this.opts.retain;
+    const retainer =
+      retain === undefined
+        ? undefined
+        : new PcapRetentionWriter(
+            { ...retain, snaplen: Math.min(retain.snaplen, snaplen) },
+            linktype,
+          );
+    this.retainer = retainer;
     const hr0 = process.hrtime.bigint();
     const wall0 = BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6));
     cap.on('packet', (nbytes: number) => {
@@ -171,7 +184,9 @@ export class CapSource implements CaptureSource {
       const index = ++this.frames;
       // `buf` is overwritten by the next packet: decodeFrame copies what it keeps into plain
       // values, and the view below does not outlive this callback.
-      const d = decodeFrame(linktype, buf.subarray(0, nbytes), decodeOpts);
+      const bytes = buf.subarray(0, nbytes);
+      retainer?.add(tsNs, nbytes, bytes);
+      const d = decodeFrame(linktype, bytes, decodeOpts);
       // cap reports the copied length only; the wire length is unknown beyond snaplen.
       batcher.push(toPacketEvent({ index, tsNs, wireLength: nbytes }, d, ctx));
     });
@@ -186,6 +201,7 @@ export class CapSource implements CaptureSource {
         CLOSED_CAPS.push(this.cap);
       }
       this.cap = undefined;
+      this.retainer?.close();
       this.batcher?.close();
       const onEnd = this.onEnd;
       this.onEnd = undefined;
@@ -196,12 +212,14 @@ export class CapSource implements CaptureSource {
 
   stats(): CaptureStats {
     const b = this.batcher;
-    return {
+    const s: CaptureStats = {
       packets: b?.delivered ?? 0,
       decodeErrors: b?.decodeErrors ?? 0,
       kernelDrops: null,
       ifaceDrops: null,
       queueDrops: b?.dropped ?? 0,
     };
+    if (this.retainer !== undefined) s.retention = this.retainer.stats();
+    return s;
   }
 }

@@ -12,6 +12,7 @@ import {
   type CaptureFileReader,
   type CaptureFrame,
 } from '../../offline/pcap-file';
+import { LazyRetention, type RetentionTarget } from './retention';
 import type { CaptureSource, CaptureSpec, CaptureStats } from './source';
 
 export interface FileSourceOptions {
@@ -20,6 +21,8 @@ export interface FileSourceOptions {
   /** Most events per onEvents call (default 256). */
   maxBatch?: number;
   decode?: DecodeOptions;
+  /** Retain every frame into this file (retention.ts), as a live capture would. */
+  retain?: RetentionTarget;
 }
 
 /** Replays `path`; `spec.iface` labels frames whose file names no interface. */
@@ -35,12 +38,15 @@ export class FileSource implements CaptureSource {
   private decodeErrors = 0;
   /** Pacing anchor: first frame's timestamp and the wall time it was sent. */
   private anchor: { fileNs: bigint; wallMs: number } | undefined;
+  private readonly retainer: LazyRetention | undefined;
 
   constructor(
     readonly path: string,
     private readonly spec: CaptureSpec,
     private readonly opts: FileSourceOptions = {},
-  ) {}
+  ) {
+    if (opts.retain !== undefined) this.retainer = new LazyRetention(opts.retain);
+  }
 
   start(
     onEvents: (events: PacketEvent[]) => void,
@@ -94,6 +100,7 @@ export class FileSource implements CaptureSource {
           break;
         }
         const f = r.value;
+        this.retainer?.add(f.linktype, f.tsNs, f.wireLength, f.data);
         const ev = toPacketEvent(f, decodeFrame(f.linktype, f.data, this.opts.decode), ctx);
         if (speed > 0) {
           this.anchor ??= { fileNs: f.tsNs, wallMs: Date.now() };
@@ -140,6 +147,7 @@ export class FileSource implements CaptureSource {
     this.frames = undefined;
     this.pending = undefined;
     this.reader?.close();
+    this.retainer?.close();
     const onEnd = this.onEnd;
     this.onEnd = undefined;
     onEnd?.(err);
@@ -153,12 +161,14 @@ export class FileSource implements CaptureSource {
   }
 
   stats(): CaptureStats {
-    return {
+    const s: CaptureStats = {
       packets: this.delivered,
       decodeErrors: this.decodeErrors,
       kernelDrops: null,
       ifaceDrops: null,
       queueDrops: 0,
     };
+    if (this.retainer !== undefined) s.retention = this.retainer.stats();
+    return s;
   }
 }

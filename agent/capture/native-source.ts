@@ -19,6 +19,7 @@ import {
   type PcapBatchStats,
   type PcapFrameWriter,
 } from '../../native/loader';
+import type { RetentionStats, RetentionTarget } from './retention';
 import {
   EventBatcher,
   type BatchOptions,
@@ -78,6 +79,8 @@ export interface NativeSourceOptions {
     coalesceMs?: number;
     busyPollMs?: number;
   };
+  /** Retain every frame into this file (retention.ts; written by the addon, pcap_batch.c). */
+  retain?: RetentionTarget;
 }
 
 function errorCode(e: unknown): string {
@@ -210,6 +213,13 @@ export class NativeSource implements CaptureSource {
                 ...(frameOut.busyPollMs !== undefined ? { busyPollMs: frameOut.busyPollMs } : {}),
               }
             : {}),
+          ...(this.opts.retain !== undefined
+            ? {
+                retainFd: this.opts.retain.fd,
+                retainSnaplen: this.opts.retain.snaplen,
+                retainMaxBytes: this.opts.retain.maxBytes,
+              }
+            : {}),
         },
         onBatch,
         onError,
@@ -316,6 +326,24 @@ export class NativeSource implements CaptureSource {
       queueDrops: (b?.dropped ?? 0) + this.leftInRing + outDrops,
     };
     if (p !== undefined) s.received = p.recv;
+    const r = this.retention(p);
+    if (r !== undefined) s.retention = r;
     return s;
+  }
+
+  /** The addon's retention counters, when the capture retains. */
+  private retention(p: PcapBatchStats | undefined): RetentionStats | undefined {
+    if (this.opts.retain === undefined) return undefined;
+    if (p === undefined)
+      return { state: 'on', retained: 0, dropped: 0, bytes: 0, snaplen: this.opts.retain.snaplen };
+    const r: RetentionStats = {
+      state: p.retainState,
+      retained: p.retained,
+      dropped: p.retainDropped,
+      bytes: p.retainBytes,
+      snaplen: p.retainSnaplen,
+    };
+    if (p.retainError !== undefined) r.error = p.retainError;
+    return r;
   }
 }

@@ -28,6 +28,7 @@ import {
   type CaptureSpec,
   type CaptureStats,
 } from './source';
+import type { RetentionTarget } from './retention';
 import type { WorkerArgs } from './worker';
 import { WorkerFrameParser, type WireError, type WorkerFrame } from './worker-frames';
 
@@ -54,6 +55,11 @@ export interface NsCaptureOptions {
   workerPath?: string;
   /** The worker's warnings, e.g. the fallback to cap (default: process.emitWarning). */
   onWarning?: (message: string) => void;
+  /**
+   * Retain every frame (retention.ts) into this file: `fd` is this process's, passed down to the
+   * worker as one of its stdio fds; its bounds go along.
+   */
+  retain?: RetentionTarget;
 }
 
 interface NsIdentity {
@@ -119,6 +125,11 @@ export class NsCapture implements CaptureSource {
   private parser: WorkerFrameParser | undefined;
   /** Warnings the worker sent (e.g. the fallback to cap and why). */
   readonly warnings: string[] = [];
+  /**
+   * The worker said its last word (its `end` frame, right after its final counters): stats() is
+   * final, retention counters included. False when it was killed or failed.
+   */
+  finalStats = false;
 
   constructor(
     private readonly spec: CaptureSpec,
@@ -211,8 +222,15 @@ export class NsCapture implements CaptureSource {
     const ring = this.frameRing();
     // The worker inherits the ring as its fd 3.
     if (ring !== undefined) args.ringFd = 3;
-    const stdio: ('pipe' | number)[] = ['pipe', 'pipe', 'pipe'];
-    if (ring !== undefined) stdio.push(ring.fd);
+    const stdio: ('pipe' | 'ignore' | number)[] = ['pipe', 'pipe', 'pipe'];
+    stdio.push(ring !== undefined ? ring.fd : 'ignore');
+    const retain = this.opts.retain;
+    if (retain !== undefined) {
+      // The worker's fd 4; it writes through the same open file (the offset is shared, and this
+      // process only ever reads the file with positional reads).
+      args.retain = { ...retain, fd: stdio.length };
+      stdio.push(retain.fd);
+    }
     const worker = this.opts.workerPath ?? join(__dirname, 'worker.js');
     const argv = [worker, JSON.stringify(args)];
     const t0 = process.hrtime.bigint();
@@ -304,6 +322,7 @@ export class NsCapture implements CaptureSource {
             this.warn(msg.message, 'HOPTRACE_CAPTURE_FALLBACK');
             break;
           case 'end':
+            this.finalStats = true;
             break;
         }
       };
@@ -523,6 +542,7 @@ export class NsCapture implements CaptureSource {
       queueDrops: (w?.queueDrops ?? 0) + (b?.dropped ?? 0),
     };
     if (w?.received !== undefined) s.received = w.received;
+    if (w?.retention !== undefined) s.retention = w.retention;
     return s;
   }
 }

@@ -6,6 +6,7 @@
 import type { HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
 import type { EncodedEvents } from '../../common/wire';
+import type { RetentionStats } from './retention';
 
 /** What to capture and how to label it. */
 export interface CaptureSpec {
@@ -45,6 +46,8 @@ export interface CaptureStats {
    * when the source cannot know. Once stopped: packets + kernelDrops + queueDrops = received.
    */
   received?: number;
+  /** Frame retention (retention.ts), when the source was given a retention file. */
+  retention?: RetentionStats;
 }
 
 /** One way of producing PacketEvents. */

@@ -16,6 +16,7 @@
 import { isHoptraceError, type HoptraceError } from '../../common/errors';
 import { loadNativeAddon, type PcapBatchAddon, type PcapFrameWriter } from '../../native/loader';
 import { NativeSource } from './native-source';
+import type { RetentionTarget } from './retention';
 import type { CaptureSource, CaptureSpec } from './source';
 import {
   encodeControlFrame,
@@ -37,6 +38,11 @@ export interface WorkerArgs {
    * batch frames go through it (a full ring is then the bound), only notices through stdout.
    */
   ringFd?: number;
+  /**
+   * Frame retention (retention.ts): an inherited fd of the file the parent opened, and its bounds.
+   * Every frame the capture numbers is appended to it, cut to `snaplen`.
+   */
+  retain?: RetentionTarget;
 }
 
 type LiveSource = CaptureSource & { linktypeName: string | undefined };
@@ -141,7 +147,10 @@ function pickSource(
   warn: (message: string) => void,
   sink: FrameSink,
 ): { src: LiveSource; kind: 'native' | 'cap' } {
-  const opts = args.where === undefined ? {} : { where: args.where };
+  const opts = {
+    ...(args.where === undefined ? {} : { where: args.where }),
+    ...(args.retain === undefined ? {} : { retain: args.retain }),
+  };
   const want = args.spec.source;
   if (want !== 'cap') {
     const load = loadNativeAddon();

@@ -9,7 +9,7 @@ import { readConntrack, readNamespaceFacts, type ReadContext } from './read';
 
 /** Answers one request; never throws (failures travel inside the report). */
 export async function answerRequest(
-  req: CollectorRequest,
+  req: Exclude<CollectorRequest, { kind: 'framesRequest' }>,
   agentId: string,
   ctx: ReadContext,
 ): Promise<AgentReplyBody> {

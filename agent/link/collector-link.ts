@@ -21,6 +21,8 @@ import type {
   Envelope,
   ErrorReport,
   EventBatch,
+  FramesReply,
+  FramesRequest,
   Hello,
   HelloAck,
   Lost,
@@ -67,15 +69,17 @@ export interface CollectorLinkOptions {
 export type CollectorCommand =
   { kind: 'capture'; capture: CaptureCommand } | { kind: 'stop'; stop: StopCommand };
 
-/** Requests from the collector that the agent answers once (doctor facts, conntrack entries). */
+/** Requests from the collector that the agent answers once (doctor facts, conntrack, frames). */
 export type CollectorRequest =
   | { kind: 'doctorRequest'; doctorRequest: DoctorRequest }
-  | { kind: 'conntrackQuery'; conntrackQuery: ConntrackQuery };
+  | { kind: 'conntrackQuery'; conntrackQuery: ConntrackQuery }
+  | { kind: 'framesRequest'; framesRequest: FramesRequest };
 
 /** The agent's answer to a CollectorRequest. */
 export type AgentReplyBody =
   | { kind: 'doctorReport'; doctorReport: DoctorReport }
-  | { kind: 'conntrackReport'; conntrackReport: ConntrackReport };
+  | { kind: 'conntrackReport'; conntrackReport: ConntrackReport }
+  | { kind: 'framesReply'; framesReply: FramesReply };
 
 export interface LinkStats {
   /** helloAck received on the current connection. */
@@ -385,7 +389,7 @@ export class CollectorLink {
       env = decodeEnvelope(data);
     } catch (e) {
       this.log.warn(
-        { code: 'WIRE_MALFORMED', url: this.opts.url },
+        { code: isHoptraceError(e) ? e.code : 'WIRE_MALFORMED', url: this.opts.url },
         isHoptraceError(e) ? e.message : 'undecodable message from the collector',
       );
       ws.terminate();
@@ -405,6 +409,7 @@ export class CollectorLink {
         return;
       case 'doctorRequest':
       case 'conntrackQuery':
+      case 'framesRequest':
         for (const h of this.requestHandlers) h(env);
         return;
       case 'error': {
@@ -420,6 +425,7 @@ export class CollectorLink {
       case 'lost':
       case 'doctorReport':
       case 'conntrackReport':
+      case 'framesReply':
         this.log.warn(
           { code: 'WIRE_UNEXPECTED', url: this.opts.url },
           `the collector sent ${env.kind}`,

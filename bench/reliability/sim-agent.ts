@@ -451,6 +451,30 @@ export class SimAgent {
         );
         return;
       }
+      case 'framesRequest': {
+        // No capture behind this agent: nothing retained, said so.
+        const q = env.framesRequest;
+        ws.send(
+          encodeEnvelope({
+            seq: 0,
+            kind: 'framesReply',
+            framesReply: {
+              requestId: q.requestId,
+              captureId: q.captureId,
+              point: q.point,
+              linkType: null,
+              snaplen: 0,
+              records: [],
+              missing: q.frames.map((frame) => ({ frame, reason: 'RETENTION_OFF' })),
+              retained: 0,
+              retentionDropped: 0,
+              errorCode: 'RETENTION_OFF',
+              message: 'a simulated agent retains nothing',
+            },
+          }),
+        );
+        return;
+      }
       case 'error':
       case 'heartbeat':
       case 'doctorRequest':
@@ -460,6 +484,7 @@ export class SimAgent {
       case 'lost':
       case 'doctorReport':
       case 'conntrackReport':
+      case 'framesReply':
         return;
     }
   }

@@ -4,10 +4,13 @@
 // mid-capture, an agent with a wrong token, a point whose agent is missing, an interface that
 // does not exist. Needs root; fails with the reason otherwise. Traffic stays inside the lab.
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { reportInputs } from '../../collector/capture-reports';
 import { parseEventFile } from '../../collector/event-file';
+import { framesToFetch } from '../../collector/frames-fetch';
+import { decodeStoredFrames, type StoredFrames } from '../../common/frames-wire';
 import { labNodes, startAgent } from '../../lab/live-agents';
 import {
   isFinal,
@@ -50,6 +53,27 @@ function labProcesses(marks: readonly string[]): string[] {
     .filter((l) => /dist\/(cli\/main\.js agent|agent\/capture\/worker\.js)/.test(l))
     .filter((l) => marks.some((m) => l.includes(m)))
     .map((l) => l.trim());
+}
+
+/**
+ * The evidence frames the collector fetched for each point of a finished capture (they are asked
+ * for right after the verdict, once the agents stopped: waits for every point's file).
+ */
+async function storedFrames(
+  dataDir: string,
+  captureId: string,
+  points: readonly string[],
+): Promise<Map<string, StoredFrames>> {
+  const dir = join(dataDir, 'captures', captureId);
+  const deadline = Date.now() + 30_000;
+  while (!points.every((p) => existsSync(join(dir, `frames-${p}.pb`))) && Date.now() < deadline)
+    await delay(50);
+  const out = new Map<string, StoredFrames>();
+  for (const p of points) {
+    const file = join(dir, `frames-${p}.pb`);
+    if (existsSync(file)) out.set(p, decodeStoredFrames(readFileSync(file)));
+  }
+  return out;
 }
 
 if (missing.length > 0) {
@@ -97,6 +121,41 @@ if (missing.length > 0) {
         run.timeToVerdictMs < LIVE_SETTLE_MS + 3000,
         `verdict ${run.timeToVerdictMs} ms after the probe returned`,
       );
+      // The evidence frames: the real packets of the matched connection, at every point.
+      const dir = live().dataDir;
+      const inputs = reportInputs(
+        JSON.parse(
+          readFileSync(join(dir, 'captures', run.captureId, 'report-inputs.json'), 'utf8'),
+        ),
+      );
+      const want = inputs === null ? new Map<string, number[]>() : framesToFetch(inputs.result);
+      const names = run.points.map((p) => p.name);
+      const frames = await storedFrames(dir, run.captureId, names);
+      for (const name of names) {
+        const f = frames.get(name);
+        const asked = want.get(name) ?? [];
+        t.ok(f !== undefined, `${name}: evidence frames stored`);
+        if (f === undefined) continue;
+        t.same(f.missing, [], `${name}: none missing`);
+        t.same(
+          f.records.map((r) => r.frame),
+          asked,
+          `${name}: every frame of the matched connection (${asked.length})`,
+        );
+        if (asked.length > 0) t.not(f.linkType, null, `${name}: the capture's link type`);
+        t.ok(
+          f.records.every((r) => r.data.length > 0 && r.data.length <= f.snaplen),
+          `${name}: real bytes, at most the retention snaplen (${f.snaplen})`,
+        );
+      }
+      // Sent only once the connection opened: the backend application saw it.
+      if (s.request === 'http' && appSeesProbe(s.expect))
+        t.ok(
+          [...frames.values()].some((f) =>
+            f.records.some((r) => Buffer.from(r.data).includes(`hoptrace-probe-${run.probeId}`)),
+          ),
+          "the probe's request line is in the retained bytes",
+        );
     });
   }
 

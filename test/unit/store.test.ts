@@ -246,3 +246,57 @@ void t.test(
     await st.close();
   },
 );
+
+void t.test('evidence frames: saved per point, read back, damage named (STORE_IO)', (t) => {
+  const dir = tempDir(t);
+  const store = new CaptureStore({ dir, fsync: false });
+  const s = session('c-frm-0000aaaa');
+  store.saveSession(s.record);
+  t.equal(store.loadFrames(s.id, 'decap'), null, 'not fetched yet');
+  const bytes = Buffer.from('00112233445566778899aabb08004500', 'hex');
+  store.saveFrames(s.id, {
+    captureId: s.id,
+    point: 'decap',
+    agentId: 'agent-1',
+    linkType: 1,
+    snaplen: 256,
+    records: [{ frame: 3, tsNs: 1_700_000_000_000_000_123n, origLen: 1514, data: bytes }],
+    missing: [{ frame: 4, reason: 'RETENTION_FULL' }],
+    fetchedUnixMs: 5000,
+    retained: 3,
+    retentionDropped: 9,
+  });
+  const f = store.loadFrames(s.id, 'decap');
+  t.match(f, {
+    point: 'decap',
+    agentId: 'agent-1',
+    linktype: 1,
+    snaplen: 256,
+    missing: [{ frame: 4, reason: 'RETENTION_FULL' }],
+    fetchedAtMs: 5000,
+    retained: 3,
+    retentionDropped: 9,
+  });
+  t.same(
+    f?.frames.map((x) => [x.frame, x.tsNs, x.origLen, Buffer.from(x.bytes)]),
+    [[3, 1_700_000_000_000_000_123n, 1514, bytes]],
+  );
+  t.equal(store.loadFrames(s.id, '../../etc'), null, 'not a point name: nothing read');
+  const path = join(store.sessionDir(s.id), 'frames-decap.pb');
+  appendFileSync(path, Buffer.from([0xff, 0xff]));
+  t.throws(() => store.loadFrames(s.id, 'decap'), { code: 'STORE_IO' }, 'a damaged file');
+  store.saveFrames(s.id, {
+    captureId: 'c-other-0000bbbb',
+    point: 'backend',
+    agentId: '',
+    linkType: null,
+    snaplen: 0,
+    records: [],
+    missing: [],
+    fetchedUnixMs: 0,
+    retained: 0,
+    retentionDropped: 0,
+  });
+  t.throws(() => store.loadFrames(s.id, 'backend'), { code: 'STORE_IO' }, "another capture's file");
+  t.end();
+});

@@ -41,6 +41,14 @@
  *                                quarter full goes back to the socket.
  *                                stats().pollWakeups / timerWakeups count both kinds of wake-up,
  *                                stats().busy says which mode reads now.
+ *   options.retainFd (-1 = off), retainSnaplen (256), retainMaxBytes (64 MiB): every frame the
+ *                                capture numbers (delivered, or in a batch the writer dropped) is
+ *                                also written, cut to retainSnaplen (at most the snaplen), to a
+ *                                classic pcap file on that fd (retain.c): record N = frame N. Past
+ *                                retainMaxBytes, or after a failed write, retention stops for good
+ *                                and later frames are counted. stats() adds retained,
+ *                                retainDropped, retainBytes, retainSnaplen, retainState
+ *                                ("off" | "on" | "full" | "failed") and retainError (strerror).
  *   h.drain(rounds?) -> n        delivers what the ring holds now (retired blocks), no waiting.
  *   h.close()                   idempotent; safe inside onBatch.
  *   h.linktype / h.linktypeName / h.snaplen / h.tstampPrecision
@@ -84,9 +92,10 @@
 
 #include "frame_out.h"
 #include "frame_ring.h"
+#include "retain.h"
 #include "summary.h"
 
-#define ADDON_VERSION 8
+#define ADDON_VERSION 9
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -156,6 +165,9 @@ typedef struct {
   uint64_t timeout_ms;   /* the TPACKET_V3 block timeout asked of libpcap */
   uv_timer_t *gone_timer; /* freed in its close callback */
   char gone_msg[256];
+  /* Retention (options.retainFd): every numbered frame, cut to retainSnaplen, into a pcap file
+   * (retain.c), in step with `handed`: frame N is record N. */
+  Retain retain;
 } Capture;
 
 /* The JS FrameWriter: the worker's frame writer (frame_out.c); o is NULL once closed. */
@@ -228,6 +240,7 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *b
     c->used += SUMMARY_BYTES;
     c->count++;
     c->handed += 1;
+    retain_frame(&c->retain, h, bytes);
     c->read_bytes += caplen + 64; /* the frame's ring slot, roughly (header, alignment) */
     return;
   }
@@ -245,6 +258,7 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *b
   c->used += rec;
   c->count++;
   c->handed += 1;
+  retain_frame(&c->retain, h, bytes);
 }
 
 /* Calls fn(args) as an async callback (microtasks and nextTicks run after it, as for any I/O
@@ -300,6 +314,8 @@ static void do_close(Capture *c) {
     pcap_close(c->p);
     c->p = NULL;
   }
+  /* After the last delivery: the file holds every frame handed on. */
+  retain_close(&c->retain);
   napi_env env = c->env;
   if (c->on_batch != NULL) napi_delete_reference(env, c->on_batch);
   if (c->on_error != NULL) napi_delete_reference(env, c->on_error);
@@ -715,6 +731,9 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
   int64_t batch_bytes = get_int(env, opts, "batchBytes", 1 << 20);
   int64_t coalesce_ms = get_int(env, opts, "coalesceMs", 0);
   int64_t busy_ms = get_int(env, opts, "busyPollMs", 0);
+  int64_t retain_fd = get_int(env, opts, "retainFd", -1);
+  int64_t retain_snaplen = get_int(env, opts, "retainSnaplen", 256);
+  int64_t retain_max = get_int(env, opts, "retainMaxBytes", 64 << 20);
   int immediate = get_bool(env, opts, "immediate", 0);
   int promisc = get_bool(env, opts, "promisc", 1);
   int want_nano = strcmp(prec, "micro") != 0;
@@ -754,6 +773,12 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     return throw_code(env, "BAD_ARGUMENT", "coalesceMs must be within 0..1000, with frameOut");
   if (busy_ms < 0 || busy_ms > 1000 || (busy_ms > 0 && out == NULL))
     return throw_code(env, "BAD_ARGUMENT", "busyPollMs must be within 0..1000, with frameOut");
+  if (retain_fd < -1 || retain_fd > 65535)
+    return throw_code(env, "BAD_ARGUMENT", "retainFd must be an open file descriptor (or -1)");
+  if (retain_snaplen < 64 || retain_snaplen > 262144)
+    return throw_code(env, "BAD_ARGUMENT", "retainSnaplen must be within 64..262144");
+  if (retain_max < 24 || retain_max > ((int64_t)1 << 40))
+    return throw_code(env, "BAD_ARGUMENT", "retainMaxBytes must be within 24..2^40");
 
   char errbuf[PCAP_ERRBUF_SIZE] = {0};
   pcap_t *p = pcap_create(iface, errbuf);
@@ -849,6 +874,12 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
   c->nano = nano;
   snprintf(c->iface, sizeof c->iface, "%s", iface);
   int snap = pcap_snapshot(p);
+  if (retain_fd >= 0) {
+    /* Never fatal: a capture without retention still captures; the state and error say why. */
+    uint32_t keep = (uint32_t)(retain_snaplen < snap ? retain_snaplen : snap);
+    (void)retain_open(&c->retain, (int)retain_fd, (uint32_t)dlt_to_linktype(pcap_datalink(p)),
+                      keep, (uint64_t)retain_max, nano);
+  }
   c->buf_len = (size_t)batch_bytes;
   c->max_per_batch = (int)(c->buf_len / (REC_HDR + ALIGN8(snap)));
   if (c->max_per_batch < 1) c->max_per_batch = 1;
@@ -974,6 +1005,12 @@ static napi_value capture_stats(napi_env env, napi_callback_info info) {
   set_num(env, out, "outDrops", c->out_drops);
   set_num(env, out, "pollWakeups", c->poll_wakeups);
   set_num(env, out, "timerWakeups", c->timer_wakeups);
+  set_num(env, out, "retained", c->retain.kept);
+  set_num(env, out, "retainDropped", c->retain.dropped);
+  set_num(env, out, "retainBytes", (double)(c->retain.state == RETAIN_OFF ? 0 : c->retain.bytes));
+  set_num(env, out, "retainSnaplen", c->retain.snaplen);
+  set_str(env, out, "retainState", retain_state_name(&c->retain));
+  if (c->retain.err != 0) set_str(env, out, "retainError", strerror(c->retain.err));
   napi_value busy;
   if (napi_get_boolean(env, c->busy != 0, &busy) == napi_ok)
     napi_set_named_property(env, out, "busy", busy);

@@ -1,0 +1,41 @@
+/*
+ * retain: the capture's frames kept as a classic pcap file for evidence (see retain.c).
+ */
+#ifndef HOPTRACE_RETAIN_H
+#define HOPTRACE_RETAIN_H
+
+#include <pcap/pcap.h>
+#include <stdint.h>
+
+/* Where retention stands. Once it leaves RETAIN_ON it never comes back, so the file holds frames
+ * 1..kept and nothing after: frame N of the capture is record N of the file. */
+enum { RETAIN_OFF = 0, RETAIN_ON = 1, RETAIN_FULL = 2, RETAIN_FAILED = 3 };
+
+typedef struct {
+  int state;
+  int fd;            /* our dup of the caller's fd; -1 once closed */
+  uint8_t *buf;      /* RETAIN_BUFFER bytes, written out when full */
+  size_t used;
+  uint32_t snaplen;  /* bytes kept of each frame at most */
+  uint64_t max;      /* the file's bound in bytes, header included */
+  uint64_t bytes;    /* bytes accepted (header + records), written or buffered */
+  double kept;       /* frames accepted */
+  double dropped;    /* frames numbered after retention left RETAIN_ON */
+  int err;           /* errno of the failure (RETAIN_FAILED) */
+} Retain;
+
+/* Starts retention into fd (dup'ed; the caller keeps its own): a pcap header for `linktype` (a
+ * LINKTYPE_* value), snaplen and ns (nano != 0) or µs timestamps. Returns 0, or an errno: r is
+ * then RETAIN_FAILED and counts every frame as dropped. */
+int retain_open(Retain *r, int fd, uint32_t linktype, uint32_t snaplen, uint64_t max_bytes,
+                int nano);
+/* Keeps one frame (its first snaplen bytes), or counts it as dropped. Buffered: a write(2) to the
+ * file (page cache) only every 256 KiB. Does nothing but count when r was never opened. */
+void retain_frame(Retain *r, const struct pcap_pkthdr *h, const uint8_t *bytes);
+/* Writes what is buffered and closes the file (the state stays: ON means every frame was kept,
+ * unless this last write fails). Idempotent. */
+void retain_close(Retain *r);
+/* "off", "on", "full" or "failed". */
+const char *retain_state_name(const Retain *r);
+
+#endif

@@ -1,0 +1,282 @@
+/**
+ * Evidence frames agent ↔ collector over loopback: two agents (CollectorLink + AgentRuntime with
+ * a RetentionStore; each capture a replay of a real capture file that retains what it delivers,
+ * frame for frame, as a live capture does), the real hub, sessions and data directory. The
+ * capture resolves; the collector asks each point's agent for the matched connection's frames and
+ * stores them; store.loadFrames gives the file's own bytes back. Then the bound: one agent's
+ * retention fills after two frames, the other agent retains nothing — every frame it cannot give
+ * is named with its reason, and none is invented.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { FileSource } from '../../agent/capture/file-source';
+import { RetentionStore, type RetentionStoreOptions } from '../../agent/capture/retention-store';
+import { CollectorLink } from '../../agent/link/collector-link';
+import { AgentRuntime } from '../../agent/runtime';
+import { createAgentHub } from '../../collector/hub';
+import { silentLogger } from '../../collector/logger';
+import { SessionManager } from '../../collector/sessions';
+import { CaptureStore, type PointFrames } from '../../collector/store';
+import { reportInputs } from '../../collector/capture-reports';
+import { framesToFetch } from '../../collector/frames-fetch';
+import type { Hello } from '../../common/wire';
+import { openCaptureFile } from '../../offline/pcap-file';
+import { PCAPS } from './corpus';
+import { Signal, TOKEN, closeServer, listen } from './transport-fixtures';
+
+const PCAP = join(PCAPS, 'zeek_http-get.pcap');
+const POINTS = [
+  { name: 'decap', target: '10.244.1.10', iface: 'tun0' },
+  { name: 'egress', target: '10.244.1.10', iface: 'eth0' },
+  { name: 'backend', target: '10.244.2.5', iface: 'eth0' },
+];
+
+function tempDir(t: { teardown(fn: () => void): void }, name: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `hoptrace-${name}-`));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
+
+/** One agent: its link, its runtime; captures replay PCAP and retain as they go. */
+function startAgent(
+  t: { teardown(fn: () => Promise<void>): void },
+  port: number,
+  agentId: string,
+  node: string,
+  ns: { path: string; address: string },
+  retention: (Partial<RetentionStoreOptions> & { dir: string }) | null,
+): void {
+  const hello: Hello = {
+    agentId,
+    node,
+    version: 'test',
+    nodeAddresses: [],
+    namespaces: [
+      { path: ns.path, inode: 1, addresses: [ns.address], interfaces: ['eth0', 'tun0'] },
+    ],
+    spoolFirstSeq: 0,
+  };
+  const link = new CollectorLink({
+    url: `ws://127.0.0.1:${port}/v1/agents`,
+    token: TOKEN,
+    hello: () => hello,
+    backoff: { minMs: 10, maxMs: 50 },
+  });
+  const store =
+    retention === null
+      ? undefined
+      : new RetentionStore({ onWarning: () => undefined, ...retention });
+  const runtime = new AgentRuntime(node, {
+    send: (kind: 'events' | 'status' | 'error', body: never) => {
+      link.send(kind as 'events', body);
+    },
+    resolveTarget: () => Promise.resolve({ path: ns.path, dev: 1, inode: 1, via: 'ip' }),
+    namespaceAddresses: () => Promise.resolve({ addresses: [ns.address] }),
+    // A replay is its own final word once it ends: its counters are the capture's last ones.
+    makeCapture: (spec, _netns, retain) =>
+      Object.assign(new FileSource(PCAP, spec, retain === undefined ? {} : { retain }), {
+        finalStats: true,
+      }),
+    nowMs: () => Date.now(),
+    ...(store === undefined ? {} : { retention: store }),
+  });
+  link.onCommand((cmd) => {
+    runtime.handle(cmd);
+  });
+  link.onRequest((req) => {
+    if (req.kind !== 'framesRequest') return;
+    void runtime.frames(req.framesRequest).then((framesReply) => {
+      link.reply({ kind: 'framesReply', framesReply });
+    });
+  });
+  t.teardown(async () => {
+    await runtime.close();
+    store?.close();
+    await link.close();
+  });
+}
+
+/** A collector on loopback with its data directory; resolves once both agents are connected. */
+async function collector(
+  t: { teardown(fn: () => Promise<void>): void },
+  dir: string,
+): Promise<{
+  sessions: SessionManager;
+  store: CaptureStore;
+  port: number;
+  stored: Signal;
+  frames: string[];
+}> {
+  const { server, port } = await listen();
+  const store = new CaptureStore({ dir, fsync: false });
+  const hub = createAgentHub({
+    server,
+    tokens: [TOKEN],
+    collectorId: store.collectorId,
+    lastSeqStore: store.lastSeq,
+  });
+  const sessions = new SessionManager({ hub, store, logger: silentLogger(), debounceMs: 0 });
+  sessions.start();
+  const stored = new Signal();
+  const frames: string[] = [];
+  sessions.onFrames((id, point) => {
+    frames.push(`${id}/${point}`);
+    stored.notify();
+  });
+  t.teardown(async () => {
+    await sessions.close();
+    await hub.close();
+    await closeServer(server);
+  });
+  return { sessions, store, port, stored, frames };
+}
+
+async function waitAgents(sessions: SessionManager, n: number): Promise<void> {
+  while (sessions.agents().filter((a) => a.connected).length < n)
+    await new Promise((r) => setTimeout(r, 10));
+}
+
+const FILE = [...openCaptureFile(PCAP).frames()].map((f) => ({
+  frame: f.index,
+  tsNs: f.tsNs,
+  origLen: f.wireLength,
+  data: Buffer.from(f.data),
+}));
+
+/** The flow frames the final analysis names per point (what the collector asked for). */
+function wanted(store: CaptureStore, id: string): Map<string, number[]> {
+  const inputs = reportInputs(store.readReportInputs(id));
+  if (inputs === null) throw new Error('no report inputs');
+  return framesToFetch(inputs.result);
+}
+
+function framesOf(store: CaptureStore, id: string, point: string): PointFrames {
+  const f = store.loadFrames(id, point);
+  if (f === null) throw new Error(`no frames stored for ${point}`);
+  return f;
+}
+
+async function capture(c: Awaited<ReturnType<typeof collector>>): Promise<string> {
+  const view = await c.sessions.create({
+    points: POINTS,
+    client: '141.142.228.5',
+    timeoutMs: 20_000,
+    stopOnFirstMatch: true,
+    settleMs: 300,
+  });
+  await c.stored.wait(() => POINTS.every((p) => c.frames.includes(`${view.id}/${p.name}`)));
+  return view.id;
+}
+
+void t.test(
+  'the verdict is final: every point’s matched frames are fetched and stored',
+  async (t) => {
+    const c = await collector(t, tempDir(t, 'frames-data'));
+    const ret = tempDir(t, 'frames-ret');
+    startAgent(
+      t,
+      c.port,
+      'agent-vpn',
+      'vpn-node',
+      { path: '/run/netns/vpn', address: '10.244.1.10' },
+      { dir: ret },
+    );
+    startAgent(
+      t,
+      c.port,
+      'agent-backend',
+      'backend-node',
+      { path: '/run/netns/web', address: '10.244.2.5' },
+      { dir: ret },
+    );
+    await waitAgents(c.sessions, 2);
+    const id = await capture(c);
+    const v = c.sessions.get(id);
+    t.equal(v?.state, 'resolved');
+    t.equal(v?.verdict?.layer, 'preserved');
+    const want = wanted(c.store, id);
+    for (const p of POINTS) {
+      const f = framesOf(c.store, id, p.name);
+      const frames = want.get(p.name) ?? [];
+      t.ok(frames.length > 3, `${p.name}: the matched connection has packets (${frames.length})`);
+      t.equal(f.linktype, 1, 'Ethernet, from the retention file');
+      t.equal(f.snaplen, 256);
+      t.same(f.missing, [], `${p.name}: nothing missing`);
+      t.same(
+        f.frames.map((x) => [x.frame, x.tsNs, x.origLen, Buffer.from(x.bytes)]),
+        frames.map((n) => {
+          const orig = FILE[n - 1];
+          if (orig === undefined) throw new Error(`frame ${n} is not in the file`);
+          return [n, orig.tsNs, orig.origLen, orig.data.subarray(0, 256)];
+        }),
+        `${p.name}: the file's own bytes (cut to 256), timestamps and lengths`,
+      );
+    }
+    t.equal(c.store.loadFrames(id, 'nosuch'), null, 'no such point: nothing');
+  },
+);
+
+void t.test(
+  'retention full at one agent, none at the other: every missing frame is named',
+  async (t) => {
+    const c = await collector(t, tempDir(t, 'frames-data'));
+    const ret = tempDir(t, 'frames-ret');
+    // The pcap header (24 bytes) and two records of at most 16 + 256 bytes.
+    startAgent(
+      t,
+      c.port,
+      'agent-vpn',
+      'vpn-node',
+      { path: '/run/netns/vpn', address: '10.244.1.10' },
+      { dir: ret, maxBytes: 24 + 2 * (16 + 256) },
+    );
+    startAgent(
+      t,
+      c.port,
+      'agent-backend',
+      'backend-node',
+      { path: '/run/netns/web', address: '10.244.2.5' },
+      null,
+    );
+    await waitAgents(c.sessions, 2);
+    const id = await capture(c);
+    const want = wanted(c.store, id);
+    for (const name of ['decap', 'egress']) {
+      const f = framesOf(c.store, id, name);
+      const frames = want.get(name) ?? [];
+      const retained = f.frames.map((x) => x.frame);
+      const lost = f.missing.map((m) => m.frame);
+      t.ok(
+        Math.max(0, ...retained) < Math.min(...lost),
+        `${name}: frames kept before the bound (${retained.join(',')}), none after (${lost.join(',')})`,
+      );
+      t.same(
+        [...retained, ...lost].sort((a, b) => a - b),
+        frames,
+        `${name}: every frame asked for is either there or named`,
+      );
+      t.ok(f.missing.length > 0);
+      t.ok(
+        f.retained > 0 && f.retentionDropped > 0,
+        `counted: ${f.retained} kept, ${f.retentionDropped} not`,
+      );
+      t.ok(
+        f.missing.every((m) => m.reason === 'RETENTION_FULL'),
+        `${name}: RETENTION_FULL (${[...new Set(f.missing.map((m) => m.reason))].join(',')})`,
+      );
+      for (const x of f.frames)
+        t.same(Buffer.from(x.bytes), FILE[x.frame - 1]?.data.subarray(0, 256));
+    }
+    const b = framesOf(c.store, id, 'backend');
+    t.same(b.frames, [], 'the backend agent retained nothing');
+    t.equal(b.linktype, null, 'and claims no link type');
+    t.same(
+      b.missing,
+      (want.get('backend') ?? []).map((frame) => ({ frame, reason: 'RETENTION_OFF' })),
+    );
+  },
+);
