@@ -139,7 +139,11 @@ function result(s: DecodeState, linktype: string): DecodedFrame {
 }
 
 /** A frame run through the decoders for where its parts lie, or null (unknown link type, a throw). */
-function decodedState(linktype: number, bytes: Uint8Array, opts?: DecodeOptions): DecodeState | null {
+function decodedState(
+  linktype: number,
+  bytes: Uint8Array,
+  opts?: DecodeOptions,
+): DecodeState | null {
   const lt = LINKTYPES.get(linktypeOf(linktype));
   if (lt === undefined) return null;
   const s = new DecodeState(bytes, udpPortTable(opts));

@@ -266,13 +266,22 @@ void t.test('over a socket: the login form body is bounded; /ui needs no bearer'
   const env = setup(t);
   const server = createServer(env.api.listener());
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => server.close(() => { r(); })));
+  t.teardown(
+    () =>
+      new Promise<void>((r) =>
+        server.close(() => {
+          r();
+        }),
+      ),
+  );
   const port = (server.address() as AddressInfo).port;
   const send = (path: string, method: string, body: string): Promise<number> =>
     new Promise((resolve, reject) => {
       const req = request({ host: '127.0.0.1', port, path, method }, (res) => {
         res.resume();
-        res.on('end', () => { resolve(res.statusCode ?? 0); });
+        res.on('end', () => {
+          resolve(res.statusCode ?? 0);
+        });
       });
       req.on('error', reject);
       req.end(body);
