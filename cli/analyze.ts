@@ -23,6 +23,10 @@ import { hoptraceVersion } from '../common/version';
 import { makeWritableDir } from '../common/writable-dir';
 import { fileDigest, fileStamp, type FileDigest } from '../offline/file-digest';
 import { scanIdentityHeaders } from '../offline/identity-scan';
+import { buildEvidencePcapng } from '../offline/evidence';
+import { renderReportHtml } from '../core/report/report-html';
+import { renderSequenceSvg } from '../core/report/sequence-svg';
+import type { EvidenceSummary } from '../core/report/report-document';
 import { parseCommandLine } from './args';
 import {
   analyzeFiles,
@@ -34,7 +38,7 @@ import {
 export { analyzeFiles, type AnalyzeFilesInput, type PointFile, type RequestSelector };
 
 export const USAGE =
-  'hoptrace analyze --point NAME=FILE [--point NAME=FILE]... [--drops NAME=N]... [--inventory inv.json] [--client IP] [--dst IP[:PORT]] [--doctor doctor.json] [--json] [--report-dir DIR]';
+  'hoptrace analyze --point NAME=FILE [--point NAME=FILE]... [--drops NAME=N]... [--inventory inv.json] [--client IP] [--dst IP[:PORT]] [--doctor doctor.json] [--json] [--report-dir DIR [--evidence-payload]]';
 
 /** Parses `NAME=FILE`. */
 export function parsePointArg(value: string): PointFile {
@@ -96,7 +100,7 @@ export function parseDstArg(value: string): { dst: string; dport?: number } {
 }
 
 /** Writes one report file into `--report-dir`; FILE_WRITE (a clear error) when it cannot. */
-function writeReport(dir: string, name: string, text: string): void {
+function writeReport(dir: string, name: string, text: string | Buffer): void {
   try {
     writeFileSync(join(dir, name), text);
   } catch (e) {
@@ -171,9 +175,15 @@ interface ReportDirInput {
   doctorFile: string | undefined;
   doctor: DoctorEvidence;
   before: Map<string, FileDigest>;
+  /** evidence.pcapng keeps the payload bytes (`--evidence-payload`), else headers only. */
+  payload: boolean;
 }
 
-/** Writes report.md, report.json and inventory.json (as used) into `--report-dir`. */
+/**
+ * Writes the bundle into `--report-dir`: report.md, report.json, report.html, sequence.svg,
+ * evidence.pcapng (the matched connection's frames, read back from the files) and inventory.json
+ * (as used).
+ */
 function writeReportDir(r: ReturnType<typeof analyzeFiles>, o: ReportDirInput): void {
   const dir = resolve(o.dir);
   const inventoryPath = join(dir, 'inventory.json');
@@ -208,8 +218,26 @@ function writeReportDir(r: ReturnType<typeof analyzeFiles>, o: ReportDirInput): 
     doctor: o.doctor,
     reproduce,
   };
-  writeReport(o.dir, 'report.md', renderReportMarkdown(r, meta));
-  writeReport(o.dir, 'report.json', renderReportJson(r, meta));
+  const ev = buildEvidencePcapng({
+    points: o.points,
+    result: r,
+    version: hoptraceVersion(),
+    payload: o.payload,
+  });
+  writeReport(o.dir, 'evidence.pcapng', ev.bytes);
+  const evidence: EvidenceSummary = {
+    file: 'evidence.pcapng',
+    packets: ev.packets,
+    headersOnly: ev.headersOnly,
+    interfaces: ev.interfaces.map((i) => ({ point: i.point, name: i.name, packets: i.packets })),
+    problems: ev.problems.map((p) => ({ point: p.point, code: p.code, detail: p.detail })),
+    note: ev.note,
+  };
+  const full = { ...meta, evidence };
+  writeReport(o.dir, 'report.md', renderReportMarkdown(r, full));
+  writeReport(o.dir, 'report.json', renderReportJson(r, full));
+  writeReport(o.dir, 'report.html', renderReportHtml(r, full));
+  writeReport(o.dir, 'sequence.svg', renderSequenceSvg(r));
 }
 
 export function runAnalyze(argv: string[], out: (line: string) => void): number {
@@ -222,6 +250,7 @@ export function runAnalyze(argv: string[], out: (line: string) => void): number 
     doctor: { type: 'string' },
     json: { type: 'boolean' },
     'report-dir': { type: 'string' },
+    'evidence-payload': { type: 'boolean' },
   });
   if (positionals.length > 0) {
     throw new HoptraceError('CLI_USAGE', `unexpected argument '${String(positionals[0])}'`, {
@@ -286,9 +315,12 @@ export function runAnalyze(argv: string[], out: (line: string) => void): number 
       doctorFile: values.doctor,
       doctor,
       before,
+      payload: values['evidence-payload'] === true,
     });
     if (values.json !== true)
-      out(`report written to ${join(dir, 'report.md')}, report.json and inventory.json`);
+      out(
+        `bundle written to ${dir}: report.md, report.json, report.html, sequence.svg, evidence.pcapng, inventory.json`,
+      );
   }
   return 0;
 }

@@ -58,6 +58,21 @@ export interface LiveCaptureMeta {
   inventoryGiven: Inventory | null;
 }
 
+/** What evidence.pcapng (the bundle's packets) holds, or why it holds less. */
+export interface EvidenceSummary {
+  /** The file's name in the bundle; null: not written (`note` says why). */
+  file: string | null;
+  packets: number;
+  /** Each frame cut right after its innermost transport header (else as captured). */
+  headersOnly: boolean;
+  /** One Interface Description Block per point (and per interface of a point's file). */
+  interfaces: { point: string; name: string; packets: number }[];
+  /** Points whose frames could not be had (a changed file, frames not retained, an agent gone). */
+  problems: { point: string; code: string; detail: string }[];
+  /** One paragraph: what the file holds, how its times were corrected. */
+  note: string;
+}
+
 /** What produced the report, so a reader can check and reproduce it. */
 export interface ReportMeta {
   /** ISO 8601 time, passed in (the renderer reads no clock). */
@@ -81,6 +96,8 @@ export interface ReportMeta {
   capture?: LiveCaptureMeta | undefined;
   /** The command that repeats this report's analysis or capture. */
   reproduce?: ReproduceCommand | undefined;
+  /** evidence.pcapng of the bundle (absent: not written with this report). */
+  evidence?: EvidenceSummary | undefined;
 }
 
 /** A file input as report.json holds it. */
@@ -112,6 +129,8 @@ export interface ReportDocument extends AnalysisResult {
   doctor: DoctorEvidence;
   whatToChange: WhatToChange;
   reproduce: ReproduceCommand;
+  /** evidence.pcapng: what it holds; null: no packets were written with this report. */
+  evidence?: EvidenceSummary | null;
 }
 
 const NOT_RUN: DoctorEvidence = { status: 'not-run', detail: 'doctor was not run' };
@@ -175,6 +194,7 @@ export function reportDocument(result: AnalysisResult, meta: ReportMeta): Report
     doctor,
     whatToChange: whatToChange(result, doctor, meta.inventoryUsed),
     reproduce: reproduceOf(meta),
+    evidence: meta.evidence ?? null,
     ...result,
   };
 }

@@ -21,6 +21,8 @@ import { renderReproSvg, VERDICT_CODES, type ReproSvgOptions } from './repro-svg
 import { renderSequenceSvg, type SequenceSvgOptions } from './sequence-svg';
 import { durationText, utcMicros } from './times';
 import { lossPhrase } from './capture-health';
+import { doctorOf, reproduceOf, type ReportMeta as DocMeta } from './report-document';
+import { whatToChange, type ChangeStep } from './what-to-change';
 
 export type { ReportMeta };
 
@@ -336,18 +338,84 @@ export function renderReportHtml(
       ),
       '</ul>',
     );
+  body.push(...packetsHtml(meta));
   body.push('<h2>What to do</h2>', `<p class="hint">${esc(v.hint)}</p>`);
+  body.push(...whatToChangeHtml(result, meta));
+  const notes = reproduceOf(meta).notes;
   body.push(
     '<h2>Reproduce</h2>',
     `<pre class="command"><code>${esc(reproduceCommand(meta))}</code></pre>`,
-    '<p>Inputs:</p>',
+    ...(notes.length === 0
+      ? []
+      : ['<ul class="notes">', ...notes.map((n) => `<li>${esc(n)}</li>`), '</ul>']),
+    `<p>Inputs${meta.hoptraceVersion === undefined ? '' : ` (read by hoptrace ${esc(meta.hoptraceVersion)})`}:</p>`,
     '<ul class="inputs">',
-    ...meta.inputs.map((i) => `<li>${esc(i.name)}: ${code(i.file)}</li>`),
+    ...meta.inputs.map(
+      (i) =>
+        `<li>${esc(i.name)}: ${code(i.file)}${i.sha256 === undefined ? '' : i.sha256 === null ? ' (not hashed)' : ` — ${i.bytes ?? '?'} bytes, SHA-256 ${code(i.sha256)}`}</li>`,
+    ),
     '</ul>',
     '<p>Repeat with a fresh connection (not a reused one), then once more while the VPN pod is being rescheduled (delete it), and once from a source that should be denied, to confirm the refusal comes from policy and not from a missing route.</p>',
   );
   body.push(`<footer>hoptrace report, generated ${esc(meta.generatedAt)}.</footer>`);
   return page(`hoptrace: ${v.layer}`, body);
+}
+
+/** evidence.pcapng: what the bundle's packet file holds. */
+function packetsHtml(meta: DocMeta): string[] {
+  const e = meta.evidence;
+  if (e === undefined) return [];
+  const out = ['<h2>Packets (evidence.pcapng)</h2>'];
+  out.push(
+    e.file === null
+      ? `<p>No evidence.pcapng: ${esc(e.note)}</p>`
+      : `<p>${code(e.file)}: ${e.packets} packets of the matched connection, ${e.headersOnly ? 'headers only (each frame cut after its innermost transport header; no payload bytes)' : 'with the payload bytes as captured'}. ${esc(e.note)}</p>`,
+  );
+  if (e.interfaces.length > 0)
+    out.push(
+      table(
+        ['point', 'interface in the file', 'packets'],
+        e.interfaces.map((i) => [esc(i.point), code(i.name), String(i.packets)]),
+        'pcapng',
+      ),
+    );
+  if (e.problems.length > 0)
+    out.push(
+      '<ul class="problems">',
+      ...e.problems.map(
+        (p) => `<li><strong>${esc(p.point)}</strong>: ${esc(p.code)}: ${esc(p.detail)}</li>`,
+      ),
+      '</ul>',
+    );
+  return out;
+}
+
+function stepHtml(s: ChangeStep): string {
+  const knobs =
+    s.knobs === undefined || s.knobs.length === 0
+      ? ''
+      : `<ul>${s.knobs.map((k) => `<li>${esc(k.cni)}: ${esc(k.knob)}</li>`).join('')}</ul>`;
+  const findings =
+    s.findings === undefined || s.findings.length === 0
+      ? ''
+      : `<ul class="findings">${s.findings.map((f) => `<li>doctor ${esc(f.check)} on ${esc(f.node)} (${esc(f.severity)}): ${esc(f.subject)}: ${esc(f.detail)}</li>`).join('')}</ul>`;
+  return `<li>${esc(s.text)} <span class="basis">(${esc(s.basis)})</span>${s.command === undefined ? '' : `<pre><code>${esc(s.command)}</code></pre>`}${knobs}${findings}</li>`;
+}
+
+/** "What to change": the field guide's three questions, then the steps for each mode. */
+function whatToChangeHtml(result: AnalysisResult, meta: DocMeta): string[] {
+  const w = whatToChange(result, doctorOf(meta), meta.inventoryUsed);
+  return [
+    '<h2>What to change</h2>',
+    `<p class="doctor">${esc(w.doctor.text)}</p>`,
+    table(
+      ['question', 'answer', 'why'],
+      w.questions.map((q) => [esc(q.question), `<strong>${esc(q.answer)}</strong>`, esc(q.detail)]),
+      'questions',
+    ),
+    `<h3>Preserve the client address</h3><p>${esc(w.preserve.applies)}</p><ol>${w.preserve.steps.map(stepHtml).join('')}</ol>`,
+    `<h3>Or rewrite it (SNAT) and carry the identity another way</h3><p>${esc(w.snat.applies)}</p><p>${esc(w.snat.runbook)}</p><ol>${w.snat.steps.map(stepHtml).join('')}</ol>`,
+  ];
 }
 
 /** What a repro page is made of: a repro view's timeline, marks and summary, and its lines. */

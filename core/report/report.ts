@@ -263,6 +263,7 @@ export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): 
     for (const s of v.secondary) out.push(`- **${s.layer}**: ${s.detail} — ${s.hint}`);
   }
   out.push('');
+  out.push(...packetsSection(meta));
   out.push(...timingMarkdown(result, cell));
   const doctor = doctorOf(meta);
   out.push(
@@ -270,6 +271,28 @@ export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): 
   );
   out.push(...reproduceSection(meta));
   return out.join('\n');
+}
+
+/** What the bundle's evidence.pcapng holds (nothing when the report was written without one). */
+export function packetsSection(meta: ReportMeta): string[] {
+  const e = meta.evidence;
+  if (e === undefined) return [];
+  const out = ['## Packets (evidence.pcapng)', ''];
+  out.push(
+    e.file === null
+      ? `No evidence.pcapng: ${e.note}`
+      : `\`${e.file}\`: ${e.packets} packets of the matched connection, ${e.headersOnly ? 'headers only (each frame cut after its innermost transport header; no payload bytes)' : 'with the payload bytes as captured'}. ${e.note}`,
+    '',
+  );
+  if (e.interfaces.length > 0) {
+    out.push('| point | interface in the file | packets |', '| --- | --- | --- |');
+    for (const i of e.interfaces)
+      out.push(`| ${[i.point, i.name, String(i.packets)].map(cell).join(' | ')} |`);
+    out.push('');
+  }
+  for (const p of e.problems) out.push(`- **${p.point}**: ${p.code}: ${p.detail}`);
+  if (e.problems.length > 0) out.push('');
+  return out;
 }
 
 /** The Reproduce section: the command, what it cannot carry, the inputs with their digests. */

@@ -330,3 +330,85 @@ void t.test('other verdicts are valid report.json too: no-return, unknown', (t) 
   t.equal(readReport(t, out2).doc.verdict.layer, 'unknown');
   t.end();
 });
+
+void t.test(
+  'the whole bundle: report.html with its picture, sequence.svg, evidence.pcapng read by tshark',
+  (t) => {
+    const caps = join(base, 'bundle-forms');
+    mkdirSync(caps);
+    const files = writePointFiles(caps, { rewriteTo: VPN_NODE });
+    const inv = join(caps, 'inventory.json');
+    writeFileSync(inv, JSON.stringify(INVENTORY));
+    const out = join(caps, 'out');
+    const r = hoptrace(
+      'analyze',
+      ...pointArgs(files),
+      '--inventory',
+      inv,
+      '--client',
+      CLIENT,
+      '--report-dir',
+      out,
+    );
+    t.equal(r.code, 0, r.stderr);
+    t.match(
+      r.stdout,
+      /bundle written to .*report\.html, sequence\.svg, evidence\.pcapng, inventory\.json/,
+    );
+    const { doc, md } = readReport(t, out);
+    const html = readFileSync(join(out, 'report.html'), 'utf8');
+    const svg = readFileSync(join(out, 'sequence.svg'), 'utf8');
+    const lanes = (s: string): number => (s.match(/class="lane"/g) ?? []).length;
+    t.equal(lanes(html), doc.points.length, 'the HTML carries the picture: one lane per point');
+    t.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/, 'sequence.svg stands alone');
+    t.equal(lanes(svg), doc.points.length);
+    t.notMatch(
+      html,
+      /<script|https?:\/\/(?!www\.w3\.org)/,
+      'self-contained: no script, nothing fetched',
+    );
+    // evidence.pcapng: what the report says it holds, and what tshark reads in it.
+    const ev = doc.evidence;
+    t.equal(ev?.file, 'evidence.pcapng');
+    t.equal(ev?.headersOnly, true, 'headers only by default');
+    t.match(md, /## Packets \(evidence\.pcapng\)/);
+    const flowPackets = doc.points.reduce((n, p) => n + p.flow.length, 0);
+    t.equal(ev?.packets, flowPackets, 'every packet of the matched connection at every point');
+    const ts = spawnSync(
+      'tshark',
+      [
+        '-r',
+        join(out, 'evidence.pcapng'),
+        '-T',
+        'fields',
+        '-e',
+        'frame.interface_name',
+        '-e',
+        'ip.src',
+        '-e',
+        'frame.comment',
+      ],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    t.equal(ts.status, 0, `tshark reads it (${ts.error?.message ?? ts.stderr})`);
+    const rows = ts.stdout
+      .trim()
+      .split('\n')
+      .map((l) => l.split('\t'));
+    t.equal(rows.length, flowPackets, 'tshark counts the same packets');
+    t.same(
+      [...new Set(rows.map((x) => (x[0] ?? '').split('@')[0]))].sort(),
+      doc.points.map((p) => p.name).sort(),
+      'one interface per point, named point@…',
+    );
+    t.ok(
+      rows.every((x) => /frame \d+: (request|reply)/.test(x[2] ?? '')),
+      'each packet says its point and frame',
+    );
+    t.ok(
+      rows.some((x) => x[1] === VPN_NODE),
+      "the rewritten source is in the backend's packets",
+    );
+    t.end();
+  },
+);

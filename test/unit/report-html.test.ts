@@ -83,8 +83,28 @@ void t.test('what report.md says: where, before → after, the same reproduce co
   t.match(html, /delete it/);
   t.equal(
     count(html, '<tr><td>'),
-    r.points.length + (r.clock?.length ?? 0) + (r.hops?.length ?? 0),
+    r.points.length + (r.clock?.length ?? 0) + (r.hops?.length ?? 0) + 3,
+    'points, clocks, hops and the three questions of what to change',
   );
+  t.match(html, /<h2>What to change<\/h2>/);
+  t.match(html, /nonMasqueradeCIDRs/, 'the CNI knobs, as in report.md');
+  t.notMatch(html, /Packets \(evidence\.pcapng\)/, 'no packets section without an evidence file');
+  const withPackets = renderReportHtml(r, {
+    ...META,
+    evidence: {
+      file: 'evidence.pcapng',
+      packets: 12,
+      headersOnly: true,
+      interfaces: [{ point: 'decap', name: 'decap@file/decap.pcap', packets: 4 }],
+      problems: [{ point: 'backend', code: 'EVIDENCE_FILE_CHANGED', detail: 'frame 3 <differs>' }],
+      note: 'times on the first point’s clock',
+    },
+  });
+  t.match(
+    withPackets,
+    /<code>evidence\.pcapng<\/code>: 12 packets of the matched connection, headers only/,
+  );
+  t.match(withPackets, /EVIDENCE_FILE_CHANGED: frame 3 &lt;differs&gt;/);
   t.end();
 });
 
