@@ -6,6 +6,8 @@
 import type { AnalysisResult } from '../core/report/analyze';
 import { withCaptureHealth, type CaptureHealth } from '../core/report/capture-health';
 import { renderReportJson, renderReportMarkdown, type ReportMeta } from '../core/report/report';
+import { renderReportHtml } from '../core/report/report-html';
+import { renderSequenceSvg, type LaneLabel } from '../core/report/sequence-svg';
 import type { LiveCaptureMeta, ReportInput } from '../core/report/report-document';
 import { captureCommand, type ReproduceCommand } from '../core/report/reproduce';
 import type { Inventory } from '../common/inventory';
@@ -64,11 +66,21 @@ export function pointHealth(s: CaptureSession): CaptureHealth[] {
 /** (Re)writes verdict.json, report.md, report.json and report-inputs.json; throws on I/O errors. */
 export function writeCaptureReports(store: CaptureStore, s: CaptureSession, f: FinalReport): void {
   const result = withCaptureHealth(f.result, pointHealth(s));
+  const lanes: LaneLabel[] = s.record.points.map((p) => ({
+    point: p.name,
+    ...(p.node === null ? {} : { node: p.node }),
+    iface: p.iface,
+  }));
   store.writeFinal(s.id, {
     verdict:
       JSON.stringify({ state: f.state, reason: f.reason, verdict: result.verdict }, null, 2) + '\n',
     markdown: renderReportMarkdown(result, f.meta),
     json: renderReportJson(result, f.meta),
+    html: renderReportHtml(result, f.meta, { lanes }),
+    svg: renderSequenceSvg(result, { lanes }),
+    ...(f.meta.inventoryUsed === undefined
+      ? {}
+      : { inventory: JSON.stringify(f.meta.inventoryUsed, null, 2) + '\n' }),
     // The inputs without the capture health, so a collector started again can rewrite the
     // reports when an agent's final counters arrive after the restart.
     inputs: inputsJson(f),

@@ -26,7 +26,7 @@ import type { ApiRequest, ApiResponse } from './api-message';
 import { routeRepro } from './repro-http';
 import { MAX_LOGIN_BODY, routeUi, uiErrorResponse, type UiDeps } from './ui/ui-routes';
 import type { SessionManager } from './sessions';
-import { CAPTURE_ID_RE } from './store';
+import { BUNDLE_FILES, BUNDLE_TYPES, CAPTURE_ID_RE, type BundleFileName } from './store';
 
 export type { ApiRequest, ApiResponse };
 
@@ -149,25 +149,34 @@ export function createApi(opts: ApiOptions): Api {
       const view = await sessions.create(parseCaptureRequest(body));
       return json(201, view, { location: `/v1/captures/${view.id}` });
     }
-    const m = /^\/v1\/captures\/([^/]+)(?:\/(report\.md|report\.json))?$/.exec(path);
+    const m = /^\/v1\/captures\/([^/]+)(?:\/([a-z.]+))?$/.exec(path);
     if (m !== null) {
       const id = decodeSegment(m[1] ?? '', path);
       if (!CAPTURE_ID_RE.test(id)) throw notFound(`capture ${id}`);
-      const report = m[2];
-      if (report !== undefined) {
+      const file = m[2];
+      if (file !== undefined) {
+        if (!(BUNDLE_FILES as readonly string[]).includes(file))
+          throw notFound(path, 'see the API in README.md');
         if (method !== 'GET') throw new MethodNotAllowed(method, path, ['GET']);
         if (sessions.get(id) === undefined) throw notFound(`capture ${id}`);
-        const kind = report === 'report.md' ? 'md' : 'json';
-        const text = sessions.report(id, kind);
-        if (text === null)
-          throw notFound(`${report} of ${id}`, 'the report exists once the capture has a verdict');
+        const name = file as BundleFileName;
+        const body = sessions.bundleFile(id, name);
+        if (body === null)
+          throw notFound(
+            `${name} of ${id}`,
+            name === 'evidence.pcapng'
+              ? 'evidence.pcapng exists once the verdict is known and the agents answered for their frames'
+              : 'the report exists once the capture has a verdict',
+          );
         return {
           status: 200,
           headers: {
-            'content-type':
-              kind === 'md' ? 'text/markdown; charset=utf-8' : 'application/json; charset=utf-8',
+            'content-type': BUNDLE_TYPES[name],
+            // report.html and sequence.svg opened from here: no script, nothing fetched.
+            'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'",
+            'x-content-type-options': 'nosniff',
           },
-          body: text,
+          body,
         };
       }
       if (method === 'GET') {

@@ -29,9 +29,11 @@ import { familyOf, inCidr } from '../common/cidr';
 import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
 import { fetchCaptureFrames } from './frames-fetch';
+import { liveEvidencePcapng, type RetainedFrames } from '../core/report/live-evidence';
+import { hoptraceVersion } from '../common/version';
 import { withConntrackEvidence } from '../core/attribute/conntrack-evidence';
 import { CaptureSession, MAX_HELD_EVENTS, type CaptureSpec } from './session';
-import type { CaptureStore, ReportKind } from './store';
+import type { BundleFileName, CaptureStore, ReportKind } from './store';
 import { captureIdOf, pointOf } from './agent-messages';
 import {
   reportInputs,
@@ -360,6 +362,13 @@ export class SessionManager {
     const s = this.sessions.get(id);
     if (!s?.isFinal() || s.record.verdict === null) return null;
     return this.store.readReport(id, kind);
+  }
+
+  /** One file of a finished capture's bundle (store.ts BUNDLE_FILES), null until it exists. */
+  bundleFile(id: string, name: BundleFileName): Buffer | null {
+    const s = this.sessions.get(id);
+    if (!s?.isFinal() || s.record.verdict === null) return null;
+    return this.store.readBundleFile(id, name);
   }
 
   agents(): AgentView[] {
@@ -792,6 +801,48 @@ export class SessionManager {
         for (const fn of this.frameListeners) fn(s.id, point);
       },
     );
+    if (!this.closed) this.writeEvidence(s);
+  }
+
+  /**
+   * evidence.pcapng from the frames fetched for a finished capture (core/report/live-evidence.ts),
+   * and the reports rewritten to say what it holds. A point whose frames file cannot be read is
+   * named in the file's problems, never left out silently.
+   */
+  private writeEvidence(s: CaptureSession): void {
+    const final = this.finals.get(s.id);
+    if (final === undefined) return;
+    const frames = new Map<string, RetainedFrames>();
+    const unreadable: { point: string; code: string; detail: string }[] = [];
+    for (const p of s.record.points) {
+      try {
+        const f = this.store.loadFrames(s.id, p.name);
+        if (f !== null) frames.set(p.name, f);
+      } catch (e) {
+        unreadable.push({
+          point: p.name,
+          code: 'STORE_IO',
+          detail: `its stored frames cannot be read (${e instanceof Error ? e.message : String(e)})`,
+        });
+      }
+    }
+    const ev = liveEvidencePcapng(final.result, frames, hoptraceVersion());
+    for (const u of unreadable) {
+      ev.summary.problems = ev.summary.problems.filter((x) => x.point !== u.point);
+      ev.summary.problems.push(u);
+    }
+    try {
+      this.store.writeEvidence(s.id, ev.bytes);
+    } catch (e) {
+      this.log.error(
+        { captureId: s.id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
+        'cannot write evidence.pcapng',
+      );
+      return;
+    }
+    final.meta = { ...final.meta, evidence: ev.summary };
+    this.writeReports(s, final, 'cannot rewrite the report with its evidence');
+    this.emit(s);
   }
 
   /** Called when a point's evidence frames were stored (tests, and whoever builds the bundle). */

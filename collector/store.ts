@@ -113,6 +113,27 @@ export interface StoreOptions {
 
 export type ReportKind = 'md' | 'json';
 
+/** The files of a finished capture's bundle, as the API and the web view serve them. */
+export const BUNDLE_FILES = [
+  'report.md',
+  'report.json',
+  'report.html',
+  'sequence.svg',
+  'evidence.pcapng',
+  'inventory.json',
+] as const;
+export type BundleFileName = (typeof BUNDLE_FILES)[number];
+
+/** The content type of each bundle file. */
+export const BUNDLE_TYPES: Record<BundleFileName, string> = {
+  'report.md': 'text/markdown; charset=utf-8',
+  'report.json': 'application/json; charset=utf-8',
+  'report.html': 'text/html; charset=utf-8',
+  'sequence.svg': 'image/svg+xml; charset=utf-8',
+  'evidence.pcapng': 'application/vnd.tcpdump.pcap',
+  'inventory.json': 'application/json; charset=utf-8',
+};
+
 /**
  * One point's evidence frames (loadFrames): the real bytes of the matched connection's packets as
  * its agent retained them, and the frames it could not give with the reason (a stable code:
@@ -422,13 +443,40 @@ export class CaptureStore {
   /** Writes verdict.json, report.md and report.json of a finished session. */
   writeFinal(
     id: string,
-    files: { verdict: string; markdown: string; json: string; inputs: string },
+    files: {
+      verdict: string;
+      markdown: string;
+      json: string;
+      inputs: string;
+      html?: string;
+      svg?: string;
+      inventory?: string;
+    },
   ): void {
     const dir = this.sessionDir(id);
     writeAtomic(join(dir, 'report-inputs.json'), files.inputs, this.fsync);
     writeAtomic(join(dir, 'verdict.json'), files.verdict, this.fsync);
     writeAtomic(join(dir, 'report.md'), files.markdown, this.fsync);
     writeAtomic(join(dir, 'report.json'), files.json, this.fsync);
+    if (files.html !== undefined) writeAtomic(join(dir, 'report.html'), files.html, this.fsync);
+    if (files.svg !== undefined) writeAtomic(join(dir, 'sequence.svg'), files.svg, this.fsync);
+    if (files.inventory !== undefined)
+      writeAtomic(join(dir, 'inventory.json'), files.inventory, this.fsync);
+  }
+
+  /** Writes evidence.pcapng of a finished capture (atomically). */
+  writeEvidence(id: string, bytes: Uint8Array): void {
+    writeAtomic(join(this.sessionDir(id), 'evidence.pcapng'), bytes, this.fsync);
+  }
+
+  /** One file of a finished capture's bundle (BUNDLE_FILES), or null when it is not there. */
+  readBundleFile(id: string, name: BundleFileName): Buffer | null {
+    if (!BUNDLE_FILES.includes(name)) return null;
+    try {
+      return readFileSync(join(this.sessionDir(id), name));
+    } catch {
+      return null;
+    }
   }
 
   /** Stores one point's fetched evidence frames (frames-<point>.pb, replaced atomically). */

@@ -6,23 +6,17 @@ import type { AnalysisResult } from '../../core/report/analysis-result';
 import { renderReproSvg } from '../../core/report/repro-svg';
 import { renderSequenceSvg } from '../../core/report/sequence-svg';
 import type { SessionManager } from '../sessions';
-import type { BundleFile } from './ui-pages';
+import { BUNDLE_FILES, BUNDLE_TYPES, type BundleFileName } from '../store';
 import type { BundleBody, UiSource } from './ui-routes';
 
-const FILES: readonly (BundleFile & { kind: 'md' | 'json'; contentType: string })[] = [
-  {
-    name: 'report.md',
-    label: 'the report, to paste into a ticket',
-    kind: 'md',
-    contentType: 'text/markdown; charset=utf-8',
-  },
-  {
-    name: 'report.json',
-    label: 'the analysis as JSON',
-    kind: 'json',
-    contentType: 'application/json; charset=utf-8',
-  },
-];
+const LABELS: Record<BundleFileName, string> = {
+  'report.md': 'the report, to paste into a ticket',
+  'report.json': 'the analysis and its evidence as JSON (proto/report.schema.json)',
+  'report.html': 'the report as one self-contained page, with the picture',
+  'sequence.svg': 'the sequence picture alone',
+  'evidence.pcapng': 'the packets of the matched connection at every point, for Wireshark',
+  'inventory.json': 'the inventory the verdict was computed from',
+};
 
 export function sessionsUiSource(sessions: SessionManager): UiSource {
   const result = (id: string): AnalysisResult | null => {
@@ -40,12 +34,16 @@ export function sessionsUiSource(sessions: SessionManager): UiSource {
     result,
     repros: () => sessions.repros.list(),
     repro: (id) => sessions.repros.get(id),
-    files: (id) => FILES.filter((f) => sessions.report(id, f.kind) !== null),
+    files: (id) =>
+      BUNDLE_FILES.filter((name) => sessions.bundleFile(id, name) !== null).map((name) => ({
+        name,
+        label: LABELS[name],
+      })),
     file: (id, name): BundleBody | null => {
-      const f = FILES.find((x) => x.name === name);
-      if (f === undefined) return null;
-      const body = sessions.report(id, f.kind);
-      return body === null ? null : { contentType: f.contentType, body };
+      const n = BUNDLE_FILES.find((x) => x === name);
+      if (n === undefined) return null;
+      const body = sessions.bundleFile(id, n);
+      return body === null ? null : { contentType: BUNDLE_TYPES[n], body };
     },
     captureSvg: (id) => {
       const r = result(id);

@@ -7,7 +7,8 @@
  * retention fills after two frames, the other agent retains nothing — every frame it cannot give
  * is named with its reason, and none is invented.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -217,6 +218,61 @@ void t.test(
       );
     }
     t.equal(c.store.loadFrames(id, 'nosuch'), null, 'no such point: nothing');
+
+    // The bundle's evidence.pcapng, built from those frames, read back by tshark.
+    const until = Date.now() + 10_000;
+    while (c.sessions.bundleFile(id, 'evidence.pcapng') === null && Date.now() < until)
+      await new Promise((r) => setTimeout(r, 20));
+    const pcapng = c.sessions.bundleFile(id, 'evidence.pcapng');
+    t.ok(pcapng !== null, 'evidence.pcapng written once the frames are stored');
+    const file = join(tempDir(t, 'frames-ev'), 'evidence.pcapng');
+    writeFileSync(file, pcapng ?? Buffer.alloc(0));
+    const ts = spawnSync(
+      'tshark',
+      [
+        '-r',
+        file,
+        '-T',
+        'fields',
+        '-e',
+        'frame.interface_name',
+        '-e',
+        'frame.cap_len',
+        '-e',
+        'frame.len',
+        '-e',
+        'frame.comment',
+      ],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    t.equal(ts.status, 0, `tshark reads it (${ts.error?.message ?? ts.stderr})`);
+    const rows = ts.stdout
+      .trim()
+      .split('\n')
+      .map((l) => l.split('\t'));
+    const total = [...want.values()].reduce((n, f) => n + f.length, 0);
+    t.equal(rows.length, total, 'every matched frame of every point');
+    t.same(
+      [...new Set(rows.map((r) => r[0]))].sort(),
+      POINTS.map(
+        (p) => `${p.name}@${p.name === 'backend' ? 'backend-node' : 'vpn-node'}/${p.iface}`,
+      ).sort(),
+      'one interface per point, point@node/iface',
+    );
+    t.ok(
+      rows.every((r) => Number(r[1]) <= Number(r[2])),
+      'headers only: never more than the frame',
+    );
+    t.ok(
+      rows.every((r) => /^\w+ frame \d+: (request|reply) .*matched by/.test(r[3] ?? '')),
+      'comments',
+    );
+    const doc = JSON.parse(c.sessions.bundleFile(id, 'report.json')?.toString() ?? '{}') as {
+      evidence?: { packets: number; headersOnly: boolean; problems: unknown[] };
+    };
+    t.equal(doc.evidence?.packets, total, 'report.json says what the file holds');
+    t.same(doc.evidence?.problems, []);
+    t.match(c.sessions.bundleFile(id, 'report.md')?.toString(), /## Packets \(evidence\.pcapng\)/);
   },
 );
 

@@ -1,0 +1,147 @@
+/**
+ * evidence.pcapng of a live capture: the frames the agents retained of the matched connection
+ * (fetched by the collector after the verdict, collector/frames-fetch.ts), one Interface
+ * Description Block per point named `point@node/iface`, each frame cut again right after its
+ * innermost transport header (headers only), on the first point's clock by the estimated offsets,
+ * each with a comment naming its point, frame, direction and the keys that matched. A frame the
+ * agent could not give is never invented: it is named, with the agent's reason, in `problems`.
+ * Pure: frames in, bytes and a summary out.
+ */
+import type { AnalysisResult, ClockOffset, FlowPacketSummary } from './analysis-result';
+import { payloadOffset } from '../decode/frame';
+import { writePcapng, type PcapngInterfaceInfo, type PcapngPacketInfo } from './pcapng';
+import type { EvidenceSummary } from './report-document';
+import { durationText, toReferenceClock, utcMicros } from './times';
+
+/** One point's retained frames as the collector stored them (store.loadFrames). */
+export interface RetainedFrames {
+  point: string;
+  linktype: number | null;
+  snaplen: number;
+  frames: readonly { frame: number; tsNs: bigint; origLen: number; bytes: Uint8Array }[];
+  missing: readonly { frame: number; reason: string }[];
+}
+
+export interface LiveEvidence {
+  bytes: Buffer;
+  summary: EvidenceSummary;
+}
+
+const TCP_FLAGS = ['FIN', 'SYN', 'RST', 'PSH', 'ACK', 'URG', 'ECE', 'CWR'];
+
+function packetText(f: FlowPacketSummary): string {
+  const names = TCP_FLAGS.filter((_, i) => (f.flags & (1 << i)) !== 0);
+  const what = names.length > 0 ? names.join(',') : 'no TCP flags';
+  return `${f.dir} ${what}${f.payloadLength > 0 ? ` len ${f.payloadLength}` : ''}${f.tunneled ? ' (inside a tunnel)' : ''}`;
+}
+
+function clockText(o: ClockOffset | undefined): string {
+  if (o === undefined || o.status === 'reference') return 'offset applied 0 (the reference clock)';
+  if (o.status === 'same-clock') return `offset applied 0 (same clock as ${o.reference})`;
+  if (o.offsetNs === null) return `offset applied 0 (θ against ${o.reference} not known: ${o.status})`;
+  const shift = -BigInt(o.offsetNs);
+  return `offset applied ${shift > 0n ? '+' : ''}${durationText(shift)} (θ against ${o.reference}, ${o.status})`;
+}
+
+/** Frame numbers as `3, 5, 7–12`. */
+function framesText(ns: number[]): string {
+  const s = [...ns].sort((a, b) => a - b);
+  const out: string[] = [];
+  for (let i = 0; i < s.length; ) {
+    let j = i;
+    while (j + 1 < s.length && s[j + 1] === (s[j] ?? 0) + 1) j++;
+    out.push(i === j ? String(s[i]) : `${s[i]}–${s[j]}`);
+    i = j + 1;
+  }
+  return out.join(', ');
+}
+
+/** evidence.pcapng from the retained frames (`frames` by point; absent: none were fetched). */
+export function liveEvidencePcapng(
+  result: AnalysisResult,
+  frames: ReadonlyMap<string, RetainedFrames>,
+  version: string,
+): LiveEvidence {
+  const clock = new Map((result.clock ?? []).map((o) => [o.point, o]));
+  const infos: PcapngInterfaceInfo[] = [];
+  const summary: EvidenceSummary = {
+    file: 'evidence.pcapng',
+    packets: 0,
+    headersOnly: true,
+    interfaces: [],
+    problems: [],
+    note: '',
+  };
+  const placed: { ref: bigint; order: number; pkt: PcapngPacketInfo }[] = [];
+  for (const [order, p] of result.points.entries()) {
+    if (p.flow.length === 0) continue;
+    const rf = frames.get(p.name);
+    if (rf === undefined || rf.linktype === null) {
+      const why = rf === undefined ? 'no frames were fetched from its agent' : 'its agent kept none';
+      const reasons = [...new Set(rf?.missing.map((m) => m.reason) ?? [])].join(', ');
+      summary.problems.push({
+        point: p.name,
+        code: rf?.missing[0]?.reason ?? 'FRAMES_NOT_FETCHED',
+        detail: `${why}${reasons === '' ? '' : ` (${reasons})`}: its ${p.flow.length} packets are not in the file`,
+      });
+      continue;
+    }
+    const byFrame = new Map(rf.frames.map((f) => [f.frame, f]));
+    const missing = new Map(rf.missing.map((m) => [m.frame, m.reason]));
+    const id = infos.length;
+    const name = `${p.name}@${p.node ?? '?'}/${p.iface ?? '?'}`;
+    infos.push({
+      linktype: rf.linktype,
+      snaplen: rf.snaplen,
+      name,
+      description: `capture point ${order + 1} of ${result.points.length}: ${p.name} on node ${p.node ?? '?'}, interface ${p.iface ?? '?'}; frames retained by the agent (at most ${rf.snaplen} bytes each), cut after the transport header`,
+    });
+    let n = 0;
+    const lost = new Map<string, number[]>();
+    const o = clock.get(p.name);
+    for (const f of p.flow) {
+      const rec = byFrame.get(f.frame);
+      if (rec === undefined || rec.tsNs !== BigInt(f.tsNs)) {
+        const reason =
+          rec === undefined ? (missing.get(f.frame) ?? 'FRAMES_NOT_RETURNED') : 'FRAMES_MISMATCH';
+        lost.set(reason, [...(lost.get(reason) ?? []), f.frame]);
+        continue;
+      }
+      const cut = payloadOffset(rf.linktype, rec.bytes);
+      const data = cut === null ? rec.bytes : rec.bytes.subarray(0, cut);
+      const keys = f.dir === 'request' ? p.matchedBy : p.replyMatchedBy;
+      placed.push({
+        ref: toReferenceClock(rec.tsNs, o),
+        order,
+        pkt: {
+          interfaceId: id,
+          tsNs: toReferenceClock(rec.tsNs, o),
+          data,
+          originalLength: rec.origLen,
+          comment: `${p.name} frame ${f.frame}: ${packetText(f)}; matched by ${keys.length > 0 ? keys.join(',') : '(no key recorded)'}; captured ${utcMicros(rec.tsNs)} by ${p.node ?? '?'}'s clock, ${clockText(o)}`,
+        },
+      });
+      n++;
+    }
+    for (const [reason, ns] of lost)
+      summary.problems.push({
+        point: p.name,
+        code: reason,
+        detail: `frame${ns.length === 1 ? '' : 's'} ${framesText(ns)} of the matched connection not in the file (${reason === 'FRAMES_MISMATCH' ? 'the bytes the agent returned are not the frame analysed' : 'the agent did not return them'})`,
+      });
+    summary.interfaces.push({ point: p.name, name, packets: n });
+  }
+  placed.sort((a, b) => (a.ref === b.ref ? a.order - b.order : a.ref < b.ref ? -1 : 1));
+  summary.packets = placed.length;
+  const ref = result.points[0]?.name ?? 'the first point';
+  summary.note =
+    `The frames the agents retained of the matched connection, fetched after the verdict; each cut after its innermost transport header (no payload bytes), ` +
+    `times moved onto ${ref}'s clock by the estimated clock offsets (a point whose offset is not bounded keeps its own clock; each packet's comment says which).`;
+  const bytes = writePcapng({
+    userAppl: `hoptrace ${version}`,
+    comment: summary.note,
+    interfaces: infos,
+    packets: placed.map((x) => x.pkt),
+  });
+  return { bytes, summary };
+}
