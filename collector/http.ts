@@ -23,6 +23,7 @@ import { parseCaptureRequest } from './capture-request';
 import { doctorViaAgents, parseDoctorSpec } from './doctor-remote';
 import type { CollectorLogger } from './logger';
 import type { ApiRequest, ApiResponse } from './api-message';
+import { isReproFile, reproBundleFile, type ReproFileName } from './repro-bundle';
 import { routeRepro } from './repro-http';
 import { MAX_LOGIN_BODY, routeUi, uiErrorResponse, type UiDeps } from './ui/ui-routes';
 import type { SessionManager } from './sessions';
@@ -225,6 +226,24 @@ export function createApi(opts: ApiOptions): Api {
       }
       if (path.startsWith('/v1/repros')) {
         authorize(req, path);
+        const file = /^\/v1\/repros\/([^/]+)\/([a-z.]+)$/.exec(path);
+        if (file !== null && isReproFile(file[2] ?? '')) {
+          if (headAsGet(req.method) !== 'GET')
+            throw new MethodNotAllowed(req.method.toUpperCase(), path, ['GET']);
+          const id = decodeSegment(file[1] ?? '', path);
+          const v = sessions.repros.get(id);
+          if (v === undefined) throw notFound(`repro ${id}`);
+          const f = reproBundleFile(v, file[2] as ReproFileName, new Date().toISOString());
+          return {
+            status: 200,
+            headers: {
+              'content-type': f.contentType,
+              'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'",
+              'x-content-type-options': 'nosniff',
+            },
+            body: f.body,
+          };
+        }
         const r = await routeRepro(sessions.repros, headAsGet(req.method), path, req.body);
         if (r !== null) return json(r.status, r.value);
       }

@@ -156,7 +156,9 @@ export async function scenarioLoad(ctx: Ctx, out: ScenarioOut): Promise<void> {
           'capture and 400,000 for all live captures together (collector/session.ts MAX_HELD_EVENTS, ' +
           "SessionManager's maxHeldEvents: beyond them events are stored, not analysed, counted and " +
           'named in the verdict); a finished capture releases them — about ' +
-          `${fmt(perMillion, 0)} MiB per million events held here.`,
+          `${fmt(perMillion, 0)} MiB per million events held here. At most 400,000 held would ` +
+          `explain about ${fmt((400_000 * perMillion) / 1e6, 0)} MiB of the growth; what else grows ` +
+          '(the analysis worker’s copies, frames in flight, the heap’s slack) was not profiled.',
       );
     if (lostMessages > spoolLimit * n)
       notes.push(

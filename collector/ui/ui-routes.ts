@@ -17,6 +17,7 @@ import { decodeSegment } from '../api-errors';
 import type { CaptureView } from '../capture-views';
 import type { ApiRequest, ApiResponse } from '../api-message';
 import type { ReproView } from '../repro-state';
+import { isReproFile, reproBundleFile } from '../repro-bundle';
 import { CAPTURE_ID_RE } from '../store';
 import {
   capturePage,
@@ -151,12 +152,24 @@ export function routeUi(req: ApiRequest, deps: UiDeps): ApiResponse | null {
       body: f.body,
     };
   }
-  const rep = /^\/ui\/repros\/([^/]+)$/.exec(path);
+  const rep = /^\/ui\/repros\/([^/]+)(?:\/files\/([^/]+))?$/.exec(path);
   if (rep !== null) {
     const id = decodeSegment(rep[1] ?? '', path);
     const r = source.repro(id);
     if (r === undefined) return html(404, errorPage(404, `repro ${id} not found`));
-    return html(200, reproPage(r, source.reproSvg(id)));
+    const name = rep[2] === undefined ? undefined : decodeSegment(rep[2], path);
+    if (name === undefined) return html(200, reproPage(r, source.reproSvg(id)));
+    if (!isReproFile(name)) return html(404, errorPage(404, `${name} of ${id} not found`));
+    const f = reproBundleFile(r, name, new Date(deps.nowMs()).toISOString());
+    return {
+      status: 200,
+      headers: {
+        'content-type': f.contentType,
+        'content-disposition': `attachment; filename="hoptrace-${id}-${name}"`,
+        ...UI_HEADERS,
+      },
+      body: f.body,
+    };
   }
   return html(404, errorPage(404, `${path} is not a page of the web view`));
 }
