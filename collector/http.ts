@@ -7,7 +7,7 @@
  *   POST   /v1/captures                      201 CaptureView | 400 | 409 API_NO_AGENT
  *   GET    /v1/captures                      {captures: CaptureView[]}
  *   GET    /v1/captures/:id                  CaptureView | 404
- *   GET    /v1/captures/:id/report.md|.json  404 until the verdict exists
+ *   GET    /v1/captures/:id/<bundle file>    report.md, .json, .html, sequence.svg, evidence.pcapng, inventory.json; 404 until the verdict
  *   DELETE /v1/captures/:id                  cancels (stop to the agents)
  *   /v1/repros…                              collector/repro-http.ts
  *   POST   /v1/doctor                        DoctorResult (collector/doctor-remote.ts) | 400 | 409

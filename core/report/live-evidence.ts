@@ -38,7 +38,8 @@ function packetText(f: FlowPacketSummary): string {
 function clockText(o: ClockOffset | undefined): string {
   if (o === undefined || o.status === 'reference') return 'offset applied 0 (the reference clock)';
   if (o.status === 'same-clock') return `offset applied 0 (same clock as ${o.reference})`;
-  if (o.offsetNs === null) return `offset applied 0 (θ against ${o.reference} not known: ${o.status})`;
+  if (o.offsetNs === null)
+    return `offset applied 0 (θ against ${o.reference} not known: ${o.status})`;
   const shift = -BigInt(o.offsetNs);
   return `offset applied ${shift > 0n ? '+' : ''}${durationText(shift)} (θ against ${o.reference}, ${o.status})`;
 }
@@ -47,7 +48,7 @@ function clockText(o: ClockOffset | undefined): string {
 function framesText(ns: number[]): string {
   const s = [...ns].sort((a, b) => a - b);
   const out: string[] = [];
-  for (let i = 0; i < s.length; ) {
+  for (let i = 0; i < s.length;) {
     let j = i;
     while (j + 1 < s.length && s[j + 1] === (s[j] ?? 0) + 1) j++;
     out.push(i === j ? String(s[i]) : `${s[i]}–${s[j]}`);
@@ -77,7 +78,8 @@ export function liveEvidencePcapng(
     if (p.flow.length === 0) continue;
     const rf = frames.get(p.name);
     if (rf === undefined || rf.linktype === null) {
-      const why = rf === undefined ? 'no frames were fetched from its agent' : 'its agent kept none';
+      const why =
+        rf === undefined ? 'no frames were fetched from its agent' : 'its agent kept none';
       const reasons = [...new Set(rf?.missing.map((m) => m.reason) ?? [])].join(', ');
       summary.problems.push({
         point: p.name,
