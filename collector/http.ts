@@ -88,6 +88,19 @@ function unauthorized(path: string): HoptraceError {
   });
 }
 
+/** A bundle file; report.html and the pictures opened from here: no script, nothing fetched. */
+function bundleResponse(contentType: string, body: string | Buffer): ApiResponse {
+  return {
+    status: 200,
+    headers: {
+      'content-type': contentType,
+      'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'",
+      'x-content-type-options': 'nosniff',
+    },
+    body,
+  };
+}
+
 const WWW_AUTHENTICATE = { 'www-authenticate': 'Bearer realm="hoptrace"' };
 
 const headAsGet = (method: string): string => {
@@ -169,16 +182,7 @@ export function createApi(opts: ApiOptions): Api {
               ? 'evidence.pcapng exists once the verdict is known and the agents answered for their frames'
               : 'the report exists once the capture has a verdict',
           );
-        return {
-          status: 200,
-          headers: {
-            'content-type': BUNDLE_TYPES[name],
-            // report.html and sequence.svg opened from here: no script, nothing fetched.
-            'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'",
-            'x-content-type-options': 'nosniff',
-          },
-          body,
-        };
+        return bundleResponse(BUNDLE_TYPES[name], body);
       }
       if (method === 'GET') {
         const v = sessions.get(id);
@@ -195,6 +199,19 @@ export function createApi(opts: ApiOptions): Api {
     throw notFound(path, 'see the API in README.md');
   }
 
+  /** A bug: logged, answered as 500 INTERNAL without its details. */
+  function internal(e: unknown, url: string, what: string): ApiResponse {
+    logger.error({ err: e instanceof Error ? e.message : String(e) }, what);
+    return json(500, {
+      error: {
+        code: 'INTERNAL',
+        message: 'internal error (please report)',
+        where: url,
+        hint: null,
+      },
+    });
+  }
+
   async function handle(req: ApiRequest): Promise<ApiResponse> {
     await Promise.resolve();
     if (opts.ui !== undefined && isUiPath(req.url)) {
@@ -203,15 +220,7 @@ export function createApi(opts: ApiOptions): Api {
         if (r !== null) return r;
       } catch (e) {
         if (isHoptraceError(e)) return uiErrorResponse(e);
-        logger.error({ err: e instanceof Error ? e.message : String(e) }, 'UI internal error');
-        return json(500, {
-          error: {
-            code: 'INTERNAL',
-            message: 'internal error (please report)',
-            where: req.url,
-            hint: null,
-          },
-        });
+        return internal(e, req.url, 'UI internal error');
       }
     }
     try {
@@ -234,15 +243,7 @@ export function createApi(opts: ApiOptions): Api {
           const v = sessions.repros.get(id);
           if (v === undefined) throw notFound(`repro ${id}`);
           const f = reproBundleFile(v, file[2] as ReproFileName, new Date().toISOString());
-          return {
-            status: 200,
-            headers: {
-              'content-type': f.contentType,
-              'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'",
-              'x-content-type-options': 'nosniff',
-            },
-            body: f.body,
-          };
+          return bundleResponse(f.contentType, f.body);
         }
         const r = await routeRepro(sessions.repros, headAsGet(req.method), path, req.body);
         if (r !== null) return json(r.status, r.value);
@@ -254,15 +255,7 @@ export function createApi(opts: ApiOptions): Api {
         if (e.code === 'API_UNAUTHORIZED') return errorResponse(e, WWW_AUTHENTICATE);
         return errorResponse(e);
       }
-      logger.error({ err: e instanceof Error ? e.message : String(e) }, 'API internal error');
-      return json(500, {
-        error: {
-          code: 'INTERNAL',
-          message: 'internal error (please report)',
-          where: req.url,
-          hint: null,
-        },
-      });
+      return internal(e, req.url, 'API internal error');
     }
   }
 

@@ -91,6 +91,17 @@ const allowed = (method: string, allow: string): ApiResponse => ({
   headers: { 'content-type': 'text/html; charset=utf-8', ...UI_HEADERS, allow },
 });
 
+/** A bundle file as a download named `hoptrace-<id>-<name>`. */
+const download = (id: string, name: string, f: BundleBody): ApiResponse => ({
+  status: 200,
+  headers: {
+    'content-type': f.contentType,
+    'content-disposition': `attachment; filename="hoptrace-${id}-${name}"`,
+    ...UI_HEADERS,
+  },
+  body: f.body,
+});
+
 /** Answers a `/ui` request, or null when the path is not the web view's. */
 export function routeUi(req: ApiRequest, deps: UiDeps): ApiResponse | null {
   const url = new URL(req.url, 'http://x');
@@ -142,15 +153,7 @@ export function routeUi(req: ApiRequest, deps: UiDeps): ApiResponse | null {
     const name = decodeSegment(sub.slice('files/'.length), path);
     const f = /^[a-z0-9._-]{1,64}$/.test(name) ? source.file(id, name) : null;
     if (f === null) return html(404, errorPage(404, `${name} of ${id} not found`));
-    return {
-      status: 200,
-      headers: {
-        'content-type': f.contentType,
-        'content-disposition': `attachment; filename="hoptrace-${id}-${name}"`,
-        ...UI_HEADERS,
-      },
-      body: f.body,
-    };
+    return download(id, name, f);
   }
   const rep = /^\/ui\/repros\/([^/]+)(?:\/files\/([^/]+))?$/.exec(path);
   if (rep !== null) {
@@ -161,15 +164,7 @@ export function routeUi(req: ApiRequest, deps: UiDeps): ApiResponse | null {
     if (name === undefined) return html(200, reproPage(r, source.reproSvg(id)));
     if (!isReproFile(name)) return html(404, errorPage(404, `${name} of ${id} not found`));
     const f = reproBundleFile(r, name, new Date(deps.nowMs()).toISOString());
-    return {
-      status: 200,
-      headers: {
-        'content-type': f.contentType,
-        'content-disposition': `attachment; filename="hoptrace-${id}-${name}"`,
-        ...UI_HEADERS,
-      },
-      body: f.body,
-    };
+    return download(id, name, f);
   }
   return html(404, errorPage(404, `${path} is not a page of the web view`));
 }
