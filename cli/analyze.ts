@@ -26,6 +26,7 @@ import { scanIdentityHeaders } from '../offline/identity-scan';
 import { buildEvidencePcapng } from '../offline/evidence';
 import { renderReportHtml } from '../core/report/report-html';
 import { renderSequenceSvg } from '../core/report/sequence-svg';
+import { findingNotes } from '../core/report/finding-notes';
 import type { EvidenceSummary } from '../core/report/report-document';
 import { parseCommandLine } from './args';
 import {
@@ -234,10 +235,11 @@ function writeReportDir(r: ReturnType<typeof analyzeFiles>, o: ReportDirInput): 
     note: ev.note,
   };
   const full = { ...meta, evidence };
+  const notes = o.doctor.status === 'given' ? findingNotes(r.points, o.doctor.result.findings) : [];
   writeReport(o.dir, 'report.md', renderReportMarkdown(r, full));
   writeReport(o.dir, 'report.json', renderReportJson(r, full));
-  writeReport(o.dir, 'report.html', renderReportHtml(r, full));
-  writeReport(o.dir, 'sequence.svg', renderSequenceSvg(r));
+  writeReport(o.dir, 'report.html', renderReportHtml(r, full, { notes }));
+  writeReport(o.dir, 'sequence.svg', renderSequenceSvg(r, { notes }));
 }
 
 export function runAnalyze(argv: string[], out: (line: string) => void): number {

@@ -209,6 +209,16 @@ void t.test('what to change: the three questions in order, doctor findings in', 
   const args = [...pointArgs(files), '--inventory', inv, '--client', CLIENT];
   t.equal(hoptrace('analyze', ...args, '--doctor', doctor, '--report-dir', out).code, 0);
   const { doc, md } = readReport(t, out);
+  // Doctor's findings in the picture, next to the hop or lane they concern.
+  const svg = readFileSync(join(out, 'sequence.svg'), 'utf8');
+  t.match(
+    svg,
+    /class="note finding" data-hop="egress→backend"><text[^>]*>• doctor masquerade on vpn-node/,
+  );
+  t.match(
+    svg,
+    /class="note finding" data-point="backend"><text[^>]*>• doctor return-route on backend-node/,
+  );
   const w = doc.whatToChange;
   t.same(
     w.questions.map((q) => [q.id, q.answer]),
