@@ -34,9 +34,10 @@ import type {
   FlowPacketSummary,
   PointSummary,
 } from '../core/report/analysis-result';
+import { clockText, tcpFlagsText } from '../core/report/evidence-text';
 import { writePcapng, type PcapngInterfaceInfo } from '../core/report/pcapng';
 import { formatEndpoint } from '../core/report/report';
-import { durationText, toReferenceClock, utcMicros, type ClockOffset } from '../core/report/times';
+import { toReferenceClock, utcMicros, type ClockOffset } from '../core/report/times';
 import type { PointFile } from './analyze-files';
 import { openCaptureFile } from './pcap-file';
 
@@ -174,16 +175,14 @@ function readPoint(p: PointSummary, file: string, headersOnly: boolean): PointRe
   return { frames };
 }
 
-const TCP_FLAG_NAMES = ['FIN', 'SYN', 'RST', 'PSH', 'ACK', 'URG', 'ECE', 'CWR'];
-
 /** `request SYN`, `reply PSH,ACK len 38`, `request UDP len 30`, `reply echo`. */
 function packetText(f: ReadFrame): string {
   const e = f.entry;
   const proto = f.ev.inner?.proto;
   let what: string;
   if (proto === 'tcp') {
-    const names = TCP_FLAG_NAMES.filter((_, i) => (e.flags & (1 << i)) !== 0);
-    what = names.length > 0 ? names.join(',') : 'no flags';
+    const names = tcpFlagsText(e.flags);
+    what = names !== '' ? names : 'no flags';
   } else if (proto === 'udp') what = 'UDP';
   else what = 'echo';
   const len = e.payloadLength > 0 ? ` len ${e.payloadLength}` : '';
@@ -194,18 +193,6 @@ function packetText(f: ReadFrame): string {
 function utcNanos(ns: bigint): string {
   const sub = ((ns % 1000n) + 1000n) % 1000n;
   return `${utcMicros(ns).slice(0, -1)}${String(sub).padStart(3, '0')}Z`;
-}
-
-/** The offset applied to a point's timestamps (−θ), and why, for its packets' comments. */
-function clockText(o: ClockOffset | undefined): string {
-  if (o === undefined) return 'offset applied 0 (no clock offset was estimated)';
-  if (o.status === 'reference') return 'offset applied 0 (the reference clock)';
-  if (o.status === 'same-clock') return `offset applied 0 (same clock as ${o.reference})`;
-  if (o.offsetNs === null)
-    return `offset applied 0 (θ against ${o.reference} not known: ${o.status})`;
-  const shift = -BigInt(o.offsetNs);
-  const sign = shift > 0n ? '+' : '';
-  return `offset applied ${sign}${durationText(shift)} (θ against ${o.reference}, ${o.status})`;
 }
 
 function ifaceIdentity(f: ReadFrame): string {

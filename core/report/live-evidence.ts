@@ -7,11 +7,12 @@
  * agent could not give is never invented: it is named, with the agent's reason, in `problems`.
  * Pure: frames in, bytes and a summary out.
  */
-import type { AnalysisResult, ClockOffset, FlowPacketSummary } from './analysis-result';
+import type { AnalysisResult, FlowPacketSummary } from './analysis-result';
+import { clockText, tcpFlagsText } from './evidence-text';
 import { payloadOffset } from '../decode/frame';
 import { writePcapng, type PcapngInterfaceInfo, type PcapngPacketInfo } from './pcapng';
 import type { EvidenceSummary } from './report-document';
-import { durationText, toReferenceClock, utcMicros } from './times';
+import { toReferenceClock, utcMicros } from './times';
 
 /** One point's retained frames as the collector stored them (store.loadFrames). */
 export interface RetainedFrames {
@@ -27,21 +28,10 @@ export interface LiveEvidence {
   summary: EvidenceSummary;
 }
 
-const TCP_FLAGS = ['FIN', 'SYN', 'RST', 'PSH', 'ACK', 'URG', 'ECE', 'CWR'];
-
 function packetText(f: FlowPacketSummary): string {
-  const names = TCP_FLAGS.filter((_, i) => (f.flags & (1 << i)) !== 0);
-  const what = names.length > 0 ? names.join(',') : 'no TCP flags';
+  const names = tcpFlagsText(f.flags);
+  const what = names !== '' ? names : 'no TCP flags';
   return `${f.dir} ${what}${f.payloadLength > 0 ? ` len ${f.payloadLength}` : ''}${f.tunneled ? ' (inside a tunnel)' : ''}`;
-}
-
-function clockText(o: ClockOffset | undefined): string {
-  if (o === undefined || o.status === 'reference') return 'offset applied 0 (the reference clock)';
-  if (o.status === 'same-clock') return `offset applied 0 (same clock as ${o.reference})`;
-  if (o.offsetNs === null)
-    return `offset applied 0 (θ against ${o.reference} not known: ${o.status})`;
-  const shift = -BigInt(o.offsetNs);
-  return `offset applied ${shift > 0n ? '+' : ''}${durationText(shift)} (θ against ${o.reference}, ${o.status})`;
 }
 
 /** Frame numbers as `3, 5, 7–12`. */
