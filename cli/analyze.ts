@@ -3,31 +3,18 @@
  * correlate → attribute → report. This file is the composition root for offline analysis; the
  * pure work happens in agent/ (decode) and collector/ (correlate, attribute, report).
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
-import { join, resolve } from 'node:path';
-import {
-  renderReportJson,
-  renderReportMarkdown,
-  renderVerdictText,
-  type ReportMeta,
-} from '../core/report/report';
-import type { ReportInput } from '../core/report/report-document';
-import { analyzeCommand } from '../core/report/reproduce';
+import { resolve } from 'node:path';
+import { renderVerdictText } from '../core/report/report';
 import type { DoctorEvidence } from '../core/report/what-to-change';
 import { parseDoctorJson } from '../core/doctor/doctor-json';
 import { HoptraceError } from '../common/errors';
-import type { Inventory } from '../common/inventory';
 import { readInventoryFile } from '../common/inventory-file';
-import { hoptraceVersion } from '../common/version';
 import { makeWritableDir } from '../common/writable-dir';
-import { fileDigest, fileStamp, type FileDigest } from '../offline/file-digest';
+import type { FileDigest } from '../offline/file-digest';
 import { scanIdentityHeaders } from '../offline/identity-scan';
-import { buildEvidencePcapng } from '../offline/evidence';
-import { renderReportHtml } from '../core/report/report-html';
-import { renderSequenceSvg } from '../core/report/sequence-svg';
-import { findingNotes } from '../core/report/finding-notes';
-import type { EvidenceSummary } from '../core/report/report-document';
+import { pointDigests, writeReportDir } from '../offline/report-dir';
 import { parseCommandLine } from './args';
 import {
   analyzeFiles,
@@ -100,22 +87,6 @@ export function parseDstArg(value: string): { dst: string; dport?: number } {
   return port === undefined ? { dst: ip } : { dst: ip, dport: Number(port) };
 }
 
-/** Writes one report file into `--report-dir`; FILE_WRITE (a clear error) when it cannot. */
-function writeReport(dir: string, name: string, text: string | Buffer): void {
-  try {
-    writeFileSync(join(dir, name), text);
-  } catch (e) {
-    throw new HoptraceError(
-      'FILE_WRITE',
-      `cannot write ${join(dir, name)} (${e instanceof Error ? e.message : String(e)})`,
-      {
-        where: '--report-dir',
-        hint: 'check free space and permissions',
-      },
-    );
-  }
-}
-
 /**
  * Doctor's findings from the JSON `hoptrace doctor --json` printed; a file that cannot be read or
  * is not that JSON is said to be so in the report (never read as "no findings").
@@ -143,103 +114,6 @@ export function readDoctorFile(path: string): DoctorEvidence {
         detail: `not what \`hoptrace doctor --json\` prints: ${parsed.error}`,
       }
     : { status: 'given', source, result: parsed.result };
-}
-
-/** The digests of the point files ('-', standard input, is not hashed: reading it would use it up). */
-function digests(points: PointFile[]): Map<string, FileDigest> {
-  const out = new Map<string, FileDigest>();
-  for (const p of points) if (p.file !== '-') out.set(p.name, fileDigest(p.file));
-  return out;
-}
-
-/** Files that changed between their digest and the end of the analysis. */
-function changedSince(points: PointFile[], before: Map<string, FileDigest>): string[] {
-  return points.flatMap((p) => {
-    const d = before.get(p.name);
-    if (d === undefined) return [];
-    const now = fileStamp(p.file);
-    return now !== null && now.bytes === d.bytes && now.mtimeMs === d.mtimeMs
-      ? []
-      : [
-          `${p.file} changed while it was analysed (a capture still being written?): its SHA-256 is of the bytes before the analysis`,
-        ];
-  });
-}
-
-interface ReportDirInput {
-  dir: string;
-  points: PointFile[];
-  drops: Map<string, number>;
-  inventory: Inventory;
-  inventoryFile: string | undefined;
-  selector: RequestSelector;
-  doctorFile: string | undefined;
-  doctor: DoctorEvidence;
-  before: Map<string, FileDigest>;
-  /** evidence.pcapng keeps the payload bytes (`--evidence-payload`), else headers only. */
-  payload: boolean;
-}
-
-/**
- * Writes the bundle into `--report-dir`: report.md, report.json, report.html, sequence.svg,
- * evidence.pcapng (the matched connection's frames, read back from the files) and inventory.json
- * (as used).
- */
-function writeReportDir(r: ReturnType<typeof analyzeFiles>, o: ReportDirInput): void {
-  const dir = resolve(o.dir);
-  const inventoryPath = join(dir, 'inventory.json');
-  writeReport(o.dir, 'inventory.json', JSON.stringify(o.inventory, null, 2) + '\n');
-  const points = o.points.map((p) => ({
-    name: p.name,
-    file: p.file === '-' ? '-' : resolve(p.file),
-  }));
-  const inputs: ReportInput[] = points.map((p) => {
-    const d = o.before.get(p.name);
-    return { ...p, sha256: d?.sha256 ?? null, bytes: d?.bytes ?? null };
-  });
-  const reproduce = analyzeCommand({
-    points,
-    drops: [...o.drops].map(([point, count]) => ({ point, count })),
-    inventory: inventoryPath,
-    selector: o.selector,
-    doctor: o.doctorFile === undefined ? undefined : resolve(o.doctorFile),
-  });
-  reproduce.notes.push(
-    `--inventory names ${inventoryPath}, the inventory as this analysis used it (written beside the report)`,
-    ...changedSince(o.points, o.before),
-  );
-  const meta: ReportMeta = {
-    generatedAt: new Date().toISOString(),
-    inputs,
-    inventory: o.inventoryFile === undefined ? undefined : resolve(o.inventoryFile),
-    selector: o.selector,
-    hoptraceVersion: hoptraceVersion(),
-    source: 'files',
-    inventoryUsed: o.inventory,
-    doctor: o.doctor,
-    reproduce,
-  };
-  const ev = buildEvidencePcapng({
-    points: o.points,
-    result: r,
-    version: hoptraceVersion(),
-    payload: o.payload,
-  });
-  writeReport(o.dir, 'evidence.pcapng', ev.bytes);
-  const evidence: EvidenceSummary = {
-    file: 'evidence.pcapng',
-    packets: ev.packets,
-    headersOnly: ev.headersOnly,
-    interfaces: ev.interfaces.map((i) => ({ point: i.point, name: i.name, packets: i.packets })),
-    problems: ev.problems.map((p) => ({ point: p.point, code: p.code, detail: p.detail })),
-    note: ev.note,
-  };
-  const full = { ...meta, evidence };
-  const notes = o.doctor.status === 'given' ? findingNotes(r.points, o.doctor.result.findings) : [];
-  writeReport(o.dir, 'report.md', renderReportMarkdown(r, full));
-  writeReport(o.dir, 'report.json', renderReportJson(r, full));
-  writeReport(o.dir, 'report.html', renderReportHtml(r, full, { notes }));
-  writeReport(o.dir, 'sequence.svg', renderSequenceSvg(r, { notes }));
 }
 
 export function runAnalyze(argv: string[], out: (line: string) => void): number {
@@ -294,7 +168,7 @@ export function runAnalyze(argv: string[], out: (line: string) => void): number 
   // Refused before the analysis: an unwritable directory is known at once.
   if (dir !== undefined) makeWritableDir(dir, '--report-dir', 'FILE_WRITE');
   // Hashed before the analysis: the digest is of the bytes analysed (a change is noted).
-  const before = dir === undefined ? new Map<string, FileDigest>() : digests(points);
+  const before = dir === undefined ? new Map<string, FileDigest>() : pointDigests(points);
   const analysed = analyzeFiles({ points, inventory, selector, drops });
   // The request's first data segment read again at each point: the identity headers it carried.
   const result = { ...analysed, identityHeaders: scanIdentityHeaders(points, analysed) };

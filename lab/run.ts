@@ -35,6 +35,8 @@ export interface ScenarioRun {
   captures: CaptureStats[];
   verdict: LabVerdict | null;
   analyzerError: string | null;
+  /** The analysis's bundle (`analyze --report-dir`'s files), null when the analyzer failed. */
+  bundleDir: string | null;
   /** Every way the run differs from the scenario's expectation; empty means it passed. */
   mismatches: string[];
   durationMs: number;
@@ -42,7 +44,7 @@ export interface ScenarioRun {
 
 /** Options for runScenario. */
 export interface RunOptions {
-  /** Directory for the pcaps, inventory.json, client.json (the probe's result) and logs (created). */
+  /** Directory for the pcaps, inventory.json, client.json (the probe's result), logs and the analysis's bundle/ (created). */
   outDir: string;
   /** Use this Netns (tests pass one to inspect its prefix); destroyed at the end either way. */
   lab?: Netns;
@@ -86,18 +88,22 @@ export async function runScenario(scenario: Scenario, opts: RunOptions): Promise
 
     let verdict: LabVerdict | null = null;
     let analyzerError: string | null = null;
+    let bundleDir: string | null = join(opts.outDir, 'bundle');
     try {
       const { analyzeRun } = await import('./verdict');
+      mkdirSync(bundleDir, { recursive: true });
       verdict = analyzeRun(
         points.map(({ name, file }) => ({ name, file })),
         topo.inventory,
         selectorOf(scenario),
+        bundleDir,
       );
       writeFileSync(join(opts.outDir, 'verdict.json'), JSON.stringify(verdict, null, 2) + '\n');
     } catch (e) {
       // First line only: a missing module's message carries the whole require stack.
       const msg = isHoptraceError(e) || e instanceof Error ? e.message : String(e);
       analyzerError = msg.split('\n')[0] ?? msg;
+      bundleDir = null;
     }
 
     const run: ScenarioRun = {
@@ -112,6 +118,7 @@ export async function runScenario(scenario: Scenario, opts: RunOptions): Promise
       captures: stats,
       verdict,
       analyzerError,
+      bundleDir,
       mismatches: [],
       durationMs: 0,
     };

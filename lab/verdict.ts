@@ -4,6 +4,9 @@
  * capture half of the lab still runs (and keeps its pcaps) while the analyzer is being built.
  */
 import { analyzeFiles } from '../offline/analyze-files';
+import { scanIdentityHeaders } from '../offline/identity-scan';
+import { pointDigests, writeReportDir } from '../offline/report-dir';
+import type { FileDigest } from '../offline/file-digest';
 import type { Inventory } from '../common/inventory';
 
 /** A tuple as one point observed it. */
@@ -34,13 +37,35 @@ export interface LabVerdict {
   caveats?: string[];
 }
 
-/** Analyzes the capture files of one run. */
+/**
+ * Analyzes the capture files of one run and writes its bundle into `bundleDir` the way
+ * `hoptrace analyze --report-dir` does (same writer, doctor not run, headers only).
+ */
 export function analyzeRun(
   points: { name: string; file: string }[],
   inventory: Inventory,
   selector: { client: string; dst: string; dport?: number },
+  bundleDir?: string,
 ): LabVerdict {
-  const { verdict, captureHealth, caveats } = analyzeFiles({ points, inventory, selector });
+  const before = bundleDir === undefined ? new Map<string, FileDigest>() : pointDigests(points);
+  const analysed = analyzeFiles({ points, inventory, selector });
+  const { verdict, captureHealth, caveats } = analysed;
+  if (bundleDir !== undefined)
+    writeReportDir(
+      { ...analysed, identityHeaders: scanIdentityHeaders(points, analysed) },
+      {
+        dir: bundleDir,
+        points,
+        drops: new Map(),
+        inventory,
+        inventoryFile: undefined,
+        selector,
+        doctorFile: undefined,
+        doctor: { status: 'not-run', detail: 'doctor was not run (the lab analyses files only)' },
+        before,
+        payload: false,
+      },
+    );
   const out: LabVerdict = {
     layer: verdict.layer,
     rewrittenBetween: verdict.rewrittenBetween,

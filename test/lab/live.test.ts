@@ -3,7 +3,7 @@
 // collector on loopback), plus the failure paths: the collector SIGKILLed and restarted
 // mid-capture, an agent with a wrong token, a point whose agent is missing, an interface that
 // does not exist. Needs root; fails with the reason otherwise. Traffic stays inside the lab.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
@@ -26,7 +26,7 @@ import { delay, listNamespaces } from '../../lab/netns';
 import { ipv6EndpointsWithoutBrackets } from '../../lab/run';
 import { missingPrerequisites } from '../../lab/prereq';
 import { appSeesProbe, findScenario, SCENARIOS, type Scenario } from '../../lab/scenarios';
-import { reportSchemaErrors } from '../unit/report-schema';
+import { checkBundle } from '../unit/bundle-check';
 
 const missing = missingPrerequisites();
 
@@ -149,8 +149,8 @@ if (missing.length > 0) {
           `${name}: real bytes, at most the retention snaplen (${f.snaplen})`,
         );
       }
-      // The bundle, form by form: report.json against its schema, report.html and sequence.svg
-      // with one lane per point, evidence.pcapng read back by tshark with every matched packet.
+      // The bundle, form by form (test/unit/bundle-check.ts), once the collector has rewritten it
+      // with the frames it fetched.
       const capDir = join(dir, 'captures', run.captureId);
       const readDoc = (): { evidence?: { packets: number } | null } =>
         JSON.parse(readFileSync(join(capDir, 'report.json'), 'utf8')) as {
@@ -158,38 +158,11 @@ if (missing.length > 0) {
         };
       const until = Date.now() + 15_000;
       while ((readDoc().evidence ?? null) === null && Date.now() < until) await delay(50);
-      const doc = readDoc();
-      t.same(reportSchemaErrors(doc), [], 'report.json is valid against proto/report.schema.json');
-      const lanes = (x: string): number => (x.match(/class="lane"/g) ?? []).length;
-      t.equal(
-        lanes(readFileSync(join(capDir, 'report.html'), 'utf8')),
-        names.length,
-        'report.html: a lane per point',
-      );
-      t.equal(
-        lanes(readFileSync(join(capDir, 'sequence.svg'), 'utf8')),
-        names.length,
-        'sequence.svg: a lane per point',
-      );
-      const flows = inputs?.result.points.reduce((n, p) => n + p.flow.length, 0) ?? -1;
+      const doc = checkBundle(t, capDir, { points: names, layer: s.expect.layer });
       t.equal(
         doc.evidence?.packets,
-        flows,
-        'evidence.pcapng: every packet of the matched connection',
-      );
-      const ts = spawnSync(
-        'tshark',
-        ['-r', join(capDir, 'evidence.pcapng'), '-T', 'fields', '-e', 'frame.interface_name'],
-        {
-          encoding: 'utf8',
-          timeout: 60_000,
-        },
-      );
-      t.equal(ts.status, 0, `tshark reads evidence.pcapng (${ts.error?.message ?? ts.stderr})`);
-      t.equal(
-        ts.stdout.trim() === '' ? 0 : ts.stdout.trim().split('\n').length,
-        flows,
-        'tshark counts them',
+        inputs?.result.points.reduce((n, p) => n + p.flow.length, 0) ?? -1,
+        'evidence.pcapng: every packet of the verdict the collector holds',
       );
       // Sent only once the connection opened: the backend application saw it.
       if (s.request === 'http' && appSeesProbe(s.expect))

@@ -1,5 +1,7 @@
 // Every lab scenario end to end: real namespaces, kernel NAT, tcpdump at decap/egress/backend,
-// one probe in the scenario's request shape, the analyzer's verdict. Runs as root; without the tools it fails with the reason.
+// one probe in the scenario's request shape, the analyzer's verdict, its bundle checked form by
+// form and its Reproduce line run again. Runs as root; without the tools it fails with the reason.
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +10,9 @@ import { listNamespaces, Netns } from '../../lab/netns';
 import { missingPrerequisites } from '../../lab/prereq';
 import { ipv6EndpointsWithoutBrackets, runScenario } from '../../lab/run';
 import { appSeesProbe, SCENARIOS } from '../../lab/scenarios';
+import { checkBundle } from '../unit/bundle-check';
+
+const bin = join(__dirname, '..', '..', '..', 'bin', 'hoptrace');
 
 const missing = missingPrerequisites();
 if (missing.length > 0) {
@@ -63,6 +68,33 @@ if (missing.length > 0) {
         for (const c of v?.caveats ?? [])
           t.match(c, /its capture is a classic pcap file, which records no drop counts/);
       } else t.same(v?.caveats, [], 'no caution: every point saw the request and the reply');
+      // The bundle `analyze --report-dir` writes, every form; its Reproduce line, run as printed
+      // (with --json), gives the same verdict from the files and the inventory beside the report.
+      t.not(run.bundleDir, null, 'the bundle was written');
+      if (run.bundleDir !== null) {
+        const doc = checkBundle(t, run.bundleDir, {
+          points: run.points.map((p) => p.name),
+          layer: s.expect.layer,
+        });
+        t.same(
+          doc.inputs.map((i) => ('sha256' in i ? /^[0-9a-f]{64}$/.test(i.sha256 ?? '') : false)),
+          run.points.map(() => true),
+          'report.json: the SHA-256 of every input file',
+        );
+        const [cmd, sub, ...args] = doc.reproduce.argv;
+        t.same([cmd, sub], ['hoptrace', 'analyze'], `Reproduce: ${doc.reproduce.command}`);
+        const again = spawnSync(process.execPath, [bin, 'analyze', ...args, '--json'], {
+          encoding: 'utf8',
+          timeout: 60_000,
+        });
+        t.equal(again.status, 0, `the Reproduce line runs (${again.stderr.trim()})`);
+        if (again.status === 0)
+          t.equal(
+            (JSON.parse(again.stdout) as { verdict: { layer: string } }).verdict.layer,
+            s.expect.layer,
+            'the Reproduce line gives the same verdict',
+          );
+      }
       t.notOk(
         (await listNamespaces()).some((n) => n.startsWith(lab.prefix)),
         `no ${lab.prefix}* namespace left`,

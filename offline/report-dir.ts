@@ -1,0 +1,146 @@
+/**
+ * The bundle of an analysis of files (`analyze --report-dir`, and every offline lab scenario):
+ * report.md, report.json, report.html, sequence.svg, evidence.pcapng (the matched connection's
+ * frames, read again from the files) and inventory.json (the inventory as used, which the
+ * Reproduce line names). A shell: it hashes the inputs and writes files; the documents are built
+ * by core/report.
+ */
+import { writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { renderReportJson, renderReportMarkdown, type ReportMeta } from '../core/report/report';
+import type { EvidenceSummary, ReportInput } from '../core/report/report-document';
+import { analyzeCommand } from '../core/report/reproduce';
+import type { DoctorEvidence } from '../core/report/what-to-change';
+import { renderReportHtml } from '../core/report/report-html';
+import { renderSequenceSvg } from '../core/report/sequence-svg';
+import { findingNotes } from '../core/report/finding-notes';
+import type { AnalysisResult } from '../core/report/analysis-result';
+import { HoptraceError } from '../common/errors';
+import type { Inventory } from '../common/inventory';
+import { hoptraceVersion } from '../common/version';
+import { fileDigest, fileStamp, type FileDigest } from './file-digest';
+import { buildEvidencePcapng } from './evidence';
+import type { PointFile, RequestSelector } from './analyze-files';
+
+/** The files a bundle holds, in the order they are written. */
+export const REPORT_DIR_FILES = [
+  'inventory.json',
+  'evidence.pcapng',
+  'report.md',
+  'report.json',
+  'report.html',
+  'sequence.svg',
+] as const;
+
+/** Writes one report file into `--report-dir`; FILE_WRITE (a clear error) when it cannot. */
+function writeReport(dir: string, name: string, text: string | Buffer): void {
+  try {
+    writeFileSync(join(dir, name), text);
+  } catch (e) {
+    throw new HoptraceError(
+      'FILE_WRITE',
+      `cannot write ${join(dir, name)} (${e instanceof Error ? e.message : String(e)})`,
+      {
+        where: '--report-dir',
+        hint: 'check free space and permissions',
+      },
+    );
+  }
+}
+
+/** The digests of the point files ('-', standard input, is not hashed: reading it would use it up). */
+export function pointDigests(points: PointFile[]): Map<string, FileDigest> {
+  const out = new Map<string, FileDigest>();
+  for (const p of points) if (p.file !== '-') out.set(p.name, fileDigest(p.file));
+  return out;
+}
+
+/** Files that changed between their digest and the end of the analysis. */
+function changedSince(points: PointFile[], before: Map<string, FileDigest>): string[] {
+  return points.flatMap((p) => {
+    const d = before.get(p.name);
+    if (d === undefined) return [];
+    const now = fileStamp(p.file);
+    return now !== null && now.bytes === d.bytes && now.mtimeMs === d.mtimeMs
+      ? []
+      : [
+          `${p.file} changed while it was analysed (a capture still being written?): its SHA-256 is of the bytes before the analysis`,
+        ];
+  });
+}
+
+export interface ReportDirInput {
+  dir: string;
+  points: PointFile[];
+  drops: Map<string, number>;
+  inventory: Inventory;
+  inventoryFile: string | undefined;
+  selector: RequestSelector;
+  doctorFile: string | undefined;
+  doctor: DoctorEvidence;
+  before: Map<string, FileDigest>;
+  /** evidence.pcapng keeps the payload bytes (`--evidence-payload`), else headers only. */
+  payload: boolean;
+}
+
+/**
+ * Writes the bundle into `--report-dir`: report.md, report.json, report.html, sequence.svg,
+ * evidence.pcapng (the matched connection's frames, read back from the files) and inventory.json
+ * (as used).
+ */
+export function writeReportDir(r: AnalysisResult, o: ReportDirInput): void {
+  const dir = resolve(o.dir);
+  const inventoryPath = join(dir, 'inventory.json');
+  writeReport(o.dir, 'inventory.json', JSON.stringify(o.inventory, null, 2) + '\n');
+  const points = o.points.map((p) => ({
+    name: p.name,
+    file: p.file === '-' ? '-' : resolve(p.file),
+  }));
+  const inputs: ReportInput[] = points.map((p) => {
+    const d = o.before.get(p.name);
+    return { ...p, sha256: d?.sha256 ?? null, bytes: d?.bytes ?? null };
+  });
+  const reproduce = analyzeCommand({
+    points,
+    drops: [...o.drops].map(([point, count]) => ({ point, count })),
+    inventory: inventoryPath,
+    selector: o.selector,
+    doctor: o.doctorFile === undefined ? undefined : resolve(o.doctorFile),
+  });
+  reproduce.notes.push(
+    `--inventory names ${inventoryPath}, the inventory as this analysis used it (written beside the report)`,
+    ...changedSince(o.points, o.before),
+  );
+  const meta: ReportMeta = {
+    generatedAt: new Date().toISOString(),
+    inputs,
+    inventory: o.inventoryFile === undefined ? undefined : resolve(o.inventoryFile),
+    selector: o.selector,
+    hoptraceVersion: hoptraceVersion(),
+    source: 'files',
+    inventoryUsed: o.inventory,
+    doctor: o.doctor,
+    reproduce,
+  };
+  const ev = buildEvidencePcapng({
+    points: o.points,
+    result: r,
+    version: hoptraceVersion(),
+    payload: o.payload,
+  });
+  writeReport(o.dir, 'evidence.pcapng', ev.bytes);
+  const evidence: EvidenceSummary = {
+    file: 'evidence.pcapng',
+    packets: ev.packets,
+    headersOnly: ev.headersOnly,
+    interfaces: ev.interfaces.map((i) => ({ point: i.point, name: i.name, packets: i.packets })),
+    problems: ev.problems.map((p) => ({ point: p.point, code: p.code, detail: p.detail })),
+    note: ev.note,
+  };
+  const full = { ...meta, evidence };
+  const notes = o.doctor.status === 'given' ? findingNotes(r.points, o.doctor.result.findings) : [];
+  writeReport(o.dir, 'report.md', renderReportMarkdown(r, full));
+  writeReport(o.dir, 'report.json', renderReportJson(r, full));
+  writeReport(o.dir, 'report.html', renderReportHtml(r, full, { notes }));
+  writeReport(o.dir, 'sequence.svg', renderSequenceSvg(r, { notes }));
+}
