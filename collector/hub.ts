@@ -159,6 +159,10 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     noServer: true,
     maxPayload: opts.maxPayloadBytes ?? 16 * 1024 * 1024,
     perMessageDeflate: false,
+    // One message per turn of the event loop: a socket whose buffer holds many batches would
+    // otherwise have them all decoded and stored back to back (~200 ms measured with three agents
+    // sending 1,000-event batches), and /healthz and the API wait behind them.
+    allowSynchronousEvents: false,
   });
   const conns = new Set<Conn>();
   const agents = new Map<string, AgentState>();

@@ -171,6 +171,41 @@ void t.test('messages are handled in order, acked only after the handler resolve
   t.equal(r.store.get('a1'), 5);
 });
 
+void t.test(
+  'batches that arrive together are read one per turn of the event loop, so the API is not kept waiting',
+  async (t) => {
+    // A loop counter that advances once per turn (setImmediate); each message is stamped with it
+    // when the hub hands it over. Read back to back in one turn (ws's allowSynchronousEvents),
+    // twenty frames of one TCP write would all carry the same stamp.
+    let turn = 0;
+    let ticking = true;
+    const tick = (): void => {
+      turn += 1;
+      if (ticking) setImmediate(tick);
+    };
+    setImmediate(tick);
+    t.teardown(() => {
+      ticking = false;
+    });
+    const stamps: number[] = [];
+    const r = await rig(t, {}, (msg) => {
+      if (msg.kind === 'events') stamps.push(turn);
+      return Promise.resolve();
+    });
+    const a = await helloed(r.port, 'a1');
+    const sock = (a.ws as unknown as { _socket: { cork(): void; uncork(): void } })._socket;
+    sock.cork();
+    for (let i = 1; i <= 20; i++) a.send({ seq: i, kind: 'events', events: batch(i * 100, 50) });
+    sock.uncork();
+    await a.signal.wait(() => a.acks().length === 20);
+    t.equal(stamps.length, 20, 'every batch handled');
+    t.ok(
+      new Set(stamps).size >= 15,
+      `handed over in ${new Set(stamps).size} turns of the event loop, not in one`,
+    );
+  },
+);
+
 void t.test('a resent seq is acked again and dropped; a reconnect gets lastSeq', async (t) => {
   const r = await rig(t);
   const a = await helloed(r.port, 'a1');
