@@ -30,6 +30,7 @@ import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
 import { fetchCaptureFrames } from './frames-fetch';
 import { liveEvidencePcapng, type RetainedFrames } from '../core/report/live-evidence';
+import { liveIdentityHeaders } from '../core/report/identity-scan';
 import { hoptraceVersion } from '../common/version';
 import { withConntrackEvidence } from '../core/attribute/conntrack-evidence';
 import { CaptureSession, MAX_HELD_EVENTS, type CaptureSpec } from './session';
@@ -840,6 +841,16 @@ export class SessionManager {
       }
     }
     const payload = s.record.spec.evidencePayload === true;
+    // The request's identity headers, from the same retained bytes (core/report/identity-scan.ts).
+    final.result = {
+      ...final.result,
+      identityHeaders: liveIdentityHeaders(
+        final.result,
+        frames,
+        payload,
+        new Map(unreadable.map((u) => [u.point, `${u.detail} (${u.code})`])),
+      ),
+    };
     const ev = liveEvidencePcapng(final.result, frames, hoptraceVersion(), { payload });
     for (const u of unreadable) {
       ev.summary.problems = ev.summary.problems.filter((x) => x.point !== u.point);
