@@ -399,6 +399,11 @@ void t.test(
       doc.evidence?.note,
       /with their payload as retained \(the capture asked for it: at most 65535 bytes a frame/,
     );
+    t.notMatch(
+      doc.evidence?.note,
+      /longer and cut there|reached its bound/,
+      'nothing cut, nothing past a bound',
+    );
     t.equal(doc.capture?.request.evidencePayload, true, 'capture.request says it was asked for');
     t.equal(
       doc.reproduce?.argv.at(-1),
@@ -548,5 +553,18 @@ void t.test(
       b.missing,
       (want.get('backend') ?? []).map((frame) => ({ frame, reason: 'RETENTION_OFF' })),
     );
+    // The bound is said in the evidence, per point, with the agent's counts.
+    const doc = await evidenceDoc(c, id);
+    for (const name of ['decap', 'egress']) {
+      const f = framesOf(c.store, id, name);
+      t.match(
+        doc.evidence?.note,
+        `${name}'s retention reached its bound after ${f.retained} frames (${f.retentionDropped} more not kept)`,
+        `${name}: the evidence note names the bound`,
+      );
+    }
+    t.match(doc.identityHeaders?.notScanned, [
+      { point: 'backend', why: /could not give frame \d+ \(RETENTION_OFF\)/ },
+    ]);
   },
 );
