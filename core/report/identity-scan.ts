@@ -8,7 +8,7 @@
  * why, so "no identity header" is never said about bytes nobody read. Pure.
  */
 import type { AnalysisResult, FlowPacketSummary, IdentityHeaderScan } from './analysis-result';
-import { framePayloadSpan, payloadOffset } from '../decode/frame';
+import { framePayloadSpan } from '../decode/frame';
 import { identityHeadersIn } from '../decode/identity-headers';
 import type { RetainedFrames } from './live-evidence';
 
@@ -51,8 +51,8 @@ export function scanIdentityHeaders(
     const span = framePayloadSpan(f.linktype, f.data);
     const at = { point: p.name, frame: packet.frame };
     if (span === null) {
-      // Cut inside (or right after) the headers: nothing of the payload to look at.
-      if (payloadOffset(f.linktype, f.data) === null || f.data.length >= f.origLen) {
+      // Cut inside (or right after) the headers: nothing of the payload to look at, and said why.
+      if (f.data.length >= f.origLen) {
         scan.notScanned.push({ point: p.name, why: 'the frame has no payload bytes captured' });
         continue;
       }

@@ -141,6 +141,13 @@ void t.test('cut at 256 bytes: the header past them is not seen and not denied',
   t.match(liveIdentityHeaders(result, headersOnly, false).cut, [
     { point: 'backend', payloadBytes: 0 },
   ]);
+  const insideIp = new Map(frames);
+  insideIp.set('backend', retained('backend', xff, 30));
+  t.match(
+    liveIdentityHeaders(result, insideIp, false).cut,
+    [{ point: 'backend', payloadBytes: 0, why: /cut at retention's 30 B/ }],
+    'cut inside the IP header: still said cut, not "no payload"',
+  );
   t.end();
 });
 
