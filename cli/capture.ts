@@ -19,7 +19,7 @@ import { CollectorClient } from './collector-client';
 import { EXIT } from './exit-codes';
 
 export const USAGE =
-  'hoptrace capture --collector URL --point NAME=[NODE/]TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] [--inventory FILE] [--json] [--token-file FILE]';
+  'hoptrace capture --collector URL --point NAME=[NODE/]TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] [--inventory FILE] [--evidence-payload] [--json] [--token-file FILE]';
 
 const FINAL = new Set(['resolved', 'timeout', 'cancelled', 'failed']);
 
@@ -133,6 +133,7 @@ export async function runCapture(
     settle: { type: 'string' },
     filter: { type: 'string' },
     inventory: { type: 'string' },
+    'evidence-payload': { type: 'boolean' },
     json: { type: 'boolean' },
     'token-file': { type: 'string' },
   });
@@ -167,6 +168,8 @@ export async function runCapture(
   body['timeoutMs'] = timeoutMs;
   if (values.settle !== undefined) body['settleMs'] = parseDuration(values.settle, '--settle');
   if (values.inventory !== undefined) body['inventory'] = readInventoryFile(values.inventory);
+  // Whole frames retained for evidence.pcapng (payload kept), not the first 256 bytes.
+  if (values['evidence-payload'] === true) body['evidencePayload'] = true;
   const env = deps.env ?? process.env;
   const tokenFile = values['token-file'];
   const token = loadToken(tokenFile === undefined ? { env } : { file: tokenFile, env });

@@ -103,6 +103,7 @@ export function reproduceCommand(
     settleMs: r.spec.settleMs,
     stopOnFirstMatch: r.spec.stopOnFirstMatch,
     inventoryGiven: r.spec.inventory !== undefined,
+    evidencePayload: r.spec.evidencePayload === true,
   });
 }
 

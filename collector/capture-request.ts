@@ -119,6 +119,7 @@ export function parseCaptureRequest(body: unknown): CaptureSpec {
     'stopOnFirstMatch',
     'settleMs',
     'inventory',
+    'evidencePayload',
   ];
   for (const k of Object.keys(body)) if (!known.includes(k)) throw bad(k, 'unknown field');
   const points = body['points'];
@@ -145,6 +146,16 @@ export function parseCaptureRequest(body: unknown): CaptureSpec {
   if (stop !== undefined && stop !== null) {
     if (typeof stop !== 'boolean') throw bad('stopOnFirstMatch', 'must be true or false');
     spec.stopOnFirstMatch = stop;
+  }
+  const payload = body['evidencePayload'];
+  if (payload !== undefined && payload !== null) {
+    if (typeof payload !== 'boolean')
+      throw bad(
+        'evidencePayload',
+        'must be true or false',
+        'true keeps the payload bytes in evidence.pcapng (the agents retain whole frames)',
+      );
+    if (payload) spec.evidencePayload = true;
   }
   for (const key of ['client', 'dst'] as const) {
     const v = optString(body, key, 'body');

@@ -56,6 +56,11 @@ export interface CaptureSpec {
   stopOnFirstMatch: boolean;
   settleMs: number;
   inventory?: Inventory;
+  /**
+   * Keep the payload in evidence.pcapng: the agents retain whole frames (up to the capture's
+   * snaplen) instead of their first 256 bytes, so fewer frames fit their bounds.
+   */
+  evidencePayload?: boolean;
 }
 
 export interface PointError {

@@ -30,6 +30,7 @@ import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
 import { fetchCaptureFrames } from './frames-fetch';
 import { liveEvidencePcapng, type RetainedFrames } from '../core/report/live-evidence';
+import { liveIdentityHeaders } from '../core/report/identity-scan';
 import { hoptraceVersion } from '../common/version';
 import { withConntrackEvidence } from '../core/attribute/conntrack-evidence';
 import { CaptureSession, MAX_HELD_EVENTS, type CaptureSpec } from './session';
@@ -78,7 +79,10 @@ export interface SessionManagerOptions {
    * carries replies).
    */
   frames?: boolean;
-  /** Bytes of each frame the agents retain for the evidence (default: theirs, the headers). */
+  /**
+   * Bytes of each frame the agents retain for the evidence (default: theirs, the headers); a
+   * capture with `evidencePayload` asks for the snaplen instead.
+   */
   retainSnaplen?: number;
   /**
    * A capture holding this many useful events is analysed on the analysis worker thread, not on
@@ -279,7 +283,7 @@ export class SessionManager {
         snaplen: this.snaplen,
         // The agent stops by itself at this time should the collector be gone.
         deadlineUnixMs: now + spec.timeoutMs + 10_000,
-        ...(this.retainSnaplen > 0 ? { retainSnaplen: this.retainSnaplen } : {}),
+        ...this.retainFor(spec),
       };
       if (this.hub.send(r.agent.agentId, { kind: 'capture', capture })) {
         s.markArmed(p.name, r.agent.agentId, r.agent.node, now, r.stale);
@@ -296,6 +300,16 @@ export class SessionManager {
     this.log.info({ captureId: id, state: s.record.state }, 'capture created');
     this.step(s);
     return captureView(s);
+  }
+
+  /**
+   * What the agents retain of each frame for a capture: whole frames (the snaplen; the agent
+   * bounds it again by its own maximum and by its byte bounds, which then hold fewer frames) when
+   * the capture asked for the payload, else the collector's setting or the agents' default.
+   */
+  private retainFor(spec: CaptureSpec): { retainSnaplen?: number } {
+    const n = spec.evidencePayload === true ? this.snaplen : this.retainSnaplen;
+    return n > 0 ? { retainSnaplen: n } : {};
   }
 
   /** A `namespace/pod` target's pod as the API says now (undefined: not such a target). */
@@ -826,7 +840,18 @@ export class SessionManager {
         });
       }
     }
-    const ev = liveEvidencePcapng(final.result, frames, hoptraceVersion());
+    const payload = s.record.spec.evidencePayload === true;
+    // The request's identity headers, from the same retained bytes (core/report/identity-scan.ts).
+    final.result = {
+      ...final.result,
+      identityHeaders: liveIdentityHeaders(
+        final.result,
+        frames,
+        payload,
+        new Map(unreadable.map((u) => [u.point, `${u.detail} (${u.code})`])),
+      ),
+    };
+    const ev = liveEvidencePcapng(final.result, frames, hoptraceVersion(), { payload });
     for (const u of unreadable) {
       ev.summary.problems = ev.summary.problems.filter((x) => x.point !== u.point);
       ev.summary.problems.push(u);

@@ -70,6 +70,8 @@ function specProblem(s: unknown): string | null {
   if (s['dport'] !== undefined && !isCount(s['dport'])) return 'spec.dport is not valid';
   if (!isCount(s['timeoutMs']) || !isCount(s['settleMs'])) return 'spec timeouts are not valid';
   if (typeof s['stopOnFirstMatch'] !== 'boolean') return 'spec.stopOnFirstMatch is not valid';
+  if (s['evidencePayload'] !== undefined && typeof s['evidencePayload'] !== 'boolean')
+    return 'spec.evidencePayload is not valid';
   if (s['inventory'] !== undefined && !isObj(s['inventory'])) return 'spec.inventory is not valid';
   return null;
 }

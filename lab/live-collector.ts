@@ -26,6 +26,7 @@ export interface CaptureRequestBody {
   timeoutMs?: number;
   stopOnFirstMatch?: boolean;
   settleMs?: number;
+  evidencePayload?: boolean;
 }
 
 /** The collector runs without a test runner's NODE_OPTIONS instrumentation. */

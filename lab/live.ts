@@ -171,6 +171,8 @@ export interface LiveHooks {
   beforeProbe?: () => Promise<void>;
   /** After the probe returned, before waiting for the verdict. */
   afterProbe?: () => Promise<void>;
+  /** Changes the scenario's capture request before it is sent (e.g. `evidencePayload`). */
+  request?: (body: CaptureRequestBody) => CaptureRequestBody;
 }
 
 /**
@@ -184,7 +186,8 @@ export async function runArmedProbe(scene: LiveScene, hooks: LiveHooks = {}): Pr
   let probe: ProbeResult;
   let created: CaptureView;
   try {
-    created = await collector.createCapture(scene.request());
+    const body = scene.request();
+    created = await collector.createCapture(hooks.request?.(body) ?? body);
     await collector.waitCapture(created.id, allCapturing, 'every point capturing', 15_000);
     await hooks.beforeProbe?.();
     probe = await prepared.send();

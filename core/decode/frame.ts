@@ -176,17 +176,21 @@ export function payloadOffset(
 
 /**
  * Where the innermost transport payload of a frame lies in its captured bytes (`[start, end)`),
- * or null when it has none: what a reader of the payload's first bytes needs (identity headers).
+ * or null when none of it was captured: what a reader of the payload's first bytes needs
+ * (identity headers). `wireLength` is the payload's length as its IP header gives it, so a frame
+ * cut by a snaplen shows as `end - start < wireLength`.
  */
 export function framePayloadSpan(
   linktype: number,
   bytes: Uint8Array,
   opts?: DecodeOptions,
-): { start: number; end: number } | null {
+): { start: number; end: number; wireLength: number } | null {
   const s = decodedState(linktype, bytes, opts);
   if (s === null) return null;
   const end = Math.min(s.payWireEnd, bytes.length);
-  return s.payOff >= 0 && end > s.payOff ? { start: s.payOff, end } : null;
+  return s.payOff >= 0 && end > s.payOff
+    ? { start: s.payOff, end, wireLength: s.payWireEnd - s.payOff }
+    : null;
 }
 
 /** Decodes one captured frame of link type `linktype` (pcap/pcapng value). Never throws. */

@@ -2,11 +2,12 @@
  * Headers at the start of a request's payload that claim a client identity: a PROXY protocol
  * header (haproxy's proxy-protocol.txt: version 1 is one text line `PROXY TCP4 src dst sport
  * dport\r\n`, version 2 a binary header after a 12-byte signature) and the HTTP/1 request headers
- * `X-Forwarded-For` (de facto) and `Forwarded` (RFC 7239). Only what the captured bytes hold:
+ * `X-Forwarded-For` (de facto), `Forwarded` (RFC 7239) and `X-Real-IP` (nginx's realip module). Only what the captured bytes hold:
  * a header past the snaplen or in a later segment is not seen. Pure; never throws.
  */
 
-export type IdentityHeaderKind = 'x-forwarded-for' | 'forwarded' | 'proxy-v1' | 'proxy-v2';
+export type IdentityHeaderKind =
+  'x-forwarded-for' | 'forwarded' | 'x-real-ip' | 'proxy-v1' | 'proxy-v2';
 
 export interface IdentityHeader {
   kind: IdentityHeaderKind;
@@ -95,7 +96,7 @@ export function identityHeadersIn(b: Uint8Array, off: number, end: number): Iden
     const line = text(b, at, stop, 20 + MAX_VALUE);
     const colon = line.indexOf(':');
     const name = colon < 0 ? '' : line.slice(0, colon).toLowerCase();
-    if (name === 'x-forwarded-for' || name === 'forwarded')
+    if (name === 'x-forwarded-for' || name === 'forwarded' || name === 'x-real-ip')
       out.push({
         kind: name,
         value: line

@@ -5,6 +5,7 @@
  */
 import type { Verdict } from '../attribute/attribute';
 import type { Endpoint, MatchKey, PointStatus } from '../correlate/correlate';
+import type { IdentityHeaderKind } from '../decode/identity-headers';
 
 /** One point's view of the request, JSON-safe (timestamps as decimal nanosecond strings). */
 export interface PointSummary {
@@ -64,19 +65,36 @@ export interface AnalysisResult {
   /** The request's travel time between consecutive points, clock-corrected (times.ts). */
   hops?: HopLatency[];
   /**
-   * Headers in the request that claim a client identity (X-Forwarded-For, Forwarded, a PROXY
-   * protocol line), looked for in the first data segment at each point. Absent: not looked for
-   * (a live capture keeps no payload bytes; core/decode/identity-headers.ts).
+   * Headers in the request that claim a client identity (X-Forwarded-For, Forwarded, X-Real-IP, a
+   * PROXY protocol line), looked for in the first data segment at each point (core/report/
+   * identity-scan.ts: offline the files read again, live the frames the agents retained). Absent:
+   * not looked for (a live capture before its frames were fetched).
    */
   identityHeaders?: IdentityHeaderScan;
 }
 
-/** Which identity headers the request carried at which point (offline: the shell reads the frames). */
+/** Which identity headers the request carried at which point (the shell hands the frames over). */
 export interface IdentityHeaderScan {
   /** The points whose request data segment was read (in path order), and why others were not. */
   scanned: string[];
   notScanned: { point: string; why: string }[];
   seen: IdentityHeaderSeen[];
+  /**
+   * Scanned points whose frame held only the start of the request's payload (a snaplen, the
+   * agent's retention): a header past `payloadBytes` could not be seen, so "none" is not known.
+   */
+  cut: IdentityScanCut[];
+}
+
+/** One point whose request frame was cut: how much of its payload was looked at, and why no more. */
+export interface IdentityScanCut {
+  point: string;
+  frame: number;
+  /** Payload bytes the frame held (and the scan looked at). */
+  payloadBytes: number;
+  /** The payload's length on the wire (its IP header's). */
+  payloadLength: number;
+  why: string;
 }
 
 /** One header that claims a client identity, as it was in the request's payload at a point. */
@@ -84,7 +102,7 @@ export interface IdentityHeaderSeen {
   point: string;
   /** The frame (in that point's file) of the request's first data segment. */
   frame: number;
-  kind: 'x-forwarded-for' | 'forwarded' | 'proxy-v1' | 'proxy-v2';
+  kind: IdentityHeaderKind;
   /** The header's value (at most 200 characters); for PROXY v2 the addresses it names, if any. */
   value: string;
 }

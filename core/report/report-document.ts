@@ -54,6 +54,7 @@ export interface LiveCaptureMeta {
     timeoutMs: number;
     settleMs: number;
     stopOnFirstMatch: boolean;
+    evidencePayload?: boolean;
   };
   inventoryGiven: Inventory | null;
 }

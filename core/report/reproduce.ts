@@ -95,6 +95,8 @@ export interface CaptureCommandSpec {
   stopOnFirstMatch: boolean;
   /** An inventory was given with the capture (it is in report.json, `capture.inventoryGiven`). */
   inventoryGiven: boolean;
+  /** The capture kept the payload in evidence.pcapng (`--evidence-payload`). */
+  evidencePayload?: boolean | undefined;
 }
 
 /** `NAME=[NODE/]TARGET:IFACE` as `hoptrace capture --point` parses it (IPv6 in brackets). */
@@ -105,7 +107,7 @@ function pointArg(p: CaptureCommandSpec['points'][number]): string {
 
 /**
  * `hoptrace capture --point … --collector URL --token-file TOKEN_FILE [--client …] [--dst …]
- * [--filter …] [--inventory INVENTORY_FILE] --timeout …ms --settle …ms`. The points come first
+ * [--filter …] [--inventory INVENTORY_FILE] --timeout …ms --settle …ms [--evidence-payload]`. The points come first
  * (the order of the path); TOKEN_FILE is a placeholder: a report never holds a token.
  */
 export function captureCommand(spec: CaptureCommandSpec): ReproduceCommand {
@@ -133,6 +135,7 @@ export function captureCommand(spec: CaptureCommandSpec): ReproduceCommand {
     );
   }
   argv.push('--timeout', `${spec.timeoutMs}ms`, '--settle', `${spec.settleMs}ms`);
+  if (spec.evidencePayload === true) argv.push('--evidence-payload');
   if (!spec.stopOnFirstMatch)
     notes.push(
       'the capture ran with stopOnFirstMatch: false, which only POST /v1/captures takes (report.json `capture.request`)',

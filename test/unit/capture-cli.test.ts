@@ -166,6 +166,20 @@ void t.test('capture → progress on stderr, verdict and report URL on stdout, e
   );
 });
 
+void t.test(
+  '--evidence-payload: asked of the collector and in the command that repeats it',
+  async (t) => {
+    const c = await collector(t);
+    const { out, run } = capture(['--collector', c.url, ...POINT_ARGS, '--evidence-payload']);
+    t.equal(await run, 0);
+    const again = out.find((l) => l.startsWith('again:')) ?? '';
+    t.match(again, / --evidence-payload$/, `the Reproduce line keeps it: ${again}`);
+    const plain = capture(['--collector', c.url, ...POINT_ARGS]);
+    t.equal(await plain.run, 0);
+    t.notMatch(plain.out.find((l) => l.startsWith('again:')) ?? '', /--evidence-payload/);
+  },
+);
+
 void t.test('a point whose pod target came from an old list is named when armed', (t) => {
   const point = { name: 'decap', target: 'vpn/wg-0' };
   const note = 'reading vpn/wg-0 from the API failed (HTTP 503): as listed 42 s ago';

@@ -25,6 +25,8 @@ import { framesToFetch } from '../../collector/frames-fetch';
 import type { Hello } from '../../common/wire';
 import { openCaptureFile } from '../../offline/pcap-file';
 import { PCAPS } from './corpus';
+import { CLIENT, writePointFiles } from './report-pcaps';
+import { reportSchemaErrors } from './report-schema';
 import { Signal, TOKEN, closeServer, listen } from './transport-fixtures';
 
 const PCAP = join(PCAPS, 'zeek_http-get.pcap');
@@ -50,6 +52,7 @@ function startAgent(
   node: string,
   ns: { path: string; address: string },
   retention: (Partial<RetentionStoreOptions> & { dir: string }) | null,
+  pcapOf: (point: string) => string = () => PCAP,
 ): void {
   const hello: Hello = {
     agentId,
@@ -79,9 +82,12 @@ function startAgent(
     namespaceAddresses: () => Promise.resolve({ addresses: [ns.address] }),
     // A replay is its own final word once it ends: its counters are the capture's last ones.
     makeCapture: (spec, _netns, retain) =>
-      Object.assign(new FileSource(PCAP, spec, retain === undefined ? {} : { retain }), {
-        finalStats: true,
-      }),
+      Object.assign(
+        new FileSource(pcapOf(spec.point), spec, retain === undefined ? {} : { retain }),
+        {
+          finalStats: true,
+        },
+      ),
     nowMs: () => Date.now(),
     ...(store === undefined ? {} : { retention: store }),
   });
@@ -276,6 +282,219 @@ void t.test(
   },
 );
 
+/** Waits for a finished capture's report.json to say what its evidence.pcapng holds. */
+async function evidenceDoc(
+  c: Awaited<ReturnType<typeof collector>>,
+  id: string,
+): Promise<Record<string, unknown> & EvidenceDoc> {
+  const until = Date.now() + 10_000;
+  const read = (): (Record<string, unknown> & EvidenceDoc) | null => {
+    const raw = c.sessions.bundleFile(id, 'report.json');
+    return raw === null
+      ? null
+      : (JSON.parse(raw.toString()) as Record<string, unknown> & EvidenceDoc);
+  };
+  while ((read()?.evidence ?? null) === null && Date.now() < until)
+    await new Promise((r) => setTimeout(r, 20));
+  const doc = read();
+  if (doc === null) throw new Error('no report.json');
+  return doc;
+}
+
+interface EvidenceDoc {
+  evidence?: { packets: number; headersOnly: boolean; note: string; problems: unknown[] } | null;
+  identityHeaders?: {
+    scanned: string[];
+    notScanned: unknown[];
+    seen: { point: string; kind: string; value: string }[];
+    cut: { point: string; payloadBytes: number; payloadLength: number; why: string }[];
+  };
+  capture?: { request: { evidencePayload?: boolean } };
+  reproduce?: { argv: string[] };
+  whatToChange?: { questions: { detail: string }[] };
+}
+
+/** tshark's fields of every packet of a bundle's evidence.pcapng. */
+function tsharkFields(
+  t: { teardown(fn: () => void): void },
+  pcapng: Buffer,
+  fields: string[],
+): string[][] {
+  const file = join(tempDir(t, 'frames-ts'), 'evidence.pcapng');
+  writeFileSync(file, pcapng);
+  const ts = spawnSync(
+    'tshark',
+    ['-r', file, '-T', 'fields', ...fields.flatMap((f) => ['-e', f])],
+    {
+      encoding: 'utf8',
+      timeout: 60_000,
+    },
+  );
+  if (ts.status !== 0) throw new Error(`tshark: ${ts.error?.message ?? ts.stderr}`);
+  // Not trim(): a last row's empty fields are tabs too.
+  return ts.stdout
+    .replace(/\n$/, '')
+    .split('\n')
+    .map((l) => l.split('\t'));
+}
+
+void t.test(
+  'evidencePayload: whole frames retained, payload in evidence.pcapng, identity headers found; default: cut and said so',
+  async (t) => {
+    const c = await collector(t, tempDir(t, 'frames-data'));
+    const ret = tempDir(t, 'frames-ret');
+    // The backend's request carries an X-Forwarded-For past the first 256 bytes of its frame.
+    const files = new Map(
+      writePointFiles(tempDir(t, 'frames-pcaps'), {
+        headers: { backend: `User-Agent: ${'x'.repeat(240)}\r\nX-Forwarded-For: ${CLIENT}\r\n` },
+      }),
+    );
+    const pcapOf = (point: string): string => files.get(point) ?? PCAP;
+    startAgent(
+      t,
+      c.port,
+      'agent-vpn',
+      'vpn-node',
+      { path: '/run/netns/vpn', address: '10.244.1.10' },
+      { dir: ret },
+      pcapOf,
+    );
+    startAgent(
+      t,
+      c.port,
+      'agent-backend',
+      'backend-node',
+      { path: '/run/netns/web', address: '10.244.2.5' },
+      { dir: ret },
+      pcapOf,
+    );
+    await waitAgents(c.sessions, 2);
+    const run = async (evidencePayload: boolean): Promise<string> => {
+      const view = await c.sessions.create({
+        points: POINTS,
+        client: CLIENT,
+        timeoutMs: 20_000,
+        stopOnFirstMatch: true,
+        settleMs: 300,
+        ...(evidencePayload ? { evidencePayload } : {}),
+      });
+      await c.stored.wait(() => POINTS.every((p) => c.frames.includes(`${view.id}/${p.name}`)));
+      return view.id;
+    };
+
+    const id = await run(true);
+    t.equal(c.sessions.get(id)?.verdict?.layer, 'preserved');
+    for (const p of POINTS) {
+      const f = framesOf(c.store, id, p.name);
+      t.equal(f.snaplen, 65535, `${p.name}: the agent retained up to the capture's snaplen`);
+      t.ok(
+        f.frames.length > 0 && f.frames.every((x) => x.bytes.length === x.origLen),
+        `${p.name}: whole frames`,
+      );
+    }
+    const doc = await evidenceDoc(c, id);
+    t.same(reportSchemaErrors(doc), [], 'report.json is valid against the schema');
+    t.equal(doc.evidence?.headersOnly, false, 'report.json: payload kept');
+    t.match(
+      doc.evidence?.note,
+      /with their payload as retained \(the capture asked for it: at most 65535 bytes a frame/,
+    );
+    t.notMatch(
+      doc.evidence?.note,
+      /longer and cut there|reached its bound/,
+      'nothing cut, nothing past a bound',
+    );
+    t.equal(doc.capture?.request.evidencePayload, true, 'capture.request says it was asked for');
+    t.equal(
+      doc.reproduce?.argv.at(-1),
+      '--evidence-payload',
+      'the Reproduce line asks for it again',
+    );
+    t.match(
+      c.sessions.bundleFile(id, 'report.md')?.toString(),
+      /with the payload bytes as captured/,
+    );
+    t.match(
+      c.sessions.bundleFile(id, 'report.html')?.toString(),
+      /with the payload bytes as captured/,
+    );
+    const pcapng = c.sessions.bundleFile(id, 'evidence.pcapng');
+    if (pcapng === null) throw new Error('no evidence.pcapng');
+    // Each point's copy of the connection is its own interface's; tshark's TCP analysis would
+    // take the later ones for retransmissions, so the payload is read as bytes.
+    const rows = tsharkFields(t, pcapng, [
+      'frame.interface_name',
+      'frame.cap_len',
+      'frame.len',
+      'tcp.payload',
+    ]);
+    t.ok(
+      rows.every((r) => r[1] === r[2]),
+      'tshark: every frame whole (cap_len = len)',
+    );
+    const requests = rows
+      .map((r) => [r[0], Buffer.from(r[3] ?? '', 'hex').toString('latin1')])
+      .filter(([, text]) => text?.startsWith('GET ') === true);
+    t.same(
+      requests.map(([iface, text]) => [
+        iface,
+        /^GET (\S+)/.exec(text ?? '')?.[1],
+        /X-Forwarded-For: (\S+)/.exec(text ?? '')?.[1] ?? null,
+      ]),
+      [
+        ['decap@vpn-node/tun0', '/hoptrace-probe-rep0', null],
+        ['egress@vpn-node/eth0', '/hoptrace-probe-rep0', null],
+        ['backend@backend-node/eth0', '/hoptrace-probe-rep0', CLIENT],
+      ],
+      "tshark gives each point's HTTP request bytes, and the backend's X-Forwarded-For",
+    );
+    t.same(doc.identityHeaders?.scanned, ['decap', 'egress', 'backend']);
+    t.same(doc.identityHeaders?.cut, [], 'nothing cut');
+    t.match(doc.identityHeaders?.seen, [
+      { point: 'backend', kind: 'x-forwarded-for', value: CLIENT },
+    ]);
+    t.equal(doc.identityHeaders?.seen.length, 1);
+    t.match(
+      doc.whatToChange?.questions[0]?.detail,
+      /x-forwarded-for `10\.90\.0\.42` at backend .*not at the first point/,
+    );
+
+    // The same request captured without the option: headers only, and the scan says how far it read.
+    const plain = await run(false);
+    const d = await evidenceDoc(c, plain);
+    t.same(reportSchemaErrors(d), []);
+    t.equal(d.evidence?.headersOnly, true, 'headers only by default');
+    t.equal(d.capture?.request.evidencePayload, undefined);
+    t.notOk(d.reproduce?.argv.includes('--evidence-payload'));
+    const plainRows = tsharkFields(
+      t,
+      c.sessions.bundleFile(plain, 'evidence.pcapng') ?? Buffer.alloc(0),
+      ['frame.cap_len', 'frame.len', 'tcp.len', 'tcp.payload'],
+    );
+    t.ok(
+      plainRows.every((r) => r[3] === ''),
+      'tshark: no payload bytes in any frame',
+    );
+    t.ok(
+      plainRows.some((r) => Number(r[2]) > 0 && Number(r[0]) < Number(r[1])),
+      'data segments cut after TCP',
+    );
+    t.same(d.identityHeaders?.scanned, ['decap', 'egress', 'backend'], 'every point scanned');
+    t.same(d.identityHeaders?.seen, [], 'the header lies past the retained bytes');
+    t.match(d.identityHeaders?.cut, [
+      {
+        point: 'backend',
+        payloadBytes: 256 - 54,
+        why: "the frame was cut at retention's 256 B; capture with --evidence-payload to see all",
+      },
+    ]);
+    t.equal(d.identityHeaders?.cut.length, 1, 'decap and egress were read whole');
+    const q1 = d.whatToChange?.questions[0]?.detail ?? '';
+    t.match(q1, /at backend only the first 202 of the request's \d+ payload bytes were looked at/);
+    t.notMatch(q1, /first data segment at [^;]*backend/, 'backend is never said to carry none');
+  },
+);
+
 void t.test(
   'retention full at one agent, none at the other: every missing frame is named',
   async (t) => {
@@ -334,5 +553,18 @@ void t.test(
       b.missing,
       (want.get('backend') ?? []).map((frame) => ({ frame, reason: 'RETENTION_OFF' })),
     );
+    // The bound is said in the evidence, per point, with the agent's counts.
+    const doc = await evidenceDoc(c, id);
+    for (const name of ['decap', 'egress']) {
+      const f = framesOf(c.store, id, name);
+      t.match(
+        doc.evidence?.note,
+        `${name}'s retention reached its bound after ${f.retained} frames (${f.retentionDropped} more not kept)`,
+        `${name}: the evidence note names the bound`,
+      );
+    }
+    t.match(doc.identityHeaders?.notScanned, [
+      { point: 'backend', why: /could not give frame \d+ \(RETENTION_OFF\)/ },
+    ]);
   },
 );

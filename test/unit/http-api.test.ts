@@ -2,7 +2,7 @@
  * The HTTP API, socket-free through `handle()`: validation, auth, 404/409, and a whole capture
  * lifecycle with a fake hub delivering events replayed from a public pcap at all three points.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -139,6 +139,9 @@ void t.test('validation: 400 API_BAD_REQUEST naming the field', async (t) => {
     [{ points: POINTS, dport: 70000 }, 'dport'],
     [{ points: POINTS, timeoutMs: 'soon' }, 'timeoutMs'],
     [{ points: POINTS, stopOnFirstMatch: 'yes' }, 'stopOnFirstMatch'],
+    [{ points: POINTS, evidencePayload: 'yes' }, 'evidencePayload'],
+    [{ points: POINTS, evidencePayload: 1 }, 'evidencePayload'],
+    [{ points: POINTS, evidencePayload: 'true' }, 'evidencePayload'],
     [{ points: POINTS, color: 'red' }, 'color'],
     [{ points: POINTS, inventory: { nodes: [] } }, 'inventory'],
   ];
@@ -154,6 +157,31 @@ void t.test('validation: 400 API_BAD_REQUEST naming the field', async (t) => {
   t.equal(put.headers['allow'], 'GET, POST');
   t.equal(errorOf(put.json).code, 'API_METHOD_NOT_ALLOWED');
 });
+
+void t.test(
+  'evidencePayload: the agents are asked for whole frames; kept in session.json; default headers',
+  async (t) => {
+    const { req, hub, dir } = setup(t);
+    const payload = await req('POST', '/v1/captures', { points: POINTS, evidencePayload: true });
+    t.equal(payload.status, 201);
+    const plain = await req('POST', '/v1/captures', { points: POINTS, evidencePayload: false });
+    t.equal(plain.status, 201);
+    const idOf = (r: { json: unknown }): string => (r.json as { id: string }).id;
+    const sent = hub.captures();
+    const of = (id: string): (number | undefined)[] =>
+      sent.filter((c) => c.captureId === id).map((c) => c.retainSnaplen);
+    t.same(of(idOf(payload)), [65535, 65535, 65535], 'retainSnaplen = the capture snaplen');
+    t.same(of(idOf(plain)), [undefined, undefined, undefined], "the agents' default (256)");
+    const spec = (id: string): unknown =>
+      (
+        JSON.parse(readFileSync(join(dir, 'captures', id, 'session.json'), 'utf8')) as {
+          spec: { evidencePayload?: unknown };
+        }
+      ).spec.evidencePayload;
+    t.equal(spec(idOf(payload)), true, 'session.json keeps it (a restart re-reads it)');
+    t.equal(spec(idOf(plain)), undefined, 'false is the default, not stored');
+  },
+);
 
 void t.test(
   'HTTP details: 405 everywhere, HEAD as GET, broken percent-encoding is 400',

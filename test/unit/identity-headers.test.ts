@@ -40,6 +40,11 @@ void t.test('HTTP/1: X-Forwarded-For and Forwarded, any case, only in the head',
     'cut by the snaplen: what was captured',
   );
   t.same(of(`GET / HTTP/1.1\r\nX-Forwarded-For: ${'9'.repeat(500)}\r\n\r\n`)[0]?.value.length, 200);
+  t.same(
+    of('GET / HTTP/1.1\r\nX-Real-IP: 10.90.0.42\r\n\r\n'),
+    [{ kind: 'x-real-ip', value: '10.90.0.42' }],
+    "X-Real-IP (nginx's realip module)",
+  );
   t.end();
 });
 
@@ -81,7 +86,12 @@ void t.test("framePayloadSpan: where a frame's TCP payload lies", (t) => {
     payload: 'GET / HTTP/1.1\r\n\r\n',
   });
   const span = framePayloadSpan(1, p.data);
-  t.same(span, { start: 54, end: p.data.length });
+  t.same(span, { start: 54, end: p.data.length, wireLength: 18 });
+  t.same(
+    framePayloadSpan(1, p.data.subarray(0, 60)),
+    { start: 54, end: 60, wireLength: 18 },
+    'cut',
+  );
   t.equal(framePayloadSpan(1, p.data.subarray(0, 54)), null, 'no payload captured');
   t.end();
 });

@@ -1,5 +1,13 @@
 /** The data directory: sessions and events survive a restart; a torn last record loses nothing before it. */
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import {
+  appendFileSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -57,6 +65,30 @@ void t.test('sessions, events and lastSeq survive a restart', async (t) => {
   t.same(loaded.events.get('decap'), evs, 'events round-trip through protobuf');
   t.same(loaded.events.get('backend'), []);
   t.same(loaded.repaired, []);
+  await b.close();
+});
+
+void t.test('a capture asked with evidencePayload keeps it across a restart', async (t) => {
+  const dir = tempDir(t);
+  const a = new CaptureStore({ dir });
+  const s = session('c-pay-0000aaaa');
+  s.record.spec.evidencePayload = true;
+  a.saveSession(s.record);
+  const bad = session('c-pay-0000bbbb');
+  a.saveSession(bad.record);
+  await a.close();
+  // An edited session.json whose evidencePayload is not a boolean is not one.
+  const file = join(dir, 'captures', bad.id, 'session.json');
+  const raw = JSON.parse(readFileSync(file, 'utf8')) as { spec: Record<string, unknown> };
+  raw.spec['evidencePayload'] = 'yes';
+  writeFileSync(file, JSON.stringify(raw));
+  const b = new CaptureStore({ dir });
+  const loaded = b.loadSessions();
+  t.same(
+    loaded.map((l) => [l.record.id, l.record.spec.evidencePayload]),
+    [['c-pay-0000aaaa', true]],
+  );
+  t.match(b.quarantined, [{ reason: /spec\.evidencePayload is not valid/ }]);
   await b.close();
 });
 
