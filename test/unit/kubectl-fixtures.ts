@@ -1,0 +1,155 @@
+/**
+ * A simulated cluster with hoptrace installed, for `kubectl hoptrace`: the simulated API server
+ * (k8s-fixtures.ts) holding the collector's pod (Ready, TLS args, port `api`), one agent pod per
+ * node, the Secrets hoptrace-token and hoptrace-tls (made by scripts/deploy-tls.sh), and a real
+ * collector (in this process, TLS, reading pods from that API server) standing behind the
+ * collector pod's port-forward; its agents are a FakeHub whose agents replay a public pcap.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectCluster } from '../../cli/kubectl/cluster';
+import type { KubectlDeps } from '../../cli/kubectl/flags';
+import { runKubectl } from '../../cli/kubectl/run';
+import type { PodObject } from '../../collector/k8s/facts';
+import { silentLogger } from '../../collector/logger';
+import { startCollector, type RunningCollector } from '../../collector/main';
+import { answerWithReplay, twoNodeHub, type FakeHub } from './collector-fixtures';
+import { PCAPS } from './corpus';
+import { startFakeApiServer, type FakeApiServer } from './k8s-fixtures';
+
+export const API_TOKEN = 'kubectl-test-token-0123456789';
+export const COLLECTOR_POD = 'hoptrace-collector-5d8c9b7f4-x2k9q';
+export const PCAP = join(PCAPS, 'zeek_http-get.pcap');
+const root = join(__dirname, '..', '..', '..');
+
+export interface KubeScene {
+  dir: string;
+  fake: FakeApiServer;
+  collector: RunningCollector;
+  hub: FakeHub;
+  /** Runs `kubectl hoptrace ARGV…` in this process (cwd: `dir`); its exit code and lines. */
+  run(
+    argv: string[],
+    env?: NodeJS.ProcessEnv,
+  ): Promise<{ code: number; out: string[]; err: string[] }>;
+}
+
+function collectorPod(port: number): PodObject {
+  return {
+    metadata: {
+      name: COLLECTOR_POD,
+      namespace: 'hoptrace',
+      labels: { 'app.kubernetes.io/name': 'hoptrace', 'app.kubernetes.io/component': 'collector' },
+    },
+    spec: {
+      nodeName: 'backend-node',
+      containers: [
+        {
+          name: 'collector',
+          image: 'hoptrace:0.1.0',
+          args: [
+            'collector',
+            '--listen',
+            `0.0.0.0:${port}`,
+            '--tls-cert',
+            '/etc/hoptrace-tls/tls.crt',
+          ],
+          ports: [{ name: 'api', containerPort: port, protocol: 'TCP' }],
+        },
+      ],
+    },
+    status: {
+      phase: 'Running',
+      podIP: '10.244.2.50',
+      conditions: [{ type: 'Ready', status: 'True' }],
+    },
+  } as PodObject;
+}
+
+function agentPod(node: string, suffix: string): PodObject {
+  return {
+    metadata: {
+      name: `hoptrace-agent-${suffix}`,
+      namespace: 'hoptrace',
+      labels: { 'app.kubernetes.io/name': 'hoptrace', 'app.kubernetes.io/component': 'agent' },
+    },
+    spec: { nodeName: node, hostNetwork: true },
+    status: {
+      phase: 'Running',
+      podIP: '192.168.50.1',
+      conditions: [{ type: 'Ready', status: 'True' }],
+    },
+  } as PodObject;
+}
+
+export async function startKubeScene(
+  t: { teardown(fn: () => Promise<void> | void): void },
+  o: { silentBackend?: boolean } = {},
+): Promise<KubeScene> {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-kubectl-'));
+  const fake = await startFakeApiServer(dir);
+  // The TLS material as install would make it (and README's manual route does).
+  execFileSync(
+    'bash',
+    [join(root, 'scripts', 'deploy-tls.sh'), '--out', join(dir, 'tls'), '--days', '2'],
+    {
+      stdio: 'ignore',
+    },
+  );
+  const pem = (f: string): Buffer => readFileSync(join(dir, 'tls', f));
+  const hub = twoNodeHub();
+  answerWithReplay(hub, PCAP, o.silentBackend === true ? ['backend'] : []);
+  const collector = await startCollector({
+    host: '127.0.0.1',
+    port: 0,
+    dataDir: join(dir, 'data'),
+    tokens: [API_TOKEN],
+    tls: { cert: pem('tls.crt'), key: pem('tls.key') },
+    logger: silentLogger(),
+    hubFactory: () => hub,
+    kubernetes: { source: { kind: 'kubeconfig', file: fake.kubeconfig } },
+    fsync: false,
+    debounceMs: 0,
+  });
+  t.teardown(async () => {
+    await collector.close();
+    await fake.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const port = Number(new URL(collector.url).port);
+  fake.pods = [
+    ...fake.pods,
+    collectorPod(port),
+    agentPod('vpn-node', 'a1b2c'),
+    agentPod('backend-node', 'd3e4f'),
+  ];
+  fake.secrets.set('hoptrace/hoptrace-token', { token: `${API_TOKEN}\n` });
+  fake.secrets.set('hoptrace/hoptrace-tls', {
+    'ca.crt': pem('ca.crt'),
+    'tls.crt': pem('tls.crt'),
+    'tls.key': pem('tls.key'),
+  });
+  fake.forwards.set(`hoptrace/${COLLECTOR_POD}:${port}`, { host: '127.0.0.1', port });
+  return {
+    dir,
+    fake,
+    collector,
+    hub,
+    run: async (argv, env = {}) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const deps: KubectlDeps = {
+        out: (l) => out.push(l),
+        err: (l) => err.push(l),
+        env,
+        cwd: dir,
+        connect: (flags) => connectCluster(flags, env),
+        pollMs: 20,
+      };
+      const code = await runKubectl(argv, deps);
+      return { code, out, err };
+    },
+  };
+}
