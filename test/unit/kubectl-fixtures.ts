@@ -3,10 +3,12 @@
  * (k8s-fixtures.ts) holding the collector's pod (Ready, TLS args, port `api`), one agent pod per
  * node, the Secrets hoptrace-token and hoptrace-tls (made by scripts/deploy-tls.sh), and a real
  * collector (in this process, TLS, reading pods from that API server) standing behind the
- * collector pod's port-forward; its agents are a FakeHub whose agents replay a public pcap.
+ * collector pod's port-forward. Its agents are a FakeHub whose agents replay a public pcap, or
+ * (`agents: 'replay'`) two real agent runtimes replaying it over wss:// with the CA of
+ * hoptrace-tls and retaining their frames, so the bundle has its evidence.pcapng.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectCluster } from '../../cli/kubectl/cluster';
@@ -17,6 +19,7 @@ import { silentLogger } from '../../collector/logger';
 import { startCollector, type RunningCollector } from '../../collector/main';
 import { answerWithReplay, twoNodeHub, type FakeHub } from './collector-fixtures';
 import { PCAPS } from './corpus';
+import { startReplayAgent } from './replay-agent';
 import { startFakeApiServer, type FakeApiServer } from './k8s-fixtures';
 
 export const API_TOKEN = 'kubectl-test-token-0123456789';
@@ -28,7 +31,8 @@ export interface KubeScene {
   dir: string;
   fake: FakeApiServer;
   collector: RunningCollector;
-  hub: FakeHub;
+  /** The FakeHub standing for the agents (undefined with `agents: 'replay'`). */
+  hub: FakeHub | undefined;
   /** Runs `kubectl hoptrace ARGV…` in this process (cwd: `dir`); its exit code and lines. */
   run(
     argv: string[],
@@ -86,7 +90,7 @@ function agentPod(node: string, suffix: string): PodObject {
 
 export async function startKubeScene(
   t: { teardown(fn: () => Promise<void> | void): void },
-  o: { silentBackend?: boolean } = {},
+  o: { silentBackend?: boolean; agents?: 'fake' | 'replay' } = {},
 ): Promise<KubeScene> {
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-kubectl-'));
   const fake = await startFakeApiServer(dir);
@@ -99,8 +103,9 @@ export async function startKubeScene(
     },
   );
   const pem = (f: string): Buffer => readFileSync(join(dir, 'tls', f));
-  const hub = twoNodeHub();
-  answerWithReplay(hub, PCAP, o.silentBackend === true ? ['backend'] : []);
+  const replay = o.agents === 'replay';
+  const hub = replay ? undefined : twoNodeHub();
+  if (hub !== undefined) answerWithReplay(hub, PCAP, o.silentBackend === true ? ['backend'] : []);
   const collector = await startCollector({
     host: '127.0.0.1',
     port: 0,
@@ -108,7 +113,7 @@ export async function startKubeScene(
     tokens: [API_TOKEN],
     tls: { cert: pem('tls.crt'), key: pem('tls.key') },
     logger: silentLogger(),
-    hubFactory: () => hub,
+    ...(hub === undefined ? {} : { hubFactory: () => hub }),
     kubernetes: { source: { kind: 'kubeconfig', file: fake.kubeconfig } },
     fsync: false,
     debounceMs: 0,
@@ -118,6 +123,27 @@ export async function startKubeScene(
     await fake.close();
     rmSync(dir, { recursive: true, force: true });
   });
+  if (replay) {
+    const agents = [
+      ['agent-vpn', 'vpn-node', '/run/netns/vpn', '10.244.1.10'],
+      ['agent-backend', 'backend-node', '/run/netns/web', '10.244.2.5'],
+    ] as const;
+    for (const [agentId, node, path, address] of agents) {
+      mkdirSync(join(dir, `retention-${node}`));
+      startReplayAgent(t, {
+        url: collector.agentsUrl,
+        token: API_TOKEN,
+        ca: pem('ca.crt'),
+        agentId,
+        node,
+        ns: { path, address },
+        pcap: PCAP,
+        retention: { dir: join(dir, `retention-${node}`) },
+      });
+    }
+    while (collector.sessions.agents().filter((a) => a.connected).length < agents.length)
+      await new Promise((r) => setTimeout(r, 10));
+  }
   const port = Number(new URL(collector.url).port);
   fake.pods = [
     ...fake.pods,

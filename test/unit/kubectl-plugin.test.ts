@@ -225,7 +225,7 @@ void t.test('status: collector, agents per node, versions, captures running', as
     running: [],
   });
 
-  s.hub.setConnected('agent-backend', false);
+  s.hub?.setConnected('agent-backend', false);
   s.fake.nodes = [...s.fake.nodes, { metadata: { name: 'gpu-node' } }];
   const partial = await s.run(['status', ...kc(s)]);
   t.equal(partial.code, 3, 'a node without a connected agent');
@@ -345,6 +345,23 @@ void t.test('capture: arguments to verdict to the bundle in ./hoptrace-<id>/', a
   t.equal(unknown.code, 1);
   t.match(unknown.err[0], /API_NOT_FOUND/);
 });
+
+void t.test(
+  'with real agents behind the collector the bundle has its evidence.pcapng',
+  async (t) => {
+    const s = await startKubeScene(t, { agents: 'replay' });
+    const argv = CAPTURE.slice(0, -2); // the default --evidence-wait: the agents answer in time
+    const r = await s.run([...argv, ...kc(s)]);
+    t.equal(r.code, 0, r.err.join('\n'));
+    const id = /^capture (c-\S+): resolved/m.exec(r.out.join('\n'))?.[1] ?? '';
+    t.match(r.out.join('\n'), /verdict: preserved/);
+    const status = await s.run(['status', ...kc(s)]);
+    t.match(status.out.join('\n'), /^agents: 2 of 2 nodes connected$/m);
+    const pcapng = readFileSync(join(s.dir, `hoptrace-${id}`, 'evidence.pcapng'));
+    t.equal(pcapng.readUInt32LE(0), 0x0a0d0d0a, 'a pcapng Section Header Block');
+    t.notMatch(r.out.join('\n'), /not in it/);
+  },
+);
 
 void t.test('capture --json stays one object; workloads resolve to a pod', async (t) => {
   const s = await startKubeScene(t);
