@@ -108,6 +108,8 @@ export const ERRORS = {
     "a Secret kubectl hoptrace reads is missing or lacks its key: hoptrace-token's token, or hoptrace-tls's ca.crt when the collector serves TLS",
   KUBECTL_PORT_FORWARD:
     "the API server's port-forward to the collector pod failed or broke (refused by the kubelet, pod gone)",
+  KUBECTL_INSTALL_FAILED:
+    'kubectl hoptrace install could not finish: the TLS material could not be made, or the collector and the agents were not ready in time',
   KUBECTL_NOT_IMPLEMENTED: 'this kubectl hoptrace subcommand is not built yet',
   // Repro during pod deletion (collector/repro.ts, cli/repro.ts).
   REPRO_NO_WORKLOAD:

@@ -9,6 +9,7 @@ import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
 import { loadClientLibrary } from '../../collector';
 import { loadKubeConfig, type KubeFlags } from './kube-config';
+import type { Manifest } from './manifests';
 import { openPortForward } from './port-forward';
 
 export interface Cluster {
@@ -26,11 +27,17 @@ export interface Cluster {
   readWorkloadSelector(kind: WorkloadKind, namespace: string, name: string): Promise<string | null>;
   /** One connection to a pod's port through the API server. */
   portForward(namespace: string, pod: string, port: number): Duplex;
+  /** Server-side apply (`kubectl apply --server-side`): creates or updates the object. */
+  apply(o: Manifest): Promise<void>;
+  /** Deletes the object; false when it was not there. */
+  remove(o: Manifest): Promise<boolean>;
 }
 
 export type WorkloadKind = 'deployment' | 'statefulset' | 'daemonset';
 
 const TIMEOUT_MS = 15_000;
+/** Who owns the fields install applies (server-side apply's field manager). */
+const FIELD_MANAGER = 'kubectl-hoptrace';
 
 export async function connectCluster(
   flags: KubeFlags,
@@ -40,6 +47,9 @@ export async function connectCluster(
   const cfg = loadKubeConfig(k8s, flags, env);
   const core = cfg.kc.makeApiClient(k8s.CoreV1Api);
   const apps = cfg.kc.makeApiClient(k8s.AppsV1Api);
+  const objects = k8s.KubernetesObjectApi.makeApiClient(cfg.kc);
+  const named = (o: Manifest): string =>
+    `${o.kind} ${o.metadata.namespace === undefined ? '' : `${o.metadata.namespace}/`}${o.metadata.name}`;
   const where = `${cfg.server} (context ${cfg.context})`;
 
   const call = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
@@ -110,6 +120,22 @@ export async function connectCluster(
         .join(',');
     },
     portForward: (namespace, pod, port) => openPortForward(k8s, cfg.kc, namespace, pod, port),
+    apply: async (o) => {
+      await call(`apply ${named(o)}`, () =>
+        objects.patch(
+          o as K8s.KubernetesObject,
+          undefined,
+          undefined,
+          FIELD_MANAGER,
+          true,
+          k8s.PatchStrategy.ServerSideApply,
+        ),
+      );
+    },
+    remove: async (o) =>
+      (await orNull(
+        call(`delete ${named(o)}`, () => objects.delete(o as K8s.KubernetesObject)),
+      )) !== null,
   };
 }
 

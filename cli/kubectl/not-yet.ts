@@ -6,8 +6,6 @@ import { HoptraceError } from '../../common/errors';
 import { KUBE_USAGE } from './flags';
 
 export const NOT_YET = {
-  install: `kubectl hoptrace install --image IMAGE [--timeout 5m] ${KUBE_USAGE}`,
-  uninstall: `kubectl hoptrace uninstall [--yes] ${KUBE_USAGE}`,
   doctor: `kubectl hoptrace doctor --vpn TARGET --backend TARGET [--tunnel-range CIDR] [--client IP] [--dst IP] [--json] ${KUBE_USAGE}`,
   repro: `kubectl hoptrace repro --vpn-workload NS/LABELSELECTOR --backend TARGET:IFACE [--delete-after N] [--interval 1s] [--count 20] ${KUBE_USAGE}`,
 } as const;
@@ -15,9 +13,6 @@ export const NOT_YET = {
 export type NotYet = keyof typeof NOT_YET;
 
 const MANUAL: Record<NotYet, string> = {
-  install:
-    'apply deploy/ by hand as README "Kubernetes" says (token Secret, scripts/deploy-tls.sh, kubectl apply -k deploy/)',
-  uninstall: 'kubectl delete -k deploy/ && kubectl delete namespace hoptrace (README "Kubernetes")',
   doctor:
     'kubectl -n hoptrace port-forward svc/hoptrace-collector 7070, then hoptrace doctor --collector https://127.0.0.1:7070',
   repro:

@@ -21,8 +21,11 @@ commands:
       the collector, every node's agent (connected, version), the captures running
   report ID
       download a capture's (or a repro's) bundle to ./hoptrace-<ID>/
-  install --image IMAGE        (not built yet)
-  uninstall                    (not built yet)
+  install --image IMAGE
+      apply deploy/ with the image, create the token and TLS Secrets, wait for the collector and
+      every node's agent, say which nodes have one
+  uninstall
+      delete all of it: the workloads, the RBAC, both Secrets, the namespace
   doctor …                     (not built yet)
   repro --vpn-workload …       (not built yet)
   help, <command> --help, --version
@@ -52,8 +55,14 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
     const m = await import('./capture');
     return { run: m.runKubeCapture, usage: m.USAGE };
   },
-  install: () => notYet('install'),
-  uninstall: () => notYet('uninstall'),
+  install: async () => {
+    const m = await import('./install');
+    return { run: m.runInstall, usage: m.INSTALL_USAGE };
+  },
+  uninstall: async () => {
+    const m = await import('./install');
+    return { run: m.runUninstall, usage: m.UNINSTALL_USAGE };
+  },
   doctor: () => notYet('doctor'),
   repro: () => notYet('repro'),
 };

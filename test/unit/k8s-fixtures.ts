@@ -8,7 +8,11 @@
  * port-forward (GET /api/v1/namespaces/NS/pods/NAME/portforward?ports=P, `v4.channel.k8s.io`: as
  * the kubelet, the first frame of channel 0 (data) and of channel 1 (errors) is the port as two
  * little-endian bytes; the data goes to `forwards`' address for that pod and port, a refused
- * connection is reported as text on channel 1), with a kubeconfig file pointing at it.
+ * connection is reported as text on channel 1); for install, API discovery (GET /api/v1,
+ * /apis/apps/v1, /apis/rbac.authorization.k8s.io/v1), server-side apply (PATCH
+ * application/apply-patch+yaml: any object, kept in `objects` by its path; a Secret also in
+ * `secrets`; `onApply` plays the controllers) and DELETE of what was applied; with a kubeconfig
+ * file pointing at it.
  */
 import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -128,10 +132,37 @@ export interface FakeApiServer {
   forwards: Map<string, { host: string; port: number }>;
   /** Port-forwards opened (WebSocket upgrades accepted). */
   forwardsOpened: number;
+  /** Objects applied (server-side apply), by their API path. */
+  objects: Map<string, Record<string, unknown>>;
+  /** Called after an object was applied (a test starts pods here, as the controllers would). */
+  onApply: ((path: string, o: Record<string, unknown>) => void) | undefined;
   /** Requests (`METHOD /path`) answered 403 whatever the mode (RBAC that lacks one verb). */
   refuse: RegExp | undefined;
   close(): Promise<void>;
 }
+
+/** The API discovery of the kinds deploy/ holds: [resource, kind, namespaced]. */
+const DISCOVERY: Record<string, [string, string, boolean][]> = {
+  '/api/v1': [
+    ['namespaces', 'Namespace', false],
+    ['nodes', 'Node', false],
+    ['pods', 'Pod', true],
+    ['secrets', 'Secret', true],
+    ['serviceaccounts', 'ServiceAccount', true],
+    ['services', 'Service', true],
+  ],
+  '/apis/apps/v1': [
+    ['daemonsets', 'DaemonSet', true],
+    ['deployments', 'Deployment', true],
+    ['statefulsets', 'StatefulSet', true],
+  ],
+  '/apis/rbac.authorization.k8s.io/v1': [
+    ['clusterrolebindings', 'ClusterRoleBinding', false],
+    ['clusterroles', 'ClusterRole', false],
+    ['rolebindings', 'RoleBinding', true],
+    ['roles', 'Role', true],
+  ],
+};
 
 function status(res: ServerResponse, code: number, reason: string, message: string): void {
   res.writeHead(code, { 'content-type': 'application/json' });
@@ -171,6 +202,8 @@ export async function startFakeApiServer(dir: string): Promise<FakeApiServer> {
     workloads: new Map(),
     forwards: new Map(),
     forwardsOpened: 0,
+    objects: new Map(),
+    onApply: undefined,
     refuse: undefined,
     onDelete: undefined,
     close: () => Promise.resolve(),
@@ -241,8 +274,63 @@ export async function startFakeApiServer(dir: string): Promise<FakeApiServer> {
       });
       return;
     }
+    const secretPath = /^\/api\/v1\/namespaces\/([^/]+)\/secrets\/([^/]+)$/.exec(u.pathname);
+    if (req.method === 'PATCH') {
+      if (req.headers['content-type'] !== 'application/apply-patch+yaml') {
+        status(res, 415, 'UnsupportedMediaType', 'only server-side apply here');
+        return;
+      }
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        const o = JSON.parse(body) as Record<string, unknown>;
+        fake.objects.set(u.pathname, o);
+        if (secretPath) {
+          const data = (o['data'] ?? {}) as Record<string, string>;
+          fake.secrets.set(
+            `${secretPath[1] ?? ''}/${secretPath[2] ?? ''}`,
+            Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
+          );
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(o));
+        fake.onApply?.(u.pathname, o);
+      });
+      return;
+    }
+    if (req.method === 'DELETE') {
+      const key = secretPath ? `${secretPath[1] ?? ''}/${secretPath[2] ?? ''}` : '';
+      const had = fake.objects.delete(u.pathname) || (secretPath !== null && fake.secrets.has(key));
+      if (secretPath) fake.secrets.delete(key);
+      if (!had) {
+        status(res, 404, 'NotFound', `${u.pathname} not found`);
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Success' }));
+      return;
+    }
     if (req.method !== 'GET') {
       status(res, 405, 'MethodNotAllowed', 'only GET here');
+      return;
+    }
+    const discovery = DISCOVERY[u.pathname];
+    if (discovery !== undefined) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          kind: 'APIResourceList',
+          apiVersion: 'v1',
+          groupVersion: u.pathname.replace(/^\/apis?\//, ''),
+          resources: discovery.map(([name, kind, namespaced]) => ({
+            name,
+            singularName: kind.toLowerCase(),
+            namespaced,
+            kind,
+            verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
+          })),
+        }),
+      );
       return;
     }
     if (u.pathname === '/api/v1/nodes') {

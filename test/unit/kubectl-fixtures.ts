@@ -163,19 +163,120 @@ export async function startKubeScene(
     fake,
     collector,
     hub,
-    run: async (argv, env = {}) => {
-      const out: string[] = [];
-      const err: string[] = [];
-      const deps: KubectlDeps = {
-        out: (l) => out.push(l),
-        err: (l) => err.push(l),
-        env,
-        cwd: dir,
-        connect: (flags) => connectCluster(flags, env),
-        pollMs: 20,
-      };
-      const code = await runKubectl(argv, deps);
-      return { code, out, err };
-    },
+    run: runner(dir),
   };
+}
+
+/** `kubectl hoptrace ARGV…` in this process, in `dir`, with `env` as its environment. */
+function runner(dir: string): KubeScene['run'] {
+  return async (argv, env = {}) => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const deps: KubectlDeps = {
+      out: (l) => out.push(l),
+      err: (l) => err.push(l),
+      env,
+      cwd: dir,
+      connect: (flags) => connectCluster(flags, env),
+      pollMs: 20,
+    };
+    const code = await runKubectl(argv, deps);
+    return { code, out, err };
+  };
+}
+
+export interface EmptyCluster {
+  dir: string;
+  fake: FakeApiServer;
+  /** The collector the simulated controllers started, once install applied its Deployment. */
+  collector(): RunningCollector | undefined;
+  run: KubeScene['run'];
+}
+
+/**
+ * A cluster without hoptrace, whose simulated controllers act on what install applies: the
+ * collector's Deployment starts a real collector in this process with the token and TLS material
+ * of the Secrets install created (agents then use that token: the simulated collector does not
+ * run TokenReview) and its pod, with the Deployment's image and args; the DaemonSet starts an
+ * agent pod and a real agent runtime per node, connecting over wss:// with the Secret's CA.
+ */
+export async function startEmptyCluster(t: {
+  teardown(fn: () => Promise<void> | void): void;
+}): Promise<EmptyCluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-kubectl-install-'));
+  const fake = await startFakeApiServer(dir);
+  let collector: RunningCollector | undefined;
+  let started: Promise<RunningCollector> | undefined;
+  let agentsStarted = false;
+  const secret = (name: string, key: string): Buffer => {
+    const v = fake.secrets.get(`hoptrace/${name}`)?.[key];
+    if (v === undefined) throw new Error(`the controller found no ${name} ${key}`);
+    return Buffer.from(v);
+  };
+  const startCollectorPod = async (
+    deployment: Record<string, unknown>,
+  ): Promise<RunningCollector> => {
+    const c = await startCollector({
+      host: '127.0.0.1',
+      port: 0,
+      dataDir: join(dir, 'data'),
+      tokens: [secret('hoptrace-token', 'token').toString('utf8').trim()],
+      tls: { cert: secret('hoptrace-tls', 'tls.crt'), key: secret('hoptrace-tls', 'tls.key') },
+      logger: silentLogger(),
+      kubernetes: { source: { kind: 'kubeconfig', file: fake.kubeconfig } },
+      fsync: false,
+      debounceMs: 0,
+    });
+    collector = c;
+    const port = Number(new URL(c.url).port);
+    const template = (
+      deployment['spec'] as {
+        template: { spec: { containers: { image: string; args: string[] }[] } };
+      }
+    ).template.spec.containers[0];
+    const p = collectorPod(port) as { spec: { containers: { image: string; args: string[] }[] } };
+    const container = p.spec.containers[0];
+    if (container && template) {
+      container.image = template.image;
+      container.args = template.args;
+    }
+    fake.pods = [...fake.pods, p as PodObject];
+    fake.forwards.set(`hoptrace/${COLLECTOR_POD}:${port}`, { host: '127.0.0.1', port });
+    return c;
+  };
+  fake.onApply = (path) => {
+    if (path === '/apis/apps/v1/namespaces/hoptrace/deployments/hoptrace-collector') {
+      started ??= startCollectorPod(fake.objects.get(path) ?? {});
+    }
+    // A DaemonSet applied again (a second install) changes nothing here.
+    if (path === '/apis/apps/v1/namespaces/hoptrace/daemonsets/hoptrace-agent' && !agentsStarted) {
+      agentsStarted = true;
+      void (started ?? Promise.reject(new Error('agents before the collector'))).then((c) => {
+        const agents = [
+          ['agent-vpn', 'vpn-node', '/run/netns/vpn', '10.244.1.10', 'a1b2c'],
+          ['agent-backend', 'backend-node', '/run/netns/web', '10.244.2.5', 'd3e4f'],
+        ] as const;
+        for (const [agentId, node, nsPath, address, suffix] of agents) {
+          fake.pods = [...fake.pods, agentPod(node, suffix)];
+          mkdirSync(join(dir, `retention-${node}`));
+          startReplayAgent(t, {
+            url: c.agentsUrl,
+            token: secret('hoptrace-token', 'token').toString('utf8').trim(),
+            ca: secret('hoptrace-tls', 'ca.crt'),
+            agentId,
+            node,
+            ns: { path: nsPath, address },
+            pcap: PCAP,
+            retention: { dir: join(dir, `retention-${node}`) },
+          });
+        }
+      });
+    }
+  };
+  t.teardown(async () => {
+    await collector?.close();
+    await fake.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { dir, fake, collector: () => collector, run: runner(dir) };
 }

@@ -13,7 +13,12 @@ import { loadClientLibrary } from '../../collector/k8s/client';
 import { loadKubeConfig } from '../../cli/kubectl/kube-config';
 import { parseKubeTarget } from '../../cli/kubectl/targets';
 import { pod } from './k8s-fixtures';
-import { COLLECTOR_POD, startKubeScene, type KubeScene } from './kubectl-fixtures';
+import {
+  COLLECTOR_POD,
+  startEmptyCluster,
+  startKubeScene,
+  type KubeScene,
+} from './kubectl-fixtures';
 
 const root = join(__dirname, '..', '..', '..');
 const hasKubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
@@ -33,6 +38,16 @@ function runProcess(
 }
 
 const SUBCOMMANDS = ['capture', 'status', 'report', 'install', 'uninstall', 'doctor', 'repro'];
+const MANIFEST_PATHS = [
+  '/api/v1/namespaces/hoptrace',
+  '/api/v1/namespaces/hoptrace/serviceaccounts/hoptrace-collector',
+  '/api/v1/namespaces/hoptrace/serviceaccounts/hoptrace-agent',
+  '/apis/rbac.authorization.k8s.io/v1/clusterroles/hoptrace-collector-read',
+  '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/hoptrace-collector-read',
+  '/apis/apps/v1/namespaces/hoptrace/deployments/hoptrace-collector',
+  '/api/v1/namespaces/hoptrace/services/hoptrace-collector',
+  '/apis/apps/v1/namespaces/hoptrace/daemonsets/hoptrace-agent',
+];
 
 const CAPTURE = [
   'capture',
@@ -86,9 +101,12 @@ void t.test('help for the plugin and every subcommand; usage errors exit 2', asy
     s.fake.requests.some((q) => q.includes('/namespaces/hoptrace/')),
     'a usage error reaches no API server',
   );
-  const later = await s.run(['install', '--image', 'x']);
+  const later = await s.run(['doctor', '--vpn', 'x']);
   t.equal(later.code, 1);
-  t.match(later.err[0], /KUBECTL_NOT_IMPLEMENTED: kubectl hoptrace install: not built yet/);
+  t.match(later.err[0], /KUBECTL_NOT_IMPLEMENTED: kubectl hoptrace doctor: not built yet/);
+  const noImage = await s.run(['install', ...kc(s)]);
+  t.equal(noImage.code, 2);
+  t.match(noImage.err[0], /CLI_USAGE: kubectl hoptrace install: give --image IMAGE/);
 });
 
 void t.test('targets as kubectl users write them', (t) => {
@@ -450,3 +468,104 @@ void t.test(
     t.notMatch(noCluster.stderr, /\n\s+at /, 'no stack trace');
   },
 );
+
+void t.test('install → status → capture → uninstall on an empty simulated cluster', async (t) => {
+  const c = await startEmptyCluster(t);
+  const kcf = ['--kubeconfig', c.fake.kubeconfig];
+  const before = await c.run(['status', ...kcf]);
+  t.equal(before.code, 1);
+  t.match(before.err[0], /KUBECTL_NO_COLLECTOR/);
+
+  const r = await c.run(['install', '--image', 'registry.example/hoptrace:0.1.0', ...kcf]);
+  t.equal(r.code, 0, r.err.join('\n'));
+  const text = r.out.join('\n');
+  t.match(text, /^ {2}created secret\/hoptrace-token /m);
+  t.match(text, /^ {2}created secret\/hoptrace-tls .*ca\.key stays in /m);
+  t.match(text, /^ {2}applied daemonset\/hoptrace-agent$/m);
+  t.match(
+    text,
+    new RegExp(`^ready: collector pod hoptrace/${COLLECTOR_POD}; an agent on every node:$`, 'm'),
+  );
+  t.match(text, /^ {2}vpn-node: hoptrace-agent-a1b2c, connected \(version test\)$/m);
+  t.match(text, /^ {2}backend-node: hoptrace-agent-d3e4f, connected/m);
+  t.ok(
+    r.err.some((l) => /agents connected on 2 of 2 nodes/.test(l)),
+    'progress while waiting',
+  );
+  for (const p of MANIFEST_PATHS) t.ok(c.fake.objects.has(p), `applied ${p}`);
+  const deployment = c.fake.objects.get(
+    '/apis/apps/v1/namespaces/hoptrace/deployments/hoptrace-collector',
+  );
+  t.match(deployment, {
+    spec: { template: { spec: { containers: [{ image: 'registry.example/hoptrace:0.1.0' }] } } },
+  });
+  t.match(c.fake.objects.get('/apis/apps/v1/namespaces/hoptrace/daemonsets/hoptrace-agent'), {
+    spec: { template: { spec: { containers: [{ image: 'registry.example/hoptrace:0.1.0' }] } } },
+  });
+  const token = c.fake.secrets.get('hoptrace/hoptrace-token')?.['token'];
+  t.ok(token !== undefined && Buffer.from(token).length >= 32, 'a random token of 32 bytes');
+  t.ok(existsSync(join(c.dir, 'hoptrace-tls', 'ca.key')), 'ca.key stays here');
+  t.ok(
+    c.fake.requests.every(
+      (q) => !q.startsWith('PATCH') || q.includes('fieldManager=kubectl-hoptrace'),
+    ),
+    'server-side apply as kubectl-hoptrace',
+  );
+
+  // A second install keeps the Secrets (agents and users hold them).
+  const again = await c.run(['install', '--image', 'registry.example/hoptrace:0.1.0', ...kcf]);
+  t.equal(again.code, 0, again.err.join('\n'));
+  t.match(again.out.join('\n'), /kept secret\/hoptrace-token[^]*kept secret\/hoptrace-tls/);
+  t.same(c.fake.secrets.get('hoptrace/hoptrace-token')?.['token'], token);
+
+  const status = await c.run(['status', ...kcf]);
+  t.equal(status.code, 0, status.err.join('\n'));
+  t.match(status.out.join('\n'), /image registry\.example\/hoptrace:0\.1\.0/);
+  const cap = await c.run([...CAPTURE.slice(0, -2), ...kcf]);
+  t.equal(cap.code, 0, cap.err.join('\n'));
+  t.match(cap.out.join('\n'), /verdict: preserved/);
+  t.notMatch(cap.out.join('\n'), /not in it/, 'evidence.pcapng too');
+
+  const un = await c.run(['uninstall', ...kcf]);
+  t.equal(un.code, 0, un.err.join('\n'));
+  t.match(un.out.join('\n'), /^ {2}deleted secret\/hoptrace-token$/m);
+  t.match(un.out.join('\n'), /deleted namespace\/hoptrace$/);
+  t.same([...c.fake.objects.keys()], [], 'nothing applied is left');
+  t.same([...c.fake.secrets.keys()], [], 'both Secrets gone');
+  const twice = await c.run(['uninstall', ...kcf]);
+  t.equal(twice.code, 0);
+  t.match(twice.out.join('\n'), /was not there: namespace\/hoptrace/);
+  t.equal((await c.run(['uninstall', ...kcf, '--hoptrace-namespace', 'x'])).code, 2);
+});
+
+void t.test('install that cannot finish: the wait ends with KUBECTL_INSTALL_FAILED', async (t) => {
+  const c = await startEmptyCluster(t);
+  c.fake.onApply = undefined; // no controllers: nothing ever starts
+  const r = await c.run([
+    'install',
+    '--image',
+    'hoptrace:0.1.0',
+    '--timeout',
+    '300ms',
+    '--kubeconfig',
+    c.fake.kubeconfig,
+  ]);
+  t.equal(r.code, 1);
+  t.match(
+    r.err.at(-1),
+    /KUBECTL_INSTALL_FAILED: namespace hoptrace: not ready within 300ms: waiting for the collector pod/,
+  );
+  c.fake.refuse = /^PATCH .*clusterrole/;
+  const denied = await c.run([
+    'install',
+    '--image',
+    'hoptrace:0.1.0',
+    '--kubeconfig',
+    c.fake.kubeconfig,
+  ]);
+  t.equal(denied.code, 1);
+  t.match(
+    denied.err.at(-1),
+    /K8S_FORBIDDEN: .*apply ClusterRole hoptrace-collector-read: HTTP 403/,
+  );
+});
