@@ -11,6 +11,7 @@ import { execFile, spawnSync } from 'node:child_process';
 import t from 'tap';
 import { loadClientLibrary } from '../../collector/k8s/client';
 import { loadKubeConfig } from '../../cli/kubectl/kube-config';
+import { loadManifests } from '../../cli/kubectl/manifests';
 import { parseKubeTarget } from '../../cli/kubectl/targets';
 import { pod } from './k8s-fixtures';
 import {
@@ -492,7 +493,12 @@ void t.test('install → status → capture → uninstall on an empty simulated 
     r.err.some((l) => /agents connected on 2 of 2 nodes/.test(l)),
     'progress while waiting',
   );
-  for (const p of MANIFEST_PATHS) t.ok(c.fake.objects.has(p), `applied ${p}`);
+  // Every object of deploy/base arrives whole (client-node's serializer drops nothing).
+  const want = loadManifests(await loadClientLibrary(), 'registry.example/hoptrace:0.1.0');
+  t.equal(want.length, MANIFEST_PATHS.length);
+  want.forEach((m, i) => {
+    t.same(c.fake.objects.get(MANIFEST_PATHS[i] ?? ''), m, `applied ${m.kind} ${m.metadata.name}`);
+  });
   const deployment = c.fake.objects.get(
     '/apis/apps/v1/namespaces/hoptrace/deployments/hoptrace-collector',
   );
