@@ -11,13 +11,14 @@ export function parseCommandLine<O extends Options>(
   usage: string,
   argv: string[],
   options: O,
+  program = 'hoptrace',
 ) {
   try {
     return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (e) {
     const detail = e instanceof Error ? e.message : String(e);
     throw new HoptraceError('CLI_USAGE', detail, {
-      where: `hoptrace ${command}`,
+      where: `${program} ${command}`,
       hint: `usage: ${usage}`,
     });
   }
@@ -36,4 +37,11 @@ export function readFileArg(flag: string, path: string): Buffer {
       },
     );
   }
+}
+
+/** `--help`/`-h` among a command's arguments (before a `--`). */
+export function wantsHelp(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  const head = end < 0 ? argv : argv.slice(0, end);
+  return head.includes('--help') || head.includes('-h');
 }

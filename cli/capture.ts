@@ -90,6 +90,8 @@ export interface CaptureDeps {
   env?: NodeJS.ProcessEnv;
   fetch?: typeof fetch;
   pollMs?: number;
+  /** Told the capture's last view once it is final (kubectl hoptrace then downloads its bundle). */
+  onFinal?: (view: CaptureView) => void;
 }
 
 /** One line per point whose `namespace/pod` target came from an old pod list (the API failed). */
@@ -197,6 +199,7 @@ export async function runCapture(
     }
   }
   err(progressLine(view, Date.now() - started));
+  deps.onFinal?.(view);
   let result: AnalysisResult | null = null;
   if (view.reportUrls !== null) {
     result = await client.json<AnalysisResult>('GET', view.reportUrls.json);

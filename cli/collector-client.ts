@@ -25,6 +25,20 @@ export class CollectorClient {
     path: string,
     body?: unknown,
   ): Promise<{ status: number; text: string }> {
+    const { status, bytes } = await this.send(method, path, body);
+    return { status, text: bytes.toString('utf8') };
+  }
+
+  /** A GET whose reply is kept as bytes (a bundle file such as evidence.pcapng). */
+  async bytes(path: string): Promise<Buffer> {
+    return (await this.send('GET', path)).bytes;
+  }
+
+  private async send(
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; bytes: Buffer }> {
     const url = new URL(path, this.base).toString();
     let res: Response;
     try {
@@ -43,9 +57,9 @@ export class CollectorClient {
         hint: 'check --collector and that `hoptrace collector` runs and is reachable from here',
       });
     }
-    const text = await res.text();
-    if (res.status >= 400) throw apiError(res.status, text, `${method} ${url}`);
-    return { status: res.status, text };
+    const bytes = Buffer.from(await res.arrayBuffer());
+    if (res.status >= 400) throw apiError(res.status, bytes.toString('utf8'), `${method} ${url}`);
+    return { status: res.status, bytes };
   }
 
   /** One call whose reply must be JSON. */

@@ -1,6 +1,7 @@
 /** `hoptrace <command> …`: parse the command name, hand over, turn errors into clear messages. */
 import { isHoptraceError } from '../common/errors';
 import { hoptraceVersion } from '../common/version';
+import { wantsHelp } from './args';
 import { EXIT } from './exit-codes';
 
 const USAGE = `usage: hoptrace <command> [options]
@@ -70,13 +71,6 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
 
 /** Errors that mean the command line itself is wrong: exit 2, like an unknown command. */
 const USAGE_CODES = new Set(['CLI_USAGE', 'CLI_BAD_POINT']);
-
-/** `--help`/`-h` among a command's arguments (before a `--`). */
-function wantsHelp(argv: readonly string[]): boolean {
-  const end = argv.indexOf('--');
-  const head = end < 0 ? argv : argv.slice(0, end);
-  return head.includes('--help') || head.includes('-h');
-}
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;

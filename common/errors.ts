@@ -97,9 +97,20 @@ export const ERRORS = {
   // Kubernetes API (collector/k8s).
   K8S_CONFIG: 'no usable Kubernetes client configuration (kubeconfig file or in-cluster account)',
   K8S_API_UNREACHABLE: 'the Kubernetes API server did not answer, or answered with an error',
-  K8S_FORBIDDEN: 'the Kubernetes API refused the collector (HTTP 401/403): RBAC or credentials',
+  K8S_FORBIDDEN:
+    'the Kubernetes API refused the collector or kubectl hoptrace (HTTP 401/403): RBAC or credentials',
   K8S_POD_NOT_FOUND: 'no pod with this namespace/name is known to the Kubernetes API',
   K8S_POD_NO_IP: 'the pod exists but has no IP or node yet (pending, or finished)',
+  // kubectl hoptrace (cli/kubectl).
+  KUBECTL_NO_COLLECTOR:
+    'no ready hoptrace collector pod in the namespace kubectl hoptrace looks in (not installed, or not ready yet)',
+  KUBECTL_NO_SECRET:
+    "a Secret kubectl hoptrace reads is missing or lacks its key: hoptrace-token's token, or hoptrace-tls's ca.crt when the collector serves TLS",
+  KUBECTL_PORT_FORWARD:
+    "the API server's port-forward to the collector pod failed or broke (refused by the kubelet, pod gone)",
+  KUBECTL_INSTALL_FAILED:
+    'kubectl hoptrace install could not finish: the TLS material could not be made, or the collector and the agents were not ready in time',
+  KUBECTL_NOT_IMPLEMENTED: 'this kubectl hoptrace subcommand is not built yet',
   // Repro during pod deletion (collector/repro.ts, cli/repro.ts).
   REPRO_NO_WORKLOAD:
     'no connected agent reports a namespace that matches the repro workload selector',

@@ -8,14 +8,13 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { replayCaptureFile } from '../../offline/replay';
 import { parseCapturePoint, parseDuration, runCapture, targetNoteLines } from '../../cli/capture';
 import { parseListen, runCollector } from '../../cli/collector';
 import { silentLogger } from '../../collector/logger';
 import type { CaptureView } from '../../collector/capture-views';
 import { startCollector, type RunningCollector } from '../../collector/main';
 import { isHoptraceError } from '../../common/errors';
-import { FakeHub, status, twoNodeHub } from './collector-fixtures';
+import { answerWithReplay, FakeHub, twoNodeHub } from './collector-fixtures';
 import { PCAPS } from './corpus';
 
 const TOKEN = 'cli-test-token';
@@ -37,26 +36,7 @@ async function collector(
 ): Promise<RunningCollector> {
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-cli-'));
   const hub = twoNodeHub();
-  hub.onSend = (agentId, cmd) => {
-    if (cmd.kind !== 'capture') return;
-    const c = cmd.capture;
-    if (o.silentBackend === true && c.point === 'backend') return;
-    setImmediate(() => {
-      void hub
-        .deliver({ kind: 'status', agentId, status: status(c.captureId, c.point, 'capturing') })
-        .then(() =>
-          hub.deliver({
-            kind: 'events',
-            agentId,
-            batch: {
-              captureId: c.captureId,
-              point: c.point,
-              events: [...replayCaptureFile(PCAP, { point: c.point, node: agentId })],
-            },
-          }),
-        );
-    });
-  };
+  answerWithReplay(hub, PCAP, o.silentBackend === true ? ['backend'] : []);
   const c = await startCollector({
     port: 0,
     dataDir: dir,

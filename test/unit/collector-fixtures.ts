@@ -4,6 +4,7 @@
  */
 import type { AgentHub, AgentInfo, AgentMessage, HubCounters } from '../../collector/hub-types';
 import type { CaptureCommand, CaptureStatus, NamespaceInfo, StopCommand } from '../../common/wire';
+import { replayCaptureFile } from '../../offline/replay';
 
 const agentSeqs = new Map<string, number>();
 
@@ -150,4 +151,31 @@ export function twoNodeHub(): FakeHub {
     [{ path: '/run/netns/web', inode: 2, addresses: ['10.244.2.5'], interfaces: ['eth0'] }],
   );
   return hub;
+}
+
+/**
+ * Makes the hub's agents answer every capture command like a real agent replaying `pcap`: a
+ * capturing status, then the file's events as one batch. `silent` points never answer.
+ */
+export function answerWithReplay(hub: FakeHub, pcap: string, silent: string[] = []): void {
+  hub.onSend = (agentId, cmd) => {
+    if (cmd.kind !== 'capture') return;
+    const c = cmd.capture;
+    if (silent.includes(c.point)) return;
+    setImmediate(() => {
+      void hub
+        .deliver({ kind: 'status', agentId, status: status(c.captureId, c.point, 'capturing') })
+        .then(() =>
+          hub.deliver({
+            kind: 'events',
+            agentId,
+            batch: {
+              captureId: c.captureId,
+              point: c.point,
+              events: [...replayCaptureFile(pcap, { point: c.point, node: agentId })],
+            },
+          }),
+        );
+    });
+  };
 }

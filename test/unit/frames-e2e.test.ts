@@ -12,21 +12,18 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { FileSource } from '../../agent/capture/file-source';
-import { RetentionStore, type RetentionStoreOptions } from '../../agent/capture/retention-store';
-import { CollectorLink } from '../../agent/link/collector-link';
-import { AgentRuntime } from '../../agent/runtime';
+import type { RetentionStoreOptions } from '../../agent/capture/retention-store';
 import { createAgentHub } from '../../collector/hub';
 import { silentLogger } from '../../collector/logger';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore, type PointFrames } from '../../collector/store';
 import { reportInputs } from '../../collector/capture-reports';
 import { framesToFetch } from '../../collector/frames-fetch';
-import type { Hello } from '../../common/wire';
 import { openCaptureFile } from '../../offline/pcap-file';
 import { PCAPS } from './corpus';
 import { CLIENT, writePointFiles } from './report-pcaps';
 import { reportSchemaErrors } from './report-schema';
+import { startReplayAgent } from './replay-agent';
 import { Signal, TOKEN, closeServer, listen } from './transport-fixtures';
 
 const PCAP = join(PCAPS, 'zeek_http-get.pcap');
@@ -54,56 +51,14 @@ function startAgent(
   retention: (Partial<RetentionStoreOptions> & { dir: string }) | null,
   pcapOf: (point: string) => string = () => PCAP,
 ): void {
-  const hello: Hello = {
-    agentId,
-    node,
-    version: 'test',
-    nodeAddresses: [],
-    namespaces: [
-      { path: ns.path, inode: 1, addresses: [ns.address], interfaces: ['eth0', 'tun0'] },
-    ],
-    spoolFirstSeq: 0,
-  };
-  const link = new CollectorLink({
+  startReplayAgent(t, {
     url: `ws://127.0.0.1:${port}/v1/agents`,
     token: TOKEN,
-    hello: () => hello,
-    backoff: { minMs: 10, maxMs: 50 },
-  });
-  const store =
-    retention === null
-      ? undefined
-      : new RetentionStore({ onWarning: () => undefined, ...retention });
-  const runtime = new AgentRuntime(node, {
-    send: (kind: 'events' | 'status' | 'error', body: never) => {
-      link.send(kind as 'events', body);
-    },
-    resolveTarget: () => Promise.resolve({ path: ns.path, dev: 1, inode: 1, via: 'ip' }),
-    namespaceAddresses: () => Promise.resolve({ addresses: [ns.address] }),
-    // A replay is its own final word once it ends: its counters are the capture's last ones.
-    makeCapture: (spec, _netns, retain) =>
-      Object.assign(
-        new FileSource(pcapOf(spec.point), spec, retain === undefined ? {} : { retain }),
-        {
-          finalStats: true,
-        },
-      ),
-    nowMs: () => Date.now(),
-    ...(store === undefined ? {} : { retention: store }),
-  });
-  link.onCommand((cmd) => {
-    runtime.handle(cmd);
-  });
-  link.onRequest((req) => {
-    if (req.kind !== 'framesRequest') return;
-    void runtime.frames(req.framesRequest).then((framesReply) => {
-      link.reply({ kind: 'framesReply', framesReply });
-    });
-  });
-  t.teardown(async () => {
-    await runtime.close();
-    store?.close();
-    await link.close();
+    agentId,
+    node,
+    ns,
+    pcap: pcapOf,
+    retention,
   });
 }
 

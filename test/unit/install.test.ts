@@ -1,7 +1,8 @@
 /**
  * `hoptrace` outside the checkout, as the README's Install section says: `npm pack`, then
  * `npm install -g` of the tarball into a fresh prefix, then the command on PATH from another
- * folder decodes a capture and analyses three files. The tarball must carry what the command
+ * folder decodes a capture and analyses three files, and the kubectl plugin `kubectl-hoptrace`
+ * is on PATH beside it (with the manifests and the TLS script install needs). The tarball must carry what the command
  * needs at run time (dist/, proto/, the addon's sources, which its postinstall builds) and
  * nothing of the test suite.
  */
@@ -36,7 +37,12 @@ void t.test('npm pack + npm install -g puts a working hoptrace on PATH', (t) => 
   const files = info!.files.map((f) => f.path);
   for (const need of [
     'bin/hoptrace',
+    'bin/kubectl-hoptrace',
     'dist/cli/main.js',
+    'dist/cli/kubectl/main.js',
+    'deploy/base/kustomization.yaml',
+    'deploy/base/collector.yaml',
+    'scripts/deploy-tls.sh',
     'dist/core/decode/frame.js',
     'proto/hoptrace.proto',
     'native/pcap-batch/binding.gyp',
@@ -77,6 +83,24 @@ void t.test('npm pack + npm install -g puts a working hoptrace on PATH', (t) => 
   t.equal(bad.status, 1);
   t.match(bad.stderr, /FILE_BAD_MAGIC/, 'a clear error, not a stack trace');
   t.notMatch(bad.stderr, /\n\s+at /);
+
+  // The kubectl plugin beside it: kubectl's convention finds `kubectl-hoptrace` on PATH.
+  t.ok(
+    existsSync(join(prefix, 'bin', 'kubectl-hoptrace')),
+    'kubectl-hoptrace is in the prefix bin/',
+  );
+  const plugin = run('kubectl-hoptrace', ['install', '--help'], tmp, env);
+  t.equal(plugin.status, 0, `kubectl-hoptrace install --help: ${plugin.stderr}`);
+  t.match(plugin.stdout, /^usage: kubectl hoptrace install --image IMAGE/);
+  const noImage = run('kubectl-hoptrace', ['install'], tmp, env);
+  t.equal(noImage.status, 2);
+  t.match(noImage.stderr, /CLI_USAGE: kubectl hoptrace install: give --image/);
+  const kubectl = run('kubectl', ['plugin', 'list'], tmp, env);
+  if (kubectl.error === undefined) {
+    t.match(kubectl.stdout, /\/bin\/kubectl-hoptrace$/m, 'kubectl plugin list finds it');
+  } else {
+    t.comment('no kubectl here: kubectl plugin list not checked');
+  }
 
   const addon = join(
     prefix,

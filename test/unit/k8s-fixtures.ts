@@ -1,14 +1,25 @@
 /**
  * A simulated Kubernetes API server on 127.0.0.1:0 (plain HTTP), serving recorded-style JSON for
- * the calls the collector makes: GET /api/v1/nodes, /api/v1/pods (paged with limit/continue),
- * /api/v1/namespaces/NS/pods (labelSelector k=v,…) and /api/v1/namespaces/NS/pods/NAME, and
- * DELETE /api/v1/namespaces/NS/pods/NAME (sets deletionTimestamp; `onDelete` plays the controller),
- * with a kubeconfig file pointing at it.
+ * the calls the collector and kubectl hoptrace make: GET /api/v1/nodes, /api/v1/pods (paged with
+ * limit/continue), /api/v1/namespaces/NS/pods (labelSelector k=v,…) and
+ * /api/v1/namespaces/NS/pods/NAME, DELETE /api/v1/namespaces/NS/pods/NAME (sets
+ * deletionTimestamp; `onDelete` plays the controller), GET /api/v1/namespaces/NS/secrets/NAME,
+ * GET /apis/apps/v1/namespaces/NS/{deployments,statefulsets,daemonsets}/NAME, and the WebSocket
+ * port-forward (GET /api/v1/namespaces/NS/pods/NAME/portforward?ports=P, `v4.channel.k8s.io`: as
+ * the kubelet, the first frame of channel 0 (data) and of channel 1 (errors) is the port as two
+ * little-endian bytes; the data goes to `forwards`' address for that pod and port, a refused
+ * connection is reported as text on channel 1); for install, API discovery (GET /api/v1,
+ * /apis/apps/v1, /apis/rbac.authorization.k8s.io/v1), server-side apply (PATCH
+ * application/apply-patch+yaml: any object, kept in `objects` by its path; a Secret also in
+ * `secrets`; `onApply` plays the controllers) and DELETE of what was applied; with a kubeconfig
+ * file pointing at it.
  */
 import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
 import type { NodeObject, PodObject } from '../../collector/k8s/facts';
 
 export const KUBE_TOKEN = 'test-bearer-token';
@@ -113,8 +124,45 @@ export interface FakeApiServer {
    * audiences. Anything else is answered `authenticated: false`.
    */
   tokens: Map<string, { username: string; pod: string; podUid: string; audiences: string[] }>;
+  /** Secrets by `namespace/name`: their data, values not yet base64-encoded. */
+  secrets: Map<string, Record<string, string | Buffer>>;
+  /** Workloads by `kind/namespace/name` (kind: deployments, statefulsets, daemonsets): matchLabels. */
+  workloads: Map<string, Record<string, string>>;
+  /** Where a port-forward to `namespace/pod:port` connects. */
+  forwards: Map<string, { host: string; port: number }>;
+  /** Port-forwards opened (WebSocket upgrades accepted). */
+  forwardsOpened: number;
+  /** Objects applied (server-side apply), by their API path. */
+  objects: Map<string, Record<string, unknown>>;
+  /** Called after an object was applied (a test starts pods here, as the controllers would). */
+  onApply: ((path: string, o: Record<string, unknown>) => void) | undefined;
+  /** Requests (`METHOD /path`) answered 403 whatever the mode (RBAC that lacks one verb). */
+  refuse: RegExp | undefined;
   close(): Promise<void>;
 }
+
+/** The API discovery of the kinds deploy/ holds: [resource, kind, namespaced]. */
+const DISCOVERY: Record<string, [string, string, boolean][]> = {
+  '/api/v1': [
+    ['namespaces', 'Namespace', false],
+    ['nodes', 'Node', false],
+    ['pods', 'Pod', true],
+    ['secrets', 'Secret', true],
+    ['serviceaccounts', 'ServiceAccount', true],
+    ['services', 'Service', true],
+  ],
+  '/apis/apps/v1': [
+    ['daemonsets', 'DaemonSet', true],
+    ['deployments', 'Deployment', true],
+    ['statefulsets', 'StatefulSet', true],
+  ],
+  '/apis/rbac.authorization.k8s.io/v1': [
+    ['clusterrolebindings', 'ClusterRoleBinding', false],
+    ['clusterroles', 'ClusterRole', false],
+    ['rolebindings', 'RoleBinding', true],
+    ['roles', 'Role', true],
+  ],
+};
 
 function status(res: ServerResponse, code: number, reason: string, message: string): void {
   res.writeHead(code, { 'content-type': 'application/json' });
@@ -150,6 +198,13 @@ export async function startFakeApiServer(dir: string): Promise<FakeApiServer> {
     nodes: NODES,
     pods: PODS,
     tokens: new Map(),
+    secrets: new Map(),
+    workloads: new Map(),
+    forwards: new Map(),
+    forwardsOpened: 0,
+    objects: new Map(),
+    onApply: undefined,
+    refuse: undefined,
     onDelete: undefined,
     close: () => Promise.resolve(),
   };
@@ -157,7 +212,7 @@ export async function startFakeApiServer(dir: string): Promise<FakeApiServer> {
     const u = new URL(req.url ?? '/', 'http://x');
     fake.requests.push(`${req.method ?? ''} ${u.pathname}${u.search}`);
     fake.auth.add(req.headers.authorization ?? '');
-    if (fake.mode === 'forbidden') {
+    if (fake.mode === 'forbidden' || fake.refuse?.test(`${req.method ?? ''} ${u.pathname}`)) {
       status(
         res,
         403,
@@ -219,8 +274,63 @@ export async function startFakeApiServer(dir: string): Promise<FakeApiServer> {
       });
       return;
     }
+    const secretPath = /^\/api\/v1\/namespaces\/([^/]+)\/secrets\/([^/]+)$/.exec(u.pathname);
+    if (req.method === 'PATCH') {
+      if (req.headers['content-type'] !== 'application/apply-patch+yaml') {
+        status(res, 415, 'UnsupportedMediaType', 'only server-side apply here');
+        return;
+      }
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        const o = JSON.parse(body) as Record<string, unknown>;
+        fake.objects.set(u.pathname, o);
+        if (secretPath) {
+          const data = (o['data'] ?? {}) as Record<string, string>;
+          fake.secrets.set(
+            `${secretPath[1] ?? ''}/${secretPath[2] ?? ''}`,
+            Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
+          );
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(o));
+        fake.onApply?.(u.pathname, o);
+      });
+      return;
+    }
+    if (req.method === 'DELETE') {
+      const key = secretPath ? `${secretPath[1] ?? ''}/${secretPath[2] ?? ''}` : '';
+      const had = fake.objects.delete(u.pathname) || (secretPath !== null && fake.secrets.has(key));
+      if (secretPath) fake.secrets.delete(key);
+      if (!had) {
+        status(res, 404, 'NotFound', `${u.pathname} not found`);
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Success' }));
+      return;
+    }
     if (req.method !== 'GET') {
       status(res, 405, 'MethodNotAllowed', 'only GET here');
+      return;
+    }
+    const discovery = DISCOVERY[u.pathname];
+    if (discovery !== undefined) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          kind: 'APIResourceList',
+          apiVersion: 'v1',
+          groupVersion: u.pathname.replace(/^\/apis?\//, ''),
+          resources: discovery.map(([name, kind, namespaced]) => ({
+            name,
+            singularName: kind.toLowerCase(),
+            namespaced,
+            kind,
+            verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
+          })),
+        }),
+      );
       return;
     }
     if (u.pathname === '/api/v1/nodes') {
@@ -245,6 +355,54 @@ export async function startFakeApiServer(dir: string): Promise<FakeApiServer> {
       list(res, 'PodList', items, u.searchParams);
       return;
     }
+    const secret = /^\/api\/v1\/namespaces\/([^/]+)\/secrets\/([^/]+)$/.exec(u.pathname);
+    if (secret) {
+      const data = fake.secrets.get(`${secret[1] ?? ''}/${secret[2] ?? ''}`);
+      if (data === undefined) {
+        status(res, 404, 'NotFound', `secrets "${secret[2] ?? ''}" not found`);
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          kind: 'Secret',
+          apiVersion: 'v1',
+          metadata: { name: secret[2], namespace: secret[1] },
+          type: 'Opaque',
+          data: Object.fromEntries(
+            Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+          ),
+        }),
+      );
+      return;
+    }
+    const workload =
+      /^\/apis\/apps\/v1\/namespaces\/([^/]+)\/(deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(
+        u.pathname,
+      );
+    if (workload) {
+      const [, wns = '', kind = '', wname = ''] = workload;
+      const labels = fake.workloads.get(`${kind}/${wns}/${wname}`);
+      if (labels === undefined) {
+        status(res, 404, 'NotFound', `${kind}.apps "${wname}" not found`);
+        return;
+      }
+      const kinds: Record<string, string> = {
+        deployments: 'Deployment',
+        statefulsets: 'StatefulSet',
+        daemonsets: 'DaemonSet',
+      };
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          kind: kinds[kind],
+          apiVersion: 'apps/v1',
+          metadata: { name: wname, namespace: wns },
+          spec: { selector: { matchLabels: labels }, template: { metadata: { labels } } },
+        }),
+      );
+      return;
+    }
     const m = one;
     if (m) {
       const p = fake.pods.find((x) => x.metadata?.namespace === m[1] && x.metadata?.name === m[2]);
@@ -258,18 +416,88 @@ export async function startFakeApiServer(dir: string): Promise<FakeApiServer> {
     }
     status(res, 404, 'NotFound', 'the server could not find the requested resource');
   });
+  const wss = new WebSocketServer({
+    noServer: true,
+    // The kubelet's port-forward speaks v4 of the channel protocol (binary frames).
+    handleProtocols: (offered) => (offered.has('v4.channel.k8s.io') ? 'v4.channel.k8s.io' : false),
+  });
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const u = new URL(req.url ?? '/', 'http://x');
+    fake.requests.push(`${req.method ?? ''} ${u.pathname}${u.search}`);
+    fake.auth.add(req.headers.authorization ?? '');
+    const pf = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/portforward$/.exec(u.pathname);
+    const refused =
+      fake.mode === 'forbidden' || fake.refuse?.test(`${req.method ?? ''} ${u.pathname}`);
+    const port = Number(u.searchParams.get('ports'));
+    if (pf === null || refused === true || !Number.isInteger(port) || port <= 0) {
+      const line =
+        refused === true ? '403 Forbidden' : pf === null ? '404 Not Found' : '400 Bad Request';
+      socket.end(`HTTP/1.1 ${line}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      fake.forwardsOpened++;
+      forwardPort(ws, port, fake.forwards.get(`${pf[1] ?? ''}/${pf[2] ?? ''}:${port}`));
+    });
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   fake.url = `http://127.0.0.1:${port}`;
   writeKubeconfig(fake.kubeconfig, fake.url);
   fake.close = () =>
     new Promise<void>((resolve) => {
+      for (const c of wss.clients) c.terminate();
+      wss.close();
       server.closeAllConnections();
       server.close(() => {
         resolve();
       });
     });
   return fake;
+}
+
+/** One port-forward stream: channel 0 carries the bytes, channel 1 the error text (v4). */
+function forwardPort(
+  ws: WebSocket,
+  port: number,
+  to: { host: string; port: number } | undefined,
+): void {
+  const portBytes = [port & 0xff, port >> 8];
+  ws.send(Buffer.from([0, ...portBytes]));
+  ws.send(Buffer.from([1, ...portBytes]));
+  const fail = (text: string): void => {
+    ws.send(Buffer.concat([Buffer.from([1]), Buffer.from(text)]));
+    ws.close();
+  };
+  if (to === undefined) {
+    fail(`error forwarding port ${port}: nothing listens on it in the pod`);
+    return;
+  }
+  const tcp: Socket = connect(to.port, to.host);
+  const early: Buffer[] = [];
+  let open = false;
+  tcp.on('connect', () => {
+    open = true;
+    for (const b of early.splice(0)) tcp.write(b);
+  });
+  tcp.on('data', (b: Buffer) => {
+    ws.send(Buffer.concat([Buffer.from([0]), b]));
+  });
+  tcp.on('error', (e) => {
+    fail(`error forwarding port ${port}: ${e.message}`);
+  });
+  tcp.on('close', () => {
+    if (ws.readyState === ws.OPEN) ws.close();
+  });
+  ws.on('message', (data: Buffer) => {
+    if (data[0] !== 0) return;
+    const bytes = data.subarray(1);
+    if (open) tcp.write(bytes);
+    else early.push(bytes);
+  });
+  ws.on('close', () => {
+    tcp.destroy();
+  });
 }
 
 /** A kubeconfig (JSON is YAML) for `server` (plain http) with a bearer token. */

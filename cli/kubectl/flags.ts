@@ -1,0 +1,58 @@
+/**
+ * The flags every `kubectl hoptrace` subcommand takes, as kubectl's own: which kubeconfig and
+ * context, `-n` for the namespace of targets written without one; and where hoptrace is installed.
+ */
+import type { ParseArgsConfig } from 'node:util';
+import { parseCommandLine } from '../args';
+import type { Cluster } from './cluster';
+import type { KubeFlags } from './kube-config';
+
+export const KUBE_OPTIONS = {
+  kubeconfig: { type: 'string' },
+  context: { type: 'string' },
+  namespace: { type: 'string', short: 'n' },
+  'hoptrace-namespace': { type: 'string' },
+} as const satisfies NonNullable<ParseArgsConfig['options']>;
+
+export const KUBE_USAGE =
+  '[--kubeconfig FILE] [--context NAME] [-n NAMESPACE] [--hoptrace-namespace hoptrace]';
+
+/** Where hoptrace runs unless --hoptrace-namespace says otherwise (deploy/base/namespace.yaml). */
+export const HOPTRACE_NAMESPACE = 'hoptrace';
+
+/** What a subcommand needs from outside: the streams, the environment, the cluster. */
+export interface KubectlDeps {
+  out: (line: string) => void;
+  err: (line: string) => void;
+  env: NodeJS.ProcessEnv;
+  /** Where bundles are written (`./hoptrace-<id>/`). */
+  cwd: string;
+  connect: (flags: KubeFlags) => Promise<Cluster>;
+  /** Poll interval of capture progress (tests make it short). */
+  pollMs?: number;
+}
+
+/** Parses a subcommand's own options together with the shared ones. */
+export function parseKubectlArgs<O extends NonNullable<ParseArgsConfig['options']>>(
+  command: string,
+  usage: string,
+  argv: string[],
+  options: O,
+) {
+  const parsed = parseCommandLine(
+    command,
+    usage,
+    argv,
+    { ...KUBE_OPTIONS, ...options },
+    'kubectl hoptrace',
+  );
+  const v = parsed.values as Record<string, string | boolean | string[] | undefined>;
+  const str = (k: string): string | undefined => (typeof v[k] === 'string' ? v[k] : undefined);
+  const kube: KubeFlags = { kubeconfig: str('kubeconfig'), context: str('context') };
+  return {
+    ...parsed,
+    kube,
+    namespace: str('namespace'),
+    hoptraceNamespace: str('hoptrace-namespace') ?? HOPTRACE_NAMESPACE,
+  };
+}
