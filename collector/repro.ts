@@ -776,7 +776,13 @@ export class ReproManager {
 
 /** Every capture of a repro whose frames its evidence may hold: the backend, then each attachment's. */
 function reproCaptureList(r: Repro): ReproCapture[] {
-  const one = (label: string, captureId: string, epoch: number, p: PointRec): ReproCapture => ({
+  const one = (
+    label: string,
+    captureId: string,
+    epoch: number,
+    p: PointRec,
+    pod: string | null,
+  ): ReproCapture => ({
     label,
     captureId,
     point: p.name,
@@ -784,11 +790,12 @@ function reproCaptureList(r: Repro): ReproCapture[] {
     agentId: p.agentId,
     node: p.armed?.node ?? null,
     iface: p.armed?.iface ?? '?',
+    pod,
   });
   return [
-    one('backend', `${r.id}-b`, 0, r.backend),
+    one('backend', `${r.id}-b`, 0, r.backend, null),
     ...r.attachments.flatMap((a) =>
-      a.points.map((p) => one(captureLabel(a, p), a.captureId, a.epoch, p)),
+      a.points.map((p) => one(captureLabel(a, p), a.captureId, a.epoch, p, a.pod.name)),
     ),
   ];
 }

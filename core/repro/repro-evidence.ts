@@ -29,6 +29,8 @@ export interface ReproCapture {
   agentId: string | null;
   node: string | null;
   iface: string;
+  /** The pod incarnation of a decap or egress capture; null for the backend. */
+  pod: string | null;
 }
 
 /** Which frames to ask each capture for. */
@@ -139,7 +141,8 @@ export function reproEvidencePcapng(input: {
       continue;
     }
     const id = infos.length;
-    const name = `${c.point}@${c.node ?? '?'}/${c.iface}`;
+    // Two incarnations of a pod share point, node and interface: the pod tells them apart.
+    const name = `${c.point}@${c.node ?? '?'}/${c.iface}${c.pod === null ? '' : ` (${c.pod})`}`;
     infos.push({
       linktype: rf.linktype,
       snaplen: rf.snaplen,

@@ -12,7 +12,6 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Ajv2020 from 'ajv/dist/2020';
 import t from 'tap';
 import { silentLogger } from '../../collector/logger';
 import { ReproManager } from '../../collector/repro';
@@ -27,16 +26,7 @@ import { FakeHub, status } from './collector-fixtures';
 import { ADDR, CLIENT, DIRECT, INVENTORY, MS, T0, exchange } from './fixtures-events';
 import { tcp } from './frames';
 import { markupErrors } from './markup-check';
-
-const root = join(__dirname, '..', '..', '..');
-const schema = JSON.parse(
-  readFileSync(join(root, 'proto', 'repro-report.schema.json'), 'utf8'),
-) as object;
-const validate = new Ajv2020({ allErrors: true, strict: true }).compile(schema);
-function schemaErrors(doc: unknown): string[] {
-  if (validate(doc)) return [];
-  return (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? ''}`);
-}
+import { reproReportSchemaErrors } from './report-schema';
 
 function ns(path: string, ...ips: string[]): NamespaceInfo {
   return { path, inode: 1, addresses: ['127.0.0.1', ...ips], interfaces: ['lo', 'eth0'] };
@@ -189,7 +179,7 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
     state: string;
     evidenceMissing: string;
   };
-  t.same(schemaErrors(running), [], 'a running repro’s report.json is valid');
+  t.same(reproReportSchemaErrors(running), [], 'a running repro’s report.json is valid');
   t.equal(running.state, 'running');
   t.match(running.evidenceMissing, /still running/);
 
@@ -243,8 +233,18 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
     evidence: { packets: number; interfaces: { name: string }[]; probesWithoutPackets: string[] };
     timeline: { probeId: string; verdict: string }[];
   };
-  t.same(schemaErrors(doc), [], 'report.json is valid against proto/repro-report.schema.json');
+  t.same(
+    reproReportSchemaErrors(doc),
+    [],
+    'report.json is valid against proto/repro-report.schema.json',
+  );
   t.equal(doc.schemaVersion, 1);
+  // The schema is strict: a member it does not know, or one missing, fails.
+  t.ok(reproReportSchemaErrors({ ...doc, extra: 1 }).length > 0, 'an unknown member fails');
+  t.ok(
+    reproReportSchemaErrors({ ...doc, schemaVersion: undefined }).length > 0,
+    'a missing schemaVersion fails',
+  );
   t.same(
     doc.inputs.captures.map((c) => `${c.capture} ${c.node}/${c.iface}`),
     [
@@ -265,7 +265,7 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
   t.same(doc.evidence.probesWithoutPackets, ['p2'], 'the probe that never connected is named');
   t.same(
     doc.evidence.interfaces.map((i) => i.name),
-    ['backend@backend-node/eth0', 'decap@vpn-node/vx0', 'egress@vpn-node/eth0'],
+    ['backend@backend-node/eth0', 'decap@vpn-node/vx0 (vpn-pod)', 'egress@vpn-node/eth0 (vpn-pod)'],
   );
   const html = file('report.html');
   const svg = file('timeline.svg');
@@ -303,8 +303,8 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
   t.equal(names.length, 3 * per, 'every packet of p1 at each of the three points');
   t.same([...new Set(names)].sort(), [
     'backend@backend-node/eth0',
-    'decap@vpn-node/vx0',
-    'egress@vpn-node/eth0',
+    'decap@vpn-node/vx0 (vpn-pod)',
+    'egress@vpn-node/eth0 (vpn-pod)',
   ]);
   const comments = spawnSync('tshark', ['-r', pcap, '-T', 'fields', '-e', 'frame.comment'], {
     encoding: 'utf8',
@@ -385,7 +385,7 @@ void t.test('a capture whose frames are gone is named, never left out silently',
   const doc = JSON.parse(store.get('report.json')?.toString() ?? '{}') as {
     evidence: { packets: number; problems: { capture: string; code: string; detail: string }[] };
   };
-  t.same(schemaErrors(doc), []);
+  t.same(reproReportSchemaErrors(doc), []);
   const per = exchange('decap', ep).length;
   t.equal(doc.evidence.packets, 2 * per, 'decap and backend');
   t.match(doc.evidence.problems, [
