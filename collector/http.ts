@@ -23,7 +23,7 @@ import { parseCaptureRequest } from './capture-request';
 import { doctorViaAgents, parseDoctorSpec } from './doctor-remote';
 import type { CollectorLogger } from './logger';
 import type { ApiRequest, ApiResponse } from './api-message';
-import { isReproFile, reproBundleFile, type ReproFileName } from './repro-bundle';
+import { isReproFile, type ReproFileName } from './repro-bundle';
 import { routeRepro } from './repro-http';
 import { MAX_LOGIN_BODY, routeUi, uiErrorResponse, type UiDeps } from './ui/ui-routes';
 import type { SessionManager } from './sessions';
@@ -240,9 +240,14 @@ export function createApi(opts: ApiOptions): Api {
           if (headAsGet(req.method) !== 'GET')
             throw new MethodNotAllowed(req.method.toUpperCase(), path, ['GET']);
           const id = decodeSegment(file[1] ?? '', path);
-          const v = sessions.repros.get(id);
-          if (v === undefined) throw notFound(`repro ${id}`);
-          const f = reproBundleFile(v, file[2] as ReproFileName, new Date().toISOString());
+          const name = file[2] as ReproFileName;
+          if (sessions.repros.get(id) === undefined) throw notFound(`repro ${id}`);
+          const f = sessions.repros.bundleFile(id, name);
+          if (f === null)
+            throw new HoptraceError('API_NOT_FOUND', `${name} of repro ${id} is not there (yet)`, {
+              where: path,
+              hint: 'evidence.pcapng is written when the repro finishes (GET /v1/repros/:id: bundle.state)',
+            });
           return bundleResponse(f.contentType, f.body);
         }
         const r = await routeRepro(sessions.repros, headAsGet(req.method), path, req.body);

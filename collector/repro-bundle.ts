@@ -1,64 +1,372 @@
 /**
- * A repro's bundle, rendered from its view when asked (a repro's state lives in memory and in
- * repros/<id>.json): report.md (the timeline as text, to paste), report.json (the view with the
- * hoptrace version), report.html (one self-contained page with the timeline picture) and
- * timeline.svg (the picture alone: the probes across the pod deletion, each by its verdict, the
- * broken window shaded, the deletion and the replacement marked).
+ * A repro's bundle: report.md (the timeline as text, to paste), report.json (proto/
+ * repro-report.schema.json, `schemaVersion`), report.html (one self-contained page with the
+ * timeline picture), timeline.svg (the picture alone: the probes across the pod deletion, each by
+ * its verdict, the broken window shaded, the deletion and the replacement marked),
+ * evidence.pcapng (core/repro/repro-evidence.ts) and inventory.json (the inventory the verdicts
+ * were computed from). Every text form carries the hoptrace version, the inputs (each capture's
+ * agent, node, target, interface, filter) and each capture's health.
+ *
+ * Written once when the repro finishes (collector/repro.ts), after the agents answered for the
+ * evidence frames; while it runs, the text forms and inventory.json are rendered on request and
+ * evidence.pcapng does not exist yet. Pure: the view and what the shell gathered in, files out.
  */
-import { renderReproHtml } from '../core/report/report-html';
-import { renderReproSvg } from '../core/report/repro-svg';
+import type { Inventory } from '../common/inventory';
 import { hoptraceVersion } from '../common/version';
-import type { ReproView } from './repro-state';
+import type { ReproEvidenceSummary } from '../core/repro/repro-evidence';
+import { renderReproHtml, type ReproHtmlSection } from '../core/report/report-html';
+import { renderReproSvg } from '../core/report/repro-svg';
+import type { ReproPointView, ReproView } from './repro-state';
 
-export const REPRO_FILES = ['report.md', 'report.json', 'report.html', 'timeline.svg'] as const;
+export const REPRO_FILES = [
+  'report.md',
+  'report.json',
+  'report.html',
+  'timeline.svg',
+  'evidence.pcapng',
+  'inventory.json',
+] as const;
 export type ReproFileName = (typeof REPRO_FILES)[number];
 
-const TYPES: Record<ReproFileName, string> = {
+/** report.json's contract version (proto/repro-report.schema.json). */
+export const REPRO_REPORT_SCHEMA_VERSION = 1;
+
+export const REPRO_TYPES: Record<ReproFileName, string> = {
   'report.md': 'text/markdown; charset=utf-8',
   'report.json': 'application/json; charset=utf-8',
   'report.html': 'text/html; charset=utf-8',
   'timeline.svg': 'image/svg+xml; charset=utf-8',
+  'evidence.pcapng': 'application/vnd.tcpdump.pcap',
+  'inventory.json': 'application/json; charset=utf-8',
+};
+
+/** What each file is, for the web view's download list. */
+export const REPRO_FILE_LABELS: Record<ReproFileName, string> = {
+  'report.md': 'the timeline as text, to paste into a ticket',
+  'report.json': 'everything, for tools (proto/repro-report.schema.json)',
+  'report.html': 'one self-contained page with the picture',
+  'timeline.svg': 'the picture alone',
+  'evidence.pcapng': "the probes' packets, as the agents retained them (headers only)",
+  'inventory.json': 'the inventory the verdicts were computed from',
 };
 
 export function isReproFile(name: string): name is ReproFileName {
   return (REPRO_FILES as readonly string[]).includes(name);
 }
 
-/** One file of a repro's bundle; `generatedAt` is passed in (ISO 8601). */
-export function reproBundleFile(
+/** One capture of the repro as its report names it: `backend`, `decap (vpn-0)`. */
+export interface ReproCaptureRow {
+  capture: string;
+  captureId: string | null;
+  point: string;
+  epoch: number;
+  pod: string | null;
+  agentId: string | null;
+  agentVersion: string | null;
+  node: string | null;
+  target: string | null;
+  iface: string | null;
+  /** The capture filter ('' = every packet on the interface). */
+  filter: string;
+  state: string;
+  events: number;
+  packets: number;
+  kernelDrops: number | null;
+  queueDrops: number;
+  lost: number;
+  error: { code: string; message: string } | null;
+}
+
+/** What the bundle is rendered from besides the view. */
+export interface ReproBundleInput {
+  view: ReproView;
+  generatedAt: string;
+  /** The inventory as used; null when it is not known (a view read back from disk). */
+  inventory: Inventory | null;
+  /** What evidence.pcapng holds; null with `evidenceMissing` saying why there is none. */
+  evidence: ReproEvidenceSummary | null;
+  evidenceMissing?: string;
+  /** The version each agent's hello named. */
+  agentVersions?: ReadonlyMap<string, string>;
+}
+
+/** Every capture of the repro, backend first, then each attachment's decap and egress. */
+export function reproCaptures(
   v: ReproView,
-  name: ReproFileName,
-  generatedAt: string,
-): { contentType: string; body: string } {
-  const input = {
+  agentVersions: ReadonlyMap<string, string> = new Map(),
+): ReproCaptureRow[] {
+  const row = (
+    label: string,
+    epoch: number,
+    pod: string | null,
+    p: ReproPointView,
+    iface: string,
+    target: string | null,
+  ): ReproCaptureRow => ({
+    capture: label,
+    captureId: p.captureId ?? null,
+    point: p.name,
+    epoch,
+    pod,
+    agentId: p.agentId,
+    agentVersion: p.agentId === null ? null : (agentVersions.get(p.agentId) ?? null),
+    node: p.node ?? null,
+    target: p.target ?? target,
+    iface: p.iface ?? iface,
+    filter: '',
+    state: p.state,
+    events: p.events,
+    packets: p.packets,
+    kernelDrops: p.kernelDrops,
+    queueDrops: p.queueDrops,
+    lost: p.lost,
+    error: p.error ?? null,
+  });
+  return [
+    row('backend', 0, null, v.backend, v.spec.backend.iface, v.spec.backend.target),
+    ...v.attachments.flatMap((a) =>
+      a.points.map((p) =>
+        row(
+          `${p.name} (${a.pod.name})`,
+          a.epoch,
+          a.pod.name,
+          { ...p, node: p.node ?? a.pod.node },
+          p.name === 'decap' ? v.spec.decapIface : v.spec.egressIface,
+          a.pod.netns,
+        ),
+      ),
+    ),
+  ];
+}
+
+/** report.json as an object (proto/repro-report.schema.json). */
+export function reproReportDocument(input: ReproBundleInput): Record<string, unknown> {
+  const v = input.view;
+  const captures = reproCaptures(v, input.agentVersions);
+  const { inventory, ...spec } = v.spec;
+  return {
+    schemaVersion: REPRO_REPORT_SCHEMA_VERSION,
+    kind: 'repro',
+    hoptraceVersion: hoptraceVersion(),
+    generatedAt: input.generatedAt,
+    id: v.id,
+    state: v.state,
+    createdAt: v.createdAt,
+    finishedAt: v.finishedAt,
+    finalReason: v.finalReason,
+    inputs: {
+      ...spec,
+      inventoryGiven: inventory !== undefined,
+      captures: captures.map((c) => ({
+        capture: c.capture,
+        captureId: c.captureId,
+        point: c.point,
+        epoch: c.epoch,
+        pod: c.pod,
+        agentId: c.agentId,
+        agentVersion: c.agentVersion,
+        node: c.node,
+        target: c.target,
+        iface: c.iface,
+        filter: c.filter,
+      })),
+    },
+    captureHealth: captures.map((c) => ({
+      capture: c.capture,
+      point: c.point,
+      epoch: c.epoch,
+      node: c.node,
+      iface: c.iface,
+      state: c.state,
+      events: c.events,
+      packets: c.packets,
+      kernelDrops: c.kernelDrops,
+      queueDrops: c.queueDrops,
+      lost: c.lost,
+      error: c.error,
+    })),
+    attachments: v.attachments.map((a) => ({
+      epoch: a.epoch,
+      pod: { name: a.pod.name, ip: a.pod.ip, node: a.pod.node, netns: a.pod.netns },
+      attachedAt: a.attachedAt,
+      detachedAt: a.detachedAt,
+      detachReason: a.detachReason,
+    })),
+    marks: v.marks,
+    timeline: v.timeline,
+    summary: v.summary,
+    cautions: (v.lossText ?? []).filter((l) => l !== ''),
+    text: v.text,
+    evidence: input.evidence,
+    evidenceMissing: input.evidence === null ? (input.evidenceMissing ?? 'not gathered') : null,
+    inventoryFile: input.inventory === null ? null : 'inventory.json',
+  };
+}
+
+const dash = (x: string | number | null): string => (x === null ? '—' : String(x));
+
+function healthCells(c: ReproCaptureRow): string[] {
+  return [
+    c.capture,
+    c.state,
+    String(c.events),
+    String(c.packets),
+    c.kernelDrops === null ? 'cannot count' : String(c.kernelDrops),
+    String(c.queueDrops),
+    String(c.lost),
+    c.error === null ? '' : `${c.error.code}: ${c.error.message}`,
+  ];
+}
+
+function evidenceLines(input: ReproBundleInput): string[] {
+  const e = input.evidence;
+  if (e === null) return [`evidence.pcapng: none (${input.evidenceMissing ?? 'not gathered'})`];
+  return [
+    `evidence.pcapng: ${e.packets} packets in ${e.interfaces.length} interfaces (${e.interfaces.map((i) => `${i.name} ${i.packets}`).join(', ') || 'none'}); headers only`,
+    ...e.problems.map((p) => `missing at ${p.capture}: ${p.code} — ${p.detail}`),
+    ...(e.probesWithoutPackets.length === 0
+      ? []
+      : [
+          `no matched packet at any capture (nothing to keep): ${e.probesWithoutPackets.join(', ')}`,
+        ]),
+  ];
+}
+
+function renderMarkdown(input: ReproBundleInput): string {
+  const v = input.view;
+  const caps = reproCaptures(v, input.agentVersions);
+  const cell = (s: string): string => s.replace(/\|/g, '\\|');
+  return [
+    `# hoptrace repro ${v.id}: ${v.summary === null ? v.state : v.summary.recovered ? 'recovered' : 'NOT recovered'}`,
+    '',
+    `- generated: ${input.generatedAt} (hoptrace ${hoptraceVersion()})`,
+    `- created: ${v.createdAt}; ${v.finishedAt === null ? 'still running' : `finished ${v.finishedAt}`}`,
+    `- client: \`${v.spec.client}\`; VPN pods: ${v.attachments.map((a) => `${a.pod.name} (${a.pod.ip} on ${a.pod.node}, attached ${a.attachedAt})`).join(', ')}`,
+    '',
+    '```text',
+    ...v.text,
+    '```',
+    '',
+    '## Inputs',
+    '',
+    '| capture | capture id | agent | node | target | interface | filter |',
+    '|---|---|---|---|---|---|---|',
+    ...caps.map(
+      (c) =>
+        `| ${cell(c.capture)} | ${dash(c.captureId)} | ${cell(c.agentId === null ? '—' : `${c.agentId}${c.agentVersion === null ? '' : ` (${c.agentVersion})`}`)} | ${dash(c.node)} | ${cell(dash(c.target))} | ${dash(c.iface)} | ${c.filter === '' ? '(every packet)' : cell(c.filter)} |`,
+    ),
+    '',
+    '## Capture health',
+    '',
+    '| capture | state | events | packets | kernel drops | agent drops | lost | error |',
+    '|---|---|---|---|---|---|---|---|',
+    ...caps.map((c) => `| ${healthCells(c).map(cell).join(' | ')} |`),
+    '',
+    '## Evidence',
+    '',
+    ...evidenceLines(input).map((l) => `- ${l}`),
+    `- inventory.json: ${input.inventory === null ? 'not known' : 'the inventory the verdicts were computed from'}`,
+    '',
+  ].join('\n');
+}
+
+function htmlSections(input: ReproBundleInput): ReproHtmlSection[] {
+  const caps = reproCaptures(input.view, input.agentVersions);
+  const e = input.evidence;
+  return [
+    {
+      title: 'Inputs',
+      cls: 'inputs',
+      head: ['capture', 'capture id', 'agent', 'node', 'target', 'interface', 'filter'],
+      rows: caps.map((c) => [
+        c.capture,
+        dash(c.captureId),
+        c.agentId === null
+          ? '—'
+          : `${c.agentId}${c.agentVersion === null ? '' : ` (${c.agentVersion})`}`,
+        dash(c.node),
+        dash(c.target),
+        dash(c.iface),
+        c.filter === '' ? '(every packet)' : c.filter,
+      ]),
+    },
+    {
+      title: 'Capture health',
+      cls: 'health',
+      head: [
+        'capture',
+        'state',
+        'events',
+        'packets',
+        'kernel drops',
+        'agent drops',
+        'lost',
+        'error',
+      ],
+      rows: caps.map(healthCells),
+    },
+    {
+      title: 'Evidence',
+      cls: 'evidence',
+      note: evidenceLines(input)[0] ?? '',
+      head: ['capture', 'packets or problem', 'detail'],
+      rows:
+        e === null
+          ? []
+          : [
+              ...e.interfaces.map((i) => [i.capture, `${i.packets} packets`, i.name]),
+              ...e.problems.map((p) => [p.capture, p.code, p.detail]),
+            ],
+    },
+  ];
+}
+
+/** Every file of the bundle (`evidence`: evidence.pcapng's bytes; absent: not in the bundle). */
+export function renderReproBundle(
+  input: ReproBundleInput,
+  evidence: Buffer | null,
+): Map<ReproFileName, Buffer> {
+  const out = new Map<ReproFileName, Buffer>();
+  for (const name of REPRO_FILES) {
+    if (name === 'evidence.pcapng') {
+      if (evidence !== null) out.set(name, evidence);
+      continue;
+    }
+    const body = renderReproFile(input, name);
+    if (body !== null) out.set(name, Buffer.from(body, 'utf8'));
+  }
+  return out;
+}
+
+/** One text file of the bundle; null for evidence.pcapng, and inventory.json when not known. */
+export function renderReproFile(input: ReproBundleInput, name: ReproFileName): string | null {
+  const v = input.view;
+  const picture = {
     rows: v.timeline,
     marks: v.marks,
     summary: v.summary,
-    generatedAt,
+    generatedAt: input.generatedAt,
     id: v.id,
     state: v.state,
     finalReason: v.finalReason,
     cautions: (v.lossText ?? []).filter((l) => l !== ''),
   };
-  const body =
-    name === 'report.html'
-      ? renderReproHtml(input)
-      : name === 'timeline.svg'
-        ? renderReproSvg(input)
-        : name === 'report.json'
-          ? JSON.stringify({ hoptraceVersion: hoptraceVersion(), generatedAt, repro: v }, null, 2) +
-            '\n'
-          : [
-              `# hoptrace repro ${v.id}: ${v.summary === null ? v.state : v.summary.recovered ? 'recovered' : 'NOT recovered'}`,
-              '',
-              `- generated: ${generatedAt} (hoptrace ${hoptraceVersion()})`,
-              `- created: ${v.createdAt}; ${v.finishedAt === null ? 'still running' : `finished ${v.finishedAt}`}`,
-              `- client: \`${v.spec.client}\`; VPN pods: ${v.attachments.map((a) => `${a.pod.name} (${a.pod.ip} on ${a.pod.node}, attached ${a.attachedAt})`).join(', ')}`,
-              '',
-              '```text',
-              ...v.text,
-              '```',
-              '',
-            ].join('\n');
-  return { contentType: TYPES[name], body };
+  switch (name) {
+    case 'report.html':
+      return renderReproHtml({
+        ...picture,
+        hoptraceVersion: hoptraceVersion(),
+        sections: htmlSections(input),
+      });
+    case 'timeline.svg':
+      return renderReproSvg(picture);
+    case 'report.json':
+      return JSON.stringify(reproReportDocument(input), null, 2) + '\n';
+    case 'report.md':
+      return renderMarkdown(input);
+    case 'inventory.json':
+      return input.inventory === null ? null : JSON.stringify(input.inventory, null, 2) + '\n';
+    case 'evidence.pcapng':
+      return null;
+  }
 }

@@ -47,6 +47,11 @@ export interface ReproPointView {
   /** Events the agent reported lost on the way to the collector. */
   lost: number;
   error?: { code: string; message: string };
+  /** Where it was armed (absent in views saved before, and while pending). */
+  captureId?: string;
+  node?: string;
+  target?: string;
+  iface?: string;
 }
 
 /** One pod incarnation the decap and egress points were attached to. */
@@ -84,6 +89,12 @@ export interface ReproView {
   lossText?: string[];
   /** When the collector last saved this view to its data directory. */
   savedAt?: string;
+  /**
+   * The bundle's files: `gathering` once finished (the agents are asked for the evidence frames),
+   * `written` when every file is there (GET /v1/repros/:id/<file> serves them as written),
+   * `failed` (detail says why; the files are rendered on request then, without evidence).
+   */
+  bundle?: { state: 'gathering' | 'written' | 'failed'; detail: string };
 }
 
 export interface PointRec {
@@ -100,6 +111,8 @@ export interface PointRec {
   error?: { code: string; message: string };
   /** Collector time of the last status: where the next loss span starts. */
   reportedAtMs?: number;
+  /** Where it was armed: the capture id, the agent's node, the target and the interface. */
+  armed?: { captureId: string; node: string; target: string; iface: string };
 }
 
 /** A point not armed yet. */
@@ -152,6 +165,11 @@ export interface Repro {
   /** When the view was last saved to the store (-Infinity: never), and whether probes came since. */
   savedAtMs: number;
   unsaved: boolean;
+  /** The bundle once finished (null before): its state, and its files once written. */
+  bundle: NonNullable<ReproView['bundle']> | null;
+  bundleFiles: ReadonlyMap<string, Buffer> | null;
+  /** Resolves when the bundle is written or failed (finish starts it). */
+  bundleDone: Promise<void> | null;
 }
 
 /** A running repro's view is saved at most this often for its probes (and at every mark, at the end). */
@@ -161,6 +179,9 @@ export const REPRO_SAVE_EVERY_MS = 5_000;
 export interface ReproStore {
   saveRepro(view: ReproView): void;
   loadRepros(): { views: StoredRepro[]; skipped: string[] };
+  /** A finished repro's bundle files (collector/repro-bundle.ts), and one of them read back. */
+  writeReproBundle?(id: string, files: ReadonlyMap<string, Uint8Array>): void;
+  readReproFile?(id: string, name: string): Buffer | null;
 }
 
 export const POINTS = ['decap', 'egress', 'backend'] as const;

@@ -6,8 +6,9 @@
 import type { Inventory } from '../common/inventory';
 import { lossPhrase } from '../core/report/capture-health';
 import {
-  analyzeProbe,
+  analyzeProbeFlows,
   LOSS_SLACK_MS,
+  type ProbeFlow,
   renderTimeline,
   type ServedBy,
   type TimelineRow,
@@ -26,6 +27,14 @@ import {
 
 /** One verdict per probe, from the events the points delivered (repro-core analyzeProbe). */
 export function reproTimeline(r: Repro, inventory: Inventory): TimelineRow[] {
+  return reproProbes(r, inventory).rows;
+}
+
+/** reproTimeline, and each probe's matched connection per capture (the evidence's frames). */
+export function reproProbes(
+  r: Repro,
+  inventory: Inventory,
+): { rows: TimelineRow[]; flows: ProbeFlow[] } {
   const epochs = new Map<number, ServedBy>(r.attachments.map((a) => [a.epoch, served(a)]));
   const startMs = r.probes[0]?.startedAtMs ?? r.createdAtMs;
   const points = POINTS.map((name) => ({ name, events: r.events.get(name) ?? [] }));
@@ -33,8 +42,9 @@ export function reproTimeline(r: Repro, inventory: Inventory): TimelineRow[] {
     const from = a.points[0]?.capturingAtMs;
     return from === undefined ? [] : [{ fromMs: from, toMs: a.detachedAtMs }];
   });
-  return r.probes.map((probe) =>
-    analyzeProbe({
+  const flows: ProbeFlow[] = [];
+  const rows = r.probes.map((probe) => {
+    const one = analyzeProbeFlows({
       probe,
       client: r.spec.client,
       points,
@@ -43,8 +53,11 @@ export function reproTimeline(r: Repro, inventory: Inventory): TimelineRow[] {
       startMs,
       decapCoverage,
       losses: r.losses,
-    }),
-  );
+    });
+    flows.push(...one.flows);
+    return one.row;
+  });
+  return { rows, flows };
 }
 
 /**
@@ -100,6 +113,7 @@ export function reproView(r: Repro, inventory: Inventory): ReproView {
     queueDrops: p.queueDrops,
     lost: p.lost,
     ...(p.error === undefined ? {} : { error: p.error }),
+    ...(p.armed === undefined ? {} : p.armed),
   });
   return {
     id: r.id,
@@ -123,5 +137,6 @@ export function reproView(r: Repro, inventory: Inventory): ReproView {
     summary: r.summary,
     text: [...renderTimeline(timeline, r.marks, r.summary), ...losses],
     lossText: losses,
+    ...(r.bundle === null ? {} : { bundle: r.bundle }),
   };
 }

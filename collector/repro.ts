@@ -47,7 +47,25 @@ import {
   type ReproStore,
   type ReproView,
 } from './repro-state';
-import { reproTimeline, reproView } from './repro-views';
+import { reproProbes, reproTimeline, reproView } from './repro-views';
+import type { AgentRequests } from './agent-requests';
+import { fetchPointFrames } from './frames-fetch';
+import {
+  captureKey,
+  reproEvidencePcapng,
+  reproFramesToFetch,
+  type ReproCapture,
+  type ReproEvidence,
+} from '../core/repro/repro-evidence';
+import type { RetainedFrames } from '../core/report/live-evidence';
+import { hoptraceVersion } from '../common/version';
+import {
+  renderReproBundle,
+  renderReproFile,
+  REPRO_FILES,
+  REPRO_TYPES,
+  type ReproFileName,
+} from './repro-bundle';
 import { addCount } from '../common/counters';
 
 export type { ReproSpec, ReproView } from './repro-state';
@@ -68,6 +86,8 @@ export interface ReproManagerOptions {
   readRoutes?: (nodes: string[], agentIds: string[], client: string) => Promise<ReturnRoute[]>;
   /** Keeps each repro's view in the data directory, so it outlives the collector (restore()). */
   store?: ReproStore;
+  /** Asks agents for retained frames (the bundle's evidence.pcapng); absent: no evidence. */
+  frames?: Pick<AgentRequests, 'frames'>;
 }
 
 /** Owns every repro session of the collector. */
@@ -83,6 +103,8 @@ export class ReproManager {
   /** Repros of an earlier run of the collector, as saved (read-only). */
   private readonly restored = new Map<string, ReproView>();
   private readonly store: ReproStore | undefined;
+  private readonly frames: Pick<AgentRequests, 'frames'> | undefined;
+  private closing = false;
 
   constructor(opts: ReproManagerOptions) {
     this.hub = opts.hub;
@@ -93,6 +115,7 @@ export class ReproManager {
     this.k8s = opts.kubernetes;
     this.readRoutes = opts.readRoutes;
     this.store = opts.store;
+    this.frames = opts.frames;
   }
 
   /**
@@ -192,6 +215,9 @@ export class ReproManager {
       deleted: null,
       savedAtMs: -Infinity,
       unsaved: false,
+      bundle: null,
+      bundleFiles: null,
+      bundleDone: null,
     };
     this.repros.set(id, r);
     const b = resolveTarget(spec.backend.target, spec.backend.node, agents);
@@ -200,7 +226,7 @@ export class ReproManager {
         r,
         `${id}-b`,
         'backend',
-        b.agent.agentId,
+        b.agent,
         spec.backend.target,
         spec.backend.iface,
         r.backend,
@@ -342,7 +368,10 @@ export class ReproManager {
         );
       }
     }
-    return this.finishById(id, routes);
+    this.finishById(id, routes);
+    // The prober's answer comes with the bundle written (bounded by the frames requests' timeout).
+    await r?.bundleDone;
+    return this.get(id);
   }
 
   /** Stops the captures and computes the summary (routes: the return routes read at the end). */
@@ -354,8 +383,43 @@ export class ReproManager {
   }
 
   close(): void {
+    this.closing = true;
     for (const r of this.repros.values())
       if (r.finishedAtMs === null) this.finish(r, 'collector closing', []);
+  }
+
+  /**
+   * One file of a repro's bundle: as written once it finished (in memory, or in the data
+   * directory for a repro of an earlier run), else rendered now from its view (evidence.pcapng
+   * exists only as written). Null when there is no such file (yet).
+   */
+  bundleFile(id: string, name: ReproFileName): { contentType: string; body: Buffer } | null {
+    const r = this.repros.get(id);
+    const written = r?.bundleFiles?.get(name) ?? this.store?.readReproFile?.(id, name) ?? null;
+    if (written !== null) return { contentType: REPRO_TYPES[name], body: written };
+    if (r?.bundle?.state === 'written') return null; // written without it (no inventory, no evidence)
+    const v = this.get(id);
+    if (v === undefined) return null;
+    const body = renderReproFile(
+      {
+        view: v,
+        generatedAt: iso(this.nowMs()),
+        inventory: r === undefined ? null : this.inventory(r),
+        evidence: null,
+        evidenceMissing:
+          v.state === 'running'
+            ? 'the repro is still running: evidence.pcapng is written when it finishes'
+            : (v.bundle?.detail ?? 'this repro finished before its bundle was written as files'),
+        agentVersions: this.agentVersions(),
+      },
+      name,
+    );
+    return body === null ? null : { contentType: REPRO_TYPES[name], body: Buffer.from(body) };
+  }
+
+  /** The bundle files there are of a repro now (the web view's downloads). */
+  bundleNames(id: string): ReproFileName[] {
+    return REPRO_FILES.filter((n) => this.bundleFile(id, n) !== null);
   }
 
   /** An agent message for a repro capture; resolves at once (nothing is persisted). */
@@ -485,8 +549,8 @@ export class ReproManager {
     }
     const [decap, egress] = att.points;
     if (decap === undefined || egress === undefined) return;
-    this.arm(r, att.captureId, 'decap', pod.agentId, pod.netns, r.spec.decapIface, decap);
-    this.arm(r, att.captureId, 'egress', pod.agentId, pod.netns, r.spec.egressIface, egress);
+    this.arm(r, att.captureId, 'decap', pod, pod.netns, r.spec.decapIface, decap);
+    this.arm(r, att.captureId, 'egress', pod, pod.netns, r.spec.egressIface, egress);
     this.log.info(
       { captureId: att.captureId, agentId: pod.agentId, node: pod.node },
       `repro ${r.id}: decap and egress attached to ${pod.name} (${pod.ip})`,
@@ -513,11 +577,13 @@ export class ReproManager {
     r: Repro,
     captureId: string,
     point: string,
-    agentId: string,
+    agent: { agentId: string; node: string },
     target: string,
     iface: string,
     rec: PointRec,
   ): void {
+    const agentId = agent.agentId;
+    rec.armed = { captureId, node: agent.node, target, iface };
     const sent = this.hub.send(agentId, {
       kind: 'capture',
       capture: {
@@ -564,7 +630,98 @@ export class ReproManager {
       endMs: r.probes.at(-1)?.endedAtMs ?? now,
     });
     this.log.info({ captureId: r.id }, `repro finished: ${r.summary.why}`);
+    r.bundle = { state: 'gathering', detail: 'asking the agents for the evidence frames' };
     this.persist(r, reproView(r, this.inventory(r)));
+    r.bundleDone = this.writeBundle(r);
+  }
+
+  /**
+   * The bundle, once the repro finished (its stops went out just before: each agent answers once
+   * its capture has stopped): every capture's agent is asked for the retained frames of the
+   * probes' matched connections there (bounded, repro-evidence.ts), then every file is rendered,
+   * kept in memory and written to the data directory. Never throws; what could not be fetched is
+   * named in evidence.pcapng's summary (report.json `evidence.problems`).
+   */
+  private async writeBundle(r: Repro): Promise<void> {
+    const inventory = this.inventory(r);
+    const { rows, flows } = reproProbes(r, inventory);
+    const captures = reproCaptureList(r);
+    const wanted = reproFramesToFetch(flows);
+    let evidence: ReproEvidence | null = null;
+    let evidenceMissing = '';
+    const requests = this.frames;
+    if (requests === undefined)
+      evidenceMissing = 'this collector does not fetch frames from its agents';
+    else if (this.closing)
+      evidenceMissing = 'the collector was closing when the repro ended: no frames were fetched';
+    else {
+      const fetched = new Map<string, RetainedFrames>();
+      await Promise.all(
+        captures.map(async (c) => {
+          const k = captureKey(c.point, c.epoch);
+          const frames = wanted.get(k)?.frames ?? [];
+          const got = await fetchPointFrames(
+            requests,
+            c.captureId,
+            { name: c.point, agentId: c.agentId },
+            frames,
+            this.nowMs,
+          );
+          fetched.set(k, {
+            point: c.point,
+            linktype: got.linkType,
+            snaplen: got.snaplen,
+            frames: got.records.map((x) => ({
+              frame: x.frame,
+              tsNs: x.tsNs,
+              origLen: x.origLen,
+              bytes: x.data,
+            })),
+            missing: got.missing,
+          });
+          if (got.missing.length > 0)
+            this.log.warn(
+              { captureId: c.captureId, point: c.point, count: got.missing.length },
+              `repro ${r.id}: ${got.missing.length} of ${frames.length} evidence frames missing at ${c.label} (${[...new Set(got.missing.map((m) => m.reason))].join(', ')})`,
+            );
+        }),
+      );
+      evidence = reproEvidencePcapng({
+        rows,
+        flows,
+        captures,
+        wanted,
+        frames: fetched,
+        version: hoptraceVersion(),
+      });
+    }
+    const files = renderReproBundle(
+      {
+        view: reproView(r, inventory),
+        generatedAt: iso(this.nowMs()),
+        inventory,
+        evidence: evidence?.summary ?? null,
+        evidenceMissing,
+        agentVersions: this.agentVersions(),
+      },
+      evidence?.bytes ?? null,
+    );
+    r.bundleFiles = files;
+    let detail = `${files.size} files${evidence === null ? ` (no evidence.pcapng: ${evidenceMissing})` : `; evidence.pcapng: ${evidence.summary.packets} packets, ${evidence.summary.problems.length} problems`}`;
+    try {
+      this.store?.writeReproBundle?.(r.id, files);
+    } catch (e) {
+      const err = e instanceof Error ? e.message : String(e);
+      this.log.error({ captureId: r.id, code: 'STORE_IO', err }, 'cannot write the repro bundle');
+      detail += `; not in the data directory (${err}): served from memory until the collector stops`;
+    }
+    r.bundle = { state: 'written', detail };
+    this.log.info({ captureId: r.id }, `repro bundle written: ${detail}`);
+    this.persist(r, reproView(r, inventory));
+  }
+
+  private agentVersions(): Map<string, string> {
+    return new Map(this.hub.agents().map((a) => [a.agentId, a.hello.version]));
   }
 
   /** Saves a live repro's view (a failed write is logged, the repro goes on in memory). */
@@ -615,4 +772,30 @@ export class ReproManager {
       ...counts,
     });
   }
+}
+
+/** Every capture of a repro whose frames its evidence may hold: the backend, then each attachment's. */
+function reproCaptureList(r: Repro): ReproCapture[] {
+  const one = (
+    label: string,
+    captureId: string,
+    epoch: number,
+    p: PointRec,
+    pod: string | null,
+  ): ReproCapture => ({
+    label,
+    captureId,
+    point: p.name,
+    epoch,
+    agentId: p.agentId,
+    node: p.armed?.node ?? null,
+    iface: p.armed?.iface ?? '?',
+    pod,
+  });
+  return [
+    one('backend', `${r.id}-b`, 0, r.backend, null),
+    ...r.attachments.flatMap((a) =>
+      a.points.map((p) => one(captureLabel(a, p), a.captureId, a.epoch, p, a.pod.name)),
+    ),
+  ];
 }

@@ -161,6 +161,8 @@ export class SessionManager {
       snaplen: this.snaplen,
       readRoutes: (nodes, agentIds, client) => this.readReturnRoutes(nodes, agentIds, client),
       store: opts.store,
+      // The bundle's evidence.pcapng: the agents' retained frames of the probes' connections.
+      ...(this.frames ? { frames: this.requests } : {}),
       // With --kubernetes/--kubeconfig, repro selects, deletes and follows pods through the API.
       ...(opts.cluster instanceof K8sInventorySource
         ? { kubernetes: new K8sPodDeleter(opts.cluster.api) }

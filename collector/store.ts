@@ -9,6 +9,8 @@
  *   <dir>/captures/<id>/verdict.json, report.md, report.json   once the session is final
  *   <dir>/captures/<id>/frames-<point>.pb  the point's evidence frames, fetched from its agent after
  *                                        the verdict (hoptrace.v1.StoredFrames; loadFrames)
+ *   <dir>/repros/<id>.json               a repro's last view (saveRepro)
+ *   <dir>/repros/<id>/report.md, …       a finished repro's bundle (writeReproBundle)
  *
  * JSON files are replaced atomically (write to a temporary file, then rename). Event appends are
  * flushed (fdatasync) before `appendEvents` resolves, because the hub acknowledges a message to the
@@ -56,6 +58,8 @@ export interface StoredRepro {
   [key: string]: unknown;
 }
 const POINT_RE = /^[a-z][a-z0-9-]{0,31}$/;
+/** A repro bundle file's name (report.md, evidence.pcapng, …). */
+const REPRO_FILE_RE = /^[a-z][a-z0-9-]{0,31}\.(md|json|html|svg|pcapng)$/;
 
 /** What agents.json keeps per agent id. */
 interface AgentRecord {
@@ -675,6 +679,34 @@ export class CaptureStore {
       throw ioError('cannot create the repro directory', dir, e);
     }
     writeAtomic(join(dir, `${view.id}.json`), JSON.stringify(view) + '\n', this.fsync);
+  }
+
+  /**
+   * Writes a finished repro's bundle as repros/<id>/<name> (each file atomically; `names` are
+   * the collector's own, collector/repro-bundle.ts REPRO_FILES).
+   */
+  writeReproBundle(id: string, files: ReadonlyMap<string, Uint8Array>): void {
+    if (!REPRO_ID_RE.test(id)) throw new Error(`not a repro id: ${id}`);
+    const dir = join(this.dir, 'repros', id);
+    try {
+      mkdirSync(dir, { recursive: true });
+    } catch (e) {
+      throw ioError('cannot create the repro bundle directory', dir, e);
+    }
+    for (const [name, bytes] of files) {
+      if (!REPRO_FILE_RE.test(name)) throw new Error(`not a bundle file name: ${name}`);
+      writeAtomic(join(dir, name), bytes, this.fsync);
+    }
+  }
+
+  /** One file of a repro's written bundle, or null when it is not there. */
+  readReproFile(id: string, name: string): Buffer | null {
+    if (!REPRO_ID_RE.test(id) || !REPRO_FILE_RE.test(name)) return null;
+    try {
+      return readFileSync(join(this.dir, 'repros', id, name));
+    } catch {
+      return null;
+    }
   }
 
   /**

@@ -167,7 +167,11 @@ export function capturePage(
 }
 
 /** `/ui/repros/:id`: the timeline (picture and text), refreshed while it runs. */
-export function reproPage(r: ReproView, svg: string | null): string {
+export function reproPage(
+  r: ReproView,
+  svg: string | null,
+  files: readonly { name: string; label: string }[],
+): string {
   const final = isFinal(r.state);
   const s = r.summary;
   const outcome =
@@ -186,7 +190,7 @@ export function reproPage(r: ReproView, svg: string | null): string {
 ${final ? '' : '<p class="note">Running — this page refreshes every 2 s.</p>'}${outcome}
 ${svg === null ? '' : `<h2>Timeline</h2><div class="picture">${svg}</div>`}
 <h2>Probes</h2><pre class="timeline">${esc(r.text.join('\n'))}</pre>
-<h2>Bundle</h2><ul class="files">${['report.md', 'report.json', 'report.html', 'timeline.svg'].map((n) => `<li><a href="/ui/repros/${encodeURIComponent(r.id)}/files/${n}">${n}</a></li>`).join('')}</ul>
+<h2>Evidence bundle</h2>${r.bundle === undefined ? '' : `<p class="note bundle ${esc(r.bundle.state)}">${esc(`${r.bundle.state}: ${r.bundle.detail}`)}</p>`}<ul class="files">${files.map((f) => `<li><a href="/ui/repros/${encodeURIComponent(r.id)}/files/${encodeURIComponent(f.name)}">${esc(f.name)}</a> — ${esc(f.label)}</li>`).join('')}</ul>
 <h2>VPN pods</h2><table><thead><tr><th>#</th><th>pod</th><th>IP</th><th>node</th><th>attached</th><th>detached</th></tr></thead><tbody>${attachments}</tbody></table>`,
     { refresh: !final },
   );

@@ -17,7 +17,7 @@ import { decodeSegment } from '../api-errors';
 import type { CaptureView } from '../capture-views';
 import type { ApiRequest, ApiResponse } from '../api-message';
 import type { ReproView } from '../repro-state';
-import { isReproFile, reproBundleFile } from '../repro-bundle';
+import { isReproFile, type ReproFileName } from '../repro-bundle';
 import { CAPTURE_ID_RE } from '../store';
 import {
   capturePage,
@@ -49,6 +49,9 @@ export interface UiSource {
   /** The sequence picture of a capture with a verdict (inline SVG), else null. */
   captureSvg(id: string): string | null;
   reproSvg(id: string): string | null;
+  /** The bundle's files that exist for a repro now, and one of them. */
+  reproFiles(id: string): BundleFile[];
+  reproFile(id: string, name: ReproFileName): BundleBody | null;
 }
 
 export interface UiDeps {
@@ -161,9 +164,10 @@ export function routeUi(req: ApiRequest, deps: UiDeps): ApiResponse | null {
     const r = source.repro(id);
     if (r === undefined) return html(404, errorPage(404, `repro ${id} not found`));
     const name = rep[2] === undefined ? undefined : decodeSegment(rep[2], path);
-    if (name === undefined) return html(200, reproPage(r, source.reproSvg(id)));
-    if (!isReproFile(name)) return html(404, errorPage(404, `${name} of ${id} not found`));
-    const f = reproBundleFile(r, name, new Date(deps.nowMs()).toISOString());
+    if (name === undefined)
+      return html(200, reproPage(r, source.reproSvg(id), source.reproFiles(id)));
+    const f = isReproFile(name) ? source.reproFile(id, name) : null;
+    if (f === null) return html(404, errorPage(404, `${name} of ${id} not found`));
     return download(id, name, f);
   }
   return html(404, errorPage(404, `${path} is not a page of the web view`));

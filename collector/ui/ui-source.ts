@@ -8,6 +8,7 @@ import { renderSequenceSvg } from '../../core/report/sequence-svg';
 import type { SessionManager } from '../sessions';
 import { BUNDLE_FILES, BUNDLE_TYPES, type BundleFileName } from '../store';
 import type { BundleBody, UiSource } from './ui-routes';
+import { REPRO_FILE_LABELS } from '../repro-bundle';
 
 const LABELS: Record<BundleFileName, string> = {
   'report.md': 'the report, to paste into a ticket',
@@ -56,6 +57,9 @@ export function sessionsUiSource(sessions: SessionManager): UiSource {
       }));
       return renderSequenceSvg(r, lanes === undefined ? {} : { lanes });
     },
+    reproFiles: (id) =>
+      sessions.repros.bundleNames(id).map((name) => ({ name, label: REPRO_FILE_LABELS[name] })),
+    reproFile: (id, name) => sessions.repros.bundleFile(id, name),
     reproSvg: (id) => {
       const v = sessions.repros.get(id);
       if (v === undefined || v.timeline.length === 0) return null;

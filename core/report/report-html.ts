@@ -431,6 +431,23 @@ export interface ReproHtmlInput {
   finalReason?: string | null | undefined;
   /** What the captures lost during the run (collector/repro-views.ts lossLines), as cautions. */
   cautions?: readonly string[] | undefined;
+  /** The hoptrace that wrote the page. */
+  hoptraceVersion?: string | undefined;
+  /**
+   * Plain-text tables after the probes (the bundle's inputs, capture health, evidence): each
+   * cell is escaped here. `cls` names the table (`inputs`, `health`, `evidence`).
+   */
+  sections?: readonly ReproHtmlSection[] | undefined;
+}
+
+/** One titled table of text in a repro page. */
+export interface ReproHtmlSection {
+  title: string;
+  cls: string;
+  head: string[];
+  rows: string[][];
+  /** A sentence under the title. */
+  note?: string;
 }
 
 const msText = (ms: number | null): string | null => (ms === null ? null : `${ms} ms`);
@@ -527,6 +544,19 @@ export function renderReproHtml(input: ReproHtmlInput, opts: ReproSvgOptions = {
         ),
       '</ul>',
     );
-  body.push(`<footer>hoptrace repro report, generated ${esc(input.generatedAt)}.</footer>`);
+  for (const sec of input.sections ?? []) {
+    body.push(`<h2>${esc(sec.title)}</h2>`);
+    if (sec.note !== undefined) body.push(`<p>${esc(sec.note)}</p>`);
+    body.push(
+      table(
+        sec.head,
+        sec.rows.map((r) => r.map(esc)),
+        sec.cls,
+      ),
+    );
+  }
+  body.push(
+    `<footer>hoptrace${input.hoptraceVersion === undefined ? '' : ` ${esc(input.hoptraceVersion)}`} repro report, generated ${esc(input.generatedAt)}.</footer>`,
+  );
   return page(title, body);
 }

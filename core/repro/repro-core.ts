@@ -11,6 +11,7 @@ import { isHoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
 import type { Inventory } from '../../common/inventory';
 import { analyzeEvents } from '../report/analyze';
+import type { PointSummary } from '../report/analysis-result';
 import type { Layer } from '../attribute/attribute';
 import { lossPhrase } from '../report/capture-health';
 import { isIP } from '../../common/cidr';
@@ -422,6 +423,36 @@ export function lossesInFlight(
  * the losses that may hide what it found missing.
  */
 export function analyzeProbe(input: ProbeInput): TimelineRow {
+  return analyzeProbeFlows(input).row;
+}
+
+/** One packet of a probe's matched connection at a point (the frame the evidence fetches). */
+export interface ProbeFlowPacket {
+  frame: number;
+  /** Nanoseconds since the Unix epoch by the point's clock, as a decimal string. */
+  tsNs: string;
+  dir: 'request' | 'reply';
+  flags: number;
+  payloadLength: number;
+  tunneled: boolean;
+}
+
+/**
+ * A probe's matched connection at one capture (a point of one attachment, epoch 0 = the backend
+ * capture): the frames, numbered as that capture's events are, that its evidence is made of.
+ */
+export interface ProbeFlow {
+  probeId: string;
+  point: string;
+  epoch: number;
+  node: string | null;
+  iface: string | null;
+  matchedBy: string[];
+  packets: ProbeFlowPacket[];
+}
+
+/** analyzeProbe, and the matched connection's packets at each capture that saw it. */
+export function analyzeProbeFlows(input: ProbeInput): { row: TimelineRow; flows: ProbeFlow[] } {
   const { probe } = input;
   const row: TimelineRow = {
     probeId: probe.probeId,
@@ -435,12 +466,13 @@ export function analyzeProbe(input: ProbeInput): TimelineRow {
     detail: '',
     lossesInFlight: [],
   };
-  const judged = judgeProbe(input, row);
+  const flows: ProbeFlow[] = [];
+  const judged = judgeProbe(input, row, flows);
   judged.lossesInFlight = lossesInFlight(judged, probe, input.losses ?? []);
-  return judged;
+  return { row: judged, flows };
 }
 
-function judgeProbe(input: ProbeInput, row: TimelineRow): TimelineRow {
+function judgeProbe(input: ProbeInput, row: TimelineRow, flows: ProbeFlow[]): TimelineRow {
   const { probe, client } = input;
   const [first, ...rest] = input.points;
   if (first === undefined) return { ...row, detail: 'no capture points' };
@@ -471,20 +503,19 @@ function judgeProbe(input: ProbeInput, row: TimelineRow): TimelineRow {
   row.servedBy = input.epochs.get(syn.epoch) ?? null;
   const lo = syn.event.tsNs - BEFORE_NS;
   const hi = syn.event.tsNs + AFTER_NS;
-  const window = (evs: readonly TaggedEvent[]): PacketEvent[] =>
-    evs
-      .filter((x) => x.event.tsNs >= lo && x.event.tsNs <= hi)
-      .sort(byTime)
-      .map((x) => x.event);
+  const window = (evs: readonly TaggedEvent[]): TaggedEvent[] =>
+    evs.filter((x) => x.event.tsNs >= lo && x.event.tsNs <= hi).sort(byTime);
+  const given = [
+    { name: first.name, tagged: [...mine].sort(byTime) },
+    ...rest.map((p) => ({ name: p.name, tagged: window(p.events) })),
+  ];
   try {
     const r = analyzeEvents({
-      points: [
-        { name: first.name, events: [...mine].sort(byTime).map((x) => x.event) },
-        ...rest.map((p) => ({ name: p.name, events: window(p.events) })),
-      ],
+      points: given.map((p) => ({ name: p.name, events: p.tagged.map((x) => x.event) })),
       inventory: input.inventory,
       selector: { client },
     });
+    flows.push(...flowsOf(probe.probeId, given, r.points));
     const v = r.verdict;
     // A capture armed after the SYN passed (a re-attached egress starts a moment after decap) makes
     // a working probe look like no-return: a point that missed the SYN and has nothing earlier than
@@ -514,6 +545,51 @@ function judgeProbe(input: ProbeInput, row: TimelineRow): TimelineRow {
     row.detail = isHoptraceError(e) || e instanceof Error ? e.message : String(e);
   }
   return row;
+}
+
+/**
+ * The matched connection's packets per capture: each packet of a point's flow goes to the
+ * attachment whose event it is (frame numbers count per capture, so a window that spans a
+ * re-attachment holds two numberings).
+ */
+function flowsOf(
+  probeId: string,
+  given: readonly { name: string; tagged: readonly TaggedEvent[] }[],
+  points: readonly PointSummary[],
+): ProbeFlow[] {
+  const out: ProbeFlow[] = [];
+  for (const p of points) {
+    const tagged = given.find((g) => g.name === p.name)?.tagged ?? [];
+    const epochOf = new Map(tagged.map((x) => [`${x.event.frame}:${x.event.tsNs}`, x.epoch]));
+    const byEpoch = new Map<number, ProbeFlow>();
+    for (const f of p.flow) {
+      const epoch = epochOf.get(`${f.frame}:${f.tsNs}`);
+      if (epoch === undefined) continue;
+      let flow = byEpoch.get(epoch);
+      if (flow === undefined) {
+        flow = {
+          probeId,
+          point: p.name,
+          epoch,
+          node: p.node,
+          iface: p.iface,
+          matchedBy: [...p.matchedBy],
+          packets: [],
+        };
+        byEpoch.set(epoch, flow);
+        out.push(flow);
+      }
+      flow.packets.push({
+        frame: f.frame,
+        tsNs: f.tsNs,
+        dir: f.dir,
+        flags: f.flags,
+        payloadLength: f.payloadLength,
+        tunneled: f.tunneled,
+      });
+    }
+  }
+  return out;
 }
 
 /** curl exit 7: the client could not even connect (no tunnel, no route): certain without a capture. */

@@ -25,7 +25,7 @@ import {
   type WorkloadPod,
 } from '../../core/repro/repro-core';
 import { routeRepro } from '../../collector/repro-http';
-import { reproBundleFile } from '../../collector/repro-bundle';
+import { renderReproFile, type ReproFileName } from '../../collector/repro-bundle';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
 import { isHoptraceError, HoptraceError } from '../../common/errors';
@@ -637,17 +637,18 @@ void t.test('hoptrace repro --collector: probes, deletion, replacement, timeline
   );
   // The repro's bundle, as GET /v1/repros/:id/<file> and the web view serve it.
   const at = '2026-12-02T06:00:00.000Z';
-  const html = reproBundleFile(view, 'report.html', at).body;
-  const svg = reproBundleFile(view, 'timeline.svg', at).body;
+  const file = (name: ReproFileName): string =>
+    renderReproFile({ view, generatedAt: at, inventory: null, evidence: null }, name) ?? '';
+  const html = file('report.html');
+  const svg = file('timeline.svg');
   const probeMarks = (x: string): number => (x.match(/class="probe /g) ?? []).length;
   t.equal(probeMarks(svg), view.timeline.length, 'timeline.svg: one mark per probe');
   t.equal(probeMarks(html), view.timeline.length, 'report.html carries the picture');
   t.notMatch(html, /<script/);
-  t.match(reproBundleFile(view, 'report.md', at).body, /```text\ntime {10}offset/);
-  const json = JSON.parse(reproBundleFile(view, 'report.json', at).body) as {
-    repro: { id: string };
-  };
-  t.equal(json.repro.id, view.id);
+  t.match(file('report.md'), /```text\ntime {10}offset/);
+  const json = JSON.parse(file('report.json')) as { id: string; schemaVersion: number };
+  t.equal(json.id, view.id);
+  t.equal(json.schemaVersion, 1);
   t.equal(seen.length, 4, 'one request per probe');
   t.same(
     seen.map((s) => s.port),
