@@ -22,16 +22,6 @@ import { fileDigest, fileStamp, type FileDigest } from './file-digest';
 import { buildEvidencePcapng } from './evidence';
 import type { PointFile, RequestSelector } from './analyze-files';
 
-/** The files a bundle holds, in the order they are written. */
-export const REPORT_DIR_FILES = [
-  'inventory.json',
-  'evidence.pcapng',
-  'report.md',
-  'report.json',
-  'report.html',
-  'sequence.svg',
-] as const;
-
 /** Writes one report file into `--report-dir`; FILE_WRITE (a clear error) when it cannot. */
 function writeReport(dir: string, name: string, text: string | Buffer): void {
   try {

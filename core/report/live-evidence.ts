@@ -9,8 +9,8 @@
  * agent could not give is never invented: it is named, with the agent's reason, in `problems`.
  * Pure: frames in, bytes and a summary out.
  */
-import type { AnalysisResult, FlowPacketSummary } from './analysis-result';
-import { clockText, tcpFlagsText } from './evidence-text';
+import type { AnalysisResult } from './analysis-result';
+import { clockText, flowPacketText, framesText, notInFileText } from './evidence-text';
 import { payloadOffset } from '../decode/frame';
 import { writePcapng, type PcapngInterfaceInfo, type PcapngPacketInfo } from './pcapng';
 import type { EvidenceSummary } from './report-document';
@@ -36,25 +36,6 @@ export interface LiveEvidenceOptions {
 export interface LiveEvidence {
   bytes: Buffer;
   summary: EvidenceSummary;
-}
-
-function packetText(f: FlowPacketSummary): string {
-  const names = tcpFlagsText(f.flags);
-  const what = names !== '' ? names : 'no TCP flags';
-  return `${f.dir} ${what}${f.payloadLength > 0 ? ` len ${f.payloadLength}` : ''}${f.tunneled ? ' (inside a tunnel)' : ''}`;
-}
-
-/** Frame numbers as `3, 5, 7–12`. */
-function framesText(ns: number[]): string {
-  const s = [...ns].sort((a, b) => a - b);
-  const out: string[] = [];
-  for (let i = 0; i < s.length;) {
-    let j = i;
-    while (j + 1 < s.length && s[j + 1] === (s[j] ?? 0) + 1) j++;
-    out.push(i === j ? String(s[i]) : `${s[i]}–${s[j]}`);
-    i = j + 1;
-  }
-  return out.join(', ');
 }
 
 /** evidence.pcapng from the retained frames (`frames` by point; absent: none were fetched). */
@@ -129,7 +110,7 @@ export function liveEvidencePcapng(
           tsNs: toReferenceClock(rec.tsNs, o),
           data,
           originalLength: rec.origLen,
-          comment: `${p.name} frame ${f.frame}: ${packetText(f)}; matched by ${keys.length > 0 ? keys.join(',') : '(no key recorded)'}; captured ${utcMicros(rec.tsNs)} by ${p.node ?? '?'}'s clock, ${clockText(o)}`,
+          comment: `${p.name} frame ${f.frame}: ${flowPacketText(f)}; matched by ${keys.length > 0 ? keys.join(',') : '(no key recorded)'}; captured ${utcMicros(rec.tsNs)} by ${p.node ?? '?'}'s clock, ${clockText(o)}`,
         },
       });
       n++;
@@ -138,7 +119,7 @@ export function liveEvidencePcapng(
       summary.problems.push({
         point: p.name,
         code: reason,
-        detail: `frame${ns.length === 1 ? '' : 's'} ${framesText(ns)} of the matched connection not in the file (${reason === 'FRAMES_MISMATCH' ? 'the bytes the agent returned are not the frame analysed' : 'the agent did not return them'})`,
+        detail: `frame${ns.length === 1 ? '' : 's'} ${framesText(ns)} of the matched connection not in the file (${notInFileText(reason)})`,
       });
     summary.interfaces.push({ point: p.name, name, packets: n });
   }

@@ -9,7 +9,7 @@
  * and a summary out.
  */
 import type { ProbeFlow, TimelineRow } from './repro-core';
-import { tcpFlagsText } from '../report/evidence-text';
+import { flowPacketText, framesText, notInFileText } from '../report/evidence-text';
 import { payloadOffset } from '../decode/frame';
 import { writePcapng, type PcapngInterfaceInfo, type PcapngPacketInfo } from '../report/pcapng';
 import type { RetainedFrames } from '../report/live-evidence';
@@ -79,19 +79,6 @@ export interface ReproEvidenceSummary {
 export interface ReproEvidence {
   bytes: Buffer;
   summary: ReproEvidenceSummary;
-}
-
-/** Frame numbers as `3, 5, 7–12` (at most 12 runs, then `…`). */
-function framesText(ns: readonly number[]): string {
-  const s = [...ns].sort((a, b) => a - b);
-  const out: string[] = [];
-  for (let i = 0; i < s.length;) {
-    let j = i;
-    while (j + 1 < s.length && s[j + 1] === (s[j] ?? 0) + 1) j++;
-    out.push(i === j ? String(s[i]) : `${s[i]}–${s[j]}`);
-    i = j + 1;
-  }
-  return out.length > 12 ? `${out.slice(0, 12).join(', ')}, …` : out.join(', ');
 }
 
 /**
@@ -168,7 +155,6 @@ export function reproEvidencePcapng(input: {
           continue;
         }
         const cut = payloadOffset(rf.linktype, rec.bytes);
-        const flags = tcpFlagsText(p.flags);
         placed.push({
           ts: rec.tsNs,
           order,
@@ -177,7 +163,7 @@ export function reproEvidencePcapng(input: {
             tsNs: rec.tsNs,
             data: cut === null ? rec.bytes : rec.bytes.subarray(0, cut),
             originalLength: rec.origLen,
-            comment: `probe ${flow.probeId} (${verdicts.get(flow.probeId) ?? '?'}): ${c.label} frame ${p.frame}: ${p.dir} ${flags === '' ? 'no TCP flags' : flags}${p.payloadLength > 0 ? ` len ${p.payloadLength}` : ''}${p.tunneled ? ' (inside a tunnel)' : ''}; matched by ${flow.matchedBy.length > 0 ? flow.matchedBy.join(',') : '(no key recorded)'}; captured ${utcMicros(rec.tsNs)} by ${c.node ?? '?'}'s clock`,
+            comment: `probe ${flow.probeId} (${verdicts.get(flow.probeId) ?? '?'}): ${c.label} frame ${p.frame}: ${flowPacketText(p)}; matched by ${flow.matchedBy.length > 0 ? flow.matchedBy.join(',') : '(no key recorded)'}; captured ${utcMicros(rec.tsNs)} by ${c.node ?? '?'}'s clock`,
           },
         });
         n++;
@@ -187,7 +173,7 @@ export function reproEvidencePcapng(input: {
       summary.problems.push({
         capture: c.label,
         code: reason,
-        detail: `${ns.length} frame${ns.length === 1 ? '' : 's'} (${framesText(ns)}) not in the file (${reason === 'FRAMES_MISMATCH' ? 'the bytes the agent returned are not the frame analysed' : 'the agent did not return them'})`,
+        detail: `${ns.length} frame${ns.length === 1 ? '' : 's'} (${framesText(ns, 12)}) not in the file (${notInFileText(reason)})`,
       });
     summary.interfaces.push({ capture: c.label, name, point: c.point, epoch: c.epoch, packets: n });
   }

@@ -11,6 +11,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type tap from 'tap';
 import type { ReportDocument } from '../../core/report/report-document';
+import { BUNDLE_FILES } from '../../collector/store';
 import { markupErrors } from './markup-check';
 import { reportSchemaErrors } from './report-schema';
 
@@ -40,15 +41,7 @@ function tsharkInterfaces(t: Asserts, file: string): string[] | null {
 
 /** Checks every form of the bundle in `dir`; returns report.json as read. */
 export function checkBundle(t: Asserts, dir: string, want: BundleExpectation): ReportDocument {
-  for (const f of [
-    'report.md',
-    'report.json',
-    'report.html',
-    'sequence.svg',
-    'evidence.pcapng',
-    'inventory.json',
-  ])
-    t.ok(existsSync(join(dir, f)), `bundle: ${f} written`);
+  for (const f of BUNDLE_FILES) t.ok(existsSync(join(dir, f)), `bundle: ${f} written`);
   const doc = JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as ReportDocument;
   t.same(reportSchemaErrors(doc), [], 'report.json is valid against proto/report.schema.json');
   t.equal(doc.verdict.layer, want.layer, 'report.json: the verdict');
