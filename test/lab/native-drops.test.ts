@@ -304,7 +304,13 @@ if (!isRoot) {
       await new Promise((r) => setTimeout(r, 700));
       await flap(lab, 'g');
       await sending;
-      await new Promise((r) => setTimeout(r, 500));
+      // The baseline is taken once the first burst's tail has drained: no delivery for 300 ms
+      // (≤ 10 s). A fixed wait was too short on a loaded machine (68 late datagrams of the first
+      // burst were counted as the second's).
+      for (let last = -1, i = 0; i < 34 && delivered() !== last; i++) {
+        last = delivered();
+        await new Promise((r) => setTimeout(r, 300));
+      }
       t.same(ends, [], 'the capture did not end');
       const before = delivered();
       const N = 2000;
