@@ -419,7 +419,16 @@ export class ReproManager {
 
   /** The bundle files there are of a repro now (the web view's downloads). */
   bundleNames(id: string): ReproFileName[] {
-    return REPRO_FILES.filter((n) => this.bundleFile(id, n) !== null);
+    const r = this.repros.get(id);
+    const written = r?.bundleFiles;
+    if (written) return REPRO_FILES.filter((n) => written.has(n));
+    const stored = REPRO_FILES.filter((n) => (this.store?.readReproFile?.(id, n) ?? null) !== null);
+    if (stored.length > 0) return stored;
+    // Not written (yet): the text forms are rendered on request; inventory.json of a live one.
+    if (r !== undefined) return REPRO_FILES.filter((n) => n !== 'evidence.pcapng');
+    if (this.restored.has(id))
+      return REPRO_FILES.filter((n) => n !== 'evidence.pcapng' && n !== 'inventory.json');
+    return [];
   }
 
   /** An agent message for a repro capture; resolves at once (nothing is persisted). */
@@ -707,7 +716,7 @@ export class ReproManager {
       evidence?.bytes ?? null,
     );
     r.bundleFiles = files;
-    let detail = `${files.size} files${evidence === null ? ` (no evidence.pcapng: ${evidenceMissing})` : `; evidence.pcapng: ${evidence.summary.packets} packets, ${evidence.summary.problems.length} problems`}`;
+    let detail = `${files.size} files${evidence === null ? ` (no evidence.pcapng: ${evidenceMissing})` : `; evidence.pcapng: ${evidence.summary.packets} packets, ${evidence.summary.problems.length === 0 ? 'nothing missing' : `missing: ${evidence.summary.problems.map((p) => `${p.capture} ${p.code}`).join(', ')}`}`}`;
     try {
       this.store?.writeReproBundle?.(r.id, files);
     } catch (e) {

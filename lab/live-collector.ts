@@ -243,14 +243,20 @@ export class LiveCollector {
   }
 
   /** One API call with the bearer token; rejects with ApiError on a non-2xx answer. */
-  async api(method: string, path: string, body?: unknown, token = this.token): Promise<unknown> {
+  async api(
+    method: string,
+    path: string,
+    body?: unknown,
+    token = this.token,
+    timeoutMs = 10_000,
+  ): Promise<unknown> {
     const init: RequestInit = {
       method,
       headers: {
         authorization: `Bearer ${token}`,
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
       },
-      signal: AbortSignal.timeout(10_000),
+      signal: AbortSignal.timeout(timeoutMs),
     };
     if (body !== undefined) init.body = JSON.stringify(body);
     const res = await fetch(`${this.url}${path}`, init);

@@ -297,9 +297,15 @@ export async function runRepro(
       ...(await readRoutes(lab, NS.vpnNode, 'vpn-node', ADDR.tunnelCidr)),
       ...(await readRoutes(lab, NS.backendNode, 'backend-node', ADDR.tunnelCidr)),
     ];
-    const view = (await collector.api('POST', `/v1/repros/${id}/finish`, {
-      returnRoutes: routes,
-    })) as ReproView;
+    // The answer comes once the bundle is written: the agents answered for the evidence frames
+    // (each after its capture stopped; bounded by the collector's frames timeout).
+    const view = (await collector.api(
+      'POST',
+      `/v1/repros/${id}/finish`,
+      { returnRoutes: routes },
+      collector.token,
+      60_000,
+    )) as ReproView;
     return {
       scenario: sc,
       prefix: lab.prefix,

@@ -280,7 +280,13 @@ function main(): void {
         exiting = true;
         sendStats();
         send({ kind: 'error', error: toWire(err) });
-        exit(2);
+        // Not from inside this callback: the addon calls it with its close deferred until the
+        // callback returns, and that close is what writes the retention buffer (retain.c) — an
+        // exit here, when nothing is pending on the sink, lost the frames of every capture whose
+        // interface went away (a deleted pod's).
+        setImmediate(() => {
+          exit(2);
+        });
       },
     )
     .then(

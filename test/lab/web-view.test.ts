@@ -1,8 +1,10 @@
 // The web view in a real browser: Debian's chromium, driven headless by playwright-core, against
 // a live-lab collector after a real capture (the cni-masquerade scenario: agents, namespaces,
 // kernel NAT). Logs in through the form, checks the verdict text and the sequence picture's lanes
-// and arrows, opens the repro-free list and the bundle's HTML report, and keeps screenshots in
-// lab-out/screenshots/ (the README's come from here). Fails with the reason when chromium or the
+// and arrows, opens the list and the bundle's HTML report; then a repro (the stable-gateway lab:
+// the VPN pod deleted and replaced) opened while it runs and once it finished: the timeline
+// picture's probe marks, broken window and deletion mark, the summary, every bundle download. Keeps
+// screenshots in lab-out/screenshots/ (the README's come from here). Fails with the reason when chromium or the
 // lab's prerequisites are missing. Traffic stays inside the lab's namespaces and loopback.
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,6 +13,8 @@ import t from 'tap';
 import { LiveCollector, runLiveScenario } from '../../lab/live';
 import { missingPrerequisites } from '../../lab/prereq';
 import { findScenario } from '../../lab/scenarios';
+import { DEFAULT_REPRO_OPTIONS, REPRO_SCENARIOS, runRepro } from '../../lab/repro';
+import type { ReproView } from '../../collector';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = join(__dirname, '..', '..', '..', 'lab-out', 'screenshots');
@@ -100,5 +104,106 @@ if (missing.length > 0) {
     t.equal(await report.locator('script').count(), 0);
     await report.screenshot({ path: join(SHOTS, 'report-html.png'), fullPage: true });
     t.same(external, [], 'nothing fetched from anywhere but the collector');
+  });
+
+  void t.test('a repro in the web view, while it runs and once it finished', async (t) => {
+    const collector = await LiveCollector.start();
+    const held: { browser?: Browser } = {};
+    t.teardown(async () => {
+      await held.browser?.close().catch(() => undefined);
+      await collector.close();
+    });
+    mkdirSync(SHOTS, { recursive: true });
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu'],
+    });
+    held.browser = browser;
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    const base = `http://127.0.0.1:${collector.port}`;
+    await page.goto(`${base}/ui/`);
+    await page.fill('input[name="token"]', collector.token);
+    await Promise.all([page.waitForURL('**/ui/'), page.click('button[type="submit"]')]);
+
+    const scenario = REPRO_SCENARIOS.find((s) => s.name === 'stable-gateway');
+    if (scenario === undefined) throw new Error('no stable-gateway repro scenario');
+    // While it runs (after a few probes): the page says so and refreshes itself (no script).
+    const check: {
+      running?: Promise<{ state: string; refresh: number; note: string; probes: number }>;
+    } = {};
+    const run = await runRepro(collector, scenario, DEFAULT_REPRO_OPTIONS, (v: ReproView, n) => {
+      if (check.running !== undefined || n < 2) return;
+      check.running = (async () => {
+        const p = await context.newPage();
+        await p.goto(`${base}/ui/repros/${v.id}`);
+        const out = {
+          state: (await p.textContent('span.state')) ?? '',
+          refresh: await p.locator('meta[http-equiv="refresh"]').count(),
+          note: (await p.textContent('main')) ?? '',
+          probes: await p.locator('.picture svg g.probe').count(),
+        };
+        await p.screenshot({ path: join(SHOTS, 'web-view-repro-running.png'), fullPage: true });
+        await p.close();
+        return out;
+      })();
+      check.running.catch(() => undefined); // awaited (and its failure reported) below
+    });
+    if (check.running === undefined) throw new Error('the running repro page was never opened');
+    const seen = await check.running;
+    t.equal(seen.state, 'running', 'while it runs: state running');
+    t.equal(seen.refresh, 1, 'while it runs: the page refreshes itself');
+    t.match(seen.note, /Running — this page refreshes every 2 s/);
+    t.ok(seen.probes >= 2, `while it runs: the probes so far drawn (${seen.probes})`);
+
+    const v = run.view;
+    t.equal(v.state, 'finished');
+    await page.goto(`${base}/ui/repros/${v.id}`);
+    t.equal((await page.textContent('span.state'))?.trim(), 'finished', 'finished');
+    t.equal(await page.locator('meta[http-equiv="refresh"]').count(), 0, 'no refresh once done');
+    t.match(
+      (await page.textContent('p.verdict'))?.trim(),
+      /^recovered; broken for \d+ ms$/,
+      'the summary: recovered, and for how long',
+    );
+    t.match(await page.textContent('main'), v.summary?.why ?? '-', 'the summary says why');
+    t.equal(
+      await page.locator('.picture svg g.probe').count(),
+      v.timeline.length,
+      'one mark per probe',
+    );
+    t.equal(await page.locator('.picture svg rect.broken-window').count(), 1, 'the broken window');
+    t.ok((await page.locator('.picture svg g.mark.deleted').count()) >= 1, 'the deletion marked');
+    t.ok(
+      (await page.locator('.picture svg g.mark.replacement-ready').count()) >= 1,
+      'the replacement marked',
+    );
+    t.equal(
+      await page.locator('.picture svg g.probe.failed-to-connect').count(),
+      v.timeline.filter((r) => r.verdict === 'failed-to-connect').length,
+      'the probes that could not connect drawn as such',
+    );
+    const anchors = page.locator('ul.files a');
+    const links: string[] = [];
+    for (let i = 0; i < (await anchors.count()); i++)
+      links.push((await anchors.nth(i).getAttribute('href')) ?? '');
+    t.same(
+      links.map((h) => h.split('/').at(-1)),
+      [
+        'report.md',
+        'report.json',
+        'report.html',
+        'timeline.svg',
+        'evidence.pcapng',
+        'inventory.json',
+      ],
+      'every file of the bundle to download',
+    );
+    const pcap = await page.request.get(`${base}/ui/repros/${v.id}/files/evidence.pcapng`);
+    t.equal(pcap.status(), 200, 'evidence.pcapng downloads');
+    t.match(pcap.headers()['content-type'], /application\/vnd\.tcpdump\.pcap/);
+    t.equal(await page.locator('script').count(), 0, 'no script on the page');
+    await page.screenshot({ path: join(SHOTS, 'web-view-repro.png'), fullPage: true });
   });
 }
