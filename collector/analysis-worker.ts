@@ -9,11 +9,33 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { isHoptraceError } from '../common/errors';
-import type { PacketEvent } from '../common/event';
+import type { PacketEvent, Tuple } from '../common/event';
+import { StringInterner } from '../common/intern';
 import { analyzeEvents, isUsefulEvent } from '../core/report/analyze';
 import type { OffloadReply, OffloadRequest } from './analysis-offload';
 
 const sessions = new Map<string, Map<string, PacketEvent[]>>();
+/** Strings the held events share (the clone gave each event its own copies). */
+const strings = new StringInterner();
+
+function shareTuple(t: Tuple | null | undefined): void {
+  if (t === null || t === undefined) return;
+  t.src = strings.of(t.src);
+  t.dst = strings.of(t.dst);
+  t.proto = strings.of(t.proto) as Tuple['proto'];
+}
+
+/** `e` with its repeated strings replaced by the one copy the worker keeps. */
+function shared(e: PacketEvent): PacketEvent {
+  e.point = strings.of(e.point);
+  e.node = strings.of(e.node);
+  e.iface = strings.of(e.iface);
+  e.linktype = strings.of(e.linktype);
+  shareTuple(e.outer);
+  shareTuple(e.inner);
+  shareTuple(e.related);
+  return e;
+}
 
 function onRequest(m: OffloadRequest): OffloadReply | null {
   switch (m.type) {
@@ -22,7 +44,7 @@ function onRequest(m: OffloadRequest): OffloadReply | null {
       if (points === undefined) sessions.set(m.id, (points = new Map<string, PacketEvent[]>()));
       let list = points.get(m.point);
       if (list === undefined) points.set(m.point, (list = []));
-      for (const e of m.events) if (isUsefulEvent(e)) list.push(e);
+      for (const e of m.events) if (isUsefulEvent(e)) list.push(shared(e));
       return null;
     }
     case 'drop':

@@ -70,6 +70,8 @@ export interface HubCounters {
   refusedMalformed: number;
   messagesIn: number;
   duplicatesDropped: number;
+  /** Times a connection's socket was paused because its stored-not-yet messages reached the bound. */
+  readPauses: number;
 }
 
 export interface AgentHub {

@@ -76,6 +76,7 @@ export class FakeHub implements AgentHub {
       refusedMalformed: 0,
       messagesIn: 0,
       duplicatesDropped: 0,
+      readPauses: 0,
     };
   }
 

@@ -207,6 +207,7 @@ class ReplyHub implements AgentHub {
       refusedMalformed: 0,
       messagesIn: 0,
       duplicatesDropped: 0,
+      readPauses: 0,
     };
   }
   close(): Promise<void> {

@@ -20,6 +20,7 @@ async function rig(
     maxSendQueueBytes?: number;
     heartbeatMs?: number;
     forgetAfterMs?: number;
+    maxPendingBytes?: number;
   } = {},
   handler?: (msg: AgentMessage) => Promise<void>,
 ): Promise<Rig> {
@@ -124,6 +125,37 @@ void t.test(
     await good.next((e) => e.kind === 'ack');
     t.same(good.acks(), [1]);
     t.equal(r.messages.length, 1);
+  },
+);
+
+void t.test(
+  'a connection whose messages wait unstored stops being read at the bound, then goes on (issue 17: 50 agents held 300,000 decoded events)',
+  async (t) => {
+    const release: (() => void)[] = [];
+    let blocked = true;
+    const r = await rig(t, { maxPendingBytes: 64 * 1024 }, () =>
+      blocked ? new Promise<void>((resolve) => release.push(resolve)) : Promise.resolve(),
+    );
+    const a = await helloed(r.port, 'a1');
+    const N = 60;
+    // ~40 KiB a batch: 2.4 MiB in all, far past what the bound and the socket buffers hold.
+    for (let i = 1; i <= N; i++) a.send({ seq: i, kind: 'events', events: batch(i * 1000, 400) });
+    await r.signal.wait(() => r.messages.length === 1);
+    await new Promise((res) => setTimeout(res, 300));
+    const read = r.hub.counters().messagesIn;
+    t.ok(read < N / 2, `the hub decoded ${read} of ${N} while none was stored`);
+    t.ok(r.hub.counters().readPauses >= 1, 'the socket was paused');
+    blocked = false;
+    release.forEach((f) => {
+      f();
+    });
+    await a.signal.wait(() => a.acks().length === N);
+    t.same(
+      a.acks(),
+      Array.from({ length: N }, (_, i) => i + 1),
+      'every batch stored and acked, in order',
+    );
+    t.equal(r.messages.length, N);
   },
 );
 
