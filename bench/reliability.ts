@@ -141,7 +141,7 @@ async function main(): Promise<number> {
     return 2;
   }
   const fuzzFrames = Number(values['fuzz-frames'] ?? (quick ? 600 : 1_000_000));
-  const fuzzSeconds = Number(values['fuzz-seconds'] ?? (quick ? 30 : 100));
+  const fuzzSeconds = Number(values['fuzz-seconds'] ?? (quick ? 30 : 1800));
   if (![fuzzFrames, fuzzSeconds].every((n) => Number.isSafeInteger(n) && n > 0)) {
     process.stderr.write('--fuzz-frames and --fuzz-seconds take a positive integer\n');
     return 2;
