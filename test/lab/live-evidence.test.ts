@@ -6,7 +6,6 @@
 // identity-header scan must be honest about the 256 bytes the agents retained: a point is scanned
 // or said not to be, and exactly the points whose request frame was cut are listed as cut. Real
 // namespaces, real agents and collector; needs root, fails with the reason otherwise.
-import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
@@ -19,6 +18,7 @@ import { delay } from '../../lab/netns';
 import { missingPrerequisites } from '../../lab/prereq';
 import { findScenario } from '../../lab/scenarios';
 import { reportSchemaErrors } from '../unit/report-schema';
+import { tsharkFields } from '../unit/tshark';
 
 interface Doc {
   evidence?: { packets: number; headersOnly: boolean; note: string } | null;
@@ -44,35 +44,17 @@ function storedFrames(dir: string, point: string): StoredFrames | null {
 
 /** Each packet of evidence.pcapng: interface, captured and wire length, TCP payload as text. */
 function evidenceRows(dir: string): { iface: string; cap: number; len: number; text: string }[] {
-  const ts = spawnSync(
-    'tshark',
-    [
-      '-r',
-      join(dir, 'evidence.pcapng'),
-      '-T',
-      'fields',
-      '-e',
-      'frame.interface_name',
-      '-e',
-      'frame.cap_len',
-      '-e',
-      'frame.len',
-      '-e',
-      'tcp.payload',
-    ],
-    { encoding: 'utf8', timeout: 60_000 },
-  );
-  if (ts.status !== 0) throw new Error(`tshark: ${ts.error?.message ?? ts.stderr}`);
-  return ts.stdout
-    .replace(/\n$/, '')
-    .split('\n')
-    .map((l) => l.split('\t'))
-    .map(([iface = '', cap = '0', len = '0', hex = '']) => ({
-      iface,
-      cap: Number(cap),
-      len: Number(len),
-      text: Buffer.from(hex, 'hex').toString('latin1'),
-    }));
+  return tsharkFields(join(dir, 'evidence.pcapng'), [
+    'frame.interface_name',
+    'frame.cap_len',
+    'frame.len',
+    'tcp.payload',
+  ]).map(([iface = '', cap = '0', len = '0', hex = '']) => ({
+    iface,
+    cap: Number(cap),
+    len: Number(len),
+    text: Buffer.from(hex, 'hex').toString('latin1'),
+  }));
 }
 
 const missing = missingPrerequisites();

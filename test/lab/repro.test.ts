@@ -4,7 +4,6 @@
 // form by form (report.json against proto/repro-report.schema.json, report.html and timeline.svg
 // well-formed with a mark per probe and the deletion and replacement marked, evidence.pcapng read
 // back by tshark, inventory.json). Needs root; traffic stays in the lab.
-import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
@@ -16,6 +15,7 @@ import type { ReproView } from '../../collector';
 import { ADDR } from '../../lab/addresses';
 import { markupErrors } from '../unit/markup-check';
 import { reproReportSchemaErrors } from '../unit/report-schema';
+import { tsharkColumn } from '../unit/tshark';
 
 const missing = missingPrerequisites();
 
@@ -171,13 +171,7 @@ async function checkBundle(
     ev.problems.every((p) => /^[A-Z_]+$/.test(p.code) && p.detail !== ''),
     'whatever is missing is named with a code',
   );
-  const ts = spawnSync(
-    'tshark',
-    ['-r', join(dir, 'evidence.pcapng'), '-T', 'fields', '-e', 'frame.interface_name'],
-    { encoding: 'utf8', timeout: 60_000 },
-  );
-  t.equal(ts.status, 0, `tshark reads evidence.pcapng (${ts.error?.message ?? ts.stderr})`);
-  const names = ts.stdout.split('\n').filter((l) => l !== '');
+  const names = tsharkColumn(join(dir, 'evidence.pcapng'), 'frame.interface_name');
   t.equal(names.length, ev.packets, 'tshark counts every packet report.json names');
   for (const i of ev.interfaces)
     t.equal(names.filter((n) => n === i.name).length, i.packets, `${i.name}: ${i.packets} packets`);

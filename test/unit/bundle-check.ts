@@ -6,7 +6,6 @@
  * every packet of the matched connection, each on its point's interface; inventory.json what the
  * verdict was computed from.
  */
-import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type tap from 'tap';
@@ -14,6 +13,7 @@ import type { ReportDocument } from '../../core/report/report-document';
 import { BUNDLE_FILES } from '../../collector/store';
 import { markupErrors } from './markup-check';
 import { reportSchemaErrors } from './report-schema';
+import { tsharkColumn } from './tshark';
 
 type Asserts = Pick<typeof tap, 'equal' | 'same' | 'ok' | 'match' | 'notMatch'>;
 
@@ -29,14 +29,12 @@ const lanes = (x: string): number => (x.match(/class="lane"/g) ?? []).length;
 
 /** The interface name of every packet of `file`, as tshark reads them (null: tshark failed). */
 function tsharkInterfaces(t: Asserts, file: string): string[] | null {
-  const ts = spawnSync('tshark', ['-r', file, '-T', 'fields', '-e', 'frame.interface_name'], {
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
-  t.equal(ts.status, 0, `tshark reads evidence.pcapng (${ts.error?.message ?? ts.stderr.trim()})`);
-  if (ts.status !== 0) return null;
-  const out = ts.stdout.trim();
-  return out === '' ? [] : out.split('\n');
+  try {
+    return tsharkColumn(file, 'frame.interface_name');
+  } catch (e) {
+    t.ok(false, `tshark reads evidence.pcapng (${e instanceof Error ? e.message : String(e)})`);
+    return null;
+  }
 }
 
 /** Checks every form of the bundle in `dir`; returns report.json as read. */

@@ -8,7 +8,6 @@
  * length below the original, no payload bytes) unless `payload: true`. A file changed after the
  * analysis leaves its point out with EVIDENCE_FILE_CHANGED. Fails (never skips) without tshark.
  */
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -19,6 +18,7 @@ import type { AnalysisResult, FlowPacketSummary } from '../../core/report/analys
 import { toReferenceClock, utcMicros } from '../../core/report/times';
 import { ipv4, tcp, tcpHeader, writePcap, type Pkt, type Seg } from './frames';
 import { epb, idb, shb } from './pcapng-writer';
+import { tsharkRead, type TsharkRead } from './tshark';
 
 const dir = mkdtempSync(join(tmpdir(), 'ht-evidence-'));
 t.teardown(() => {
@@ -212,43 +212,39 @@ type Asserts = Pick<typeof t, 'equal' | 'ok' | 'fail' | 'same' | 'match' | 'notO
 
 /** tshark's fields for every packet of `file`; fails the test (never skips) without tshark. */
 function tshark(t: Asserts, file: string): Row[] {
-  const args = ['-r', file, '-T', 'fields', '-E', 'separator=/t', '-E', 'occurrence=f'];
-  for (const f of FIELDS) args.push('-e', f);
-  const r = spawnSync('tshark', args, { encoding: 'utf8' });
-  if (r.error !== undefined) {
-    t.fail(
-      `tshark is required to read evidence.pcapng back (scripts/setup.sh installs it): ${r.error.message}`,
-    );
+  let read: TsharkRead;
+  try {
+    read = tsharkRead(file, FIELDS, ['-E', 'occurrence=f']);
+  } catch (e) {
+    t.fail(e instanceof Error ? e.message : String(e));
     return [];
   }
-  t.equal(r.status, 0, `tshark -r ${basename(file)} exits 0 (${r.stderr.trim()})`);
-  t.notOk(/damaged|corrupt|appears to have been cut/i.test(r.stderr), 'tshark finds no damage');
-  return r.stdout
-    .split('\n')
-    .filter((l) => l !== '')
-    .map((l) => {
-      const v = l.split('\t');
-      const s = (i: number): string => v[i] ?? '';
-      const n = (i: number): number => Number(s(i));
-      return {
-        number: n(0),
-        ifaceId: n(1),
-        ifaceName: s(2),
-        encap: n(3),
-        timeNs: epochNs(s(4)),
-        capLen: n(5),
-        len: n(6),
-        src: s(7),
-        sport: n(8),
-        dst: s(9),
-        dport: n(10),
-        ipHdr: n(11),
-        tcpHdr: n(12),
-        tcpLen: n(13),
-        payload: s(14),
-        comment: s(15),
-      };
-    });
+  t.notOk(
+    /damaged|corrupt|appears to have been cut/i.test(read.stderr),
+    `tshark finds no damage in ${basename(file)}`,
+  );
+  return read.rows.map((v) => {
+    const s = (i: number): string => v[i] ?? '';
+    const n = (i: number): number => Number(s(i));
+    return {
+      number: n(0),
+      ifaceId: n(1),
+      ifaceName: s(2),
+      encap: n(3),
+      timeNs: epochNs(s(4)),
+      capLen: n(5),
+      len: n(6),
+      src: s(7),
+      sport: n(8),
+      dst: s(9),
+      dport: n(10),
+      ipHdr: n(11),
+      tcpHdr: n(12),
+      tcpLen: n(13),
+      payload: s(14),
+      comment: s(15),
+    };
+  });
 }
 
 /** Writes the evidence and reads it back. */

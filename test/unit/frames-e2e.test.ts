@@ -7,7 +7,6 @@
  * retention fills after two frames, the other agent retains nothing — every frame it cannot give
  * is named with its reason, and none is invented.
  */
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +24,7 @@ import { CLIENT, writePointFiles } from './report-pcaps';
 import { reportSchemaErrors } from './report-schema';
 import { startReplayAgent } from './replay-agent';
 import { Signal, TOKEN, closeServer, listen } from './transport-fixtures';
+import { tsharkFields } from './tshark';
 
 const PCAP = join(PCAPS, 'zeek_http-get.pcap');
 const POINTS = [
@@ -188,29 +188,12 @@ void t.test(
     t.ok(pcapng !== null, 'evidence.pcapng written once the frames are stored');
     const file = join(tempDir(t, 'frames-ev'), 'evidence.pcapng');
     writeFileSync(file, pcapng ?? Buffer.alloc(0));
-    const ts = spawnSync(
-      'tshark',
-      [
-        '-r',
-        file,
-        '-T',
-        'fields',
-        '-e',
-        'frame.interface_name',
-        '-e',
-        'frame.cap_len',
-        '-e',
-        'frame.len',
-        '-e',
-        'frame.comment',
-      ],
-      { encoding: 'utf8', timeout: 60_000 },
-    );
-    t.equal(ts.status, 0, `tshark reads it (${ts.error?.message ?? ts.stderr})`);
-    const rows = ts.stdout
-      .trim()
-      .split('\n')
-      .map((l) => l.split('\t'));
+    const rows = tsharkFields(file, [
+      'frame.interface_name',
+      'frame.cap_len',
+      'frame.len',
+      'frame.comment',
+    ]);
     const total = [...want.values()].reduce((n, f) => n + f.length, 0);
     t.equal(rows.length, total, 'every matched frame of every point');
     t.same(
@@ -270,27 +253,14 @@ interface EvidenceDoc {
 }
 
 /** tshark's fields of every packet of a bundle's evidence.pcapng. */
-function tsharkFields(
+function bundleFields(
   t: { teardown(fn: () => void): void },
   pcapng: Buffer,
   fields: string[],
 ): string[][] {
   const file = join(tempDir(t, 'frames-ts'), 'evidence.pcapng');
   writeFileSync(file, pcapng);
-  const ts = spawnSync(
-    'tshark',
-    ['-r', file, '-T', 'fields', ...fields.flatMap((f) => ['-e', f])],
-    {
-      encoding: 'utf8',
-      timeout: 60_000,
-    },
-  );
-  if (ts.status !== 0) throw new Error(`tshark: ${ts.error?.message ?? ts.stderr}`);
-  // Not trim(): a last row's empty fields are tabs too.
-  return ts.stdout
-    .replace(/\n$/, '')
-    .split('\n')
-    .map((l) => l.split('\t'));
+  return tsharkFields(file, fields);
 }
 
 void t.test(
@@ -377,7 +347,7 @@ void t.test(
     if (pcapng === null) throw new Error('no evidence.pcapng');
     // Each point's copy of the connection is its own interface's; tshark's TCP analysis would
     // take the later ones for retransmissions, so the payload is read as bytes.
-    const rows = tsharkFields(t, pcapng, [
+    const rows = bundleFields(t, pcapng, [
       'frame.interface_name',
       'frame.cap_len',
       'frame.len',
@@ -421,7 +391,7 @@ void t.test(
     t.equal(d.evidence?.headersOnly, true, 'headers only by default');
     t.equal(d.capture?.request.evidencePayload, undefined);
     t.notOk(d.reproduce?.argv.includes('--evidence-payload'));
-    const plainRows = tsharkFields(
+    const plainRows = bundleFields(
       t,
       c.sessions.bundleFile(plain, 'evidence.pcapng') ?? Buffer.alloc(0),
       ['frame.cap_len', 'frame.len', 'tcp.len', 'tcp.payload'],

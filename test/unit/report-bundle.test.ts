@@ -16,6 +16,7 @@ import type { ReportDocument } from '../../core/report/report-document';
 import type { DoctorResult } from '../../core/doctor/checks';
 import { reportSchemaErrors } from './report-schema';
 import { CLIENT, INVENTORY, VPN_NODE, writePointFiles } from './report-pcaps';
+import { tsharkFields } from './tshark';
 
 const root = join(__dirname, '..', '..', '..');
 const bin = join(root, 'bin', 'hoptrace');
@@ -385,27 +386,11 @@ void t.test(
     t.match(md, /## Packets \(evidence\.pcapng\)/);
     const flowPackets = doc.points.reduce((n, p) => n + p.flow.length, 0);
     t.equal(ev?.packets, flowPackets, 'every packet of the matched connection at every point');
-    const ts = spawnSync(
-      'tshark',
-      [
-        '-r',
-        join(out, 'evidence.pcapng'),
-        '-T',
-        'fields',
-        '-e',
-        'frame.interface_name',
-        '-e',
-        'ip.src',
-        '-e',
-        'frame.comment',
-      ],
-      { encoding: 'utf8', timeout: 60_000 },
-    );
-    t.equal(ts.status, 0, `tshark reads it (${ts.error?.message ?? ts.stderr})`);
-    const rows = ts.stdout
-      .trim()
-      .split('\n')
-      .map((l) => l.split('\t'));
+    const rows = tsharkFields(join(out, 'evidence.pcapng'), [
+      'frame.interface_name',
+      'ip.src',
+      'frame.comment',
+    ]);
     t.equal(rows.length, flowPackets, 'tshark counts the same packets');
     t.same(
       [...new Set(rows.map((x) => (x[0] ?? '').split('@')[0]))].sort(),

@@ -8,7 +8,6 @@
  * capture that gave frames), inventory.json. Then served again from the data directory by a
  * collector started after, and while running, the text forms rendered on request.
  */
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +26,7 @@ import { ADDR, CLIENT, DIRECT, INVENTORY, MS, T0, exchange } from './fixtures-ev
 import { tcp } from './frames';
 import { markupErrors } from './markup-check';
 import { reproReportSchemaErrors } from './report-schema';
+import { tsharkColumn } from './tshark';
 
 function ns(path: string, ...ips: string[]): NamespaceInfo {
   return { path, inode: 1, addresses: ['127.0.0.1', ...ips], interfaces: ['lo', 'eth0'] };
@@ -294,22 +294,17 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
 
   // tshark reads evidence.pcapng back: every packet of p1's connection, one interface per capture.
   const pcap = join(dir, 'repros', v.id, 'evidence.pcapng');
-  const r = spawnSync('tshark', ['-r', pcap, '-T', 'fields', '-e', 'frame.interface_name'], {
-    encoding: 'utf8',
-  });
-  if (r.error !== undefined) t.fail(`tshark is required: ${r.error.message}`);
-  t.equal(r.status, 0, r.stderr);
-  const names = r.stdout.split('\n').filter((l) => l !== '');
+  const names = tsharkColumn(pcap, 'frame.interface_name');
   t.equal(names.length, 3 * per, 'every packet of p1 at each of the three points');
   t.same([...new Set(names)].sort(), [
     'backend@backend-node/eth0',
     'decap@vpn-node/vx0 (vpn-pod)',
     'egress@vpn-node/eth0 (vpn-pod)',
   ]);
-  const comments = spawnSync('tshark', ['-r', pcap, '-T', 'fields', '-e', 'frame.comment'], {
-    encoding: 'utf8',
-  });
-  t.match(comments.stdout, /probe p1 \(preserved\): decap \(vpn-pod\) frame 1: request SYN/);
+  t.match(
+    tsharkColumn(pcap, 'frame.comment').join('\n'),
+    /probe p1 \(preserved\): decap \(vpn-pod\) frame 1: request SYN/,
+  );
 
   // A collector started again serves the bundle as written.
   const again = new ReproManager({ hub: new FakeHub(), logger: silentLogger(), store });
