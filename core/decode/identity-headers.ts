@@ -91,9 +91,15 @@ export interface IdentityHeadScan {
 /** A start of an HTTP/1 request line (a method token being written, or written and a space). */
 const METHOD_PREFIX = /^[A-Z]{0,10}$/;
 
-/** True when `b[at, end)` (shorter than `sig`) is the start of `sig`. */
-const prefixOf = (b: Uint8Array, at: number, end: number, sig: readonly number[]): boolean =>
-  end - at < sig.length && sig.slice(0, end - at).every((v, i) => b[at + i] === v);
+/** True when `b[at, end)`, shorter than `whole` bytes, starts as `sig` does (as far as both go). */
+const cutWithin = (
+  b: Uint8Array,
+  at: number,
+  end: number,
+  sig: readonly number[],
+  whole: number,
+): boolean =>
+  end - at < whole && sig.slice(0, Math.min(sig.length, end - at)).every((v, i) => b[at + i] === v);
 
 const PROXY_V1 = [0x50, 0x52, 0x4f, 0x58, 0x59, 0x20]; // "PROXY "
 
@@ -106,7 +112,8 @@ export function scanIdentityHead(b: Uint8Array, off: number, end: number): Ident
   const more = (): IdentityHeadScan => ({ headers, complete: false });
   const done = (): IdentityHeadScan => ({ headers, complete: true });
   let at = off;
-  if (prefixOf(b, at, end, V2_SIGNATURE) || prefixOf(b, at, end, PROXY_V1)) return more();
+  // A PROXY header cut before its fixed part ends (v2: signature and 4 bytes; v1: "PROXY ").
+  if (cutWithin(b, at, end, V2_SIGNATURE, 16) || cutWithin(b, at, end, PROXY_V1, 6)) return more();
   if (end - at >= 16 && V2_SIGNATURE.every((v, i) => b[at + i] === v)) {
     const v2 = proxyV2(b, at, end);
     headers.push({ kind: 'proxy-v2', value: v2.value, at });
