@@ -1,11 +1,14 @@
 /**
- * Identity headers of the request at each point: the first bytes of the request's first data
- * segment, from whatever bytes the shell still has of that frame — offline the capture file read
- * again (offline/identity-scan.ts), live the frames the agents retained (liveIdentityHeaders
- * below) — looked at by core/decode/identity-headers.ts. Honest about what it did not have: a
- * frame cut before the end of its payload (a snaplen, the agent's 256-byte retention) is listed in
- * `cut` with the bytes looked at, and a point whose frame could not be had in `notScanned` with
- * why, so "no identity header" is never said about bytes nobody read. Pure.
+ * Identity headers of the request at each point: its head, joined from its consecutive data
+ * segments (request-segments.ts: by sequence number, retransmissions skipped, stopping at a gap,
+ * at MAX_HEAD_SEGMENTS or MAX_HEAD_BYTES) until the head ends, from whatever bytes the shell still
+ * has of those frames — offline the capture file read again (offline/identity-scan.ts), live the
+ * frames the agents retained (liveIdentityHeaders below) — looked at by
+ * core/decode/identity-headers.ts. Honest about what it did not have: a frame in the chain cut
+ * before the end of its payload (a snaplen, the agent's 256-byte retention) ends the chain and is
+ * listed in `cut` with the bytes looked at; a head that went on past the segments read (a gap, a
+ * bound, nothing more captured) in `continued`; a point whose first frame could not be had in
+ * `notScanned` with why — so "no identity header" is never said about bytes nobody read. Pure.
  */
 import type {
   AnalysisResult,
