@@ -170,7 +170,7 @@ export function runAnalyze(argv: string[], out: (line: string) => void): number 
   // Hashed before the analysis: the digest is of the bytes analysed (a change is noted).
   const before = dir === undefined ? new Map<string, FileDigest>() : pointDigests(points);
   const analysed = analyzeFiles({ points, inventory, selector, drops });
-  // The request's first data segment read again at each point: the identity headers it carried.
+  // The request's data segments read again at each point: the identity headers its head carried.
   const result = { ...analysed, identityHeaders: scanIdentityHeaders(points, analysed) };
   const doctor: DoctorEvidence =
     values.doctor === undefined

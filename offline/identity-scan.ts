@@ -1,21 +1,32 @@
 /**
  * Identity headers of the request, offline: the analysis keeps no payload bytes (events carry
- * keys, not bytes), so the request's first data segment is read again from each point's file, by
- * its frame number, and handed to the scan the live route shares (core/report/identity-scan.ts).
+ * keys, not bytes), so the request's data segments are read again from each point's file, by
+ * their frame numbers, and handed to the scan the live route shares (core/report/identity-scan.ts).
+ * The scan asks for a point's segments in capture order, so one reader per file moves forward
+ * through it (a file pass per point, not per segment) and starts again only if asked for an
+ * earlier frame.
  */
 import type { AnalysisResult, IdentityHeaderScan } from '../core/report/analysis-result';
 import { scanIdentityHeaders as scanFrames, type ScanFrame } from '../core/report/identity-scan';
 import { isHoptraceError } from '../common/errors';
-import { openCaptureFile } from './pcap-file';
+import { openCaptureFile, type CaptureFileReader, type CaptureFrame } from './pcap-file';
 import type { PointFile } from './analyze-files';
 
-/** Frame `frame` of `file` as the scan takes it, or why it cannot be had. */
-function frameAt(file: string, frame: number): ScanFrame | string {
-  const reader = openCaptureFile(file);
-  try {
-    for (const f of reader.frames()) {
+/** A forward-moving reader of one capture file's frames by number. */
+class FrameCursor {
+  private reader: CaptureFileReader | null = null;
+  private frames: Iterator<CaptureFrame, void> | null = null;
+  private last: CaptureFrame | null = null;
+
+  constructor(private readonly file: string) {}
+
+  /** Frame `frame` of the file as the scan takes it, or why it cannot be had. */
+  at(frame: number): ScanFrame | string {
+    if (this.reader === null || this.last === null || this.last.index > frame) this.reopen();
+    for (let f = this.last; ; f = this.advance()) {
+      if (f === null) return `the file has no frame ${frame} any more`;
       if (f.index < frame) continue;
-      if (f.index > frame) break;
+      if (f.index > frame) return `the file has no frame ${frame} any more`;
       return {
         linktype: f.linktype,
         data: Uint8Array.from(f.data), // the reader reuses its buffer
@@ -23,24 +34,52 @@ function frameAt(file: string, frame: number): ScanFrame | string {
         cutBy: `the file holds ${f.data.length} of the frame's ${f.wireLength} bytes (the capture's snaplen); capture with a larger snaplen (tcpdump -s 0) to see all`,
       };
     }
-    return `the file has no frame ${frame} any more`;
-  } finally {
-    reader.close();
+  }
+
+  close(): void {
+    this.reader?.close();
+    this.reader = null;
+    this.frames = null;
+    this.last = null;
+  }
+
+  private reopen(): void {
+    this.close();
+    this.reader = openCaptureFile(this.file);
+    this.frames = this.reader.frames();
+    this.advance();
+  }
+
+  private advance(): CaptureFrame | null {
+    const n = this.frames?.next();
+    this.last = n === undefined || n.done === true ? null : n.value;
+    return this.last;
   }
 }
 
 /** Which identity headers the request carried at each point whose file can be read again. */
 export function scanIdentityHeaders(points: PointFile[], r: AnalysisResult): IdentityHeaderScan {
   const files = new Map(points.map((p) => [p.name, p.file]));
-  return scanFrames(r, (point, packet) => {
-    const file = files.get(point);
-    if (file === undefined) return 'no capture file was given for this point';
-    if (file === '-') return 'standard input cannot be read twice';
-    try {
-      return frameAt(file, packet.frame);
-    } catch (e) {
-      if (!isHoptraceError(e)) throw e;
-      return e.message;
-    }
-  });
+  const cursors = new Map<string, FrameCursor>();
+  try {
+    return scanFrames(r, (point, packet) => {
+      const file = files.get(point);
+      if (file === undefined) return 'no capture file was given for this point';
+      if (file === '-') return 'standard input cannot be read twice';
+      let cursor = cursors.get(point);
+      if (cursor === undefined) {
+        cursor = new FrameCursor(file);
+        cursors.set(point, cursor);
+      }
+      try {
+        return cursor.at(packet.frame);
+      } catch (e) {
+        if (!isHoptraceError(e)) throw e;
+        cursor.close();
+        return e.message;
+      }
+    });
+  } finally {
+    for (const c of cursors.values()) c.close();
+  }
 }

@@ -66,8 +66,9 @@ export interface AnalysisResult {
   hops?: HopLatency[];
   /**
    * Headers in the request that claim a client identity (X-Forwarded-For, Forwarded, X-Real-IP, a
-   * PROXY protocol line), looked for in the first data segment at each point (core/report/
-   * identity-scan.ts: offline the files read again, live the frames the agents retained). Absent:
+   * PROXY protocol line), looked for in the request's head at each point, joined from its
+   * consecutive data segments (core/report/identity-scan.ts: offline the files read again, live
+   * the frames the agents retained). Absent:
    * not looked for (a live capture before its frames were fetched).
    */
   identityHeaders?: IdentityHeaderScan;
@@ -84,23 +85,43 @@ export interface IdentityHeaderScan {
    * agent's retention): a header past `payloadBytes` could not be seen, so "none" is not known.
    */
   cut: IdentityScanCut[];
+  /**
+   * Scanned points whose request head did not end within the segments read (a segment missing or
+   * out of order, the scan's bound, no more segments captured): a header past them was not seen.
+   * Absent in reports written before it was added.
+   */
+  continued?: IdentityScanContinued[];
 }
 
-/** One point whose request frame was cut: how much of its payload was looked at, and why no more. */
+/** One point whose request head went on past the segments read: how far, and why no further. */
+export interface IdentityScanContinued {
+  point: string;
+  /** The last frame read (the request's last data segment joined). */
+  frame: number;
+  /** Data segments joined and read. */
+  segments: number;
+  /** Payload bytes read over those segments. */
+  payloadBytes: number;
+  why: string;
+}
+
+/** One point whose request frame (the last of the segments read) was cut: how much of its payload was looked at, and why no more. */
 export interface IdentityScanCut {
   point: string;
   frame: number;
-  /** Payload bytes the frame held (and the scan looked at). */
+  /** Payload bytes the frame held (and the scan looked at), summed over the segments read. */
   payloadBytes: number;
-  /** The payload's length on the wire (its IP header's). */
+  /** The payload's length on the wire (its IP header's), summed over the segments read. */
   payloadLength: number;
+  /** The data segments read, the cut one (`frame`) last; absent: one. */
+  segments?: number;
   why: string;
 }
 
 /** One header that claims a client identity, as it was in the request's payload at a point. */
 export interface IdentityHeaderSeen {
   point: string;
-  /** The frame (in that point's file) of the request's first data segment. */
+  /** The frame (in that point's file) of the request data segment where the header starts. */
   frame: number;
   kind: IdentityHeaderKind;
   /** The header's value (at most 200 characters); for PROXY v2 the addresses it names, if any. */

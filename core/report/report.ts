@@ -19,6 +19,7 @@ import {
 import { timingMarkdown, timingTextLines, utcOrEmpty } from './timing-section';
 import { whatToChange, type DoctorEvidence } from './what-to-change';
 import { whatToChangeMarkdown } from './what-to-change-md';
+import { partialTexts } from './identity-text';
 
 export type { ReportMeta };
 
@@ -103,6 +104,8 @@ export function renderVerdictText(result: AnalysisResult, doctor?: DoctorEvidenc
   for (const s of v.secondary ?? []) lines.push(`  also:   ${s.layer}: ${s.detail}`);
   for (const h of result.identityHeaders?.seen ?? [])
     lines.push(`  header: ${h.kind} ${h.value} at ${h.point} (frame ${h.frame})`);
+  if (result.identityHeaders !== undefined)
+    for (const x of partialTexts(result.identityHeaders)) lines.push(`  header: ${x}`);
   lines.push(...timingTextLines(result));
   lines.push(`  hint:   ${v.hint}`);
   if (doctor !== undefined) lines.push(`  doctor: ${whatToChange(result, doctor).doctor.text}`);

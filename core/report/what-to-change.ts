@@ -11,7 +11,8 @@ import { MASQUERADE_KNOBS, STABLE_NEXT_HOP, exampleTunnelRange } from '../attrib
 import type { DoctorResult, Finding } from '../doctor/checks';
 import type { Inventory } from '../../common/inventory';
 import { inCidr } from '../../common/cidr';
-import type { AnalysisResult, IdentityHeaderSeen } from './analysis-result';
+import type { AnalysisResult } from './analysis-result';
+import { identityText } from './identity-text';
 
 /** What doctor contributed to a report: its findings, or why there are none. */
 export type DoctorEvidence =
@@ -115,47 +116,6 @@ function doctorText(d: DoctorEvidence | undefined, clientSrc: string | undefined
       `this request's client ${clientSrc} is outside that tunnel range: the findings may be about another path`,
     );
   return parts.join('; ');
-}
-
-const IDENTITY_HEADERS = 'X-Forwarded-For, Forwarded, X-Real-IP or PROXY protocol header';
-
-function identityText(r: AnalysisResult): { text: string; clientSet: IdentityHeaderSeen[] } {
-  const scan = r.identityHeaders;
-  if (scan === undefined)
-    return {
-      text:
-        'whether the request carries X-Forwarded-For, Forwarded, X-Real-IP or a PROXY protocol line was not looked ' +
-        "for (the request's payload bytes were not read: a live capture's are read from the frames its agents retained, once they are fetched)",
-      clientSet: [],
-    };
-  const first = r.points[0]?.name;
-  const clientSet = scan.seen.filter((h) => h.point === first);
-  const cutAt = new Set(scan.cut.map((c) => c.point));
-  const whole = scan.scanned.filter((p) => !cutAt.has(p));
-  // A cut frame's scan says how far it read: a header past those bytes was not seen, not absent.
-  const cuts = scan.cut.map(
-    (c) =>
-      `at ${c.point} only the first ${c.payloadBytes} of the request's ${c.payloadLength} payload bytes were looked at (${c.why}): a header past them could not be seen`,
-  );
-  const unread = scan.notScanned.map((n) => `not read at ${n.point}: ${n.why}`);
-  const tail = [...cuts, ...unread].map((x) => `; ${x}`).join('');
-  if (scan.seen.length === 0) {
-    const head =
-      whole.length > 0
-        ? `no ${IDENTITY_HEADERS} in the request's first data segment at ${whole.join(', ')}`
-        : cuts.length > 0
-          ? `no ${IDENTITY_HEADERS} in the bytes looked at`
-          : `no ${IDENTITY_HEADERS} looked for at any point (none was read)`;
-    return { text: head + tail, clientSet };
-  }
-  const seen = scan.seen.map((h) => `${h.kind} \`${h.value}\` at ${h.point} (frame ${h.frame})`);
-  const trust =
-    clientSet.length > 0
-      ? `; already there at ${first}, so the client sent it: it cannot be trusted unless a proxy you control overwrites it`
-      : first !== undefined && whole.includes(first)
-        ? '; not at the first point, so something on the path added it'
-        : `; ${first ?? 'the first point'}'s request was not read whole, so whether the client sent it or the path added it is not known`;
-  return { text: `the request carries ${seen.join(', ')}${trust}${tail}`, clientSet };
 }
 
 function questions(

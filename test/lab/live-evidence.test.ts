@@ -187,7 +187,7 @@ if (missing.length > 0) {
           for (const c of scan.cut)
             t.notMatch(
               q1,
-              new RegExp(`first data segment at [^;]*\\b${c.point}\\b`),
+              new RegExp(`request's headers at [^;]*\\b${c.point}\\b`),
               `${c.point} not said to carry none`,
             );
         });

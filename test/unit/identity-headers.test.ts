@@ -4,7 +4,7 @@
  * HTTP/1 request head, names case-insensitive; nothing in a body, a reply or a cut header.
  */
 import t from 'tap';
-import { identityHeadersIn } from '../../core/decode/identity-headers';
+import { identityHeadersIn, scanIdentityHead } from '../../core/decode/identity-headers';
 import { framePayloadSpan } from '../../core/decode/frame';
 import { tcp } from './frames';
 
@@ -95,3 +95,34 @@ void t.test("framePayloadSpan: where a frame's TCP payload lies", (t) => {
   t.equal(framePayloadSpan(1, p.data.subarray(0, 54)), null, 'no payload captured');
   t.end();
 });
+
+void t.test(
+  'scanIdentityHead: whether the bytes hold the whole head, and where each header starts',
+  (t) => {
+    const head = (s: string | Buffer): ReturnType<typeof scanIdentityHead> => {
+      const b = typeof s === 'string' ? Buffer.from(s, 'latin1') : s;
+      return scanIdentityHead(b, 0, b.length);
+    };
+    const req = 'GET / HTTP/1.1\r\nHost: web\r\nX-Real-IP: 1.2.3.4\r\n';
+    t.same(head(`${req}\r\n`), {
+      headers: [{ kind: 'x-real-ip', value: '1.2.3.4', at: 27 }],
+      complete: true,
+    });
+    // Every prefix of the head short of its empty line may go on; the whole head does not.
+    const whole = `PROXY TCP4 192.0.2.1 10.244.2.5 56324 8080\r\n${req}\r\n`;
+    for (let n = 0; n < whole.length - 1; n++)
+      if (head(whole.slice(0, n)).complete) t.fail(`the first ${n} bytes said complete`);
+    t.equal(head(whole).complete, true);
+    const v2 = Buffer.from([
+      0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a,
+    ]);
+    for (let n = 0; n <= v2.length; n++)
+      t.equal(head(v2.subarray(0, n)).complete, false, `a v2 signature's first ${n} bytes go on`);
+    // Nothing further to find: not PROXY, not an HTTP/1 request line.
+    t.equal(head('HTTP/1.1 200 OK\r\n').complete, true, 'a reply');
+    t.equal(head(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00])).complete, true, 'TLS');
+    t.equal(head(`PROXY ${'x'.repeat(120)}`).complete, true, 'longer than any v1 line');
+    t.equal(head('GET / HTT').complete, false, 'a request line being written');
+    t.end();
+  },
+);

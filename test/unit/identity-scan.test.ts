@@ -109,7 +109,7 @@ void t.test('cut at 256 bytes: the header past them is not seen and not denied',
   const detail = whatToChange({ ...result, identityHeaders: scan }).questions[0]?.detail ?? '';
   t.match(
     detail,
-    /no X-Forwarded-For, Forwarded, X-Real-IP or PROXY protocol header in the request's first data segment at decap, egress; at backend only the first 202 of the request's \d+ payload bytes were looked at \(the frame was cut at retention's 256 B; capture with --evidence-payload to see all\): a header past them could not be seen/,
+    /no X-Forwarded-For, Forwarded, X-Real-IP or PROXY protocol header in the request's headers at decap, egress; at backend only the first 202 of the request's \d+ payload bytes were looked at \(the frame was cut at retention's 256 B; capture with --evidence-payload to see all\): a header past them could not be seen/,
   );
   t.notMatch(
     detail,

@@ -291,6 +291,7 @@ void t.test('identity headers: named, and whether the client could have set them
     notScanned: [],
     seen: [{ point: 'backend', frame: 4, kind: 'x-forwarded-for', value: '10.90.0.42' }],
     cut: [],
+    continued: [],
   });
   t.match(md, /x-forwarded-for `10\.90\.0\.42` at backend \(frame 4\); not at the first point/);
 
@@ -314,7 +315,7 @@ void t.test('identity headers: named, and whether the client could have set them
   t.equal(hoptrace('analyze', ...pointArgs(plain), ...args, none).code, 0);
   t.match(
     readReport(t, none).md,
-    /no X-Forwarded-For, Forwarded, X-Real-IP or PROXY protocol header in the request's first data segment at decap, egress, backend/,
+    /no X-Forwarded-For, Forwarded, X-Real-IP or PROXY protocol header in the request's headers at decap, egress, backend/,
   );
   t.end();
 });
