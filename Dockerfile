@@ -18,7 +18,11 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# A registry reached through a TLS-inspecting proxy needs its CA: scripts/image.sh passes the file
+# named by the host's NODE_EXTRA_CA_CERTS as the build secret `ca` (never a layer of the image).
+RUN --mount=type=secret,id=ca \
+    if [ -s /run/secrets/ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/ca; fi \
+ && npm ci --no-audit --no-fund
 # Everything tsconfig.json includes (tests, lab and bench compile with the rest).
 COPY tsconfig.json ./
 COPY core core

@@ -9,7 +9,8 @@
 # Exit codes: 0 built and every check passed; 1 the build failed; 4 a check failed;
 # 5 no usable container engine (nothing was built: this is not a pass); 2 usage.
 # Podman runs with runc and cgroupfs (Debian's podman 4.3 with crun cannot set rlimits on some VMs)
-# and the ulimits below; HOPTRACE_PODMAN_RUNTIME overrides the runtime.
+# and the ulimits below; HOPTRACE_PODMAN_RUNTIME overrides the runtime. HOPTRACE_BUILD_CA (default:
+# $NODE_EXTRA_CA_CERTS) is a CA file npm ci trusts inside the build, passed as a build secret.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +21,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --tag) tag="${2:?--tag needs NAME:TAG}"; shift 2 ;;
     --engine) engine="${2:?--engine needs docker or podman}"; shift 2 ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "image: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -49,6 +50,13 @@ if [ "$engine" = podman ]; then
   eng+=(--runtime "$runtime" --cgroup-manager=cgroupfs)
   build_flags+=(--ulimit nproc=1024:1024 --ulimit nofile=1024:1024)
   run_flags+=(--ulimit nproc=1024:1024 --ulimit nofile=1024:1024)
+fi
+
+# The registry's CA when the host reaches it through a TLS-inspecting proxy (Dockerfile: secret ca).
+ca="${HOPTRACE_BUILD_CA:-${NODE_EXTRA_CA_CERTS:-}}"
+if [ -n "$ca" ] && [ -r "$ca" ]; then
+  build_flags+=(--secret "id=ca,src=$ca")
+  echo "image: passing $ca to npm ci as the build secret ca" >&2
 fi
 
 echo "image: building $tag with $engine (version $version)" >&2
