@@ -19,6 +19,8 @@ declare -A NEED_CMD=(
   [openssl]=openssl
   [tshark]=tshark
   [chromium]=chromium
+  # test/unit/global-install.test.ts and kubectl-plugin.test.ts run Debian's kubectl.
+  [kubectl]=kubernetes-client
 )
 missing=()
 for cmd in "${!NEED_CMD[@]}"; do

@@ -15,6 +15,7 @@ import { parseAllDocuments } from 'yaml';
 import * as appsV1 from 'kubernetes-models/apps/v1';
 import * as rbacV1 from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import * as coreV1 from 'kubernetes-models/v1';
+import * as networkingV1 from 'kubernetes-models/networking.k8s.io/v1';
 import { AGENT_CAPABILITIES } from '../../agent/capabilities';
 
 const ROOT = join(__dirname, '..', '..', '..');
@@ -36,6 +37,7 @@ const MODELS: Record<string, Validator | undefined> = {
   'v1/PersistentVolumeClaim': coreV1.PersistentVolumeClaim,
   'apps/v1/DaemonSet': appsV1.DaemonSet,
   'apps/v1/Deployment': appsV1.Deployment,
+  'networking.k8s.io/v1/NetworkPolicy': networkingV1.NetworkPolicy,
   'rbac.authorization.k8s.io/v1/ClusterRole': rbacV1.ClusterRole,
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': rbacV1.ClusterRoleBinding,
   'rbac.authorization.k8s.io/v1/Role': rbacV1.Role,
@@ -79,6 +81,7 @@ interface Rule {
   verbs?: string[];
 }
 interface PodSpec {
+  priorityClassName?: string;
   hostNetwork?: boolean;
   hostPID?: boolean;
   dnsPolicy?: string;
@@ -103,6 +106,10 @@ interface Probe {
 }
 interface Container {
   name: string;
+  resources?: {
+    requests?: { cpu?: string; memory?: string };
+    limits?: { cpu?: string; memory?: string };
+  };
   args?: string[];
   env?: { name: string }[];
   ports?: { name?: string; containerPort: number }[];
@@ -483,5 +490,76 @@ void t.test('RBAC: read-only by default, delete only on pods in the opt-in file'
     automountServiceAccountToken?: boolean;
   };
   t.equal(agentSa.automountServiceAccountToken, false, 'the agent has no API access');
+  t.end();
+});
+
+void t.test('both workloads request and cap CPU and memory', (t) => {
+  for (const [kind, name] of [
+    ['Deployment', 'hoptrace-collector'],
+    ['DaemonSet', 'hoptrace-agent'],
+  ] as const) {
+    for (const c of podSpec(find(kind, name)).containers) {
+      const r = c.resources;
+      t.ok(r?.requests?.cpu !== undefined && r.requests.memory !== undefined, `${name}: requests`);
+      t.ok(r?.limits?.cpu !== undefined && r.limits.memory !== undefined, `${name}: limits`);
+    }
+  }
+  // RELIABILITY.md's worst case for the collector: 958 MiB RSS peak.
+  const collector = podSpec(find('Deployment', 'hoptrace-collector')).containers[0];
+  t.equal(collector?.resources?.limits?.memory, '1536Mi');
+  t.end();
+});
+
+void t.test('the agent is not system-node-critical unless the overlay asks', (t) => {
+  t.equal(podSpec(find('DaemonSet', 'hoptrace-agent')).priorityClassName, undefined);
+  const overlay = join(DEPLOY, 'optional', 'node-critical');
+  const k = load(join(overlay, 'kustomization.yaml'))[0] as unknown as {
+    resources: string[];
+    patches: { path: string }[];
+  };
+  t.same(k.resources, ['../../base']);
+  const patch = load(join(overlay, k.patches[0]?.path ?? ''))[0];
+  t.equal(patch?.kind, 'DaemonSet');
+  t.equal(patch?.metadata.name, 'hoptrace-agent');
+  t.equal(
+    (patch as unknown as { spec: { template: { spec: PodSpec } } }).spec.template.spec
+      .priorityClassName,
+    'system-node-critical',
+  );
+  t.end();
+});
+
+void t.test("the NetworkPolicy admits only agent pods to the collector's port", (t) => {
+  const np = find('NetworkPolicy', 'hoptrace-collector') as unknown as {
+    metadata: { namespace: string };
+    spec: {
+      podSelector: { matchLabels: Record<string, string> };
+      policyTypes: string[];
+      ingress: {
+        from: { podSelector?: { matchLabels: Record<string, string> } }[];
+        ports: { protocol: string; port: number }[];
+      }[];
+    };
+  };
+  t.equal(np.metadata.namespace, 'hoptrace');
+  t.same(np.spec.podSelector.matchLabels, {
+    'app.kubernetes.io/name': 'hoptrace',
+    'app.kubernetes.io/component': 'collector',
+  });
+  t.same(np.spec.policyTypes, ['Ingress']);
+  t.equal(np.spec.ingress.length, 1);
+  const rule = np.spec.ingress[0];
+  t.same(rule?.from, [
+    {
+      podSelector: {
+        matchLabels: {
+          'app.kubernetes.io/name': 'hoptrace',
+          'app.kubernetes.io/component': 'agent',
+        },
+      },
+    },
+  ]);
+  const port = podSpec(find('Deployment', 'hoptrace-collector')).containers[0]?.ports?.[0];
+  t.same(rule?.ports, [{ protocol: 'TCP', port: port?.containerPort }]);
   t.end();
 });

@@ -156,6 +156,7 @@ const DISCOVERY: Record<string, [string, string, boolean][]> = {
     ['deployments', 'Deployment', true],
     ['statefulsets', 'StatefulSet', true],
   ],
+  '/apis/networking.k8s.io/v1': [['networkpolicies', 'NetworkPolicy', true]],
   '/apis/rbac.authorization.k8s.io/v1': [
     ['clusterrolebindings', 'ClusterRoleBinding', false],
     ['clusterroles', 'ClusterRole', false],

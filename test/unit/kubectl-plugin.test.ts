@@ -9,6 +9,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from
 import { join } from 'node:path';
 import { execFile, spawnSync } from 'node:child_process';
 import t from 'tap';
+import { parse, parseAllDocuments } from 'yaml';
 import { loadClientLibrary } from '../../collector/k8s/client';
 import { loadKubeConfig } from '../../cli/kubectl/kube-config';
 import { loadManifests } from '../../cli/kubectl/manifests';
@@ -48,6 +49,7 @@ const MANIFEST_PATHS = [
   '/apis/apps/v1/namespaces/hoptrace/deployments/hoptrace-collector',
   '/api/v1/namespaces/hoptrace/services/hoptrace-collector',
   '/apis/apps/v1/namespaces/hoptrace/daemonsets/hoptrace-agent',
+  '/apis/networking.k8s.io/v1/namespaces/hoptrace/networkpolicies/hoptrace-collector',
 ];
 
 const CAPTURE = [
@@ -493,8 +495,18 @@ void t.test('install → status → capture → uninstall on an empty simulated 
     r.err.some((l) => /agents connected on 2 of 2 nodes/.test(l)),
     'progress while waiting',
   );
-  // Every object of deploy/base arrives whole (client-node's serializer drops nothing).
-  const want = loadManifests(await loadClientLibrary(), 'registry.example/hoptrace:0.1.0');
+  // Every object of deploy/base arrives whole (client-node's serializer drops nothing), as the
+  // YAML says on the wire: client-node's typed models rename fields (NetworkPolicy's `from` is
+  // `_from` in V1NetworkPolicyIngressRule), so the expectation is read as plain YAML.
+  const k8s = await loadClientLibrary();
+  const want = loadManifests(
+    {
+      ...k8s,
+      loadYaml: (y: string) => parse(y) as unknown,
+      loadAllYaml: (y: string) => parseAllDocuments(y).map((d) => d.toJS() as unknown),
+    } as unknown as typeof k8s,
+    'registry.example/hoptrace:0.1.0',
+  );
   t.equal(want.length, MANIFEST_PATHS.length);
   want.forEach((m, i) => {
     t.same(c.fake.objects.get(MANIFEST_PATHS[i] ?? ''), m, `applied ${m.kind} ${m.metadata.name}`);
