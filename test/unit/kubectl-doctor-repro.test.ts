@@ -1,8 +1,8 @@
 /**
- * `kubectl hoptrace doctor` and `kubectl hoptrace repro` end to end against the simulated cluster
- * (kubectl-fixtures.ts): from the arguments, through the API server's port-forward to the real
- * collector, to the findings printed; a repro's probes, the deletion of the VPN pod through the
- * API, its replacement followed, the summary and the bundle on disk; bad flags as one coded line.
+ * `kubectl hoptrace doctor` end to end against the simulated cluster (kubectl-fixtures.ts): from
+ * the arguments, through the API server's port-forward to the real collector and the agents'
+ * (canned) doctor facts, to the findings printed; bad flags as one coded line. (`repro` through
+ * the plugin is not built yet: its tests belong here when it is.)
  */
 import t from 'tap';
 import { COLLECTOR_POD, STALE_NEXT_HOP, startKubeScene, type KubeScene } from './kubectl-fixtures';
