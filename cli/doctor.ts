@@ -8,21 +8,22 @@
  */
 import { basename } from 'node:path';
 import { isIPv4 } from 'node:net';
-import { familyOf, firstHost, isIP, type Family } from '../common/cidr';
+import { isIP } from '../common/cidr';
 import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
 import type { DoctorTarget, NamespaceFacts } from '../common/wire';
 import { namespaceInventory, readNamespaceFacts, runDeniedTest } from '../agent';
 import { classifyDenied } from '../core/doctor/denied';
-import {
-  renderDoctorText,
-  runDoctorChecks,
-  type DeniedOutcome,
-  type DoctorResult,
-} from '../core/doctor/checks';
+import { runDoctorChecks, type DeniedOutcome, type DoctorResult } from '../core/doctor/checks';
 import { parseCommandLine } from './args';
 import { CollectorClient } from './collector-client';
-import { EXIT } from './exit-codes';
+import {
+  checkFamily,
+  parseTunnelRange,
+  postDoctor,
+  printDoctor,
+  type DoctorRequest,
+} from './doctor-remote';
 
 export const USAGE =
   'hoptrace doctor --collector URL --vpn POD_IP|NODE/PATH --backend POD_IP|NODE/PATH [--token-file F] [--tunnel-range CIDR] [--client IP] [--dst IP] [--json]\n       hoptrace doctor --netns vpn=PATH --netns vpn-node=PATH --netns backend-node=PATH [--netns backend=PATH] [--netns client=PATH] [--tunnel-range 10.90.0.0/24] [--client IP] [--dst IP] [--pod-cidr CIDR]... [--denied-source IP --target IP:PORT] [--known-netns GLOB] [--json]';
@@ -41,26 +42,6 @@ export interface LocalDoctorOptions {
   /** Named namespaces whose addresses count as live (default /run/netns/*, plus every process's). */
   knownNetns?: string | undefined;
   denied?: { source: string; target: { ip: string; port: number } } | undefined;
-}
-
-/** The tunnel range's family and first host (the default client); CLI_USAGE for no CIDR. */
-function parseTunnelRange(range: string): { family: Family; first: string } {
-  const family = familyOf(range);
-  const first = firstHost(range);
-  if (family === null || first === null)
-    throw new HoptraceError('CLI_USAGE', `'${range}' is not an IPv4 or IPv6 CIDR`, {
-      where: '--tunnel-range',
-    });
-  return { family, first };
-}
-
-/** `--client` / `--dst` must be addresses of the tunnel range's family. */
-function checkFamily(flag: string, ip: string | undefined, family: Family): void {
-  if (ip !== undefined && isIP(ip) !== family)
-    throw new HoptraceError('CLI_USAGE', `'${ip}' is not an IPv${family} address`, {
-      where: flag,
-      hint: `the tunnel range is IPv${family}: the client and the destination are of its family`,
-    });
 }
 
 /** Runs the checks against namespace files on this machine. */
@@ -200,10 +181,7 @@ export async function runDoctor(argv: string[], out: (line: string) => void): Pr
         podCidrs: values['pod-cidr'],
       },
     });
-    out(
-      values.json === true ? JSON.stringify(result, null, 2) : renderDoctorText(result).trimEnd(),
-    );
-    return result.summary.errors > 0 ? EXIT.findings : EXIT.ok;
+    return printDoctor(out, result, values.json === true);
   }
   const netns = parseNetnsArgs(values.netns ?? []);
   if (
@@ -239,8 +217,7 @@ export async function runDoctor(argv: string[], out: (line: string) => void): Pr
         ? undefined
         : { source: deniedSource, target: parseTarget(target) },
   });
-  out(values.json === true ? JSON.stringify(result, null, 2) : renderDoctorText(result).trimEnd());
-  return result.summary.errors > 0 ? EXIT.findings : EXIT.ok;
+  return printDoctor(out, result, values.json === true);
 }
 
 /** Collector mode: POST /v1/doctor; the agents read the namespaces. */
@@ -250,7 +227,7 @@ async function doctorViaCollector(
     vpn: string | undefined;
     backend: string | undefined;
     tokenFile: string | undefined;
-    body: Record<string, string | string[] | undefined>;
+    body: Omit<DoctorRequest, 'vpn' | 'backend'>;
   },
 ): Promise<DoctorResult> {
   if (o.vpn === undefined || o.backend === undefined) {
@@ -260,7 +237,7 @@ async function doctorViaCollector(
     });
   }
   const token = loadToken(o.tokenFile === undefined ? {} : { file: o.tokenFile });
-  return new CollectorClient(base, token).json<DoctorResult>('POST', '/v1/doctor', {
+  return postDoctor(new CollectorClient(base, token), {
     vpn: o.vpn,
     backend: o.backend,
     ...o.body,

@@ -1,20 +1,17 @@
 /**
- * The subcommands of issue 18 that are not built yet: their usage is what they will take, and
+ * The subcommand of issue 18 that is not built yet (repro): their usage is what they will take, and
  * running one says so with KUBECTL_NOT_IMPLEMENTED and the manual route that works today.
  */
 import { HoptraceError } from '../../common/errors';
 import { KUBE_USAGE } from './flags';
 
 export const NOT_YET = {
-  doctor: `kubectl hoptrace doctor --vpn TARGET --backend TARGET [--tunnel-range CIDR] [--client IP] [--dst IP] [--json] ${KUBE_USAGE}`,
   repro: `kubectl hoptrace repro --vpn-workload NS/LABELSELECTOR --backend TARGET:IFACE [--delete-after N] [--interval 1s] [--count 20] ${KUBE_USAGE}`,
 } as const;
 
 export type NotYet = keyof typeof NOT_YET;
 
 const MANUAL: Record<NotYet, string> = {
-  doctor:
-    'kubectl -n hoptrace port-forward svc/hoptrace-collector 7070, then hoptrace doctor --collector https://127.0.0.1:7070',
   repro:
     'kubectl -n hoptrace port-forward svc/hoptrace-collector 7070, then hoptrace repro --collector https://127.0.0.1:7070',
 };

@@ -26,7 +26,8 @@ commands:
       every node's agent, say which nodes have one
   uninstall
       delete all of it: the workloads, the RBAC, both Secrets, the namespace
-  doctor …                     (not built yet)
+  doctor --vpn TARGET --backend TARGET [--tunnel-range CIDR] [--client IP] [--dst IP]
+      the path checks of hoptrace doctor, read by the agents of the two pods' nodes
   repro --vpn-workload …       (not built yet)
   help, <command> --help, --version
 
@@ -63,7 +64,10 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
     const m = await import('./install');
     return { run: m.runUninstall, usage: m.UNINSTALL_USAGE };
   },
-  doctor: () => notYet('doctor'),
+  doctor: async () => {
+    const m = await import('./doctor');
+    return { run: m.runKubeDoctor, usage: m.USAGE };
+  },
   repro: () => notYet('repro'),
 };
 

@@ -40,24 +40,49 @@ const KINDS: Record<string, WorkloadKind | 'pod'> = {
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
+/** A target without its interface (doctor's `--vpn`, `--backend`). */
+export type KubeRef = DistributiveOmit<KubeTarget, 'iface'>;
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+const HINT =
+  'NAMESPACE/POD:IFACE, POD:IFACE (in -n), [NAMESPACE/]deploy/NAME:IFACE (also sts/, ds/), or POD-IP:IFACE';
+
 /** Parses `TARGET:IFACE` (see the file comment); CLI_BAD_POINT saying what is wrong. */
 export function parseKubeTarget(flag: string, value: string, defaultNamespace: string): KubeTarget {
-  const fail = (detail: string): HoptraceError =>
-    new HoptraceError('CLI_BAD_POINT', `'${value}': ${detail}`, {
-      where: flag,
-      hint: 'NAMESPACE/POD:IFACE, POD:IFACE (in -n), [NAMESPACE/]deploy/NAME:IFACE (also sts/, ds/), or POD-IP:IFACE',
-    });
   const colon = value.lastIndexOf(':');
+  const fail = badTarget(flag, value, HINT);
   if (colon < 0) throw fail('no :IFACE');
   const iface = value.slice(colon + 1);
-  const target = value.slice(0, colon);
   if (!/^[A-Za-z0-9_.@-]{1,15}$/.test(iface)) throw fail(`'${iface}' is not an interface name`);
+  return { ...parseRef(value.slice(0, colon), defaultNamespace, fail), iface };
+}
+
+/** Parses a target without `:IFACE`: NAMESPACE/POD, POD, a workload or a pod IP (bare IPv6 too). */
+export function parseKubeRef(flag: string, value: string, defaultNamespace: string): KubeRef {
+  const fail = badTarget(
+    flag,
+    value,
+    'NAMESPACE/POD, POD (in -n), [NAMESPACE/]deploy/NAME (also sts/, ds/), or a pod IP',
+  );
+  return isIP(value) === 6 ? { kind: 'ip', ip: value } : parseRef(value, defaultNamespace, fail);
+}
+
+function badTarget(flag: string, value: string, hint: string): (detail: string) => HoptraceError {
+  return (detail) =>
+    new HoptraceError('CLI_BAD_POINT', `'${value}': ${detail}`, { where: flag, hint });
+}
+
+function parseRef(
+  target: string,
+  defaultNamespace: string,
+  fail: (detail: string) => HoptraceError,
+): KubeRef {
   const v6 = /^\[([^\]]+)\]$/.exec(target);
   if (v6 !== null) {
     if (isIP(v6[1] ?? '') !== 6) throw fail(`'${v6[1] ?? ''}' in brackets is not an IPv6 address`);
-    return { kind: 'ip', ip: v6[1] ?? '', iface };
+    return { kind: 'ip', ip: v6[1] ?? '' };
   }
-  if (isIP(target) === 4) return { kind: 'ip', ip: target, iface };
+  if (isIP(target) === 4) return { kind: 'ip', ip: target };
   if (target.includes(':')) throw fail('write an IPv6 target in brackets: [fd00::5]:eth0');
   const parts = target.split('/');
   let namespace = defaultNamespace;
@@ -81,9 +106,7 @@ export function parseKubeTarget(flag: string, value: string, defaultNamespace: s
   }
   if (!DNS_LABEL.test(namespace)) throw fail(`'${namespace}' is not a namespace name`);
   if (!DNS_NAME.test(name)) throw fail(`'${name}' is not a Kubernetes name`);
-  return kind === 'pod'
-    ? { kind: 'pod', namespace, name, iface }
-    : { kind, namespace, name, iface };
+  return kind === 'pod' ? { kind: 'pod', namespace, name } : { kind, namespace, name };
 }
 
 const SHORT: Record<WorkloadKind, string> = {
@@ -92,21 +115,30 @@ const SHORT: Record<WorkloadKind, string> = {
   daemonset: 'ds',
 };
 
+/** A workload's pod selector (`k=v,…`); K8S_POD_NOT_FOUND when there is no such workload. */
+export async function workloadSelector(
+  cluster: Cluster,
+  t: { kind: WorkloadKind; namespace: string; name: string },
+): Promise<string> {
+  const selector = await cluster.readWorkloadSelector(t.kind, t.namespace, t.name);
+  if (selector === null) {
+    throw new HoptraceError('K8S_POD_NOT_FOUND', `no ${t.kind} ${t.namespace}/${t.name}`, {
+      where: `${t.namespace}/${SHORT[t.kind]}/${t.name}`,
+      hint: `kubectl -n ${t.namespace} get ${t.kind}s`,
+    });
+  }
+  return selector;
+}
+
 /** What the collector is given: `namespace/pod` or the IP. `note` says which pod a workload gave. */
 export async function resolveKubeTarget(
   cluster: Cluster,
-  t: KubeTarget,
+  t: KubeRef,
 ): Promise<{ target: string; note?: string }> {
   if (t.kind === 'ip') return { target: t.ip.includes(':') ? `[${t.ip}]` : t.ip };
   if (t.kind === 'pod') return { target: `${t.namespace}/${t.name}` };
   const what = `${t.namespace}/${SHORT[t.kind]}/${t.name}`;
-  const selector = await cluster.readWorkloadSelector(t.kind, t.namespace, t.name);
-  if (selector === null) {
-    throw new HoptraceError('K8S_POD_NOT_FOUND', `no ${t.kind} ${t.namespace}/${t.name}`, {
-      where: what,
-      hint: `kubectl -n ${t.namespace} get ${t.kind}s`,
-    });
-  }
+  const selector = await workloadSelector(cluster, t);
   const ready = (p: K8s.V1Pod): boolean =>
     (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
   const pods = (await cluster.listPods(t.namespace, selector))
@@ -134,8 +166,42 @@ export async function resolveKubeTarget(
     target: `${t.namespace}/${first}`,
     ...(pods.length > 1
       ? {
-          note: `${what}: ${pods.length} running pods, capturing in ${first} (name a pod to choose)`,
+          note: `${what}: ${pods.length} running pods, using ${first} (name a pod to choose)`,
         }
       : {}),
   };
+}
+
+/**
+ * The pod IP a doctor target stands for (doctor's agents find a pod's namespace by its address):
+ * of `family` when the pod has one, else its primary IP. `note` as resolveKubeTarget's.
+ */
+export async function resolvePodIp(
+  cluster: Cluster,
+  t: KubeRef,
+  family: 4 | 6,
+): Promise<{ ip: string; note?: string }> {
+  if (t.kind === 'ip') return { ip: t.ip };
+  const r = await resolveKubeTarget(cluster, t);
+  const [ns = '', name = ''] = r.target.split('/');
+  const p = await cluster.readPod(ns, name);
+  if (p === null)
+    throw new HoptraceError('K8S_POD_NOT_FOUND', `no pod ${r.target}`, {
+      where: r.target,
+      hint: `kubectl -n ${ns} get pods`,
+    });
+  const ips = [...(p.status?.podIPs ?? []).map((x) => x.ip), p.status?.podIP ?? ''].filter(
+    (ip) => isIP(ip) !== 0,
+  );
+  const ip = ips.find((x) => isIP(x) === family) ?? ips[0];
+  if (ip === undefined)
+    throw new HoptraceError(
+      'K8S_POD_NO_IP',
+      `pod ${r.target} has no IP (${p.status?.phase ?? 'unknown'})`,
+      {
+        where: r.target,
+        hint: `kubectl -n ${ns} describe pod ${name}`,
+      },
+    );
+  return { ip, ...(r.note === undefined ? {} : { note: r.note }) };
 }

@@ -2,8 +2,20 @@
  * An in-memory AgentHub (collector/hub-types.ts) for session, API and CLI tests: agents are added by
  * hand, commands are recorded, messages are delivered through the registered handler.
  */
-import type { AgentHub, AgentInfo, AgentMessage, HubCounters } from '../../collector/hub-types';
-import type { CaptureCommand, CaptureStatus, NamespaceInfo, StopCommand } from '../../common/wire';
+import type {
+  AgentHub,
+  AgentInfo,
+  AgentMessage,
+  AgentReply,
+  HubCounters,
+} from '../../collector/hub-types';
+import type {
+  CaptureCommand,
+  CaptureStatus,
+  DoctorRequest,
+  NamespaceInfo,
+  StopCommand,
+} from '../../common/wire';
 import { replayCaptureFile } from '../../offline/replay';
 
 const agentSeqs = new Map<string, number>();
@@ -11,7 +23,9 @@ const agentSeqs = new Map<string, number>();
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 export type HubCommand =
-  { kind: 'capture'; capture: CaptureCommand } | { kind: 'stop'; stop: StopCommand };
+  | { kind: 'capture'; capture: CaptureCommand }
+  | { kind: 'stop'; stop: StopCommand }
+  | { kind: 'doctorRequest'; doctorRequest: DoctorRequest };
 
 export class FakeHub implements AgentHub {
   readonly list: AgentInfo[] = [];
@@ -20,6 +34,7 @@ export class FakeHub implements AgentHub {
   onSend: ((agentId: string, cmd: HubCommand) => void) | undefined;
   private handler: ((m: AgentMessage) => Promise<void>) | undefined;
   private agentHandlers: ((a: AgentInfo) => void)[] = [];
+  private replyHandler: ((r: AgentReply) => void) | undefined;
   closed = false;
 
   addAgent(
@@ -67,6 +82,15 @@ export class FakeHub implements AgentHub {
 
   onAgent(handler: (agent: AgentInfo) => void): void {
     this.agentHandlers.push(handler);
+  }
+
+  onReply(handler: (reply: AgentReply) => void): void {
+    this.replyHandler = handler;
+  }
+
+  /** An agent's answer to a request (a doctor report), as the hub hands it over. */
+  reply(r: AgentReply): void {
+    this.replyHandler?.(r);
   }
 
   counters(): HubCounters {

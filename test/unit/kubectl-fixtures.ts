@@ -17,6 +17,7 @@ import { runKubectl } from '../../cli/kubectl/run';
 import type { PodObject } from '../../collector/k8s/facts';
 import { silentLogger } from '../../collector/logger';
 import { startCollector, type RunningCollector } from '../../collector/main';
+import type { NamespaceFacts } from '../../common/wire';
 import { answerWithReplay, twoNodeHub, type FakeHub } from './collector-fixtures';
 import { PCAPS } from './corpus';
 import { startReplayAgent } from './replay-agent';
@@ -105,7 +106,10 @@ export async function startKubeScene(
   const pem = (f: string): Buffer => readFileSync(join(dir, 'tls', f));
   const replay = o.agents === 'replay';
   const hub = replay ? undefined : twoNodeHub();
-  if (hub !== undefined) answerWithReplay(hub, PCAP, o.silentBackend === true ? ['backend'] : []);
+  if (hub !== undefined) {
+    answerWithReplay(hub, PCAP, o.silentBackend === true ? ['backend'] : []);
+    answerDoctor(hub);
+  }
   const collector = await startCollector({
     host: '127.0.0.1',
     port: 0,
@@ -279,4 +283,82 @@ export async function startEmptyCluster(t: {
     rmSync(dir, { recursive: true, force: true });
   });
   return { dir, fake, collector: () => collector, run: runner(dir) };
+}
+
+/**
+ * The facts the lab's agents would read for a doctor request, canned (reading them needs root and
+ * the lab's namespaces): the backend node's return route for the tunnel range 10.90.0.0/24 still
+ * points at 10.244.1.99, an address no pod holds any more (the VPN pod was replaced); the VPN pod
+ * and its node are clean.
+ */
+export const STALE_NEXT_HOP = '10.244.1.99';
+
+function doctorFacts(
+  q: { name: string; target: string; routeTo: string[] },
+  node: string,
+  addresses: string[],
+): NamespaceFacts {
+  const { name, target } = q;
+  const backendNode = name === 'backend-node';
+  return {
+    name,
+    target,
+    netns: target === '' ? '(agent namespace)' : target,
+    node,
+    addresses,
+    rpFilter: [{ iface: 'all', value: 0 }],
+    routes: backendNode
+      ? [
+          {
+            dst: '10.90.0.0/24',
+            gateway: STALE_NEXT_HOP,
+            dev: 'eth0',
+            type: '',
+            prefsrc: '',
+            flags: [],
+          },
+        ]
+      : [],
+    lookups: q.routeTo.map((to) => ({
+      to,
+      route: {
+        dst: to,
+        gateway: backendNode && to.startsWith('10.90.0.') ? STALE_NEXT_HOP : '',
+        dev: 'eth0',
+        type: '',
+        prefsrc: addresses[0] ?? '',
+        flags: [],
+      },
+      error: '',
+    })),
+    natChains: ['POSTROUTING'],
+    natRules: [],
+    ipvsState: 'absent',
+    ipvs: [],
+    family: 4,
+    errorCode: '',
+    message: '',
+    unread: [],
+  };
+}
+
+/** Makes the hub's agents answer doctor requests with doctorFacts (after what onSend did before). */
+function answerDoctor(hub: FakeHub): void {
+  const before = hub.onSend;
+  hub.onSend = (agentId, cmd) => {
+    before?.(agentId, cmd);
+    if (cmd.kind !== 'doctorRequest') return;
+    const agent = hub.list.find((a) => a.agentId === agentId);
+    const node = agent?.node ?? '';
+    const facts = cmd.doctorRequest.targets.map((x) =>
+      doctorFacts(x, node, x.target === '' ? (agent?.hello.nodeAddresses ?? []) : [x.target]),
+    );
+    setImmediate(() => {
+      hub.reply({
+        kind: 'doctorReport',
+        agentId,
+        report: { requestId: cmd.doctorRequest.requestId, agentId, node, facts },
+      });
+    });
+  };
 }
