@@ -30,6 +30,7 @@ import type {
 } from '../../common/wire';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff';
 import { Spool } from './spool';
+import { maskOptionsFor } from './frame-mask';
 
 export interface CollectorLinkOptions {
   /** ws:// or wss:// URL of the collector's agent endpoint (…/v1/agents). */
@@ -307,6 +308,7 @@ export class CollectorLink {
       ...(this.opts.ca ? { ca: this.opts.ca } : {}),
       ...(this.opts.cert && this.opts.key ? { cert: this.opts.cert, key: this.opts.key } : {}),
       perMessageDeflate: false,
+      ...maskOptionsFor(this.opts.url),
       handshakeTimeout: this.helloTimeoutMs,
     });
     this.ws = ws;
