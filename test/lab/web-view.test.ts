@@ -8,7 +8,7 @@
 // lab's prerequisites are missing. Traffic stays inside the lab's namespaces and loopback.
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import t from 'tap';
 import { LiveCollector, runLiveScenario } from '../../lab/live';
 import { missingPrerequisites } from '../../lab/prereq';
@@ -18,6 +18,22 @@ import type { ReproView } from '../../collector';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = join(__dirname, '..', '..', '..', 'lab-out', 'screenshots');
+
+/** A context and page of a new headless chromium (kept in `held` for the teardown to close). */
+async function newPage(held: {
+  browser?: Browser;
+}): Promise<{ context: BrowserContext; page: Page }> {
+  mkdirSync(SHOTS, { recursive: true });
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    // As root, chromium needs --no-sandbox; the page is our own collector on loopback.
+    args: ['--no-sandbox', '--disable-gpu'],
+  });
+  held.browser = browser;
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  return { context, page: await context.newPage() };
+}
 
 const missing = missingPrerequisites();
 if (!existsSync(CHROMIUM))
@@ -37,17 +53,7 @@ if (missing.length > 0) {
     if (scenario === undefined) throw new Error('no cni-masquerade scenario');
     const run = await runLiveScenario(collector, scenario);
     t.equal(run.verdict?.layer, 'cni-masquerade', 'the capture itself resolved');
-    mkdirSync(SHOTS, { recursive: true });
-
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      // As root, chromium needs --no-sandbox; the page is our own collector on loopback.
-      args: ['--no-sandbox', '--disable-gpu'],
-    });
-    held.browser = browser;
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const page = await context.newPage();
+    const { context, page } = await newPage(held);
     const external: string[] = [];
     page.on('request', (r) => {
       if (!r.url().startsWith(`http://127.0.0.1:${collector.port}/`)) external.push(r.url());
@@ -113,15 +119,7 @@ if (missing.length > 0) {
       await held.browser?.close().catch(() => undefined);
       await collector.close();
     });
-    mkdirSync(SHOTS, { recursive: true });
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu'],
-    });
-    held.browser = browser;
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const page = await context.newPage();
+    const { context, page } = await newPage(held);
     const base = `http://127.0.0.1:${collector.port}`;
     await page.goto(`${base}/ui/`);
     await page.fill('input[name="token"]', collector.token);
