@@ -107,12 +107,8 @@ const SPEC = parseReproRequest({
   inventory: INVENTORY,
 });
 
-void t.test('a finished repro writes its whole bundle, evidence included', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-repro-bundle-'));
-  t.teardown(() => {
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const store = new CaptureStore({ dir, fsync: false });
+/** The VPN node's agent (the VPN pod's namespace) and the backend node's (the web pod's). */
+function labHub(): FakeHub {
   const hub = new FakeHub();
   hub.addAgent('a-vpn', 'vpn-node', [ADDR.vpnNodeUplink], [ns('/run/netns/vpn-pod', ADDR.vpnPod)]);
   hub.addAgent(
@@ -121,6 +117,16 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
     [ADDR.backendNodeUplink],
     [ns('/run/netns/web', ADDR.backendPod)],
   );
+  return hub;
+}
+
+void t.test('a finished repro writes its whole bundle, evidence included', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-repro-bundle-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const store = new CaptureStore({ dir, fsync: false });
+  const hub = labHub();
   const retained: Retained = new Map();
   const asked: FramesRequest[] = [];
   const T = Number(T0 / MS);
@@ -319,14 +325,7 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
 });
 
 void t.test('a capture whose frames are gone is named, never left out silently', async (t) => {
-  const hub = new FakeHub();
-  hub.addAgent('a-vpn', 'vpn-node', [ADDR.vpnNodeUplink], [ns('/run/netns/vpn-pod', ADDR.vpnPod)]);
-  hub.addAgent(
-    'a-web',
-    'backend-node',
-    [ADDR.backendNodeUplink],
-    [ns('/run/netns/web', ADDR.backendPod)],
-  );
+  const hub = labHub();
   const retained: Retained = new Map();
   const T = Number(T0 / MS);
   const store = new Map<string, Buffer>();
