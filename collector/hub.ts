@@ -157,11 +157,6 @@ function toAgentMessage(agentId: string, env: Spooled): AgentMessage {
   }
 }
 
-function rawSize(data: RawData): number {
-  if (Array.isArray(data)) return data.reduce((n, b) => n + b.byteLength, 0);
-  return data.byteLength;
-}
-
 function rawBytes(data: RawData): Buffer {
   if (Buffer.isBuffer(data)) return data;
   return Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
@@ -390,9 +385,10 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       refuse(conn, 'WIRE_MALFORMED', CLOSE_CODES.MALFORMED, 'a text frame (Envelopes are binary)');
       return;
     }
+    const bytes = rawBytes(data);
     let env: Envelope;
     try {
-      env = decodeEnvelope(rawBytes(data));
+      env = decodeEnvelope(bytes);
     } catch (e) {
       // The decoder's own error, without its code: refuse() puts the code in front once.
       const detail = isHoptraceError(e)
@@ -453,7 +449,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     }
     // Backpressure: a connection's messages wait decoded in the chain, so past the bound the
     // socket is not read (TCP then holds the agent, whose spool keeps and counts what it must).
-    const size = rawSize(data);
+    const size = bytes.byteLength;
     conn.pendingBytes += size;
     conn.pendingMsgs++;
     if (
