@@ -49,6 +49,9 @@ function onRequest(m: OffloadRequest): OffloadReply | null {
     }
     case 'drop':
       sessions.delete(m.id);
+      // Nothing holds the strings any more: a long-lived collector's table does not fill up with
+      // finished captures' addresses and stop sharing new ones.
+      if (sessions.size === 0) strings.clear();
       return null;
     case 'analyze': {
       const held = sessions.get(m.id);

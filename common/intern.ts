@@ -13,6 +13,11 @@ export class StringInterner {
     return this.table.size;
   }
 
+  /** Forgets every string (the holder let go of what shared them). */
+  clear(): void {
+    this.table.clear();
+  }
+
   of(s: string): string {
     const had = this.table.get(s);
     if (had !== undefined) return had;

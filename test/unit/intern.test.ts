@@ -9,5 +9,9 @@ void t.test('one copy of each string, at most `max` kept', (t) => {
   s.of('c');
   t.equal(s.size, 2, 'past the bound new strings are not kept');
   t.equal(s.of('c'), 'c', 'and are given back as they are');
+  s.clear();
+  t.equal(s.size, 0, 'clear() forgets them');
+  s.of('c');
+  t.equal(s.size, 1, 'and makes room again');
   t.end();
 });
