@@ -53,15 +53,19 @@ export interface ClusterReproOptions {
   settleMs?: number;
 }
 
+/** What one probe got: its HTTP status, or its error (with the errno code when there is one). */
+export interface ProbeOutcome {
+  ok: boolean;
+  httpCode: string | null;
+  error: string | null;
+  errorCode?: string | null;
+}
+
 /** One probe: a fresh connection from `sport`, its HTTP status or error. */
-export async function sendProbe(
-  url: URL,
-  sport: number,
-  timeoutMs: number,
-): Promise<{ ok: boolean; httpCode: string | null; error: string | null }> {
+export async function sendProbe(url: URL, sport: number, timeoutMs: number): Promise<ProbeOutcome> {
   return new Promise((resolve) => {
     let done = false;
-    const finish = (v: { ok: boolean; httpCode: string | null; error: string | null }): void => {
+    const finish = (v: ProbeOutcome): void => {
       if (done) return;
       done = true;
       resolve(v);
@@ -90,11 +94,45 @@ export async function sendProbe(
     req.setTimeout(timeoutMs, () => {
       req.destroy(new Error(`no answer within ${timeoutMs} ms`));
     });
-    req.on('error', (e) => {
-      finish({ ok: false, httpCode: null, error: e.message });
+    req.on('error', (e: NodeJS.ErrnoException) => {
+      finish({ ok: false, httpCode: null, error: e.message, errorCode: e.code ?? null });
     });
     req.end();
   });
+}
+
+/**
+ * Local ports for the probes: each probe is a fresh connection from its own port, so the report can
+ * name it by its tuple. The ports are chosen on the user's machine, where another socket may hold
+ * one (the base is random within 41000–60999, inside Linux's ephemeral range): a port refused
+ * with EADDRINUSE is skipped, never reported as the path failing.
+ */
+export class ProbePorts {
+  private next: number;
+  constructor(base = 41000 + Math.floor(Math.random() * 20000)) {
+    this.next = base;
+  }
+  take(): number {
+    this.next = this.next >= 60999 ? 41000 : this.next + 1;
+    return this.next;
+  }
+}
+
+/** Tries at most this many ports for one probe before its error is the port's. */
+const PORT_TRIES = 8;
+
+/** One probe from the first port of `ports` this machine lets it bind; `sport` is the one used. */
+export async function sendProbeFromFreePort(
+  url: URL,
+  ports: ProbePorts,
+  timeoutMs: number,
+): Promise<{ sport: number; ok: boolean; httpCode: string | null; error: string | null }> {
+  for (let i = 1; ; i++) {
+    const sport = ports.take();
+    const res = await sendProbe(url, sport, timeoutMs);
+    if (res.errorCode !== 'EADDRINUSE' || i >= PORT_TRIES)
+      return { sport, ok: res.ok, httpCode: res.httpCode, error: res.error };
+  }
 }
 
 /** The probe URL: `base`'s path with `hoptrace-probe-<id>` appended as the last segment. */
@@ -146,13 +184,16 @@ export async function runClusterRepro(
     out(`note: not every capture is capturing yet (${states}); probing anyway`);
   }
   const run = randomBytes(3).toString('hex');
-  const sportBase = 41000 + Math.floor(Math.random() * 20000);
+  const ports = new ProbePorts();
   const progress = new ReproProgress();
   for (let n = 1; n <= o.count; n++) {
     const t0 = Date.now();
     const probeId = `r${run}n${String(n).padStart(2, '0')}`;
-    const sport = sportBase + n;
-    const res = await sendProbe(probeUrl(o.url, probeId), sport, o.maxTimeMs);
+    const { sport, ...res } = await sendProbeFromFreePort(
+      probeUrl(o.url, probeId),
+      ports,
+      o.maxTimeMs,
+    );
     await api(o, 'POST', `/v1/repros/${id}/probes`, {
       probeId,
       sport,

@@ -10,7 +10,14 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { parseClusterRepro, probeUrl, runClusterRepro } from '../../cli/repro';
+import {
+  parseClusterRepro,
+  ProbePorts,
+  probeUrl,
+  runClusterRepro,
+  sendProbe,
+  sendProbeFromFreePort,
+} from '../../cli/repro';
 import { createKubeApi, type KubeApi } from '../../collector/k8s/client';
 import { K8sPodDeleter, workloadPod } from '../../collector/k8s/repro-deleter';
 import { K8sInventorySource } from '../../collector/k8s/source';
@@ -534,6 +541,44 @@ void t.test('hoptrace repro --collector: flags', (t) => {
   t.end();
 });
 
+void t.test(
+  'a probe whose local port another socket holds goes out from the next one',
+  async (t) => {
+    const seen: number[] = [];
+    const backend = await listen(
+      t,
+      createServer((req, res) => {
+        seen.push(req.socket.remotePort ?? 0);
+        res.end('ok');
+      }),
+    );
+    // Hold a port the way another program on the user's machine would: a listening socket on it.
+    const holder = createServer();
+    await new Promise<void>((resolve, reject) => {
+      holder.once('error', reject);
+      holder.listen(0, '0.0.0.0', resolve);
+    });
+    t.teardown(
+      () =>
+        new Promise<void>((resolve) =>
+          holder.close(() => {
+            resolve();
+          }),
+        ),
+    );
+    const busy = (holder.address() as AddressInfo).port;
+    const ports = new ProbePorts(busy - 1);
+    const res = await sendProbeFromFreePort(probeUrl(backend, 'p1'), ports, 2000);
+    t.ok(res.ok, `answered: ${JSON.stringify(res)}`);
+    t.not(res.sport, busy, 'the busy port was skipped');
+    t.same(seen, [res.sport], 'the port reported is the one the request came from');
+    // What the skip is for: a probe bound to the busy port alone fails before reaching the path.
+    const direct = await sendProbe(probeUrl(backend, 'p2'), busy, 2000);
+    t.equal(direct.errorCode, 'EADDRINUSE', direct.error ?? '');
+    t.equal(seen.length, 1);
+  },
+);
+
 void t.test('hoptrace repro --collector: probes, deletion, replacement, timeline', async (t) => {
   const { fake, api } = await withApi(t);
   const { hub, repros } = clusterRepros(t, api);
@@ -656,7 +701,10 @@ void t.test('hoptrace repro --collector: probes, deletion, replacement, timeline
     'each probe from its own local port, as reported',
   );
   t.ok(seen.every((s, i) => s.path === `/probe/hoptrace-probe-${view.timeline[i]?.probeId ?? ''}`));
-  t.ok(view.timeline.every((r) => r.ok));
+  t.ok(
+    view.timeline.every((r) => r.ok),
+    `every probe answered: ${JSON.stringify(view.timeline.map((r) => [r.sport, r.ok, r.detail]))}`,
+  );
   t.ok(fake.requests.includes('DELETE /api/v1/namespaces/vpn/pods/wg-0'));
   t.match(
     view.marks.map((m) => m.kind),
