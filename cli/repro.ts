@@ -15,6 +15,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
+import { isIP } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
@@ -51,6 +52,8 @@ export interface ClusterReproOptions {
   armWaitMs?: number;
   /** Wait after the last probe for its events to arrive. */
   settleMs?: number;
+  /** How requests reach the collector (kubectl hoptrace: through the API server's port-forward). */
+  fetch?: typeof fetch;
 }
 
 /** What one probe got: its HTTP status, or its error (with the errno code when there is one). */
@@ -148,7 +151,7 @@ function api(
   path: string,
   body?: unknown,
 ): Promise<ReproView> {
-  return new CollectorClient(o.collector, o.token).json<ReproView>(method, path, body);
+  return new CollectorClient(o.collector, o.token, o.fetch).json<ReproView>(method, path, body);
 }
 
 const capturing = (v: ReproView): boolean =>
@@ -226,6 +229,74 @@ function positiveInt(value: string | undefined, flag: string, dflt: number | nul
   return n;
 }
 
+/** What the probing takes, from the flags both cluster forms share (hoptrace and kubectl hoptrace). */
+export type ProbePlan = Pick<
+  ClusterReproOptions,
+  | 'decapIface'
+  | 'egressIface'
+  | 'client'
+  | 'url'
+  | 'deleteAfter'
+  | 'intervalMs'
+  | 'count'
+  | 'maxTimeMs'
+>;
+
+export const PROBE_FLAGS = ['decap-iface', 'egress-iface', 'client', 'url'] as const;
+
+/**
+ * CLI_USAGE naming every flag of `need` that is missing, before anything is asked of a collector
+ * or an API server.
+ */
+export function requireFlags(
+  values: Record<string, string | boolean | undefined>,
+  need: readonly string[],
+  where: string,
+  usage: string,
+  lead = '',
+): void {
+  const missing = need.filter((k) => typeof values[k] !== 'string');
+  if (missing.length > 0)
+    throw new HoptraceError(
+      'CLI_USAGE',
+      `give ${lead}${need.map((k) => `--${k}`).join(', ')} (missing: ${missing.map((k) => `--${k}`).join(', ')})`,
+      { where, hint: `usage: ${usage}` },
+    );
+}
+
+/** The probing flags (PROBE_FLAGS given, see requireFlags) checked and turned into a plan. */
+export function parseProbePlan(values: Record<string, string | boolean | undefined>): ProbePlan {
+  const s = (k: string): string | undefined => {
+    const v = values[k];
+    return typeof v === 'string' ? v : undefined;
+  };
+  const url = s('url') ?? '';
+  if (!/^http:\/\//.test(url) || !URL.canParse(url))
+    throw new HoptraceError('CLI_USAGE', `'${url}' is not an http:// URL`, { where: '--url' });
+  const client = s('client') ?? '';
+  if (isIP(client) === 0)
+    throw new HoptraceError('CLI_USAGE', `'${client}' is not an IP address`, {
+      where: '--client',
+      hint: "this machine's address inside the tunnel, e.g. 10.90.0.42",
+    });
+  const count = positiveInt(s('count'), '--count', 20) ?? 20;
+  const deleteAfter = positiveInt(s('delete-after'), '--delete-after', null);
+  if (deleteAfter !== null && deleteAfter >= count)
+    throw new HoptraceError('CLI_USAGE', '--delete-after must be below --count', {
+      where: '--delete-after',
+    });
+  return {
+    decapIface: s('decap-iface') ?? '',
+    egressIface: s('egress-iface') ?? '',
+    client,
+    url,
+    deleteAfter,
+    intervalMs: parseDuration(s('interval') ?? '1s', '--interval'),
+    count,
+    maxTimeMs: parseDuration(s('max-time') ?? '2s', '--max-time'),
+  };
+}
+
 /** Parses the cluster form's flags (token from --token-file or HOPTRACE_TOKEN). */
 export function parseClusterRepro(
   values: Record<string, string | boolean | undefined>,
@@ -235,22 +306,13 @@ export function parseClusterRepro(
     const v = values[k];
     return typeof v === 'string' ? v : undefined;
   };
-  const need = [
-    'collector',
-    'vpn-workload',
-    'backend',
-    'decap-iface',
-    'egress-iface',
-    'client',
-    'url',
-  ];
-  const missing = need.filter((k) => s(k) === undefined);
-  if (missing.length > 0)
-    throw new HoptraceError(
-      'CLI_USAGE',
-      `give --lab, or ${need.map((k) => `--${k}`).join(', ')} (missing: ${missing.map((k) => `--${k}`).join(', ')})`,
-      { where: 'hoptrace repro', hint: `usage: ${USAGE}` },
-    );
+  requireFlags(
+    values,
+    ['collector', 'vpn-workload', 'backend', ...PROBE_FLAGS],
+    'hoptrace repro',
+    USAGE,
+    '--lab, or ',
+  );
   const wl = /^([^/]+)\/(.+)$/.exec(s('vpn-workload') ?? '');
   if (wl === null)
     throw new HoptraceError(
@@ -264,29 +326,14 @@ export function parseClusterRepro(
       where: '--backend',
       hint: 'e.g. 10.244.2.5:eth0 or web/web-1:eth0',
     });
-  const url = s('url') ?? '';
-  if (!/^http:\/\//.test(url) || !URL.canParse(url))
-    throw new HoptraceError('CLI_USAGE', `'${url}' is not an http:// URL`, { where: '--url' });
-  const count = positiveInt(s('count'), '--count', 20) ?? 20;
-  const deleteAfter = positiveInt(s('delete-after'), '--delete-after', null);
-  if (deleteAfter !== null && deleteAfter >= count)
-    throw new HoptraceError('CLI_USAGE', '--delete-after must be below --count', {
-      where: '--delete-after',
-    });
+  const plan = parseProbePlan(values);
   const tokenFile = s('token-file');
   return {
     collector: s('collector') ?? '',
     token: loadToken(tokenFile === undefined ? { env } : { file: tokenFile }),
     workload: { namespace: wl[1] ?? '', labelSelector: wl[2] ?? '' },
     backend: { target: (be[1] ?? '').replace(/^\[|\]$/g, ''), iface: be[2] ?? '' },
-    decapIface: s('decap-iface') ?? '',
-    egressIface: s('egress-iface') ?? '',
-    client: s('client') ?? '',
-    url,
-    deleteAfter,
-    intervalMs: parseDuration(s('interval') ?? '1s', '--interval'),
-    count,
-    maxTimeMs: parseDuration(s('max-time') ?? '2s', '--max-time'),
+    ...plan,
   };
 }
 

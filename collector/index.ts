@@ -15,5 +15,6 @@ export type { AgentView, CaptureView, PointView } from './capture-views';
 export { FINAL_STATES, type PointSpec, type SessionState } from './session';
 export { isValidTarget, parsePodTarget } from './capture-request';
 export type { ReproView } from './repro';
+export { REPRO_FILES, type ReproFileName } from './repro-bundle';
 export { loadClientLibrary } from './k8s/client';
 export { BUNDLE_FILES, type BundleFileName } from './store';

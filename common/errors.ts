@@ -110,7 +110,6 @@ export const ERRORS = {
     "the API server's port-forward to the collector pod failed or broke (refused by the kubelet, pod gone)",
   KUBECTL_INSTALL_FAILED:
     'kubectl hoptrace install could not finish: the TLS material could not be made, or the collector and the agents were not ready in time',
-  KUBECTL_NOT_IMPLEMENTED: 'this kubectl hoptrace subcommand is not built yet',
   // Repro during pod deletion (collector/repro.ts, cli/repro.ts).
   REPRO_NO_WORKLOAD:
     'no connected agent reports a namespace that matches the repro workload selector',

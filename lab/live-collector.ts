@@ -75,6 +75,8 @@ export interface LiveCollectorOptions {
    * made-up nodes (bench/reliability) have no node token.
    */
   allowSharedAgentToken?: boolean;
+  /** More `hoptrace collector` flags (the kubectl lab test: `--kubeconfig` of a simulated API). */
+  collectorArgs?: readonly string[];
 }
 
 /** A running collector subprocess. */
@@ -95,6 +97,7 @@ export class LiveCollector {
   private pastLogs = '';
   private readonly logTailChars: number;
   private readonly allowShared: boolean;
+  private readonly extraArgs: readonly string[];
   port = 0;
 
   private constructor(opts: LiveCollectorOptions) {
@@ -103,6 +106,7 @@ export class LiveCollector {
     this.dataDir = opts.dataDir ?? join(this.tmp, 'data');
     this.logTailChars = opts.logTailChars ?? Infinity;
     this.allowShared = opts.allowSharedAgentToken === true;
+    this.extraArgs = opts.collectorArgs ?? [];
     this.tokenFile = join(this.tmp, 'token');
     this.token = randomBytes(24).toString('hex');
     writeFileSync(this.tokenFile, `${this.token}\n`, { mode: 0o600 });
@@ -181,6 +185,7 @@ export class LiveCollector {
         '--agent-tokens',
         this.agentTokensFile,
         ...(this.allowShared ? ['--allow-shared-agent-token'] : []),
+        ...this.extraArgs,
       ],
       collectorEnv(),
     );

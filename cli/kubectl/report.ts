@@ -1,14 +1,14 @@
 /**
  * `kubectl hoptrace report ID`: the bundle of a finished capture (report.md, report.json,
- * report.html, sequence.svg, evidence.pcapng, inventory.json) or of a repro (`r-…`: report.md,
- * report.json, report.html, timeline.svg), downloaded through the port-forward into
+ * report.html, sequence.svg, evidence.pcapng, inventory.json) or of a repro (`r-…`: the same with
+ * timeline.svg for sequence.svg), downloaded through the port-forward into
  * `./hoptrace-<ID>/`. evidence.pcapng exists only once the agents answered for their frames, a
  * few seconds after the verdict: it is waited for (--evidence-wait), then left out with a note.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { BUNDLE_FILES } from '../../collector';
+import { BUNDLE_FILES, REPRO_FILES } from '../../collector';
 import { HoptraceError } from '../../common/errors';
 import { parseDuration } from '../capture';
 import type { CollectorClient } from '../collector-client';
@@ -18,7 +18,6 @@ import { KUBE_USAGE, parseKubectlArgs, type KubectlDeps } from './flags';
 
 export const USAGE = `kubectl hoptrace report ID [--out DIR] [--evidence-wait 30s] ${KUBE_USAGE}`;
 
-const REPRO_FILES = ['report.md', 'report.json', 'report.html', 'timeline.svg'] as const;
 const ID_RE = /^[cr]-[a-z0-9]{1,16}-[a-f0-9]{8}$/;
 
 export interface Downloaded {

@@ -7,7 +7,6 @@ import { hoptraceVersion } from '../../common/version';
 import { wantsHelp } from '../args';
 import { EXIT } from '../exit-codes';
 import { KUBE_USAGE, type KubectlDeps } from './flags';
-import type { NotYet } from './not-yet';
 
 export const USAGE = `usage: kubectl hoptrace <command> [options]
 
@@ -28,7 +27,10 @@ commands:
       delete all of it: the workloads, the RBAC, both Secrets, the namespace
   doctor --vpn TARGET --backend TARGET [--tunnel-range CIDR] [--client IP] [--dst IP]
       the path checks of hoptrace doctor, read by the agents of the two pods' nodes
-  repro --vpn-workload …       (not built yet)
+  repro --vpn-workload WORKLOAD --decap-iface IFACE --egress-iface IFACE --backend TARGET:IFACE --client IP --url URL
+      from this VPN client: probe through the tunnel, have the collector delete the VPN pod after
+      --delete-after N probes and follow its replacement, print the timeline, download the bundle
+      (WORKLOAD: [NAMESPACE/]sts/NAME, deploy/, ds/, or NAMESPACE/LABELSELECTOR)
   help, <command> --help, --version
 
 every command takes ${KUBE_USAGE}
@@ -68,14 +70,11 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
     const m = await import('./doctor');
     return { run: m.runKubeDoctor, usage: m.USAGE };
   },
-  repro: () => notYet('repro'),
+  repro: async () => {
+    const m = await import('./repro');
+    return { run: m.runKubeRepro, usage: m.USAGE };
+  },
 };
-
-async function notYet(name: NotYet): Promise<Command> {
-  const m = await import('./not-yet');
-  const usage = m.NOT_YET[name];
-  return { run: () => m.runNotYet(name), usage };
-}
 
 /** Errors that mean the command line itself is wrong: exit 2. */
 const USAGE_CODES = new Set(['CLI_USAGE', 'CLI_BAD_POINT']);

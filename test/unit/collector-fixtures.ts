@@ -13,6 +13,7 @@ import type {
   CaptureCommand,
   CaptureStatus,
   DoctorRequest,
+  FramesRequest,
   NamespaceInfo,
   StopCommand,
 } from '../../common/wire';
@@ -25,7 +26,8 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 export type HubCommand =
   | { kind: 'capture'; capture: CaptureCommand }
   | { kind: 'stop'; stop: StopCommand }
-  | { kind: 'doctorRequest'; doctorRequest: DoctorRequest };
+  | { kind: 'doctorRequest'; doctorRequest: DoctorRequest }
+  | { kind: 'framesRequest'; framesRequest: FramesRequest };
 
 export class FakeHub implements AgentHub {
   readonly list: AgentInfo[] = [];

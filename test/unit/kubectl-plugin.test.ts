@@ -104,9 +104,12 @@ void t.test('help for the plugin and every subcommand; usage errors exit 2', asy
     s.fake.requests.some((q) => q.includes('/namespaces/hoptrace/')),
     'a usage error reaches no API server',
   );
-  const later = await s.run(['repro', '--vpn-workload', 'x']);
-  t.equal(later.code, 1);
-  t.match(later.err[0], /KUBECTL_NOT_IMPLEMENTED: kubectl hoptrace repro: not built yet/);
+  const noUrl = await s.run(['repro', ...kc(s), '--vpn-workload', 'x']);
+  t.equal(noUrl.code, 2);
+  t.match(
+    noUrl.err[0],
+    /CLI_USAGE: kubectl hoptrace repro: give --vpn-workload, --backend, .*\(missing: --backend, /,
+  );
   const noImage = await s.run(['install', ...kc(s)]);
   t.equal(noImage.code, 2);
   t.match(noImage.err[0], /CLI_USAGE: kubectl hoptrace install: give --image IMAGE/);
