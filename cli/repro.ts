@@ -16,6 +16,7 @@
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
 import { isIP } from 'node:net';
+import type { ParseArgsConfig } from 'node:util';
 import { setTimeout as delay } from 'node:timers/promises';
 import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
@@ -244,6 +245,20 @@ export type ProbePlan = Pick<
 
 export const PROBE_FLAGS = ['decap-iface', 'egress-iface', 'client', 'url'] as const;
 
+/** The flags of both cluster forms: the workload, the backend and the probing (parseProbePlan). */
+export const PROBE_OPTIONS = {
+  'vpn-workload': { type: 'string' },
+  backend: { type: 'string' },
+  'decap-iface': { type: 'string' },
+  'egress-iface': { type: 'string' },
+  client: { type: 'string' },
+  url: { type: 'string' },
+  'delete-after': { type: 'string' },
+  interval: { type: 'string' },
+  count: { type: 'string' },
+  'max-time': { type: 'string' },
+} as const satisfies NonNullable<ParseArgsConfig['options']>;
+
 /**
  * CLI_USAGE naming every flag of `need` that is missing, before anything is asked of a collector
  * or an API server.
@@ -342,16 +357,7 @@ export async function runRepro(argv: string[], out: (line: string) => void): Pro
     lab: { type: 'boolean' },
     only: { type: 'string' },
     collector: { type: 'string' },
-    'vpn-workload': { type: 'string' },
-    backend: { type: 'string' },
-    'decap-iface': { type: 'string' },
-    'egress-iface': { type: 'string' },
-    client: { type: 'string' },
-    url: { type: 'string' },
-    'delete-after': { type: 'string' },
-    interval: { type: 'string' },
-    count: { type: 'string' },
-    'max-time': { type: 'string' },
+    ...PROBE_OPTIONS,
     'token-file': { type: 'string' },
   });
   if (values.lab === true) {

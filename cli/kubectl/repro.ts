@@ -14,7 +14,13 @@ import { resolve } from 'node:path';
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
 import { EXIT } from '../exit-codes';
-import { parseProbePlan, PROBE_FLAGS, requireFlags, runClusterRepro } from '../repro';
+import {
+  parseProbePlan,
+  PROBE_FLAGS,
+  PROBE_OPTIONS,
+  requireFlags,
+  runClusterRepro,
+} from '../repro';
 import type { Cluster } from './cluster';
 import { linkCollector } from './collector-link';
 import { KUBE_USAGE, parseKubectlArgs, type KubectlDeps } from './flags';
@@ -99,16 +105,7 @@ export async function runKubeRepro(argv: string[], deps: KubectlDeps): Promise<n
     USAGE,
     argv,
     {
-      'vpn-workload': { type: 'string' },
-      backend: { type: 'string' },
-      'decap-iface': { type: 'string' },
-      'egress-iface': { type: 'string' },
-      client: { type: 'string' },
-      url: { type: 'string' },
-      'delete-after': { type: 'string' },
-      interval: { type: 'string' },
-      count: { type: 'string' },
-      'max-time': { type: 'string' },
+      ...PROBE_OPTIONS,
       out: { type: 'string' },
       'no-download': { type: 'boolean' },
     },

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { connectCluster } from '../../cli/kubectl/cluster';
 import { runKubectl } from '../../cli/kubectl/run';
-import type { CaptureView } from '../../collector';
+import { BUNDLE_FILES, type CaptureView } from '../../collector';
 import type { PodObject } from '../../collector/k8s/facts';
 import { ADDR } from '../../lab/addresses';
 import { allCapturing, labVerdictOf, LiveCollector, withLiveScene } from '../../lab/live';
@@ -178,15 +178,7 @@ if (missing.length > 0) {
       );
       // The bundle on disk, evidence.pcapng with the packets of every point.
       const bundle = join(dir, `hoptrace-${id}`);
-      for (const f of [
-        'report.md',
-        'report.json',
-        'report.html',
-        'sequence.svg',
-        'evidence.pcapng',
-        'inventory.json',
-      ])
-        t.ok(existsSync(join(bundle, f)), `${f} downloaded`);
+      for (const f of BUNDLE_FILES) t.ok(existsSync(join(bundle, f)), `${f} downloaded`);
       t.match(
         err.join('\n'),
         new RegExp(`^bundle: ${bundle.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}/`, 'm'),

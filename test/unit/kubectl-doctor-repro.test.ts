@@ -19,6 +19,24 @@ function kc(s: KubeScene): string[] {
   return ['--kubeconfig', s.fake.kubeconfig];
 }
 
+type Asserts = Pick<typeof t, 'equal' | 'match' | 'notMatch'>;
+
+/** Each command line of `cases` exits 2 with one coded line on stderr, no stack trace. */
+async function usageErrors(
+  t: Asserts,
+  s: KubeScene,
+  command: string,
+  cases: [string[], RegExp][],
+): Promise<void> {
+  for (const [argv, want] of cases) {
+    const r = await s.run([command, ...kc(s), ...argv]);
+    t.equal(r.code, 2, argv.join(' '));
+    t.equal(r.err.length, 1, 'one line');
+    t.match(r.err[0], want);
+    t.notMatch(r.err.join('\n'), /\n\s+at /, 'no stack trace');
+  }
+}
+
 void t.test(
   'doctor: targets as kubectl writes them, the findings as hoptrace doctor prints them',
   async (t) => {
@@ -107,13 +125,7 @@ void t.test('doctor: bad flags are one coded line, and reach no API server', asy
       /^kubectl hoptrace: CLI_USAGE: kubectl hoptrace doctor: Unknown option '--interface'/,
     ],
   ];
-  for (const [argv, want] of cases) {
-    const r = await s.run(['doctor', ...kc(s), ...argv]);
-    t.equal(r.code, 2, argv.join(' '));
-    t.equal(r.err.length, 1, 'one line');
-    t.match(r.err[0], want);
-    t.notMatch(r.err.join('\n'), /\n\s+at /, 'no stack trace');
-  }
+  await usageErrors(t, s, 'doctor', cases);
   t.notOk(
     s.fake.requests.some((q) => q.includes('/namespaces/')),
     'a usage error reaches no API server (the collector reads nodes and pods on its own)',
@@ -335,13 +347,7 @@ void t.test('repro: bad flags are one coded line, and reach no API server', asyn
       /^kubectl hoptrace: CLI_BAD_POINT: --backend: 'web\/web-1': no :IFACE/,
     ],
   ];
-  for (const [argv, want] of cases) {
-    const r = await s.run(['repro', ...kc(s), ...argv]);
-    t.equal(r.code, 2, argv.join(' '));
-    t.equal(r.err.length, 1, 'one line');
-    t.match(r.err[0], want);
-    t.notMatch(r.err.join('\n'), /\n\s+at /, 'no stack trace');
-  }
+  await usageErrors(t, s, 'repro', cases);
   t.notOk(
     s.fake.requests.some((q) => q.includes('/namespaces/')),
     'a usage error reaches no API server',
