@@ -22,8 +22,8 @@ import { resolveTarget } from './netns/resolve';
 import { answerRequest } from './doctor/serve';
 import { AgentRuntime, buildHello } from './runtime';
 import { isHoptraceError, type HoptraceError } from '../common/errors';
+import { hoptraceVersion } from '../common/version';
 
-export const AGENT_VERSION = '0.1.0';
 
 export interface AgentOptions {
   /** ws:// or wss:// URL of the collector's agent endpoint, e.g. ws://collector:7070/v1/agents */
@@ -106,7 +106,7 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     token: opts.token,
     ...(opts.ca ? { ca: opts.ca } : {}),
     ...(opts.cert && opts.key ? { cert: opts.cert, key: opts.key } : {}),
-    hello: () => buildHello(agentId, node, AGENT_VERSION, nodeAddrs, namespaces),
+    hello: () => buildHello(agentId, node, hoptraceVersion(), nodeAddrs, namespaces),
     onSeqExhausted: () => {
       agentId = newId();
     },
