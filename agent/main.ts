@@ -24,7 +24,6 @@ import { AgentRuntime, buildHello } from './runtime';
 import { isHoptraceError, type HoptraceError } from '../common/errors';
 import { hoptraceVersion } from '../common/version';
 
-
 export interface AgentOptions {
   /** ws:// or wss:// URL of the collector's agent endpoint, e.g. ws://collector:7070/v1/agents */
   collectorUrl: string;
