@@ -130,7 +130,7 @@ export async function sendProbeFromFreePort(
   url: URL,
   ports: ProbePorts,
   timeoutMs: number,
-): Promise<{ sport: number; ok: boolean; httpCode: string | null; error: string | null }> {
+): Promise<Omit<ProbeOutcome, 'errorCode'> & { sport: number }> {
   for (let i = 1; ; i++) {
     const sport = ports.take();
     const res = await sendProbe(url, sport, timeoutMs);

@@ -11,7 +11,6 @@
  */
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
 import { EXIT } from '../exit-codes';
 import {
@@ -25,7 +24,7 @@ import type { Cluster } from './cluster';
 import { linkCollector } from './collector-link';
 import { KUBE_USAGE, parseKubectlArgs, type KubectlDeps } from './flags';
 import { downloadBundle, downloadedLines } from './report';
-import { parseKubeRef, parseKubeTarget, resolveKubeTarget, workloadSelector } from './targets';
+import { parseKubeRef, parseKubeTarget, resolvePodIp, workloadSelector } from './targets';
 
 export const USAGE =
   'kubectl hoptrace repro --vpn-workload WORKLOAD --decap-iface IFACE --egress-iface IFACE ' +
@@ -69,34 +68,18 @@ export function parseVpnWorkload(value: string, defaultNamespace: string): VpnWo
   return { namespace: r.namespace, ref: { kind: r.kind, name: r.name } };
 }
 
+/** The backend as the repro core takes it: its pod IP (of the client's family) and node. */
 async function backendOf(
   cluster: Cluster,
   value: string,
   defaultNamespace: string,
+  family: 4 | 6,
   note: (l: string) => void,
 ): Promise<{ target: string; iface: string; node?: string }> {
   const t = parseKubeTarget('--backend', value, defaultNamespace);
-  if (t.kind === 'ip') return { target: t.ip, iface: t.iface };
-  const r = await resolveKubeTarget(cluster, t);
+  const r = await resolvePodIp(cluster, t, family);
   if (r.note !== undefined) note(r.note);
-  const [ns = '', name = ''] = r.target.split('/');
-  const p: K8s.V1Pod | null = await cluster.readPod(ns, name);
-  if (p === null)
-    throw new HoptraceError('K8S_POD_NOT_FOUND', `no pod ${r.target}`, {
-      where: '--backend',
-      hint: `kubectl -n ${ns} get pods`,
-    });
-  const ip = [p.status?.podIP ?? '', ...(p.status?.podIPs ?? []).map((x) => x.ip)].find(
-    (x) => isIP(x) !== 0,
-  );
-  if (ip === undefined)
-    throw new HoptraceError(
-      'K8S_POD_NO_IP',
-      `pod ${r.target} has no IP (${p.status?.phase ?? 'unknown'})`,
-      { where: '--backend', hint: `kubectl -n ${ns} describe pod ${name}` },
-    );
-  const node = p.spec?.nodeName;
-  return { target: ip, iface: t.iface, ...(node === undefined ? {} : { node }) };
+  return { target: r.ip, iface: t.iface, ...(r.node === undefined ? {} : { node: r.node }) };
 }
 
 export async function runKubeRepro(argv: string[], deps: KubectlDeps): Promise<number> {
@@ -130,7 +113,8 @@ export async function runKubeRepro(argv: string[], deps: KubectlDeps): Promise<n
     'selector' in wl.ref
       ? wl.ref.selector
       : await workloadSelector(cluster, { ...wl.ref, namespace: wl.namespace });
-  const backend = await backendOf(cluster, values.backend ?? '', ns, deps.err);
+  const family = isIP(plan.client) === 6 ? 6 : 4;
+  const backend = await backendOf(cluster, values.backend ?? '', ns, family, deps.err);
   const link = await linkCollector(cluster, hoptraceNamespace);
   const view = await runClusterRepro(
     {

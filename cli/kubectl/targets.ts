@@ -173,14 +173,15 @@ export async function resolveKubeTarget(
 }
 
 /**
- * The pod IP a doctor target stands for (doctor's agents find a pod's namespace by its address):
- * of `family` when the pod has one, else its primary IP. `note` as resolveKubeTarget's.
+ * The pod IP a target stands for (the agents find a pod's namespace by its address): of `family`
+ * when the pod has one, else its primary IP; `node` the pod's node when the API names one (not for
+ * a target given as an IP). `note` as resolveKubeTarget's.
  */
 export async function resolvePodIp(
   cluster: Cluster,
   t: KubeRef,
   family: 4 | 6,
-): Promise<{ ip: string; note?: string }> {
+): Promise<{ ip: string; node?: string; note?: string }> {
   if (t.kind === 'ip') return { ip: t.ip };
   const r = await resolveKubeTarget(cluster, t);
   const [ns = '', name = ''] = r.target.split('/');
@@ -203,5 +204,10 @@ export async function resolvePodIp(
         hint: `kubectl -n ${ns} describe pod ${name}`,
       },
     );
-  return { ip, ...(r.note === undefined ? {} : { note: r.note }) };
+  const node = p.spec?.nodeName;
+  return {
+    ip,
+    ...(node === undefined ? {} : { node }),
+    ...(r.note === undefined ? {} : { note: r.note }),
+  };
 }
