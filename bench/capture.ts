@@ -22,6 +22,8 @@ import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { delay, Netns, runCommand } from '../lab/netns';
 import type { AgentChildArgs, AgentChildReport } from './agent-child';
+import { createCpuBudget, type CpuBudget } from './cgroup-cpu';
+import { nextShareRate, SHARE_RING_BYTES, type ShareSearch, type ShareStep } from './cpu-share';
 import { cpuNs } from './proc';
 
 export type CaptureTool = 'tcpdump' | 'native' | 'cap';
@@ -59,6 +61,10 @@ export interface CaptureTrial {
   bufferBytes?: number;
   /** A repeat round of the highest-rate pair (tcpdump, native), after the ladder: 1, 2, … */
   repeat?: number;
+  /** The trial ran under a CPU budget of this share of one core (bench/cpu-share.ts). */
+  budgetPercent?: number;
+  /** CFS periods of the trial in which the budget ran out, of all its periods. */
+  throttled?: { periods: number; throttled: number };
 }
 
 const TX = 'tx';
@@ -120,8 +126,9 @@ interface Running {
   stop(): Promise<{ delivered: number; reportedDrops: number | null; queueDrops: number }>;
 }
 
-async function startTcpdump(lab: Netns, filter: string): Promise<Running> {
-  const args = ['-i', 'vrx', '-s', '128', '-B', '8192', '-w', '/dev/null', '-n'];
+async function startTcpdump(lab: Netns, filter: string, bufferBytes?: number): Promise<Running> {
+  const ringKiB = bufferBytes === undefined ? 8192 : Math.round(bufferBytes / 1024);
+  const args = ['-i', 'vrx', '-s', '128', '-B', String(ringKiB), '-w', '/dev/null', '-n'];
   if (filter !== '') args.push(filter);
   const child = lab.spawn(RX, 'tcpdump', args);
   let stderr = '';
@@ -299,6 +306,11 @@ export interface CaptureOptions {
   repeats: number;
   floodSrc: string;
   log: (s: string) => void;
+  /**
+   * The zero-loss search under the same CPU budget for tcpdump and the agent (percent of one
+   * core); none when absent.
+   */
+  share?: { percent: number; search: ShareSearch };
 }
 
 export interface CaptureResult {
@@ -316,13 +328,20 @@ async function trial(
   ratePps: number,
   durationS: number,
   bufferBytes?: number,
+  budget?: CpuBudget,
 ): Promise<CaptureTrial> {
   const bpf = filter === 'none' ? '' : FLOW_FILTER;
   const running =
     tool === 'tcpdump'
-      ? await startTcpdump(lab, bpf)
+      ? await startTcpdump(lab, bpf, bufferBytes)
       : await startNsCapture(lab, agent, tool, bpf, bufferBytes);
   try {
+    // The whole capture under the budget: tcpdump, or the agent's worker and agent process.
+    if (budget !== undefined) {
+      budget.add(running.pid);
+      if (running.agentPid !== undefined) budget.add(running.agentPid);
+    }
+    const stat0 = budget?.stat();
     const rx0 = await counters(lab, RX, 'vrx');
     const tx0 = await counters(lab, TX, 'vtx');
     const cpu0 = cpuNs(running.pid) ?? 0;
@@ -337,6 +356,7 @@ async function trial(
     const agent1 = running.agentPid !== undefined ? (cpuNs(running.agentPid) ?? agent0) : 0;
     const rx1 = await counters(lab, RX, 'vrx');
     const tx1 = await counters(lab, TX, 'vtx');
+    const stat1 = budget?.stat();
     const res = await running.stop();
     const offered = rx1.rxPackets - rx0.rxPackets + (rx1.txPackets - rx0.txPackets);
     const expected = filter === 'none' ? offered : f.trickle;
@@ -357,6 +377,15 @@ async function trial(
       cpuNs: cpu1 - cpu0,
       parentCpuNs: running.agentPid === undefined ? null : agent1 - agent0,
       ...(bufferBytes !== undefined ? { bufferBytes } : {}),
+      ...(budget !== undefined && stat0 !== undefined && stat1 !== undefined
+        ? {
+            budgetPercent: budget.percent,
+            throttled: {
+              periods: stat1.periods - stat0.periods,
+              throttled: stat1.throttled - stat0.throttled,
+            },
+          }
+        : {}),
     };
   } catch (e) {
     await running.stop().catch(() => undefined);
@@ -449,6 +478,44 @@ export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult>
     );
     trials.push(forced);
     show(forced);
+    if (opts.share !== undefined) {
+      const { percent, search } = opts.share;
+      // Tools alternate step by step, as on the ladder, so background load hits both alike.
+      const steps = new Map<CaptureTool, ShareStep[]>([
+        ['tcpdump', []],
+        ['native', []],
+      ]);
+      for (;;) {
+        let ran = false;
+        for (const [tool, done] of steps) {
+          const rate = nextShareRate(done, search);
+          if (rate === null) continue;
+          const budget = createCpuBudget(`hoptrace-bench-${process.pid}-${tool}`, percent);
+          let t: CaptureTrial;
+          try {
+            t = await trial(
+              lab,
+              agent,
+              flood,
+              rxMac,
+              tool,
+              'none',
+              rate,
+              opts.durationS,
+              SHARE_RING_BYTES,
+              budget,
+            );
+          } finally {
+            budget.remove();
+          }
+          trials.push(t);
+          show(t);
+          done.push({ askedPps: rate, offeredPps: t.offered / t.elapsedS, lossless: t.loss === 0 });
+          ran = true;
+        }
+        if (!ran) break;
+      }
+    }
     return { trials };
   } finally {
     await agent?.close();

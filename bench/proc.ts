@@ -148,3 +148,9 @@ export function ratio(
   if (!Number.isFinite(a) || !Number.isFinite(b)) return '–';
   return `${fmt(a / b, digits)}×`;
 }
+
+/** A Markdown table. */
+export function table(head: string[], rows: string[][]): string {
+  const line = (c: string[]): string => `| ${c.join(' | ')} |`;
+  return [line(head), line(head.map(() => '---')), ...rows.map(line)].join('\n');
+}

@@ -7,7 +7,8 @@ import type { CaptureResult, CaptureTool, CaptureTrial } from './capture';
 import type { CorrelatorResult } from './correlator-child';
 import type { FileResult, FileRow } from './files';
 import type { LiveRow } from './live';
-import { fmt, median, ratio } from './proc';
+import { shareSection } from './report-share';
+import { fmt, median, ratio, table } from './proc';
 
 export interface Machine {
   nproc: number;
@@ -50,11 +51,6 @@ const nsPerPacket = (t: CaptureTrial): number => t.cpuNs / Math.max(1, t.deliver
 const explained = (t: CaptureTrial): boolean =>
   t.reportedDrops !== null && t.loss === t.reportedDrops + t.queueDrops;
 const corePct = (t: CaptureTrial): number => (100 * t.cpuNs) / 1e9 / t.elapsedS;
-
-function table(head: string[], rows: string[][]): string {
-  const line = (c: string[]): string => `| ${c.join(' | ')} |`;
-  return [line(head), line(head.map(() => '---')), ...rows.map(line)].join('\n');
-}
 
 function toolName(t: CaptureTrial): string {
   const base =
@@ -100,7 +96,9 @@ function captureSection(c: CaptureResult, goals: Goal[]): string {
     fmt(corePct(t), 2) + ' %',
     t.tool === 'tcpdump' ? '–' : ratio(t.cpuNs, flowRef?.cpuNs),
   ]);
-  const forced = c.trials.filter((t) => t.bufferBytes !== undefined);
+  const forced = c.trials.filter(
+    (t) => t.bufferBytes !== undefined && t.budgetPercent === undefined,
+  );
   const forcedRows = forced.map((t) => [
     toolName(t),
     fmt(pps(t) / 1000) + ' k',
@@ -286,7 +284,7 @@ ${table(['capture', 'flood offered', 'flow delivered / sent', 'veth drops', 'CPU
 ### Drops are counted, not guessed
 
 ${table(['capture', 'offered rate', 'offered', 'delivered', 'loss', 'kernel drops', 'queue drops', 'loss = reported?'], forcedRows)}
-`;
+${shareSection(c.trials, (g) => goals.push(g))}`;
 }
 
 function correlatorSection(rs: CorrelatorResult[], goals: Goal[]): string {
