@@ -1,12 +1,15 @@
 /**
  * `npm install -g` of the packed package puts kubectl-hoptrace on PATH where kubectl finds it:
- * packs the checkout (`npm pack`, dist/ as built), installs the tarball into a temporary prefix
- * from npm's cache (`--offline`: no network), then Debian's kubectl (`kubernetes-client`, which
- * scripts/setup.sh installs) lists the plugin and runs `kubectl hoptrace --help`. Without kubectl
- * this fails with the reason; it never skips.
+ * packs the checkout (`npm pack`, dist/ as built), unpacks the tarball (exactly the files a user
+ * gets) and installs that folder globally into a temporary prefix with `--offline`, its
+ * dependencies being the checkout's node_modules (linked beside it). Installing the tarball itself
+ * would resolve its dependencies' registry metadata, which only a network or a warm npm cache
+ * has: CI on a fresh machine failed with ENOTCACHED. Then Debian's kubectl (`kubernetes-client`,
+ * which scripts/setup.sh installs) lists the plugin and runs `kubectl hoptrace --help`. Without
+ * kubectl this fails with the reason; it never skips.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -32,6 +35,10 @@ void t.test('kubectl plugin list finds kubectl-hoptrace after npm install -g', (
     { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
   );
   const tarball = join(dir, (JSON.parse(packed) as { filename: string }[])[0]?.filename ?? '');
+  const pkg = join(dir, 'package');
+  mkdirSync(pkg);
+  execFileSync('tar', ['xzf', tarball, '-C', pkg, '--strip-components=1']);
+  symlinkSync(join(ROOT, 'node_modules'), join(pkg, 'node_modules'));
   const prefix = join(dir, 'prefix');
   // --ignore-scripts: the postinstall would build the native addon, which this test is not about.
   const install = spawnSync(
@@ -45,7 +52,7 @@ void t.test('kubectl plugin list finds kubectl-hoptrace after npm install -g', (
       '--ignore-scripts',
       '--no-audit',
       '--no-fund',
-      tarball,
+      pkg,
     ],
     { cwd: dir, encoding: 'utf8' },
   );
