@@ -311,6 +311,8 @@ export interface CaptureOptions {
    * core); none when absent.
    */
   share?: { percent: number; search: ShareSearch };
+  /** Only the search under the CPU budget (with `rates: []`, `repeats: 0`). */
+  shareOnly?: boolean;
 }
 
 export interface CaptureResult {
@@ -458,26 +460,28 @@ export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult>
       }
     }
     // One flow under a full-speed flood: every trickle packet must arrive.
-    for (const tool of tools) {
+    for (const tool of opts.shareOnly === true ? [] : tools) {
       const t = await trial(lab, agent, flood, rxMac, tool, 'one-flow', 0, opts.durationS);
       trials.push(t);
       show(t);
     }
     // Forced loss: the native source with a 256 KiB ring at full speed, to check that what it
     // loses is exactly what it reports (kernel drops + queue drops).
-    const forced = await trial(
-      lab,
-      agent,
-      flood,
-      rxMac,
-      'native',
-      'none',
-      0,
-      opts.durationS,
-      256 * 1024,
-    );
-    trials.push(forced);
-    show(forced);
+    if (opts.shareOnly !== true) {
+      const forced = await trial(
+        lab,
+        agent,
+        flood,
+        rxMac,
+        'native',
+        'none',
+        0,
+        opts.durationS,
+        256 * 1024,
+      );
+      trials.push(forced);
+      show(forced);
+    }
     if (opts.share !== undefined) {
       const { percent, search } = opts.share;
       // Tools alternate step by step, as on the ladder, so background load hits both alike.
