@@ -121,8 +121,11 @@ interface Running {
   /** The agent process (agent-child.js) that reads the worker's frames; none for tcpdump. */
   agentPid?: number;
   delivered(): number;
-  /** Resolves once delivery stopped growing (after the flood). */
-  drain(): Promise<void>;
+  /**
+   * Resolves once delivery stopped growing (after the flood). `throttled`: the capture runs under
+   * a CPU budget, so its backlog may take seconds to work off.
+   */
+  drain(throttled: boolean): Promise<void>;
   stop(): Promise<{ delivered: number; reportedDrops: number | null; queueDrops: number }>;
 }
 
@@ -158,7 +161,23 @@ async function startTcpdump(lab: Netns, filter: string, bufferBytes?: number): P
     delivered: () => 0,
     // tcpdump's TPACKET_V3 block timeout is 1 s (no --immediate-mode): a partly filled block is
     // handed over only then, and SIGINT does not flush it.
-    drain: () => delay(1200),
+    async drain(throttled) {
+      await delay(1200);
+      if (!throttled) return;
+      // Under a budget tcpdump may still be working off its ring: wait until its CPU time stops
+      // growing (< 0.5 ms in 250 ms, four times in a row; block-timeout wake-ups cost less), at
+      // most 10 s — as long as the agent's drain may take.
+      const pid = child.pid ?? -1;
+      const deadline = Date.now() + 10_000;
+      let last = cpuNs(pid) ?? 0;
+      let still = 0;
+      while (still < 4 && Date.now() < deadline) {
+        await delay(250);
+        const now = cpuNs(pid) ?? last;
+        still = now - last < 500_000 ? still + 1 : 0;
+        last = now;
+      }
+    },
     async stop() {
       child.kill('SIGINT');
       await closed;
@@ -353,7 +372,7 @@ async function trial(
     args.push('64', '41000', '8', String(trickle), '40000');
     const out = await lab.exec(TX, flood, args, (durationS + 30) * 1000);
     const f = parseFlood(out.stdout);
-    await running.drain();
+    await running.drain(budget !== undefined);
     const cpu1 = cpuNs(running.pid) ?? cpu0;
     const agent1 = running.agentPid !== undefined ? (cpuNs(running.agentPid) ?? agent0) : 0;
     const rx1 = await counters(lab, RX, 'vrx');
