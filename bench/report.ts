@@ -6,6 +6,8 @@
 import type { CaptureResult, CaptureTool, CaptureTrial } from './capture';
 import type { CorrelatorResult } from './correlator-child';
 import type { FileResult, FileRow } from './files';
+import type { LargeFileResult } from './large-files';
+import { largeFileSection } from './large-report';
 import type { LiveRow } from './live';
 import { fmt, median, ratio } from './proc';
 
@@ -29,12 +31,14 @@ export interface BenchResults {
   capture?: CaptureResult;
   correlator?: CorrelatorResult[];
   files?: FileResult;
+  /** The large three-point case (bench/large-files.ts). */
+  filesLarge?: LargeFileResult;
   live?: LiveRow[];
   errors: Record<string, string>;
   totalS?: number;
 }
 
-type Goal = {
+export type Goal = {
   goal: string;
   result: string;
   met:
@@ -472,6 +476,7 @@ node dist/bench/run.js --only capture,files   # some sections (after npm run bui
   if (r.capture !== undefined) parts.push(captureSection(r.capture, goals));
   if (r.correlator !== undefined) parts.push(correlatorSection(r.correlator, goals));
   if (r.files !== undefined) parts.push(fileSection(r.files, goals));
+  if (r.filesLarge !== undefined) parts.push(largeFileSection(r.filesLarge, goals));
   if (r.live !== undefined) parts.push(liveSection(r.live, goals));
   for (const [s, e] of Object.entries(r.errors))
     parts.push(`## ${s}: FAILED\n\n\`\`\`\n${e}\n\`\`\`\n`);
