@@ -30,6 +30,8 @@ export interface LargeTrial {
   tcpdumpTzCpuS: number;
   /** `node -e 0`: Node's own start, part of every analyze run. */
   nodeStartS: number;
+  /** bench/floor-walk.ts over the three files: Node's start, analyze's reads, the record headers. */
+  floorS: number;
 }
 
 /** analyze's peak RSS on three point files of `framesPerPoint` frames each. */
@@ -54,6 +56,7 @@ export interface LargeFileResult {
     tcpdumpS: number;
     tcpdumpTzS: number;
     nodeStartS: number;
+    floorS: number;
   };
   /** analyze's peak RSS by scale (1 is the trials' median). */
   rss: LargeRss[];
@@ -154,6 +157,10 @@ export async function benchLargeFiles(
       const [tcpdumpS, tcpdumpCpuS] = await tcpdumpEach(big.files, false);
       const [tcpdumpTzS, tcpdumpTzCpuS] = await tcpdumpEach(big.files, true);
       const node = await run(process.execPath, ['-e', '0']);
+      const floor = await run(process.execPath, [
+        join(repoRoot, 'dist', 'bench', 'floor-walk.js'),
+        ...big.files,
+      ]);
       trials.push({
         cat,
         analyze,
@@ -162,6 +169,7 @@ export async function benchLargeFiles(
         tcpdumpTzS,
         tcpdumpTzCpuS,
         nodeStartS: node.wallS,
+        floorS: floor.wallS,
       });
       log(
         `files large: trial ${k + 1}: cat ${cat.wallS.toFixed(2)} s, analyze ${analyze.wallS.toFixed(2)} s (${analyze.peakRssMiB?.toFixed(0) ?? '?'} MiB), tcpdump -nn ${tcpdumpS.toFixed(1)} s, TZ=UTC ${tcpdumpTzS.toFixed(1)} s`,
@@ -186,6 +194,7 @@ export async function benchLargeFiles(
       tcpdumpS: med((t) => t.tcpdumpS),
       tcpdumpTzS: med((t) => t.tcpdumpTzS),
       nodeStartS: med((t) => t.nodeStartS),
+      floorS: med((t) => t.floorS),
     };
     const rss: LargeRss[] = [
       {

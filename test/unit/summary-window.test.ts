@@ -23,7 +23,7 @@ import { BLOCK_RECORDS, frameAt, openSummaryPcap } from '../../offline/summary-f
 import { GATE_PROTO, SummaryGate } from '../../offline/summary-gate';
 import { analyzeFiles, type PointFile, type RequestSelector } from '../../cli/analyze';
 import { epb, idb, shb } from './pcapng-writer';
-import { eth, icmpEcho, ipv4, tcp, udp, writePcap, type Pkt } from './frames';
+import { eth, icmpEcho, ipv4, tcp, udp, vxlan, writePcap, type Pkt } from './frames';
 
 const load = loadNativeAddon();
 if (!load.ok) {
@@ -153,6 +153,84 @@ void t.test('a window: exactly the frames within it, with their frame numbers', 
   }
   t.end();
 });
+
+void t.test(
+  'outside the window, every prefix of the common shapes counts as parse() counts it',
+  (t) => {
+    const seg = { src: '10.0.0.1', dst: '10.0.0.2', sport: 1, dport: 2, seq: 1, flags: 0x18 };
+    const shapes: Pkt[] = [
+      // Ethernet[IPv4[TCP[payload]]], with TCP options, Ethernet[IPv4[UDP]]
+      tcp(T0, { ...seg, payload: 'GET / HTTP/1.1\r\n\r\n' }),
+      tcp(T0, { ...seg, options: [1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0] }),
+      udp(T0, { src: '10.0.0.1', dst: '10.0.0.2', sport: 5, dport: 6, payload: Buffer.alloc(9) }),
+      // Ethernet[IPv4[UDP 4789[VXLAN[Ethernet[IPv4[TCP]]]]]] and [...[IPv4[UDP]]]; VXLAN in VXLAN
+      vxlan(T0, '192.168.0.1', 40000, '192.168.0.2', 7, tcp(T0, { ...seg, payload: 'x' })),
+      vxlan(
+        T0,
+        '192.168.0.1',
+        40000,
+        '192.168.0.2',
+        7,
+        udp(T0, { ...seg, payload: Buffer.alloc(3) }),
+      ),
+      vxlan(
+        T0,
+        '192.168.0.1',
+        1,
+        '192.168.0.2',
+        7,
+        vxlan(T0, '10.1.0.1', 2, '10.1.0.2', 8, tcp(T0, seg)),
+      ),
+      // IPv4 with options; a later fragment; an IPv4 total length shorter than the frame
+      {
+        ts: T0,
+        data: eth(
+          0x0800,
+          Buffer.concat([
+            Buffer.from([0x46]),
+            ipv4(6, '10.0.0.1', '10.0.0.2', Buffer.alloc(24)).subarray(1),
+          ]),
+        ),
+      },
+      {
+        ts: T0,
+        data: (() => {
+          const d = tcp(T0, seg).data;
+          d.writeUInt16BE(0x0001, 20);
+          return d;
+        })(),
+      },
+      {
+        ts: T0,
+        data: (() => {
+          const d = tcp(T0, seg).data;
+          d.writeUInt16BE(30, 16);
+          return d;
+        })(),
+      },
+    ];
+    const pkts: Pkt[] = [];
+    for (const p of shapes)
+      for (let caplen = 0; caplen <= p.data.length; caplen++) pkts.push({ ...p, caplen });
+    const path = writePcap(join(dir, 'prefixes.pcap'), pkts);
+    const all = read(path, undefined);
+    for (const gate of [
+      new SummaryGate(BLOCK_RECORDS, false).window(T0 + W, 1n),
+      new SummaryGate(BLOCK_RECORDS, false).window(T0 + W, 1n).proto(GATE_PROTO.tcp),
+      // Pass 1's gate with a best SYN elsewhere (no SYN among these frames).
+      new SummaryGate(BLOCK_RECORDS, true).proto(GATE_PROTO.tcp).ports([]).syn(T0),
+    ]) {
+      const gated = read(path, gate);
+      t.same(
+        gated.records,
+        all.records.filter((r) => !r.fast),
+        'only the SLOW frames get records',
+      );
+      t.equal(gated.skipped, usefulFast(all), 'and the useful FAST ones are counted');
+    }
+    t.end();
+  },
+);
 
 void t.test('SYN mode: every SYN kept, the run stops after one that may become the best', (t) => {
   const syn = (ts: bigint, sport: number): Pkt =>

@@ -644,40 +644,113 @@ static inline uint32_t gate_slot(uint32_t pw) {
   return ((a < b ? (a << 16) | b : (b << 16) | a) * 0x9e3779b1u) >> 12;
 }
 
+/* What a gate decides a frame by: its inner IP protocol, TCP flags and ports word. */
+typedef struct {
+  uint32_t proto, pw;
+  uint8_t flags;
+} GateKey;
+
+/*
+ * The gate's key of a frame of the shapes nearly all traffic has — Ethernet, IPv4 without options,
+ * TCP or UDP, inside one VXLAN tunnel or not — without the whole parse: 1 when parse() would take
+ * it as FAST with that TCP or UDP inside (*k filled), -1 for anything else (parse() decides). Every
+ * test is the one parse() makes on that path, in its order; test/unit/summary-window.test.ts checks
+ * that every prefix of such frames is decided as parse() decides it.
+ */
+static inline int classify(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *ports,
+                           GateKey *k) {
+  if ((lt & 0xffff) != 1 || caplen < 34 || be16(b + 12) != 0x0800) return -1;
+  uint32_t at = 14, len = caplen;
+  for (int layer = 0;; layer++) {
+    /* IPv4 at `at`, 20-byte header: what parse() checks of it. */
+    if (b[at] != 0x45) return -1;
+    uint32_t total = be16(b + at + 2);
+    if (total < 20 || (be16(b + at + 6) & 0x1fff) != 0) return -1;
+    uint32_t wire_end = at + total;
+    if (wire_end < len) len = wire_end;
+    if (at + 20 > len) return -1;
+    uint32_t off = at + 20;
+    uint8_t proto = b[at + 9];
+    if (proto == 6) {
+      if (off + 20 > len) return -1;
+      uint32_t thl = (uint32_t)(b[off + 12] >> 4) * 4;
+      if (thl < 20 || off + thl > len) return -1;
+      k->proto = 6;
+      k->flags = b[off + 13];
+      k->pw = (uint32_t)be16(b + off) | ((uint32_t)be16(b + off + 2) << 16);
+      return 1;
+    }
+    if (proto != 17 || off + 8 > len) return -1;
+    uint32_t ulen = be16(b + off + 4);
+    if (ulen != 0 && ulen < 8) return -1;
+    uint16_t sport = be16(b + off), dport = be16(b + off + 2);
+    uint8_t kind = wire_end <= off + 8 ? SUMMARY_PORT_NONE : ports[dport] ? ports[dport] : ports[sport];
+    if (kind == SUMMARY_PORT_NONE) {
+      k->proto = 17;
+      k->flags = 0;
+      k->pw = (uint32_t)sport | ((uint32_t)dport << 16);
+      return 1;
+    }
+    /* VXLAN: its 8-byte header, an Ethernet header, then IPv4 again (a second tunnel: parse). */
+    if (kind != SUMMARY_PORT_VXLAN || layer == 1 || off + 8 + 8 + 14 + 20 > len) return -1;
+    at = off + 8 + 8 + 14;
+    if (be16(b + at - 2) != 0x0800) return -1;
+  }
+}
+
+/* Whether the gate gives a FAST frame of key k a record; *stop_after when the run must stop. */
+static inline int gate_wants(const SummaryGate *g, uint64_t ts, const GateKey *k, int may_change,
+                             int *stop_after) {
+  const uint32_t f = g->flags;
+  if ((f & SUMMARY_GATE_SYN) && k->proto == 6 && (k->flags & 0x12) == 0x02) {
+    if (may_change) *stop_after = 1;
+    return 1;
+  }
+  if ((f & SUMMARY_GATE_WINDOW) && (ts < g->lo || ts > g->hi)) return 0;
+  if ((f & SUMMARY_GATE_PROTO) && k->proto != g->proto) return 0;
+  if (f & SUMMARY_GATE_PORTS) {
+    for (uint32_t i = 0; i < g->n_ports; i++)
+      if (g->ports[i] == k->pw) return 1;
+    return 0;
+  }
+  return 1;
+}
+
+/* A FAST frame of key k the gate leaves out: counted when useful, its ports marked when TCP. */
+static inline void gate_skip(SummaryGate *g, const GateKey *k) {
+  int tr = transport_index((int)k->proto);
+  if (tr == TR_TCP || tr == TR_UDP) g->skipped_useful++;
+  if (k->proto == 6 && (g->flags & SUMMARY_GATE_SEEN)) {
+    uint32_t slot = gate_slot(k->pw);
+    g->seen[slot >> 5] |= 1u << (slot & 31);
+  }
+}
+
 /*
  * emit() behind a gate: returns 1 when the frame got a record in rec, 0 when it was only counted;
  * *stop_after is set when the run must stop after this frame (SUMMARY_GATE_SYN). Decided after
- * the headers and before the record: a frame without one costs its parse, not its keys.
+ * the headers and before the record: a frame without one costs its headers' look (classify, else
+ * parse), not its keys.
  */
 static inline int gate_emit(const uint8_t *src, uint32_t data, uint32_t caplen, uint32_t wirelen,
                             uint64_t ts, uint32_t linktype, const uint8_t *ports, uint8_t *rec,
                             SummaryGate *g, int *stop_after) {
   St st;
+  GateKey k;
   const uint32_t f = g->flags;
   const int may_change = (f & SUMMARY_GATE_SYN) && (!(f & SUMMARY_GATE_BEST) || ts < g->best_ts);
-  int want = 1;
+  if (classify(src + data, caplen, linktype, ports, &k) == 1 &&
+      !gate_wants(g, ts, &k, may_change, stop_after)) {
+    gate_skip(g, &k);
+    return 0;
+  }
   if (parse(&st, src + data, caplen, linktype, ports)) {
     const IpTuple *in = &st.ip[st.nip - 1];
-    uint32_t pw = in->has_ports ? (uint32_t)in->sport | ((uint32_t)in->dport << 16) : 0;
-    int tcp = in->proto == 6;
-    if ((f & SUMMARY_GATE_SYN) && tcp && (st.flags & 0x12) == 0x02) {
-      if (may_change) *stop_after = 1;
-    } else {
-      if ((f & SUMMARY_GATE_WINDOW) && (ts < g->lo || ts > g->hi)) want = 0;
-      if ((f & SUMMARY_GATE_PROTO) && (uint32_t)in->proto != g->proto) want = 0;
-      if (want && (f & SUMMARY_GATE_PORTS)) {
-        want = 0;
-        for (uint32_t k = 0; k < g->n_ports; k++)
-          if (g->ports[k] == pw) want = 1;
-      }
-    }
-    if (!want) {
-      int tr = transport_index(in->proto);
-      if (tr == TR_TCP || tr == TR_UDP) g->skipped_useful++;
-      if (tcp && (f & SUMMARY_GATE_SEEN)) {
-        uint32_t k = gate_slot(pw);
-        g->seen[k >> 5] |= 1u << (k & 31);
-      }
+    k.proto = (uint32_t)in->proto;
+    k.flags = in->proto == 6 ? st.flags : 0;
+    k.pw = in->has_ports ? (uint32_t)in->sport | ((uint32_t)in->dport << 16) : 0;
+    if (!gate_wants(g, ts, &k, may_change, stop_after)) {
+      gate_skip(g, &k);
       return 0;
     }
     write_rec(&st, rec);
