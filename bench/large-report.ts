@@ -133,5 +133,14 @@ ${table(['trial', 'cat s', 'analyze s', 'analyze MiB', 'tcpdump -nn s', 'TZ=UTC 
 analyze's peak RSS by input size (the other sizes measured once, after the trials):
 
 ${table(['scale', 'frames per point', 'MiB in all', 'analyze wall s', 'peak RSS MiB'], rssRows)}
+
+What limits analyze here: Node's start (the \`node -e 0\` row) and the reads themselves — the same
+copy out of the page cache that \`cat\` makes, into one reused 2 MiB buffer — come before any
+analysis; the floor-walk row adds one look at every record header in JavaScript. On top of that
+every frame's headers are looked at once in C, because the report counts every useful frame at
+every point; the summarizer's gate (offline/summary-gate.ts) gives a summary record, payload
+hashes and JavaScript only to the frames a pass can use: at later points the request's transport
+within ±10 s of it (the bench files hold 100 k frames a second and the probe 10 ms in: each
+file's first ~10 s), at the first point new connections and the chosen SYN's flow.
 `;
 }
