@@ -8,6 +8,7 @@ import type { CorrelatorResult } from './correlator-child';
 import type { FileResult, FileRow } from './files';
 import type { LargeFileResult } from './large-files';
 import { largeFileSection } from './large-report';
+import type { Goal } from './goal';
 import type { LiveRow } from './live';
 import { fmt, median, ratio } from './proc';
 
@@ -37,17 +38,6 @@ export interface BenchResults {
   errors: Record<string, string>;
   totalS?: number;
 }
-
-export type Goal = {
-  goal: string;
-  result: string;
-  met:
-    | 'met'
-    | 'missed'
-    | 'not measured'
-    | 'no loss at any rate offered'
-    | '**missed**: out of reach for Node here';
-};
 
 const pps = (t: CaptureTrial): number => t.offered / t.elapsedS;
 const nsPerPacket = (t: CaptureTrial): number => t.cpuNs / Math.max(1, t.delivered);
