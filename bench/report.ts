@@ -9,6 +9,7 @@ import type { FileResult, FileRow } from './files';
 import type { LargeFileResult } from './large-files';
 import { largeFileSection } from './large-report';
 import type { Goal } from './goal';
+export type { Goal } from './goal';
 import type { LiveRow } from './live';
 import { fmt, median, ratio } from './proc';
 
