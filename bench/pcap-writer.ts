@@ -6,6 +6,10 @@
  *
  *   Ethernet[IPv4[TCP[48 B]]]                                   102 B
  *   Ethernet[IPv4[UDP 4789[VXLAN[Ethernet[IPv4[TCP[48 B]]]]]]]  152 B
+ *
+ * A BenchPointView makes the file one capture point's: the probe as that point sees it (its
+ * addresses after the NAT before it, its clock offset) and background flows of its own, so three
+ * points' files are distinct and analyze correlates the probe across them (BENCH_POINTS).
  */
 import { closeSync, openSync, writeSync } from 'node:fs';
 
@@ -33,6 +37,44 @@ const VXLAN = 8;
 /** The probe request's endpoints (lab addresses: client tunnel address → service). */
 export const BENCH_CLIENT = '10.90.0.42';
 export const BENCH_SERVICE = '10.96.0.10';
+
+/** How one capture point sees the probe, and what makes its file its own. */
+export interface BenchPointView {
+  /** The probe's source and destination at this point (request direction). */
+  src: string;
+  sport: number;
+  dst: string;
+  dport: number;
+  /** Added to every timestamp: the hop's latency and the point's clock. */
+  tsOffsetUs: number;
+  /** Background flows of this point: their addresses' third octet is offset by it. */
+  salt: number;
+}
+
+/**
+ * Three points of one path, as the lab's preserve scenario sees it: the VPN gateway's decap and
+ * egress see client → service, the backend sees client → pod after kube-proxy's DNAT (the
+ * source preserved: analyze's verdict is `preserved`).
+ */
+export const BENCH_POINTS: Readonly<Record<'decap' | 'egress' | 'backend', BenchPointView>> = {
+  decap: { src: BENCH_CLIENT, sport: 40123, dst: BENCH_SERVICE, dport: 80, tsOffsetUs: 0, salt: 0 },
+  egress: {
+    src: BENCH_CLIENT,
+    sport: 40123,
+    dst: BENCH_SERVICE,
+    dport: 80,
+    tsOffsetUs: 20,
+    salt: 1,
+  },
+  backend: {
+    src: BENCH_CLIENT,
+    sport: 40123,
+    dst: '10.244.2.20',
+    dport: 8080,
+    tsOffsetUs: 60,
+    salt: 2,
+  },
+};
 
 function ip4(s: string): number {
   return s.split('.').reduce((a, o) => ((a << 8) | Number(o)) >>> 0, 0);
@@ -122,12 +164,14 @@ function putVxlanFrame(b: Buffer, at: number, vni: number, t: TcpSpec): number {
  * Writes `count` frames to `path` and returns the file size. Background flows: 4096 connections
  * between pod addresses exchanging 48-byte segments; frame i is VXLAN-encapsulated when i is odd.
  * `pcapng` writes the same frames as one section with one interface (what dumpcap writes).
+ * `view` makes it one point's file (BENCH_POINTS); by default the decap point's, as it always was.
  */
 export function writeBenchPcap(
   path: string,
   count: number,
   probeId: string,
   format: 'pcap' | 'pcapng' = 'pcap',
+  view: BenchPointView = BENCH_POINTS.decap,
 ): number {
   const ng = format === 'pcapng';
   const fd = openSync(path, 'w');
@@ -147,8 +191,10 @@ export function writeBenchPcap(
     const request = Buffer.from(
       `GET /hoptrace-probe-${probeId} HTTP/1.1\r\nHost: ${BENCH_SERVICE}\r\n\r\n`,
     );
-    const client = ip4(BENCH_CLIENT);
-    const service = ip4(BENCH_SERVICE);
+    const client = ip4(view.src);
+    const service = ip4(view.dst);
+    const bgSrc = ip4('10.244.1.0') + (view.salt << 8);
+    const bgDst = ip4('10.244.2.0') + (view.salt << 8);
     const isn = 0x1234_5678;
     const tsBase = 1_700_000_000;
     for (let i = 0; i < count; i++) {
@@ -160,8 +206,8 @@ export function writeBenchPcap(
         t = {
           src: client,
           dst: service,
-          sport: 40123,
-          dport: 80,
+          sport: view.sport,
+          dport: view.dport,
           seq: isn,
           ack: 0,
           flags: 0x02,
@@ -172,8 +218,8 @@ export function writeBenchPcap(
         t = {
           src: service,
           dst: client,
-          sport: 80,
-          dport: 40123,
+          sport: view.dport,
+          dport: view.sport,
           seq: 0x0bad_cafe,
           ack: isn + 1,
           flags: 0x12,
@@ -184,8 +230,8 @@ export function writeBenchPcap(
         t = {
           src: client,
           dst: service,
-          sport: 40123,
-          dport: 80,
+          sport: view.sport,
+          dport: view.dport,
           seq: isn + 1,
           ack: 0x0bad_caff,
           flags: 0x18,
@@ -195,8 +241,8 @@ export function writeBenchPcap(
       } else {
         const flow = i & 4095;
         t = {
-          src: ip4('10.244.1.0') + (flow & 0xff),
-          dst: ip4('10.244.2.0') + (flow >> 8),
+          src: bgSrc + (flow & 0xff),
+          dst: bgDst + (flow >> 8),
           sport: 30000 + flow,
           dport: 8080,
           seq: (flow * 7919 + i * 48) >>> 0,
@@ -215,7 +261,7 @@ export function writeBenchPcap(
             ? putVxlanFrame(chunk, start, 100 + (i & 7), t)
             : putTcpFrame(chunk, start, t);
       const len = end - start;
-      const usec = i * 10; // 100 k packets per second
+      const usec = i * 10 + view.tsOffsetUs; // 100 k packets per second
       if (ng) {
         // EPB: type | total length | interface 0 | ts (µs) high, low | caplen | len | data, padded
         // to 32 bits | total length.

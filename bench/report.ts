@@ -6,6 +6,10 @@
 import type { CaptureResult, CaptureTool, CaptureTrial } from './capture';
 import type { CorrelatorResult } from './correlator-child';
 import type { FileResult, FileRow } from './files';
+import type { LargeFileResult } from './large-files';
+import { largeFileSection } from './large-report';
+import type { Goal } from './goal';
+export type { Goal } from './goal';
 import type { LiveRow } from './live';
 import { shareSection } from './report-share';
 import { fmt, median, ratio, table } from './proc';
@@ -30,21 +34,12 @@ export interface BenchResults {
   capture?: CaptureResult;
   correlator?: CorrelatorResult[];
   files?: FileResult;
+  /** The large three-point case (bench/large-files.ts). */
+  filesLarge?: LargeFileResult;
   live?: LiveRow[];
   errors: Record<string, string>;
   totalS?: number;
 }
-
-type Goal = {
-  goal: string;
-  result: string;
-  met:
-    | 'met'
-    | 'missed'
-    | 'not measured'
-    | 'no loss at any rate offered'
-    | '**missed**: out of reach for Node here';
-};
 
 const pps = (t: CaptureTrial): number => t.offered / t.elapsedS;
 const nsPerPacket = (t: CaptureTrial): number => t.cpuNs / Math.max(1, t.delivered);
@@ -470,6 +465,7 @@ node dist/bench/run.js --only capture,files   # some sections (after npm run bui
   if (r.capture !== undefined) parts.push(captureSection(r.capture, goals));
   if (r.correlator !== undefined) parts.push(correlatorSection(r.correlator, goals));
   if (r.files !== undefined) parts.push(fileSection(r.files, goals));
+  if (r.filesLarge !== undefined) parts.push(largeFileSection(r.filesLarge, goals));
   if (r.live !== undefined) parts.push(liveSection(r.live, goals));
   for (const [s, e] of Object.entries(r.errors))
     parts.push(`## ${s}: FAILED\n\n\`\`\`\n${e}\n\`\`\`\n`);

@@ -3,6 +3,8 @@
  * issue 5 in one run, then BENCHMARKS.md regenerated from the results (bench/report.ts). Sections
  * run one after another, never in parallel, so they do not compete for the two cores; a section
  * that fails is reported as failed with its reason and the others still run (exit code 1).
+ * `--only files --large-only` runs the files section's large three-point case alone (not part of
+ * --quick) and merges it into bench/results.json's other sections.
  */
 import { cpus } from 'node:os';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -13,6 +15,7 @@ import { benchCapture, toolVersion, type CaptureResult } from './capture';
 import { benchCorrelator } from './correlator';
 import type { CorrelatorResult } from './correlator-child';
 import { benchFiles, type FileResult } from './files';
+import { benchLargeFiles } from './large-files';
 import { benchLive, type LiveRow } from './live';
 import { renderBenchmarks, type BenchResults, type Machine } from './report';
 
@@ -59,6 +62,10 @@ async function main(): Promise<number> {
       out: { type: 'string' },
       // Re-render BENCHMARKS.md from a results.json of an earlier run (no measurement).
       render: { type: 'string' },
+      // The files section's large three-point case alone, merged into bench/results.json's other
+      // sections (bench/large-files.ts); --large-frames N frames per point file (3,800,000).
+      'large-only': { type: 'boolean' },
+      'large-frames': { type: 'string' },
     },
   });
   if (values.render !== undefined) {
@@ -93,17 +100,22 @@ async function main(): Promise<number> {
     command: `npm run bench${quick ? ' -- --quick' : ''}`,
     errors: {},
   };
-  const attempt = async <T>(s: Section, fn: () => Promise<T>): Promise<T | undefined> => {
+  const largeOnly = values['large-only'] === true;
+  const attempt = async <T>(
+    s: Section,
+    fn: () => Promise<T>,
+    label: string = s,
+  ): Promise<T | undefined> => {
     if (!wants(s)) return undefined;
     const s0 = Date.now();
     try {
       const r = await fn();
-      log(`${s} done in ${((Date.now() - s0) / 1000).toFixed(1)} s`);
+      log(`${label} done in ${((Date.now() - s0) / 1000).toFixed(1)} s`);
       return r;
     } catch (e) {
       const msg = e instanceof Error ? e.message : String(e);
-      log(`${s} FAILED: ${msg}`);
-      results.errors[s] = msg;
+      log(`${label} FAILED: ${msg}`);
+      results.errors[label] = msg;
       return undefined;
     }
   };
@@ -136,10 +148,29 @@ async function main(): Promise<number> {
     benchCorrelator(quick, log),
   );
   if (correlator !== undefined) results.correlator = correlator;
-  const files: FileResult | undefined = await attempt('files', () =>
-    benchFiles(repoRoot, quick ? 100_000 : 400_000, log),
-  );
+  const files: FileResult | undefined = largeOnly
+    ? undefined
+    : await attempt('files', () => benchFiles(repoRoot, quick ? 100_000 : 400_000, log));
   if (files !== undefined) results.files = files;
+  // The large case takes minutes (1.5 GiB written, tcpdump -nn over it six times a trial).
+  const large =
+    quick && !largeOnly
+      ? undefined
+      : await attempt(
+          'files',
+          () =>
+            benchLargeFiles(
+              repoRoot,
+              {
+                framesPerPoint: Number(values['large-frames'] ?? 3_800_000),
+                trials: 3,
+                scales: [0.1, 1],
+              },
+              log,
+            ),
+          'files (large)',
+        );
+  if (large !== undefined) results.filesLarge = large;
   const live: LiveRow[] | undefined = await attempt('live', () =>
     benchLive(
       quick ? ['preserve'] : ['preserve', 'kube-proxy-nodeport', 'proxy-pod'],
@@ -155,8 +186,17 @@ async function main(): Promise<number> {
     .slice(0, 3)
     .join(' ');
   const out = values.out ?? join(repoRoot, 'BENCHMARKS.md');
-  await writeFormatted(out, renderBenchmarks(results));
-  await writeFormatted(join(repoRoot, 'bench', 'results.json'), JSON.stringify(results));
+  const resultsPath = join(repoRoot, 'bench', 'results.json');
+  // --large-only keeps the earlier run's other sections (its section states its own date and load).
+  const merged: BenchResults = largeOnly
+    ? {
+        ...(JSON.parse(readFileSync(resultsPath, 'utf8')) as BenchResults),
+        ...(large === undefined ? {} : { filesLarge: large }),
+      }
+    : results;
+  if (largeOnly) merged.errors = { ...merged.errors, ...results.errors };
+  await writeFormatted(out, renderBenchmarks(merged));
+  await writeFormatted(resultsPath, JSON.stringify(merged));
   log(`wrote ${out} and bench/results.json in ${results.totalS.toFixed(0)} s`);
   return Object.keys(results.errors).length === 0 ? 0 : 1;
 }

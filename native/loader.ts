@@ -168,7 +168,9 @@ export interface PcapBatchAddon {
    * [records written, next position, stop reason]. The pcapng layouts take the Enhanced Packet
    * Blocks of the interfaces in `ifaces` (12 bytes each, LE: link type, mul, div — time in ns =
    * units * mul / div; div 0 leaves the interface out), maxCaplen being the largest block and
-   * linktype unused; each record's interface id is at R.ifaceId.
+   * linktype unused; each record's interface id is at R.ifaceId. With a gate
+   * (offline/summary-gate.ts) only the frames it lets through get a record, and the gate says
+   * which frames those are and how many useful ones it left out.
    */
   summarize(
     src: Buffer,
@@ -180,6 +182,7 @@ export interface PcapBatchAddon {
     ports: Buffer,
     out: Buffer,
     ifaces?: Buffer,
+    gate?: Buffer,
   ): [number, number, number];
   summaryBytes: number;
   /**

@@ -38,15 +38,23 @@ export interface AnalyzeFilesInput {
  * read twice (select the request, then keep its packets), the others once, and only the events that
  * can matter to the request are kept, so memory does not grow with the files. Capture files
  * take the native fast path when the addon loads (FilePointStream); `fast: false` forces the JS
- * reader + decoder for every frame (the reference the fast path is tested against).
+ * reader + decoder for every frame (the reference the fast path is tested against); `gate: false`
+ * gives every frame a summary record (offline/summary-gate.ts; the reference the gates are tested
+ * against).
  */
 export function analyzeFiles(
   input: AnalyzeFilesInput,
-  opts: { fast?: boolean } = {},
+  opts: { fast?: boolean; gate?: boolean } = {},
 ): AnalysisResult {
   const streams = input.points.map(
     ({ name, file }) =>
-      new FilePointStream(name, file, opts.fast !== false, input.drops?.get(name)),
+      new FilePointStream(
+        name,
+        file,
+        opts.fast !== false,
+        input.drops?.get(name),
+        opts.gate !== false,
+      ),
   );
   const result = analyzeEventStreams({
     points: streams,

@@ -68,6 +68,8 @@ export class FilePointStream implements PointStream {
     private readonly fast: boolean,
     /** Drops the user gave for this file (`--drops`), used when the file records none. */
     private readonly givenDrops: number | undefined,
+    /** false: every frame gets a summary record (the reference the gates are tested against). */
+    private readonly gated = true,
   ) {
     this.ctx = { point: name, node: '', iface: 'file' };
   }
@@ -106,6 +108,20 @@ export class FilePointStream implements PointStream {
 
   readonly events = (plan: PassPlan): Iterable<PacketEvent> => this.pass(plan);
 
+  /** The prefilter of one pass over the summary records (record-scans.ts), with its gate. */
+  private scanFor(plan: PassPlan): Scan {
+    switch (plan.kind) {
+      case 'select':
+        return new SelectScan(this.ctx, plan, this.gated);
+      case 'select-flow':
+        return new SelectFlowScan(this.ctx, plan);
+      case 'request':
+        return new RequestScan(this.ctx, plan, this.gated);
+      case 'later':
+        return new LaterScan(this.ctx, plan, this.gated);
+    }
+  }
+
   private *pass(plan: PassPlan): Generator<PacketEvent> {
     this.count = 0;
     const early = this.early;
@@ -120,8 +136,10 @@ export class FilePointStream implements PointStream {
       yield* early.events;
       return;
     }
-    const reader = this.fast ? openSummaryPcap(this.file) : null;
-    if (reader === null) {
+    const scan = this.fast ? this.scanFor(plan) : null;
+    const reader =
+      scan === null ? null : openSummaryPcap(this.file, { gate: scan.gate ?? undefined });
+    if (scan === null || reader === null) {
       const onEnd = (format: 'pcap' | 'pcapng', stats: CaptureFileStats): void => {
         this.recorded = { format, stats };
       };
@@ -131,24 +149,10 @@ export class FilePointStream implements PointStream {
       }
       return;
     }
-    let scan: Scan;
-    switch (plan.kind) {
-      case 'select':
-        scan = new SelectScan(this.ctx, plan);
-        break;
-      case 'select-flow':
-        scan = new SelectFlowScan(this.ctx, plan);
-        break;
-      case 'request':
-        scan = new RequestScan(this.ctx, plan);
-        break;
-      case 'later':
-        scan = new LaterScan(this.ctx, plan);
-        break;
-    }
     try {
       try {
         for (let b = reader.next(); b !== null; b = reader.next()) {
+          scan.count += b.skipped;
           scan.block(b);
           this.count = scan.count;
           if (scan.out.length > 0) {

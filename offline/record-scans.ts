@@ -5,7 +5,15 @@
  */
 import { PF, markerOf, summaryEvent } from '../core/decode/summary';
 import { inOpaqueLead, opaqueTunnel } from '../core/correlate/outer';
-import { ifaceAt, linktypeAt, SUMMARY_WORDS, type SummaryBlock } from './summary-file';
+import {
+  BLOCK_RECORDS,
+  frameAt,
+  ifaceAt,
+  linktypeAt,
+  SUMMARY_WORDS,
+  type SummaryBlock,
+} from './summary-file';
+import { GATE_PROTO, SummaryGate } from './summary-gate';
 import type { EventContext } from '../core/decode/event';
 import {
   isKeysTrigger,
@@ -59,6 +67,11 @@ function fastTransport(proto: FlowProto): number {
   return proto === 'tcp' ? TR_TCP : proto === 'udp' ? TR_UDP : 0x100;
 }
 
+/** The inner IP protocol of a request transport's FAST records, for a gate (ICMP: none). */
+function gateProto(proto: FlowProto): number {
+  return proto === 'tcp' ? GATE_PROTO.tcp : proto === 'udp' ? GATE_PROTO.udp : GATE_PROTO.none;
+}
+
 // Opaque tunnel packets (WireGuard, ESP), which may have carried the request (core/correlate/
 // outer.ts), are never FAST records: the summarizer names only VXLAN, Geneve and IP-in-IP tunnels
 // (native/pcap-batch/src/summary.c), so the SLOW branches below are where they are handed over.
@@ -83,6 +96,11 @@ export interface EarlyRequest {
 export abstract class Scan {
   count = 0;
   readonly out: PacketEvent[] = [];
+  /**
+   * Which frames the summarizer gives a record (summary-gate.ts), null for all: the records a
+   * gate leaves out are those `block` would only count (the reader counts them in b.skipped).
+   */
+  readonly gate: SummaryGate | null = null;
 
   constructor(protected readonly ctx: EventContext) {}
 
@@ -94,7 +112,7 @@ export abstract class Scan {
 
   /** The event of record `i` (FAST: from the record; SLOW: the reference decoder). */
   protected event(b: SummaryBlock, i: number): PacketEvent {
-    return summaryEvent(b.recs, i, b.src, linktypeAt(b, i), b.firstFrame + i, this.ctxOf(b, i));
+    return summaryEvent(b.recs, i, b.src, linktypeAt(b, i), frameAt(b, i), this.ctxOf(b, i));
   }
 
   /** Record i's event context: the file's interface name, when it gives one (pcapng if_name). */
@@ -128,10 +146,16 @@ export abstract class Scan {
  * keeps what pass 2 would hand over for it (TCP on its ports, within the window). That is all of
  * it unless a record on those ports came before the SYN, which a bitmap of the port pairs seen so
  * far rules out (a collision only costs the second read).
+ *
+ * Its gate gives a record to new TCP connections and, once a SYN is the best, to TCP on its ports
+ * within its window: other FAST frames are counted in C, and a TCP frame's ports marked in the
+ * gate's seen map (the same slots). The summarizer stops after a SYN that may become the best (or
+ * a SLOW frame, which may be one), so the gate follows the best before any later frame is decided.
  */
 export class SelectScan extends Scan {
   private readonly choice: RequestSynChoice;
-  private readonly seen = new Uint32Array(1 << 15); // 2^20 bits
+  private readonly seen: Uint32Array; // 2^20 bits
+  override readonly gate: SummaryGate | null;
   /**
    * ICMP errors and opaque tunnel packets seen so far: pass 2 keeps those (in the window; in the
    * lead before the request), so one before the SYN voids `best`.
@@ -142,9 +166,14 @@ export class SelectScan extends Scan {
   constructor(
     ctx: EventContext,
     private readonly plan: SelectPass,
+    gated: boolean,
   ) {
     super(ctx);
     this.choice = new RequestSynChoice(plan.selector);
+    this.gate = gated
+      ? new SummaryGate(BLOCK_RECORDS, true).proto(GATE_PROTO.tcp).ports([]).syn(null)
+      : null;
+    this.seen = this.gate?.seen ?? new Uint32Array(1 << 15);
   }
 
   private slot(ports: number): number {
@@ -171,6 +200,10 @@ export class SelectScan extends Scan {
         events: [ev],
         valid: ((this.seen[k >>> 5] ?? 0) & (1 << (k & 31))) === 0 && this.errors === 0,
       };
+      this.gate
+        ?.ports([this.best.fwd, this.best.back])
+        .window(ev.tsNs, this.plan.windowNs)
+        .syn(ev.tsNs);
     } else if (
       spec !== null &&
       (ports === spec.fwd || ports === spec.back) &&
@@ -256,15 +289,24 @@ export class RequestScan extends Scan {
   private readonly fwd: number;
   private readonly back: number;
   private readonly transport: number;
+  override readonly gate: SummaryGate | null;
 
   constructor(
     ctx: EventContext,
     private readonly plan: RequestPass,
+    gated: boolean,
   ) {
     super(ctx);
     this.fwd = (plan.tuple.sport | (plan.tuple.dport << 16)) >>> 0;
     this.back = (plan.tuple.dport | (plan.tuple.sport << 16)) >>> 0;
     this.transport = fastTransport(plan.proto);
+    // analyze keeps only the window's FAST records of these (analyzeEventStreams, pass 2).
+    this.gate = gated
+      ? new SummaryGate(BLOCK_RECORDS, false)
+          .window(plan.startTsNs, plan.windowNs)
+          .proto(gateProto(plan.proto))
+          .ports([this.fwd, this.back])
+      : null;
   }
 
   block(b: SummaryBlock): void {
@@ -305,13 +347,21 @@ export class LaterScan extends Scan {
   private readonly ackKeys: U32Set;
   private readonly dataKeys: U32Set;
   private readonly transport: number;
+  override readonly gate: SummaryGate | null;
 
   constructor(
     ctx: EventContext,
     private readonly plan: LaterPass,
+    gated: boolean,
   ) {
     super(ctx);
     this.win = new Window(plan.startTsNs, plan.windowNs);
+    // FAST records of another transport or outside the window are only counted (block()).
+    this.gate = gated
+      ? new SummaryGate(BLOCK_RECORDS, false)
+          .window(plan.startTsNs, plan.windowNs)
+          .proto(gateProto(plan.proto))
+      : null;
     const data = plan.data;
     this.wantMarker = data !== null && data.probeMarker !== null;
     this.transport = fastTransport(plan.proto);
@@ -415,7 +465,7 @@ export class LaterScan extends Scan {
     cursor.recs = recs;
     cursor.words = words;
     cursor.i = i;
-    cursor.frame = b.firstFrame + i;
+    cursor.frame = frameAt(b, i);
     cursor.linktype = linktypeAt(b, i);
     cursor.ctx = this.ctxOf(b, i);
     // The low 16 bits of the flow hash: equal for equal connections (direction-free), a small integer.

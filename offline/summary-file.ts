@@ -28,6 +28,7 @@ import type { PacketEvent } from '../common/event';
 import type { DecodeOptions } from '../core/decode/frame';
 import type { EventContext } from '../core/decode/event';
 import { loadNativeAddon, type PcapBatchAddon } from '../native/loader';
+import type { SummaryGate } from './summary-gate';
 import {
   MAX_SNAPLEN,
   openCaptureFile,
@@ -51,7 +52,7 @@ import {
  */
 export const SUMMARY_CHUNK_SIZE = 2 << 20;
 /** Summary records per block: 192 KiB, so they are still in cache when the caller reads them. */
-const BLOCK_RECORDS = 1024;
+export const BLOCK_RECORDS = 1024;
 /**
  * The longest Enhanced Packet Block the C side takes: one holding a packet of MAX_SNAPLEN bytes
  * and no options. A longer block goes through the JS parser, which refuses a captured length
@@ -70,8 +71,15 @@ export interface SummaryBlock {
   count: number;
   /** The bytes the records' data offsets point into (for SLOW records). */
   src: Buffer;
-  /** 1-based frame number of record 0 in the file. */
+  /** 1-based frame number of the block's first frame in the file (record 0's without a gate). */
   firstFrame: number;
+  /**
+   * With a gate (SummaryPcapOptions.gate): record i's frame is firstFrame + frameOf[i], and
+   * `skipped` frames of the block whose inner transport is TCP or UDP got no record. Without one,
+   * frameOf is null (record i is frame firstFrame + i) and skipped 0. Read with frameAt.
+   */
+  frameOf: Uint32Array | null;
+  skipped: number;
   /** The frames' link type (classic pcap: the file's; unused when byIface is set). */
   linktype: number;
   /**
@@ -82,6 +90,11 @@ export interface SummaryBlock {
 }
 
 const IFACE_WORD = R.ifaceId / 4;
+
+/** Record i's frame number in the file. */
+export function frameAt(b: SummaryBlock, i: number): number {
+  return b.firstFrame + (b.frameOf === null ? i : (b.frameOf[i] ?? 0));
+}
 
 /** Record i's link type. */
 export function linktypeAt(b: SummaryBlock, i: number): number {
@@ -113,6 +126,12 @@ export interface SummaryPcapOptions {
   chunkSize?: number;
   /** Decoder options: the UDP tunnel ports summarize uses must be the decoder's. */
   decode?: DecodeOptions | undefined;
+  /**
+   * Which frames get a record (offline/summary-gate.ts; its room: BLOCK_RECORDS). The caller may
+   * change it between next() calls. A pcapng frame whose time does not fit 64 bits of ns gets one
+   * always (the record would hold only its low bits).
+   */
+  gate?: SummaryGate | undefined;
 }
 
 /** A reader's one SummaryBlock, its records' memory allocated once (BLOCK_RECORDS). */
@@ -124,6 +143,8 @@ function emptyBlock(src: Buffer, linktype: number): SummaryBlock {
     count: 0,
     src,
     firstFrame: 1,
+    frameOf: null,
+    skipped: 0,
     linktype,
     byIface: null,
   };
@@ -153,6 +174,7 @@ export class SummaryPcapReader implements SummaryReader {
     readonly linktype: number,
     chunkSize: number,
     readonly decode: DecodeOptions | undefined,
+    private readonly gate: SummaryGate | undefined,
   ) {
     this.fd = fd;
     this.buf = Buffer.allocUnsafe(Math.max(64, chunkSize));
@@ -179,13 +201,19 @@ export class SummaryPcapReader implements SummaryReader {
           MAX_SNAPLEN,
           this.ports,
           this.block.recs,
+          undefined,
+          this.gate?.buf,
         );
-        if (n > 0) {
+        const gate = this.gate;
+        const walked = gate === undefined ? n : gate.frames;
+        if (walked > 0) {
           const b = this.block;
           b.count = n;
           b.src = this.buf;
           b.firstFrame = this.frame;
-          this.frame += n;
+          b.frameOf = gate === undefined ? null : gate.frameOf;
+          b.skipped = gate === undefined ? 0 : gate.skippedUseful;
+          this.frame += walked;
           this.pos = next;
           return b;
         }
@@ -316,6 +344,7 @@ export class SummaryPcapngReader implements SummaryReader {
     private readonly addon: PcapBatchAddon,
     private readonly ng: PcapngReader,
     readonly decode: DecodeOptions | undefined,
+    private readonly gate: SummaryGate | undefined,
   ) {
     this.ports = summaryPortTable(decode);
     this.block = emptyBlock(Buffer.alloc(0), 0);
@@ -344,11 +373,16 @@ export class SummaryPcapngReader implements SummaryReader {
       this.ports,
       b.recs,
       this.table.for(list),
+      this.gate?.buf,
     );
-    if (n > 0) {
-      ng.tookPackets(next - w.start, n);
+    const gate = this.gate;
+    const walked = gate === undefined ? n : gate.frames;
+    if (walked > 0) {
+      ng.tookPackets(next - w.start, walked);
       b.count = n;
       b.src = w.buf;
+      b.frameOf = gate === undefined ? null : gate.frameOf;
+      b.skipped = gate === undefined ? 0 : gate.skippedUseful;
       return b;
     }
     // Any other block, through the JS parser (which throws on a malformed one).
@@ -362,9 +396,12 @@ export class SummaryPcapngReader implements SummaryReader {
     const one = this.one;
     one.writeUInt32LE(p.caplen, 0);
     one.writeUInt32LE(p.wireLength, 4);
-    one.writeBigUInt64LE(BigInt.asUintN(64, (p.ts * p.iface.mul) / p.iface.div), 8);
+    const ns = (p.ts * p.iface.mul) / p.iface.div;
+    one.writeBigUInt64LE(BigInt.asUintN(64, ns), 8);
     const w2 = ng.buffered();
     w2.buf.copy(one, 16, w2.start + p.at, w2.start + p.at + p.caplen);
+    // Gated too, unless its time does not fit the record (past 2^64 ns): then it gets one.
+    const loneGate = ns >> 64n === 0n ? this.gate : undefined;
     const [lone] = this.addon.summarize(
       one,
       0,
@@ -374,13 +411,17 @@ export class SummaryPcapngReader implements SummaryReader {
       need,
       this.ports,
       b.recs,
+      undefined,
+      loneGate?.buf,
     );
-    if (lone !== 1)
+    if (lone !== 1 && loneGate === undefined)
       throw new Error(`summary-file: ${this.path}: a lone frame gave ${lone} records`);
-    b.recs.writeUInt32LE(p.ifaceId, R.ifaceId);
+    if (lone === 1) b.recs.writeUInt32LE(p.ifaceId, R.ifaceId);
     ng.tookPackets(p.len, 1);
-    b.count = 1;
+    b.count = lone;
     b.src = one;
+    b.frameOf = loneGate === undefined ? null : loneGate.frameOf;
+    b.skipped = loneGate === undefined ? 0 : loneGate.skippedUseful;
     b.byIface = ng.interfaces(); // a section header read on the way starts a new list
     return b;
   }
@@ -425,7 +466,7 @@ export function openSummaryPcap(path: string, opts: SummaryPcapOptions = {}): Su
       ng.close();
       return null; // changed since the check: the JS path reports it
     }
-    return new SummaryPcapngReader(path, load.addon, ng, opts.decode);
+    return new SummaryPcapngReader(path, load.addon, ng, opts.decode, opts.gate);
   }
   let fd: number;
   try {
@@ -449,6 +490,7 @@ export function openSummaryPcap(path: string, opts: SummaryPcapOptions = {}): Su
       linktype,
       opts.chunkSize ?? SUMMARY_CHUNK_SIZE,
       opts.decode,
+      opts.gate,
     );
   } catch {
     closeSync(fd);
@@ -466,7 +508,7 @@ export function* summaryEvents(
       for (let i = 0; i < b.count; i++) {
         const iface = ifaceAt(b, i);
         const c = iface === undefined ? ctx : { ...ctx, iface };
-        yield summaryEvent(b.recs, i, b.src, linktypeAt(b, i), b.firstFrame + i, c, reader.decode);
+        yield summaryEvent(b.recs, i, b.src, linktypeAt(b, i), frameAt(b, i), c, reader.decode);
       }
     }
   } finally {

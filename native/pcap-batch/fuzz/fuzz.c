@@ -6,7 +6,8 @@
  * and misaligned accesses. summary.c parses untrusted packets in a privileged agent: this is the
  * test that it never reads what it was not given. Every FAST record, and random garbage records,
  * also go through summary_wire.c into an exactly-sized buffer of ctx + SUMMARY_WIRE_MAX bytes: the
- * protobuf writer never writes past its bound. Usage: fuzz [iterations]
+ * protobuf writer never writes past its bound. Each frame also goes through the offline gate
+ * (gated()): the same decision as the decoder's. Usage: fuzz [iterations]
  */
 #include "summary.h"
 #include <stdio.h>
@@ -20,10 +21,12 @@ static size_t build(uint8_t *f, int kind) {
   f[12] = 0x08; f[13] = 0x00; o = 14;
   if (kind == 1) { f[12] = 0x81; f[13] = 0; f[16] = 0x08; f[17] = 0; o = 18; }
   if (kind == 2) { f[12] = 0x86; f[13] = 0xdd; f[o] = 0x60; f[o+4] = 0; f[o+5] = 100; f[o+6] = 6; o += 40; f[o+12] = 0x80; return o + 100; }
-  f[o] = 0x45; f[o+2] = 1; f[o+3] = 0; f[o+9] = (kind == 3 || kind == 4) ? 17 : 6; size_t ip = o; o += 20;
-  if (kind == 3 || kind == 4) { f[o+2] = kind == 3 ? 0x12 : 0x17; f[o+3] = kind == 3 ? 0xb5 : 0xc1; f[o+4] = 0; f[o+5] = 200; o += 8;
+  int udp = kind == 3 || kind == 4 || kind == 5;
+  f[o] = 0x45; f[o+2] = 1; f[o+3] = 0; f[o+9] = udp ? 17 : 6; size_t ip = o; o += 20;
+  if (udp) { f[o+2] = kind == 4 ? 0x17 : 0x12; f[o+3] = kind == 4 ? 0xc1 : 0xb5; f[o+4] = 0; f[o+5] = 200; o += 8;
     if (kind == 4) { f[o] = 0x02; f[o+2] = 0x65; f[o+3] = 0x58; o += 16; } else { f[o] = 0x08; o += 8; }
-    f[o+12] = 0x08; o += 14; f[o] = 0x46; f[o+3] = 120; f[o+9] = 6; o += 24; }
+    /* kind 5: the inner IPv4 without options (the gate's classify() shape) */
+    f[o+12] = 0x08; o += 14; f[o] = kind == 5 ? 0x45 : 0x46; f[o+3] = 120; f[o+9] = 6; o += kind == 5 ? 20 : 24; }
   f[o+12] = 0x80; f[o+20] = 8; f[o+21] = 10; o += 32;
   memcpy(f + o, "GET /x HTTP/1.1\r\nhoptrace-probe-ab12 ", 37);
   (void)ip;
@@ -41,13 +44,49 @@ static size_t wire(const uint8_t *rec) {
   return n;
 }
 
+/*
+ * The same frame behind a gate (summary_run_gate over an exactly-sized batch record, so the gate's
+ * own look at the headers is fuzzed too): outside a window it gets a record exactly when it is
+ * SLOW and is counted exactly when it is a FAST TCP or UDP frame; in pass 1's SYN mode a FAST TCP
+ * SYN gets one as well. Returns 1 on a mismatch.
+ */
+static int gated(const uint8_t *frame, size_t len, uint32_t lt, const uint8_t *ports, int ok,
+                 const uint8_t *want) {
+  static uint32_t seen[1 << 15];
+  uint8_t *src = malloc(16 + len);
+  memset(src, 0, 16);
+  memcpy(src, &(uint32_t){(uint32_t)len}, 4);
+  memcpy(src + 4, &(uint32_t){(uint32_t)len}, 4);
+  src[8] = 1; /* ts 1 */
+  memcpy(src + 16, frame, len);
+  int useful = ok && (want[4] == 0 || want[4] == 1);
+  int syn = ok && want[4] == 0 && (want[64] & 0x12) == 0x02;
+  uint32_t frame_of[2];
+  uint8_t out[192 * 2];
+  SummaryGate w = {.flags = SUMMARY_GATE_WINDOW, .lo = 5, .hi = 9, .frame_of = frame_of};
+  SummaryGate p1 = {.flags = SUMMARY_GATE_SYN | SUMMARY_GATE_PROTO | SUMMARY_GATE_PORTS |
+                             SUMMARY_GATE_SEEN | SUMMARY_GATE_BEST,
+                    .proto = 6, .best_ts = 0, .seen = seen, .frame_of = frame_of};
+  size_t next;
+  int stop, bad = 0;
+  size_t n = summary_run_gate(src, 16 + len, 0, 0, lt, 262144, ports, out, 2, &next, &stop, &w);
+  if (n != (size_t)!ok || w.skipped_useful != (uint32_t)useful || w.frames != 1) bad = 1;
+  n = summary_run_gate(src, 16 + len, 0, 0, lt, 262144, ports, out, 2, &next, &stop, &p1);
+  if (n != (size_t)(!ok || syn) || p1.skipped_useful != (uint32_t)(useful && !syn)) bad = 1;
+  /* The fields every FAST record writes whole (0..87), but for the data offset. */
+  if (n == 1 && ok && (memcmp(out, want, 24) != 0 || memcmp(out + 28, want + 28, 60) != 0)) bad = 1;
+  free(src);
+  if (bad) fprintf(stderr, "gate mismatch: lt %u len %zu ok %d\n", lt, len, ok);
+  return bad;
+}
+
 int main(int argc, char **argv) {
   long iterations = argc > 1 ? atol(argv[1]) : 1000000;
   uint8_t ports[65536] = {0}; ports[4789] = 1; ports[8472] = 1; ports[6081] = 2; ports[51820] = 3;
   uint8_t rec[192], seed[600];
   long fast = 0;
   for (long it = 0; it < iterations; it++) {
-    size_t n = build(seed, (int)(rnd() % 5));
+    size_t n = build(seed, (int)(rnd() % 6));
     int flips = rnd() % 6;
     for (int k = 0; k < flips; k++) seed[rnd() % n] = (uint8_t)rnd();
     size_t len = rnd() % 3 == 0 ? rnd() % (n + 1) : n;
@@ -58,6 +97,7 @@ int main(int argc, char **argv) {
     fast += ok;
     free(f);
     if (ok && wire(rec) > 20 + SUMMARY_WIRE_MAX) return 1;
+    if (gated(seed, len, lt, ports, ok, rec)) return 1;
   }
   /* Garbage records (any bytes, marked FAST): the writer stays within its bound. */
   for (long it = 0; it < iterations / 10; it++) {

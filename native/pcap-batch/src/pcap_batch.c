@@ -1061,16 +1061,44 @@ static napi_value capture_close(napi_env env, napi_callback_info info) {
 }
 
 /*
- * summarize(src, pos, end, layout, linktype, maxCaplen, ports, out[, ifaces])
+ * A gate buffer (offline/summary-gate.ts), little-endian: 0 u32 flags | 4 u32 proto | 8 u64 lo |
+ * 16 u64 hi | 24 u64 best ts | 32 u32 port count | 36 u32 ports[8] | 68 u32 frames walked (out) |
+ * 72 u32 useful frames without a record (out) | 128, with SUMMARY_GATE_SEEN: the 2^20-bit seen map
+ * | then u32 the frame of each record (out), room for every record out can hold. Reads it into *g;
+ * 0 when it is too short, misaligned or names too many ports.
+ */
+#define GATE_HEAD 128
+static int read_gate(uint8_t *buf, size_t len, size_t max_records, SummaryGate *g) {
+  if (len < GATE_HEAD || ((uintptr_t)buf & 7) != 0) return 0;
+  memcpy(&g->flags, buf, 4);
+  memcpy(&g->proto, buf + 4, 4);
+  memcpy(&g->lo, buf + 8, 8);
+  memcpy(&g->hi, buf + 16, 8);
+  memcpy(&g->best_ts, buf + 24, 8);
+  memcpy(&g->n_ports, buf + 32, 4);
+  if (g->n_ports > SUMMARY_GATE_MAX_PORTS) return 0;
+  memcpy(g->ports, buf + 36, 4 * SUMMARY_GATE_MAX_PORTS);
+  size_t seen = (g->flags & SUMMARY_GATE_SEEN) ? (size_t)1 << 17 : 0;
+  if (len < GATE_HEAD + seen + 4 * max_records) return 0;
+  g->seen = seen != 0 ? (uint32_t *)(buf + GATE_HEAD) : NULL;
+  g->frame_of = (uint32_t *)(buf + GATE_HEAD + seen);
+  return 1;
+}
+
+/*
+ * summarize(src, pos, end, layout, linktype, maxCaplen, ports, out[, ifaces[, gate]])
  *   -> [count, nextPos, stop]
  * Runs the C fast path (summary.c) over the records of src[pos, end); out receives
  * floor(out.length / 192) records at most; ports is a 65536-byte UDP port table. The pcapng
  * layouts take the Enhanced Packet Blocks of the interfaces in the table `ifaces` (12 bytes each:
- * link type, mul, div; summary.h), and maxCaplen is then the largest block; linktype is unused.
+ * link type, mul, div; summary.h), and maxCaplen is then the largest block; linktype is unused
+ * (classic pcap: ifaces is undefined). With a gate (read_gate), only the frames it lets through
+ * get a record; the gate receives the frames walked, the useful frames left out and each
+ * record's frame.
  */
 static napi_value summarize(napi_env env, napi_callback_info info) {
-  size_t argc = 9;
-  napi_value argv[9];
+  size_t argc = 10;
+  napi_value argv[10];
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 8) return throw_code(env, "BAD_ARGUMENT", "summarize needs 8 arguments");
   uint8_t *src, *ports, *out, *ifaces = NULL;
@@ -1093,13 +1121,33 @@ static napi_value summarize(napi_env env, napi_callback_info info) {
                       "summarize: a pcapng layout needs an interface table (12 bytes an interface)");
   if (ports_len < 65536 || end > src_len || pos > end || layout > SUMMARY_LAYOUT_PCAPNG_BE)
     return throw_code(env, "BAD_ARGUMENT", "summarize: ports must hold 65536 bytes; pos <= end <= src.length");
+  SummaryGate gate;
+  SummaryGate *g = NULL;
+  uint8_t *gate_buf = NULL;
+  if (argc >= 10) {
+    napi_valuetype type;
+    CHECK(napi_typeof(env, argv[9], &type));
+    size_t gate_len = 0;
+    if (type != napi_undefined && type != napi_null) {
+      if (napi_get_buffer_info(env, argv[9], (void **)&gate_buf, &gate_len) != napi_ok ||
+          !read_gate(gate_buf, gate_len, out_len / SUMMARY_BYTES, &gate))
+        return throw_code(env, "BAD_ARGUMENT",
+                          "summarize: a gate is an 8-aligned buffer of 128 + 4 bytes a record (+ 128 KiB seen map)");
+      g = &gate;
+    }
+  }
   size_t next = pos;
   int stop = 0;
-  size_t n = ng ? summary_run_ng(src, end, pos, layout == SUMMARY_LAYOUT_PCAPNG_LE, max_caplen,
-                                 ifaces, (uint32_t)(ifaces_len / SUMMARY_NG_IFACE_BYTES), ports,
-                                 out, out_len / SUMMARY_BYTES, &next, &stop)
-                : summary_run(src, end, pos, (int)layout, linktype, max_caplen, ports, out,
-                              out_len / SUMMARY_BYTES, &next, &stop);
+  size_t n = ng ? summary_run_ng_gate(src, end, pos, layout == SUMMARY_LAYOUT_PCAPNG_LE,
+                                      max_caplen, ifaces,
+                                      (uint32_t)(ifaces_len / SUMMARY_NG_IFACE_BYTES), ports, out,
+                                      out_len / SUMMARY_BYTES, &next, &stop, g)
+                : summary_run_gate(src, end, pos, (int)layout, linktype, max_caplen, ports, out,
+                                   out_len / SUMMARY_BYTES, &next, &stop, g);
+  if (g != NULL) {
+    memcpy(gate_buf + 68, &gate.frames, 4);
+    memcpy(gate_buf + 72, &gate.skipped_useful, 4);
+  }
   napi_value res, v;
   CHECK(napi_create_array_with_length(env, 3, &res));
   CHECK(napi_create_uint32(env, (uint32_t)n, &v));

@@ -259,10 +259,10 @@ static void tcp_options(St *s, uint32_t from, uint32_t to) {
   }
 }
 
-/* Decodes b[0, caplen) of link type lt into rec; returns 1 (fast) or 0 (slow: use the reference). */
-static int fast(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *ports, uint8_t *rec) {
-  St st;
-  St *s = &st;
+/* Decodes the headers of b[0, caplen) of link type lt into *s; returns 1 (FAST: write_rec can
+ * write its record) or 0 (SLOW: use the reference). */
+static inline __attribute__((always_inline)) int parse(St *s, const uint8_t *b, uint32_t caplen,
+                                                       uint32_t lt, const uint8_t *ports) {
   /* Every field is set before it is read: no memset of the whole state (this runs per packet). */
   s->nip = 0;
   s->ntun = 0;
@@ -464,8 +464,13 @@ static int fast(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *p
     }
   }
   if (nx == NX_SLOW || s->nip == 0) return 0;
+  return 1;
+}
 
-  /* ---- write the record ---- */
+/* Writes the record of a frame parse() took: the fields, the flow hash, the payload's keys. */
+static inline __attribute__((always_inline)) void write_rec(const St *s, uint8_t *rec) {
+  const uint8_t *b = s->b;
+  uint32_t caplen = s->caplen;
   /* Zero the fields that are not always written (ports .. hashes); addresses are copied below and
    * read only as far as their family says, the marker only as far as its length says. */
   {
@@ -591,6 +596,14 @@ static int fast(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *p
   }
   rec[1] = fl;
   rec[6] = pf;
+}
+
+/* Decodes b[0, caplen) of link type lt into rec; returns 1 (fast) or 0 (slow: use the reference). */
+static inline int fast(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *ports,
+                       uint8_t *rec) {
+  St st;
+  if (!parse(&st, b, caplen, lt, ports)) return 0;
+  write_rec(&st, rec);
   return 1;
 }
 
@@ -625,11 +638,147 @@ static inline void emit(const uint8_t *src, uint32_t data, uint32_t caplen, uint
   le32(rec + 24, data);
 }
 
+/* The seen-map slot of a TCP port pair, either direction (record-scans.ts SelectScan.slot). */
+static inline uint32_t gate_slot(uint32_t pw) {
+  uint32_t a = pw & 0xffff, b = pw >> 16;
+  return ((a < b ? (a << 16) | b : (b << 16) | a) * 0x9e3779b1u) >> 12;
+}
+
+/* What a gate decides a frame by: its inner IP protocol, TCP flags and ports word. */
+typedef struct {
+  uint32_t proto, pw;
+  uint8_t flags;
+} GateKey;
+
+/*
+ * The gate's key of a frame of the shapes nearly all traffic has — Ethernet, IPv4 without options,
+ * TCP or UDP, inside one VXLAN tunnel or not — without the whole parse: 1 when parse() would take
+ * it as FAST with that TCP or UDP inside (*k filled), -1 for anything else (parse() decides). Every
+ * test is the one parse() makes on that path, in its order; test/unit/summary-window.test.ts checks
+ * that every prefix of such frames is decided as parse() decides it.
+ */
+static inline int classify(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *ports,
+                           GateKey *k) {
+  if ((lt & 0xffff) != 1 || caplen < 34 || be16(b + 12) != 0x0800) return -1;
+  uint32_t at = 14, len = caplen;
+  for (int layer = 0;; layer++) {
+    /* IPv4 at `at`, 20-byte header: what parse() checks of it. */
+    if (b[at] != 0x45) return -1;
+    uint32_t total = be16(b + at + 2);
+    if (total < 20 || (be16(b + at + 6) & 0x1fff) != 0) return -1;
+    uint32_t wire_end = at + total;
+    if (wire_end < len) len = wire_end;
+    if (at + 20 > len) return -1;
+    uint32_t off = at + 20;
+    uint8_t proto = b[at + 9];
+    if (proto == 6) {
+      if (off + 20 > len) return -1;
+      uint32_t thl = (uint32_t)(b[off + 12] >> 4) * 4;
+      if (thl < 20 || off + thl > len) return -1;
+      k->proto = 6;
+      k->flags = b[off + 13];
+      k->pw = (uint32_t)be16(b + off) | ((uint32_t)be16(b + off + 2) << 16);
+      return 1;
+    }
+    if (proto != 17 || off + 8 > len) return -1;
+    uint32_t ulen = be16(b + off + 4);
+    if (ulen != 0 && ulen < 8) return -1;
+    uint16_t sport = be16(b + off), dport = be16(b + off + 2);
+    uint8_t kind = wire_end <= off + 8 ? SUMMARY_PORT_NONE : ports[dport] ? ports[dport] : ports[sport];
+    if (kind == SUMMARY_PORT_NONE) {
+      k->proto = 17;
+      k->flags = 0;
+      k->pw = (uint32_t)sport | ((uint32_t)dport << 16);
+      return 1;
+    }
+    /* VXLAN: its 8-byte header, an Ethernet header, then IPv4 again (a second tunnel: parse). */
+    if (kind != SUMMARY_PORT_VXLAN || layer == 1 || off + 8 + 8 + 14 + 20 > len) return -1;
+    at = off + 8 + 8 + 14;
+    if (be16(b + at - 2) != 0x0800) return -1;
+  }
+}
+
+/* Whether the gate gives a FAST frame of key k a record; *stop_after when the run must stop. */
+static inline int gate_wants(const SummaryGate *g, uint64_t ts, const GateKey *k, int may_change,
+                             int *stop_after) {
+  const uint32_t f = g->flags;
+  if ((f & SUMMARY_GATE_SYN) && k->proto == 6 && (k->flags & 0x12) == 0x02) {
+    if (may_change) *stop_after = 1;
+    return 1;
+  }
+  if ((f & SUMMARY_GATE_WINDOW) && (ts < g->lo || ts > g->hi)) return 0;
+  if ((f & SUMMARY_GATE_PROTO) && k->proto != g->proto) return 0;
+  if (f & SUMMARY_GATE_PORTS) {
+    for (uint32_t i = 0; i < g->n_ports; i++)
+      if (g->ports[i] == k->pw) return 1;
+    return 0;
+  }
+  return 1;
+}
+
+/* A FAST frame of key k the gate leaves out: counted when useful, its ports marked when TCP. */
+static inline void gate_skip(SummaryGate *g, const GateKey *k) {
+  int tr = transport_index((int)k->proto);
+  if (tr == TR_TCP || tr == TR_UDP) g->skipped_useful++;
+  if (k->proto == 6 && (g->flags & SUMMARY_GATE_SEEN)) {
+    uint32_t slot = gate_slot(k->pw);
+    g->seen[slot >> 5] |= 1u << (slot & 31);
+  }
+}
+
+/*
+ * emit() behind a gate: returns 1 when the frame got a record in rec, 0 when it was only counted;
+ * *stop_after is set when the run must stop after this frame (SUMMARY_GATE_SYN). Decided after
+ * the headers and before the record: a frame without one costs its headers' look (classify, else
+ * parse), not its keys.
+ */
+static inline int gate_emit(const uint8_t *src, uint32_t data, uint32_t caplen, uint32_t wirelen,
+                            uint64_t ts, uint32_t linktype, const uint8_t *ports, uint8_t *rec,
+                            SummaryGate *g, int *stop_after) {
+  St st;
+  GateKey k;
+  const uint32_t f = g->flags;
+  const int may_change = (f & SUMMARY_GATE_SYN) && (!(f & SUMMARY_GATE_BEST) || ts < g->best_ts);
+  if (classify(src + data, caplen, linktype, ports, &k) == 1 &&
+      !gate_wants(g, ts, &k, may_change, stop_after)) {
+    gate_skip(g, &k);
+    return 0;
+  }
+  if (parse(&st, src + data, caplen, linktype, ports)) {
+    const IpTuple *in = &st.ip[st.nip - 1];
+    k.proto = (uint32_t)in->proto;
+    k.flags = in->proto == 6 ? st.flags : 0;
+    k.pw = in->has_ports ? (uint32_t)in->sport | ((uint32_t)in->dport << 16) : 0;
+    if (!gate_wants(g, ts, &k, may_change, stop_after)) {
+      gate_skip(g, &k);
+      return 0;
+    }
+    write_rec(&st, rec);
+  } else {
+    memset(rec, 0, 32);
+    if (may_change) *stop_after = 1;
+  }
+  le32(rec + 8, caplen);
+  le32(rec + 12, wirelen);
+  le32(rec + 16, (uint32_t)ts);
+  le32(rec + 20, (uint32_t)(ts >> 32));
+  le32(rec + 24, data);
+  return 1;
+}
+
 size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, uint32_t linktype,
                    uint32_t max_caplen, const uint8_t *ports, uint8_t *out, size_t max_records,
                    size_t *next_pos, int *stop) {
+  return summary_run_gate(src, src_len, pos, layout, linktype, max_caplen, ports, out,
+                          max_records, next_pos, stop, NULL);
+}
+
+size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layout,
+                        uint32_t linktype, uint32_t max_caplen, const uint8_t *ports, uint8_t *out,
+                        size_t max_records, size_t *next_pos, int *stop, SummaryGate *gate) {
   size_t n = 0;
   *stop = SUMMARY_STOP_END;
+  if (gate != NULL) gate->frames = gate->skipped_useful = 0;
   while (n < max_records) {
     uint32_t caplen, wirelen, data;
     uint64_t ts;
@@ -660,8 +809,20 @@ size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, u
       data = (uint32_t)(pos + 16);
       pos = data + caplen;
     }
-    emit(src, data, caplen, wirelen, ts, linktype, ports, out + n * SUMMARY_BYTES);
-    n++;
+    if (gate == NULL) {
+      emit(src, data, caplen, wirelen, ts, linktype, ports, out + n * SUMMARY_BYTES);
+      n++;
+      continue;
+    }
+    int stop_after = 0;
+    if (gate_emit(src, data, caplen, wirelen, ts, linktype, ports, out + n * SUMMARY_BYTES, gate,
+                  &stop_after))
+      gate->frame_of[n++] = gate->frames;
+    gate->frames++;
+    if (stop_after) {
+      *stop = SUMMARY_STOP_GATE;
+      break;
+    }
   }
   if (n == max_records) *stop = SUMMARY_STOP_FULL;
   *next_pos = pos;
@@ -694,8 +855,17 @@ size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, u
 size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, uint32_t max_block,
                       const uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
                       size_t max_records, size_t *next_pos, int *stop) {
+  return summary_run_ng_gate(src, src_len, pos, le, max_block, ifaces, n_ifaces, ports, out,
+                             max_records, next_pos, stop, NULL);
+}
+
+size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int le,
+                           uint32_t max_block, const uint8_t *ifaces, uint32_t n_ifaces,
+                           const uint8_t *ports, uint8_t *out, size_t max_records,
+                           size_t *next_pos, int *stop, SummaryGate *gate) {
   size_t n = 0;
   *stop = SUMMARY_STOP_END;
+  if (gate != NULL) gate->frames = gate->skipped_useful = 0;
   while (n < max_records) {
     if (pos + 32 > src_len) break;
     const uint8_t *b = src + pos;
@@ -715,10 +885,25 @@ size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, ui
       break;
     }
     uint8_t *rec = out + n * SUMMARY_BYTES;
-    emit(src, (uint32_t)(pos + 28), caplen, wirelen, (uint64_t)ns, rd32(ifc, 1), ports, rec);
-    le32(rec + 188, id);
     pos += len;
-    n++;
+    if (gate == NULL) {
+      emit(src, (uint32_t)(pos - len + 28), caplen, wirelen, (uint64_t)ns, rd32(ifc, 1), ports,
+           rec);
+      le32(rec + 188, id);
+      n++;
+      continue;
+    }
+    int stop_after = 0;
+    if (gate_emit(src, (uint32_t)(pos - len + 28), caplen, wirelen, (uint64_t)ns, rd32(ifc, 1),
+                  ports, rec, gate, &stop_after)) {
+      le32(rec + 188, id);
+      gate->frame_of[n++] = gate->frames;
+    }
+    gate->frames++;
+    if (stop_after) {
+      *stop = SUMMARY_STOP_GATE;
+      break;
+    }
   }
   if (n == max_records) *stop = SUMMARY_STOP_FULL;
   *next_pos = pos;

@@ -27,6 +27,34 @@
 #define SUMMARY_STOP_BAD 2  /* the record at *next_pos is malformed (caplen too large / past the end) */
 #define SUMMARY_STOP_BLOCK 3 /* pcapng: the block at *next_pos is not one summary_run_ng takes */
 
+#define SUMMARY_STOP_GATE 4  /* a gate's SUMMARY_GATE_SYN: stopped after a record that may change it */
+
+/*
+ * A gate for summary_run / summary_run_ng: which FAST frames get a record (offline analysis; the
+ * caller tells which frames a pass can use). A FAST frame without one is only counted — in
+ * skipped_useful when its inner transport is TCP or UDP, what the caller counts as a useful event —
+ * and, with SUMMARY_GATE_SEEN, a TCP frame's ports are marked in `seen`. A SLOW frame always gets
+ * one: only the reference decoder can tell what it is. frame_of[i] is record i's frame, counted
+ * from the run's first frame; `frames` the frames the run walked.
+ */
+#define SUMMARY_GATE_WINDOW 1 /* only frames with lo <= ts <= hi (ns) */
+#define SUMMARY_GATE_PROTO 2  /* only frames whose inner IP protocol is `proto` */
+#define SUMMARY_GATE_PORTS 4  /* only frames whose inner ports (sport | dport << 16) are in ports[] */
+#define SUMMARY_GATE_SYN 8    /* a TCP SYN without ACK always gets one; the run stops after it and
+                               * after a SLOW frame, unless SUMMARY_GATE_BEST and ts >= best_ts */
+#define SUMMARY_GATE_BEST 16
+#define SUMMARY_GATE_SEEN 32  /* seen: a 2^20-bit map of TCP port pairs (see gate_slot) */
+#define SUMMARY_GATE_MAX_PORTS 8
+typedef struct {
+  uint32_t flags, proto;
+  uint64_t lo, hi, best_ts;
+  uint32_t n_ports;
+  uint32_t ports[SUMMARY_GATE_MAX_PORTS];
+  uint32_t *seen;
+  uint32_t *frame_of; /* room for max_records */
+  uint32_t frames, skipped_useful;
+} SummaryGate;
+
 /* Summarizes one frame into rec; returns 1 (FAST) or 0 (SLOW: rec holds only caplen, wire
  * length, ts and raw_offset, where the caller stores the frame's bytes). */
 int summary_one(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts,
@@ -36,6 +64,10 @@ int summary_one(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts
 size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, uint32_t linktype,
                    uint32_t max_caplen, const uint8_t *ports, uint8_t *out, size_t max_records,
                    size_t *next_pos, int *stop);
+/* summary_run with a gate (NULL: every frame gets a record, as summary_run). */
+size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layout,
+                        uint32_t linktype, uint32_t max_caplen, const uint8_t *ports, uint8_t *out,
+                        size_t max_records, size_t *next_pos, int *stop, SummaryGate *gate);
 /* pcapng interface table entries for summary_run_ng: u32 link type | u32 mul | u32 div (LE);
  * div 0 = the interface's packets are left to the caller. */
 #define SUMMARY_NG_IFACE_BYTES 12
@@ -48,6 +80,11 @@ size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, u
 size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, uint32_t max_block,
                       const uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
                       size_t max_records, size_t *next_pos, int *stop);
+/* summary_run_ng with a gate (NULL: every frame gets a record, as summary_run_ng). */
+size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int le,
+                           uint32_t max_block, const uint8_t *ifaces, uint32_t n_ifaces,
+                           const uint8_t *ports, uint8_t *out, size_t max_records,
+                           size_t *next_pos, int *stop, SummaryGate *gate);
 /* Most bytes summary_wire writes besides the context (two IPv6 tuples, two tunnels, all keys). */
 #define SUMMARY_WIRE_MAX 512
 

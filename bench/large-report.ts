@@ -1,0 +1,152 @@
+/**
+ * BENCHMARKS.md's section for the large three-point case (bench/large-files.ts) and its goal rows
+ * (issue 20, goal 2): analyze ≤ 2× `cat`, ≥ 20× faster than `tcpdump -nn -r` with and without
+ * TZ, memory flat from the smallest scale to the largest.
+ */
+import type { LargeFileResult } from './large-files';
+import { fmt, median, ratio } from './proc';
+import type { Goal } from './goal';
+
+function table(head: string[], rows: string[][]): string {
+  const line = (c: string[]): string => `| ${c.join(' | ')} |`;
+  return [line(head), line(head.map(() => '---')), ...rows.map(line)].join('\n');
+}
+
+/** "median (lo–hi)" of a per-trial ratio: load that comes and goes moves both sides of a trial. */
+function perTrial(l: LargeFileResult, f: (t: LargeFileResult['trials'][number]) => number): string {
+  const xs = l.trials.map(f).sort((a, b) => a - b);
+  return `trial by trial ${fmt(median(xs), 2)}× (${fmt(xs[0], 2)}–${fmt(xs[xs.length - 1], 2)}×)`;
+}
+
+/** The section, pushing its goals onto `goals`. */
+export function largeFileSection(l: LargeFileResult, goals: Goal[]): string {
+  const m = l.median;
+  const gib = l.totalMiB / 1024;
+  const msPerMiB = (s: number): string => fmt((1000 * s) / l.totalMiB, 2);
+  const xCat = m.analyzeS / m.catS;
+  const xNn = m.tcpdumpS / m.analyzeS;
+  const xTz = m.tcpdumpTzS / m.analyzeS;
+  const size = `${fmt(gib, 2)} GiB in three point files`;
+  goals.push(
+    {
+      goal: '`analyze` ≤ 2× `cat` of the same files (≥ 1.5 GiB, three points, page cache warm)',
+      result: `${size}: analyze ${fmt(m.analyzeS, 2)} s vs cat ${fmt(m.catS, 2)} s, ${fmt(xCat, 2)}×, ${perTrial(l, (t) => t.analyze.wallS / t.cat.wallS)} (Node's start ${fmt(m.nodeStartS, 2)} s of it; without it ${fmt((m.analyzeS - m.nodeStartS) / m.catS, 2)}×); bench/floor-walk.ts — Node's start, the same reads, the record headers walked in JavaScript, nothing decoded — ${fmt(m.floorS, 2)} s, ${fmt(m.floorS / m.catS, 2)}× cat`,
+      met: xCat <= 2 && gib >= 1.5 ? 'met' : 'missed',
+    },
+    {
+      goal: '`analyze` ≥ 20× faster than `tcpdump -nn -r` over the same files, TZ unset',
+      result: `tcpdump -nn -r ${fmt(m.tcpdumpS, 1)} s (each file once, summed) vs analyze ${fmt(m.analyzeS, 2)} s: ${fmt(xNn, 1)}×, ${perTrial(l, (t) => t.tcpdumpS / t.analyze.wallS)}`,
+      met: xNn >= 20 && gib >= 1.5 ? 'met' : 'missed',
+    },
+    {
+      goal: '`analyze` ≥ 20× faster than `tcpdump -nn -r` over the same files, TZ=UTC',
+      result: `tcpdump -nn -r ${fmt(m.tcpdumpTzS, 1)} s vs analyze ${fmt(m.analyzeS, 2)} s: ${fmt(xTz, 1)}×, ${perTrial(l, (t) => t.tcpdumpTzS / t.analyze.wallS)}`,
+      met: xTz >= 20 && gib >= 1.5 ? 'met' : 'missed',
+    },
+  );
+  const known = l.rss.filter((r) => r.peakRssMiB !== null);
+  const first = known[0];
+  const last = known[known.length - 1];
+  if (first !== undefined && last !== undefined && first !== last) {
+    const grow = (last.peakRssMiB ?? 0) / Math.max(1, first.peakRssMiB ?? 1);
+    goals.push({
+      goal: '`analyze` memory flat (no growth for 10× the input)',
+      result: `peak RSS ${known.map((r) => `${fmt(r.peakRssMiB)} MiB at ${fmt(r.totalMiB)} MiB`).join(', ')}: ${fmt(grow, 2)}× for ${fmt(last.totalMiB / first.totalMiB, 1)}× the input`,
+      met: grow <= 1.1 ? 'met' : 'missed',
+    });
+  }
+  const rows: string[][] = [
+    ['cat (the three files)', fmt(m.catS, 2), '–', '–', msPerMiB(m.catS), '1.00×', '–'],
+    [
+      'hoptrace analyze (3 points)',
+      fmt(m.analyzeS, 2),
+      fmt(m.analyzeCpuS, 2),
+      fmt(m.analyzeRssMiB),
+      msPerMiB(m.analyzeS),
+      ratio(m.analyzeS, m.catS),
+      ratio(m.tcpdumpS, m.analyzeS, 1),
+    ],
+    [
+      'hoptrace analyze less Node’s start',
+      fmt(m.analyzeS - m.nodeStartS, 2),
+      '–',
+      '–',
+      msPerMiB(m.analyzeS - m.nodeStartS),
+      ratio(m.analyzeS - m.nodeStartS, m.catS),
+      ratio(m.tcpdumpS, m.analyzeS - m.nodeStartS, 1),
+    ],
+    ['node -e 0 (Node’s start alone)', fmt(m.nodeStartS, 2), '–', '–', '–', '–', '–'],
+    [
+      'node floor-walk (reads + record headers, nothing decoded)',
+      fmt(m.floorS, 2),
+      '–',
+      '–',
+      msPerMiB(m.floorS),
+      ratio(m.floorS, m.catS),
+      ratio(m.tcpdumpS, m.floorS, 1),
+    ],
+    [
+      'tcpdump -nn -r, each file (TZ unset)',
+      fmt(m.tcpdumpS, 2),
+      '–',
+      '–',
+      msPerMiB(m.tcpdumpS),
+      ratio(m.tcpdumpS, m.catS, 1),
+      '1.0×',
+    ],
+    [
+      'tcpdump -nn -r, each file (TZ=UTC)',
+      fmt(m.tcpdumpTzS, 2),
+      '–',
+      '–',
+      msPerMiB(m.tcpdumpTzS),
+      ratio(m.tcpdumpTzS, m.catS, 1),
+      ratio(m.tcpdumpS, m.tcpdumpTzS, 1),
+    ],
+  ];
+  const trialRows = l.trials.map((t, i) => [
+    String(i + 1),
+    fmt(t.cat.wallS, 2),
+    fmt(t.analyze.wallS, 2),
+    fmt(t.analyze.peakRssMiB),
+    fmt(t.tcpdumpS, 1),
+    fmt(t.tcpdumpTzS, 1),
+    fmt(t.nodeStartS, 2),
+    fmt(t.floorS, 2),
+  ]);
+  const rssRows = l.rss.map((r) => [
+    `${r.scale}×`,
+    fmt(r.framesPerPoint),
+    fmt(r.totalMiB),
+    fmt(r.wallS, 2),
+    fmt(r.peakRssMiB),
+  ]);
+  return `## 3b. Large three-point capture: \`analyze\` vs \`cat\` and \`tcpdump -nn -r\`
+
+Three distinct point files written by bench/pcap-writer.ts (BENCH_POINTS: decap and egress see
+client → service, the backend client → pod, each with background flows of its own and its own
+clock offset), ${fmt(l.framesPerPoint)} frames each, ${fmt(l.totalMiB)} MiB in all, in a temp
+dir removed afterwards. After one warming \`cat\`, ${l.trials.length} back-to-back trials of: \`cat\`
+of the three files, \`hoptrace analyze\` over them (verdict \`${l.analyzeLayer ?? 'none'}\`),
+\`tcpdump -nn -r\` over each file once (summed) with TZ unset, then with TZ=UTC, \`node -e 0\` and
+bench/floor-walk.ts over the three files (analyze's 2 MiB reads and a walk over the record headers);
+medians below. Measured ${l.date}, load average ${l.loadBefore} before, ${l.loadAfter} after.
+
+${table(['command', 'wall s (median)', 'CPU s', 'peak RSS MiB', 'ms per MiB', '÷ cat', 'tcpdump -nn (TZ unset) ÷ this'], rows)}
+
+${table(['trial', 'cat s', 'analyze s', 'analyze MiB', 'tcpdump -nn s', 'TZ=UTC s', 'node -e 0 s', 'floor-walk s'], trialRows)}
+
+analyze's peak RSS by input size (the other sizes measured once, after the trials):
+
+${table(['scale', 'frames per point', 'MiB in all', 'analyze wall s', 'peak RSS MiB'], rssRows)}
+
+What limits analyze here: Node's start (the \`node -e 0\` row) and the reads themselves — the same
+copy out of the page cache that \`cat\` makes, into one reused 2 MiB buffer — come before any
+analysis; the floor-walk row adds one look at every record header in JavaScript. On top of that
+every frame's headers are looked at once in C, because the report counts every useful frame at
+every point; the summarizer's gate (offline/summary-gate.ts) gives a summary record, payload
+hashes and JavaScript only to the frames a pass can use: at later points the request's transport
+within ±10 s of it (the bench files hold 100 k frames a second and the probe 10 ms in: each
+file's first ~10 s), at the first point new connections and the chosen SYN's flow.
+`;
+}
