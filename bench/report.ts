@@ -6,6 +6,7 @@
 import type { CaptureResult, CaptureTool, CaptureTrial } from './capture';
 import type { CorrelatorResult } from './correlator-child';
 import type { FileResult, FileRow } from './files';
+import { linkSection } from './link-report';
 import type { LiveRow } from './live';
 import { fmt, median, ratio } from './proc';
 
@@ -469,7 +470,14 @@ node dist/bench/run.js --only capture,files   # some sections (after npm run bui
 | tcpdump | ${m.tcpdump} |
 | tshark | ${m.tshark} |
 `);
-  if (r.capture !== undefined) parts.push(captureSection(r.capture, goals));
+  if (r.capture !== undefined && r.capture.trials.length > 0)
+    parts.push(captureSection(r.capture, goals));
+  if (r.capture?.link !== undefined && r.capture.link.trials.length > 0) {
+    // Alone (--link-only) it still sits under §1's heading.
+    if (r.capture.trials.length === 0)
+      parts.push('## 1. Capture: agent vs tcpdump on the same veth\n');
+    parts.push(linkSection(r.capture.link, goals));
+  }
   if (r.correlator !== undefined) parts.push(correlatorSection(r.correlator, goals));
   if (r.files !== undefined) parts.push(fileSection(r.files, goals));
   if (r.live !== undefined) parts.push(liveSection(r.live, goals));

@@ -13,6 +13,7 @@ import { benchCapture, toolVersion, type CaptureResult } from './capture';
 import { benchCorrelator } from './correlator';
 import type { CorrelatorResult } from './correlator-child';
 import { benchFiles, type FileResult } from './files';
+import { benchLink, type LinkResult, type LinkScheme } from './link';
 import { benchLive, type LiveRow } from './live';
 import { renderBenchmarks, type BenchResults, type Machine } from './report';
 
@@ -56,8 +57,13 @@ async function main(): Promise<number> {
       quick: { type: 'boolean' },
       only: { type: 'string' },
       out: { type: 'string' },
+      // Where the raw results go (default bench/results.json).
+      json: { type: 'string' },
       // Re-render BENCHMARKS.md from a results.json of an earlier run (no measurement).
       render: { type: 'string' },
+      // The whole-agent rows (issue 20): which link schemes (default wss,ws), or only them.
+      link: { type: 'string' },
+      'link-only': { type: 'boolean' },
     },
   });
   if (values.render !== undefined) {
@@ -105,16 +111,39 @@ async function main(): Promise<number> {
     }
   };
 
+  const floodSrc = process.env.HOPTRACE_UDP_FLOOD_SRC ?? join(repoRoot, 'bench', 'udp-flood.c');
+  const schemes = (values.link ?? 'wss,ws').split(',').filter((s) => s !== '');
+  if (schemes.some((s) => s !== 'wss' && s !== 'ws')) {
+    process.stderr.write(`bench: --link takes wss and/or ws, not ${values.link ?? ''}\n`);
+    return 2;
+  }
   const capture: CaptureResult | undefined = await attempt('capture', () =>
-    benchCapture({
-      rates: quick ? [10_000, 50_000, 0] : [10_000, 25_000, 50_000, 100_000, 200_000, 400_000, 0],
-      durationS: quick ? 1 : 2,
-      repeats: quick ? 1 : 8,
-      floodSrc: process.env.HOPTRACE_UDP_FLOOD_SRC ?? join(repoRoot, 'bench', 'udp-flood.c'),
-      log,
-    }),
+    values['link-only'] === true
+      ? Promise.resolve({ trials: [] })
+      : benchCapture({
+          rates: quick
+            ? [10_000, 50_000, 0]
+            : [10_000, 25_000, 50_000, 100_000, 200_000, 400_000, 0],
+          durationS: quick ? 1 : 2,
+          repeats: quick ? 1 : 8,
+          floodSrc,
+          log,
+        }),
   );
   if (capture !== undefined) results.capture = capture;
+  // The whole agent, link included, against tcpdump: part of the capture section.
+  const link: LinkResult | undefined = await attempt('capture', () =>
+    schemes.length === 0
+      ? Promise.resolve({ trials: [] })
+      : benchLink({
+          schemes: schemes as LinkScheme[],
+          rounds: quick ? 2 : 5,
+          durationS: quick ? 1 : 2,
+          floodSrc,
+          log,
+        }),
+  );
+  if (link !== undefined) results.capture = { ...(capture ?? { trials: [] }), link };
   const correlator: CorrelatorResult[] | undefined = await attempt('correlator', () =>
     benchCorrelator(quick, log),
   );
@@ -139,8 +168,9 @@ async function main(): Promise<number> {
     .join(' ');
   const out = values.out ?? join(repoRoot, 'BENCHMARKS.md');
   await writeFormatted(out, renderBenchmarks(results));
-  await writeFormatted(join(repoRoot, 'bench', 'results.json'), JSON.stringify(results));
-  log(`wrote ${out} and bench/results.json in ${results.totalS.toFixed(0)} s`);
+  const json = values.json ?? join(repoRoot, 'bench', 'results.json');
+  await writeFormatted(json, JSON.stringify(results));
+  log(`wrote ${out} and ${json} in ${results.totalS.toFixed(0)} s`);
   return Object.keys(results.errors).length === 0 ? 0 : 1;
 }
 
