@@ -22,7 +22,6 @@ import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { delay, Netns, runCommand } from '../lab/netns';
 import type { AgentChildArgs, AgentChildReport } from './agent-child';
-import type { LinkResult } from './link';
 import { cpuNs } from './proc';
 import { counters, RX, setupVeth, TX } from './veth';
 
@@ -286,8 +285,6 @@ export interface CaptureOptions {
 export interface CaptureResult {
   /** Every trial; the report derives the zero-loss rates from them (bench/report.ts). */
   trials: CaptureTrial[];
-  /** The whole agent incl. its link to a collector, against tcpdump (bench/link.ts). */
-  link?: LinkResult;
 }
 
 async function trial(

@@ -6,6 +6,7 @@
 import type { CaptureResult, CaptureTool, CaptureTrial } from './capture';
 import type { CorrelatorResult } from './correlator-child';
 import type { FileResult, FileRow } from './files';
+import type { LinkResult } from './link';
 import { linkSection } from './link-report';
 import type { LiveRow } from './live';
 import { fmt, median, ratio } from './proc';
@@ -28,6 +29,8 @@ export interface BenchResults {
   quick: boolean;
   command: string;
   capture?: CaptureResult;
+  /** The whole agent, its link included (bench/link.ts), rendered in §1. */
+  link?: LinkResult;
   correlator?: CorrelatorResult[];
   files?: FileResult;
   live?: LiveRow[];
@@ -472,11 +475,11 @@ node dist/bench/run.js --only capture,files   # some sections (after npm run bui
 `);
   if (r.capture !== undefined && r.capture.trials.length > 0)
     parts.push(captureSection(r.capture, goals));
-  if (r.capture?.link !== undefined && r.capture.link.trials.length > 0) {
+  if (r.link !== undefined && r.link.trials.length > 0) {
     // Alone (--link-only) it still sits under §1's heading.
-    if (r.capture.trials.length === 0)
+    if ((r.capture?.trials.length ?? 0) === 0)
       parts.push('## 1. Capture: agent vs tcpdump on the same veth\n');
-    parts.push(linkSection(r.capture.link, goals));
+    parts.push(linkSection(r.link, goals));
   }
   if (r.correlator !== undefined) parts.push(correlatorSection(r.correlator, goals));
   if (r.files !== undefined) parts.push(fileSection(r.files, goals));

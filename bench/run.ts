@@ -143,7 +143,7 @@ async function main(): Promise<number> {
           log,
         }),
   );
-  if (link !== undefined) results.capture = { ...(capture ?? { trials: [] }), link };
+  if (link !== undefined) results.link = link;
   const correlator: CorrelatorResult[] | undefined = await attempt('correlator', () =>
     benchCorrelator(quick, log),
   );
