@@ -117,8 +117,47 @@ Medians over the lossless pairs:
 
 ${summary.join('\n')}
 
+${LINK_LIMITS}
 ${MASKING_NOTE}`;
 }
+
+/** What the profiles said (by hand: \`--cpu-prof\` through the NODE_ARGS variables, a quick run). */
+const LINK_LIMITS = `#### What limits the whole agent (CPU profiles, run by hand)
+
+\`HOPTRACE_BENCH_AGENT_NODE_ARGS='--cpu-prof --cpu-prof-dir=DIR'\` (and
+\`HOPTRACE_COLLECTOR_NODE_ARGS\`) with \`--link-only --quick\`, 2026-12-03, this build:
+
+- **Levers taken.** The agent decoded each ack from the collector by trying the event-batch
+  decoder first (which throws and catches on anything else) and then protobufjs: ~20 µs per ack
+  in a loop here (reflection alone 3.4 µs); common/ack-wire.ts reads it by hand in 0.08 µs and
+  writes the collector's acks without reflection (3.2 → 0.3 µs). Link messages carry 2048 events
+  instead of 256 (agent/main.ts \`LINK_BATCH_EVENTS\`): a message costs about the same whatever
+  it carries. That exposed the spool holding acknowledged batches until its next compaction
+  (after 1024 acks: ~200 MB at 2048 events a message); each acked slot is now released at once
+  and the spool is bounded in bytes (256 MiB) as well as in messages. Before/after, each a
+  \`--link-only\` run of 5 rounds on this machine, the build before the levers run through
+  \`HOPTRACE_BENCH_CLI\` (2026-12-03 06:57, load 4.1–7.4, another engineer's benchmark alongside):
+  whole agent over wss 2,489 ns per packet, 27.1× tcpdump (agent process 2,064 ns); over ws
+  2,711 ns, 33.0× (2,322 ns); agent RSS 117–152 MiB. After (the rows above, load 1.3–4.1):
+  1,149 ns, 11.7× (810 ns) and 1,640 ns, 16.0× (1,273 ns); RSS 97–126 MiB. The ratio is of the
+  same run's tcpdump pairs, so the loads differ less than the absolute numbers suggest.
+- **Agent process, over wss** (1.5 s busy in the profile): 24 % the namespace inventory refresh —
+  every 5 s one \`nsenter … ip\` execFile per namespace in scope plus one for the node, and each
+  fork of the ~120 MB agent costs it ~20 ms of CPU. That is a cost per second, not per packet,
+  and it grows with the pods on a node: the next lever (read the addresses through netlink, in one
+  long-lived helper, or only when the namespace set changes). Then the data path, 28 %: the
+  summary records written as PacketEvent bytes (C, ~18 %), the Envelope copy into the spool
+  (6 %), ws's send (3 %); TLS writes 10 %, GC 10 %, reading the acks 6 %. Over ws the JS mask loop
+  (\`_mask\`) is the largest single function.
+- **Collector** (~15–20 µs per event, the most expensive process here): the main thread's top item
+  is \`postMessage\` to the analysis worker (a structured clone of every event it holds), then
+  fsync + rename of the session file per stored message, decoding; the analysis worker spends its
+  time in the live correlation over the held events (\`findRequests\`, \`flowView\`) and GC. It takes
+  a core during the agent's trials, so the one-core sender offers the agent fewer packets per
+  second than tcpdump, and the agent's fixed costs per second weigh more per packet. That, and
+  retention (on by default here: the worker also writes every frame to its retention file), is
+  why the worker's own ratio here (~3.3×) is above the stand-in rows' above (1.6–2.7×).
+`;
 
 /** The micro-benchmark behind the wss zero mask (not measured by this run; kept with its rows). */
 const MASKING_NOTE = `#### Client frame masking (a micro-benchmark, run by hand)
