@@ -128,8 +128,8 @@ const LINK_LIMITS = `#### What limits the whole agent (CPU profiles, run by hand
 \`HOPTRACE_COLLECTOR_NODE_ARGS\`) with \`--link-only --quick\`, 2026-12-03, this build:
 
 - **Levers taken.** The agent decoded each ack from the collector by trying the event-batch
-  decoder first (which throws and catches on anything else) and then protobufjs: ~20 µs per ack
-  in a loop here (reflection alone 3.4 µs); common/ack-wire.ts reads it by hand in 0.08 µs and
+  decoder first (which throws and catches on anything else) and then protobufjs: ~11 µs per ack
+  in a loop here (reflection alone 2.3–3.4 µs); common/ack-wire.ts reads it by hand in 0.1 µs and
   writes the collector's acks without reflection (3.2 → 0.3 µs). Link messages carry 2048 events
   instead of 256 (agent/main.ts \`LINK_BATCH_EVENTS\`): a message costs about the same whatever
   it carries. That exposed the spool holding acknowledged batches until its next compaction
@@ -141,13 +141,17 @@ const LINK_LIMITS = `#### What limits the whole agent (CPU profiles, run by hand
   2,711 ns, 33.0× (2,322 ns); agent RSS 117–152 MiB. After (the rows above, load 1.3–4.1):
   1,149 ns, 11.7× (810 ns) and 1,640 ns, 16.0× (1,273 ns); RSS 97–126 MiB. The ratio is of the
   same run's tcpdump pairs, so the loads differ less than the absolute numbers suggest.
-- **Agent process, over wss** (1.5 s busy in the profile): 24 % the namespace inventory refresh —
-  every 5 s one \`nsenter … ip\` execFile per namespace in scope plus one for the node, and each
-  fork of the ~120 MB agent costs it ~20 ms of CPU. That is a cost per second, not per packet,
-  and it grows with the pods on a node: the next lever (read the addresses through netlink, in one
-  long-lived helper, or only when the namespace set changes). Then the data path, 28 %: the
-  summary records written as PacketEvent bytes (C, ~18 %), the Envelope copy into the spool
-  (6 %), ws's send (3 %); TLS writes 10 %, GC 10 %, reading the acks 6 %. Over ws the JS mask loop
+- **Agent process, over wss.** Its profile is 1.5 s busy, of which ~0.6 s is not per packet:
+  module loading, and \`ChildProcess.spawn\` in the namespace inventory refresh (every 5 s one
+  \`nsenter … ip\` execFile per namespace in scope and one for the node). The profiler counts the
+  time the main thread waits in fork/exec; measured from /proc instead, an idle agent with two
+  namespaces in scope costs 4.1 ms of CPU a second (~40 ns per packet at 100 k pps; it grows with
+  the pods on a node). Of the ~0.93 s that remains, no single item dominates: GC 17 %, TLS writes
+  (\`writev\`) 16 %, the send path (the chunk copied into an Envelope for the spool, ws's frame)
+  14 %, the C writer of PacketEvent bytes from the summary records 13 %, reading the acks (TLS,
+  ws, the decoder) 10 %. The next levers: write the Envelope header in place in the encoder's
+  buffer (no 200 KiB copy and allocation per message, less GC), ack every few messages rather
+  than each, and send fewer events (issue 20's per-flow counters). Over ws the JS mask loop
   (\`_mask\`) is the largest single function.
 - **Collector** (~15–20 µs per event, the most expensive process here): the main thread's top item
   is \`postMessage\` to the analysis worker (a structured clone of every event it holds), then
