@@ -1,11 +1,12 @@
 /**
- * A hand-written decoder (and encoder) for the Ack Envelope, the one message an agent receives for every batch
- * it sends: `Envelope{seq = 1 (varint, optional), ack = 19 {seq = 1 (varint)}}`, a few bytes.
- * Reflection (protobufjs decode + toObject) cost ~7 µs per ack on the agent, as much as a whole
- * batch of events costs to send. Anything this does not recognise exactly — another field, a
- * second body, a varint of more than 8 bytes, bytes out of bounds — returns null, and the caller takes the
- * reflection decoder, which accepts or refuses it with its own errors. The seqs are checked
- * against 2^52 by the caller (common/envelope.ts decodeEnvelope), as the reflection's are.
+ * A hand-written decoder (and encoder) for the Ack Envelope, the one message an agent receives
+ * for every batch it sends: `Envelope{seq = 1 (varint), ack = 19 {seq = 1 (varint)}}`, a few
+ * bytes. Through decodeEnvelope an ack used to cost ~11 µs here (the event-batch decoder throws
+ * and catches on it, then protobufjs decodes and converts it, 2–3 µs alone); this takes ~0.1 µs.
+ * Anything it does not recognise exactly — another field, a second body, a varint of more than
+ * 8 bytes, bytes out of bounds — returns null, and the caller takes the reflection decoder, which
+ * accepts or refuses it with its own errors. The seqs are checked against 2^52 by the caller
+ * (common/envelope.ts decodeEnvelope), as the reflection's are.
  *
  *   Envelope: [0x08 varint]? 0x9a 0x01 len Ack
  *   Ack:      [0x08 varint]?
