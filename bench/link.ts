@@ -17,6 +17,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CaptureView, PointView } from '../collector';
+import { forget, removeOnExit } from '../lab/live-procs';
 import { delay, Netns } from '../lab/netns';
 import { buildFlood, parseFlood, startTcpdump } from './capture';
 import { LinkPair, workerPids, type LinkScheme } from './link-procs';
@@ -293,6 +294,8 @@ async function tcpdumpTrial(lab: Netns, flood: Flood, round: number): Promise<Li
 export async function benchLink(opts: LinkOptions): Promise<LinkResult> {
   const lab = new Netns();
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-bench-link-'));
+  // Also on SIGINT/SIGTERM, with the collector and agent children (lab/live-procs.ts).
+  removeOnExit(dir);
   const pairs: LinkPair[] = [];
   const date = new Date().toISOString();
   const loadBefore = loadavg();
@@ -344,5 +347,6 @@ export async function benchLink(opts: LinkOptions): Promise<LinkResult> {
     for (const p of pairs) await p.close();
     await lab.destroy();
     rmSync(dir, { recursive: true, force: true });
+    forget(dir);
   }
 }
