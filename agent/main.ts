@@ -24,6 +24,14 @@ import { AgentRuntime, buildHello } from './runtime';
 import { isHoptraceError, type HoptraceError } from '../common/errors';
 import { hoptraceVersion } from '../common/version';
 
+/**
+ * Events per link message (EventBatch). Every WebSocket message costs the agent about the same
+ * whatever it carries — its Envelope, spool entry, ws frame and write, and the collector's ack —
+ * so 2048 (~200 KiB) divides that by 8 against the capture's 256, far below the collector's
+ * 16 MiB maxPayload. The worker's frames are still handed on as each arrives: no added latency.
+ */
+export const LINK_BATCH_EVENTS = 2048;
+
 export interface AgentOptions {
   /** ws:// or wss:// URL of the collector's agent endpoint, e.g. ws://collector:7070/v1/agents */
   collectorUrl: string;
@@ -133,7 +141,11 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       resolveTarget: (target) => resolveTarget(target, scope),
       namespaceAddresses: (path) => namespaceAddresses(path),
       makeCapture: (spec, netnsPath, retain) =>
-        new NsCapture(spec, { netnsPath, ...(retain === undefined ? {} : { retain }) }),
+        new NsCapture(spec, {
+          netnsPath,
+          batch: { maxBatch: LINK_BATCH_EVENTS },
+          ...(retain === undefined ? {} : { retain }),
+        }),
       nowMs: () => Date.now(),
       ...(retention === undefined ? {} : { retention }),
     },

@@ -25,6 +25,7 @@ import type { AgentChildArgs, AgentChildReport } from './agent-child';
 import { createCpuBudget, type CpuBudget } from './cgroup-cpu';
 import { nextShareRate, SHARE_RING_BYTES, type ShareSearch, type ShareStep } from './cpu-share';
 import { cpuNs } from './proc';
+import { counters, RX, setupVeth, TX } from './veth';
 
 export type CaptureTool = 'tcpdump' | 'native' | 'cap';
 
@@ -67,29 +68,8 @@ export interface CaptureTrial {
   throttled?: { periods: number; throttled: number };
 }
 
-const TX = 'tx';
-const RX = 'rx';
 const FLOW_FILTER = 'udp src port 40000';
 const TRICKLE_PPS = 2000;
-
-interface LinkCounters {
-  rxPackets: number;
-  txPackets: number;
-  txDropped: number;
-}
-
-async function counters(lab: Netns, ns: string, dev: string): Promise<LinkCounters> {
-  const { stdout } = await lab.ip(ns, '-s', '-j', 'link', 'show', 'dev', dev);
-  const [link] = JSON.parse(stdout) as {
-    stats64?: { rx?: { packets?: number }; tx?: { packets?: number; dropped?: number } };
-  }[];
-  const s = link?.stats64;
-  return {
-    rxPackets: s?.rx?.packets ?? 0,
-    txPackets: s?.tx?.packets ?? 0,
-    txDropped: s?.tx?.dropped ?? 0,
-  };
-}
 
 /** Compiles udp-flood.c into `dir`; throws naming the source when it is missing. */
 export async function buildFlood(src: string, dir: string): Promise<string> {
@@ -115,7 +95,7 @@ export function parseFlood(stdout: string): FloodResult {
 }
 
 /** One running capture under test. */
-interface Running {
+export interface Running {
   /** The capturing process: tcpdump, or the agent's capture worker. */
   pid: number;
   /** The agent process (agent-child.js) that reads the worker's frames; none for tcpdump. */
@@ -129,7 +109,12 @@ interface Running {
   stop(): Promise<{ delivered: number; reportedDrops: number | null; queueDrops: number }>;
 }
 
-async function startTcpdump(lab: Netns, filter: string, bufferBytes?: number): Promise<Running> {
+/** tcpdump -w /dev/null on vrx, once it said it listens (its ring: 8 MiB unless given). */
+export async function startTcpdump(
+  lab: Netns,
+  filter: string,
+  bufferBytes?: number,
+): Promise<Running> {
   const ringKiB = bufferBytes === undefined ? 8192 : Math.round(bufferBytes / 1024);
   const args = ['-i', 'vrx', '-s', '128', '-B', String(ringKiB), '-w', '/dev/null', '-n'];
   if (filter !== '') args.push(filter);
@@ -421,33 +406,7 @@ export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult>
   let agent: AgentChild | undefined;
   try {
     const flood = await buildFlood(opts.floodSrc, dir);
-    await lab.add(TX);
-    await lab.add(RX);
-    for (const ns of [TX, RX]) {
-      await lab.sysctl(ns, 'net.ipv6.conf.all.disable_ipv6', '1');
-      await lab.sysctl(ns, 'net.ipv6.conf.default.disable_ipv6', '1');
-    }
-    await lab.ip(
-      TX,
-      'link',
-      'add',
-      'vtx',
-      'type',
-      'veth',
-      'peer',
-      'name',
-      'vrx',
-      'netns',
-      lab.full(RX),
-    );
-    await lab.ip(TX, 'addr', 'add', '10.77.0.1/24', 'dev', 'vtx');
-    await lab.ip(RX, 'addr', 'add', '10.77.0.2/24', 'dev', 'vrx');
-    await lab.ip(TX, 'link', 'set', 'vtx', 'up');
-    await lab.ip(RX, 'link', 'set', 'vrx', 'up');
-    await lab.iptables(RX, '-t', 'raw', '-A', 'PREROUTING', '-p', 'udp', '-j', 'DROP');
-    const { stdout } = await lab.ip(RX, '-j', 'link', 'show', 'dev', 'vrx');
-    const rxMac = (JSON.parse(stdout) as { address?: string }[])[0]?.address ?? '';
-    if (!/^[0-9a-f:]{17}$/.test(rxMac)) throw new Error(`no MAC address on vrx: ${stdout}`);
+    const rxMac = await setupVeth(lab);
 
     agent = new AgentChild(join(__dirname, 'agent-child.js'));
     const trials: CaptureTrial[] = [];

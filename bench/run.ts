@@ -16,6 +16,7 @@ import { benchCorrelator } from './correlator';
 import type { CorrelatorResult } from './correlator-child';
 import { benchFiles, type FileResult } from './files';
 import { benchLargeFiles } from './large-files';
+import { benchLink, type LinkResult, type LinkScheme } from './link';
 import { benchLive, type LiveRow } from './live';
 import { renderBenchmarks, type BenchResults, type Machine } from './report';
 
@@ -60,12 +61,17 @@ async function main(): Promise<number> {
       'share-only': { type: 'boolean' },
       only: { type: 'string' },
       out: { type: 'string' },
+      // Where the raw results go (default bench/results.json).
+      json: { type: 'string' },
       // Re-render BENCHMARKS.md from a results.json of an earlier run (no measurement).
       render: { type: 'string' },
       // The files section's large three-point case alone, merged into bench/results.json's other
       // sections (bench/large-files.ts); --large-frames N frames per point file (3,800,000).
       'large-only': { type: 'boolean' },
       'large-frames': { type: 'string' },
+      // The whole-agent rows (issue 20): which link schemes (default wss,ws), or only them.
+      link: { type: 'string' },
+      'link-only': { type: 'boolean' },
     },
   });
   if (values.render !== undefined) {
@@ -120,30 +126,51 @@ async function main(): Promise<number> {
     }
   };
 
+  const floodSrc = process.env.HOPTRACE_UDP_FLOOD_SRC ?? join(repoRoot, 'bench', 'udp-flood.c');
+  const schemes = (values.link ?? 'wss,ws').split(',').filter((s) => s !== '');
+  if (schemes.some((s) => s !== 'wss' && s !== 'ws')) {
+    process.stderr.write(`bench: --link takes wss and/or ws, not ${values.link ?? ''}\n`);
+    return 2;
+  }
   const capture: CaptureResult | undefined = await attempt('capture', () =>
-    benchCapture({
-      rates: shareOnly
-        ? []
-        : quick
-          ? [10_000, 50_000, 0]
-          : [10_000, 25_000, 50_000, 100_000, 200_000, 400_000, 0],
-      durationS: quick ? 1 : 2,
-      repeats: shareOnly ? 0 : quick ? 1 : 8,
-      shareOnly,
-      // Both tools under 1 % of one core (the kernel's smallest quota at a 100 ms period): at 2 %
-      // tcpdump still took every packet one sending core offered (~300 k pps with the machine
-      // shared), so its limit there was the sender's; at 1 % it is expected near 120 k pps.
-      share: {
-        percent: 1,
-        search: quick
-          ? { ladder: [10_000, 40_000, 160_000], refine: 1 }
-          : { ladder: [5000, 10_000, 20_000, 40_000, 80_000, 160_000, 320_000], refine: 3 },
-      },
-      floodSrc: process.env.HOPTRACE_UDP_FLOOD_SRC ?? join(repoRoot, 'bench', 'udp-flood.c'),
-      log,
-    }),
+    values['link-only'] === true
+      ? Promise.resolve({ trials: [] })
+      : benchCapture({
+          rates: shareOnly
+            ? []
+            : quick
+              ? [10_000, 50_000, 0]
+              : [10_000, 25_000, 50_000, 100_000, 200_000, 400_000, 0],
+          durationS: quick ? 1 : 2,
+          repeats: shareOnly ? 0 : quick ? 1 : 8,
+          shareOnly,
+          // Both tools under 1 % of one core (the kernel's smallest quota at a 100 ms period): at
+          // 2 % tcpdump still took every packet one sending core offered (~300 k pps with the
+          // machine shared), so its limit there was the sender's; at 1 % it is near 200 k pps.
+          share: {
+            percent: 1,
+            search: quick
+              ? { ladder: [10_000, 40_000, 160_000], refine: 1 }
+              : { ladder: [5000, 10_000, 20_000, 40_000, 80_000, 160_000, 320_000], refine: 3 },
+          },
+          floodSrc,
+          log,
+        }),
   );
   if (capture !== undefined) results.capture = capture;
+  // The whole agent, link included, against tcpdump: part of the capture section.
+  const link: LinkResult | undefined = await attempt('capture', () =>
+    schemes.length === 0 || shareOnly
+      ? Promise.resolve({ trials: [] })
+      : benchLink({
+          schemes: schemes as LinkScheme[],
+          rounds: quick ? 2 : 5,
+          durationS: quick ? 1 : 2,
+          floodSrc,
+          log,
+        }),
+  );
+  if (link !== undefined) results.link = link;
   const correlator: CorrelatorResult[] | undefined = await attempt('correlator', () =>
     benchCorrelator(quick, log),
   );
@@ -186,7 +213,7 @@ async function main(): Promise<number> {
     .slice(0, 3)
     .join(' ');
   const out = values.out ?? join(repoRoot, 'BENCHMARKS.md');
-  const resultsPath = join(repoRoot, 'bench', 'results.json');
+  const resultsPath = values.json ?? join(repoRoot, 'bench', 'results.json');
   // --large-only keeps the earlier run's other sections (its section states its own date and load).
   const merged: BenchResults = largeOnly
     ? {
@@ -197,7 +224,7 @@ async function main(): Promise<number> {
   if (largeOnly) merged.errors = { ...merged.errors, ...results.errors };
   await writeFormatted(out, renderBenchmarks(merged));
   await writeFormatted(resultsPath, JSON.stringify(merged));
-  log(`wrote ${out} and bench/results.json in ${results.totalS.toFixed(0)} s`);
+  log(`wrote ${out} and ${resultsPath} in ${results.totalS.toFixed(0)} s`);
   return Object.keys(results.errors).length === 0 ? 0 : 1;
 }
 

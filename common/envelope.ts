@@ -3,6 +3,7 @@
  * an agent and the collector. Decoding never trusts the peer: anything that is not a well-formed
  * Envelope with a body throws HoptraceError WIRE_MALFORMED.
  */
+import { decodeAckEnvelope, encodeAckEnvelope } from './ack-wire';
 import { HoptraceError } from './errors';
 import { decodeEventsEnvelope, encodeEventsEnvelope, malformed } from './events-wire';
 import {
@@ -178,6 +179,8 @@ function bodyToWire(env: Envelope): [string, Record<string, unknown>] {
 export function encodeEnvelope(env: Envelope): Uint8Array {
   // The hot message (one per event batch) has a hand-written encoder: events-wire.ts.
   if (env.kind === 'events') return encodeEventsEnvelope(env.seq, env.events);
+  // …and so has its answer, one per batch (ack-wire.ts; the same bytes as reflection's).
+  if (env.kind === 'ack') return encodeAckEnvelope(env.seq, env.ack.seq);
   return encodeEnvelopeReflect(env);
 }
 
@@ -486,7 +489,16 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
 
 /** Decodes one hoptrace.v1.Envelope; throws HoptraceError WIRE_MALFORMED on anything else. */
 export function decodeEnvelope(bytes: Uint8Array): Envelope {
-  // Event batches (nearly all traffic) take the hand-written decoder; anything else, reflection.
+  // Acks (what an agent receives per batch) and event batches (nearly all traffic to the
+  // collector) take hand-written decoders; anything else, reflection. The ack's test is first:
+  // it returns null on an event batch at its first bytes, where the events decoder would throw
+  // and catch on an ack.
+  const ack = decodeAckEnvelope(bytes);
+  if (ack !== null) {
+    seqNum(ack.seq, 'seq');
+    seqNum(ack.ack.seq, 'ack seq');
+    return ack;
+  }
   const fast = decodeEventsEnvelope(bytes);
   if (fast === null) return decodeEnvelopeReflect(bytes);
   seqNum(fast.seq, 'seq');

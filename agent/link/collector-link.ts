@@ -55,6 +55,8 @@ export interface CollectorLinkOptions {
   hello: () => Hello;
   /** Most event batches spooled (default 10000); beyond it new batches are dropped and counted. */
   spoolLimit?: number;
+  /** Most bytes spooled (default 256 MiB, spool.ts); beyond it new batches are dropped likewise. */
+  spoolBytes?: number;
   /** Ping interval; a collector silent for a whole interval is considered dead (default 10 s). */
   heartbeatMs?: number;
   backoff?: BackoffOptions;
@@ -151,7 +153,11 @@ export class CollectorLink {
 
   constructor(private readonly opts: CollectorLinkOptions) {
     this.log = opts.logger ?? pino({ enabled: false });
-    this.spool = new Spool(opts.spoolLimit ?? 10_000, opts.firstSeq ?? Date.now() * 1000);
+    this.spool = new Spool(
+      opts.spoolLimit ?? 10_000,
+      opts.firstSeq ?? Date.now() * 1000,
+      opts.spoolBytes,
+    );
     this.heartbeatMs = opts.heartbeatMs ?? 10_000;
     this.helloTimeoutMs = opts.helloTimeoutMs ?? 10_000;
     this.highWater = opts.highWaterBytes ?? 4 * 1024 * 1024;

@@ -2,7 +2,9 @@
  * The agent's bounded spool of messages for the collector. Every message keeps its seq until the
  * collector acknowledges it, so a collector restart or a broken connection loses nothing.
  *
- * Overflow policy: when `limit` event batches are spooled, a NEW batch is dropped (not the oldest).
+ * Overflow policy: when `limit` event batches, or `maxBytes` bytes, are spooled, a NEW batch is
+ * dropped (not the oldest). The byte bound matters once batches are large: 10,000 batches of
+ * 2048 events are ~2 GB.
  * The spool then holds an unbroken prefix of the capture: the request hoptrace looks for is the
  * first new connection, so the early packets matter most, and dropped batches were never sent, so
  * the Lost count is exact (dropping the oldest could drop a batch already on the wire that the
@@ -30,8 +32,12 @@ export interface SpoolEntry {
   events: number;
 }
 
+/** The spool's default byte bound (all messages, encoded). */
+export const DEFAULT_SPOOL_BYTES = 256 * 1024 * 1024;
+
 export class Spool {
-  private entries: SpoolEntry[] = [];
+  /** Entries before `head` are acknowledged: their slots are emptied at once (see ackThrough). */
+  private entries: (SpoolEntry | undefined)[] = [];
   private head = 0;
   /** Index (from head) of the next entry to transmit on the current connection. */
   private cursor = 0;
@@ -60,6 +66,7 @@ export class Spool {
   constructor(
     private readonly limit: number,
     firstSeq: number,
+    private readonly maxBytes = DEFAULT_SPOOL_BYTES,
   ) {
     this.nextSeqValue = firstSeq;
   }
@@ -80,7 +87,7 @@ export class Spool {
 
   /** Spools a message; returns its seq, or 0 when it was an event batch dropped for overflow. */
   add(env: Envelope & { kind: SpooledKind }): number {
-    if (env.kind === 'events' && this.batches >= this.limit) {
+    if (env.kind === 'events' && (this.batches >= this.limit || this.byteCount >= this.maxBytes)) {
       const n = batchEventCount(env.events);
       if (n > 0) {
         this.droppedEvents += n;
@@ -165,6 +172,9 @@ export class Spool {
     for (;;) {
       const e = this.entries[this.head];
       if (!e || e.seq > seq) break;
+      // Released now, not at the next compaction: with large batches the acknowledged bytes
+      // waiting for one would be hundreds of MiB.
+      this.entries[this.head] = undefined;
       this.head++;
       n++;
       this.byteCount -= e.bytes.length;

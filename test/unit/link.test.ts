@@ -3,6 +3,7 @@ import { backoffDelay } from '../../agent/link/backoff';
 import { CollectorLink } from '../../agent/link/collector-link';
 import { Spool } from '../../agent/link/spool';
 import { decodeEnvelope } from '../../common/envelope';
+import type { EventBatch } from '../../common/wire';
 import { createAgentHub, memoryLastSeqStore } from '../../collector/hub';
 import { TOKEN, batch, closeServer, hello, listen } from './transport-fixtures';
 
@@ -230,3 +231,59 @@ void t.test(
     t.equal(link.stats().sent, 20);
   },
 );
+
+void t.test('an acknowledged entry is released at once, not at a later compaction', async (t) => {
+  // Regression: ackThrough only moved `head`, and the array was compacted after > 1024 acks, so
+  // with large batches hundreds of MiB of acknowledged bytes stayed referenced.
+  const { setFlagsFromString } = await import('node:v8');
+  const { runInNewContext } = await import('node:vm');
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const s = new Spool(100, 1);
+  const refs: WeakRef<Uint8Array>[] = [];
+  for (let i = 0; i < 8; i++) {
+    s.add({
+      seq: 0,
+      kind: 'events',
+      events: {
+        captureId: 'c',
+        point: 'p',
+        events: [],
+        encoded: { bytes: new Uint8Array(1 << 20), count: 1 },
+      },
+    });
+    const e = s.takeNext();
+    if (e !== undefined) refs.push(new WeakRef(e.bytes));
+  }
+  t.equal(s.ackThrough(6), 6);
+  // Collection happens between turns of the event loop for WeakRefs: let one pass.
+  await new Promise((r) => setImmediate(r));
+  gc();
+  await new Promise((r) => setImmediate(r));
+  gc();
+  t.same(
+    refs.map((r) => r.deref() === undefined),
+    [true, true, true, true, true, true, false, false],
+    'the six acknowledged batches are gone, the two waiting are kept',
+  );
+  t.equal(s.length, 2);
+});
+
+void t.test('the spool is bounded in bytes too: past maxBytes new batches are dropped', (t) => {
+  const s = new Spool(1000, 1, 3 << 20);
+  const big = (): EventBatch => ({
+    captureId: 'c',
+    point: 'p',
+    events: [],
+    encoded: { bytes: new Uint8Array(1 << 20), count: 10 },
+  });
+  const seqs = [1, 2, 3, 4, 5].map(() => s.add({ seq: 0, kind: 'events', events: big() }));
+  t.same(
+    seqs.map((q) => q > 0),
+    [true, true, true, false, false],
+    '3 MiB hold three batches',
+  );
+  t.equal(s.droppedEvents, 20);
+  t.same(lost(s), [20], 'and the drops are one Lost');
+  t.end();
+});

@@ -1,0 +1,352 @@
+/**
+ * The whole agent against tcpdump (issue 20 goal 1): the real `hoptrace agent` process, connected
+ * over its real CollectorLink to a real `hoptrace collector` process, with the capture armed
+ * through the collector's API (`POST /v1/captures`) as a user arms one — against
+ * `tcpdump -w /dev/null` on the same veth (bench/veth.ts), pair by pair in the same run.
+ *
+ * Per agent trial: capture armed (a point on vrx in the receiver namespace, and a second, idle
+ * one on that namespace's `lo`, because a capture has at least two points) → both points
+ * capturing → CPU and counters read → flood → drain (the collector's event count for the point
+ * stopped growing) → CPU and counters read → capture cancelled, its workers gone. CPU comes from
+ * /proc/PID/task/TID/schedstat of every thread: the vrx worker, the idle point's worker, the
+ * agent process (capture frames → Envelopes → spool → ws/TLS), the collector process (receive,
+ * decode, store, hold for analysis). "delivered" is what reached the collector: the point's
+ * stored events.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { CaptureView, PointView } from '../collector';
+import { forget, removeOnExit } from '../lab/live-procs';
+import { delay, Netns } from '../lab/netns';
+import { buildFlood, parseFlood, startTcpdump } from './capture';
+import { LinkPair, workerPids, type LinkScheme } from './link-procs';
+import { cpuNs, median, rssMiB } from './proc';
+import { counters, RX, setupVeth, TX } from './veth';
+
+export type { LinkScheme };
+
+/** One trial: tcpdump, or the whole agent over one scheme. */
+export interface LinkTrial {
+  tool: 'tcpdump' | LinkScheme;
+  /** Round of the pairs (1, 2, …): each round runs tcpdump before each scheme's agent. */
+  round: number;
+  sent: number;
+  elapsedS: number;
+  /** Packets the veth handed to vrx's receive path. */
+  offered: number;
+  vethDrops: number;
+  /** tcpdump: packets captured; agent: events the collector stored for the point. */
+  delivered: number;
+  /** Agent: packets its worker counted (the point's status). */
+  workerPackets: number | null;
+  /** Kernel + queue drops the capture reported, and events the link reported lost. */
+  reportedDrops: number | null;
+  linkLost: number;
+  /** CPU of the capturing process (tcpdump; the agent's vrx worker), ns. */
+  cpuNs: number;
+  /** Agent: the idle point's worker, the agent process, the collector process (ns). */
+  idleWorkerNs: number | null;
+  agentNs: number | null;
+  collectorNs: number | null;
+  /** Agent process RSS after the drain (MiB). */
+  agentRssMiB: number | null;
+}
+
+export interface LinkOptions {
+  schemes: LinkScheme[];
+  rounds: number;
+  durationS: number;
+  floodSrc: string;
+  log: (s: string) => void;
+}
+
+export interface LinkResult {
+  trials: LinkTrial[];
+  /** When the rows were measured and the load average around them (they may be re-rendered). */
+  date?: string;
+  loadBefore?: string;
+  loadAfter?: string;
+}
+
+const loadavg = (): string =>
+  readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+
+/** Per-packet figures of one pair (tcpdump trial, agent trial). */
+export interface LinkFigures {
+  tcpdumpNs: number;
+  workerNs: number;
+  /** The agent process alone. */
+  agentNs: number;
+  /** Every worker + the agent process: what the agent costs the node. */
+  wholeNs: number;
+  collectorNsPerEvent: number;
+  workerRatio: number;
+  wholeRatio: number;
+  lossless: boolean;
+}
+
+const per = (ns: number | null, n: number): number => (ns ?? NaN) / Math.max(1, n);
+
+/** The figures of a pair; NaN where a number is missing. */
+export function linkFigures(td: LinkTrial, ag: LinkTrial): LinkFigures {
+  const tcpdumpNs = per(td.cpuNs, td.delivered);
+  const workerNs = per(ag.cpuNs, ag.delivered);
+  const agentNs = per(ag.agentNs, ag.delivered);
+  const wholeNs = per(ag.cpuNs + (ag.idleWorkerNs ?? 0) + (ag.agentNs ?? NaN), ag.delivered);
+  return {
+    tcpdumpNs,
+    workerNs,
+    agentNs,
+    wholeNs,
+    collectorNsPerEvent: per(ag.collectorNs, ag.delivered),
+    workerRatio: workerNs / tcpdumpNs,
+    wholeRatio: wholeNs / tcpdumpNs,
+    lossless: td.delivered >= td.offered && ag.delivered >= ag.offered,
+  };
+}
+
+/** Each agent trial with the tcpdump trial run just before it in the same round. */
+export function linkPairs(trials: readonly LinkTrial[]): [LinkTrial, LinkTrial][] {
+  const out: [LinkTrial, LinkTrial][] = [];
+  let last: LinkTrial | undefined;
+  for (const t of trials) {
+    if (t.tool === 'tcpdump') last = t;
+    else if (last !== undefined && last.round === t.round) {
+      out.push([last, t]);
+      last = undefined;
+    }
+  }
+  return out;
+}
+
+/** Median figures of one scheme's lossless pairs, and how many pairs there were. */
+export function schemeSummary(
+  trials: readonly LinkTrial[],
+  scheme: LinkScheme,
+): { pairs: number; lossless: number; median: LinkFigures | null; wholeRange: [number, number] } {
+  const figs = linkPairs(trials)
+    .filter(([, a]) => a.tool === scheme)
+    .map(([td, a]) => linkFigures(td, a));
+  const ok = figs.filter((f) => f.lossless);
+  if (ok.length === 0)
+    return { pairs: figs.length, lossless: 0, median: null, wholeRange: [NaN, NaN] };
+  const m = (k: keyof Omit<LinkFigures, 'lossless'>): number => median(ok.map((f) => f[k]));
+  const whole = ok.map((f) => f.wholeRatio);
+  return {
+    pairs: figs.length,
+    lossless: ok.length,
+    median: {
+      tcpdumpNs: m('tcpdumpNs'),
+      workerNs: m('workerNs'),
+      agentNs: m('agentNs'),
+      wholeNs: m('wholeNs'),
+      collectorNsPerEvent: m('collectorNsPerEvent'),
+      workerRatio: m('workerRatio'),
+      wholeRatio: m('wholeRatio'),
+      lossless: true,
+    },
+    wholeRange: [Math.min(...whole), Math.max(...whole)],
+  };
+}
+
+const FINAL = new Set(['resolved', 'timeout', 'cancelled', 'failed']);
+
+function point(v: CaptureView, name: string): PointView {
+  const p = v.points.find((x) => x.name === name);
+  if (p === undefined) throw new Error(`capture ${v.id} has no point ${name}`);
+  return p;
+}
+
+async function until<T>(what: string, ms: number, get: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await get();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`${what}: not reached in ${ms} ms`);
+    await delay(100);
+  }
+}
+
+interface Flood {
+  run(): Promise<{ sent: number; elapsedS: number }>;
+}
+
+async function agentTrial(
+  lab: Netns,
+  pair: LinkPair,
+  flood: Flood,
+  round: number,
+): Promise<LinkTrial> {
+  const target = `/run/netns/${lab.full(RX)}`;
+  const created = (await pair.api('POST', '/v1/captures', {
+    points: [
+      { name: 'veth', target, iface: 'vrx', node: pair.node },
+      { name: 'idle', target, iface: 'lo', node: pair.node },
+    ],
+    timeoutMs: 600_000,
+    stopOnFirstMatch: false,
+  })) as CaptureView;
+  const id = created.id;
+  try {
+    await until(`capture ${id} capturing`, 20_000, async () => {
+      const v = await pair.capture(id);
+      if (FINAL.has(v.state)) throw new Error(`capture ${id} ended: ${JSON.stringify(v.points)}`);
+      return v.points.every((p) => p.state === 'capturing') ? v : undefined;
+    });
+    const workers = await until('both capture workers', 10_000, () => {
+      const w = workerPids(pair.agentPid);
+      const veth = w.find((x) => x.iface === 'vrx');
+      const idle = w.find((x) => x.iface === 'lo');
+      return Promise.resolve(
+        veth !== undefined && idle !== undefined ? { veth: veth.pid, idle: idle.pid } : undefined,
+      );
+    });
+    const cpu = (): number[] =>
+      [workers.veth, workers.idle, pair.agentPid, pair.collectorPid].map((p) => cpuNs(p) ?? NaN);
+    const before = point(await pair.capture(id), 'veth');
+    const rx0 = await counters(lab, RX, 'vrx');
+    const tx0 = await counters(lab, TX, 'vtx');
+    const c0 = cpu();
+    const f = await flood.run();
+    // Delivered = stored by the collector: wait until the point's count stood still for 1 s.
+    let last = -1;
+    let still = 0;
+    const deadline = Date.now() + 20_000;
+    let p = before;
+    while (still < 4 && Date.now() < deadline) {
+      await delay(250);
+      p = point(await pair.capture(id), 'veth');
+      still = p.events === last ? still + 1 : 0;
+      last = p.events;
+    }
+    const c1 = cpu();
+    const rss = rssMiB(pair.agentPid);
+    const rx1 = await counters(lab, RX, 'vrx');
+    const tx1 = await counters(lab, TX, 'vtx');
+    const d = c1.map((x, i) => x - (c0[i] ?? NaN));
+    return {
+      tool: pair.scheme,
+      round,
+      sent: f.sent,
+      elapsedS: f.elapsedS,
+      offered: rx1.rxPackets - rx0.rxPackets + (rx1.txPackets - rx0.txPackets),
+      vethDrops: tx1.txDropped - tx0.txDropped,
+      delivered: p.events - before.events,
+      workerPackets: p.packets - before.packets,
+      reportedDrops:
+        p.kernelDrops === null ? null : p.kernelDrops - (before.kernelDrops ?? 0) + p.queueDrops,
+      linkLost: p.lost - before.lost,
+      cpuNs: d[0] ?? NaN,
+      idleWorkerNs: d[1] ?? NaN,
+      agentNs: d[2] ?? NaN,
+      collectorNs: d[3] ?? NaN,
+      agentRssMiB: rss,
+    };
+  } finally {
+    await pair.api('DELETE', `/v1/captures/${encodeURIComponent(id)}`).catch(() => undefined);
+    // The next trial starts only once this one's workers are gone and the collector finished it.
+    await until(`capture ${id} finished`, 30_000, async () =>
+      FINAL.has((await pair.capture(id)).state) ? true : undefined,
+    );
+    await until('the workers exited', 15_000, () =>
+      Promise.resolve(workerPids(pair.agentPid).length === 0 ? true : undefined),
+    );
+  }
+}
+
+async function tcpdumpTrial(lab: Netns, flood: Flood, round: number): Promise<LinkTrial> {
+  const running = await startTcpdump(lab, '');
+  try {
+    const rx0 = await counters(lab, RX, 'vrx');
+    const tx0 = await counters(lab, TX, 'vtx');
+    const c0 = cpuNs(running.pid) ?? 0;
+    const f = await flood.run();
+    await running.drain(false);
+    const c1 = cpuNs(running.pid) ?? c0;
+    const rx1 = await counters(lab, RX, 'vrx');
+    const tx1 = await counters(lab, TX, 'vtx');
+    const res = await running.stop();
+    return {
+      tool: 'tcpdump',
+      round,
+      sent: f.sent,
+      elapsedS: f.elapsedS,
+      offered: rx1.rxPackets - rx0.rxPackets + (rx1.txPackets - rx0.txPackets),
+      vethDrops: tx1.txDropped - tx0.txDropped,
+      delivered: res.delivered,
+      workerPackets: null,
+      reportedDrops: res.reportedDrops,
+      linkLost: 0,
+      cpuNs: c1 - c0,
+      idleWorkerNs: null,
+      agentNs: null,
+      collectorNs: null,
+      agentRssMiB: null,
+    };
+  } catch (e) {
+    await running.stop().catch(() => undefined);
+    throw e;
+  }
+}
+
+/** Runs the rounds; namespaces, processes and temp dirs are removed whatever happens. */
+export async function benchLink(opts: LinkOptions): Promise<LinkResult> {
+  const lab = new Netns();
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-bench-link-'));
+  // Also on SIGINT/SIGTERM, with the collector and agent children (lab/live-procs.ts).
+  removeOnExit(dir);
+  const pairs: LinkPair[] = [];
+  const date = new Date().toISOString();
+  const loadBefore = loadavg();
+  try {
+    const bin = await buildFlood(opts.floodSrc, dir);
+    const rxMac = await setupVeth(lab);
+    const flood: Flood = {
+      async run() {
+        const args = ['vtx', '10.77.0.1', '10.77.0.2', rxMac, '0', String(opts.durationS)];
+        args.push('64', '41000', '8', '0', '40000');
+        const out = await lab.exec(TX, bin, args, (opts.durationS + 30) * 1000);
+        const f = parseFlood(out.stdout);
+        return { sent: f.sent + f.trickle, elapsedS: f.elapsedS };
+      },
+    };
+    for (const scheme of opts.schemes) {
+      const pdir = join(dir, scheme);
+      const p = await LinkPair.start(scheme, pdir, `/run/netns/${lab.prefix}*`).catch(
+        (e: unknown) => {
+          throw new Error(`starting the ${scheme} collector and agent: ${String(e)}`);
+        },
+      );
+      pairs.push(p);
+    }
+    const trials: LinkTrial[] = [];
+    const show = (t: LinkTrial): void => {
+      opts.log(
+        `link: ${t.tool} round ${t.round}: offered ${Math.round(t.offered / t.elapsedS)} pps, delivered ${t.delivered}/${t.offered}, cpu ${(t.cpuNs / 1e6).toFixed(0)} ms` +
+          (t.agentNs === null
+            ? ''
+            : ` + agent ${(t.agentNs / 1e6).toFixed(0)} ms, collector ${((t.collectorNs ?? 0) / 1e6).toFixed(0)} ms, agent RSS ${t.agentRssMiB?.toFixed(0) ?? '?'} MiB`),
+      );
+    };
+    // A round: tcpdump before each scheme's agent, so each pair shares the background load.
+    for (let round = 1; round <= opts.rounds; round++) {
+      for (const p of pairs) {
+        const td = await tcpdumpTrial(lab, flood, round);
+        trials.push(td);
+        show(td);
+        const ag = await agentTrial(lab, p, flood, round).catch((e: unknown) => {
+          throw new Error(`${p.scheme} agent trial: ${String(e)}\n${p.logs()}`);
+        });
+        trials.push(ag);
+        show(ag);
+      }
+    }
+    return { trials, date, loadBefore, loadAfter: loadavg() };
+  } finally {
+    for (const p of pairs) await p.close();
+    await lab.destroy();
+    rmSync(dir, { recursive: true, force: true });
+    forget(dir);
+  }
+}

@@ -1,0 +1,116 @@
+/** The pure parts of the whole-agent benchmark (bench/link.ts, link-procs.ts, link-report.ts). */
+import t from 'tap';
+import { linkFigures, linkPairs, schemeSummary, type LinkTrial } from '../../bench/link';
+import { ifaceOfWorker, nodeArgsFrom } from '../../bench/link-procs';
+import { linkGoal, linkSection, type LinkGoal } from '../../bench/link-report';
+
+function trial(over: Partial<LinkTrial>): LinkTrial {
+  return {
+    tool: 'tcpdump',
+    round: 1,
+    sent: 1000,
+    elapsedS: 1,
+    offered: 1000,
+    vethDrops: 0,
+    delivered: 1000,
+    workerPackets: null,
+    reportedDrops: 0,
+    linkLost: 0,
+    cpuNs: 100_000,
+    idleWorkerNs: null,
+    agentNs: null,
+    collectorNs: null,
+    agentRssMiB: null,
+    ...over,
+  };
+}
+
+const agent = (over: Partial<LinkTrial>): LinkTrial =>
+  trial({
+    tool: 'wss',
+    workerPackets: 1000,
+    cpuNs: 200_000,
+    idleWorkerNs: 10_000,
+    agentNs: 590_000,
+    collectorNs: 700_000,
+    agentRssMiB: 120,
+    ...over,
+  });
+
+void t.test('figures per packet: whole agent = every worker + the agent process', (t) => {
+  const f = linkFigures(trial({}), agent({}));
+  t.equal(f.tcpdumpNs, 100);
+  t.equal(f.workerNs, 200);
+  t.equal(f.agentNs, 590);
+  t.equal(f.wholeNs, 800, '200 + 10 (idle point) + 590');
+  t.equal(f.wholeRatio, 8);
+  t.equal(f.workerRatio, 2);
+  t.equal(f.collectorNsPerEvent, 700);
+  t.ok(f.lossless);
+  t.notOk(linkFigures(trial({}), agent({ delivered: 999 })).lossless, 'one event short is lossy');
+  t.notOk(linkFigures(trial({ delivered: 10 }), agent({})).lossless, 'so is a lossy tcpdump');
+  t.ok(Number.isNaN(linkFigures(trial({}), agent({ agentNs: null })).wholeNs), 'unknown stays NaN');
+  t.end();
+});
+
+void t.test('pairs: each agent trial with the tcpdump trial just before it, same round', (t) => {
+  const trials = [
+    trial({ round: 1 }),
+    agent({ round: 1 }),
+    trial({ round: 1, cpuNs: 50_000 }),
+    agent({ round: 1, tool: 'ws' }),
+    agent({ round: 1, tool: 'ws' }), // no tcpdump before it: not a pair
+    trial({ round: 1 }),
+    agent({ round: 2 }), // another round's: not a pair
+  ];
+  const pairs = linkPairs(trials);
+  t.equal(pairs.length, 2);
+  t.equal(pairs[0]?.[1].tool, 'wss');
+  t.equal(pairs[1]?.[0].cpuNs, 50_000);
+  t.equal(pairs[1]?.[1].tool, 'ws');
+  t.end();
+});
+
+void t.test('summary: medians over lossless pairs; the goal row says met or missed', (t) => {
+  const trials = [
+    trial({ round: 1 }),
+    agent({ round: 1 }), // 8×
+    trial({ round: 2 }),
+    agent({ round: 2, agentNs: 90_000 }), // 3×
+    trial({ round: 3 }),
+    agent({ round: 3, agentNs: 1_790_000 }), // 20×
+    trial({ round: 4 }),
+    agent({ round: 4, delivered: 10 }), // lossy, left out
+  ];
+  const s = schemeSummary(trials, 'wss');
+  t.equal(s.pairs, 4);
+  t.equal(s.lossless, 3);
+  t.equal(s.median?.wholeRatio, 8);
+  t.same(s.wholeRange, [3, 20]);
+  const g = linkGoal(trials, 'wss');
+  t.equal(g.met, 'missed');
+  t.match(g.result, /8\.00×/);
+  t.match(g.result, /collector 700 ns per event/);
+  const good = [trial({}), agent({ agentNs: 0, cpuNs: 150_000, idleWorkerNs: 0 })];
+  t.equal(linkGoal(good, 'wss').met, 'met', '1.5× is within 2×');
+  t.equal(linkGoal(good, 'ws').met, 'not measured', 'no ws pair');
+  const goals: LinkGoal[] = [];
+  const md = linkSection({ trials }, goals);
+  t.equal(goals.length, 1, 'one goal row per scheme measured');
+  t.match(md, /lossy \(990 short\), left out/);
+  t.match(md, /\*\*8\.00×\*\* tcpdump/);
+  t.end();
+});
+
+void t.test('a worker is told by the iface of its JSON argument', (t) => {
+  const argv = ['node', '/x/worker.js', JSON.stringify({ spec: { iface: 'vrx' }, where: 'ns' })];
+  t.equal(ifaceOfWorker(argv.join('\0')), 'vrx');
+  t.equal(ifaceOfWorker(['nsenter', '--net=/run/netns/a', '--', 'node'].join('\0')), null);
+  t.equal(ifaceOfWorker('node\0{not json'), null);
+  t.same(nodeArgsFrom(' --cpu-prof  --cpu-prof-dir=/tmp/p '), [
+    '--cpu-prof',
+    '--cpu-prof-dir=/tmp/p',
+  ]);
+  t.same(nodeArgsFrom(undefined), []);
+  t.end();
+});
