@@ -309,9 +309,10 @@ export class SessionManager {
    * bounds it again by its own maximum and by its byte bounds, which then hold fewer frames) when
    * the capture asked for the payload, else the collector's setting or the agents' default.
    */
-  private retainFor(spec: CaptureSpec): { retainSnaplen?: number } {
-    const n = spec.evidencePayload === true ? this.snaplen : this.retainSnaplen;
-    return n > 0 ? { retainSnaplen: n } : {};
+  private retainFor(spec: CaptureSpec): { retainSnaplen?: number; retainPayload?: boolean } {
+    const payload = spec.evidencePayload === true;
+    const n = payload ? this.snaplen : this.retainSnaplen;
+    return { ...(n > 0 ? { retainSnaplen: n } : {}), ...(payload ? { retainPayload: true } : {}) };
   }
 
   /** A `namespace/pod` target's pod as the API says now (undefined: not such a target). */

@@ -54,7 +54,9 @@ int main(int argc, char **argv) {
     uint8_t *f = malloc(len ? len : 1);
     memcpy(f, seed, len);
     uint32_t lt = (uint32_t[]){1, 1, 1, 113, 276, 101, 0, 108}[rnd() % 8];
-    int ok = summary_one(f, (uint32_t)len, (uint32_t)len, 1, lt, ports, rec, 0);
+    uint32_t hend = 0;
+    int ok = summary_one(f, (uint32_t)len, (uint32_t)len, 1, lt, ports, rec, 0, &hend);
+    if (hend > len) __builtin_trap();
     fast += ok;
     free(f);
     if (ok && wire(rec) > 20 + SUMMARY_WIRE_MAX) return 1;
