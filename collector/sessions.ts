@@ -80,8 +80,9 @@ export interface SessionManagerOptions {
    */
   frames?: boolean;
   /**
-   * Bytes of each frame the agents retain for the evidence (default: theirs, the headers); a
-   * capture with `evidencePayload` asks for the snaplen instead.
+   * Bytes of each frame the agents retain for the evidence at most (default: theirs, 256); they
+   * keep headers only (each frame cut where its payload starts) unless a capture asked for the
+   * payload (`evidencePayload`: whole frames, `retainPayload`, up to the snaplen instead).
    */
   retainSnaplen?: number;
   /**
