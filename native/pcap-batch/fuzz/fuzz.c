@@ -6,7 +6,8 @@
  * and misaligned accesses. summary.c parses untrusted packets in a privileged agent: this is the
  * test that it never reads what it was not given. Every FAST record, and random garbage records,
  * also go through summary_wire.c into an exactly-sized buffer of ctx + SUMMARY_WIRE_MAX bytes: the
- * protobuf writer never writes past its bound. Usage: fuzz [iterations]
+ * protobuf writer never writes past its bound; retention's headers-only cut (summary_one's
+ * headers_end, headers.c for SLOW frames) never falls past the frame. Usage: fuzz [iterations]
  */
 #include "summary.h"
 #include <stdio.h>
