@@ -174,6 +174,7 @@ export class AgentRuntime {
         cmd.point,
         cmd.retainSnaplen ?? 0,
         cmd.snaplen,
+        cmd.retainPayload === true,
       );
       const capture =
         retain === undefined || retain === null

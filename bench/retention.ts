@@ -6,10 +6,12 @@
  *
  * 1. Live, native: the capture worker (NsCapture, native source, its defaults) on one veth of two
  *    bench namespaces while bench/udp-flood.c sends `rate` pps of 106-byte frames for `seconds`;
- *    its CPU (/proc schedstat, all threads) per delivered packet with and without retention
- *    (256 bytes a frame, into a file unlinked in a temp directory), rounds alternating.
+ *    its CPU (/proc schedstat, all threads) per delivered packet without retention, with it
+ *    headers only (the default: each frame cut where its payload starts, at most 256 bytes) and
+ *    with the payload (256 bytes a frame, as evidencePayload keeps; what every capture kept before
+ *    headers-only retention), into a file unlinked in a temp directory, rounds alternating.
  * 2. Replay: FileSource over the benchmark's synthetic pcap (bench/pcap-writer.ts), this process's
- *    CPU per frame with and without retention (the TypeScript writer, the cap fallback's too).
+ *    CPU per frame in the same three modes (the TypeScript writer, the cap fallback's too).
  * Prints a Markdown table.
  */
 import { closeSync, mkdtempSync, openSync, rmSync, unlinkSync } from 'node:fs';
@@ -25,21 +27,32 @@ import { cpuNs, median } from './proc';
 const TX = 'tx';
 const RX = 'rx';
 
+type Mode = 'off' | 'headers' | 'payload';
+const MODES: readonly Mode[] = ['off', 'headers', 'payload'];
+const MODE_TEXT: Record<Mode, string> = {
+  off: 'off',
+  headers: 'headers only (default)',
+  payload: '256 B a frame (payload)',
+};
+
 interface Row {
   what: string;
-  retention: boolean;
+  retention: Mode;
   packets: number;
   nsPerPacket: number;
   retained: number;
 }
 
 /** A fresh retention file, unlinked at once as the agent's are; closed by the caller. */
-function retentionTarget(dir: string, i: number): RetentionTarget {
+function retentionTarget(dir: string, i: number, payload: boolean): RetentionTarget {
   const path = join(dir, `r-${i}.pcap`);
   const fd = openSync(path, 'wx+');
   unlinkSync(path);
-  return { fd, snaplen: 256, maxBytes: 64 * 1024 * 1024 };
+  return { fd, snaplen: 256, maxBytes: 64 * 1024 * 1024, ...(payload ? { payload } : {}) };
 }
+
+const modeOf = (retain: RetentionTarget | undefined): Mode =>
+  retain === undefined ? 'off' : retain.payload === true ? 'payload' : 'headers';
 
 async function liveTrial(
   lab: Netns,
@@ -86,7 +99,7 @@ async function liveTrial(
   await cap.stop();
   return {
     what: `live native, ${rate} pps`,
-    retention: retain !== undefined,
+    retention: modeOf(retain),
     packets: delivered,
     nsPerPacket: (cpu1 - cpu0) / Math.max(1, delivered),
     retained: cap.stats().retention?.retained ?? 0,
@@ -115,7 +128,7 @@ async function replayTrial(path: string, retain: RetentionTarget | undefined): P
   const c = process.cpuUsage(c0);
   return {
     what: 'replay (FileSource, TypeScript decoder)',
-    retention: retain !== undefined,
+    retention: modeOf(retain),
     packets: frames,
     nsPerPacket: ((c.user + c.system) * 1000) / Math.max(1, frames),
     retained: src.stats().retention?.retained ?? 0,
@@ -138,18 +151,18 @@ async function main(): Promise<void> {
   const lab = new Netns();
   const rows: Row[] = [];
   const fds: number[] = [];
-  const target = (i: number): RetentionTarget => {
-    const t = retentionTarget(dir, i);
+  let n = 0;
+  const target = (mode: Mode): RetentionTarget | undefined => {
+    if (mode === 'off') return undefined;
+    const t = retentionTarget(dir, ++n, mode === 'payload');
     fds.push(t.fd);
     return t;
   };
   try {
     const pcap = join(dir, 'bench.pcap');
     writeBenchPcap(pcap, Number(values.frames), 'benchprobe');
-    for (let r = 0; r < rounds; r++) {
-      rows.push(await replayTrial(pcap, undefined));
-      rows.push(await replayTrial(pcap, target(1000 + r)));
-    }
+    for (let r = 0; r < rounds; r++)
+      for (const mode of MODES) rows.push(await replayTrial(pcap, target(mode)));
     const flood = await buildFlood(join(__dirname, '..', '..', 'bench', 'udp-flood.c'), dir);
     await lab.add(TX);
     await lab.add(RX);
@@ -174,10 +187,9 @@ async function main(): Promise<void> {
     await lab.iptables(RX, '-t', 'raw', '-A', 'PREROUTING', '-p', 'udp', '-j', 'DROP');
     const { stdout } = await lab.ip(RX, '-j', 'link', 'show', 'dev', 'vrx');
     const rxMac = (JSON.parse(stdout) as { address?: string }[])[0]?.address ?? '';
-    for (let r = 0; r < rounds; r++) {
-      rows.push(await liveTrial(lab, flood, rxMac, rate, seconds, undefined));
-      rows.push(await liveTrial(lab, flood, rxMac, rate, seconds, target(r)));
-    }
+    for (let r = 0; r < rounds; r++)
+      for (const mode of MODES)
+        rows.push(await liveTrial(lab, flood, rxMac, rate, seconds, target(mode)));
   } finally {
     for (const fd of fds) closeSync(fd);
     await lab.destroy();
@@ -188,10 +200,10 @@ async function main(): Promise<void> {
     '| --- | --- | --- | --- | --- | --- |',
   ];
   for (const what of [...new Set(rows.map((r) => r.what))]) {
-    for (const on of [false, true]) {
-      const rs = rows.filter((r) => r.what === what && r.retention === on);
+    for (const mode of MODES) {
+      const rs = rows.filter((r) => r.what === what && r.retention === mode);
       out.push(
-        `| ${what} | ${on ? '256 B a frame' : 'off'} | ${median(rs.map((r) => r.packets))} | ${median(rs.map((r) => r.nsPerPacket)).toFixed(0)} | ${rs.map((r) => r.nsPerPacket.toFixed(0)).join(', ')} | ${median(rs.map((r) => r.retained))} |`,
+        `| ${what} | ${MODE_TEXT[mode]} | ${median(rs.map((r) => r.packets))} | ${median(rs.map((r) => r.nsPerPacket)).toFixed(0)} | ${rs.map((r) => r.nsPerPacket.toFixed(0)).join(', ')} | ${median(rs.map((r) => r.retained))} |`,
       );
     }
   }

@@ -80,8 +80,9 @@ export interface SessionManagerOptions {
    */
   frames?: boolean;
   /**
-   * Bytes of each frame the agents retain for the evidence (default: theirs, the headers); a
-   * capture with `evidencePayload` asks for the snaplen instead.
+   * Bytes of each frame the agents retain for the evidence at most (default: theirs, 256); they
+   * keep headers only (each frame cut where its payload starts) unless a capture asked for the
+   * payload (`evidencePayload`: whole frames, `retainPayload`, up to the snaplen instead).
    */
   retainSnaplen?: number;
   /**
@@ -309,9 +310,10 @@ export class SessionManager {
    * bounds it again by its own maximum and by its byte bounds, which then hold fewer frames) when
    * the capture asked for the payload, else the collector's setting or the agents' default.
    */
-  private retainFor(spec: CaptureSpec): { retainSnaplen?: number } {
-    const n = spec.evidencePayload === true ? this.snaplen : this.retainSnaplen;
-    return n > 0 ? { retainSnaplen: n } : {};
+  private retainFor(spec: CaptureSpec): { retainSnaplen?: number; retainPayload?: boolean } {
+    const payload = spec.evidencePayload === true;
+    const n = payload ? this.snaplen : this.retainSnaplen;
+    return { ...(n > 0 ? { retainSnaplen: n } : {}), ...(payload ? { retainPayload: true } : {}) };
   }
 
   /** A `namespace/pod` target's pod as the API says now (undefined: not such a target). */

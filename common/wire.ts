@@ -35,6 +35,11 @@ export interface CaptureCommand {
   deadlineUnixMs: number;
   /** Bytes of each frame retained for the evidence; absent (0 on the wire) = the agent's default. */
   retainSnaplen?: number;
+  /**
+   * Retain frames whole, payload included (the capture's evidencePayload); absent (false on the
+   * wire): headers only, each frame cut where its innermost transport header ends.
+   */
+  retainPayload?: boolean;
 }
 
 export interface StopCommand {

@@ -52,6 +52,13 @@ export interface PcapBatchOptions {
   retainFd?: number;
   retainSnaplen?: number;
   retainMaxBytes?: number;
+  /**
+   * Keep retained frames whole (to retainSnaplen); default false: headers only, each frame cut
+   * where its innermost transport header ends (summary.c / headers.c).
+   */
+  retainPayload?: boolean;
+  /** Batch mode: the UDP port table (summaryPortTable) for the headers-only cut; default ports. */
+  retainPorts?: Buffer;
 }
 
 /**
@@ -186,6 +193,11 @@ export interface PcapBatchAddon {
   ): [number, number, number];
   summaryBytes: number;
   /**
+   * Where retention's headers-only cut of a frame falls (the end of its innermost transport
+   * header as the capture callback finds it: summary.c's walk, headers.c for SLOW frames).
+   */
+  headersEnd(linktype: number, bytes: Buffer, ports: Buffer): number;
+  /**
    * FAST summary records recs[i, end) → EventBatch `events` entries in out from pos (summary_wire.c);
    * stops at a SLOW record or when out lacks room for one more. Returns [next i, next pos].
    */
@@ -214,7 +226,7 @@ export type NativeLoad =
   { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
 
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
-const ADDON_VERSION = 9;
+const ADDON_VERSION = 10;
 
 /** Where the built addon lives: native/pcap-batch/ beside this file, from dist/native or native. */
 export function nativeAddonPath(): string {
@@ -255,6 +267,7 @@ function tryLoad(path: string): NativeLoad {
     addon?.version !== ADDON_VERSION ||
     typeof addon.Capture !== 'function' ||
     typeof addon.summarize !== 'function' ||
+    typeof addon.headersEnd !== 'function' ||
     typeof addon.FrameWriter !== 'function' ||
     typeof addon.SharedRing !== 'function' ||
     typeof addon.wireRun !== 'function'

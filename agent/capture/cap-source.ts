@@ -14,7 +14,12 @@ import { performance } from 'node:perf_hooks';
 import { Cap } from 'cap';
 import type { HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
-import { decodeFrame, type DecodeOptions } from '../../core/decode/frame';
+import {
+  decodeFrame,
+  decodeFrameAndPayloadOffset,
+  type DecodedFrame,
+  type DecodeOptions,
+} from '../../core/decode/frame';
 import { toPacketEvent, type EventContext } from '../../core/decode/event';
 import { badFilter, noInterface, openFailed } from './capture-errors';
 import { PcapRetentionWriter, type RetentionTarget } from './retention';
@@ -175,6 +180,7 @@ export class CapSource implements CaptureSource {
         : new PcapRetentionWriter(
             { ...retain, snaplen: Math.min(retain.snaplen, snaplen) },
             linktype,
+            decodeOpts,
           );
     this.retainer = retainer;
     const hr0 = process.hrtime.bigint();
@@ -185,8 +191,16 @@ export class CapSource implements CaptureSource {
       // `buf` is overwritten by the next packet: decodeFrame copies what it keeps into plain
       // values, and the view below does not outlive this callback.
       const bytes = buf.subarray(0, nbytes);
-      retainer?.add(tsNs, nbytes, bytes);
-      const d = decodeFrame(linktype, bytes, decodeOpts);
+      let d: DecodedFrame;
+      if (retainer?.headersOnly === true) {
+        // One decode for both the event and retention's headers-only cut.
+        const both = decodeFrameAndPayloadOffset(linktype, bytes, decodeOpts);
+        d = both.frame;
+        retainer.add(tsNs, nbytes, bytes, both.payloadOffset);
+      } else {
+        retainer?.add(tsNs, nbytes, bytes);
+        d = decodeFrame(linktype, bytes, decodeOpts);
+      }
       // cap reports the copied length only; the wire length is unknown beyond snaplen.
       batcher.push(toPacketEvent({ index, tsNs, wireLength: nbytes }, d, ctx));
     });

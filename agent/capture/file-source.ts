@@ -5,7 +5,12 @@
  */
 import { HoptraceError, isHoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
-import { decodeFrame, type DecodeOptions } from '../../core/decode/frame';
+import {
+  decodeFrame,
+  decodeFrameAndPayloadOffset,
+  type DecodedFrame,
+  type DecodeOptions,
+} from '../../core/decode/frame';
 import { toPacketEvent, type EventContext } from '../../core/decode/event';
 import {
   openCaptureFile,
@@ -45,7 +50,7 @@ export class FileSource implements CaptureSource {
     private readonly spec: CaptureSpec,
     private readonly opts: FileSourceOptions = {},
   ) {
-    if (opts.retain !== undefined) this.retainer = new LazyRetention(opts.retain);
+    if (opts.retain !== undefined) this.retainer = new LazyRetention(opts.retain, opts.decode);
   }
 
   start(
@@ -100,8 +105,17 @@ export class FileSource implements CaptureSource {
           break;
         }
         const f = r.value;
-        this.retainer?.add(f.linktype, f.tsNs, f.wireLength, f.data);
-        const ev = toPacketEvent(f, decodeFrame(f.linktype, f.data, this.opts.decode), ctx);
+        let d: DecodedFrame;
+        if (this.retainer?.headersOnly === true) {
+          // One decode for both the event and retention's headers-only cut.
+          const both = decodeFrameAndPayloadOffset(f.linktype, f.data, this.opts.decode);
+          d = both.frame;
+          this.retainer.add(f.linktype, f.tsNs, f.wireLength, f.data, both.payloadOffset);
+        } else {
+          this.retainer?.add(f.linktype, f.tsNs, f.wireLength, f.data);
+          d = decodeFrame(f.linktype, f.data, this.opts.decode);
+        }
+        const ev = toPacketEvent(f, d, ctx);
         if (speed > 0) {
           this.anchor ??= { fileNs: f.tsNs, wallMs: Date.now() };
           const dueMs = this.anchor.wallMs + Number(f.tsNs - this.anchor.fileNs) / 1e6 / speed;

@@ -218,6 +218,10 @@ export class NativeSource implements CaptureSource {
                 retainFd: this.opts.retain.fd,
                 retainSnaplen: this.opts.retain.snaplen,
                 retainMaxBytes: this.opts.retain.maxBytes,
+                retainPayload: this.opts.retain.payload === true,
+                ...(frameOut === undefined && this.opts.retain.payload !== true
+                  ? { retainPorts: summaryPortTable(decodeOpts) }
+                  : {}),
               }
             : {}),
         },

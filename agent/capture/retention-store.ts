@@ -116,13 +116,15 @@ export class RetentionStore {
   /**
    * Retention for a capture point about to start: the target its source writes into, or null
    * (the reason is kept and given in every answer). `snaplen`: what the capture command asked for
-   * (0 = the default), cut to the capture's own snaplen when it has one.
+   * (0 = the default), cut to the capture's own snaplen when it has one; `payload`: keep frames
+   * whole (the capture asked for the payload), else headers only.
    */
   open(
     captureId: string,
     point: string,
     snaplen: number,
     captureSnaplen: number,
+    payload = false,
   ): RetentionTarget | null {
     const k = key(captureId, point);
     const had = this.held.get(k);
@@ -164,6 +166,7 @@ export class RetentionStore {
     }
     h.fd = fd;
     h.target = { fd, snaplen: want, maxBytes: bound };
+    if (payload) h.target.payload = true;
     this.reserved += bound;
     return h.target;
   }

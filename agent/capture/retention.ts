@@ -2,8 +2,16 @@
  * Frame retention inside a capture source: every frame the capture numbers is appended, cut to a
  * retention snaplen, to a classic pcap file on an fd the agent opened (retention-store.ts), so
  * that the collector can ask for the real bytes of the matched connection once its verdict is
- * known. The native source does this in C (native/pcap-batch/src/retain.c, libpcap's pcap_dump);
+ * known. The native source does this in C (native/pcap-batch/src/retain.c);
  * PcapRetentionWriter is the same writer for the `cap` fallback and the file replay.
+ *
+ * Headers only unless the capture asked for the payload (RetentionTarget.payload, the collector's
+ * evidencePayload): each frame is kept up to the end of its innermost transport header — the
+ * reference decoder's payloadOffset, the cut evidence.pcapng makes — and never past the
+ * retention snaplen; a frame that carries no IP packet (ARP) to the snaplen. Without that, the
+ * first 256 bytes of a plain TCP request hold ~190 bytes of its payload (the request line,
+ * Authorization and Cookie headers), kept on the node nobody asked for. The record's orig_len
+ * stays the wire length, so a reader sees the cut.
  *
  * Both keep one rule that the reader relies on: retention only ever stops, never resumes. The
  * first frame that does not fit the bound (or whose write fails) ends it, and it and every later
@@ -11,10 +19,11 @@
  * (the same 1-based numbering the events carry).
  */
 import { writeSync } from 'node:fs';
+import { payloadOffset, type DecodeOptions } from '../../core/decode/frame';
 
-/** Bytes kept of each frame by default: every header of the stacks the decoder follows in the
- * common cases (Ethernet + outer IPv6 + UDP + Geneve/VXLAN + inner Ethernet + IPv4/IPv6 + TCP
- * with options is ~200 bytes), not the payload beyond the first bytes of a plain request. */
+/** Bytes kept of each frame at most by default: every header of the stacks the decoder follows in
+ * the common cases (Ethernet + outer IPv6 + UDP + Geneve/VXLAN + inner Ethernet + IPv4/IPv6 + TCP
+ * with options is ~200 bytes); headers only, a frame is cut before this where its payload starts. */
 export const RETENTION_DEFAULT_SNAPLEN = 256;
 /** The bound of one capture's retention file (header included). */
 export const RETENTION_DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
@@ -28,6 +37,11 @@ export interface RetentionTarget {
   snaplen: number;
   /** The file's bound in bytes, its 24-byte header included. */
   maxBytes: number;
+  /**
+   * Keep frames whole (up to `snaplen`): the capture asked for the payload (evidencePayload).
+   * Absent or false: headers only, each frame cut where its innermost transport header ends.
+   */
+  payload?: boolean;
 }
 
 export type RetentionState = 'off' | 'on' | 'full' | 'failed';
@@ -74,10 +88,14 @@ export class PcapRetentionWriter {
   private sec = 0;
   private secNs = -1n;
 
-  /** `linktype`: the LINKTYPE_* value of every frame to come (-1 when unknown: nothing kept). */
+  /**
+   * `linktype`: the LINKTYPE_* value of every frame to come (-1 when unknown: nothing kept);
+   * `decode`: the capture's decoder options (its UDP tunnel ports), for the headers-only cut.
+   */
   constructor(
     private readonly target: RetentionTarget,
     readonly linktype: number,
+    private readonly decode?: DecodeOptions,
   ) {
     this.chunk = Buffer.alloc(Math.max(CHUNK, RECORD_HEADER + target.snaplen));
     if (linktype < 0 || linktype > 0xffff) {
@@ -95,13 +113,28 @@ export class PcapRetentionWriter {
     this.used = PCAP_HEADER;
   }
 
-  /** Keeps one frame (its first `snaplen` bytes), or counts it as dropped. */
-  add(tsNs: bigint, origLen: number, data: Uint8Array): void {
+  /** Whether add() cuts frames at their payload (headers only): a caller that decodes the frame
+   * anyway passes its payloadOffset, so it is not decoded twice. */
+  get headersOnly(): boolean {
+    return this.target.payload !== true;
+  }
+
+  /**
+   * Keeps one frame (its first `snaplen` bytes; headers only, up to `headersEnd`: the frame's
+   * payloadOffset, null when it carries no IP packet, computed here when not given), or counts
+   * it as dropped.
+   */
+  add(tsNs: bigint, origLen: number, data: Uint8Array, headersEnd?: number | null): void {
     if (this.state !== 'on') {
       this.dropped++;
       return;
     }
-    const cut = Math.min(data.length, this.target.snaplen);
+    let cut = Math.min(data.length, this.target.snaplen);
+    if (this.target.payload !== true) {
+      const end =
+        headersEnd === undefined ? payloadOffset(this.linktype, data, this.decode) : headersEnd;
+      if (end !== null && end < cut) cut = end;
+    }
     if (this.bytes + RECORD_HEADER + cut > this.target.maxBytes) {
       this.state = 'full';
       this.dropped++;
@@ -184,16 +217,29 @@ export class LazyRetention {
   /** Frames after one of another link type ended retention (a pcap file holds one link type). */
   private afterMixed: number | undefined;
 
-  constructor(private readonly target: RetentionTarget) {}
+  constructor(
+    private readonly target: RetentionTarget,
+    private readonly decode?: DecodeOptions,
+  ) {}
 
-  add(linktype: number, tsNs: bigint, origLen: number, data: Uint8Array): void {
-    this.writer ??= new PcapRetentionWriter(this.target, linktype);
+  get headersOnly(): boolean {
+    return this.target.payload !== true;
+  }
+
+  add(
+    linktype: number,
+    tsNs: bigint,
+    origLen: number,
+    data: Uint8Array,
+    headersEnd?: number | null,
+  ): void {
+    this.writer ??= new PcapRetentionWriter(this.target, linktype, this.decode);
     if (this.afterMixed === undefined && linktype !== this.writer.linktype) {
       this.writer.close();
       this.afterMixed = 0;
     }
     if (this.afterMixed !== undefined) this.afterMixed++;
-    else this.writer.add(tsNs, origLen, data);
+    else this.writer.add(tsNs, origLen, data, headersEnd);
   }
 
   close(): void {

@@ -199,23 +199,52 @@ export function decodeFrame(
   bytes: Uint8Array,
   opts?: DecodeOptions,
 ): DecodedFrame {
+  return decodeWithState(linktype, bytes, opts).frame;
+}
+
+/**
+ * decodeFrame and payloadOffset of the same frame from one decode (a capture source that retains
+ * headers only needs both for every frame).
+ */
+export function decodeFrameAndPayloadOffset(
+  linktype: number,
+  bytes: Uint8Array,
+  opts?: DecodeOptions,
+): { frame: DecodedFrame; payloadOffset: number | null } {
+  const { frame, s } = decodeWithState(linktype, bytes, opts);
+  const off =
+    s === null || s.lastIP === null || s.payOff < 0 ? null : Math.min(s.payOff, bytes.length);
+  return { frame, payloadOffset: off };
+}
+
+function decodeWithState(
+  linktype: number,
+  bytes: Uint8Array,
+  opts?: DecodeOptions,
+): { frame: DecodedFrame; s: DecodeState | null } {
   const lt = LINKTYPES.get(linktypeOf(linktype));
   const s = new DecodeState(bytes, udpPortTable(opts));
   if (lt === undefined) {
     s.fail('DECODE_UNSUPPORTED_LINKTYPE');
-    return result(s, 'other');
+    return { frame: result(s, 'other'), s: null };
   }
+  let thrown = false;
   try {
     run(s, lt.next, opts?.maxDepth ?? DEFAULT_MAX_DEPTH);
   } catch {
     // Last resort only: every decoder is bounds-checked and none throws by design.
     s.fail('DECODE_INTERNAL');
+    thrown = true;
   }
+  return { frame: resultOf(s, lt.name), s: thrown ? null : s };
+}
+
+function resultOf(s: DecodeState, name: string): DecodedFrame {
   try {
-    return result(s, lt.name);
+    return result(s, name);
   } catch {
     return {
-      linktype: lt.name,
+      linktype: name,
       layers: [],
       outer: null,
       inner: null,

@@ -91,6 +91,11 @@ export interface IdentityHeaderScan {
    * Absent in reports written before it was added.
    */
   continued?: IdentityScanContinued[];
+  /**
+   * A live capture that did not ask for the payload: its agents retained headers only, so no
+   * request head was read at any point (each is in `notScanned`). Absent otherwise.
+   */
+  headersOnly?: boolean;
 }
 
 /** One point whose request head went on past the segments read: how far, and why no further. */

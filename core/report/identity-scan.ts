@@ -4,8 +4,10 @@
  * at MAX_HEAD_SEGMENTS or MAX_HEAD_BYTES) until the head ends, from whatever bytes the shell still
  * has of those frames — offline the capture file read again (offline/identity-scan.ts), live the
  * frames the agents retained (liveIdentityHeaders below) — looked at by
- * core/decode/identity-headers.ts. Honest about what it did not have: a frame in the chain cut
- * before the end of its payload (a snaplen, the agent's 256-byte retention) ends the chain and is
+ * core/decode/identity-headers.ts. Honest about what it did not have: a live capture that did not
+ * ask for the payload has none (its agents retain headers only): no point is read, and the scan
+ * says so (`headersOnly`); a frame in the chain cut
+ * before the end of its payload (a snaplen, the retention bound) ends the chain and is
  * listed in `cut` with the bytes looked at; a head that went on past the segments read (a gap, a
  * bound, nothing more captured) in `continued`; a point whose first frame could not be had in
  * `notScanned` with why — so "no identity header" is never said about bytes nobody read. Pure.
@@ -159,7 +161,7 @@ export function scanIdentityHeaders(
   r: AnalysisResult,
   lookup: ScanFrameLookup,
 ): IdentityHeaderScan {
-  const scan: Required<IdentityHeaderScan> = {
+  const scan: Required<Omit<IdentityHeaderScan, 'headersOnly'>> = {
     scanned: [],
     notScanned: [],
     seen: [],
@@ -180,11 +182,16 @@ export function scanIdentityHeaders(
   return scan;
 }
 
+/** Why a live capture's request heads were not read when it did not ask for the payload. */
+export const HEADERS_ONLY_WHY =
+  'its agent retained the frames headers only, no payload bytes (the capture did not ask for them: capture with --evidence-payload, evidencePayload in POST /v1/captures)';
+
 /**
  * A live capture's identity headers, from the frames the collector fetched (store.loadFrames per
  * point; `unreadable`: points whose stored frames could not be read, with why). `payloadAsked`:
- * the capture asked the agents for whole frames (`evidencePayload`), so a cut is the capture's
- * snaplen, not retention's default.
+ * the capture asked the agents for whole frames (`evidencePayload`); without it the agents
+ * retained headers only, so no request head is read (`headersOnly`, every point with a request
+ * data segment in `notScanned` with HEADERS_ONLY_WHY) — never "no identity header".
  */
 export function liveIdentityHeaders(
   r: AnalysisResult,
@@ -192,6 +199,8 @@ export function liveIdentityHeaders(
   payloadAsked: boolean,
   unreadable: ReadonlyMap<string, string> = new Map(),
 ): IdentityHeaderScan {
+  if (!payloadAsked)
+    return { ...scanIdentityHeaders(r, () => HEADERS_ONLY_WHY), headersOnly: true };
   return scanIdentityHeaders(r, (point, packet) => {
     const gone = unreadable.get(point);
     if (gone !== undefined) return gone;
@@ -206,9 +215,7 @@ export function liveIdentityHeaders(
     if (rf.linktype === null) return `its agent kept no frames`;
     if (rec.tsNs !== BigInt(packet.tsNs))
       return `the bytes its agent returned for frame ${packet.frame} are not the frame analysed (FRAMES_MISMATCH)`;
-    const cutBy = payloadAsked
-      ? `the agent retained at most ${rf.snaplen} bytes a frame (the capture's snaplen)`
-      : `the frame was cut at retention's ${rf.snaplen} B; capture with --evidence-payload to see all`;
+    const cutBy = `the agent retained at most ${rf.snaplen} bytes a frame (the capture's snaplen)`;
     return { linktype: rf.linktype, data: rec.bytes, origLen: rec.origLen, cutBy };
   });
 }

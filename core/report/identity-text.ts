@@ -11,8 +11,10 @@ import type {
   IdentityScanContinued,
   IdentityScanCut,
 } from './analysis-result';
+import { HEADERS_ONLY_WHY } from './identity-scan';
 
 const IDENTITY_HEADERS = 'X-Forwarded-For, Forwarded, X-Real-IP or PROXY protocol header';
+const IDENTITY_HEADERS_OR = 'X-Forwarded-For, Forwarded, X-Real-IP or a PROXY protocol line';
 
 const segmentsText = (n: number): string =>
   n === 1 ? 'its first data segment' : `its first ${n} data segments`;
@@ -28,8 +30,18 @@ export function continuedText(c: IdentityScanContinued): string {
   return `at ${c.point} the request's headers continued past the ${c.payloadBytes} payload bytes of ${segmentsText(c.segments)} read (${c.why}): a header past them could not be seen`;
 }
 
+/** A live capture without the payload: why no request head was read, and how to get one. */
+export function headersOnlyText(): string {
+  return (
+    `whether the request carries ${IDENTITY_HEADERS_OR} was not looked for: the payload was not retained ` +
+    '(the agents kept each frame only up to its transport header, as the capture did not ask for the payload; ' +
+    "capture again with --evidence-payload — evidencePayload: true in POST /v1/captures — to read the request's headers)"
+  );
+}
+
 /** Each point not read to the end of its request head, in words. */
 export function partialTexts(scan: IdentityHeaderScan): string[] {
+  if (scan.headersOnly === true) return [headersOnlyText()];
   return [...scan.cut.map(cutText), ...(scan.continued ?? []).map(continuedText)];
 }
 
@@ -46,6 +58,13 @@ export function identityText(r: AnalysisResult): {
         "for (the request's payload bytes were not read: a live capture's are read from the frames its agents retained, once they are fetched)",
       clientSet: [],
     };
+  if (scan.headersOnly === true) {
+    const other = scan.notScanned
+      .filter((n) => n.why !== HEADERS_ONLY_WHY)
+      .map((n) => `; not read at ${n.point}: ${n.why}`)
+      .join('');
+    return { text: headersOnlyText() + other, clientSet: [] };
+  }
   const first = r.points[0]?.name;
   const clientSet = scan.seen.filter((h) => h.point === first);
   const partAt = new Set([...scan.cut, ...(scan.continued ?? [])].map((c) => c.point));

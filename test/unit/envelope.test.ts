@@ -38,6 +38,21 @@ const CASES: Envelope[] = [
       deadlineUnixMs: 1_764_452_477_123,
     },
   },
+  {
+    seq: 0,
+    kind: 'capture',
+    capture: {
+      captureId: 'cap2',
+      point: 'backend',
+      target: '10.244.2.5',
+      iface: 'eth0',
+      filter: '',
+      snaplen: 65535,
+      deadlineUnixMs: 1_764_452_477_123,
+      retainSnaplen: 65535,
+      retainPayload: true, // evidencePayload: whole frames retained
+    },
+  },
   { seq: 0, kind: 'stop', stop: { captureId: 'cap1', point: '' } },
   { seq: BIG, kind: 'events', events: batch(1, 3) },
   { seq: 1, kind: 'events', events: { captureId: 'c', point: 'p', events: [] } },

@@ -172,6 +172,10 @@ void t.test(
       sent.filter((c) => c.captureId === id).map((c) => c.retainSnaplen);
     t.same(of(idOf(payload)), [65535, 65535, 65535], 'retainSnaplen = the capture snaplen');
     t.same(of(idOf(plain)), [undefined, undefined, undefined], "the agents' default (256)");
+    const whole = (id: string): (boolean | undefined)[] =>
+      sent.filter((c) => c.captureId === id).map((c) => c.retainPayload);
+    t.same(whole(idOf(payload)), [true, true, true], 'retainPayload: whole frames');
+    t.same(whole(idOf(plain)), [undefined, undefined, undefined], 'headers only by default');
     const spec = (id: string): unknown =>
       (
         JSON.parse(readFileSync(join(dir, 'captures', id, 'session.json'), 'utf8')) as {

@@ -107,7 +107,7 @@ function inOrder(parts: (string | Buffer)[], isn = ISN): Seg[] {
 }
 
 const scanOf = (segs: Seg[], flowOmitted = 0): ReturnType<typeof liveIdentityHeaders> =>
-  liveIdentityHeaders(resultOf(segs, flowOmitted), retainedOf(segs), false);
+  liveIdentityHeaders(resultOf(segs, flowOmitted), retainedOf(segs), true);
 
 void t.test('X-Forwarded-For in the second segment: found, named by that frame', (t) => {
   const scan = scanOf(inOrder([HEAD, `${XFF}\r\n`]));
@@ -264,7 +264,7 @@ void t.test('a cut frame in the middle of the chain: the scan stops there, bytes
       payloadBytes: HEAD.length + 256 - 54,
       payloadLength: HEAD.length + pad.length,
       segments: 2,
-      why: "the frame was cut at retention's 256 B; capture with --evidence-payload to see all",
+      why: "the agent retained at most 256 bytes a frame (the capture's snaplen)",
     },
   ]);
   const detail = whatToChange({ ...resultOf(segs), identityHeaders: scan }).questions[0]?.detail;

@@ -1,10 +1,11 @@
 /**
  * The identity-header scan both routes share (core/report/identity-scan.ts): over a live
- * capture's retained frames (liveIdentityHeaders) — a whole frame and one cut at retention's
- * 256 bytes, a header present or absent, PROXY protocol v2, a frame the agent could not give, a
- * point never fetched — and over a capture file read again (offline/identity-scan.ts) with a
- * snaplen that cut the request. A cut frame is said cut with the bytes looked at, never "no
- * header"; "What to change" repeats it.
+ * capture's retained frames (liveIdentityHeaders) — headers only (the capture did not ask for the
+ * payload: nothing read, and said so), a whole frame and one cut by the snaplen, a header present
+ * or absent, PROXY protocol v2, a frame the agent could not give, a point never fetched — and
+ * over a capture file read again (offline/identity-scan.ts) with a snaplen that cut the request.
+ * A cut frame is said cut with the bytes looked at, never "no header"; "What to change" repeats
+ * it.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -70,7 +71,7 @@ void t.test('whole frames: a header added on the path, and none at the others', 
     ['egress', retained('egress', `${HEAD}\r\n`)],
     ['backend', retained('backend', `${HEAD}X-Forwarded-For: 10.90.0.42\r\n\r\n`)],
   ]);
-  const scan = liveIdentityHeaders(result, frames, false);
+  const scan = liveIdentityHeaders(result, frames, true);
   t.same(scan.scanned, NAMES);
   t.same(scan.notScanned, []);
   t.same(scan.cut, [], 'every payload whole');
@@ -87,14 +88,40 @@ void t.test('whole frames: a header added on the path, and none at the others', 
   t.end();
 });
 
-void t.test('cut at 256 bytes: the header past them is not seen and not denied', (t) => {
+void t.test('headers only (no evidencePayload): nothing read, and said plainly', (t) => {
+  const xff = `${HEAD}X-Forwarded-For: 10.90.0.42\r\n\r\n`;
+  // What the agents retain without the payload: each frame up to its TCP header (54 bytes).
+  const frames = new Map(NAMES.map((n) => [n, retained(n, xff, 54)]));
+  const scan = liveIdentityHeaders(result, frames, false);
+  t.equal(scan.headersOnly, true);
+  t.same(scan.scanned, [], 'no request head read');
+  t.same(scan.seen, []);
+  t.same(scan.cut, []);
+  t.match(
+    scan.notScanned,
+    NAMES.map((point) => ({ point, why: /headers only, no payload bytes .*--evidence-payload/ })),
+  );
+  // Even bytes that hold a payload (an older agent's 256 B) are not read unasked.
+  const older = new Map(NAMES.map((n) => [n, retained(n, xff)]));
+  t.same(liveIdentityHeaders(result, older, false).seen, [], 'payload not asked for: not read');
+  const detail = whatToChange({ ...result, identityHeaders: scan }).questions[0]?.detail ?? '';
+  t.match(
+    detail,
+    /whether the request carries X-Forwarded-For, Forwarded, X-Real-IP or a PROXY protocol line was not looked for: the payload was not retained .*--evidence-payload — evidencePayload: true in POST \/v1\/captures/,
+  );
+  t.notMatch(detail, /no X-Forwarded-For/, 'never "no identity header"');
+  t.notMatch(detail, /not read at/, 'said once, not per point');
+  t.end();
+});
+
+void t.test('cut by the snaplen: the header past it is not seen and not denied', (t) => {
   const xff = `${HEAD}${LONG}X-Forwarded-For: 10.90.0.42\r\n\r\n`;
   const frames = new Map([
     ['decap', retained('decap', `${HEAD}\r\n`)],
     ['egress', retained('egress', `${HEAD}\r\n`)],
     ['backend', retained('backend', xff)],
   ]);
-  const scan = liveIdentityHeaders(result, frames, false);
+  const scan = liveIdentityHeaders(result, frames, true);
   t.same(scan.scanned, NAMES, 'the cut frame was scanned, as far as it goes');
   t.same(scan.seen, [], 'the header lies past the cut');
   t.same(scan.cut, [
@@ -103,13 +130,13 @@ void t.test('cut at 256 bytes: the header past them is not seen and not denied',
       frame: packetAt('backend').frame,
       payloadBytes: 256 - 54,
       payloadLength: xff.length,
-      why: "the frame was cut at retention's 256 B; capture with --evidence-payload to see all",
+      why: "the agent retained at most 256 bytes a frame (the capture's snaplen)",
     },
   ]);
   const detail = whatToChange({ ...result, identityHeaders: scan }).questions[0]?.detail ?? '';
   t.match(
     detail,
-    /no X-Forwarded-For, Forwarded, X-Real-IP or PROXY protocol header in the request's headers at decap, egress; at backend only the first 202 of the request's \d+ payload bytes were looked at \(the frame was cut at retention's 256 B; capture with --evidence-payload to see all\): a header past them could not be seen/,
+    /no X-Forwarded-For, Forwarded, X-Real-IP or PROXY protocol header in the request's headers at decap, egress; at backend only the first 202 of the request's \d+ payload bytes were looked at \(the agent retained at most 256 bytes a frame \(the capture's snaplen\)\): a header past them could not be seen/,
   );
   t.notMatch(
     detail,
@@ -117,14 +144,14 @@ void t.test('cut at 256 bytes: the header past them is not seen and not denied',
     'backend is not among the points said to have none',
   );
 
-  // The same request with the payload asked for: whole, and the header is there.
+  // The same request whole: the header is there.
   const whole = new Map(frames);
   whole.set('backend', retained('backend', xff, 65535));
   const full = liveIdentityHeaders(result, whole, true);
   t.same(full.cut, []);
   t.match(full.seen, [{ point: 'backend', kind: 'x-forwarded-for', value: '10.90.0.42' }]);
 
-  // Cut at the payload asked for too (a frame above the snaplen): said, with that cause.
+  // Cut at 100 bytes: said, with that cause.
   const short = new Map(frames);
   short.set('backend', retained('backend', xff, 100));
   t.match(liveIdentityHeaders(result, short, true).cut, [
@@ -138,14 +165,14 @@ void t.test('cut at 256 bytes: the header past them is not seen and not denied',
   // Cut inside the headers: scanned, 0 payload bytes looked at.
   const headersOnly = new Map(frames);
   headersOnly.set('backend', retained('backend', xff, 54));
-  t.match(liveIdentityHeaders(result, headersOnly, false).cut, [
+  t.match(liveIdentityHeaders(result, headersOnly, true).cut, [
     { point: 'backend', payloadBytes: 0 },
   ]);
   const insideIp = new Map(frames);
   insideIp.set('backend', retained('backend', xff, 30));
   t.match(
-    liveIdentityHeaders(result, insideIp, false).cut,
-    [{ point: 'backend', payloadBytes: 0, why: /cut at retention's 30 B/ }],
+    liveIdentityHeaders(result, insideIp, true).cut,
+    [{ point: 'backend', payloadBytes: 0, why: /at most 30 bytes a frame/ }],
     'cut inside the IP header: still said cut, not "no payload"',
   );
   t.end();
@@ -162,7 +189,7 @@ void t.test('PROXY protocol v2 and X-Real-IP at the start of a retained payload'
     ['egress', retained('egress', `${HEAD}\r\n`)],
     ['backend', retained('backend', Buffer.concat([v2, Buffer.from(`${HEAD}\r\n`)]))],
   ]);
-  const scan = liveIdentityHeaders(result, frames, false);
+  const scan = liveIdentityHeaders(result, frames, true);
   t.match(scan.seen, [
     { point: 'decap', kind: 'x-real-ip', value: '203.0.113.7' },
     { point: 'backend', kind: 'proxy-v2', value: 'TCP4 192.0.2.1:56324 -> 10.244.2.5:8080' },
@@ -193,7 +220,7 @@ void t.test('frames the agent could not give, or never fetched: not scanned, wit
       ['egress', egress],
       ['backend', mismatched],
     ]),
-    false,
+    true,
   );
   t.same(scan.scanned, ['decap']);
   t.match(scan.notScanned, [
@@ -204,7 +231,7 @@ void t.test('frames the agent could not give, or never fetched: not scanned, wit
   const none = liveIdentityHeaders(
     result,
     new Map([['decap', decap]]),
-    false,
+    true,
     new Map([['egress', 'its stored frames cannot be read (STORE_IO)']]),
   );
   t.match(none.notScanned, [

@@ -3,9 +3,11 @@
  * source writes through the addon (pcap-batch/src/retain.c), the cap source through the
  * TypeScript writer, and the namespace worker through the fd the agent passes it. Each file is
  * what the offline reader reads, record N = the event's frame N, cut to the retention snaplen,
- * with the kernel's timestamps; the bound stops retention for good and is counted.
+ * with the kernel's timestamps; headers only (cut where the payload starts) unless the target
+ * asks for the payload; the bound stops retention for good and is counted.
  */
 import { createSocket } from 'node:dgram';
+import { createServer, connect } from 'node:net';
 import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +21,7 @@ import type { CaptureSource } from '../../agent/capture/source';
 import type { PacketEvent } from '../../common/event';
 import { Netns } from '../../lab/netns';
 import { loadNativeAddon } from '../../native/loader';
+import { payloadOffset } from '../../core/decode/frame';
 import { openCaptureFile } from '../../offline/pcap-file';
 import { A_IP, buildPair, sendUdp } from '../lab/fixtures/capture-pair';
 
@@ -29,6 +32,7 @@ function retentionFile(
   t: { teardown(fn: () => void): void },
   snaplen: number,
   maxBytes = 1 << 20,
+  payload = false,
 ): { path: string; target: RetentionTarget } {
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-retention-live-'));
   const path = join(dir, 'r.pcap');
@@ -37,7 +41,7 @@ function retentionFile(
     closeSync(fd);
     rmSync(dir, { recursive: true, force: true });
   });
-  return { path, target: { fd, snaplen, maxBytes } };
+  return { path, target: { fd, snaplen, maxBytes, ...(payload ? { payload } : {}) } };
 }
 
 /** Runs `src` while `traffic` sends 10 datagrams; the events once it stopped. */
@@ -66,9 +70,10 @@ async function run(
 
 function records(
   path: string,
-): { index: number; tsNs: bigint; wireLength: number; data: Buffer }[] {
+): { index: number; linktype: number; tsNs: bigint; wireLength: number; data: Buffer }[] {
   return [...openCaptureFile(path).frames()].map((f) => ({
     index: f.index,
+    linktype: f.linktype,
     tsNs: f.tsNs,
     wireLength: f.wireLength,
     data: Buffer.from(f.data),
@@ -90,13 +95,15 @@ if (!isRoot) {
       });
     s.close();
   };
-  /** The file holds the events' frames, each record its frame, cut to `snaplen`. */
+  /** The file holds the events' frames, each record its frame, cut to `snaplen` (headers only:
+   * at the payload, so no payload byte; with `payload` the payload where it fits). */
   const check = (
     t: Pick<typeof tap, 'same' | 'equal' | 'ok'>,
     path: string,
     events: PacketEvent[],
     snaplen: number,
     kernelTs: boolean,
+    payload = false,
   ): void => {
     const got = records(path);
     t.same(
@@ -109,10 +116,12 @@ if (!isRoot) {
       t.equal(r.wireLength, e?.wireLength, 'the wire length');
       if (kernelTs) t.equal(r.tsNs, e?.tsNs, 'the kernel timestamp, to the nanosecond');
       t.ok(r.data.length <= snaplen, 'cut to the retention snaplen');
+      if (!payload) t.equal(r.data.length, payloadOffset(r.linktype, r.data), 'cut at the payload');
     }
-    t.ok(
+    t.equal(
       got.some((r) => r.data.includes(Buffer.from('hoptrace-test-'))),
-      'the real bytes, payload included where it fits',
+      payload,
+      payload ? 'the real bytes, payload included where it fits' : 'no payload byte kept',
     );
   };
 
@@ -127,9 +136,66 @@ if (!isRoot) {
       t.match(src.stats().retention, { state: 'on', retained: 10, dropped: 0, snaplen: 64 });
     });
 
+    void t.test('NativeSource with payload: the whole frame where it fits', async (t) => {
+      const { path, target } = retentionFile(t, 256, 1 << 20, true);
+      const src = new NativeSource(spec, { batch: { maxDelayMs: 10 }, retain: target });
+      const events = await run(src, lo);
+      check(t, path, events, 256, true, true);
+    });
+
+    // A TCP request with headers a node must not keep unasked: cut after the TCP header (batch
+    // mode, the addon's retainPorts) or kept whole with the payload.
+    for (const payload of [false, true])
+      void t.test(
+        `NativeSource, a TCP request: ${payload ? 'whole with payload' : 'cut at the payload by default'}`,
+        async (t) => {
+          const { path, target } = retentionFile(t, 256, 1 << 20, payload);
+          const server = createServer((s) => {
+            s.on('data', () => s.end());
+          });
+          await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+          t.teardown(() => server.close());
+          const addr = server.address();
+          const tport = typeof addr === 'object' && addr !== null ? addr.port : 0;
+          const src = new NativeSource(
+            { ...spec, filter: `tcp and port ${tport}` },
+            { batch: { maxDelayMs: 10 }, retain: target },
+          );
+          const REQ = 'GET /account HTTP/1.1\r\nHost: web\r\nAuthorization: Bearer s3cr3t\r\n\r\n';
+          const events = await run(
+            src,
+            async () => {
+              const c = connect(tport, '127.0.0.1');
+              await new Promise<void>((r) => c.on('connect', r));
+              c.write(REQ);
+              await new Promise<void>((r) => c.on('close', r));
+            },
+            6,
+          );
+          const got = records(path);
+          t.ok(got.length >= events.length && got.length >= 6, 'the connection retained');
+          const req = got.find(
+            (r) => r.wireLength > 100 && r.wireLength === 14 + 20 + 32 + REQ.length,
+          );
+          if (req === undefined) throw new Error('the request frame was not retained');
+          if (payload) t.equal(req.data.length, req.wireLength, 'the whole frame');
+          else {
+            t.equal(req.data.length, 14 + 20 + 32, 'cut after the TCP header with its timestamps');
+            t.notOk(req.data.includes(Buffer.from('Authorization')), 'no request header kept');
+          }
+          t.equal(
+            got.every(
+              (r) => r.data.length === (payloadOffset(r.linktype, r.data) ?? r.data.length),
+            ),
+            !payload,
+            payload ? 'not cut' : 'every frame cut at its payload',
+          );
+        },
+      );
+
     void t.test('NativeSource: the bound stops retention for good, counted', async (t) => {
-      // 42 bytes of headers + "hoptrace-test-N" (15) = 57-byte frames on lo: room for three.
-      const { path, target } = retentionFile(t, 256, 24 + 3 * (16 + 57));
+      // 42 bytes of headers (the payload "hoptrace-test-N" is not kept) on lo: room for three.
+      const { path, target } = retentionFile(t, 256, 24 + 3 * (16 + 42));
       const src = new NativeSource(spec, { batch: { maxDelayMs: 10 }, retain: target });
       const events = await run(src, lo);
       t.same(
@@ -148,28 +214,43 @@ if (!isRoot) {
     t.match(src.stats().retention, { state: 'on', retained: 10 });
   });
 
+  void t.test('CapSource with payload: the whole frame where it fits', async (t) => {
+    const { path, target } = retentionFile(t, 256, 1 << 20, true);
+    const src = new CapSource(spec, { batch: { maxDelayMs: 10 }, retain: target });
+    const events = await run(src, lo);
+    check(t, path, events, 256, false, true);
+  });
+
   // The worker inside a namespace writes through the fd the agent passed it.
   const lab = new Netns();
   const ready = buildPair(lab);
   t.teardown(() => lab.destroy());
   const nsSpec = { point: 'backend', node: 'n2', iface: 'v0', filter: 'udp and dst port 9999' };
-  for (const source of ['native', 'cap'] as const) {
-    void t.test(`NsCapture (${source}) retains through the worker's inherited fd`, async (t) => {
-      await ready;
-      const { path, target } = retentionFile(t, 128);
-      const cap = new NsCapture(
-        { ...nsSpec, source },
-        {
-          netnsPath: `/run/netns/${lab.full('a')}`,
-          batch: { maxDelayMs: 10 },
-          retain: target,
-          onWarning: () => undefined,
-        },
-      );
-      const events = await run(cap, () => sendUdp(lab, 'b', A_IP, 9999, 10));
-      check(t, path, events, 128, source === 'native');
-      t.match(cap.stats().retention, { state: 'on', retained: 10, dropped: 0 });
-      t.equal(cap.finalStats, true, "the worker's last word arrived: the counters are final");
-    });
+  for (const [source, payload] of [
+    ['native', false],
+    ['native', true],
+    ['cap', false],
+  ] as const) {
+    void t.test(
+      `NsCapture (${source}${payload ? ', payload' : ''}) retains through the worker's inherited fd`,
+      async (t) => {
+        await ready;
+        const { path, target } = retentionFile(t, 128, 1 << 20, payload);
+        const cap = new NsCapture(
+          { ...nsSpec, source },
+          {
+            netnsPath: `/run/netns/${lab.full('a')}`,
+            batch: { maxDelayMs: 10 },
+            retain: target,
+            onWarning: () => undefined,
+          },
+        );
+        const events = await run(cap, () => sendUdp(lab, 'b', A_IP, 9999, 10));
+        // Native: summary mode, the cut from the summarizer's own walk.
+        check(t, path, events, 128, source === 'native', payload);
+        t.match(cap.stats().retention, { state: 'on', retained: 10, dropped: 0 });
+        t.equal(cap.finalStats, true, "the worker's last word arrived: the counters are final");
+      },
+    );
   }
 }

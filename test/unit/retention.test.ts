@@ -13,6 +13,7 @@ import { FileSource } from '../../agent/capture/file-source';
 import { PcapRetentionWriter, type RetentionTarget } from '../../agent/capture/retention';
 import { RetentionStore } from '../../agent/capture/retention-store';
 import type { FramesRequest } from '../../common/wire';
+import { payloadOffset } from '../../core/decode/frame';
 import { openCaptureFile } from '../../offline/pcap-file';
 import { PCAPS } from './corpus';
 
@@ -122,46 +123,60 @@ void t.test(
   },
 );
 
-void t.test(
-  'a file replay retains what it delivers: the bytes of the file, frame for frame',
-  async (t) => {
-    const dir = tempDir(t);
-    const path = join(dir, 'r.pcap');
-    const fd = openSync(path, 'w+');
-    t.teardown(() => {
-      closeSync(fd);
-    });
-    const src = new FileSource(
-      PCAP,
-      { point: 'p', node: 'n', iface: 'eth0' },
-      {
-        retain: { fd, snaplen: 128, maxBytes: 1 << 20 },
-      },
-    );
-    const frames: number[] = [];
-    await new Promise<void>((resolve, reject) => {
-      void src.start(
-        (evs) => frames.push(...evs.map((e) => e.frame)),
-        (err) => {
-          if (err === null) resolve();
-          else reject(err);
+for (const payload of [false, true])
+  void t.test(
+    `a file replay retains what it delivers, frame for frame: ${payload ? 'whole with payload' : 'headers only by default'}`,
+    async (t) => {
+      const dir = tempDir(t);
+      const path = join(dir, 'r.pcap');
+      const fd = openSync(path, 'w+');
+      t.teardown(() => {
+        closeSync(fd);
+      });
+      const src = new FileSource(
+        PCAP,
+        { point: 'p', node: 'n', iface: 'eth0' },
+        {
+          retain: { fd, snaplen: 128, maxBytes: 1 << 20, ...(payload ? { payload } : {}) },
         },
       );
-    });
-    const original = framesOf(PCAP);
-    const kept = framesOf(path);
-    t.same(
-      frames,
-      original.map((f) => f.index),
-      'events numbered as the file',
-    );
-    t.same(
-      kept.map((f) => [f.index, f.tsNs, f.wireLength, f.data]),
-      original.map((f) => [f.index, f.tsNs, f.wireLength, f.data.subarray(0, 128)]),
-    );
-    t.match(src.stats().retention, { state: 'on', retained: original.length, dropped: 0 });
-  },
-);
+      const frames: number[] = [];
+      await new Promise<void>((resolve, reject) => {
+        void src.start(
+          (evs) => frames.push(...evs.map((e) => e.frame)),
+          (err) => {
+            if (err === null) resolve();
+            else reject(err);
+          },
+        );
+      });
+      const original = framesOf(PCAP);
+      const kept = framesOf(path);
+      t.same(
+        frames,
+        original.map((f) => f.index),
+        'events numbered as the file',
+      );
+      // Headers only: each frame up to where its payload starts (the reference decoder's
+      // payloadOffset, evidence.pcapng's cut), never past the retention snaplen.
+      const cut = (d: Buffer): number =>
+        payload ? 128 : Math.min(128, payloadOffset(1, d) ?? d.length);
+      t.same(
+        kept.map((f) => [f.index, f.tsNs, f.wireLength, f.data]),
+        original.map((f) => [f.index, f.tsNs, f.wireLength, f.data.subarray(0, cut(f.data))]),
+      );
+      const get = kept.find(
+        (f) => f.wireLength > 66 && original[f.index - 1]?.data.includes('GET /'),
+      );
+      t.ok(get !== undefined, 'the HTTP request frame was kept');
+      t.equal(
+        get?.data.includes('GET /') ?? false,
+        payload,
+        payload ? 'its request line with it' : 'without its request line',
+      );
+      t.match(src.stats().retention, { state: 'on', retained: original.length, dropped: 0 });
+    },
+  );
 
 /** A store with one point whose source wrote `n` frames of 100 bytes (stats as given). */
 function storeWith(
@@ -313,5 +328,7 @@ void t.test('the capture snaplen and the asked snaplen bound what is kept', (t) 
   t.equal(store.open('c-a-00000000', 'decap', 0, 96)?.snaplen, 96, 'never more than the capture');
   t.equal(store.open('c-b-00000000', 'decap', 65535, 0)?.snaplen, 65535, 'full frames when asked');
   t.equal(store.open('c-c-00000000', 'decap', 1, 0)?.snaplen, 64, 'at least 64 bytes');
+  t.equal(store.open('c-d-00000000', 'decap', 0, 0)?.payload, undefined, 'headers only by default');
+  t.equal(store.open('c-e-00000000', 'decap', 65535, 0, true)?.payload, true, 'whole when asked');
   t.end();
 });

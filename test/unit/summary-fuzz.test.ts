@@ -1,5 +1,5 @@
 /**
- * Builds native/pcap-batch/fuzz/fuzz.c with summary.c under AddressSanitizer and
+ * Builds native/pcap-batch/fuzz/fuzz.c with summary.c (and headers.c) under AddressSanitizer and
  * UndefinedBehaviorSanitizer and runs it: a million mutated and truncated frames, each in an
  * exactly-sized buffer. Any read past a frame or undefined behaviour aborts it. Needs cc with
  * libasan/libubsan (gcc on Debian has both); fails with the reason when they are missing.
@@ -33,6 +33,7 @@ void t.test('summary.c and summary_wire.c under ASan/UBSan: a million mutated fr
           join(native, 'fuzz', 'fuzz.c'),
           join(native, 'src', 'summary.c'),
           join(native, 'src', 'summary_wire.c'),
+          join(native, 'src', 'headers.c'),
         ],
         { stdio: 'pipe' },
       );

@@ -6,8 +6,9 @@
  * and misaligned accesses. summary.c parses untrusted packets in a privileged agent: this is the
  * test that it never reads what it was not given. Every FAST record, and random garbage records,
  * also go through summary_wire.c into an exactly-sized buffer of ctx + SUMMARY_WIRE_MAX bytes: the
- * protobuf writer never writes past its bound. Each frame also goes through the offline gate
- * (gated()): the same decision as the decoder's. Usage: fuzz [iterations]
+ * protobuf writer never writes past its bound; retention's headers-only cut (summary_one's
+ * headers_end, headers.c for SLOW frames) never falls past the frame. Each frame also goes
+ * through the offline gate (gated()): the same decision as the decoder's. Usage: fuzz [iterations]
  */
 #include "summary.h"
 #include <stdio.h>
@@ -93,7 +94,9 @@ int main(int argc, char **argv) {
     uint8_t *f = malloc(len ? len : 1);
     memcpy(f, seed, len);
     uint32_t lt = (uint32_t[]){1, 1, 1, 113, 276, 101, 0, 108}[rnd() % 8];
-    int ok = summary_one(f, (uint32_t)len, (uint32_t)len, 1, lt, ports, rec, 0);
+    uint32_t hend = 0;
+    int ok = summary_one(f, (uint32_t)len, (uint32_t)len, 1, lt, ports, rec, 0, &hend);
+    if (hend > len) __builtin_trap();
     fast += ok;
     free(f);
     if (ok && wire(rec) > 20 + SUMMARY_WIRE_MAX) return 1;

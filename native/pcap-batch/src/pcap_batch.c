@@ -44,7 +44,11 @@
  *   options.retainFd (-1 = off), retainSnaplen (256), retainMaxBytes (64 MiB): every frame the
  *                                capture numbers (delivered, or in a batch the writer dropped) is
  *                                also written, cut to retainSnaplen (at most the snaplen), to a
- *                                classic pcap file on that fd (retain.c): record N = frame N. Past
+ *                                classic pcap file on that fd (retain.c): record N = frame N.
+ *                                Headers only — each frame cut where its innermost transport
+ *                                header ends (summary_one's headers_end) — unless
+ *                                options.retainPayload; batch mode cuts with options.retainPorts
+ *                                (a 65536-byte UDP port table; else the default ports). Past
  *                                retainMaxBytes, or after a failed write, retention stops for good
  *                                and later frames are counted. stats() adds retained,
  *                                retainDropped, retainBytes, retainSnaplen, retainState
@@ -95,7 +99,7 @@
 #include "retain.h"
 #include "summary.h"
 
-#define ADDON_VERSION 9
+#define ADDON_VERSION 10
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -168,6 +172,10 @@ typedef struct {
   /* Retention (options.retainFd): every numbered frame, cut to retainSnaplen, into a pcap file
    * (retain.c), in step with `handed`: frame N is record N. */
   Retain retain;
+  /* Batch mode's UDP port table for the headers-only cut (options.retainPorts, else VXLAN 4789
+   * and 8472, Geneve 6081); summary mode cuts with `ports`. */
+  napi_ref retain_ports_ref;
+  const uint8_t *retain_ports;
 } Capture;
 
 /* The JS FrameWriter: the worker's frame writer (frame_out.c); o is NULL once closed. */
@@ -216,6 +224,21 @@ static int dlt_to_linktype(int dlt) {
 
 static void out_batch(Capture *c);
 
+/* The decoder's default UDP tunnel ports (core/decode/tables.ts DEFAULTS: VXLAN 4789 and 8472,
+ * Geneve 6081; the others are left to the reference, SUMMARY_PORT_OTHER): batch mode's table for
+ * the headers-only cut when the caller gives none. Built once (the event loop's thread). */
+static const uint8_t *default_udp_ports(void) {
+  static uint8_t t[65536];
+  static int built;
+  if (!built) {
+    t[4789] = t[8472] = SUMMARY_PORT_VXLAN;
+    t[6081] = SUMMARY_PORT_GENEVE;
+    t[51820] = t[4790] = t[6635] = t[4500] = SUMMARY_PORT_OTHER;
+    built = 1;
+  }
+  return t;
+}
+
 static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *bytes) {
   Capture *c = (Capture *)user;
   uint32_t caplen = h->caplen;
@@ -233,14 +256,17 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *b
     __builtin_prefetch(bytes + caplen + 32);
     __builtin_prefetch(bytes + caplen + 96);
     __builtin_prefetch(bytes + caplen + 160);
-    if (!summary_one(bytes, caplen, h->len, ts, c->linktype, c->ports, rec, (uint32_t)c->raw_used)) {
+    /* Headers-only retention cuts where the summarizer found the payload: no second walk. */
+    uint32_t hend = caplen;
+    if (!summary_one(bytes, caplen, h->len, ts, c->linktype, c->ports, rec, (uint32_t)c->raw_used,
+                     retain_wants_cut(&c->retain) ? &hend : NULL)) {
       memcpy(c->raw + c->raw_used, bytes, caplen);
       c->raw_used += caplen;
     }
     c->used += SUMMARY_BYTES;
     c->count++;
     c->handed += 1;
-    retain_frame(&c->retain, h, bytes);
+    retain_frame(&c->retain, h, bytes, hend);
     c->read_bytes += caplen + 64; /* the frame's ring slot, roughly (header, alignment) */
     return;
   }
@@ -258,7 +284,10 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *b
   c->used += rec;
   c->count++;
   c->handed += 1;
-  retain_frame(&c->retain, h, bytes);
+  retain_frame(&c->retain, h, bytes,
+               retain_wants_cut(&c->retain)
+                   ? summary_headers_end(bytes, caplen, c->linktype, c->retain_ports)
+                   : caplen);
 }
 
 /* Calls fn(args) as an async callback (microtasks and nextTicks run after it, as for any I/O
@@ -321,6 +350,9 @@ static void do_close(Capture *c) {
   if (c->on_error != NULL) napi_delete_reference(env, c->on_error);
   if (c->buf_ref != NULL) napi_delete_reference(env, c->buf_ref);
   if (c->ports_ref != NULL) napi_delete_reference(env, c->ports_ref);
+  if (c->retain_ports_ref != NULL) napi_delete_reference(env, c->retain_ports_ref);
+  c->retain_ports_ref = NULL;
+  c->retain_ports = default_udp_ports();
   if (c->out_ref != NULL) napi_delete_reference(env, c->out_ref);
   c->on_batch = c->on_error = c->buf_ref = c->ports_ref = c->out_ref = NULL;
   c->out = NULL;
@@ -734,6 +766,14 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
   int64_t retain_fd = get_int(env, opts, "retainFd", -1);
   int64_t retain_snaplen = get_int(env, opts, "retainSnaplen", 256);
   int64_t retain_max = get_int(env, opts, "retainMaxBytes", 64 << 20);
+  int retain_payload = get_bool(env, opts, "retainPayload", 0);
+  napi_value rports_val = NULL;
+  uint8_t *rports = NULL;
+  size_t rports_len = 0;
+  if (get_prop(env, opts, "retainPorts", napi_object, &rports_val) &&
+      (napi_get_buffer_info(env, rports_val, (void **)&rports, &rports_len) != napi_ok ||
+       rports_len < 65536))
+    return throw_code(env, "BAD_ARGUMENT", "retainPorts: a 65536-byte UDP port table");
   int immediate = get_bool(env, opts, "immediate", 0);
   int promisc = get_bool(env, opts, "promisc", 1);
   int want_nano = strcmp(prec, "micro") != 0;
@@ -878,8 +918,10 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     /* Never fatal: a capture without retention still captures; the state and error say why. */
     uint32_t keep = (uint32_t)(retain_snaplen < snap ? retain_snaplen : snap);
     (void)retain_open(&c->retain, (int)retain_fd, (uint32_t)dlt_to_linktype(pcap_datalink(p)),
-                      keep, (uint64_t)retain_max, nano);
+                      keep, (uint64_t)retain_max, nano, retain_payload);
   }
+  c->linktype = (uint32_t)dlt_to_linktype(pcap_datalink(p));
+  c->retain_ports = default_udp_ports();
   c->buf_len = (size_t)batch_bytes;
   c->max_per_batch = (int)(c->buf_len / (REC_HDR + ALIGN8(snap)));
   if (c->max_per_batch < 1) c->max_per_batch = 1;
@@ -890,7 +932,6 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
      * agent ~3x as often at a busy backend; now a batch whose raw area fills goes out early
      * (on_packet), which only many SLOW frames can cause. */
     c->summary = 1;
-    c->linktype = (uint32_t)dlt_to_linktype(pcap_datalink(p));
     c->max_per_batch = (int)((size_t)batch_bytes / SUMMARY_BYTES);
     c->buf_len = (size_t)c->max_per_batch * SUMMARY_BYTES;
     c->raw_len = (size_t)batch_bytes / 4;
@@ -906,6 +947,10 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     if (c->raw == NULL) st = napi_generic_failure;
     if (st == napi_ok) st = napi_create_reference(env, ports_val, 1, &c->ports_ref);
     c->ports = ports;
+  }
+  if (st == napi_ok && rports != NULL) {
+    st = napi_create_reference(env, rports_val, 1, &c->retain_ports_ref);
+    c->retain_ports = rports;
   }
   if (st == napi_ok && out != NULL) {
     /* Header template: u32 BE length | type 4 | u32 count | u32 linktype | f64 first frame |
@@ -1157,6 +1202,25 @@ static napi_value summarize(napi_env env, napi_callback_info info) {
   CHECK(napi_create_uint32(env, (uint32_t)stop, &v));
   CHECK(napi_set_element(env, res, 2, v));
   return res;
+}
+
+/* headersEnd(linktype, bytes, ports) -> n: where retention's headers-only cut of this frame falls
+ * (summary_one's headers_end): what the capture callback keeps of it without retainPayload. */
+static napi_value headers_end(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  uint32_t lt;
+  uint8_t *b, *ports;
+  size_t len, ports_len;
+  if (argc < 3 || napi_get_value_uint32(env, argv[0], &lt) != napi_ok ||
+      napi_get_buffer_info(env, argv[1], (void **)&b, &len) != napi_ok ||
+      napi_get_buffer_info(env, argv[2], (void **)&ports, &ports_len) != napi_ok ||
+      ports_len < 65536 || len > 262144)
+    return throw_code(env, "BAD_ARGUMENT", "headersEnd(linktype, bytes, ports): ports of 65536 bytes");
+  napi_value v;
+  CHECK(napi_create_uint32(env, summary_headers_end(b, (uint32_t)len, lt, ports), &v));
+  return v;
 }
 
 /*
@@ -1511,6 +1575,9 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_value wfn;
   CHECK(napi_create_function(env, "wireRun", NAPI_AUTO_LENGTH, wire_run, NULL, &wfn));
   CHECK(napi_set_named_property(env, exports, "wireRun", wfn));
+  napi_value hfn;
+  CHECK(napi_create_function(env, "headersEnd", NAPI_AUTO_LENGTH, headers_end, NULL, &hfn));
+  CHECK(napi_set_named_property(env, exports, "headersEnd", hfn));
   CHECK(napi_create_function(env, "summarize", NAPI_AUTO_LENGTH, summarize, NULL, &sfn));
   CHECK(napi_set_named_property(env, exports, "summarize", sfn));
   CHECK(napi_create_uint32(env, SUMMARY_BYTES, &sbytes));

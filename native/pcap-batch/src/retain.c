@@ -3,6 +3,13 @@
  * pcap file the agent gave the worker as an fd (agent/capture/retention-store.ts), so that the
  * collector can ask for the real bytes of the matched connection once its verdict is known.
  *
+ * Headers only unless the capture asked for the payload (retainPayload, the collector's
+ * evidencePayload): each frame is then cut where its headers end — the end of its innermost
+ * transport header, which the summarizer finds on its way (summary_one's headers_end; for frames
+ * it leaves SLOW a bounded walk, headers.c, that stops short rather than keep a payload byte) —
+ * so no request line, cookie or Authorization header stays on the node unasked. The record's
+ * orig_len stays the wire length: a reader sees the cut.
+ *
  * The file is libpcap's classic format (draft-ietf-opsawg-pcap: 24-byte header, then a 16-byte
  * header per record; host byte order, ns or µs magic like the capture), written here rather than
  * with pcap_dump: its two stdio fwrite calls per frame, each taking the FILE lock, cost ~180 ns a
@@ -51,10 +58,11 @@ static int flush(Retain *r) {
 }
 
 int retain_open(Retain *r, int fd, uint32_t linktype, uint32_t snaplen, uint64_t max_bytes,
-                int nano) {
+                int nano, int payload) {
   r->state = RETAIN_FAILED;
   r->fd = -1;
   r->snaplen = snaplen;
+  r->payload = payload;
   r->max = max_bytes;
   r->bytes = PCAP_HEADER;
   r->buf = malloc(RETAIN_BUFFER > RECORD_HEADER + snaplen ? RETAIN_BUFFER : RECORD_HEADER + snaplen);
@@ -84,12 +92,14 @@ int retain_open(Retain *r, int fd, uint32_t linktype, uint32_t snaplen, uint64_t
   return 0;
 }
 
-void retain_frame(Retain *r, const struct pcap_pkthdr *h, const uint8_t *bytes) {
+void retain_frame(Retain *r, const struct pcap_pkthdr *h, const uint8_t *bytes,
+                  uint32_t headers_end) {
   if (r->state != RETAIN_ON) {
     if (r->state != RETAIN_OFF) r->dropped += 1;
     return;
   }
   uint32_t cut = h->caplen < r->snaplen ? h->caplen : r->snaplen;
+  if (!r->payload && headers_end < cut) cut = headers_end;
   if (r->bytes + RECORD_HEADER + cut > r->max) {
     r->state = RETAIN_FULL;
     r->dropped += 1;

@@ -17,6 +17,7 @@ typedef struct {
   uint8_t *buf;      /* RETAIN_BUFFER bytes, written out when full */
   size_t used;
   uint32_t snaplen;  /* bytes kept of each frame at most */
+  int payload;       /* keep frames whole (to snaplen); else only up to their headers' end */
   uint64_t max;      /* the file's bound in bytes, header included */
   uint64_t bytes;    /* bytes accepted (header + records), written or buffered */
   double kept;       /* frames accepted */
@@ -28,10 +29,15 @@ typedef struct {
  * LINKTYPE_* value), snaplen and ns (nano != 0) or µs timestamps. Returns 0, or an errno: r is
  * then RETAIN_FAILED and counts every frame as dropped. */
 int retain_open(Retain *r, int fd, uint32_t linktype, uint32_t snaplen, uint64_t max_bytes,
-                int nano);
-/* Keeps one frame (its first snaplen bytes), or counts it as dropped. Buffered: a write(2) to the
- * file (page cache) only every 256 KiB. Does nothing but count when r was never opened. */
-void retain_frame(Retain *r, const struct pcap_pkthdr *h, const uint8_t *bytes);
+                int nano, int payload);
+/* Whether retain_frame wants the frame's headers_end (headers only, and still retaining). */
+static inline int retain_wants_cut(const Retain *r) { return r->state == RETAIN_ON && !r->payload; }
+/* Keeps one frame (its first snaplen bytes; headers only: its first headers_end bytes, which the
+ * caller computes only when retain_wants_cut), or counts it as dropped. The record's orig_len is
+ * the wire length either way, so a reader sees the cut. Buffered: a write(2) to the file (page
+ * cache) only every 256 KiB. Does nothing but count when r was never opened. */
+void retain_frame(Retain *r, const struct pcap_pkthdr *h, const uint8_t *bytes,
+                  uint32_t headers_end);
 /* Writes what is buffered and closes the file (the state stays: ON means every frame was kept,
  * unless this last write fails). Idempotent. */
 void retain_close(Retain *r);

@@ -38,6 +38,8 @@
  */
 #include "summary.h"
 
+#include "headers.h"
+
 #include <string.h>
 
 #define SF_OUTER 1
@@ -195,6 +197,13 @@ typedef struct {
   int64_t pay_off, pay_end;
   uint32_t ip_wire_end;
   int cur_v6;
+  /* Where a SLOW frame's headers end, for retention's headers-only cut (summary_one's
+   * headers_end; headers.c). tail_at: the IP payload the fast path stopped at (tail_proto its
+   * protocol), -1 if it stopped elsewhere; stop_off: where the header it could not read starts
+   * when no IP payload was reached, -1 when the frame carries no IP (ARP, LLDP: kept whole). */
+  int64_t tail_at;
+  int tail_proto;
+  int64_t stop_off;
 } St;
 
 #define NEED(at, n) ((uint64_t)(at) + (uint64_t)(n) <= (uint64_t)s->len)
@@ -208,13 +217,16 @@ static int ethertype_next(St *s, uint32_t *off, uint16_t type, int allow_vlan) {
     if (type == 0x0800) return NX_V4;
     if (type == 0x86dd) return NX_V6;
     if (type == 0x6558) return NX_ETH;
+    s->stop_off = *off;
     if (allow_vlan && (type == 0x8100 || type == 0x88a8 || type == 0x9100 || type == 0x9200)) {
       if (++tags > 8 || !NEED(*off, 4)) return NX_SLOW;
       type = be16(s->b + *off + 2);
       *off += 4;
+      s->stop_off = *off;
       if (type <= 1500) return NX_SLOW; /* LLC */
       continue;
     }
+    if (!headers_carry_ip(type)) s->stop_off = -1;
     return NX_SLOW;
   }
 }
@@ -260,7 +272,8 @@ static void tcp_options(St *s, uint32_t from, uint32_t to) {
 }
 
 /* Decodes the headers of b[0, caplen) of link type lt into *s; returns 1 (FAST: write_rec can
- * write its record) or 0 (SLOW: use the reference). */
+ * write its record) or 0 (SLOW: use the reference). *s is then still read for where the headers
+ * end (walked_headers_end: retention's headers-only cut). */
 static inline __attribute__((always_inline)) int parse(St *s, const uint8_t *b, uint32_t caplen,
                                                        uint32_t lt, const uint8_t *ports) {
   /* Every field is set before it is read: no memset of the whole state (this runs per packet). */
@@ -281,6 +294,9 @@ static inline __attribute__((always_inline)) int parse(St *s, const uint8_t *b, 
   s->ip_id = -1;
   s->pay_off = -1;
   s->pay_end = -1;
+  s->tail_at = -1;
+  s->tail_proto = -1;
+  s->stop_off = 0; /* a link type not known here: nothing is known to be a header */
   uint32_t off = 0;
   int nx;
   /* The frame comes cold from the ring (the kernel wrote it on another core): start loading its
@@ -298,7 +314,8 @@ static inline __attribute__((always_inline)) int parse(St *s, const uint8_t *b, 
       if (!NEED(0, 16)) return 0;
       uint16_t proto = be16(b + 14);
       off = 16;
-      if (proto == 0x0004) return 0;
+      s->stop_off = off;
+      if (proto == 0x0004) return 0; /* 802.2 LLC */
       nx = ethertype_next(s, &off, proto, 1);
       break;
     }
@@ -306,7 +323,8 @@ static inline __attribute__((always_inline)) int parse(St *s, const uint8_t *b, 
       if (!NEED(0, 20)) return 0;
       uint16_t proto = be16(b);
       off = 20;
-      if (proto == 0x0004) return 0;
+      s->stop_off = off;
+      if (proto == 0x0004) return 0; /* 802.2 LLC */
       nx = ethertype_next(s, &off, proto, 1);
       break;
     }
@@ -324,12 +342,14 @@ static inline __attribute__((always_inline)) int parse(St *s, const uint8_t *b, 
 
   int steps = 0;
   while (nx > NX_DONE) {
+    s->stop_off = off;
     if (++steps > 16) return 0;
     switch (nx) {
       case NX_ETH: {
         if (!NEED(off, 14)) return 0;
         uint16_t type = be16(b + off + 12);
         off += 14;
+        s->stop_off = off;
         if (type <= 1500) return 0; /* LLC */
         nx = ethertype_next(s, &off, type, 1);
         break;
@@ -345,9 +365,16 @@ static inline __attribute__((always_inline)) int parse(St *s, const uint8_t *b, 
           hlen = (uint32_t)(v & 0x0f) * 4;
           if (hlen < 20) return 0;
           uint32_t total = be16(b + at + 2);
-          if (total == 0 || total < hlen) return 0; /* TSO length: reference handles it */
           uint16_t frag = be16(b + at + 6);
-          if ((frag & 0x1fff) != 0) return 0; /* a later fragment: no transport header */
+          if (total == 0 || total < hlen || (frag & 0x1fff) != 0) {
+            /* TSO length (the reference takes the captured length), or a later fragment (no
+             * transport header: the payload starts after the IP header). */
+            if (total == 0 || total >= hlen) {
+              s->tail_at = at + hlen;
+              s->tail_proto = (frag & 0x1fff) != 0 ? -1 : b[at + 9];
+            }
+            return 0;
+          }
           proto = b[at + 9];
           if (!begin_ip(s, 0, b + at + 12, b + at + 16, proto)) return 0;
           s->ip_id = be16(b + at + 4);
@@ -360,7 +387,11 @@ static inline __attribute__((always_inline)) int parse(St *s, const uint8_t *b, 
           if (!NEED(at, 40)) return 0;
           if ((b[at] >> 4) != 6) return 0;
           uint32_t plen = be16(b + at + 4);
-          if (plen == 0) return 0; /* jumbogram / TSO */
+          if (plen == 0) { /* jumbogram / TSO */
+            s->tail_at = at + 40;
+            s->tail_proto = b[at + 6];
+            return 0;
+          }
           proto = b[at + 6];
           if (!begin_ip(s, 1, b + at + 8, b + at + 24, proto)) return 0;
           hlen = 40;
@@ -453,6 +484,8 @@ static inline __attribute__((always_inline)) int parse(St *s, const uint8_t *b, 
           }
           /* Protocols the reference decodes further (or quotes a tuple for): its job. */
           case 0: case 43: case 60: case 44: case 51: case 132: case 1: case 58: case 47: case 50:
+            s->tail_at = off;
+            s->tail_proto = proto;
             return 0;
           default:
             nx = NX_DONE; /* a leaf: the tuple names the protocol, no ports */
@@ -598,12 +631,12 @@ static inline __attribute__((always_inline)) void write_rec(const St *s, uint8_t
   rec[6] = pf;
 }
 
-/* Decodes b[0, caplen) of link type lt into rec; returns 1 (fast) or 0 (slow: use the reference). */
-static inline int fast(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *ports,
-                       uint8_t *rec) {
-  St st;
-  if (!parse(&st, b, caplen, lt, ports)) return 0;
-  write_rec(&st, rec);
+/* Decodes b[0, caplen) of link type lt into rec; returns 1 (fast) or 0 (slow: use the reference).
+ * s: the walk's state, read after it for where the headers end. */
+static inline int fast_st(St *s, const uint8_t *b, uint32_t caplen, uint32_t lt,
+                          const uint8_t *ports, uint8_t *rec) {
+  if (!parse(s, b, caplen, lt, ports)) return 0;
+  write_rec(s, rec);
   return 1;
 }
 
@@ -612,9 +645,28 @@ static inline uint32_t rd32(const uint8_t *p, int le) {
             : be32(p);
 }
 
+/* Where b's headers end after a fast walk that ended in state s (ok: it took the frame). */
+static uint32_t walked_headers_end(const St *s, const uint8_t *b, uint32_t caplen, int ok) {
+  if (ok) return s->pay_off < (int64_t)caplen ? (uint32_t)s->pay_off : caplen;
+  if (s->tail_at >= 0)
+    return headers_tail(b, caplen, (uint32_t)s->tail_at, s->tail_proto, (uint32_t)s->tail_at);
+  int64_t end = s->pay_off >= 0 ? s->pay_off : s->stop_off >= 0 ? s->stop_off : (int64_t)caplen;
+  return end < (int64_t)caplen ? (uint32_t)end : caplen;
+}
+
+uint32_t summary_headers_end(const uint8_t *b, uint32_t caplen, uint32_t linktype,
+                             const uint8_t *ports) {
+  St st;
+  int ok = parse(&st, b, caplen, linktype, ports);
+  return walked_headers_end(&st, b, caplen, ok);
+}
+
 int summary_one(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts,
-                uint32_t linktype, const uint8_t *ports, uint8_t *rec, uint32_t raw_offset) {
-  int ok = fast(b, caplen, linktype, ports, rec);
+                uint32_t linktype, const uint8_t *ports, uint8_t *rec, uint32_t raw_offset,
+                uint32_t *headers_end) {
+  St st;
+  int ok = fast_st(&st, b, caplen, linktype, ports, rec);
+  if (headers_end != NULL) *headers_end = walked_headers_end(&st, b, caplen, ok);
   if (!ok) rec[0] = 0;
   le32(rec + 8, caplen);
   le32(rec + 12, wirelen);
@@ -627,7 +679,8 @@ int summary_one(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts
 /* One record: the decoded summary, or SLOW with only the frame's place, lengths and time. */
 static inline void emit(const uint8_t *src, uint32_t data, uint32_t caplen, uint32_t wirelen,
                         uint64_t ts, uint32_t linktype, const uint8_t *ports, uint8_t *rec) {
-  if (!fast(src + data, caplen, linktype, ports, rec)) {
+  St st;
+  if (!fast_st(&st, src + data, caplen, linktype, ports, rec)) {
     memset(rec, 0, 32);
     rec[0] = 0;
   }

@@ -56,9 +56,17 @@ typedef struct {
 } SummaryGate;
 
 /* Summarizes one frame into rec; returns 1 (FAST) or 0 (SLOW: rec holds only caplen, wire
- * length, ts and raw_offset, where the caller stores the frame's bytes). */
+ * length, ts and raw_offset, where the caller stores the frame's bytes). headers_end (NULL: not
+ * wanted) receives where the frame's headers end — its innermost transport header's end, as
+ * core/decode payloadOffset, or less where a SLOW frame's walk stops short (headers.c); the
+ * captured length for a frame that carries no IP (ARP), at most caplen: retention's
+ * headers-only cut. */
 int summary_one(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts,
-                uint32_t linktype, const uint8_t *ports, uint8_t *rec, uint32_t raw_offset);
+                uint32_t linktype, const uint8_t *ports, uint8_t *rec, uint32_t raw_offset,
+                uint32_t *headers_end);
+/* The headers_end of summary_one alone (for frames that are not summarized: batch mode). */
+uint32_t summary_headers_end(const uint8_t *b, uint32_t caplen, uint32_t linktype,
+                             const uint8_t *ports);
 
 /* Summarizes records of src from pos; returns the number written to out. */
 size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, uint32_t linktype,
