@@ -338,6 +338,24 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       refuse(conn, 'AGENT_NODE_TAKEN', CLOSE_CODES.NODE_TAKEN, why);
       return;
     }
+    if (owner === undefined) {
+      try {
+        store.bind(hello.agentId, hello.node);
+      } catch (e) {
+        // Disk full or gone (agents.json): refused like a message that could not be stored, so
+        // the agent retries later; nothing of this hello is kept.
+        const why = isHoptraceError(e)
+          ? `${e.detail}${e.where === undefined ? '' : ` (${e.where})`}`
+          : String(e);
+        refuse(
+          conn,
+          isHoptraceError(e) ? e.code : 'STORE_IO',
+          CLOSE_CODES.HANDLER_FAILED,
+          `cannot record that agent id ${hello.agentId.slice(0, 253)} is node ${hello.node.slice(0, 253)}'s: ${why}`,
+        );
+        return;
+      }
+    }
     clearTimeout(conn.helloTimer);
     const now = Date.now();
     let agent = agents.get(hello.agentId);
@@ -348,7 +366,6 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     const first = conn.agentId === undefined;
     conn.agentId = hello.agentId;
     conn.node = hello.node;
-    if (owner === undefined) store.bind(hello.agentId, hello.node);
     const info: AgentInfo = {
       agentId: hello.agentId,
       node: hello.node,

@@ -285,15 +285,27 @@ export class CaptureStore {
         const r = this.agentRecords.get(agentId);
         if (r !== undefined && r.node !== '') return;
         this.agentRecords.set(agentId, { seq: r?.seq ?? 0, node, seenAt: Date.now() });
+        let evicted: [string, AgentRecord] | undefined;
         if (this.agentRecords.size > AGENT_RECORDS_MAX) {
           // The least recently seen id goes (a Map iterates in insertion order, not by seenAt).
-          let oldest: string | undefined;
           let at = Infinity;
           for (const [id, rec] of this.agentRecords)
-            if (rec.seenAt < at) [oldest, at] = [id, rec.seenAt];
-          if (oldest !== undefined) this.agentRecords.delete(oldest);
+            if (id !== agentId && rec.seenAt < at) [evicted, at] = [[id, rec], rec.seenAt];
+          if (evicted !== undefined) this.agentRecords.delete(evicted[0]);
         }
-        save();
+        const pending = this.agentsTimer !== undefined;
+        try {
+          save();
+        } catch (e) {
+          // Not bound: a binding only in memory would be gone after a restart, and the id then
+          // free for any node. The hub refuses the hello; the agent's retry binds it again.
+          if (r === undefined) this.agentRecords.delete(agentId);
+          else this.agentRecords.set(agentId, r);
+          if (evicted !== undefined) this.agentRecords.set(evicted[0], evicted[1]);
+          // save() took over the seqs waiting for the timer: they wait for it again.
+          if (pending) saveSoon();
+          throw e;
+        }
       },
     };
   }

@@ -1,6 +1,10 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
 import { CLOSE_CODES } from '../../common/envelope';
 import { createAgentHub, memoryLastSeqStore } from '../../collector/hub';
+import { CaptureStore } from '../../collector/store';
 import type { AgentHub, AgentMessage } from '../../collector/hub-types';
 import { RawAgent, Signal, TOKEN, batch, closeServer, hello, listen } from './transport-fixtures';
 
@@ -424,5 +428,65 @@ void t.test(
     t.ok(r.hub.agents().find((a) => a.agentId === 'gone')?.connected);
     back.ws.close();
     await back.closed;
+  },
+);
+
+void t.test(
+  'agents.json cannot be written: a new agent id is refused with 1011, the collector stays up (issue 17)',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-hub-store-'));
+    t.teardown(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const store = new CaptureStore({ dir, fsync: false });
+    const { server, port } = await listen();
+    const hub = createAgentHub({
+      server,
+      tokens: [TOKEN],
+      collectorId: store.collectorId,
+      lastSeqStore: store.lastSeq,
+    });
+    hub.onMessage(() => Promise.resolve());
+    t.teardown(async () => {
+      await hub.close();
+      await closeServer(server);
+      await store.close();
+    });
+    const known = await helloed(port, 'known');
+    known.ws.close();
+    await known.closed;
+
+    // The atomic write's temporary file cannot be created (a directory is in its place): the
+    // write fails as on a full disk (ENOSPC / EIO), synchronously, in the hello's path.
+    const blocker = join(dir, `agents.json.tmp-${process.pid}`);
+    mkdirSync(blocker);
+    const fresh = RawAgent.connect(port, TOKEN);
+    await fresh.opened;
+    fresh.send({ seq: 0, kind: 'hello', hello: hello('fresh') });
+    await fresh.closed;
+    t.equal(fresh.closeCode, CLOSE_CODES.HANDLER_FAILED, 'refused like a failed store: 1011');
+    const err = fresh.received.find((e) => e.kind === 'error');
+    t.equal(err?.kind === 'error' ? err.error.code : '', 'STORE_IO');
+    t.match(err?.kind === 'error' ? err.error.message : '', /agent id fresh .*agents\.json/);
+    t.notOk(
+      hub.agents().some((a) => a.agentId === 'fresh'),
+      'nothing of the hello kept',
+    );
+    t.equal(store.lastSeq.nodeOf('fresh'), undefined, 'not bound in memory only');
+
+    // Still alive: an id already bound is served while the disk is full…
+    const again = await helloed(port, 'known');
+    again.send({ seq: 1, kind: 'events', events: batch(1, 1) });
+    await again.next((e) => e.kind === 'ack');
+    t.same(again.acks(), [1]);
+    // …and once the disk is back, the refused agent's retry binds it, on disk.
+    rmSync(blocker, { recursive: true });
+    const retry = await helloed(port, 'fresh');
+    t.equal(retry.received[0]?.kind, 'helloAck');
+    const saved = JSON.parse(readFileSync(join(dir, 'agents.json'), 'utf8')) as Record<
+      string,
+      { node: string }
+    >;
+    t.equal(saved['fresh']?.node, 'node-fresh');
   },
 );
