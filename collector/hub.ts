@@ -62,6 +62,11 @@ export interface AgentHubOptions {
    */
   forgetAfterMs?: number;
   /**
+   * Disconnected agents remembered at most (default 1,024): past it the one seen longest ago is
+   * forgotten at once, so ids that come and go faster than forgetAfterMs cannot grow the collector.
+   */
+  maxRememberedAgents?: number;
+  /**
    * Bytes of one connection's received messages waiting in its agent's chain (decoded, not yet
    * stored) above which the collector stops reading that socket until half of them are done
    * (default 64 KiB; also at most 4 messages). The agent's own window is its socket buffer, so
@@ -82,6 +87,12 @@ export const HELLO_LIMITS = {
   /** agentId, node, version, a namespace path, an address or interface name. */
   stringLength: 4096,
 } as const;
+
+/**
+ * A hello's encoded size at most (1 MiB): within the count caps a 16 MiB hello still kept ~133 MiB
+ * of heap per agent id (issue 17); a real one is a few KiB per namespace.
+ */
+export const HELLO_MAX_BYTES = 1024 * 1024;
 
 /** Why a hello is too large to keep, or null. */
 export function helloTooLarge(h: Hello): string | null {
@@ -206,6 +217,14 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   const maxPendingBytes = opts.maxPendingBytes ?? 64 * 1024;
   const MAX_PENDING_MSGS = 4;
   const forgetAfterMs = opts.forgetAfterMs ?? 15 * 60_000;
+  const maxRemembered = opts.maxRememberedAgents ?? 1024;
+  /** Forgets the disconnected agents seen longest ago beyond maxRemembered. */
+  const forgetExcess = (): void => {
+    const gone = [...agents.values()].filter((a) => a.conn === undefined);
+    if (gone.length <= maxRemembered) return;
+    gone.sort((a, b) => a.info.lastSeenMs - b.info.lastSeenMs);
+    for (const a of gone.slice(0, gone.length - maxRemembered)) agents.delete(a.info.agentId);
+  };
   /** Sends one Envelope; false (and the connection cut) when the peer does not read. */
   const sendEnv = (conn: Conn, env: Envelope): boolean => {
     if (conn.ws.readyState !== WebSocket.OPEN) return false;
@@ -363,6 +382,22 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     // (then they keep replacing each other, visible in refusedMalformed and the log), or a new
     // agent of a node identity (a restarted agent: its predecessor's connection is over).
     for (const old of [agent?.conn, rival?.conn]) if (old && old !== conn) replace(old, conn);
+    // The node's earlier agent ids (a restarted agent with a new id, or the one just replaced)
+    // are over: only the newest is remembered for the node.
+    for (const [otherId, a] of agents)
+      if (
+        otherId !== hello.agentId &&
+        a.info.node === hello.node &&
+        (a.conn === undefined || a.conn === rival?.conn)
+      ) {
+        agents.delete(otherId);
+        // The replaced one's close then finds no entry: its disconnection is told now.
+        if (a.conn !== undefined) {
+          a.conn = undefined;
+          a.info = { ...a.info, connected: false, lastSeenMs: Date.now() };
+          emitAgent(a);
+        }
+      }
     const first = conn.agentId === undefined;
     conn.agentId = hello.agentId;
     conn.node = hello.node;
@@ -403,6 +438,14 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       return;
     }
     const bytes = rawBytes(data);
+    // The first message must be a hello: one too large is refused before it is decoded.
+    const helloTooBig = (): boolean => {
+      if (bytes.byteLength <= HELLO_MAX_BYTES) return false;
+      const why = `hello too large: ${bytes.byteLength} bytes (at most ${HELLO_MAX_BYTES})`;
+      refuse(conn, 'WIRE_MALFORMED', CLOSE_CODES.MALFORMED, why);
+      return true;
+    };
+    if (conn.agentId === undefined && helloTooBig()) return;
     let env: Envelope;
     try {
       env = decodeEnvelope(bytes);
@@ -421,6 +464,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       return;
     }
     if (env.kind === 'hello') {
+      if (helloTooBig()) return;
       onHello(conn, env.hello);
       return;
     }
@@ -506,6 +550,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     agent.info = { ...agent.info, connected: false, lastSeenMs: Date.now() };
     log.info({ agentId: conn.agentId, remote: conn.remote }, 'agent disconnected');
     emitAgent(agent);
+    forgetExcess();
   };
 
   const accept = (ws: WebSocket, remote: string, identity: AgentIdentity): void => {

@@ -25,6 +25,7 @@ async function rig(
     heartbeatMs?: number;
     forgetAfterMs?: number;
     maxPendingBytes?: number;
+    maxRememberedAgents?: number;
   } = {},
   handler?: (msg: AgentMessage) => Promise<void>,
 ): Promise<Rig> {
@@ -488,5 +489,82 @@ void t.test(
       { node: string }
     >;
     t.equal(saved['fresh']?.node, 'node-fresh');
+  },
+);
+
+void t.test(
+  'memory bound on remembered agents: hello bytes capped, disconnected agents capped, one entry a node (issue 17 High 2)',
+  async (t) => {
+    const r = await rig(t, { maxRememberedAgents: 5 });
+    // Within every count cap (300 namespaces, names under 4096 characters), but 1.2 MB encoded.
+    const fat = RawAgent.connect(r.port, TOKEN);
+    await fat.opened;
+    fat.send({
+      seq: 0,
+      kind: 'hello',
+      hello: {
+        ...hello('fat'),
+        namespaces: Array.from({ length: 300 }, (_, i) => ({
+          path: `/run/netns/${String(i).padStart(4000, 'n')}`,
+          inode: i + 1,
+          addresses: [],
+          interfaces: [],
+        })),
+      },
+    });
+    await fat.closed;
+    t.equal(fat.closeCode, CLOSE_CODES.MALFORMED, 'refused with 4400');
+    const err = fat.received.find((e) => e.kind === 'error');
+    t.match(
+      err?.kind === 'error' ? err.error.message : '',
+      /^WIRE_MALFORMED: hello too large: \d+ bytes \(at most 1048576\)/,
+    );
+    t.notOk(
+      r.hub.agents().some((a) => a.agentId === 'fat'),
+      'never listed',
+    );
+
+    // Twelve ids come and go, well within forgetAfterMs: at most five are remembered at once,
+    // the most recently seen.
+    let most = 0;
+    for (let i = 0; i < 12; i++) {
+      const a = await helloed(r.port, `churn-${i}`);
+      const gone = new Promise<void>((resolve) => {
+        r.hub.onAgent((info) => {
+          if (info.agentId === `churn-${i}` && !info.connected) resolve();
+        });
+      });
+      a.ws.close();
+      await gone;
+      most = Math.max(most, r.hub.agents().length);
+    }
+    t.equal(most, 5, 'never more than the bound remembered');
+    t.same(
+      r.hub
+        .agents()
+        .map((a) => a.agentId)
+        .sort(),
+      ['churn-10', 'churn-11', 'churn-7', 'churn-8', 'churn-9'],
+      'the oldest forgotten first',
+    );
+
+    // A node's agent restarted with a new id: the earlier entry goes once the new one is accepted.
+    const before = await helloed(r.port, 'old-id');
+    before.ws.close();
+    await before.closed;
+    for (let i = 0; i < 100 && r.hub.agents().find((a) => a.agentId === 'old-id')?.connected; i++)
+      await new Promise((res) => setTimeout(res, 10));
+    const next = RawAgent.connect(r.port, TOKEN);
+    await next.opened;
+    next.send({ seq: 0, kind: 'hello', hello: { ...hello('new-id'), node: 'node-old-id' } });
+    await next.next((e) => e.kind === 'helloAck');
+    t.same(
+      r.hub
+        .agents()
+        .filter((a) => a.node === 'node-old-id')
+        .map((a) => [a.agentId, a.connected]),
+      [['new-id', true]],
+      'one entry for the node',
+    );
   },
 );
