@@ -52,7 +52,9 @@ export interface AgentHubOptions {
   /**
    * Bytes that may wait in a connection's send queue (default 4 MiB). A peer that stops reading
    * its socket makes every ack and heartbeat queue up in the collector; past this, the
-   * connection is cut (WIRE_NOT_READING, close code 4429) and its memory freed.
+   * connection is cut (WIRE_NOT_READING, logged and counted) and its memory freed. It is
+   * terminated, not closed with a code: a close frame would wait behind the unread bytes, which
+   * such a peer never reads, so the peer sees 1006 (abnormal closure).
    */
   maxSendQueueBytes?: number;
   /**

@@ -5,7 +5,9 @@
  *   <dir>/agents.json                    {"<agentId>": {"seq", "node", "seenAt"}}: the last stored seq
  *                                        (what the hub may acknowledge) and the node the id is bound to
  *   <dir>/captures/<id>/session.json     spec, state, per-point counters (SessionRecord)
- *   <dir>/captures/<id>/events-<point>.pb  append-only: [u32 big-endian length][hoptrace.v1.PacketEvent]…
+ *   <dir>/captures/<id>/events-<point>.pb  append-only records, each [magic "HTE1"][u32 body length]
+ *                                        [CRC-32C][hoptrace.v1.PacketEvent], every batch behind an
+ *                                        "HTB1" mark (its agent seq and count): collector/event-file.ts
  *   <dir>/captures/<id>/verdict.json, report.md, report.json   once the session is final
  *   <dir>/captures/<id>/frames-<point>.pb  the point's evidence frames, fetched from its agent after
  *                                        the verdict (hoptrace.v1.StoredFrames; loadFrames)
@@ -14,9 +16,11 @@
  *
  * JSON files are replaced atomically (write to a temporary file, then rename). Event appends are
  * flushed (fdatasync) before `appendEvents` resolves, because the hub acknowledges a message to the
- * agent only after that, and the agent then forgets it. A crash in the middle of an append leaves a
- * torn last record: loading keeps every whole record before it and truncates the tail, so the next
- * append starts on a record boundary (the agent resends the unacknowledged batch).
+ * agent only after that, and the agent then forgets it. A damaged record costs that record
+ * (counted; the reader resynchronises on the next magic whose CRC checks out); a crash in the middle
+ * of an append leaves a torn tail with no good record behind it, which loading truncates, so the
+ * next append starts on a record boundary (the agent resends the unacknowledged batch; its mark
+ * recognises one already stored).
  */
 
 import { randomBytes } from 'node:crypto';
