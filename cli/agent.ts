@@ -1,4 +1,5 @@
 /** `hoptrace agent`: parse the flags, start the agent, run until SIGTERM/SIGINT. */
+import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import pino from 'pino';
 import { startAgent, type AgentOptions } from '../agent';
@@ -93,6 +94,7 @@ export function parseAgentArgs(
         },
       );
     }
+    checkCaPem(values.ca, opts.ca);
   }
   if (values['refresh-ms'] !== undefined) {
     // How often the namespace inventory is re-read (a changed one re-sends the hello): a repro
@@ -148,4 +150,29 @@ export async function runAgent(argv: string[], out: (line: string) => void): Pro
   });
   await agent.close();
   return 0;
+}
+
+/**
+ * Refuses a --ca that holds no PEM certificate, or one that does not parse (AGENT_TLS): Node's TLS
+ * takes such a file silently, and the agent would then fail every handshake as "unreachable".
+ */
+export function checkCaPem(file: string, pem: Buffer): void {
+  const blocks =
+    pem.toString('utf8').match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ??
+    [];
+  const bad = (why: string): HoptraceError =>
+    new HoptraceError('AGENT_TLS', `${file}: ${why}`, {
+      where: '--ca',
+      hint: "give the collector's CA certificate, ca.crt, in PEM",
+    });
+  if (blocks.length === 0) throw bad('no PEM certificate in it');
+  for (const [i, b] of blocks.entries()) {
+    try {
+      new X509Certificate(b);
+    } catch (e) {
+      throw bad(
+        `PEM certificate ${i + 1} does not parse (${e instanceof Error ? e.message : String(e)})`,
+      );
+    }
+  }
 }

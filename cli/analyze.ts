@@ -16,6 +16,7 @@ import type { FileDigest } from '../offline/file-digest';
 import { scanIdentityHeaders } from '../offline/identity-scan';
 import { pointDigests, writeReportDir } from '../offline/report-dir';
 import { parseCommandLine } from './args';
+import { EXIT } from './exit-codes';
 import {
   analyzeFiles,
   type AnalyzeFilesInput,
@@ -198,5 +199,7 @@ export function runAnalyze(argv: string[], out: (line: string) => void): number 
         `bundle written to ${dir}: report.md, report.json, report.html, sequence.svg, evidence.pcapng, inventory.json`,
       );
   }
-  return 0;
+  // As `capture`: 0 when the captures answered (a layer named, or preserved, no return, dropped),
+  // 3 when they could not (no request found, a point without a capture, an ambiguous match).
+  return result.verdict.layer === 'unknown' ? EXIT.inconclusive : EXIT.ok;
 }

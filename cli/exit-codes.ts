@@ -9,7 +9,7 @@ export const EXIT = {
   error: 1,
   /** A usage error: a flag, value or argument the command does not take (CLI_USAGE). */
   usage: 2,
-  /** A capture ended without a conclusive verdict (timeout, cancelled, failed). */
+  /** A capture ended without a conclusive verdict (timeout, cancelled, failed); analyze: unknown. */
   inconclusive: 3,
   /** doctor found at least one error. */
   findings: 4,

@@ -25,6 +25,7 @@ export interface LastSeqStore {
   set(agentId: string, seq: number): void;
   /** The node an agent id was first accepted for: it stays that node's for good. */
   nodeOf(agentId: string): string | undefined;
+  /** Binds an id to its node, persisted before it returns; throws (STORE_IO) when it cannot be. */
   bind(agentId: string, node: string): void;
 }
 

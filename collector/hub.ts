@@ -52,7 +52,9 @@ export interface AgentHubOptions {
   /**
    * Bytes that may wait in a connection's send queue (default 4 MiB). A peer that stops reading
    * its socket makes every ack and heartbeat queue up in the collector; past this, the
-   * connection is cut (WIRE_NOT_READING, close code 4429) and its memory freed.
+   * connection is cut (WIRE_NOT_READING, logged and counted) and its memory freed. It is
+   * terminated, not closed with a code: a close frame would wait behind the unread bytes, which
+   * such a peer never reads, so the peer sees 1006 (abnormal closure).
    */
   maxSendQueueBytes?: number;
   /**
@@ -61,6 +63,11 @@ export interface AgentHubOptions {
    * directory, so a later reconnect resumes exactly.
    */
   forgetAfterMs?: number;
+  /**
+   * Disconnected agents remembered at most (default 1,024): past it the one seen longest ago is
+   * forgotten at once, so ids that come and go faster than forgetAfterMs cannot grow the collector.
+   */
+  maxRememberedAgents?: number;
   /**
    * Bytes of one connection's received messages waiting in its agent's chain (decoded, not yet
    * stored) above which the collector stops reading that socket until half of them are done
@@ -82,6 +89,12 @@ export const HELLO_LIMITS = {
   /** agentId, node, version, a namespace path, an address or interface name. */
   stringLength: 4096,
 } as const;
+
+/**
+ * A hello's encoded size at most (1 MiB): within the count caps a 16 MiB hello still kept ~133 MiB
+ * of heap per agent id (issue 17); a real one is a few KiB per namespace.
+ */
+export const HELLO_MAX_BYTES = 1024 * 1024;
 
 /** Why a hello is too large to keep, or null. */
 export function helloTooLarge(h: Hello): string | null {
@@ -206,6 +219,14 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   const maxPendingBytes = opts.maxPendingBytes ?? 64 * 1024;
   const MAX_PENDING_MSGS = 4;
   const forgetAfterMs = opts.forgetAfterMs ?? 15 * 60_000;
+  const maxRemembered = opts.maxRememberedAgents ?? 1024;
+  /** Forgets the disconnected agents seen longest ago beyond maxRemembered. */
+  const forgetExcess = (): void => {
+    const gone = [...agents.values()].filter((a) => a.conn === undefined);
+    if (gone.length <= maxRemembered) return;
+    gone.sort((a, b) => a.info.lastSeenMs - b.info.lastSeenMs);
+    for (const a of gone.slice(0, gone.length - maxRemembered)) agents.delete(a.info.agentId);
+  };
   /** Sends one Envelope; false (and the connection cut) when the peer does not read. */
   const sendEnv = (conn: Conn, env: Envelope): boolean => {
     if (conn.ws.readyState !== WebSocket.OPEN) return false;
@@ -338,6 +359,24 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       refuse(conn, 'AGENT_NODE_TAKEN', CLOSE_CODES.NODE_TAKEN, why);
       return;
     }
+    if (owner === undefined) {
+      try {
+        store.bind(hello.agentId, hello.node);
+      } catch (e) {
+        // Disk full or gone (agents.json): refused like a message that could not be stored, so
+        // the agent retries later; nothing of this hello is kept.
+        const why = isHoptraceError(e)
+          ? `${e.detail}${e.where === undefined ? '' : ` (${e.where})`}`
+          : String(e);
+        refuse(
+          conn,
+          isHoptraceError(e) ? e.code : 'STORE_IO',
+          CLOSE_CODES.HANDLER_FAILED,
+          `cannot record that agent id ${hello.agentId.slice(0, 253)} is node ${hello.node.slice(0, 253)}'s: ${why}`,
+        );
+        return;
+      }
+    }
     clearTimeout(conn.helloTimer);
     const now = Date.now();
     let agent = agents.get(hello.agentId);
@@ -345,10 +384,25 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     // (then they keep replacing each other, visible in refusedMalformed and the log), or a new
     // agent of a node identity (a restarted agent: its predecessor's connection is over).
     for (const old of [agent?.conn, rival?.conn]) if (old && old !== conn) replace(old, conn);
+    // The node's earlier agent ids (a restarted agent with a new id, or the one just replaced)
+    // are over: only the newest is remembered for the node.
+    for (const [otherId, a] of agents)
+      if (
+        otherId !== hello.agentId &&
+        a.info.node === hello.node &&
+        (a.conn === undefined || a.conn === rival?.conn)
+      ) {
+        agents.delete(otherId);
+        // The replaced one's close then finds no entry: its disconnection is told now.
+        if (a.conn !== undefined) {
+          a.conn = undefined;
+          a.info = { ...a.info, connected: false, lastSeenMs: Date.now() };
+          emitAgent(a);
+        }
+      }
     const first = conn.agentId === undefined;
     conn.agentId = hello.agentId;
     conn.node = hello.node;
-    if (owner === undefined) store.bind(hello.agentId, hello.node);
     const info: AgentInfo = {
       agentId: hello.agentId,
       node: hello.node,
@@ -386,6 +440,14 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       return;
     }
     const bytes = rawBytes(data);
+    // The first message must be a hello: one too large is refused before it is decoded.
+    const helloTooBig = (): boolean => {
+      if (bytes.byteLength <= HELLO_MAX_BYTES) return false;
+      const why = `hello too large: ${bytes.byteLength} bytes (at most ${HELLO_MAX_BYTES})`;
+      refuse(conn, 'WIRE_MALFORMED', CLOSE_CODES.MALFORMED, why);
+      return true;
+    };
+    if (conn.agentId === undefined && helloTooBig()) return;
     let env: Envelope;
     try {
       env = decodeEnvelope(bytes);
@@ -404,6 +466,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       return;
     }
     if (env.kind === 'hello') {
+      if (helloTooBig()) return;
       onHello(conn, env.hello);
       return;
     }
@@ -489,6 +552,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     agent.info = { ...agent.info, connected: false, lastSeenMs: Date.now() };
     log.info({ agentId: conn.agentId, remote: conn.remote }, 'agent disconnected');
     emitAgent(agent);
+    forgetExcess();
   };
 
   const accept = (ws: WebSocket, remote: string, identity: AgentIdentity): void => {

@@ -5,7 +5,9 @@
  *   <dir>/agents.json                    {"<agentId>": {"seq", "node", "seenAt"}}: the last stored seq
  *                                        (what the hub may acknowledge) and the node the id is bound to
  *   <dir>/captures/<id>/session.json     spec, state, per-point counters (SessionRecord)
- *   <dir>/captures/<id>/events-<point>.pb  append-only: [u32 big-endian length][hoptrace.v1.PacketEvent]…
+ *   <dir>/captures/<id>/events-<point>.pb  append-only records, each [magic "HTE1"][u32 body length]
+ *                                        [CRC-32C][hoptrace.v1.PacketEvent], every batch behind an
+ *                                        "HTB1" mark (its agent seq and count): collector/event-file.ts
  *   <dir>/captures/<id>/verdict.json, report.md, report.json   once the session is final
  *   <dir>/captures/<id>/frames-<point>.pb  the point's evidence frames, fetched from its agent after
  *                                        the verdict (hoptrace.v1.StoredFrames; loadFrames)
@@ -14,9 +16,11 @@
  *
  * JSON files are replaced atomically (write to a temporary file, then rename). Event appends are
  * flushed (fdatasync) before `appendEvents` resolves, because the hub acknowledges a message to the
- * agent only after that, and the agent then forgets it. A crash in the middle of an append leaves a
- * torn last record: loading keeps every whole record before it and truncates the tail, so the next
- * append starts on a record boundary (the agent resends the unacknowledged batch).
+ * agent only after that, and the agent then forgets it. A damaged record costs that record
+ * (counted; the reader resynchronises on the next magic whose CRC checks out); a crash in the middle
+ * of an append leaves a torn tail with no good record behind it, which loading truncates, so the
+ * next append starts on a record boundary (the agent resends the unacknowledged batch; its mark
+ * recognises one already stored).
  */
 
 import { randomBytes } from 'node:crypto';
@@ -285,15 +289,27 @@ export class CaptureStore {
         const r = this.agentRecords.get(agentId);
         if (r !== undefined && r.node !== '') return;
         this.agentRecords.set(agentId, { seq: r?.seq ?? 0, node, seenAt: Date.now() });
+        let evicted: [string, AgentRecord] | undefined;
         if (this.agentRecords.size > AGENT_RECORDS_MAX) {
           // The least recently seen id goes (a Map iterates in insertion order, not by seenAt).
-          let oldest: string | undefined;
           let at = Infinity;
           for (const [id, rec] of this.agentRecords)
-            if (rec.seenAt < at) [oldest, at] = [id, rec.seenAt];
-          if (oldest !== undefined) this.agentRecords.delete(oldest);
+            if (id !== agentId && rec.seenAt < at) [evicted, at] = [[id, rec], rec.seenAt];
+          if (evicted !== undefined) this.agentRecords.delete(evicted[0]);
         }
-        save();
+        const pending = this.agentsTimer !== undefined;
+        try {
+          save();
+        } catch (e) {
+          // Not bound: a binding only in memory would be gone after a restart, and the id then
+          // free for any node. The hub refuses the hello; the agent's retry binds it again.
+          if (r === undefined) this.agentRecords.delete(agentId);
+          else this.agentRecords.set(agentId, r);
+          if (evicted !== undefined) this.agentRecords.set(evicted[0], evicted[1]);
+          // save() took over the seqs waiting for the timer: they wait for it again.
+          if (pending) saveSoon();
+          throw e;
+        }
       },
     };
   }

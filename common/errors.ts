@@ -67,6 +67,7 @@ export const ERRORS = {
   AGENT_NOT_CONNECTED: 'the agent for a capture point is not connected to the collector',
   STORE_IO: 'reading or writing the collector data directory failed',
   COLLECTOR_TLS: 'the TLS certificate or key cannot be used (not PEM, or not a pair)',
+  AGENT_TLS: "the agent's --ca is not a PEM CA certificate",
   COLLECTOR_LISTEN: 'the collector cannot listen on the given address',
   COLLECTOR_UNREACHABLE: 'the collector did not answer at the given URL',
   COLLECTOR_BAD_RESPONSE: 'the collector answered with something that is not the hoptrace API',

@@ -115,6 +115,19 @@ void t.test('bad input gets a clear error, never a stack trace', (t) => {
       /COLLECTOR_TLS: --tls-cert\/--tls-key: .*PEM/,
     ],
     [
+      // Taken silently before: every handshake then failed as "unreachable" (issue 17).
+      [
+        'agent',
+        '--collector',
+        'wss://127.0.0.1:1/v1/agents',
+        '--token-file',
+        token,
+        '--ca',
+        garbage,
+      ],
+      /AGENT_TLS: --ca: .*garbage\.pem: no PEM certificate in it/,
+    ],
+    [
       ['analyze', '--point', 'a=' + httpGet, '--point', 'b=' + httpGet, '--drops', 'b=-1'],
       /CLI_USAGE: --drops: 'b=-1' is not NAME=N .*packets dropped by kernel/,
     ],

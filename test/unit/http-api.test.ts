@@ -138,6 +138,10 @@ void t.test('validation: 400 API_BAD_REQUEST naming the field', async (t) => {
     [{ points: POINTS, client: '10.90.0.999' }, 'client'],
     [{ points: POINTS, dport: 70000 }, 'dport'],
     [{ points: POINTS, timeoutMs: 'soon' }, 'timeoutMs'],
+    // Out of range (issue 17: -5 and 1e15 were accepted).
+    [{ points: POINTS, timeoutMs: -5 }, 'timeoutMs'],
+    [{ points: POINTS, timeoutMs: 1e15 }, 'timeoutMs'],
+    [{ points: POINTS, settleMs: -1 }, 'settleMs'],
     [{ points: POINTS, stopOnFirstMatch: 'yes' }, 'stopOnFirstMatch'],
     [{ points: POINTS, evidencePayload: 'yes' }, 'evidencePayload'],
     [{ points: POINTS, evidencePayload: 1 }, 'evidencePayload'],

@@ -1,6 +1,10 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
 import { CLOSE_CODES } from '../../common/envelope';
 import { createAgentHub, memoryLastSeqStore } from '../../collector/hub';
+import { CaptureStore } from '../../collector/store';
 import type { AgentHub, AgentMessage } from '../../collector/hub-types';
 import { RawAgent, Signal, TOKEN, batch, closeServer, hello, listen } from './transport-fixtures';
 
@@ -21,6 +25,7 @@ async function rig(
     heartbeatMs?: number;
     forgetAfterMs?: number;
     maxPendingBytes?: number;
+    maxRememberedAgents?: number;
   } = {},
   handler?: (msg: AgentMessage) => Promise<void>,
 ): Promise<Rig> {
@@ -424,5 +429,142 @@ void t.test(
     t.ok(r.hub.agents().find((a) => a.agentId === 'gone')?.connected);
     back.ws.close();
     await back.closed;
+  },
+);
+
+void t.test(
+  'agents.json cannot be written: a new agent id is refused with 1011, the collector stays up (issue 17)',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-hub-store-'));
+    t.teardown(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const store = new CaptureStore({ dir, fsync: false });
+    const { server, port } = await listen();
+    const hub = createAgentHub({
+      server,
+      tokens: [TOKEN],
+      collectorId: store.collectorId,
+      lastSeqStore: store.lastSeq,
+    });
+    hub.onMessage(() => Promise.resolve());
+    t.teardown(async () => {
+      await hub.close();
+      await closeServer(server);
+      await store.close();
+    });
+    const known = await helloed(port, 'known');
+    known.ws.close();
+    await known.closed;
+
+    // The atomic write's temporary file cannot be created (a directory is in its place): the
+    // write fails as on a full disk (ENOSPC / EIO), synchronously, in the hello's path.
+    const blocker = join(dir, `agents.json.tmp-${process.pid}`);
+    mkdirSync(blocker);
+    const fresh = RawAgent.connect(port, TOKEN);
+    await fresh.opened;
+    fresh.send({ seq: 0, kind: 'hello', hello: hello('fresh') });
+    await fresh.closed;
+    t.equal(fresh.closeCode, CLOSE_CODES.HANDLER_FAILED, 'refused like a failed store: 1011');
+    const err = fresh.received.find((e) => e.kind === 'error');
+    t.equal(err?.kind === 'error' ? err.error.code : '', 'STORE_IO');
+    t.match(err?.kind === 'error' ? err.error.message : '', /agent id fresh .*agents\.json/);
+    t.notOk(
+      hub.agents().some((a) => a.agentId === 'fresh'),
+      'nothing of the hello kept',
+    );
+    t.equal(store.lastSeq.nodeOf('fresh'), undefined, 'not bound in memory only');
+
+    // Still alive: an id already bound is served while the disk is full…
+    const again = await helloed(port, 'known');
+    again.send({ seq: 1, kind: 'events', events: batch(1, 1) });
+    await again.next((e) => e.kind === 'ack');
+    t.same(again.acks(), [1]);
+    // …and once the disk is back, the refused agent's retry binds it, on disk.
+    rmSync(blocker, { recursive: true });
+    const retry = await helloed(port, 'fresh');
+    t.equal(retry.received[0]?.kind, 'helloAck');
+    const saved = JSON.parse(readFileSync(join(dir, 'agents.json'), 'utf8')) as Record<
+      string,
+      { node: string }
+    >;
+    t.equal(saved['fresh']?.node, 'node-fresh');
+  },
+);
+
+void t.test(
+  'memory bound on remembered agents: hello bytes capped, disconnected agents capped, one entry a node (issue 17 High 2)',
+  async (t) => {
+    const r = await rig(t, { maxRememberedAgents: 5 });
+    // Within every count cap (300 namespaces, names under 4096 characters), but 1.2 MB encoded.
+    const fat = RawAgent.connect(r.port, TOKEN);
+    await fat.opened;
+    fat.send({
+      seq: 0,
+      kind: 'hello',
+      hello: {
+        ...hello('fat'),
+        namespaces: Array.from({ length: 300 }, (_, i) => ({
+          path: `/run/netns/${String(i).padStart(4000, 'n')}`,
+          inode: i + 1,
+          addresses: [],
+          interfaces: [],
+        })),
+      },
+    });
+    await fat.closed;
+    t.equal(fat.closeCode, CLOSE_CODES.MALFORMED, 'refused with 4400');
+    const err = fat.received.find((e) => e.kind === 'error');
+    t.match(
+      err?.kind === 'error' ? err.error.message : '',
+      /^WIRE_MALFORMED: hello too large: \d+ bytes \(at most 1048576\)/,
+    );
+    t.notOk(
+      r.hub.agents().some((a) => a.agentId === 'fat'),
+      'never listed',
+    );
+
+    // Twelve ids come and go, well within forgetAfterMs: at most five are remembered at once,
+    // the most recently seen.
+    let most = 0;
+    for (let i = 0; i < 12; i++) {
+      const a = await helloed(r.port, `churn-${i}`);
+      const gone = new Promise<void>((resolve) => {
+        r.hub.onAgent((info) => {
+          if (info.agentId === `churn-${i}` && !info.connected) resolve();
+        });
+      });
+      a.ws.close();
+      await gone;
+      most = Math.max(most, r.hub.agents().length);
+    }
+    t.equal(most, 5, 'never more than the bound remembered');
+    t.same(
+      r.hub
+        .agents()
+        .map((a) => a.agentId)
+        .sort(),
+      ['churn-10', 'churn-11', 'churn-7', 'churn-8', 'churn-9'],
+      'the oldest forgotten first',
+    );
+
+    // A node's agent restarted with a new id: the earlier entry goes once the new one is accepted.
+    const before = await helloed(r.port, 'old-id');
+    before.ws.close();
+    await before.closed;
+    for (let i = 0; i < 100 && r.hub.agents().find((a) => a.agentId === 'old-id')?.connected; i++)
+      await new Promise((res) => setTimeout(res, 10));
+    const next = RawAgent.connect(r.port, TOKEN);
+    await next.opened;
+    next.send({ seq: 0, kind: 'hello', hello: { ...hello('new-id'), node: 'node-old-id' } });
+    await next.next((e) => e.kind === 'helloAck');
+    t.same(
+      r.hub
+        .agents()
+        .filter((a) => a.node === 'node-old-id')
+        .map((a) => [a.agentId, a.connected]),
+      [['new-id', true]],
+      'one entry for the node',
+    );
   },
 );
