@@ -63,14 +63,29 @@ export function pointHealth(s: CaptureSession): CaptureHealth[] {
   }));
 }
 
+/** What a live point's lane is labelled with beyond its name (a PointRecord or a PointView). */
+export interface LivePointLabel {
+  name: string;
+  node: string | null;
+  /** The namespace the agent captured in, as it reported it (null: not known yet). */
+  netns: string | null;
+  iface: string;
+}
+
+/** The picture's lane labels of a live capture: point, node, namespace, interface. */
+export function liveLanes(points: readonly LivePointLabel[]): LaneLabel[] {
+  return points.map((p) => ({
+    point: p.name,
+    ...(p.node === null ? {} : { node: p.node }),
+    ...(p.netns === null ? {} : { namespace: p.netns }),
+    iface: p.iface,
+  }));
+}
+
 /** (Re)writes verdict.json, report.md, report.json and report-inputs.json; throws on I/O errors. */
 export function writeCaptureReports(store: CaptureStore, s: CaptureSession, f: FinalReport): void {
   const result = withCaptureHealth(f.result, pointHealth(s));
-  const lanes: LaneLabel[] = s.record.points.map((p) => ({
-    point: p.name,
-    ...(p.node === null ? {} : { node: p.node }),
-    iface: p.iface,
-  }));
+  const lanes = liveLanes(s.record.points);
   store.writeFinal(s.id, {
     verdict:
       JSON.stringify({ state: f.state, reason: f.reason, verdict: result.verdict }, null, 2) + '\n',

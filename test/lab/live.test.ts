@@ -158,7 +158,11 @@ if (missing.length > 0) {
         };
       const until = Date.now() + 15_000;
       while ((readDoc().evidence ?? null) === null && Date.now() < until) await delay(50);
-      const doc = checkBundle(t, capDir, { points: names, layer: s.expect.layer });
+      const doc = checkBundle(t, capDir, {
+        points: names,
+        layer: s.expect.layer,
+        namespaces: run.namespaces,
+      });
       t.equal(
         doc.evidence?.packets,
         inputs?.result.points.reduce((n, p) => n + p.flow.length, 0) ?? -1,
