@@ -21,6 +21,7 @@ import { renderReproSvg, VERDICT_CODES, type ReproSvgOptions } from './repro-svg
 import { renderSequenceSvg, type SequenceSvgOptions } from './sequence-svg';
 import { durationText, utcMicros } from './times';
 import { lossPhrase } from './capture-health';
+import { inputsLead, inputsLines } from './inputs-text';
 import { doctorOf, reproduceOf, type ReportMeta as DocMeta } from './report-document';
 import { whatToChange, type ChangeStep } from './what-to-change';
 
@@ -348,11 +349,10 @@ export function renderReportHtml(
     ...(notes.length === 0
       ? []
       : ['<ul class="notes">', ...notes.map((n) => `<li>${esc(n)}</li>`), '</ul>']),
-    `<p>Inputs${meta.hoptraceVersion === undefined ? '' : ` (read by hoptrace ${esc(meta.hoptraceVersion)})`}:</p>`,
+    `<p>${esc(inputsLead(meta))}</p>`,
     '<ul class="inputs">',
-    ...meta.inputs.map(
-      (i) =>
-        `<li>${esc(i.name)}: ${code(i.file)}${i.sha256 === undefined ? '' : i.sha256 === null ? ' (not hashed)' : ` — ${i.bytes ?? '?'} bytes, SHA-256 ${code(i.sha256)}`}</li>`,
+    ...inputsLines(meta).map(
+      (line) => `<li>${line.map((p) => ('code' in p ? code(p.code) : esc(p.text))).join('')}</li>`,
     ),
     '</ul>',
     '<p>Repeat with a fresh connection (not a reused one), then once more while the VPN pod is being rescheduled (delete it), and once from a source that should be denied, to confirm the refusal comes from policy and not from a missing route.</p>',
