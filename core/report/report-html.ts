@@ -7,7 +7,12 @@
  * generation time is passed in.
  */
 import type { AnalysisResult, CaptureHealth, PointSummary } from './analysis-result';
-import type { ReproMark, ReproSummary, TimelineRow } from '../repro/repro-core';
+import {
+  REPRO_TIMES_NOTE,
+  type ReproMark,
+  type ReproSummary,
+  type TimelineRow,
+} from '../repro/repro-core';
 import { esc } from './markup';
 import {
   formatEndpoint,
@@ -19,7 +24,7 @@ import {
 } from './report';
 import { renderReproSvg, VERDICT_CODES, type ReproSvgOptions } from './repro-svg';
 import { renderSequenceSvg, type SequenceSvgOptions } from './sequence-svg';
-import { durationText, utcMicros } from './times';
+import { durationText, utcMicros, utcMillis } from './times';
 import { lossPhrase } from './capture-health';
 import { inputsLead, inputsLines } from './inputs-text';
 import { doctorOf, reproduceOf, type ReportMeta as DocMeta } from './report-document';
@@ -455,7 +460,7 @@ const msText = (ms: number | null): string | null => (ms === null ? null : `${ms
 /** A repro as one HTML page: the outcome, the timeline picture, one row per probe. */
 export function renderReproHtml(input: ReproHtmlInput, opts: ReproSvgOptions = {}): string {
   const s = input.summary;
-  const iso = (ms: number): string => new Date(ms).toISOString();
+  const iso = utcMillis;
   const pod = (p: ReproSummary['deletedPod']): string | null =>
     p === null ? null : esc(`${p.name} (${p.ip} on ${p.node})`);
   const title =
@@ -513,12 +518,22 @@ export function renderReproHtml(input: ReproHtmlInput, opts: ReproSvgOptions = {
     renderReproSvg(input, opts),
     '<figcaption>Each probe at its start time, one row per pod that served it; the shaded span is the broken window.</figcaption>',
     '</figure>',
+    `<p class="note">${esc(REPRO_TIMES_NOTE)}</p>`,
   );
   const start = input.rows[0]?.startedAtMs ?? 0;
   body.push(
     '<h2>Probes</h2>',
     table(
-      ['time (UTC)', 'offset', 'probe', 'served by', 'verdict', 'answer', 'backend saw', 'detail'],
+      [
+        'time (UTC, ms)',
+        'offset',
+        'probe',
+        'served by',
+        'verdict',
+        'answer',
+        'backend saw',
+        'detail',
+      ],
       input.rows.map((r) => [
         `<time datetime="${esc(iso(r.startedAtMs))}">${esc(iso(r.startedAtMs))}</time>`,
         esc(`+${((r.startedAtMs - start) / 1000).toFixed(1)} s`),
