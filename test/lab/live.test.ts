@@ -163,6 +163,17 @@ if (missing.length > 0) {
         layer: s.expect.layer,
         namespaces: run.namespaces,
       });
+      // Every lab node runs on this host's clock: a bounded offset brackets 0, and no hop's
+      // clock-corrected latency is negative.
+      for (const c of doc.clock ?? [])
+        if (c.status === 'bounded')
+          t.ok(
+            BigInt(c.lowNs ?? '1') <= 0n && 0n <= BigInt(c.highNs ?? '-1'),
+            `clock of ${c.point}: [${c.lowNs ?? '?'}, ${c.highNs ?? '?'}] ns brackets 0 (one host clock)`,
+          );
+      for (const h of doc.hops ?? [])
+        if (h.latencyNs !== null)
+          t.ok(BigInt(h.latencyNs) >= 0n, `hop ${h.from}→${h.to}: ${h.latencyNs} ns, not negative`);
       t.equal(
         doc.evidence?.packets,
         inputs?.result.points.reduce((n, p) => n + p.flow.length, 0) ?? -1,
