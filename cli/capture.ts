@@ -8,6 +8,7 @@
 import { isIP } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { loadToken } from '../common/auth';
+import { parseCidr } from '../common/cidr';
 import { HoptraceError } from '../common/errors';
 import { readInventoryFile } from '../common/inventory-file';
 import type { AnalysisResult } from '../core/report/analyze';
@@ -19,7 +20,7 @@ import { CollectorClient } from './collector-client';
 import { EXIT } from './exit-codes';
 
 export const USAGE =
-  'hoptrace capture --collector URL --point NAME=[NODE/]TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] [--inventory FILE] [--evidence-payload] [--json] [--token-file FILE]';
+  'hoptrace capture --collector URL --point NAME=[NODE/]TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] [--inventory FILE] [--evidence-payload] [--doctor-tunnel-range CIDR] [--json] [--token-file FILE]';
 
 const FINAL = new Set(['resolved', 'timeout', 'cancelled', 'failed']);
 
@@ -136,6 +137,7 @@ export async function runCapture(
     filter: { type: 'string' },
     inventory: { type: 'string' },
     'evidence-payload': { type: 'boolean' },
+    'doctor-tunnel-range': { type: 'string' },
     json: { type: 'boolean' },
     'token-file': { type: 'string' },
   });
@@ -172,6 +174,13 @@ export async function runCapture(
   if (values.inventory !== undefined) body['inventory'] = readInventoryFile(values.inventory);
   // Whole frames retained for evidence.pcapng (payload kept), not the first 256 bytes.
   if (values['evidence-payload'] === true) body['evidencePayload'] = true;
+  // Doctor's checks through the agents when the capture ends, its findings in the report.
+  const range = values['doctor-tunnel-range'];
+  if (range !== undefined) {
+    if (parseCidr(range) === null)
+      throw usage(`'${range}' is not an IPv4 or IPv6 CIDR`, '--doctor-tunnel-range');
+    body['doctor'] = { tunnelRange: range };
+  }
   const env = deps.env ?? process.env;
   const tokenFile = values['token-file'];
   const token = loadToken(tokenFile === undefined ? { env } : { file: tokenFile, env });

@@ -7,13 +7,18 @@ import type { AnalysisResult } from '../core/report/analyze';
 import { withCaptureHealth, type CaptureHealth } from '../core/report/capture-health';
 import { renderReportJson, renderReportMarkdown, type ReportMeta } from '../core/report/report';
 import { renderReportHtml } from '../core/report/report-html';
+import { findingNotes } from '../core/report/finding-notes';
 import { renderSequenceSvg, type LaneLabel } from '../core/report/sequence-svg';
 import type { LiveCaptureMeta, ReportInput } from '../core/report/report-document';
 import { captureCommand, type ReproduceCommand } from '../core/report/reproduce';
 import type { Inventory } from '../common/inventory';
 import { hoptraceVersion } from '../common/version';
 import type { AgentInfo } from './hub-types';
-import type { CaptureSession, SessionRecord } from './session';
+import type { CaptureSession, PointSpec, SessionRecord } from './session';
+import type { DoctorSpec } from './doctor-remote';
+import type { DoctorResult } from '../core/doctor/checks';
+import type { DoctorEvidence } from '../core/report/what-to-change';
+import { isHoptraceError } from '../common/errors';
 import type { CaptureStore } from './store';
 
 /** A finished capture's analysis and report inputs; capture health is added at each write. */
@@ -63,21 +68,38 @@ export function pointHealth(s: CaptureSession): CaptureHealth[] {
   }));
 }
 
+/** What a live point's lane is labelled with beyond its name (a PointRecord or a PointView). */
+export interface LivePointLabel {
+  name: string;
+  node: string | null;
+  /** The namespace the agent captured in, as it reported it (null: not known yet). */
+  netns: string | null;
+  iface: string;
+}
+
+/** The picture's lane labels of a live capture: point, node, namespace, interface. */
+export function liveLanes(points: readonly LivePointLabel[]): LaneLabel[] {
+  return points.map((p) => ({
+    point: p.name,
+    ...(p.node === null ? {} : { node: p.node }),
+    ...(p.netns === null ? {} : { namespace: p.netns }),
+    iface: p.iface,
+  }));
+}
+
 /** (Re)writes verdict.json, report.md, report.json and report-inputs.json; throws on I/O errors. */
 export function writeCaptureReports(store: CaptureStore, s: CaptureSession, f: FinalReport): void {
   const result = withCaptureHealth(f.result, pointHealth(s));
-  const lanes: LaneLabel[] = s.record.points.map((p) => ({
-    point: p.name,
-    ...(p.node === null ? {} : { node: p.node }),
-    iface: p.iface,
-  }));
+  const lanes = liveLanes(s.record.points);
+  const d = f.meta.doctor;
+  const notes = d?.status === 'given' ? findingNotes(result.points, d.result.findings) : [];
   store.writeFinal(s.id, {
     verdict:
       JSON.stringify({ state: f.state, reason: f.reason, verdict: result.verdict }, null, 2) + '\n',
     markdown: renderReportMarkdown(result, f.meta),
     json: renderReportJson(result, f.meta),
-    html: renderReportHtml(result, f.meta, { lanes }),
-    svg: renderSequenceSvg(result, { lanes }),
+    html: renderReportHtml(result, f.meta, { lanes, notes }),
+    svg: renderSequenceSvg(result, { lanes, notes }),
     ...(f.meta.inventoryUsed === undefined
       ? {}
       : { inventory: JSON.stringify(f.meta.inventoryUsed, null, 2) + '\n' }),
@@ -104,6 +126,7 @@ export function reproduceCommand(
     stopOnFirstMatch: r.spec.stopOnFirstMatch,
     inventoryGiven: r.spec.inventory !== undefined,
     evidencePayload: r.spec.evidencePayload === true,
+    doctorTunnelRange: r.spec.doctor?.tunnelRange,
   });
 }
 
@@ -126,6 +149,54 @@ export function liveInputs(r: SessionRecord, agents: readonly AgentInfo[]): Repo
       },
     };
   });
+}
+
+/** The doctor spec of a capture that asked for one: VPN = the first point, backend = the last. */
+export function captureDoctorSpec(r: SessionRecord): DoctorSpec | null {
+  const d = r.spec.doctor;
+  const first = r.spec.points[0];
+  const last = r.spec.points.at(-1);
+  if (d === undefined || first === undefined || last === undefined) return null;
+  const target = (p: PointSpec): string =>
+    p.node === undefined ? p.target : `${p.node}/${p.target}`;
+  return {
+    vpn: target(first),
+    backend: target(last),
+    tunnelRange: d.tunnelRange,
+    ...(r.spec.client === undefined ? {} : { client: r.spec.client }),
+    ...(r.spec.dst === undefined ? {} : { dst: r.spec.dst }),
+  };
+}
+
+/** Where a live report's doctor findings come from, in words. */
+export function doctorSource(r: SessionRecord): string {
+  const d = captureDoctorSpec(r);
+  return d === null
+    ? 'doctor through the agents'
+    : `doctor's checks through the agents at the capture's end (vpn ${d.vpn}, backend ${d.backend}, tunnel range ${d.tunnelRange})`;
+}
+
+/**
+ * The report's doctor evidence from a run through the agents: its result, or what could not be
+ * read and why (never "ok" when it did not answer).
+ */
+export async function runCaptureDoctor(
+  r: SessionRecord,
+  run: (spec: DoctorSpec) => Promise<DoctorResult>,
+): Promise<DoctorEvidence | null> {
+  const spec = captureDoctorSpec(r);
+  if (spec === null) return null;
+  const source = doctorSource(r);
+  try {
+    return { status: 'given', source, result: await run(spec) };
+  } catch (e) {
+    const code = isHoptraceError(e) ? `${e.code}: ` : '';
+    return {
+      status: 'unreadable',
+      source,
+      detail: `the agents did not answer (${code}${e instanceof Error ? e.message : String(e)})`,
+    };
+  }
 }
 
 /** What the capture was asked for and how it ended, for the report. */
@@ -164,11 +235,18 @@ export function liveReportMeta(o: {
     hoptraceVersion: hoptraceVersion(),
     source: 'live',
     inventoryUsed: o.inventory,
-    doctor: {
-      status: 'not-run',
-      detail:
-        'doctor was not run for this capture (`hoptrace doctor --collector URL --vpn … --backend … --json`)',
-    },
+    doctor:
+      r.spec.doctor === undefined
+        ? {
+            status: 'not-run',
+            detail:
+              'doctor was not run for this capture (`hoptrace capture … --doctor-tunnel-range CIDR`, or `hoptrace doctor --collector URL --vpn … --backend … --json`)',
+          }
+        : {
+            status: 'unreadable',
+            source: doctorSource(r),
+            detail: 'they had not answered when this report was written',
+          },
     capture: liveCaptureMeta(r, o.collector, o.state, o.reason),
     reproduce: reproduceCommand(r, o.collector),
   };

@@ -5,7 +5,14 @@
 import { isIP } from 'node:net';
 import { HoptraceError } from '../common/errors';
 import { parseInventory } from '../common/inventory-file';
-import { DEFAULT_SETTLE_MS, DEFAULT_TIMEOUT_MS, type CaptureSpec, type PointSpec } from './session';
+import { parseCidr } from '../common/cidr';
+import {
+  DEFAULT_SETTLE_MS,
+  DEFAULT_TIMEOUT_MS,
+  type CaptureDoctorSpec,
+  type CaptureSpec,
+  type PointSpec,
+} from './session';
 
 const POINT_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 // Linux interface names: up to 15 bytes, no '/', ':' or whitespace ('any' is libpcap's pseudo device).
@@ -107,6 +114,18 @@ function parsePoint(v: unknown, i: number): PointSpec {
   return p;
 }
 
+/** The request's `doctor` part: `{tunnelRange: CIDR}`. */
+function parseCaptureDoctor(v: unknown): CaptureDoctorSpec {
+  const hint = 'e.g. "doctor": {"tunnelRange": "10.90.0.0/24"} (the VPN\'s tunnel range)';
+  if (!isRecord(v)) throw bad('doctor', 'must be an object', hint);
+  for (const k of Object.keys(v))
+    if (k !== 'tunnelRange') throw bad(`doctor.${k}`, 'unknown field');
+  const range = v['tunnelRange'];
+  if (typeof range !== 'string' || parseCidr(range) === null)
+    throw bad('doctor.tunnelRange', 'must be an IPv4 or IPv6 CIDR', hint);
+  return { tunnelRange: range };
+}
+
 /** Validates a parsed JSON body and applies the defaults. */
 export function parseCaptureRequest(body: unknown): CaptureSpec {
   if (!isRecord(body)) throw bad('body', 'must be a JSON object');
@@ -120,6 +139,7 @@ export function parseCaptureRequest(body: unknown): CaptureSpec {
     'settleMs',
     'inventory',
     'evidencePayload',
+    'doctor',
   ];
   for (const k of Object.keys(body)) if (!known.includes(k)) throw bad(k, 'unknown field');
   const points = body['points'];
@@ -157,6 +177,8 @@ export function parseCaptureRequest(body: unknown): CaptureSpec {
       );
     if (payload) spec.evidencePayload = true;
   }
+  const doctor = body['doctor'];
+  if (doctor !== undefined && doctor !== null) spec.doctor = parseCaptureDoctor(doctor);
   for (const key of ['client', 'dst'] as const) {
     const v = optString(body, key, 'body');
     if (v === undefined) continue;

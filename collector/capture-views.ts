@@ -15,6 +15,8 @@ export interface PointView {
   agentId: string | null;
   node: string | null;
   target: string;
+  /** The namespace the agent captured in, as it reported it (null: not known yet). */
+  netns: string | null;
   iface: string;
   state: PointState;
   packets: number;
@@ -88,6 +90,7 @@ export function captureView(s: CaptureSession): CaptureView {
         agentId: p.agentId,
         node: p.node,
         target: p.target,
+        netns: p.netns,
         iface: p.iface,
         state: p.state,
         packets: p.packets,

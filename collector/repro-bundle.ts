@@ -16,6 +16,7 @@ import { hoptraceVersion } from '../common/version';
 import type { ReproEvidenceSummary } from '../core/repro/repro-evidence';
 import { renderReproHtml, type ReproHtmlSection } from '../core/report/report-html';
 import { renderReproSvg } from '../core/report/repro-svg';
+import { REPRO_TIMES_NOTE } from '../core/repro/repro-core';
 import type { ReproPointView, ReproView } from './repro-state';
 
 export const REPRO_FILES = [
@@ -246,6 +247,8 @@ function renderMarkdown(input: ReproBundleInput): string {
     '```text',
     ...v.text,
     '```',
+    '',
+    REPRO_TIMES_NOTE,
     '',
     '## Inputs',
     '',

@@ -61,6 +61,17 @@ export interface CaptureSpec {
    * snaplen) instead of their first 256 bytes, so fewer frames fit their bounds.
    */
   evidencePayload?: boolean;
+  /**
+   * Run doctor's checks through the agents when the capture ends (VPN and backend: the first and
+   * the last point's targets), so the report's What to change carries its findings.
+   */
+  doctor?: CaptureDoctorSpec;
+}
+
+/** The `doctor` part of a capture request. */
+export interface CaptureDoctorSpec {
+  /** The VPN's tunnel range (IPv4 or IPv6 CIDR). */
+  tunnelRange: string;
 }
 
 export interface PointError {

@@ -28,6 +28,7 @@ import type { ReturnRoute } from '../core/repro/repro-core';
 import { familyOf, inCidr } from '../common/cidr';
 import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
+import { doctorViaAgents } from './doctor-remote';
 import { fetchCaptureFrames } from './frames-fetch';
 import { liveEvidencePcapng, type RetainedFrames } from '../core/report/live-evidence';
 import { liveIdentityHeaders } from '../core/report/identity-scan';
@@ -39,6 +40,7 @@ import { captureIdOf, pointOf } from './agent-messages';
 import {
   reportInputs,
   liveReportMeta,
+  runCaptureDoctor,
   writeCaptureReports,
   type FinalReport,
 } from './capture-reports';
@@ -794,6 +796,7 @@ export class SessionManager {
     );
     this.emit(s);
     if (this.conntrack && analysis.verdict.client !== null) void this.attachConntrack(s, final);
+    if (s.record.spec.doctor !== undefined) void this.attachDoctor(s, final);
     if (this.frames) void this.fetchFrames(s, analysis);
   }
 
@@ -899,6 +902,23 @@ export class SessionManager {
     s.record.verdict = verdict;
     final.result = { ...final.result, verdict };
     this.writeReports(s, final, 'cannot write the report with conntrack evidence');
+    this.emit(s);
+  }
+
+  /**
+   * Doctor's checks through the agents when the capture asked for them (`doctor`): the report's
+   * doctor meta is their result, or says what could not be read; What to change and the picture's
+   * notes follow from it.
+   */
+  private async attachDoctor(s: CaptureSession, final: FinalReport): Promise<void> {
+    const doctor = await runCaptureDoctor(s.record, (spec) =>
+      doctorViaAgents(this.hub.agents(), this.requests, spec),
+    );
+    if (this.closed || doctor === null) return;
+    if (doctor.status === 'unreadable')
+      this.log.warn({ captureId: s.id, code: 'DOCTOR_READ_FAILED' }, doctor.detail);
+    final.meta = { ...final.meta, doctor };
+    this.writeReports(s, final, 'cannot write the report with doctor findings');
     this.emit(s);
   }
 

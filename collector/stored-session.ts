@@ -3,6 +3,7 @@
  * trusts it: a file damaged on disk, half-written by an older version or edited by hand is
  * refused with the reason (and quarantined by the store), never a TypeError at start-up.
  */
+import { parseCidr } from '../common/cidr';
 import type { PointRecord, SessionState } from './session';
 
 const SESSION_STATES: readonly SessionState[] = [
@@ -73,6 +74,12 @@ function specProblem(s: unknown): string | null {
   if (s['evidencePayload'] !== undefined && typeof s['evidencePayload'] !== 'boolean')
     return 'spec.evidencePayload is not valid';
   if (s['inventory'] !== undefined && !isObj(s['inventory'])) return 'spec.inventory is not valid';
+  const d = s['doctor'];
+  if (
+    d !== undefined &&
+    (!isObj(d) || !isStr(d['tunnelRange']) || parseCidr(d['tunnelRange']) === null)
+  )
+    return 'spec.doctor is not valid';
   return null;
 }
 

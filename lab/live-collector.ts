@@ -27,6 +27,7 @@ export interface CaptureRequestBody {
   stopOnFirstMatch?: boolean;
   settleMs?: number;
   evidencePayload?: boolean;
+  doctor?: { tunnelRange: string };
 }
 
 /** The collector runs without a test runner's NODE_OPTIONS instrumentation. */

@@ -40,6 +40,8 @@ export interface LiveRun {
   state: string;
   finalReason: string | null;
   points: PointView[];
+  /** Each point's lab namespace (its full name, prefix included). */
+  namespaces: Record<string, string>;
   verdict: LabVerdict | null;
   /** From the probe's return to the collector's finishedAt (0 when it finished before that). */
   timeToVerdictMs: number;
@@ -215,6 +217,7 @@ export async function runArmedProbe(scene: LiveScene, hooks: LiveHooks = {}): Pr
     state: final.state,
     finalReason: final.finalReason,
     points: final.points,
+    namespaces: Object.fromEntries(scene.topo.points.map((p) => [p.name, scene.lab.full(p.ns)])),
     verdict,
     timeToVerdictMs: Math.max(0, finishedAt - probeEnd),
     mismatches: [],

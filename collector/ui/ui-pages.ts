@@ -8,6 +8,7 @@ import type { AnalysisResult } from '../../core/report/analysis-result';
 import { renderVerdictText } from '../../core/report/report';
 import type { CaptureView } from '../capture-views';
 import type { ReproView } from '../repro-state';
+import { REPRO_TIMES_NOTE } from '../../core/repro/repro-core';
 
 /** Text for HTML element content and attribute values. */
 export function esc(s: string): string {
@@ -189,7 +190,7 @@ export function reproPage(
     `<h1>Repro ${esc(r.id)}</h1><p>${stateCell(r.state)} · created ${esc(r.createdAt)}${r.finishedAt === null ? '' : ` · finished ${esc(r.finishedAt)}`}</p>
 ${final ? '' : '<p class="note">Running — this page refreshes every 2 s.</p>'}${outcome}
 ${svg === null ? '' : `<h2>Timeline</h2><div class="picture">${svg}</div>`}
-<h2>Probes</h2><pre class="timeline">${esc(r.text.join('\n'))}</pre>
+<h2>Probes</h2><pre class="timeline">${esc(r.text.join('\n'))}</pre><p class="note">${esc(REPRO_TIMES_NOTE)}</p>
 <h2>Evidence bundle</h2>${r.bundle === undefined ? '' : `<p class="note bundle ${esc(r.bundle.state)}">${esc(`${r.bundle.state}: ${r.bundle.detail}`)}</p>`}<ul class="files">${files.map((f) => `<li><a href="/ui/repros/${encodeURIComponent(r.id)}/files/${encodeURIComponent(f.name)}">${esc(f.name)}</a> — ${esc(f.label)}</li>`).join('')}</ul>
 <h2>VPN pods</h2><table><thead><tr><th>#</th><th>pod</th><th>IP</th><th>node</th><th>attached</th><th>detached</th></tr></thead><tbody>${attachments}</tbody></table>`,
     { refresh: !final },

@@ -9,6 +9,7 @@ import type { SessionManager } from '../sessions';
 import { BUNDLE_FILES, BUNDLE_TYPES, type BundleFileName } from '../store';
 import type { BundleBody, UiSource } from './ui-routes';
 import { REPRO_FILE_LABELS } from '../repro-bundle';
+import { liveLanes } from '../capture-reports';
 
 const LABELS: Record<BundleFileName, string> = {
   'report.md': 'the report, to paste into a ticket',
@@ -50,12 +51,7 @@ export function sessionsUiSource(sessions: SessionManager): UiSource {
       const r = result(id);
       if (r === null) return null;
       const v = sessions.get(id);
-      const lanes = v?.points.map((p) => ({
-        point: p.name,
-        ...(p.node === null ? {} : { node: p.node }),
-        iface: p.iface,
-      }));
-      return renderSequenceSvg(r, lanes === undefined ? {} : { lanes });
+      return renderSequenceSvg(r, v === undefined ? {} : { lanes: liveLanes(v.points) });
     },
     reproFiles: (id) =>
       sessions.repros.bundleNames(id).map((name) => ({ name, label: REPRO_FILE_LABELS[name] })),

@@ -55,6 +55,7 @@ export interface LiveCaptureMeta {
     settleMs: number;
     stopOnFirstMatch: boolean;
     evidencePayload?: boolean;
+    doctor?: { tunnelRange: string };
   };
   inventoryGiven: Inventory | null;
 }

@@ -7,7 +7,12 @@
  * generation time is passed in.
  */
 import type { AnalysisResult, CaptureHealth, PointSummary } from './analysis-result';
-import type { ReproMark, ReproSummary, TimelineRow } from '../repro/repro-core';
+import {
+  REPRO_TIMES_NOTE,
+  type ReproMark,
+  type ReproSummary,
+  type TimelineRow,
+} from '../repro/repro-core';
 import { esc } from './markup';
 import {
   formatEndpoint,
@@ -19,8 +24,9 @@ import {
 } from './report';
 import { renderReproSvg, VERDICT_CODES, type ReproSvgOptions } from './repro-svg';
 import { renderSequenceSvg, type SequenceSvgOptions } from './sequence-svg';
-import { durationText, utcMicros } from './times';
+import { durationText, utcMicros, utcMillis } from './times';
 import { lossPhrase } from './capture-health';
+import { inputsLead, inputsLines } from './inputs-text';
 import { doctorOf, reproduceOf, type ReportMeta as DocMeta } from './report-document';
 import { whatToChange, type ChangeStep } from './what-to-change';
 
@@ -348,11 +354,10 @@ export function renderReportHtml(
     ...(notes.length === 0
       ? []
       : ['<ul class="notes">', ...notes.map((n) => `<li>${esc(n)}</li>`), '</ul>']),
-    `<p>Inputs${meta.hoptraceVersion === undefined ? '' : ` (read by hoptrace ${esc(meta.hoptraceVersion)})`}:</p>`,
+    `<p>${esc(inputsLead(meta))}</p>`,
     '<ul class="inputs">',
-    ...meta.inputs.map(
-      (i) =>
-        `<li>${esc(i.name)}: ${code(i.file)}${i.sha256 === undefined ? '' : i.sha256 === null ? ' (not hashed)' : ` — ${i.bytes ?? '?'} bytes, SHA-256 ${code(i.sha256)}`}</li>`,
+    ...inputsLines(meta).map(
+      (line) => `<li>${line.map((p) => ('code' in p ? code(p.code) : esc(p.text))).join('')}</li>`,
     ),
     '</ul>',
     '<p>Repeat with a fresh connection (not a reused one), then once more while the VPN pod is being rescheduled (delete it), and once from a source that should be denied, to confirm the refusal comes from policy and not from a missing route.</p>',
@@ -455,7 +460,7 @@ const msText = (ms: number | null): string | null => (ms === null ? null : `${ms
 /** A repro as one HTML page: the outcome, the timeline picture, one row per probe. */
 export function renderReproHtml(input: ReproHtmlInput, opts: ReproSvgOptions = {}): string {
   const s = input.summary;
-  const iso = (ms: number): string => new Date(ms).toISOString();
+  const iso = utcMillis;
   const pod = (p: ReproSummary['deletedPod']): string | null =>
     p === null ? null : esc(`${p.name} (${p.ip} on ${p.node})`);
   const title =
@@ -513,12 +518,22 @@ export function renderReproHtml(input: ReproHtmlInput, opts: ReproSvgOptions = {
     renderReproSvg(input, opts),
     '<figcaption>Each probe at its start time, one row per pod that served it; the shaded span is the broken window.</figcaption>',
     '</figure>',
+    `<p class="note">${esc(REPRO_TIMES_NOTE)}</p>`,
   );
   const start = input.rows[0]?.startedAtMs ?? 0;
   body.push(
     '<h2>Probes</h2>',
     table(
-      ['time (UTC)', 'offset', 'probe', 'served by', 'verdict', 'answer', 'backend saw', 'detail'],
+      [
+        'time (UTC, ms)',
+        'offset',
+        'probe',
+        'served by',
+        'verdict',
+        'answer',
+        'backend saw',
+        'detail',
+      ],
       input.rows.map((r) => [
         `<time datetime="${esc(iso(r.startedAtMs))}">${esc(iso(r.startedAtMs))}</time>`,
         esc(`+${((r.startedAtMs - start) / 1000).toFixed(1)} s`),

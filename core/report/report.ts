@@ -9,17 +9,12 @@ import type { Layer, Verdict } from '../attribute/attribute';
 import type { CaptureHealth } from './capture-health';
 import type { Endpoint } from '../correlate/correlate';
 import { tupleText } from '../../common/endpoint';
-import {
-  doctorOf,
-  reportDocument,
-  reproduceOf,
-  sourceOf,
-  type ReportMeta,
-} from './report-document';
+import { doctorOf, reportDocument, reproduceOf, type ReportMeta } from './report-document';
 import { timingMarkdown, timingTextLines, utcOrEmpty } from './timing-section';
 import { whatToChange, type DoctorEvidence } from './what-to-change';
 import { whatToChangeMarkdown } from './what-to-change-md';
 import { partialTexts } from './identity-text';
+import { inputsLead, inputsLines } from './inputs-text';
 
 export type { ReportMeta };
 
@@ -304,35 +299,9 @@ function reproduceSection(meta: ReportMeta): string[] {
   const out = ['## Reproduce', '', '```sh', r.command, '```', ''];
   for (const n of r.notes) out.push(`- ${n}`);
   if (r.notes.length > 0) out.push('');
-  const live = sourceOf(meta) === 'live';
-  out.push(
-    `Inputs${meta.hoptraceVersion === undefined ? '' : ` (read by hoptrace ${meta.hoptraceVersion})`}:`,
-    '',
-  );
-  for (const i of meta.inputs) {
-    const digest =
-      i.sha256 === undefined
-        ? ''
-        : i.sha256 === null
-          ? ' (not hashed)'
-          : ` — ${i.bytes ?? '?'} bytes, SHA-256 \`${i.sha256}\``;
-    const where =
-      live && i.live !== undefined
-        ? ` — agent ${i.live.agentId ?? '?'}${i.live.agentVersion === null ? '' : ` (${i.live.agentVersion})`} on node ${i.live.node ?? '?'}, ${i.live.target} ${i.live.iface}, filter ${i.live.filter === null ? 'none' : `\`${i.live.filter}\``}`
-        : '';
-    out.push(`- ${i.name}: \`${i.file}\`${digest}${where}`);
-  }
-  if (meta.capture !== undefined)
-    out.push(
-      `- capture ${meta.capture.id} on ${meta.capture.collector ?? 'a collector listening on every address'}: ${meta.capture.state} (${meta.capture.reason})`,
-    );
-  if (meta.inventoryUsed !== undefined) {
-    const nodes = Object.keys(meta.inventoryUsed.nodes).length;
-    const pods = Object.keys(meta.inventoryUsed.pods).length;
-    out.push(
-      `- inventory as used: ${nodes} node(s), ${pods} pod(s)${meta.inventory === undefined ? '' : ` (\`${meta.inventory}\`)`}; in report.json \`inventory\``,
-    );
-  }
+  out.push(inputsLead(meta), '');
+  for (const line of inputsLines(meta))
+    out.push(`- ${line.map((p) => ('code' in p ? `\`${p.code}\`` : p.text)).join('')}`);
   out.push(
     '',
     'Repeat with a fresh connection (not a reused one), then once more while the VPN pod is being ' +

@@ -12,6 +12,7 @@
 import type { ProbeVerdict, ReproMark, ReproSummary, TimelineRow } from '../repro/repro-core';
 import { isGood } from '../repro/repro-core';
 import { attrs, charsIn, clip, el, esc, num, wrapText } from './markup';
+import { utcMillis } from './times';
 
 /** What the picture is drawn from: a repro view's `timeline`, `marks` and `summary`. */
 export interface ReproSvgInput {
@@ -111,7 +112,7 @@ function tickStep(span: number, target: number): number {
   return steps.find((s) => span / s <= target) ?? 1800000;
 }
 
-const utc = (ms: number): string => new Date(ms).toISOString();
+const utc = utcMillis;
 
 /** Who served a probe, as a row key and label. */
 function rowKey(r: TimelineRow): string {

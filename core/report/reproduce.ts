@@ -97,6 +97,8 @@ export interface CaptureCommandSpec {
   inventoryGiven: boolean;
   /** The capture kept the payload in evidence.pcapng (`--evidence-payload`). */
   evidencePayload?: boolean | undefined;
+  /** Doctor's checks ran at the end with this tunnel range (`--doctor-tunnel-range`). */
+  doctorTunnelRange?: string | undefined;
 }
 
 /** `NAME=[NODE/]TARGET:IFACE` as `hoptrace capture --point` parses it (IPv6 in brackets). */
@@ -107,7 +109,8 @@ function pointArg(p: CaptureCommandSpec['points'][number]): string {
 
 /**
  * `hoptrace capture --point … --collector URL --token-file TOKEN_FILE [--client …] [--dst …]
- * [--filter …] [--inventory INVENTORY_FILE] --timeout …ms --settle …ms [--evidence-payload]`. The points come first
+ * [--filter …] [--inventory INVENTORY_FILE] --timeout …ms --settle …ms [--evidence-payload]
+ * [--doctor-tunnel-range CIDR]`. The points come first
  * (the order of the path); TOKEN_FILE is a placeholder: a report never holds a token.
  */
 export function captureCommand(spec: CaptureCommandSpec): ReproduceCommand {
@@ -136,6 +139,8 @@ export function captureCommand(spec: CaptureCommandSpec): ReproduceCommand {
   }
   argv.push('--timeout', `${spec.timeoutMs}ms`, '--settle', `${spec.settleMs}ms`);
   if (spec.evidencePayload === true) argv.push('--evidence-payload');
+  if (spec.doctorTunnelRange !== undefined)
+    argv.push('--doctor-tunnel-range', spec.doctorTunnelRange);
   if (!spec.stopOnFirstMatch)
     notes.push(
       'the capture ran with stopOnFirstMatch: false, which only POST /v1/captures takes (report.json `capture.request`)',

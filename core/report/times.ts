@@ -36,6 +36,15 @@ export function utcMicros(tsNs: bigint | string): string {
   return `${base.slice(0, 19)}.${String(micro).padStart(6, '0')}Z`;
 }
 
+/**
+ * `2026-12-02T04:39:48.123Z` from milliseconds since the Unix epoch: a time read from a clock in
+ * ms (a prober's, the collector's), printed with the digits it has — never padded to microseconds
+ * that were not measured.
+ */
+export function utcMillis(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
 /** A signed nanosecond duration for people: `+1.234 ms`, `−12 µs`, `3.500 s`. */
 export function durationText(ns: bigint): string {
   const sign = ns < 0n ? '−' : '';

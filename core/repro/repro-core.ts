@@ -14,6 +14,7 @@ import { analyzeEvents } from '../report/analyze';
 import type { PointSummary } from '../report/analysis-result';
 import type { Layer } from '../attribute/attribute';
 import { lossPhrase } from '../report/capture-health';
+import { utcMillis } from '../report/times';
 import { isIP } from '../../common/cidr';
 import type { Hello } from '../../common/wire';
 import { hostPort } from '../../common/endpoint';
@@ -694,9 +695,14 @@ function explain(
   return `the path did not come back through ${podText(s.replacement)} (probes after the deletion: ${seen})`;
 }
 
-function clock(ms: number): string {
-  return new Date(ms).toISOString().slice(11, 23);
-}
+/**
+ * How precise a repro's times are, for every form that shows them: ms, because the probe is timed
+ * by its prober and the reschedule by the collector (Date.now); packets keep ns in evidence.pcapng.
+ */
+export const REPRO_TIMES_NOTE =
+  "Times are UTC (ISO 8601) to the millisecond: a probe's is its start on the prober's clock, a deletion's or replacement's the collector's; the packets' own capture times (ns) are in evidence.pcapng.";
+
+const clock = utcMillis;
 
 const VERDICT_TEXT: Record<ProbeVerdict, string> = {
   preserved: 'preserved',
@@ -712,7 +718,7 @@ const VERDICT_TEXT: Record<ProbeVerdict, string> = {
 };
 
 /** The timeline's column header. */
-export const TIMELINE_HEADER = `time          offset  probe          served by                      verdict                      client`;
+export const TIMELINE_HEADER = `${'time (UTC, ms)'.padEnd(24)}  offset  probe          served by                      verdict                      client`;
 
 /** One probe's row; `startMs`: the first probe's start (offsets are from it). */
 export function timelineRowLine(r: TimelineRow, startMs: number): string {

@@ -27,6 +27,8 @@ import { ipv6EndpointsWithoutBrackets } from '../../lab/run';
 import { missingPrerequisites } from '../../lab/prereq';
 import { appSeesProbe, findScenario, SCENARIOS, type Scenario } from '../../lab/scenarios';
 import { checkBundle } from '../unit/bundle-check';
+import { ADDR } from '../../lab/addresses';
+import type { Finding } from '../../core/doctor/checks';
 
 const missing = missingPrerequisites();
 
@@ -158,7 +160,22 @@ if (missing.length > 0) {
         };
       const until = Date.now() + 15_000;
       while ((readDoc().evidence ?? null) === null && Date.now() < until) await delay(50);
-      const doc = checkBundle(t, capDir, { points: names, layer: s.expect.layer });
+      const doc = checkBundle(t, capDir, {
+        points: names,
+        layer: s.expect.layer,
+        namespaces: run.namespaces,
+      });
+      // Every lab node runs on this host's clock: a bounded offset brackets 0, and no hop's
+      // clock-corrected latency is negative.
+      for (const c of doc.clock ?? [])
+        if (c.status === 'bounded')
+          t.ok(
+            BigInt(c.lowNs ?? '1') <= 0n && 0n <= BigInt(c.highNs ?? '-1'),
+            `clock of ${c.point}: [${c.lowNs ?? '?'}, ${c.highNs ?? '?'}] ns brackets 0 (one host clock)`,
+          );
+      for (const h of doc.hops ?? [])
+        if (h.latencyNs !== null)
+          t.ok(BigInt(h.latencyNs) >= 0n, `hop ${h.from}→${h.to}: ${h.latencyNs} ns, not negative`);
       t.equal(
         doc.evidence?.packets,
         inputs?.result.points.reduce((n, p) => n + p.flow.length, 0) ?? -1,
@@ -174,6 +191,39 @@ if (missing.length > 0) {
         );
     });
   }
+
+  void t.test("live cni-masquerade with doctor: the agents' findings in the report", (t) =>
+    withLiveScene(live(), scenario('cni-masquerade'), async (scene) => {
+      prefixes.push(scene.lab.prefix);
+      await scene.startAgents();
+      const run = await runArmedProbe(scene, {
+        request: (b) => ({ ...b, doctor: { tunnelRange: ADDR.tunnelCidr } }),
+      });
+      t.equal(run.state, 'resolved', `the capture resolved (${run.finalReason ?? '-'})`);
+      // Doctor runs through the agents once the capture ended; wait here, with the scene still up.
+      const capDir = join(live().dataDir, 'captures', run.captureId);
+      type Doc = {
+        doctor: { status: string; detail?: string; result?: { findings: Finding[] } };
+      };
+      const read = (): Doc => JSON.parse(readFileSync(join(capDir, 'report.json'), 'utf8')) as Doc;
+      const until = Date.now() + 20_000;
+      while (/had not answered/.test(read().doctor.detail ?? '') && Date.now() < until)
+        await delay(100);
+      const doc = read();
+      t.equal(doc.doctor.status, 'given', `doctor ran (${doc.doctor.detail ?? ''})`);
+      t.ok(
+        (doc.doctor.result?.findings ?? []).some(
+          (f) => f.check === 'masquerade' && f.severity === 'error',
+        ),
+        "doctor's finding: the tunnel range is masqueraded",
+      );
+      const md = readFileSync(join(capDir, 'report.md'), 'utf8');
+      const what = md.slice(md.indexOf('## What to change'));
+      t.match(what, /Doctor findings from doctor's checks through the agents/);
+      t.match(what, /ERROR masquerade/, 'What to change names the finding');
+      t.match(md, /--doctor-tunnel-range 10\.90\.0\.0\/24/, 'and the Reproduce line asks for it');
+    }),
+  );
 
   void t.test('collector SIGKILLed mid-capture and restarted: verdict right, no event lost', (t) =>
     withLiveScene(live(), scenario('preserve'), async (scene) => {

@@ -2,17 +2,57 @@
 // one probe in the scenario's request shape, the analyzer's verdict, its bundle checked form by
 // form and its Reproduce line run again. Runs as root; without the tools it fails with the reason.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
+import type { AnalysisResult } from '../../core/report/analysis-result';
 import { listNamespaces, Netns } from '../../lab/netns';
 import { missingPrerequisites } from '../../lab/prereq';
 import { ipv6EndpointsWithoutBrackets, runScenario } from '../../lab/run';
 import { appSeesProbe, SCENARIOS } from '../../lab/scenarios';
 import { checkBundle } from '../unit/bundle-check';
+import { shiftPcapTimes } from '../unit/pcap-shift';
 
 const bin = join(__dirname, '..', '..', '..', 'bin', 'hoptrace');
+
+/** The backend node's clock 3.5 s ahead, on purpose (issue 16: the estimate brackets it). */
+const SHIFT_NS = 3_500_000_000n;
+
+/**
+ * The Reproduce line's analysis again with the backend's file moved SHIFT_NS later: the backend's
+ * clock offset is bounded around the shift, and the verdict is the same.
+ */
+function shiftedBackend(t: Test, args: readonly string[], layer: string): void {
+  const i = args.findIndex((a) => a.startsWith('backend='));
+  const file = args[i]?.slice('backend='.length);
+  t.ok(file !== undefined, 'the backend file in the Reproduce line');
+  if (file === undefined) return;
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-clock-shift-'));
+  try {
+    const shifted = join(dir, 'backend-shifted.pcap');
+    writeFileSync(shifted, shiftPcapTimes(readFileSync(file), SHIFT_NS));
+    const argv = args.map((a, k) => (k === i ? `backend=${shifted}` : a));
+    const r = spawnSync(process.execPath, [bin, 'analyze', ...argv, '--json'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    t.equal(r.status, 0, `analyze with the backend 3.5 s ahead (${r.stderr.trim()})`);
+    if (r.status !== 0) return;
+    const res = JSON.parse(r.stdout) as AnalysisResult;
+    t.equal(res.verdict.layer, layer, 'the same verdict with the backend clock 3.5 s ahead');
+    const c = res.clock?.find((x) => x.point === 'backend');
+    t.equal(c?.status, 'bounded', `the backend's offset is bounded (${c?.detail ?? '-'})`);
+    const low = BigInt(c?.lowNs ?? '1');
+    const high = BigInt(c?.highNs ?? '-1');
+    t.ok(low <= SHIFT_NS && SHIFT_NS <= high, `[${low}, ${high}] ns brackets the 3.5 s shift`);
+    for (const h of res.hops ?? [])
+      if (h.latencyNs !== null)
+        t.ok(BigInt(h.latencyNs) >= 0n, `hop ${h.from}→${h.to}: ${h.latencyNs} ns, not negative`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 const missing = missingPrerequisites();
 if (missing.length > 0) {
@@ -96,6 +136,14 @@ if (missing.length > 0) {
             s.expect.layer,
             'the Reproduce line gives the same verdict',
           );
+        // Every namespace shares the host's clock: a bounded offset brackets 0.
+        for (const c of doc.clock ?? [])
+          if (c.status === 'bounded')
+            t.ok(
+              BigInt(c.lowNs ?? '1') <= 0n && 0n <= BigInt(c.highNs ?? '-1'),
+              `clock of ${c.point}: [${c.lowNs ?? '?'}, ${c.highNs ?? '?'}] ns brackets 0 (one host clock)`,
+            );
+        if (s.name === 'preserve') shiftedBackend(t, args, s.expect.layer);
       }
       t.notOk(
         (await listNamespaces()).some((n) => n.startsWith(lab.prefix)),

@@ -23,9 +23,20 @@ export interface BundleExpectation {
   points: readonly string[];
   /** The verdict's layer. */
   layer: string;
+  /**
+   * Per point, a name its namespace must carry in the picture's lane (`netns …`); a live capture's
+   * lanes name the namespace the agent captured in, a file's have none.
+   */
+  namespaces?: Readonly<Record<string, string>>;
 }
 
 const lanes = (x: string): number => (x.match(/class="lane"/g) ?? []).length;
+
+/** Each lane's full label (its `<title>`, never clipped), by point. */
+function laneTitles(x: string): Map<string, string> {
+  const re = /<g class="lane"[^>]*data-point="([^"]*)"[^>]*><title>([^<]*)<\/title>/g;
+  return new Map([...x.matchAll(re)].map((m) => [m[1] ?? '', m[2] ?? '']));
+}
 
 /** The interface name of every packet of `file`, as tshark reads them (null: tshark failed). */
 function tsharkInterfaces(t: Asserts, file: string): string[] | null {
@@ -57,6 +68,14 @@ export function checkBundle(t: Asserts, dir: string, want: BundleExpectation): R
   t.notMatch(html, /<script|\ssrc="(?:https?:)?\/\//i, 'report.html: no script, nothing fetched');
   t.equal(lanes(html), want.points.length, 'report.html: a lane per point');
   t.equal(lanes(svg), want.points.length, 'sequence.svg: a lane per point');
+  for (const [point, ns] of Object.entries(want.namespaces ?? {}))
+    for (const [form, text] of [
+      ['report.html', html],
+      ['sequence.svg', svg],
+    ] as const) {
+      const netns = /, netns ([^,;]+)/.exec(laneTitles(text).get(point) ?? '')?.[1] ?? '';
+      t.ok(netns.includes(ns), `${form}: ${point}'s lane names its namespace ${ns} (${netns})`);
+    }
 
   const flows = doc.points.reduce((n, p) => n + p.flow.length, 0);
   t.equal(doc.evidence?.packets, flows, 'evidence.pcapng: every packet of the matched connection');

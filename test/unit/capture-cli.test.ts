@@ -160,6 +160,31 @@ void t.test(
   },
 );
 
+void t.test(
+  '--doctor-tunnel-range: asked of the collector and in the command that repeats it',
+  async (t) => {
+    const c = await collector(t);
+    const { out, run } = capture([
+      '--collector',
+      c.url,
+      ...POINT_ARGS,
+      '--doctor-tunnel-range',
+      '10.90.0.0/24',
+    ]);
+    t.equal(await run, 0);
+    const again = out.find((l) => l.startsWith('again:')) ?? '';
+    t.match(
+      again,
+      / --doctor-tunnel-range 10\.90\.0\.0\/24$/,
+      `the Reproduce line keeps it: ${again}`,
+    );
+    await t.rejects(
+      capture(['--collector', c.url, ...POINT_ARGS, '--doctor-tunnel-range', '10.90.0.0/33']).run,
+      { code: 'CLI_USAGE', where: '--doctor-tunnel-range' },
+    );
+  },
+);
+
 void t.test('a point whose pod target came from an old list is named when armed', (t) => {
   const point = { name: 'decap', target: 'vpn/wg-0' };
   const note = 'reading vpn/wg-0 from the API failed (HTTP 503): as listed 42 s ago';

@@ -15,6 +15,7 @@ import type { CaptureView } from '../../collector/capture-views';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
 import type { PacketEvent } from '../../common/event';
+import type { NamespaceFacts, NatRule } from '../../common/wire';
 import { FakeHub, status, twoNodeHub } from './collector-fixtures';
 import { PCAPS } from './corpus';
 import { reportSchemaErrors } from './report-schema';
@@ -148,6 +149,10 @@ void t.test('validation: 400 API_BAD_REQUEST naming the field', async (t) => {
     [{ points: POINTS, evidencePayload: 'true' }, 'evidencePayload'],
     [{ points: POINTS, color: 'red' }, 'color'],
     [{ points: POINTS, inventory: { nodes: [] } }, 'inventory'],
+    [{ points: POINTS, doctor: '10.90.0.0/24' }, 'doctor'],
+    [{ points: POINTS, doctor: {} }, 'doctor.tunnelRange'],
+    [{ points: POINTS, doctor: { tunnelRange: '10.90.0.0/33' } }, 'doctor.tunnelRange'],
+    [{ points: POINTS, doctor: { tunnelRange: '10.90.0.0/24', vpn: 'x' } }, 'doctor.vpn'],
   ];
   for (const [body, where] of cases) {
     const r = await req('POST', '/v1/captures', body);
@@ -658,3 +663,160 @@ void t.test('over a socket: the token is checked before the body; HEAD has no bo
   t.equal(head.bytes, 0, 'HEAD: no body');
   t.match(String(head.headers['content-type']), /application\/json/);
 });
+
+/** What an agent's doctor facts say of one namespace (a node or the VPN pod), nothing read wrong. */
+function doctorFacts(
+  name: string,
+  target: string,
+  node: string,
+  natRules: NatRule[] = [],
+): NamespaceFacts {
+  return {
+    name,
+    target,
+    netns: '(agent namespace)',
+    node,
+    addresses:
+      name === 'vpn' ? ['10.244.1.10'] : node === 'vpn-node' ? ['192.168.50.1'] : ['192.168.50.2'],
+    rpFilter: [{ iface: 'all', value: 2 }],
+    routes: [],
+    lookups: [],
+    natChains: ['POSTROUTING'],
+    natRules,
+    ipvsState: 'read',
+    ipvs: [],
+    family: 4,
+    errorCode: '',
+    message: '',
+    unread: [],
+  };
+}
+
+/** The fake agents capture (status, then the pcap's events) and, asked, answer doctor requests. */
+function answerLikeAgents(hub: FakeHub, doctor: boolean): void {
+  hub.onSend = (agentId, cmd) => {
+    const node = agentId === 'agent-vpn' ? 'vpn-node' : 'backend-node';
+    if (cmd.kind === 'doctorRequest') {
+      if (!doctor) return;
+      const masq: NatRule = {
+        chain: 'POSTROUTING',
+        args: ['-s', '10.90.0.0/24', '-j', 'MASQUERADE'],
+        text: '-A POSTROUTING -s 10.90.0.0/24 -j MASQUERADE',
+      };
+      const facts = cmd.doctorRequest.targets.map((x) =>
+        doctorFacts(x.name, x.target, node, x.name === 'vpn-node' ? [masq] : []),
+      );
+      setImmediate(() => {
+        hub.reply({
+          kind: 'doctorReport',
+          agentId,
+          report: { requestId: cmd.doctorRequest.requestId, agentId, node, facts },
+        });
+      });
+      return;
+    }
+    if (cmd.kind !== 'capture') return;
+    const c = cmd.capture;
+    setImmediate(() => {
+      void hub
+        .deliver({
+          kind: 'status',
+          agentId,
+          status: status(c.captureId, c.point, 'capturing', { netnsAddresses: [c.target] }),
+        })
+        .then(() =>
+          hub.deliver({
+            kind: 'events',
+            agentId,
+            batch: { captureId: c.captureId, point: c.point, events: events(c.point, node) },
+          }),
+        );
+    });
+  };
+}
+
+/** report.md of capture `id` once `done` says it has what is awaited (the doctor runs after). */
+async function reportWhen(
+  req: Env['req'],
+  id: string,
+  done: (md: string) => boolean,
+): Promise<string> {
+  const until = Date.now() + 10_000;
+  for (;;) {
+    const md = (await req('GET', `/v1/captures/${id}/report.md`)).body;
+    if (done(md) || Date.now() > until) return md;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+void t.test(
+  "a capture with doctor: the agents' findings in What to change, the picture and Reproduce",
+  async (t) => {
+    const { req, hub, sessions, dir } = setup(t);
+    answerLikeAgents(hub, true);
+    const c = await req('POST', '/v1/captures', {
+      points: POINTS,
+      client: '141.142.228.5',
+      doctor: { tunnelRange: '10.90.0.0/24' },
+    });
+    t.equal(c.status, 201);
+    const id = (c.json as CaptureView).id;
+    t.equal((await waitFinal(sessions, id)).state, 'resolved');
+    const md = await reportWhen(req, id, (x) => x.includes('Doctor findings from'));
+    t.match(
+      md,
+      /Doctor findings from doctor's checks through the agents at the capture's end \(vpn 10\.244\.1\.10, backend 10\.244\.2\.5, tunnel range 10\.90\.0\.0\/24\)/,
+    );
+    const what = md.slice(md.indexOf('## What to change'));
+    t.match(
+      what,
+      /-A POSTROUTING -s 10\.90\.0\.0\/24 -j MASQUERADE/,
+      'What to change names the rule',
+    );
+    t.match(md, /--doctor-tunnel-range 10\.90\.0\.0\/24/, 'the Reproduce line asks for doctor too');
+    const rj = (await req('GET', `/v1/captures/${id}/report.json`)).json as {
+      doctor: { status: string; result?: { findings: { check: string; subject: string }[] } };
+      capture: { request: { doctor?: unknown } };
+    };
+    t.strictSame(reportSchemaErrors(rj), [], 'report.json is valid against the schema');
+    t.equal(rj.doctor.status, 'given');
+    t.ok(
+      rj.doctor.result?.findings.some(
+        (f) => f.check === 'masquerade' && /MASQUERADE/.test(f.subject),
+      ),
+      "report.json: doctor's masquerade finding",
+    );
+    t.same(rj.capture.request.doctor, { tunnelRange: '10.90.0.0/24' });
+    const svg = (await req('GET', `/v1/captures/${id}/sequence.svg`)).body;
+    t.match(svg, /masquerade/i, "the picture carries doctor's finding");
+    const saved = JSON.parse(readFileSync(join(dir, 'captures', id, 'session.json'), 'utf8')) as {
+      spec: { doctor?: unknown };
+    };
+    t.same(saved.spec.doctor, { tunnelRange: '10.90.0.0/24' }, 'persisted in session.json');
+  },
+);
+
+void t.test(
+  'a capture with doctor whose agents do not answer: the report says it could not read',
+  async (t) => {
+    const { req, hub, sessions } = setup(t);
+    answerLikeAgents(hub, false);
+    const c = await req('POST', '/v1/captures', {
+      points: POINTS,
+      doctor: { tunnelRange: '10.90.0.0/24' },
+    });
+    const id = (c.json as CaptureView).id;
+    await waitFinal(sessions, id);
+    const md = await reportWhen(req, id, (x) => /did not answer/.test(x));
+    t.match(
+      md,
+      /Could not read doctor's checks through the agents .*: the agents did not answer \(/,
+    );
+    t.notMatch(md, /Doctor findings from/);
+    const rj = (await req('GET', `/v1/captures/${id}/report.json`)).json as {
+      doctor: { status: string };
+    };
+    t.equal(rj.doctor.status, 'unreadable');
+    t.strictSame(reportSchemaErrors(rj), [], 'report.json is valid against the schema');
+  },
+);

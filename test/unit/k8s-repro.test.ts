@@ -363,7 +363,7 @@ void t.test('repro: capture losses per point, and the probes in flight then', as
   t.match(text, /capture backend lost 9 in the kernel/);
   t.match(
     text,
-    'probe p1 (failed-to-connect): capture backend lost 9 in the kernel between 12:00:02.000 and 12:00:03.000',
+    'probe p1 (failed-to-connect): capture backend lost 9 in the kernel between 2026-11-30T12:00:02.000Z and 2026-11-30T12:00:03.000Z',
   );
   t.notMatch(text, /probe p2/, 'a probe long after the loss is not cautioned');
   t.match(text, /Those probes may have lost their packets in the capture: run again/);
@@ -386,7 +386,7 @@ void t.test('repro: capture losses per point, and the probes in flight then', as
   t.match(more, /capture decap \(vpn\/wg-0\) lost 5 events on the way to the collector/);
   t.match(
     more,
-    'probe p2 (failed-to-connect): capture decap (vpn/wg-0) lost 5 events on the way to the collector between 12:00:01.000 and 12:00:09.100',
+    'probe p2 (failed-to-connect): capture decap (vpn/wg-0) lost 5 events on the way to the collector between 2026-11-30T12:00:01.000Z and 2026-11-30T12:00:09.100Z',
   );
   t.match(more, /capture egress \(vpn\/wg-0\) cannot count its kernel drops/);
   t.match(more, /A capture that cannot count its drops may have missed any probe/);
@@ -690,7 +690,7 @@ void t.test('hoptrace repro --collector: probes, deletion, replacement, timeline
   t.equal(probeMarks(svg), view.timeline.length, 'timeline.svg: one mark per probe');
   t.equal(probeMarks(html), view.timeline.length, 'report.html carries the picture');
   t.notMatch(html, /<script/);
-  t.match(file('report.md'), /```text\ntime {10}offset/);
+  t.match(file('report.md'), /```text\ntime \(UTC, ms\) {12}offset/);
   const json = JSON.parse(file('report.json')) as { id: string; schemaVersion: number };
   t.equal(json.id, view.id);
   t.equal(json.schemaVersion, 1);

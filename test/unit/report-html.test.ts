@@ -9,7 +9,9 @@ import { esc } from '../../core/report/markup';
 import { utcMicros } from '../../core/report/times';
 import { withConntrackEvidence } from '../../core/attribute/conntrack-evidence';
 import { parseConntrackOutput } from '../../core/doctor/conntrack';
-import { ADDR, CLIENT, DIRECT } from './fixtures-events';
+import { liveReportMeta } from '../../collector/capture-reports';
+import { ADDR, CLIENT, DIRECT, INVENTORY } from './fixtures-events';
+import { agents, cni, record } from './live-report-fixtures';
 import { SCENARIOS, analyze, three, type ScenarioName } from './fixtures-scenarios';
 import { count, markupErrors } from './markup-check';
 
@@ -211,5 +213,43 @@ void t.test('hostile names and details render as text', (t) => {
   selfContained(t, html);
   t.ok(html.includes(esc(evil)));
   t.ok(html.includes('&lt;now&gt;'));
+  t.end();
+});
+
+void t.test('a live capture: the inputs list what report.md lists, item by item', (t) => {
+  const meta = liveReportMeta({
+    record,
+    agents,
+    collector: 'http://127.0.0.1:7070',
+    state: 'resolved',
+    reason: 'conclusive',
+    inventory: INVENTORY,
+    generatedAt: '2026-12-01T10:00:00.000Z',
+  });
+  const html = renderReportHtml(cni, meta);
+  const md = renderReportMarkdown(cni, meta);
+  const items = [
+    ...(/<ul class="inputs">(.*?)<\/ul>/s.exec(html)?.[1] ?? '').matchAll(/<li>(.*?)<\/li>/g),
+  ].map((m) => m[1] ?? '');
+  t.match(
+    items[0],
+    /^decap: <code>live vpn-node:10\.244\.1\.10 tun0 \(capture c-0001\)<\/code> — agent agent-vpn \(0\.1\.0\) on node vpn-node, 10\.244\.1\.10 tun0, filter <code>tcp<\/code>$/,
+  );
+  t.match(
+    items[2],
+    /^backend: .* — agent agent-backend on node backend-node, fd00::5 eth0, filter none$/,
+  );
+  t.match(items[3], /^capture c-0001 on http:\/\/127\.0\.0\.1:7070: resolved \(conclusive\)$/);
+  t.match(
+    items[4],
+    /^inventory as used: 2 node\(s\), 3 pod\(s\); in report\.json <code>inventory<\/code>$/,
+  );
+  // The same facts as report.md's list: its items with code spans as the page sets them.
+  const mdItems = (/\nInputs[^\n]*:\n\n((?:- [^\n]*\n)+)/.exec(md)?.[1] ?? '')
+    .trimEnd()
+    .split('\n')
+    .map((l) => esc(l.slice(2)).replace(/`([^`]*)`/g, '<code>$1</code>'));
+  t.strictSame(items, mdItems, 'report.html and report.md list the same inputs');
+  t.equal(items.length, 5, 'three points, the capture, the inventory');
   t.end();
 });

@@ -4,45 +4,12 @@
  * the schema is strict enough that a missing required member or an unknown one fails.
  */
 import t from 'tap';
-import { analyzeEvents } from '../../core/report/analyze';
 import { renderReportJson, renderReportMarkdown } from '../../core/report/report';
 import type { ReportMeta } from '../../core/report/report-document';
 import { liveReportMeta } from '../../collector/capture-reports';
-import type { SessionRecord } from '../../collector/session';
-import type { AgentInfo } from '../../collector/hub-types';
-import type { DoctorResult } from '../../core/doctor/checks';
-import { ADDR, CLIENT, DIRECT, INVENTORY, exchange, pt } from './fixtures-events';
+import { CLIENT, INVENTORY } from './fixtures-events';
+import { DOCTOR, agents, cni, record } from './live-report-fixtures';
 import { reportSchemaErrors } from './report-schema';
-
-const cni = analyzeEvents({
-  points: [
-    pt('decap', exchange('decap', DIRECT)),
-    pt('egress', exchange('egress', DIRECT, { at: 1n })),
-    pt(
-      'backend',
-      exchange('backend', { ...DIRECT, src: ADDR.vpnNodeUplink, sport: 61000 }, { at: 2n }),
-    ),
-  ],
-  inventory: INVENTORY,
-  selector: { client: CLIENT },
-});
-
-const DOCTOR: DoctorResult = {
-  tunnelRange: '10.90.0.0/24',
-  client: CLIENT,
-  findings: [
-    {
-      severity: 'error',
-      check: 'masquerade',
-      node: 'vpn-node',
-      namespace: 'vpn-node (/run/netns/b)',
-      subject: '-A IP-MASQ-AGENT -j MASQUERADE',
-      detail: 'masquerades every packet from 10.90.0.0/24',
-      fix: "exclude 10.90.0.0/24 from masquerade in the CNI's own configuration",
-    },
-  ],
-  summary: { errors: 1, warnings: 0, ok: 0 },
-};
 
 const FILES: ReportMeta = {
   generatedAt: '2026-12-01T10:00:00.000Z',
@@ -57,49 +24,6 @@ const FILES: ReportMeta = {
   inventoryUsed: INVENTORY,
   doctor: { status: 'given', source: '/caps/doctor.json', result: DOCTOR },
 };
-
-const record: SessionRecord = {
-  id: 'c-0001',
-  createdAtMs: 0,
-  updatedAtMs: 0,
-  finishedAtMs: 1,
-  state: 'resolved',
-  spec: {
-    points: [
-      { name: 'decap', target: ADDR.vpnPod, iface: 'tun0', filter: 'tcp' },
-      { name: 'egress', target: ADDR.vpnPod, iface: 'eth0', filter: 'tcp port 8080' },
-      { name: 'backend', target: 'fd00::5', iface: 'eth0', node: 'backend-node' },
-    ],
-    client: CLIENT,
-    dst: ADDR.backendPod,
-    dport: 8080,
-    timeoutMs: 30_000,
-    stopOnFirstMatch: true,
-    settleMs: 2_000,
-    inventory: INVENTORY,
-  },
-  points: ['decap', 'egress', 'backend'].map((name, i) => ({
-    name,
-    agentId: i < 2 ? 'agent-vpn' : 'agent-backend',
-    node: i < 2 ? 'vpn-node' : 'backend-node',
-    target: i < 2 ? ADDR.vpnPod : 'fd00::5',
-    iface: i === 0 ? 'tun0' : 'eth0',
-    state: 'stopped',
-    packets: 4,
-    events: 4,
-    kernelDrops: 0,
-    queueDrops: 0,
-    lost: 0,
-    confirmed: true,
-    netns: '/proc/1/ns/net',
-    netnsAddresses: [],
-  })),
-  verdict: cni.verdict,
-  finalReason: 'conclusive',
-};
-const agents = [
-  { agentId: 'agent-vpn', node: 'vpn-node', hello: { version: '0.1.0' } },
-] as unknown as AgentInfo[];
 
 const live = liveReportMeta({
   record,

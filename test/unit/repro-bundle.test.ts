@@ -20,7 +20,8 @@ import { CaptureStore } from '../../collector/store';
 import type { PacketEvent } from '../../common/event';
 import type { FramesReply, FramesRequest, NamespaceInfo } from '../../common/wire';
 import { REPRO_EVIDENCE_MAX_FRAMES, reproFramesToFetch } from '../../core/repro/repro-evidence';
-import type { ProbeFlow } from '../../core/repro/repro-core';
+import { REPRO_TIMES_NOTE, type ProbeFlow } from '../../core/repro/repro-core';
+import { esc } from '../../core/report/markup';
 import { FakeHub, status } from './collector-fixtures';
 import { ADDR, CLIENT, DIRECT, INVENTORY, MS, T0, exchange } from './fixtures-events';
 import { tcp } from './frames';
@@ -291,6 +292,22 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
   const md = file('report.md');
   t.match(md, /## Inputs[\s\S]*decap \(vpn-pod\) \| r-/);
   t.match(md, /## Capture health/);
+  // Issue 16: every time a person reads is UTC ISO-8601 with date and Z; repro times are taken in
+  // ms (the prober's and the collector's clocks) and said to be, never padded to µs.
+  const ISO_MS = /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/;
+  const bareClock = /(?<![T\d])\d\d:\d\d:\d\d/;
+  for (const [what, x] of [
+    ['report.md', md],
+    ['report.html', html],
+    ['timeline.svg', svg],
+  ] as const) {
+    t.notMatch(x, bareClock, `${what}: no time without its date`);
+    t.match(x, ISO_MS, `${what}: ISO-8601 UTC`);
+  }
+  t.match(md, new RegExp(`\n${ISO_MS.source}  \\+ *0\\.0s  p1 `), "report.md: p1's row");
+  t.ok(md.includes(REPRO_TIMES_NOTE), 'report.md says the times are to the ms, and whose');
+  t.ok(html.includes(esc(REPRO_TIMES_NOTE)), 'report.html says so too');
+  t.match(html, new RegExp(`<time datetime="${ISO_MS.source}">`), 'report.html: <time> in UTC');
   t.match(md, new RegExp(`evidence\\.pcapng: ${3 * per} packets in 3 interfaces`));
   t.same(
     (JSON.parse(file('inventory.json')) as typeof INVENTORY).pods['web-1'],

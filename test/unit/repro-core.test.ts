@@ -234,8 +234,8 @@ void t.test(
     const rb = analyzeProbe({ ...base, probe: probe(40002, false, 3000) });
     t.equal(rb.verdict, 'no-return');
     t.same(rb.lossesInFlight, [
-      'capture backend lost 37 in the kernel between 00:00:02.500 and 00:00:03.500',
-      'capture egress (pod-2) lost 3 events on the way to the collector between 00:00:04.000 and 00:00:04.100',
+      'capture backend lost 37 in the kernel between 1970-01-01T00:00:02.500Z and 1970-01-01T00:00:03.500Z',
+      'capture egress (pod-2) lost 3 events on the way to the collector between 1970-01-01T00:00:04.000Z and 1970-01-01T00:00:04.100Z',
     ]);
     // Probe a found its packets (preserved): a loss then proves nothing against it.
     const ra = analyzeProbe({ ...base, probe: probe(40001, true, 0) });
@@ -248,8 +248,8 @@ void t.test(
     const rc = analyzeProbe({ ...base, probe: timedOut });
     t.equal(rc.verdict, 'failed-to-connect');
     t.same(rc.lossesInFlight, [
-      'capture backend lost 37 in the kernel between 00:00:02.500 and 00:00:03.500',
-      'capture decap (pod-1) lost 5 in the kernel between 00:00:02.900 and 00:00:03.050',
+      'capture backend lost 37 in the kernel between 1970-01-01T00:00:02.500Z and 1970-01-01T00:00:03.500Z',
+      'capture decap (pod-1) lost 5 in the kernel between 1970-01-01T00:00:02.900Z and 1970-01-01T00:00:03.050Z',
     ]);
     t.same(
       lossesInFlight(
@@ -257,7 +257,9 @@ void t.test(
         { startedAtMs: 0, endedAtMs: 100, error: null },
         losses,
       ),
-      ['capture backend lost 4 in the kernel between 23:59:58.500 and 23:59:59.100'],
+      [
+        'capture backend lost 4 in the kernel between 1969-12-31T23:59:58.500Z and 1969-12-31T23:59:59.100Z',
+      ],
     );
     t.same(
       analyzeProbe({ ...base, losses: [], probe: probe(40002, false, 3000) }).lossesInFlight,
@@ -327,6 +329,13 @@ void t.test('summary: a route pinned to the deleted pod never comes back, and sa
   t.match(text, /deleted: vpn-pod deleted/);
   t.match(text, /p4 +vpn-pod-r1 10\.244\.1\.11 +no-return/);
   t.match(text, /NOT recovered/);
+  // Issue 16: a time a person reads is UTC ISO-8601 with its date and Z, to the ms it was taken in.
+  const lines = renderTimeline(rows, marks, s);
+  t.match(lines[0], /^time \(UTC, ms\) +offset +probe/, 'the header says UTC and ms');
+  const timed = lines.slice(1, rows.length + marks.length + 1);
+  t.equal(timed.length, rows.length + marks.length);
+  for (const l of timed)
+    t.match(l, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z  \+ *\d+\.\ds  /, `ISO-8601 UTC: ${l}`);
   t.end();
 });
 

@@ -151,7 +151,9 @@ void t.test('the repro page: outcome, picture, one row per probe, marks, caution
     generatedAt: '2026-12-02T10:00:00.000Z',
     id: 'r<1>',
     state: 'finished',
-    cautions: ['capture backend lost 3 in the kernel between 17:48:44.000 and 17:48:45.000'],
+    cautions: [
+      'capture backend lost 3 in the kernel between 2026-12-01T17:48:44.000Z and 2026-12-01T17:48:45.000Z',
+    ],
   });
   t.strictSame(markupErrors(html, true), []);
   t.match(html, /<h1>hoptrace repro: recovered<\/h1>/);

@@ -92,6 +92,31 @@ void t.test('a capture asked with evidencePayload keeps it across a restart', as
   await b.close();
 });
 
+void t.test(
+  'a capture asked with doctor keeps it across a restart; a bad one is quarantined',
+  async (t) => {
+    const dir = tempDir(t);
+    const a = new CaptureStore({ dir });
+    const s = session('c-doc-0000aaaa');
+    s.record.spec.doctor = { tunnelRange: '10.90.0.0/24' };
+    a.saveSession(s.record);
+    const bad = session('c-doc-0000bbbb');
+    a.saveSession(bad.record);
+    await a.close();
+    const file = join(dir, 'captures', bad.id, 'session.json');
+    const raw = JSON.parse(readFileSync(file, 'utf8')) as { spec: Record<string, unknown> };
+    raw.spec['doctor'] = { tunnelRange: 'ten-ninety' };
+    writeFileSync(file, JSON.stringify(raw));
+    const b = new CaptureStore({ dir });
+    t.same(
+      b.loadSessions().map((l) => [l.record.id, l.record.spec.doctor]),
+      [['c-doc-0000aaaa', { tunnelRange: '10.90.0.0/24' }]],
+    );
+    t.match(b.quarantined, [{ reason: /spec\.doctor is not valid/ }]);
+    await b.close();
+  },
+);
+
 void t.test('a torn last record is dropped and truncated; earlier events are kept', async (t) => {
   const dir = tempDir(t);
   const a = new CaptureStore({ dir, fsync: false });

@@ -1,0 +1,60 @@
+/**
+ * The words of a report's inputs (the Reproduce section): each file with its digest, or each live
+ * point's agent, version, node, target, interface and filter; the capture and its collector; the
+ * inventory as used. report.md and report.html both render these pieces, so the two forms always
+ * list the same facts. Pure.
+ */
+import { sourceOf, type ReportMeta } from './report-document';
+
+/** Part of a line: words, or a literal (a path, a digest, a filter) that a form sets as code. */
+export type Piece = { text: string } | { code: string };
+
+const w = (text: string): Piece => ({ text });
+const lit = (code: string): Piece => ({ code });
+
+/** The sentence before the list. */
+export function inputsLead(meta: ReportMeta): string {
+  return `Inputs${meta.hoptraceVersion === undefined ? '' : ` (read by hoptrace ${meta.hoptraceVersion})`}:`;
+}
+
+/** One list item per input, then the capture's and the inventory's. */
+export function inputsLines(meta: ReportMeta): Piece[][] {
+  const live = sourceOf(meta) === 'live';
+  const out: Piece[][] = [];
+  for (const i of meta.inputs) {
+    const line: Piece[] = [w(`${i.name}: `), lit(i.file)];
+    if (i.sha256 === null) line.push(w(' (not hashed)'));
+    else if (i.sha256 !== undefined)
+      line.push(w(` — ${i.bytes ?? '?'} bytes, SHA-256 `), lit(i.sha256));
+    const l = live ? i.live : undefined;
+    if (l !== undefined) {
+      const version = l.agentVersion === null ? '' : ` (${l.agentVersion})`;
+      line.push(
+        w(
+          ` — agent ${l.agentId ?? '?'}${version} on node ${l.node ?? '?'}, ${l.target} ${l.iface}, filter `,
+        ),
+        l.filter === null ? w('none') : lit(l.filter),
+      );
+    }
+    out.push(line);
+  }
+  const c = meta.capture;
+  if (c !== undefined)
+    out.push([
+      w(
+        `capture ${c.id} on ${c.collector ?? 'a collector listening on every address'}: ${c.state} (${c.reason})`,
+      ),
+    ]);
+  const inv = meta.inventoryUsed;
+  if (inv !== undefined) {
+    const nodes = Object.keys(inv.nodes).length;
+    const pods = Object.keys(inv.pods).length;
+    out.push([
+      w(`inventory as used: ${nodes} node(s), ${pods} pod(s)`),
+      ...(meta.inventory === undefined ? [] : [w(' ('), lit(meta.inventory), w(')')]),
+      w('; in report.json '),
+      lit('inventory'),
+    ]);
+  }
+  return out;
+}
