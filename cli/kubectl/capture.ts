@@ -6,6 +6,7 @@
  */
 import { resolve } from 'node:path';
 import type { CaptureView } from '../../collector';
+import { parseCidr } from '../../common/cidr';
 import { HoptraceError } from '../../common/errors';
 import { parseDuration, runCapture } from '../capture';
 import { linkCollector } from './collector-link';
@@ -15,7 +16,8 @@ import { parseKubeTarget, resolveKubeTarget } from './targets';
 
 export const USAGE =
   'kubectl hoptrace capture [--decap TARGET:IFACE] [--egress TARGET:IFACE] --backend TARGET:IFACE ' +
-  '[--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] [--json] ' +
+  '[--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] ' +
+  '[--evidence-payload] [--doctor-tunnel-range CIDR] [--json] ' +
   `[--out DIR] [--no-download] [--evidence-wait 30s] ${KUBE_USAGE}`;
 
 /** The points in path order: the flag, its point name. */
@@ -50,6 +52,8 @@ export async function runKubeCapture(argv: string[], deps: KubectlDeps): Promise
       out: { type: 'string' },
       'no-download': { type: 'boolean' },
       'evidence-wait': { type: 'string' },
+      'evidence-payload': { type: 'boolean' },
+      'doctor-tunnel-range': { type: 'string' },
     },
   );
   const usage = (detail: string): HoptraceError =>
@@ -62,6 +66,10 @@ export async function runKubeCapture(argv: string[], deps: KubectlDeps): Promise
   if (values.decap === undefined && values.egress === undefined)
     throw usage('give --decap and/or --egress TARGET:IFACE (the VPN pod) besides --backend');
   const evidenceWaitMs = parseDuration(values['evidence-wait'] ?? '30s', '--evidence-wait');
+  const range = values['doctor-tunnel-range'];
+  // Checked here too, so that a typo never reaches the API server.
+  if (range !== undefined && parseCidr(range) === null)
+    throw usage(`--doctor-tunnel-range: '${range}' is not an IPv4 or IPv6 CIDR`);
 
   const cluster = await deps.connect(kube);
   const defaultNs = namespace ?? cluster.defaultNamespace;
@@ -87,6 +95,8 @@ export async function runKubeCapture(argv: string[], deps: KubectlDeps): Promise
     ...pass('timeout'),
     ...pass('settle'),
     ...pass('filter'),
+    ...(values['evidence-payload'] === true ? ['--evidence-payload'] : []),
+    ...(range === undefined ? [] : ['--doctor-tunnel-range', range]),
     ...(values.json === true ? ['--json'] : []),
   ];
 

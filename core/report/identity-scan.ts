@@ -23,6 +23,7 @@ import type {
 } from './analysis-result';
 import { framePayloadSpan } from '../decode/frame';
 import { scanIdentityHead } from '../decode/identity-headers';
+import { HEADERS_ONLY_WHY } from './identity-text';
 import { requestSegments } from './request-segments';
 import type { RetainedFrames } from './live-evidence';
 
@@ -181,10 +182,6 @@ export function scanIdentityHeaders(
   }
   return scan;
 }
-
-/** Why a live capture's request heads were not read when it did not ask for the payload. */
-export const HEADERS_ONLY_WHY =
-  'its agent retained the frames headers only, no payload bytes (the capture did not ask for them: capture with --evidence-payload, evidencePayload in POST /v1/captures)';
 
 /**
  * A live capture's identity headers, from the frames the collector fetched (store.loadFrames per

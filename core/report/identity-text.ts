@@ -11,7 +11,14 @@ import type {
   IdentityScanContinued,
   IdentityScanCut,
 } from './analysis-result';
-import { HEADERS_ONLY_WHY } from './identity-scan';
+
+/**
+ * Why a live capture's request heads were not read when it did not ask for the payload (the scan,
+ * identity-scan.ts, puts it on each point it leaves out; the words here leave those out of the
+ * list of what was not scanned, as the headers-only sentence says it once).
+ */
+export const HEADERS_ONLY_WHY =
+  'its agent retained the frames headers only, no payload bytes (the capture did not ask for them: capture with --evidence-payload, evidencePayload in POST /v1/captures)';
 
 const IDENTITY_HEADERS = 'X-Forwarded-For, Forwarded, X-Real-IP or PROXY protocol header';
 const IDENTITY_HEADERS_OR = 'X-Forwarded-For, Forwarded, X-Real-IP or a PROXY protocol line';

@@ -208,9 +208,36 @@ void t.test(
       '--no-download',
       '--evidence-wait',
       '0s',
+      '--evidence-payload',
+      '--doctor-tunnel-range',
+      '10.90.0.0/24',
     ]);
     t.equal(bare.code, 0, bare.err.join('\n'));
-    t.match(s.collector.sessions.list()[0]?.points[0], { target: 'vpn/wg-0' });
+    const made = s.collector.sessions.list()[0];
+    t.match(made?.points[0], { target: 'vpn/wg-0' });
+    // --evidence-payload and --doctor-tunnel-range reach the capture request as hoptrace capture's.
+    const doc = JSON.parse(s.collector.sessions.report(made?.id ?? '', 'json') ?? '{}') as {
+      capture?: { request?: { evidencePayload?: boolean; doctor?: { tunnelRange: string } } };
+    };
+    t.equal(doc.capture?.request?.evidencePayload, true, 'evidencePayload asked');
+    t.same(doc.capture?.request?.doctor, { tunnelRange: '10.90.0.0/24' }, 'doctor asked');
+    const asked = s.fake.requests.length;
+    const badRange = await s.run([
+      'capture',
+      ...kc(s),
+      '--decap',
+      'vpn/wg-0:tun0',
+      '--backend',
+      'web/web-1:eth0',
+      '--doctor-tunnel-range',
+      '10.90.0.0/99',
+    ]);
+    t.equal(badRange.code, 2);
+    t.match(
+      badRange.err[0],
+      /CLI_USAGE: .*--doctor-tunnel-range: '10\.90\.0\.0\/99' is not an IPv4 or IPv6 CIDR/,
+    );
+    t.equal(s.fake.requests.length, asked, 'a bad range reaches no API server');
   },
 );
 
