@@ -130,17 +130,19 @@ export async function benchFiles(
       rows.push({ tool: p.tool, command: shown, packets: p.n, cost });
     }
     // The verdict itself, so the report can say the request was found.
-    let analyzeLayer: string | null = null;
-    try {
-      const parsed = JSON.parse(readFileSync(verdictFile, 'utf8')) as {
-        verdict?: { layer?: string };
-      };
-      analyzeLayer = parsed.verdict?.layer ?? null;
-    } catch {
-      analyzeLayer = null;
-    }
+    const analyzeLayer = verdictLayer(verdictFile);
     return { packets, fileMiB: size / 2 ** 20, rows, analyzeLayer };
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The verdict's layer in an `analyze --json` output file; null when it cannot be read. */
+export function verdictLayer(file: string): string | null {
+  try {
+    const parsed = JSON.parse(readFileSync(file, 'utf8')) as { verdict?: { layer?: string } };
+    return parsed.verdict?.layer ?? null;
+  } catch {
+    return null;
   }
 }

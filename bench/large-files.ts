@@ -12,6 +12,7 @@ import { mkdtempSync, readFileSync, rmSync, statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BENCH_CLIENT, BENCH_POINTS, writeBenchPcap } from './pcap-writer';
+import { verdictLayer } from './files';
 import { measureCommand, median, type CommandCost } from './proc';
 
 /** Bytes a bench frame takes on average (102 and 152 B frames, 16 B record headers). */
@@ -175,15 +176,7 @@ export async function benchLargeFiles(
         `files large: trial ${k + 1}: cat ${cat.wallS.toFixed(2)} s, analyze ${analyze.wallS.toFixed(2)} s (${analyze.peakRssMiB?.toFixed(0) ?? '?'} MiB), tcpdump -nn ${tcpdumpS.toFixed(1)} s, TZ=UTC ${tcpdumpTzS.toFixed(1)} s`,
       );
     }
-    let analyzeLayer: string | null = null;
-    try {
-      const parsed = JSON.parse(readFileSync(verdictFile, 'utf8')) as {
-        verdict?: { layer?: string };
-      };
-      analyzeLayer = parsed.verdict?.layer ?? null;
-    } catch {
-      analyzeLayer = null;
-    }
+    const analyzeLayer = verdictLayer(verdictFile);
     const med = (f: (t: LargeTrial) => number | null): number =>
       median(trials.map(f).filter((x): x is number => x !== null));
     const m = {

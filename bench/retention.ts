@@ -23,9 +23,7 @@ import { Netns, delay, runCommand } from '../lab/netns';
 import { buildFlood, parseFlood } from './capture';
 import { writeBenchPcap } from './pcap-writer';
 import { cpuNs, median } from './proc';
-
-const TX = 'tx';
-const RX = 'rx';
+import { RX, setupVeth, TX } from './veth';
 
 type Mode = 'off' | 'headers' | 'payload';
 const MODES: readonly Mode[] = ['off', 'headers', 'payload'];
@@ -164,29 +162,7 @@ async function main(): Promise<void> {
     for (let r = 0; r < rounds; r++)
       for (const mode of MODES) rows.push(await replayTrial(pcap, target(mode)));
     const flood = await buildFlood(join(__dirname, '..', '..', 'bench', 'udp-flood.c'), dir);
-    await lab.add(TX);
-    await lab.add(RX);
-    for (const ns of [TX, RX]) await lab.sysctl(ns, 'net.ipv6.conf.all.disable_ipv6', '1');
-    await lab.ip(
-      TX,
-      'link',
-      'add',
-      'vtx',
-      'type',
-      'veth',
-      'peer',
-      'name',
-      'vrx',
-      'netns',
-      lab.full(RX),
-    );
-    await lab.ip(TX, 'addr', 'add', '10.77.0.1/24', 'dev', 'vtx');
-    await lab.ip(RX, 'addr', 'add', '10.77.0.2/24', 'dev', 'vrx');
-    await lab.ip(TX, 'link', 'set', 'vtx', 'up');
-    await lab.ip(RX, 'link', 'set', 'vrx', 'up');
-    await lab.iptables(RX, '-t', 'raw', '-A', 'PREROUTING', '-p', 'udp', '-j', 'DROP');
-    const { stdout } = await lab.ip(RX, '-j', 'link', 'show', 'dev', 'vrx');
-    const rxMac = (JSON.parse(stdout) as { address?: string }[])[0]?.address ?? '';
+    const rxMac = await setupVeth(lab);
     for (let r = 0; r < rounds; r++)
       for (const mode of MODES)
         rows.push(await liveTrial(lab, flood, rxMac, rate, seconds, target(mode)));
