@@ -138,7 +138,7 @@ const LINK_LIMITS = `#### What limits the whole agent (CPU profiles, run by hand
   \`--link-only\` run of 5 rounds on this machine, the build before the levers run through
   \`HOPTRACE_BENCH_CLI\` (2026-12-03 06:57, load 4.1–7.4, another engineer's benchmark alongside):
   whole agent over wss 2,489 ns per packet, 27.1× tcpdump (agent process 2,064 ns); over ws
-  2,711 ns, 33.0× (2,322 ns); agent RSS 117–152 MiB. After (the rows above, load 1.3–4.1):
+  2,711 ns, 33.0× (2,322 ns); agent RSS 117–152 MiB. After, a second such run (load 1.3–4.1):
   1,149 ns, 11.7× (810 ns) and 1,640 ns, 16.0× (1,273 ns); RSS 97–126 MiB. The ratio is of the
   same run's tcpdump pairs, so the loads differ less than the absolute numbers suggest.
 - **Agent process, over wss.** Its profile is 1.5 s busy, of which ~0.6 s is not per packet:
