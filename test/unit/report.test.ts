@@ -1,26 +1,13 @@
 import t from 'tap';
-import { analyzeEvents } from '../../core/report/analyze';
 import {
   formatEndpoint,
   renderReportJson,
   renderReportMarkdown,
   renderVerdictText,
 } from '../../core/report/report';
-import { ADDR, CLIENT, DIRECT, INVENTORY, exchange, pt } from './fixtures-events';
+import { ADDR, CLIENT } from './fixtures-events';
+import { cni } from './live-report-fixtures';
 import { reportSchemaErrors } from './report-schema';
-
-const cni = analyzeEvents({
-  points: [
-    pt('decap', exchange('decap', DIRECT)),
-    pt('egress', exchange('egress', DIRECT, { at: 1n })),
-    pt(
-      'backend',
-      exchange('backend', { ...DIRECT, src: ADDR.vpnNodeUplink, sport: 61000 }, { at: 2n }),
-    ),
-  ],
-  inventory: INVENTORY,
-  selector: { client: CLIENT },
-});
 
 void t.test('text: layer in words, where, before => after, proof, hint', (t) => {
   const text = renderVerdictText(cni);

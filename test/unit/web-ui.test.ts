@@ -18,9 +18,9 @@ import { capturePage } from '../../collector/ui/ui-pages';
 import { safeNext } from '../../collector/ui/ui-routes';
 import { sessionsUiSource } from '../../collector/ui/ui-source';
 import { SESSION_TTL_MS, UiSessions, cookieValue } from '../../collector/ui/ui-sessions';
-import { analyzeEvents } from '../../core/report/analyze';
 import { twoNodeHub } from './collector-fixtures';
-import { ADDR, CLIENT, DIRECT, INVENTORY, exchange, pt } from './fixtures-events';
+import { cni } from './live-report-fixtures';
+import { CLIENT } from './fixtures-events';
 
 const TOKEN = 'ui-test-token-0123456789';
 const POINTS = [
@@ -202,18 +202,7 @@ void t.test('the list and a running capture page (refreshing), 404s, methods', a
 void t.test(
   'a capture page with a verdict: no refresh, the verdict, the picture, escaped text',
   (t) => {
-    const result = analyzeEvents({
-      points: [
-        pt('decap', exchange('decap', DIRECT)),
-        pt('egress', exchange('egress', DIRECT, { at: 1n })),
-        pt(
-          'backend',
-          exchange('backend', { ...DIRECT, src: ADDR.vpnNodeUplink, sport: 61000 }, { at: 2n }),
-        ),
-      ],
-      inventory: INVENTORY,
-      selector: { client: CLIENT },
-    });
+    const result = cni;
     const view = {
       id: 'c-1',
       state: 'resolved',
