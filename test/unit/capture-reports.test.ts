@@ -7,11 +7,10 @@ import t from 'tap';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { liveLanes, liveReportMeta, writeCaptureReports } from '../../collector/capture-reports';
+import { liveLanes, writeCaptureReports } from '../../collector/capture-reports';
 import { CaptureSession } from '../../collector/session';
 import { CaptureStore } from '../../collector/store';
-import { INVENTORY } from './fixtures-events';
-import { agents, cni, record } from './live-report-fixtures';
+import { cni, liveMeta, record } from './live-report-fixtures';
 
 /** The `<title>` of each lane group (its full label, unclipped). */
 const laneTitles = (svg: string): string[] =>
@@ -39,15 +38,7 @@ void t.test('sequence.svg and report.html: each lane names its namespace', (t) =
   const store = new CaptureStore({ dir, fsync: false });
   const s = new CaptureSession({ ...structuredClone(record), id: 'c-test-0000abcd' });
   store.saveSession(s.record);
-  const meta = liveReportMeta({
-    record: s.record,
-    agents,
-    collector: 'http://127.0.0.1:7070',
-    state: 'resolved',
-    reason: 'conclusive',
-    inventory: INVENTORY,
-    generatedAt: '2026-12-01T10:00:00.000Z',
-  });
+  const meta = liveMeta(s.record);
   writeCaptureReports(store, s, { state: 'resolved', reason: 'conclusive', result: cni, meta });
   const at = join(dir, 'captures', s.id);
   for (const f of ['sequence.svg', 'report.html']) {

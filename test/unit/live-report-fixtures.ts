@@ -4,7 +4,9 @@
  * report tests of a live capture start from.
  */
 import { analyzeEvents } from '../../core/report/analyze';
+import { liveReportMeta } from '../../collector/capture-reports';
 import type { SessionRecord } from '../../collector/session';
+import type { ReportMeta } from '../../core/report/report-document';
 import type { AgentInfo } from '../../collector/hub-types';
 import type { DoctorResult } from '../../core/doctor/checks';
 import { ADDR, CLIENT, DIRECT, INVENTORY, exchange, pt } from './fixtures-events';
@@ -84,3 +86,16 @@ export const record: SessionRecord = {
 export const agents = [
   { agentId: 'agent-vpn', node: 'vpn-node', hello: { version: '0.1.0' } },
 ] as unknown as AgentInfo[];
+
+/** The report meta of a finished, resolved live capture of `r` (default `record`) with `agents`. */
+export function liveMeta(r: SessionRecord = record): ReportMeta {
+  return liveReportMeta({
+    record: r,
+    agents,
+    collector: 'http://127.0.0.1:7070',
+    state: 'resolved',
+    reason: 'conclusive',
+    inventory: INVENTORY,
+    generatedAt: '2026-12-01T10:00:00.000Z',
+  });
+}

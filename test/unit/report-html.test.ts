@@ -9,9 +9,8 @@ import { esc } from '../../core/report/markup';
 import { utcMicros } from '../../core/report/times';
 import { withConntrackEvidence } from '../../core/attribute/conntrack-evidence';
 import { parseConntrackOutput } from '../../core/doctor/conntrack';
-import { liveReportMeta } from '../../collector/capture-reports';
-import { ADDR, CLIENT, DIRECT, INVENTORY } from './fixtures-events';
-import { agents, cni, record } from './live-report-fixtures';
+import { ADDR, CLIENT, DIRECT } from './fixtures-events';
+import { cni, liveMeta } from './live-report-fixtures';
 import { SCENARIOS, analyze, three, type ScenarioName } from './fixtures-scenarios';
 import { count, markupErrors } from './markup-check';
 
@@ -217,15 +216,7 @@ void t.test('hostile names and details render as text', (t) => {
 });
 
 void t.test('a live capture: the inputs list what report.md lists, item by item', (t) => {
-  const meta = liveReportMeta({
-    record,
-    agents,
-    collector: 'http://127.0.0.1:7070',
-    state: 'resolved',
-    reason: 'conclusive',
-    inventory: INVENTORY,
-    generatedAt: '2026-12-01T10:00:00.000Z',
-  });
+  const meta = liveMeta();
   const html = renderReportHtml(cni, meta);
   const md = renderReportMarkdown(cni, meta);
   const items = [

@@ -8,7 +8,7 @@ import { renderReportJson, renderReportMarkdown } from '../../core/report/report
 import type { ReportMeta } from '../../core/report/report-document';
 import { liveReportMeta } from '../../collector/capture-reports';
 import { CLIENT, INVENTORY } from './fixtures-events';
-import { DOCTOR, agents, cni, record } from './live-report-fixtures';
+import { DOCTOR, agents, cni, liveMeta, record } from './live-report-fixtures';
 import { reportSchemaErrors } from './report-schema';
 
 const FILES: ReportMeta = {
@@ -25,15 +25,7 @@ const FILES: ReportMeta = {
   doctor: { status: 'given', source: '/caps/doctor.json', result: DOCTOR },
 };
 
-const live = liveReportMeta({
-  record,
-  agents,
-  collector: 'http://127.0.0.1:7070',
-  state: 'resolved',
-  reason: 'conclusive',
-  inventory: INVENTORY,
-  generatedAt: '2026-12-01T10:00:00.000Z',
-});
+const live = liveMeta();
 
 const docOf = (meta: ReportMeta): Record<string, unknown> =>
   JSON.parse(renderReportJson(cni, meta)) as Record<string, unknown>;
