@@ -161,6 +161,7 @@ export class AgentRuntime {
         iface: string;
         filter?: string;
         snaplen?: number;
+        foldFirst?: number;
       } = {
         point: cmd.point,
         node: this.node,
@@ -168,6 +169,7 @@ export class AgentRuntime {
       };
       if (cmd.filter !== '') spec.filter = cmd.filter;
       if (cmd.snaplen > 0) spec.snaplen = cmd.snaplen;
+      if (cmd.perPacket === true) spec.foldFirst = 0;
       // Every frame of the capture is retained (bounded) for the evidence frames.
       const retain = this.deps.retention?.open(
         cmd.captureId,

@@ -20,7 +20,7 @@ import { CollectorClient } from './collector-client';
 import { EXIT } from './exit-codes';
 
 export const USAGE =
-  'hoptrace capture --collector URL --point NAME=[NODE/]TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] [--inventory FILE] [--evidence-payload] [--doctor-tunnel-range CIDR] [--json] [--token-file FILE]';
+  'hoptrace capture --collector URL --point NAME=[NODE/]TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] [--inventory FILE] [--evidence-payload] [--per-packet] [--doctor-tunnel-range CIDR] [--json] [--token-file FILE]';
 
 const FINAL = new Set(['resolved', 'timeout', 'cancelled', 'failed']);
 
@@ -137,6 +137,7 @@ export async function runCapture(
     filter: { type: 'string' },
     inventory: { type: 'string' },
     'evidence-payload': { type: 'boolean' },
+    'per-packet': { type: 'boolean' },
     'doctor-tunnel-range': { type: 'string' },
     json: { type: 'boolean' },
     'token-file': { type: 'string' },
@@ -174,6 +175,7 @@ export async function runCapture(
   if (values.inventory !== undefined) body['inventory'] = readInventoryFile(values.inventory);
   // Whole frames retained for evidence.pcapng (payload kept), not the first 256 bytes.
   if (values['evidence-payload'] === true) body['evidencePayload'] = true;
+  if (values['per-packet'] === true) body['perPacket'] = true;
   // Doctor's checks through the agents when the capture ends, its findings in the report.
   const range = values['doctor-tunnel-range'];
   if (range !== undefined) {

@@ -126,6 +126,7 @@ export function reproduceCommand(
     stopOnFirstMatch: r.spec.stopOnFirstMatch,
     inventoryGiven: r.spec.inventory !== undefined,
     evidencePayload: r.spec.evidencePayload === true,
+    perPacket: r.spec.perPacket === true,
     doctorTunnelRange: r.spec.doctor?.tunnelRange,
   });
 }

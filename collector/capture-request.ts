@@ -139,6 +139,7 @@ export function parseCaptureRequest(body: unknown): CaptureSpec {
     'settleMs',
     'inventory',
     'evidencePayload',
+    'perPacket',
     'doctor',
   ];
   for (const k of Object.keys(body)) if (!known.includes(k)) throw bad(k, 'unknown field');
@@ -176,6 +177,16 @@ export function parseCaptureRequest(body: unknown): CaptureSpec {
         'true keeps the payload bytes in evidence.pcapng (the agents retain whole frames)',
       );
     if (payload) spec.evidencePayload = true;
+  }
+  const perPacket = body['perPacket'];
+  if (perPacket !== undefined && perPacket !== null) {
+    if (typeof perPacket !== 'boolean')
+      throw bad(
+        'perPacket',
+        'must be true or false',
+        'true makes the agents send every packet as an event instead of counting long flows per flow',
+      );
+    if (perPacket) spec.perPacket = true;
   }
   const doctor = body['doctor'];
   if (doctor !== undefined && doctor !== null) spec.doctor = parseCaptureDoctor(doctor);

@@ -21,6 +21,9 @@ export interface PointView {
   state: PointState;
   packets: number;
   events: number;
+  /** Of `events`: flow counter events, and the packets they count (absent: none arrived). */
+  foldEvents?: number;
+  foldedPackets?: number;
   kernelDrops: number | null;
   queueDrops: number;
   lost: number;
@@ -101,6 +104,10 @@ export function captureView(s: CaptureSession): CaptureView {
       };
       if (p.error) v.error = p.error;
       if (p.targetNote !== undefined) v.targetNote = p.targetNote;
+      if (p.foldEvents !== undefined) {
+        v.foldEvents = p.foldEvents;
+        v.foldedPackets = p.foldedPackets ?? 0;
+      }
       return v;
     }),
     progress: {

@@ -62,6 +62,11 @@ export interface CaptureSpec {
    */
   evidencePayload?: boolean;
   /**
+   * Every packet an event: the agents do not fold flows into counters (PacketEvent.fold) — more
+   * events, more agent and collector CPU, every packet matchable.
+   */
+  perPacket?: boolean;
+  /**
    * Run doctor's checks through the agents when the capture ends (VPN and backend: the first and
    * the last point's targets), so the report's What to change carries its findings.
    */
@@ -89,8 +94,14 @@ export interface PointRecord {
   state: PointState;
   /** Packets the agent captured (its status), or the events stored when more. */
   packets: number;
-  /** Events stored for this point. */
+  /** Events stored for this point (flow counter events included). */
   events: number;
+  /**
+   * Of `events`: flow counter events (PacketEvent.fold), and the packets they count (the agent
+   * counted them per flow instead of sending each). Absent: none arrived.
+   */
+  foldEvents?: number;
+  foldedPackets?: number;
   /** null = the capture source cannot know. */
   kernelDrops: number | null;
   queueDrops: number;
@@ -254,7 +265,7 @@ export class CaptureSession {
   applyCounts(s: CaptureStatus): boolean {
     const p = this.point(s.point);
     if (!p) return false;
-    const packets = Math.max(s.packets, p.events);
+    const packets = Math.max(s.packets, accounted(p));
     const changed =
       packets !== p.packets || s.kernelDrops !== p.kernelDrops || s.queueDrops !== p.queueDrops;
     p.packets = packets;
@@ -319,7 +330,12 @@ export class CaptureSession {
     const list = this.events.get(point);
     if (!p || !list) return [];
     p.events += events.length;
-    p.packets = Math.max(p.packets, p.events);
+    for (const e of events) {
+      if (e.fold === undefined) continue;
+      p.foldEvents = (p.foldEvents ?? 0) + 1;
+      p.foldedPackets = (p.foldedPackets ?? 0) + e.fold.packets;
+    }
+    p.packets = Math.max(p.packets, accounted(p));
     // Events prove the capture runs even when the status was lost.
     if (events.length > 0) p.confirmed = true;
     const held: PacketEvent[] = [];
@@ -654,6 +670,11 @@ export class CaptureSession {
     }));
     return { verdict, points: summaries };
   }
+}
+
+/** Packets a point's stored events stand for: each packet event, and what each counter counts. */
+export function accounted(p: PointRecord): number {
+  return p.events - (p.foldEvents ?? 0) + (p.foldedPackets ?? 0);
 }
 
 function errorText(p: PointRecord): string {

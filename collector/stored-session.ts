@@ -54,6 +54,8 @@ function pointProblem(p: unknown, i: number): string | null {
   if (p['appliedSeq'] !== undefined && !isCount(p['appliedSeq'])) return bad('appliedSeq');
   if (p['agentLostAtMs'] !== undefined && !isTime(p['agentLostAtMs'])) return bad('agentLostAtMs');
   if (p['unanalysed'] !== undefined && !isCount(p['unanalysed'])) return bad('unanalysed');
+  for (const k of ['foldEvents', 'foldedPackets'])
+    if (p[k] !== undefined && !isCount(p[k])) return bad(k);
   return null;
 }
 
@@ -73,6 +75,8 @@ function specProblem(s: unknown): string | null {
   if (typeof s['stopOnFirstMatch'] !== 'boolean') return 'spec.stopOnFirstMatch is not valid';
   if (s['evidencePayload'] !== undefined && typeof s['evidencePayload'] !== 'boolean')
     return 'spec.evidencePayload is not valid';
+  if (s['perPacket'] !== undefined && typeof s['perPacket'] !== 'boolean')
+    return 'spec.perPacket is not valid';
   if (s['inventory'] !== undefined && !isObj(s['inventory'])) return 'spec.inventory is not valid';
   const d = s['doctor'];
   if (

@@ -114,6 +114,16 @@ export function packetEventToWire(e: PacketEvent): Record<string, unknown> {
     truncated: e.truncated,
     error: e.error ?? '',
     wireLength: e.wireLength,
+    ...(e.fold !== undefined
+      ? {
+          fold: {
+            packets: e.fold.packets,
+            bytes: e.fold.bytes,
+            lastTsNs: e.fold.lastTsNs.toString(),
+            lastFrame: e.fold.lastFrame,
+          },
+        }
+      : {}),
   };
 }
 
@@ -139,6 +149,7 @@ export interface WirePacketEvent {
   truncated: boolean;
   error: string;
   wireLength: number;
+  fold?: { packets: string; bytes: string; lastTsNs: string; lastFrame: string };
 }
 
 /** toObject options every hoptrace message is read with: 64-bit as decimal strings. */
@@ -182,5 +193,13 @@ export function packetEventFromWire(o: WirePacketEvent): PacketEvent {
   const related = tupleFromWire(o.related);
   if (related) ev.related = related;
   if (o.error !== '') ev.error = o.error;
+  if (o.fold != null) {
+    ev.fold = {
+      packets: Number(o.fold.packets),
+      bytes: Number(o.fold.bytes),
+      lastTsNs: BigInt(o.fold.lastTsNs),
+      lastFrame: Number(o.fold.lastFrame),
+    };
+  }
   return ev;
 }

@@ -405,6 +405,7 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
       const retainSnaplen = num(o.retainSnaplen ?? 0, 'retainSnaplen');
       if (retainSnaplen > 0) capture.retainSnaplen = retainSnaplen;
       if (o.retainPayload === true) capture.retainPayload = true;
+      if (o.perPacket === true) capture.perPacket = true;
       return { seq, kind, capture };
     }
     case 'stop': {

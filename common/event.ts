@@ -149,4 +149,22 @@ export interface PacketEvent {
   error?: string;
   /** Wire length of the frame. */
   wireLength: number;
+  /**
+   * Set: not a packet but a flow's counter (a live agent's per-flow counters, issue 20): `packets`
+   * packets of this flow and direction (tuples and tunnels as above, keys empty) were counted
+   * between this event's tsNs/frame (the first) and lastTsNs/lastFrame, not sent one by one.
+   */
+  fold?: FlowFold;
 }
+
+/** Packets of one flow and direction counted instead of sent (PacketEvent.fold). */
+export interface FlowFold {
+  packets: number;
+  /** Their wire bytes. */
+  bytes: number;
+  lastTsNs: bigint;
+  lastFrame: number;
+}
+
+/** Whether an event is a packet (not a flow's counter). */
+export const isPacket = (e: PacketEvent): boolean => e.fold === undefined;

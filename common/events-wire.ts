@@ -11,7 +11,7 @@
  * Envelope kind stays on reflection: they are rare.
  */
 import { HoptraceError } from './errors';
-import type { PacketEvent, PacketKeys, Tuple, TunnelInfo } from './event';
+import type { FlowFold, PacketEvent, PacketKeys, Tuple, TunnelInfo } from './event';
 import { EXTRA_KEYS, NUMERIC_KEYS, TRANSPORT_NAMES, TUNNEL_KINDS } from './event';
 import type { Envelope, EventBatch } from './wire';
 import { LINKTYPE_NAMES } from './codec';
@@ -224,6 +224,14 @@ export function writeEvent(o: Out, e: PacketEvent): void {
   if (e.truncated) o.uint(12, 1);
   if (e.error !== undefined && e.error !== '') o.string(13, e.error);
   if (e.wireLength !== 0) o.uint(14, e.wireLength);
+  if (e.fold !== undefined) {
+    const fm = o.begin(15);
+    if (e.fold.packets !== 0) o.uint(1, e.fold.packets);
+    if (e.fold.bytes !== 0) o.uint(2, e.fold.bytes);
+    if (e.fold.lastTsNs !== 0n) o.fixed64(3, e.fold.lastTsNs);
+    if (e.fold.lastFrame !== 0) o.uint(4, e.fold.lastFrame);
+    o.end(fm);
+  }
   o.end(m);
 }
 
@@ -561,6 +569,7 @@ function readEvent(r: In, end: number, slots: StringSlots): PacketEvent {
   let truncated = false;
   let error = '';
   let wireLength = 0;
+  let fold: FlowFold | undefined;
   while (r.at < end) {
     const tag = r.u32();
     const f = tag >>> 3;
@@ -657,6 +666,13 @@ function readEvent(r: In, end: number, slots: StringSlots): PacketEvent {
         expectWire(w, 0, 'PacketEvent.wire_length');
         wireLength = r.u32();
         break;
+      case 15: {
+        expectWire(w, 2, 'PacketEvent.fold');
+        const fe = r.sub();
+        fold = readFold(r, fe);
+        r.at = fe;
+        break;
+      }
       default:
         r.skip(w);
     }
@@ -678,7 +694,37 @@ function readEvent(r: In, end: number, slots: StringSlots): PacketEvent {
   };
   if (related !== undefined) ev.related = related;
   if (error !== '') ev.error = error;
+  if (fold !== undefined) ev.fold = fold;
   return ev;
+}
+
+function readFold(r: In, end: number): FlowFold {
+  const fold: FlowFold = { packets: 0, bytes: 0, lastTsNs: 0n, lastFrame: 0 };
+  while (r.at < end) {
+    const tag = r.u32();
+    const w = tag & 7;
+    switch (tag >>> 3) {
+      case 1:
+        expectWire(w, 0, 'FlowFold.packets');
+        fold.packets = r.varint();
+        break;
+      case 2:
+        expectWire(w, 0, 'FlowFold.bytes');
+        fold.bytes = r.varint();
+        break;
+      case 3:
+        expectWire(w, 1, 'FlowFold.last_ts_ns');
+        fold.lastTsNs = r.fixed64();
+        break;
+      case 4:
+        expectWire(w, 0, 'FlowFold.last_frame');
+        fold.lastFrame = r.varint();
+        break;
+      default:
+        r.skip(w);
+    }
+  }
+  return fold;
 }
 
 /**

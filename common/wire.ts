@@ -40,6 +40,11 @@ export interface CaptureCommand {
    * wire): headers only, each frame cut where its innermost transport header ends.
    */
   retainPayload?: boolean;
+  /**
+   * Every packet an event (the capture's perPacket); absent (false on the wire): flows are folded
+   * into counters past their first packets (PacketEvent.fold).
+   */
+  perPacket?: boolean;
 }
 
 export interface StopCommand {

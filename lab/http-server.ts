@@ -3,7 +3,9 @@
  * is given (never 0.0.0.0 or ::; a dual-stack pod passes its IPv4 and its IPv6 address, one
  * listener each, so an IPv4 client is never seen as ::ffff:a.b.c.d), performs no name lookups,
  * and answers every request with the source it observed, so the lab can compare the
- * application's view with the captures. One JSON line on stdout per event:
+ * application's view with the captures; `?bytes=N` (at most 16 MiB) pads the answer with N bytes
+ * written 1,000 at a time without Nagle, so the reply is thousands of segments rather than a few
+ * 64 KiB GSO ones (the per-flow counters' lab). One JSON line on stdout per event:
  * {"event":"listening"} once every address is bound, {"event":"request",...} per request.
  *
  * Usage: node http-server.js --host 10.244.2.5 [--host fd00:10:244:2::5] --port 8080
@@ -26,7 +28,32 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
     }) + '\n',
   );
   res.writeHead(200, { 'content-type': 'text/plain' });
-  res.end(`observed-src=${src}:${sport}\n`);
+  const pad = Number(/[?&]bytes=(\d{1,8})(?:&|$)/.exec(req.url ?? '')?.[1] ?? 0);
+  if (pad === 0 || pad > 16 << 20) {
+    res.end(`observed-src=${src}:${sport}\n`);
+    return;
+  }
+  res.write(`observed-src=${src}:${sport}\n`);
+  req.socket.setNoDelay(true);
+  const chunk = Buffer.alloc(1000, 'x');
+  let left = pad;
+  const more = (): void => {
+    while (left > 0) {
+      const n = Math.min(left, chunk.length);
+      left -= n;
+      // One segment per write: wait for the socket to take each one before the next.
+      if (!res.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
+        res.once('drain', more);
+        return;
+      }
+      if (left > 0) {
+        setImmediate(more);
+        return;
+      }
+    }
+    res.end();
+  };
+  more();
 }
 
 function listen(host: string, port: number): Promise<Server> {

@@ -79,12 +79,29 @@ export async function sendProbe(
 async function curlProbe(lab: Netns, scenario: Scenario, probeId: string): Promise<ProbeResult> {
   const { ip, port } = scenario.target;
   const host = isIPv6(ip) ? `[${ip}]` : ip;
-  const url = `http://${host}:${port}/hoptrace-probe-${probeId}`;
+  const pad = scenario.responseBytes;
+  const url =
+    `http://${host}:${port}/hoptrace-probe-${probeId}` + (pad === undefined ? '' : `?bytes=${pad}`);
   // -g: the brackets of an IPv6 literal are the address, not a curl URL glob.
   const res = await lab.execStatus(
     NS.client,
     'curl',
-    ['-s', '-g', '--noproxy', '*', '--max-time', '3', '-w', '\n%{http_code}', url],
+    // A padded answer is not kept (-o /dev/null): only its status line matters here.
+    pad === undefined
+      ? ['-s', '-g', '--noproxy', '*', '--max-time', '3', '-w', '\n%{http_code}', url]
+      : [
+          '-s',
+          '-g',
+          '--noproxy',
+          '*',
+          '--max-time',
+          '10',
+          '-o',
+          '/dev/null',
+          '-w',
+          '\n%{http_code}',
+          url,
+        ],
     10_000,
   );
   const nl = res.stdout.lastIndexOf('\n');

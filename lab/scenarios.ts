@@ -106,6 +106,8 @@ export interface Scenario {
   ipv6: boolean;
   /** How the tunnel's outer packets reach the VPN pod (default `direct`). */
   outerVia: OuterPath;
+  /** `http`: bytes the backend pads its answer with (`?bytes=N`): a long reply. Default none. */
+  responseBytes?: number;
   expect: Expectation;
 }
 

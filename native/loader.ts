@@ -43,6 +43,16 @@ export interface PcapBatchOptions {
    */
   busyPollMs?: number;
   /**
+   * Direct output, summary mode only (0 or absent = off): per-flow counters (fold.c). Each flow
+   * (either direction) sends its first foldFirst packets whole, again after a packet that may
+   * start or end an exchange or a 200 ms gap; the rest are counted into counter records (status
+   * 2, FOLD in core/decode/summary.ts) that go out with each batch. Records then carry their
+   * frame's offset from the batch's first frame (R.frameOffset).
+   */
+  foldFirst?: number;
+  /** The flow table's slots (a power of two, 16..2^20; default 4096). */
+  foldSlots?: number;
+  /**
    * Retention (-1 or absent = off): every frame the capture numbers is also written, cut to
    * retainSnaplen bytes (default 256, at most the snaplen), to a classic pcap file on this fd
    * (pcap-batch/src/retain.c), record N being frame N; past retainMaxBytes (default 64 MiB,
@@ -138,6 +148,11 @@ export interface PcapBatchStats {
   retainState: 'off' | 'on' | 'full' | 'failed';
   /** Why retention failed (strerror), when it did. */
   retainError?: string;
+  /** Folding: packets counted into counter records (sent or pending), flows in the table, FAST
+   * packets sent whole because the table had no free slot for their flow. */
+  folded: number;
+  foldFlows: number;
+  foldFullSent: number;
 }
 
 /** One open capture. */
@@ -212,10 +227,28 @@ export interface PcapBatchAddon {
     out: Buffer,
     pos: number,
   ) => [number, number];
+  /**
+   * fold.c on its own (tests): push() summarizes a frame as the capture callback does and returns
+   * its record when it is sent, null when it was counted; flush() the pending counter records.
+   */
+  Folder: new (first: number, slots: number) => PcapFolder;
   /** ringFd: a SharedRing's fd, inherited from the parent: droppable frames then go through it. */
   FrameWriter: new (fd: number, maxQueuedBytes: number, ringFd?: number) => PcapFrameWriter;
   /** A new frame ring of `bytes` data bytes (64 KiB … 1 GiB). */
   SharedRing: new (bytes: number) => PcapSharedRing;
+}
+
+export interface PcapFolder {
+  push(
+    frame: Buffer,
+    wireLength: number,
+    tsNs: bigint,
+    linktype: number,
+    ports: Buffer,
+    frameNo: number,
+  ): Buffer | null;
+  flush(): Buffer;
+  stats(): { folded: number; flows: number; fullSent: number };
 }
 
 /** The open() failure codes the addon throws with (Error.code). */
@@ -226,7 +259,7 @@ export type NativeLoad =
   { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
 
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
-const ADDON_VERSION = 10;
+const ADDON_VERSION = 11;
 
 /** Where the built addon lives: native/pcap-batch/ beside this file, from dist/native or native. */
 export function nativeAddonPath(): string {

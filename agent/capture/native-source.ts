@@ -77,6 +77,8 @@ export interface NativeSourceOptions {
     writer: PcapFrameWriter;
     context: string;
     coalesceMs?: number;
+    /** Per-flow counters (CaptureSpec.foldFirst; the addon's foldFirst): absent = off. */
+    foldFirst?: number;
     busyPollMs?: number;
   };
   /** Retain every frame into this file (retention.ts; written by the addon, pcap_batch.c). */
@@ -211,6 +213,7 @@ export class NativeSource implements CaptureSource {
                 frameContext: frameOut.context,
                 ...(frameOut.coalesceMs !== undefined ? { coalesceMs: frameOut.coalesceMs } : {}),
                 ...(frameOut.busyPollMs !== undefined ? { busyPollMs: frameOut.busyPollMs } : {}),
+                ...(frameOut.foldFirst !== undefined ? { foldFirst: frameOut.foldFirst } : {}),
               }
             : {}),
           ...(this.opts.retain !== undefined
@@ -330,6 +333,9 @@ export class NativeSource implements CaptureSource {
       queueDrops: (b?.dropped ?? 0) + this.leftInRing + outDrops,
     };
     if (p !== undefined) s.received = p.recv;
+    if (p !== undefined && this.opts.frameOut?.foldFirst !== undefined) {
+      s.foldFullSent = p.foldFullSent;
+    }
     const r = this.retention(p);
     if (r !== undefined) s.retention = r;
     return s;

@@ -136,6 +136,18 @@ export class NsCapture implements CaptureSource {
     private readonly opts: NsCaptureOptions = {},
   ) {}
 
+  /** Flow counter events start() handed on, and the packets they count. */
+  private foldEvents = 0;
+  private foldedPackets = 0;
+
+  private push(batcher: EventBatcher, ev: PacketEvent): void {
+    if (ev.fold !== undefined) {
+      this.foldEvents++;
+      this.foldedPackets += ev.fold.packets;
+    }
+    batcher.push(ev);
+  }
+
   private get where(): string {
     return `${this.opts.netnsPath ?? 'agent namespace'} interface ${this.spec.iface}`;
   }
@@ -148,8 +160,8 @@ export class NsCapture implements CaptureSource {
     return this.launch(
       false,
       (f) => {
-        if (f.type === 'events') for (const ev of f.events) batcher.push(ev);
-        else if (f.type === 'event') batcher.push(f.event);
+        if (f.type === 'events') for (const ev of f.events) this.push(batcher, ev);
+        else if (f.type === 'event') this.push(batcher, f.event);
       },
       onEnd,
       batcher,
@@ -535,7 +547,13 @@ export class NsCapture implements CaptureSource {
     const b = this.batcher;
     const w = this.workerStats;
     const s: CaptureStats = {
-      packets: b?.delivered ?? this.encodedEvents,
+      // A flow counter event stands for its packets.
+      packets:
+        b !== undefined
+          ? b.delivered - this.foldEvents + this.foldedPackets
+          : this.encodedEvents -
+            (this.encoder?.foldEvents ?? 0) +
+            (this.encoder?.foldedPackets ?? 0),
       decodeErrors: b?.decodeErrors ?? this.encoder?.decodeErrors ?? 0,
       kernelDrops: w?.kernelDrops ?? null,
       ifaceDrops: w?.ifaceDrops ?? null,
@@ -543,6 +561,9 @@ export class NsCapture implements CaptureSource {
     };
     if (w?.received !== undefined) s.received = w.received;
     if (w?.retention !== undefined) s.retention = w.retention;
+    const folded = this.encoder?.foldedPackets ?? this.foldedPackets;
+    if (folded > 0) s.folded = folded;
+    if (w?.foldFullSent !== undefined) s.foldFullSent = w.foldFullSent;
     return s;
   }
 }

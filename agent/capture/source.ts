@@ -24,7 +24,17 @@ export interface CaptureSpec {
    * is built) or 'cap' (cap 0.2.1). Absent = native, falling back to cap with a warning.
    */
   source?: 'native' | 'cap';
+  /**
+   * Per-flow counters (native source only; native/pcap-batch/src/fold.c): packets of a flow sent
+   * whole per direction after it appears and after each packet that may start or end an exchange
+   * (default FOLD_FIRST); the rest are counted into the flow's counter events. 0: every packet is
+   * an event. The cap fallback never folds.
+   */
+  foldFirst?: number;
 }
+
+/** Packets sent whole per flow and direction before the rest are counted (CaptureSpec.foldFirst). */
+export const FOLD_FIRST = 32;
 
 /** Counters of one capture. */
 export interface CaptureStats {
@@ -48,6 +58,10 @@ export interface CaptureStats {
   received?: number;
   /** Frame retention (retention.ts), when the source was given a retention file. */
   retention?: RetentionStats;
+  /** Of `packets`: those delivered inside flow counter events (PacketEvent.fold), not as events. */
+  folded?: number;
+  /** Packets sent whole because the flow table had no free slot (a scan-like load). */
+  foldFullSent?: number;
 }
 
 /** One way of producing PacketEvents. */

@@ -24,7 +24,7 @@ import { formatIPv6 } from '../../core/decode/address';
 import { linktypeName, type DecodeOptions } from '../../core/decode/frame';
 import type { EventContext } from '../../core/decode/event';
 import { loadNativeAddon, type PcapBatchAddon } from '../../native/loader';
-import { markerOf, PF, R, SF, SUMMARY_BYTES, summaryEvent } from '../../core/decode/summary';
+import { FOLD, markerOf, PF, R, SF, SUMMARY_BYTES, summaryEvent } from '../../core/decode/summary';
 
 /** Wire value of each transport index of a record (out of range: 'other', as summaryEvent). */
 const TRANSPORT_WIRE = Array.from({ length: 256 }, (_, i) =>
@@ -87,7 +87,13 @@ export function slowSummaryEvent(
   if (f.recs.readUInt32LE(o + R.dataOffset) + f.recs.readUInt32LE(o + R.caplen) > f.raw.length) {
     throw new Error(`summary record ${i} points past the raw area`);
   }
-  return summaryEvent(f.recs, i, f.raw, f.linktype, f.firstFrame + i, f.ctx, opts);
+  return summaryEvent(f.recs, i, f.raw, f.linktype, frameOf(f, i), f.ctx, opts);
+}
+
+/** Record i's frame number: the frame's first plus the record's offset (the capture skips the
+ * frames it counted into a flow's counter record). */
+export function frameOf(f: SummaryFrame, i: number): number {
+  return f.firstFrame + f.recs.readUInt32LE(i * SUMMARY_BYTES + R.frameOffset);
 }
 
 /** Writes the events entries of records and event lists, in chunks of at most maxBatch events. */
@@ -112,6 +118,10 @@ export class EventsWireEncoder {
     this.wireRun = load?.ok === true ? load.addon.wireRun : undefined;
   }
 
+  /** Flow counter events written so far, and the packets they count. */
+  foldEvents = 0;
+  foldedPackets = 0;
+
   /** Decode errors among the events written so far (SLOW records the reference could not decode). */
   get decodeErrors(): number {
     return this.errors;
@@ -125,8 +135,8 @@ export class EventsWireEncoder {
     const wireRun = this.wireRun;
     const o = this.o;
     for (let i = 0; i < f.count;) {
-      const frame = f.firstFrame + i;
-      const fast = recs[i * SUMMARY_BYTES] === 1;
+      const status = recs[i * SUMMARY_BYTES];
+      const fast = status === 1;
       if (fast && wireRun !== undefined) {
         // A run of FAST records up to the chunk's end, in C (room for all of them reserved).
         const room = this.maxBatch - this.n;
@@ -138,7 +148,7 @@ export class EventsWireEncoder {
           end,
           this.ctxBytes,
           lt,
-          frame,
+          f.firstFrame,
           WIRE_TABLES,
           o.buf,
           o.at,
@@ -153,7 +163,9 @@ export class EventsWireEncoder {
         // No progress (cannot happen: room for the run is reserved): write this one record
         // below, so the loop always advances.
       }
-      if (fast) this.fast(recs, i, lt, frame);
+      if (fast) this.fast(recs, i, lt, frameOf(f, i));
+      else if (status === FOLD)
+        this.event(summaryEvent(recs, i, f.raw, f.linktype, frameOf(f, i), ctx, this.opts));
       else this.event(slowSummaryEvent(f, i, this.opts));
       i++;
       if (++this.n >= this.maxBatch) this.flush();
@@ -183,6 +195,10 @@ export class EventsWireEncoder {
 
   private event(ev: PacketEvent): void {
     if (ev.error !== undefined) this.errors++;
+    if (ev.fold !== undefined) {
+      this.foldEvents++;
+      this.foldedPackets += ev.fold.packets;
+    }
     writeEvent(this.o, ev);
   }
 

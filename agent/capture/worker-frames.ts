@@ -47,8 +47,8 @@ import type {
 } from '../../common/event';
 import { NUMERIC_KEYS, TRANSPORT_NAMES, TUNNEL_KINDS } from '../../common/event';
 import type { CaptureStats } from './source';
-import { SUMMARY_BYTES, summaryEvent } from '../../core/decode/summary';
-import { parseSummaryFrame, slowSummaryEvent } from './summary-wire';
+import { FOLD, R, SUMMARY_BYTES, summaryEvent } from '../../core/decode/summary';
+import { frameOf, parseSummaryFrame, slowSummaryEvent } from './summary-wire';
 
 export const FRAME_EVENT = 1;
 export const FRAME_CONTROL = 2;
@@ -429,7 +429,9 @@ export function decodeEventBatch(body: Buffer): PacketEvent[] {
 /**
  * One type-4 frame for a capture batch: the summary records as they are, plus the bytes of the
  * frames the C fast path left to the reference decoder (`raw[0, rawBytes)`; the records' data
- * offsets already point into it). Returns a view of `into` (or of a new buffer when too small).
+ * offsets already point into it). The records are taken as consecutive frames from firstFrame:
+ * each gets its offset (R.frameOffset), as the capture writes it (which skips the frames folding
+ * counted). Returns a view of `into` (or of a new buffer when too small).
  */
 export function encodeSummaryFrame(
   recs: Buffer,
@@ -460,6 +462,8 @@ export function encodeSummaryFrame(
   out.write(ctxJson, b + 22, 'utf8');
   out.fill(0, b + 22 + ctxLen, b + head);
   recs.copy(out, b + head, 0, count * SUMMARY_BYTES);
+  for (let i = 0; i < count; i++)
+    out.writeUInt32LE(i, b + head + i * SUMMARY_BYTES + R.frameOffset);
   if (rawBytes > 0) raw.copy(out, b + head + count * SUMMARY_BYTES, 0, rawBytes);
   return out;
 }
@@ -469,9 +473,10 @@ export function decodeSummaryFrame(body: Buffer): PacketEvent[] {
   const f = parseSummaryFrame(body);
   const events = new Array<PacketEvent>(f.count);
   for (let i = 0; i < f.count; i++) {
+    const status = f.recs[i * SUMMARY_BYTES];
     events[i] =
-      f.recs[i * SUMMARY_BYTES] === 1
-        ? summaryEvent(f.recs, i, f.raw, f.linktype, f.firstFrame + i, f.ctx)
+      status === 1 || status === FOLD
+        ? summaryEvent(f.recs, i, f.raw, f.linktype, frameOf(f, i), f.ctx)
         : slowSummaryEvent(f, i);
   }
   return events;

@@ -17,7 +17,7 @@ import { isHoptraceError, type HoptraceError } from '../../common/errors';
 import { loadNativeAddon, type PcapBatchAddon, type PcapFrameWriter } from '../../native/loader';
 import { NativeSource } from './native-source';
 import type { RetentionTarget } from './retention';
-import type { CaptureSource, CaptureSpec } from './source';
+import { FOLD_FIRST, type CaptureSource, type CaptureSpec } from './source';
 import {
   encodeControlFrame,
   EventBatchEncoder,
@@ -163,6 +163,7 @@ function pickSource(
         node: args.spec.node,
         iface: args.spec.iface,
       });
+      const fold = args.spec.foldFirst ?? FOLD_FIRST;
       const frameOut =
         sink.native !== undefined
           ? {
@@ -170,6 +171,7 @@ function pickSource(
               context,
               coalesceMs: WORKER_COALESCE_MS,
               busyPollMs: WORKER_BUSY_POLL_MS,
+              ...(fold > 0 ? { foldFirst: fold } : {}),
             }
           : undefined;
       return {

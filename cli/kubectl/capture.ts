@@ -17,7 +17,7 @@ import { parseKubeTarget, resolveKubeTarget } from './targets';
 export const USAGE =
   'kubectl hoptrace capture [--decap TARGET:IFACE] [--egress TARGET:IFACE] --backend TARGET:IFACE ' +
   '[--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] ' +
-  '[--evidence-payload] [--doctor-tunnel-range CIDR] [--json] ' +
+  '[--evidence-payload] [--per-packet] [--doctor-tunnel-range CIDR] [--json] ' +
   `[--out DIR] [--no-download] [--evidence-wait 30s] ${KUBE_USAGE}`;
 
 /** The points in path order: the flag, its point name. */
@@ -53,6 +53,7 @@ export async function runKubeCapture(argv: string[], deps: KubectlDeps): Promise
       'no-download': { type: 'boolean' },
       'evidence-wait': { type: 'string' },
       'evidence-payload': { type: 'boolean' },
+      'per-packet': { type: 'boolean' },
       'doctor-tunnel-range': { type: 'string' },
     },
   );
@@ -96,6 +97,7 @@ export async function runKubeCapture(argv: string[], deps: KubectlDeps): Promise
     ...pass('settle'),
     ...pass('filter'),
     ...(values['evidence-payload'] === true ? ['--evidence-payload'] : []),
+    ...(values['per-packet'] === true ? ['--per-packet'] : []),
     ...(range === undefined ? [] : ['--doctor-tunnel-range', range]),
     ...(values.json === true ? ['--json'] : []),
   ];

@@ -69,11 +69,12 @@ export type TcpView = FlowView;
 
 /**
  * The FlowView of a TCP or UDP event with ports, or of an ICMP/ICMPv6 echo request or reply (its
- * identifier as both ports), else null.
+ * identifier as both ports), else null — also for a flow counter (PacketEvent.fold, folds.ts):
+ * it stands for packets whose keys were never sent, so nothing is matched by it.
  */
 export function flowView(ev: PacketEvent): FlowView | null {
   const t = ev.inner;
-  if (t === null) return null;
+  if (t === null || ev.fold !== undefined) return null;
   if (t.proto === 'icmp' || t.proto === 'icmpv6') {
     const id = ev.keys.icmpId;
     if (id === undefined) return null;

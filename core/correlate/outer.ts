@@ -70,6 +70,7 @@ export function findOuter(
       const i = ev.inner;
       if (ev.outer === null || ev.tunnels.length === 0 || opaqueTunnel(ev) !== null || i === null)
         continue;
+      if (ev.fold !== undefined) continue; // a flow counter, not a packet (folds.ts)
       if (i.proto !== id.proto || i.sport === undefined || i.dport === undefined) continue;
       const inner = { src: i.src, sport: i.sport, dst: i.dst, dport: i.dport };
       if (!sameEndpoint(inner, id.tuple)) continue;
@@ -83,6 +84,7 @@ export function findOuter(
   const peers = new Set<string>();
   for (const p of points) {
     for (const ev of p.events) {
+      if (ev.fold !== undefined) continue;
       if (opaqueTunnel(ev) === null || !inOpaqueLead(ev, id.startTsNs)) continue;
       const o = ev.outer;
       if (o !== null) peers.add(`${o.src}|${o.dst}`);

@@ -73,7 +73,19 @@ export const R = {
   markerHash: 184,
   /** pcapng records: the interface id (u32). */
   ifaceId: 188,
+  /** A live capture's records (type-4 frames): the frame's offset from the frame's firstFrame. */
+  frameOffset: 188,
+  /** Counter records (status FOLD, native/pcap-batch/src/fold.h): u64 packets, bytes, last ts;
+   * f64 first and last frame. */
+  foldPackets: 52,
+  foldBytes: 60,
+  foldLastTs: 68,
+  foldFirstFrame: 152,
+  foldLastFrame: 160,
 } as const;
+
+/** A record's status: 1 FAST, 0 SLOW, FOLD a flow's counter record (live captures, fold.c). */
+export const FOLD = 2;
 
 export const SF = {
   outer: 1,
@@ -184,7 +196,8 @@ export function summaryEvent(
   const caplen = recs.readUInt32LE(o + R.caplen);
   const wireLength = recs.readUInt32LE(o + R.wireLength);
   const tsNs = viewOf(recs).getBigUint64(o + R.tsLo, true);
-  if (recs[o] !== 1) {
+  const status = recs[o];
+  if (status !== 1 && status !== FOLD) {
     const at = recs.readUInt32LE(o + R.dataOffset);
     const d = decodeFrame(linktype, src.subarray(at, at + caplen), opts);
     return toPacketEvent({ index: frameIndex, tsNs, wireLength }, d, ctx);
@@ -243,7 +256,7 @@ export function summaryEvent(
       if ((fl & SF.marker) !== 0) keys.probeMarker = markerOf(recs, i);
     }
   }
-  return {
+  const ev: PacketEvent = {
     point: ctx.point,
     node: ctx.node,
     iface: ctx.iface,
@@ -257,6 +270,18 @@ export function summaryEvent(
     truncated: false,
     wireLength,
   };
+  if (status === FOLD) {
+    // A counter record's keys are zero and their flags cleared: `keys` is { payloadLength: 0 }.
+    const v = viewOf(recs);
+    ev.frame = recs.readDoubleLE(o + R.foldFirstFrame);
+    ev.fold = {
+      packets: Number(v.getBigUint64(o + R.foldPackets, true)),
+      bytes: Number(v.getBigUint64(o + R.foldBytes, true)),
+      lastTsNs: v.getBigUint64(o + R.foldLastTs, true),
+      lastFrame: recs.readDoubleLE(o + R.foldLastFrame),
+    };
+  }
+  return ev;
 }
 
 /** The probe marker id of a FAST record with SF.marker set. */

@@ -37,6 +37,11 @@ export interface PointSummary {
   flow: FlowPacketSummary[];
   /** Packets of the matched connection beyond `flow`. */
   flowOmitted: number;
+  /**
+   * Packets of the matched connection this point's agent counted per flow rather than sent as
+   * events (core/correlate/folds.ts); not in `packets` and never matched one by one. Absent: none.
+   */
+  folded?: { requestPackets: number; replyPackets: number; lastTsNs: string };
 }
 
 /** One packet of the matched connection at a point, JSON-safe (core/correlate FlowPacket). */

@@ -19,6 +19,7 @@ import {
   type Journey,
   type PointEvents,
 } from '../correlate/correlate';
+import { foldedPackets } from '../correlate/folds';
 import { inOpaqueLead, opaqueTunnel } from '../correlate/outer';
 import {
   DEFAULT_WINDOW_NS,
@@ -86,6 +87,7 @@ export function summarizePoints(journey: Journey): PointSummary[] {
  */
 export function analyzeEvents(input: AnalyzeInput): AnalysisResult {
   const journey = correlateRequest(input.points, input.selector, { windowNs: input.windowNs });
+  const proto = journey.request?.proto;
   if (journey.request === null) {
     throw new HoptraceError('CLI_NO_REQUEST', journey.reason ?? 'no request found', {
       where: input.points[0]?.name ?? 'first point',
@@ -96,6 +98,12 @@ export function analyzeEvents(input: AnalyzeInput): AnalysisResult {
     clientIp: input.selector.client,
   });
   const points = summarizePoints(journey);
+  journey.points.forEach((p, i) => {
+    const events = input.points.find((q) => q.name === p.point)?.events ?? [];
+    const f = proto === undefined ? null : foldedPackets(p, events, proto, journey.windowNs);
+    const s = points[i];
+    if (f !== null && s !== undefined) s.folded = { ...f, lastTsNs: f.lastTsNs.toString() };
+  });
   const clock = estimateClockOffsets(points);
   return { verdict, points, clock, hops: hopLatencies(points, clock) };
 }

@@ -6,6 +6,7 @@
  * also prints; every text escaped. A repro gets the same treatment (renderReproHtml). Pure: the
  * generation time is passed in.
  */
+import { packetCounts } from './packet-counts';
 import type { AnalysisResult, CaptureHealth, PointSummary } from './analysis-result';
 import {
   REPRO_TIMES_NOTE,
@@ -121,7 +122,7 @@ function facts(items: [string, string | null][]): string {
 }
 
 function pointRow(p: PointSummary): string[] {
-  const counts = `${p.requestPackets}/${p.replyPackets}${p.retransmits > 0 ? ` (${p.retransmits} retransmitted)` : ''}`;
+  const counts = packetCounts(p);
   return [
     esc(p.name),
     esc(p.status + (p.proxied ? ' (proxied)' : '')),

@@ -4,6 +4,7 @@
  * doctor's findings are passed in, nothing is read or written.
  */
 
+import { packetCounts } from './packet-counts';
 import type { AnalysisResult, PointSummary } from './analyze';
 import type { Layer, Verdict } from '../attribute/attribute';
 import type { CaptureHealth } from './capture-health';
@@ -115,7 +116,7 @@ function cell(s: string): string {
 const yesNo = (b: boolean): string => (b ? 'yes' : 'no');
 
 function pointRow(p: PointSummary): string {
-  const counts = `${p.requestPackets}/${p.replyPackets}${p.retransmits > 0 ? ` (${p.retransmits} retransmitted)` : ''}`;
+  const counts = packetCounts(p);
   return `| ${[
     p.name,
     p.status + (p.proxied ? ' (proxied)' : ''),

@@ -97,6 +97,8 @@ export interface CaptureCommandSpec {
   inventoryGiven: boolean;
   /** The capture kept the payload in evidence.pcapng (`--evidence-payload`). */
   evidencePayload?: boolean | undefined;
+  /** The agents sent every packet as an event (`--per-packet`). */
+  perPacket?: boolean | undefined;
   /** Doctor's checks ran at the end with this tunnel range (`--doctor-tunnel-range`). */
   doctorTunnelRange?: string | undefined;
 }
@@ -110,7 +112,7 @@ function pointArg(p: CaptureCommandSpec['points'][number]): string {
 /**
  * `hoptrace capture --point … --collector URL --token-file TOKEN_FILE [--client …] [--dst …]
  * [--filter …] [--inventory INVENTORY_FILE] --timeout …ms --settle …ms [--evidence-payload]
- * [--doctor-tunnel-range CIDR]`. The points come first
+ * [--per-packet] [--doctor-tunnel-range CIDR]`. The points come first
  * (the order of the path); TOKEN_FILE is a placeholder: a report never holds a token.
  */
 export function captureCommand(spec: CaptureCommandSpec): ReproduceCommand {
@@ -139,6 +141,7 @@ export function captureCommand(spec: CaptureCommandSpec): ReproduceCommand {
   }
   argv.push('--timeout', `${spec.timeoutMs}ms`, '--settle', `${spec.settleMs}ms`);
   if (spec.evidencePayload === true) argv.push('--evidence-payload');
+  if (spec.perPacket === true) argv.push('--per-packet');
   if (spec.doctorTunnelRange !== undefined)
     argv.push('--doctor-tunnel-range', spec.doctorTunnelRange);
   if (!spec.stopOnFirstMatch)

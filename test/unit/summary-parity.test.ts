@@ -125,14 +125,10 @@ function checkWire(
     writeEvent(ref, summaryEvent(out, i, raw, linktype, i + 1, ctx, opts));
     want.push(Buffer.from(ref.buf.subarray(0, ref.at)));
   }
-  const frame = {
-    count: n,
-    linktype,
-    firstFrame: 1,
-    ctx,
-    recs: out.subarray(0, n * SUMMARY_BYTES),
-    raw,
-  };
+  // The records as a live capture writes them: each with its frame's offset (R.frameOffset).
+  const recs = Buffer.from(out.subarray(0, n * SUMMARY_BYTES));
+  for (let i = 0; i < n; i++) recs.writeUInt32LE(i, i * SUMMARY_BYTES + R.frameOffset);
+  const frame = { count: n, linktype, firstFrame: 1, ctx, recs, raw };
   // Chunks of up to 7 events, FAST runs in C between SLOW records: the same bytes in order.
   const sized: EncodedEvents[] = [];
   const big = new EventsWireEncoder((c) => sized.push(c), 7, opts);

@@ -96,10 +96,11 @@
 
 #include "frame_out.h"
 #include "frame_ring.h"
+#include "fold.h"
 #include "retain.h"
 #include "summary.h"
 
-#define ADDON_VERSION 10
+#define ADDON_VERSION 11
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -176,6 +177,11 @@ typedef struct {
    * and 8472, Geneve 6081); summary mode cuts with `ports`. */
   napi_ref retain_ports_ref;
   const uint8_t *retain_ports;
+  /* Per-flow counters (options.foldFirst, summary mode only; fold.c): records of counted packets
+   * are not kept, their flows' counter records go out with each batch. Records then skip frame
+   * numbers, so each carries its frame's offset from batch_first (record byte 188). */
+  FoldTable fold;
+  double batch_first; /* the frame number of the batch's first packet record */
 } Capture;
 
 /* The JS FrameWriter: the worker's frame writer (frame_out.c); o is NULL once closed. */
@@ -257,17 +263,24 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *b
     __builtin_prefetch(bytes + caplen + 96);
     __builtin_prefetch(bytes + caplen + 160);
     /* Headers-only retention cuts where the summarizer found the payload: no second walk. */
+    /* Folding also needs it: where a payload that may start a request begins. */
     uint32_t hend = caplen;
-    if (!summary_one(bytes, caplen, h->len, ts, c->linktype, c->ports, rec, (uint32_t)c->raw_used,
-                     retain_wants_cut(&c->retain) ? &hend : NULL)) {
+    int cut = retain_wants_cut(&c->retain);
+    int fast = summary_one(bytes, caplen, h->len, ts, c->linktype, c->ports, rec,
+                           (uint32_t)c->raw_used, cut || fold_on(&c->fold) ? &hend : NULL);
+    double frame = ++c->handed;
+    retain_frame(&c->retain, h, bytes, cut ? hend : caplen);
+    c->read_bytes += caplen + 64; /* the frame's ring slot, roughly (header, alignment) */
+    /* Counted into its flow: the record is overwritten by the next frame's. */
+    if (fast && !fold_packet(&c->fold, rec, bytes, caplen, hend, frame)) return;
+    if (!fast) {
       memcpy(c->raw + c->raw_used, bytes, caplen);
       c->raw_used += caplen;
     }
+    if (c->count == 0) c->batch_first = frame;
+    put_u32(rec + 188, (uint32_t)(frame - c->batch_first));
     c->used += SUMMARY_BYTES;
     c->count++;
-    c->handed += 1;
-    retain_frame(&c->retain, h, bytes, hend);
-    c->read_bytes += caplen + 64; /* the frame's ring slot, roughly (header, alignment) */
     return;
   }
   size_t rec = REC_HDR + ALIGN8(caplen);
@@ -345,6 +358,7 @@ static void do_close(Capture *c) {
   }
   /* After the last delivery: the file holds every frame handed on. */
   retain_close(&c->retain);
+  fold_close(&c->fold);
   napi_env env = c->env;
   if (c->on_batch != NULL) napi_delete_reference(env, c->on_batch);
   if (c->on_error != NULL) napi_delete_reference(env, c->on_error);
@@ -385,11 +399,21 @@ static void put_u32be(uint8_t *o, uint32_t v) {
   o[3] = (uint8_t)v;
 }
 
+/* Packets a summary batch stands for: its packet records, and what its counter records count. */
+static double batch_packets(const Capture *c) {
+  double n = 0;
+  for (uint32_t i = 0; i < c->count; i++) {
+    const uint8_t *r = c->buf + (size_t)i * SUMMARY_BYTES;
+    n += r[0] == FOLD_STATUS ? 0 : 1;
+  }
+  return n + fold_packets_in(c->buf, c->count);
+}
+
 /* The batch as one type-4 frame (layout: agent/capture/worker-frames.ts encodeSummaryFrame):
  * header template patched in place, then the records and the SLOW frames' bytes, one writev. */
 static void deliver_frame(Capture *c) {
   size_t body = c->fhead_len - 5 + c->used + c->raw_used;
-  double first = c->handed - (double)c->count + 1;
+  double first = c->batch_first;
   uint64_t first_bits;
   memcpy(&first_bits, &first, sizeof first_bits);
   uint8_t *h = c->fhead;
@@ -402,7 +426,7 @@ static void deliver_frame(Capture *c) {
       {h, c->fhead_len}, {c->buf, c->used}, {c->raw, c->raw_used}};
   FrameOut *o = c->out != NULL ? c->out->o : NULL;
   int rc = o != NULL ? frame_out_writev(o, iov, c->raw_used > 0 ? 3 : 2, 1) : FRAME_OUT_FAILED;
-  if (rc != FRAME_OUT_WRITTEN) c->out_drops += c->count;
+  if (rc != FRAME_OUT_WRITTEN) c->out_drops += batch_packets(c);
 }
 
 static void deliver(Capture *c) {
@@ -422,8 +446,23 @@ static void deliver(Capture *c) {
 
 static void on_poll(uv_poll_t *h, int status, int events);
 
-/* Hands the batch on and starts the next one. */
+/* Hands the batch on and starts the next one. With folding, the pending flow counters go with it
+ * (in more than one frame when the batch has no room for them all). */
 static void out_batch(Capture *c) {
+  while (fold_pending(&c->fold)) {
+    size_t room = (c->buf_len - c->used) / SUMMARY_BYTES;
+    if (room > (size_t)(c->max_per_batch - (int)c->count))
+      room = (size_t)(c->max_per_batch - (int)c->count);
+    size_t n = room > 0 ? fold_flush(&c->fold, c->buf + c->used, room) : 0;
+    if (c->count == 0) c->batch_first = c->handed;
+    c->used += n * SUMMARY_BYTES;
+    c->count += (uint32_t)n;
+    if (!fold_pending(&c->fold) || c->count == 0) break;
+    deliver(c);
+    c->used = 0;
+    c->count = 0;
+    c->raw_used = 0;
+  }
   if (c->count > 0) {
     deliver(c);
     c->last_out_ns = uv_hrtime();
@@ -436,7 +475,7 @@ static void out_batch(Capture *c) {
 /* Writes what coalescing holds (direct output only; no JavaScript runs). */
 static void flush_pending(Capture *c) {
   if (c->flush_timer != NULL) uv_timer_stop(c->flush_timer);
-  if (c->fhead != NULL && c->count > 0 && !c->closed) out_batch(c);
+  if (c->fhead != NULL && (c->count > 0 || fold_pending(&c->fold)) && !c->closed) out_batch(c);
 }
 
 static void on_flush_timer(uv_timer_t *t) { flush_pending((Capture *)t->data); }
@@ -480,7 +519,7 @@ static int64_t dispatch_rounds(Capture *c, int rounds) {
       break;
     }
   }
-  if (coalesce && c->count > 0 && !c->closed && !c->failed) {
+  if (coalesce && (c->count > 0 || fold_pending(&c->fold)) && !c->closed && !c->failed) {
     uint64_t now = uv_hrtime();
     if (now - c->last_out_ns >= c->coalesce_ns) {
       flush_pending(c);
@@ -762,6 +801,8 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
   int64_t timeout_ms = get_int(env, opts, "timeoutMs", 50);
   int64_t batch_bytes = get_int(env, opts, "batchBytes", 1 << 20);
   int64_t coalesce_ms = get_int(env, opts, "coalesceMs", 0);
+  int64_t fold_first = get_int(env, opts, "foldFirst", 0);
+  int64_t fold_slots = get_int(env, opts, "foldSlots", FOLD_DEFAULT_SLOTS);
   int64_t busy_ms = get_int(env, opts, "busyPollMs", 0);
   int64_t retain_fd = get_int(env, opts, "retainFd", -1);
   int64_t retain_snaplen = get_int(env, opts, "retainSnaplen", 256);
@@ -813,6 +854,10 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     return throw_code(env, "BAD_ARGUMENT", "coalesceMs must be within 0..1000, with frameOut");
   if (busy_ms < 0 || busy_ms > 1000 || (busy_ms > 0 && out == NULL))
     return throw_code(env, "BAD_ARGUMENT", "busyPollMs must be within 0..1000, with frameOut");
+  if (fold_first < 0 || fold_first > 65535 || (fold_first > 0 && out == NULL))
+    return throw_code(env, "BAD_ARGUMENT", "foldFirst must be within 0..65535, with frameOut");
+  if (fold_slots < 16 || fold_slots > (1 << 20) || (fold_slots & (fold_slots - 1)) != 0)
+    return throw_code(env, "BAD_ARGUMENT", "foldSlots must be a power of two within 16..2^20");
   if (retain_fd < -1 || retain_fd > 65535)
     return throw_code(env, "BAD_ARGUMENT", "retainFd must be an open file descriptor (or -1)");
   if (retain_snaplen < 64 || retain_snaplen > 262144)
@@ -1002,6 +1047,11 @@ static napi_value capture_new(napi_env env, napi_callback_info info) {
     uv_unref((uv_handle_t *)c->flush_timer); /* the poll keeps the loop alive, not this */
     c->coalesce_ns = (uint64_t)coalesce_ms * 1000000u;
   }
+  if (c->summary && fold_first > 0 &&
+      fold_open(&c->fold, (uint32_t)fold_slots, (uint32_t)fold_first) != 0) {
+    do_close(c);
+    return throw_code(env, "ACTIVATE", "cannot allocate the flow table (foldSlots)");
+  }
   /* ref'd: while it runs (the interface gone, the ring read once more) it keeps the loop alive. */
   c->gone_timer = new_timer(loop, c);
   if (c->gone_timer == NULL) {
@@ -1046,7 +1096,7 @@ static napi_value capture_stats(napi_env env, napi_callback_info info) {
   set_num(env, out, "ifdrop", s.ps_ifdrop);
   set_num(env, out, "delivered", c->handed);
   /* Between dispatch rounds only a coalescing batch holds records (the others went out). */
-  set_num(env, out, "held", c->fhead != NULL ? (double)c->count : 0);
+  set_num(env, out, "held", c->fhead != NULL ? batch_packets(c) + c->fold.held : 0);
   set_num(env, out, "outDrops", c->out_drops);
   set_num(env, out, "pollWakeups", c->poll_wakeups);
   set_num(env, out, "timerWakeups", c->timer_wakeups);
@@ -1055,6 +1105,9 @@ static napi_value capture_stats(napi_env env, napi_callback_info info) {
   set_num(env, out, "retainBytes", (double)(c->retain.state == RETAIN_OFF ? 0 : c->retain.bytes));
   set_num(env, out, "retainSnaplen", c->retain.snaplen);
   set_str(env, out, "retainState", retain_state_name(&c->retain));
+  set_num(env, out, "folded", c->fold.folded);
+  set_num(env, out, "foldFlows", c->fold.flows);
+  set_num(env, out, "foldFullSent", c->fold.full_sent);
   if (c->retain.err != 0) set_str(env, out, "retainError", strerror(c->retain.err));
   napi_value busy;
   if (napi_get_boolean(env, c->busy != 0, &busy) == napi_ok)
@@ -1227,7 +1280,8 @@ static napi_value headers_end(napi_env env, napi_callback_info info) {
  * wireRun(recs, i, end, ctx, linktypeValue, frame, tables, out, pos) -> [nextI, nextPos]
  * Writes records i, i+1, … of recs as EventBatch `events` entries (summary_wire.c) into out from
  * pos, while they are FAST, before end, and while out has room for one more (ctx.length +
- * SUMMARY_WIRE_MAX bytes). frame is record i's frame number; tables holds 256 transport then 256
+ * SUMMARY_WIRE_MAX bytes). frame is the batch's first frame number: each record's frame is it plus
+ * the record's u32 at byte 188 (the capture skips the frames folding counted); tables holds 256 transport then 256
  * tunnel-kind wire values. The caller handles the SLOW record it stops at.
  */
 static napi_value wire_run(napi_env env, napi_callback_info info) {
@@ -1253,13 +1307,15 @@ static napi_value wire_run(napi_env env, napi_callback_info info) {
       ctx_len > 4096 || !(frame >= 0 && frame < 9007199254740992.0))
     return throw_code(env, "BAD_ARGUMENT",
                       "wireRun: i <= end <= records in recs, pos <= out.length, tables of 512 bytes");
-  uint64_t f = (uint64_t)frame;
+  uint64_t base = (uint64_t)frame;
   while (i < end && recs[(size_t)i * SUMMARY_BYTES] == 1 &&
          pos + ctx_len + SUMMARY_WIRE_MAX <= out_len) {
-    pos += (uint32_t)summary_wire(recs + (size_t)i * SUMMARY_BYTES, ctx, ctx_len, lt, f, tables,
-                                  tables + 256, out + pos);
+    const uint8_t *r = recs + (size_t)i * SUMMARY_BYTES;
+    uint32_t off = (uint32_t)r[188] | ((uint32_t)r[189] << 8) | ((uint32_t)r[190] << 16) |
+                   ((uint32_t)r[191] << 24);
+    pos += (uint32_t)summary_wire(r, ctx, ctx_len, lt, base + off, tables, tables + 256,
+                                  out + pos);
     i++;
-    f++;
   }
   napi_value res, v;
   CHECK(napi_create_array_with_length(env, 2, &res));
@@ -1268,6 +1324,112 @@ static napi_value wire_run(napi_env env, napi_callback_info info) {
   CHECK(napi_create_uint32(env, pos, &v));
   CHECK(napi_set_element(env, res, 1, v));
   return res;
+}
+
+/* ---- Folder: fold.c for tests ------------------------------------------------------------------
+ * new Folder(first, slots); f.push(frame, wirelen, tsNs (bigint), linktype, ports, frameNo) ->
+ * the frame's summary record (a new Buffer) when it is sent, null when it was counted;
+ * f.flush() -> the pending counter records (a Buffer); f.stats() -> {folded, flows, fullSent}.
+ * The capture callback runs the same summary_one + fold_packet per frame. */
+typedef struct {
+  FoldTable t;
+} Folder;
+
+static void folder_finalize(napi_env env, void *data, void *hint) {
+  Folder *f = (Folder *)data;
+  fold_close(&f->t);
+  free(f);
+}
+
+static Folder *unwrap_folder(napi_env env, napi_callback_info info, size_t *argc,
+                             napi_value *argv) {
+  napi_value self;
+  void *data = NULL;
+  if (napi_get_cb_info(env, info, argc, argv, &self, NULL) != napi_ok) return NULL;
+  if (napi_unwrap(env, self, &data) != napi_ok) return NULL;
+  return (Folder *)data;
+}
+
+static napi_value folder_new(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], self;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, &self, NULL));
+  uint32_t first, slots;
+  if (argc < 2 || napi_get_value_uint32(env, argv[0], &first) != napi_ok ||
+      napi_get_value_uint32(env, argv[1], &slots) != napi_ok || first < 1 || first > 65535 ||
+      slots < 16 || slots > (1u << 20) || (slots & (slots - 1)) != 0)
+    return throw_code(env, "BAD_ARGUMENT", "new Folder(first 1..65535, slots: a power of two)");
+  Folder *f = calloc(1, sizeof *f);
+  if (f == NULL || fold_open(&f->t, slots, first) != 0) {
+    free(f);
+    return throw_code(env, "ACTIVATE", "cannot allocate the flow table");
+  }
+  if (napi_wrap(env, self, f, folder_finalize, NULL, NULL) != napi_ok) {
+    fold_close(&f->t);
+    free(f);
+    return NULL;
+  }
+  return self;
+}
+
+static napi_value folder_push(napi_env env, napi_callback_info info) {
+  size_t argc = 6;
+  napi_value argv[6], out;
+  Folder *f = unwrap_folder(env, info, &argc, argv);
+  uint8_t *b, *ports;
+  size_t len, ports_len;
+  uint32_t wirelen, lt;
+  uint64_t ts;
+  bool lossless;
+  double frame;
+  if (f == NULL || argc < 6 || napi_get_buffer_info(env, argv[0], (void **)&b, &len) != napi_ok ||
+      napi_get_value_uint32(env, argv[1], &wirelen) != napi_ok ||
+      napi_get_value_bigint_uint64(env, argv[2], &ts, &lossless) != napi_ok ||
+      napi_get_value_uint32(env, argv[3], &lt) != napi_ok ||
+      napi_get_buffer_info(env, argv[4], (void **)&ports, &ports_len) != napi_ok ||
+      ports_len < 65536 || napi_get_value_double(env, argv[5], &frame) != napi_ok ||
+      len > 262144)
+    return throw_code(env, "BAD_ARGUMENT",
+                      "push(frame, wirelen, tsNs, linktype, ports (65536 bytes), frameNo)");
+  uint8_t rec[SUMMARY_BYTES];
+  uint32_t hend = (uint32_t)len;
+  int fast = summary_one(b, (uint32_t)len, wirelen, ts, lt, ports, rec, 0, &hend);
+  if (fast && !fold_packet(&f->t, rec, b, (uint32_t)len, hend, frame)) {
+    CHECK(napi_get_null(env, &out));
+    return out;
+  }
+  void *data;
+  CHECK(napi_create_buffer_copy(env, SUMMARY_BYTES, rec, &data, &out));
+  return out;
+}
+
+static napi_value folder_flush(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  Folder *f = unwrap_folder(env, info, &argc, NULL);
+  if (f == NULL) return throw_code(env, "BAD_ARGUMENT", "not a Folder");
+  size_t max = (size_t)f->t.pending;
+  uint8_t *tmp = malloc(max * SUMMARY_BYTES + 1);
+  if (tmp == NULL) return throw_code(env, "ACTIVATE", "out of memory");
+  size_t n = 0;
+  while (fold_pending(&f->t) && n < max) n += fold_flush(&f->t, tmp + n * SUMMARY_BYTES, max - n);
+  napi_value out;
+  void *data;
+  napi_status st = napi_create_buffer_copy(env, n * SUMMARY_BYTES, tmp, &data, &out);
+  free(tmp);
+  if (st != napi_ok) return NULL;
+  return out;
+}
+
+static napi_value folder_stats(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  Folder *f = unwrap_folder(env, info, &argc, NULL);
+  if (f == NULL) return throw_code(env, "BAD_ARGUMENT", "not a Folder");
+  napi_value out;
+  CHECK(napi_create_object(env, &out));
+  set_num(env, out, "folded", f->t.folded);
+  set_num(env, out, "flows", f->t.flows);
+  set_num(env, out, "fullSent", f->t.full_sent);
+  return out;
 }
 
 /* ---- FrameWriter ---------------------------------------------------------------------------- */
@@ -1571,6 +1733,15 @@ static napi_value init(napi_env env, napi_value exports) {
   CHECK(napi_define_class(env, "SharedRing", NAPI_AUTO_LENGTH, ring_new, NULL, 3, rmethods,
                           &rcls));
   CHECK(napi_set_named_property(env, exports, "SharedRing", rcls));
+  napi_property_descriptor fmethods[] = {
+      {"push", NULL, folder_push, NULL, NULL, NULL, napi_default, NULL},
+      {"flush", NULL, folder_flush, NULL, NULL, NULL, napi_default, NULL},
+      {"stats", NULL, folder_stats, NULL, NULL, NULL, napi_default, NULL},
+  };
+  napi_value fcls;
+  CHECK(napi_define_class(env, "Folder", NAPI_AUTO_LENGTH, folder_new, NULL, 3, fmethods,
+                          &fcls));
+  CHECK(napi_set_named_property(env, exports, "Folder", fcls));
   napi_value sfn, sbytes;
   napi_value wfn;
   CHECK(napi_create_function(env, "wireRun", NAPI_AUTO_LENGTH, wire_run, NULL, &wfn));

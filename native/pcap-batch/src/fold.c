@@ -1,0 +1,245 @@
+/*
+ * fold.c — per-flow counters (issue 20): the live capture sends a flow's packets as events only
+ * where they can matter to a verdict, and counts the rest.
+ *
+ * What the collector proves from a point's events is the request's journey: its first packets
+ * (SYN, request line, probe marker, first data), its replies, its end (FIN/RST), ICMP errors,
+ * and the keys (IP id, seq, payload hash) that recognise one packet at two capture points. None
+ * of that needs the 30,000th packet of a bulk flow as an event of its own. So, per flow (the
+ * summary record's inner and outer tuples and tunnel ids, either direction) in a bounded table:
+ *
+ *   sent whole:  every SLOW record (ICMP, DNS, fragments, anything the C decoder leaves to the
+ *                reference: never folded, never in the table);
+ *                the first `first` packets of each direction after the flow appears;
+ *                the first `first` packets of each direction again after a packet that may start
+ *                or end an exchange — a TCP SYN, FIN or RST, a probe marker, a payload beginning
+ *                like a request (an HTTP method and a space, a TLS ClientHello) — or after the
+ *                flow was quiet for reopen_ns (the next request on a kept-alive connection);
+ *                every packet of a flow that finds no free slot (full_sent: a scan-like load where
+ *                every packet is a new flow degrades to per-packet events, bounded by the
+ *                capture's queues as before, never to silence);
+ *   counted:     the rest, into the direction's counter: packets, wire bytes, first and last
+ *                time and frame. The capture writes the pending counters as counter records
+ *                (FOLD_STATUS) with each batch it sends, so a flow's counters follow its events
+ *                within the coalescing delay (100 ms) and are never lost at the end of a capture
+ *                (the drain flushes them).
+ *
+ * Pure: no clock (a flow's time is its packets' timestamps), no I/O. The capture callback and the
+ * addon's Folder (tests) call the same functions.
+ */
+#include "fold.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* summary.c record flags and offsets (its layout comment). */
+#define SF_OUTER 1
+#define SF_INNER_V6 2
+#define SF_OUTER_V6 4
+#define SF_TCP 8
+#define SF_MARKER 128
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+
+static inline uint32_t rd32(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static inline uint64_t rd64(const uint8_t *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+static inline void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static inline void wrf64(uint8_t *p, double v) { memcpy(p, &v, 8); }
+
+int fold_open(FoldTable *t, uint32_t slots, uint32_t first) {
+  memset(t, 0, sizeof *t);
+  if (first == 0) return 0;
+  if (slots < 16 || slots > (1u << 20) || (slots & (slots - 1)) != 0) slots = FOLD_DEFAULT_SLOTS;
+  t->slots = calloc(slots, sizeof(FoldFlow));
+  if (t->slots == NULL) return -1;
+  t->mask = slots - 1;
+  t->first = first;
+  t->reopen_ns = FOLD_REOPEN_NS;
+  t->expire_ns = FOLD_EXPIRE_NS;
+  return 0;
+}
+
+void fold_close(FoldTable *t) {
+  free(t->slots);
+  t->slots = NULL;
+  t->pending = 0;
+  t->held = 0;
+}
+
+/* One endpoint: address (16 bytes, zero past the family's length) and port. */
+static void endpoint(uint8_t *o, const uint8_t *addr, int v6, const uint8_t *port) {
+  memset(o, 0, 16);
+  memcpy(o, addr, v6 ? 16 : 4);
+  memcpy(o + 16, port, 2);
+}
+
+/* The flow's identity with its endpoints in a fixed order; returns the direction (0: the record's
+ * source is the key's first endpoint). Both directions of a flow give the same key. */
+static int key_of(const uint8_t *rec, uint8_t *key) {
+  uint8_t fl = rec[1];
+  uint8_t in_a[18], in_b[18], out_a[18], out_b[18];
+  endpoint(in_a, rec + 88, fl & SF_INNER_V6, rec + 32);
+  endpoint(in_b, rec + 104, fl & SF_INNER_V6, rec + 34);
+  if (fl & SF_OUTER) {
+    endpoint(out_a, rec + 120, fl & SF_OUTER_V6, rec + 36);
+    endpoint(out_b, rec + 136, fl & SF_OUTER_V6, rec + 38);
+  } else {
+    memset(out_a, 0, 18);
+    memset(out_b, 0, 18);
+  }
+  int dir = memcmp(in_a, in_b, 18) > 0;
+  memset(key, 0, FOLD_KEY);
+  key[0] = fl & (SF_OUTER | SF_INNER_V6 | SF_OUTER_V6);
+  memcpy(key + 1, rec + 2, 4); /* inner, outer IP protocol and transport index */
+  key[5] = rec[6] & 3;         /* which tuples have ports */
+  key[6] = rec[7];             /* tunnel count */
+  memcpy(key + 8, rec + 40, 12);
+  memcpy(key + 20, dir ? in_b : in_a, 18);
+  memcpy(key + 38, dir ? in_a : in_b, 18);
+  memcpy(key + 56, dir ? out_b : out_a, 18);
+  memcpy(key + 74, dir ? out_a : out_b, 18);
+  return dir;
+}
+
+/* A payload that begins like a request: 3..7 upper-case letters and a space (an HTTP/1 method,
+ * HTTP/2's "PRI * HTTP/2.0" preface), or a TLS handshake record holding a ClientHello. */
+static int request_like(const uint8_t *b, uint32_t caplen, uint32_t off) {
+  if (off >= caplen) return 0;
+  const uint8_t *p = b + off;
+  uint32_t n = caplen - off;
+  if (n >= 6 && p[0] == 0x16 && p[1] == 0x03 && p[5] == 0x01) return 1;
+  uint32_t i = 0;
+  while (i < n && i < 8 && p[i] >= 'A' && p[i] <= 'Z') i++;
+  return i >= 3 && i <= 7 && i < n && p[i] == ' ';
+}
+
+static int starts_exchange(const uint8_t *rec, const uint8_t *b, uint32_t caplen, uint32_t off) {
+  uint8_t fl = rec[1];
+  if ((fl & SF_TCP) && (rec[64] & (TCP_SYN | TCP_FIN | TCP_RST))) return 1;
+  if (fl & SF_MARKER) return 1;
+  return request_like(b, caplen, off);
+}
+
+static void reopen(FoldFlow *f, uint32_t first) {
+  f->dir[0].budget = first;
+  f->dir[1].budget = first;
+}
+
+int fold_packet(FoldTable *t, const uint8_t *rec, const uint8_t *b, uint32_t caplen,
+                uint32_t payload_off, double frame) {
+  if (t->slots == NULL || rec[0] != 1) return 1;
+  uint8_t key[FOLD_KEY];
+  int d = key_of(rec, key);
+  uint32_t hash = rd32(rec + 28);
+  uint64_t ts = rd64(rec + 16);
+  FoldFlow *found = NULL, *spare = NULL;
+  for (uint32_t k = 0; k < FOLD_PROBES; k++) {
+    FoldFlow *f = &t->slots[(hash + k) & t->mask];
+    if (!f->used) {
+      if (spare == NULL) spare = f;
+      continue;
+    }
+    if (f->hash == hash && memcmp(f->key, key, FOLD_KEY) == 0) {
+      found = f;
+      break;
+    }
+    /* Idle long enough and holding no counts: its slot may be taken. */
+    if (spare == NULL && f->dir[0].packets == 0 && f->dir[1].packets == 0 && ts > f->last_ts &&
+        ts - f->last_ts >= t->expire_ns)
+      spare = f;
+  }
+  if (found == NULL) {
+    if (spare == NULL) {
+      t->full_sent += 1;
+      return 1;
+    }
+    if (!spare->used) t->flows += 1;
+    memset(spare, 0, sizeof *spare);
+    spare->used = 1;
+    spare->hash = hash;
+    memcpy(spare->key, key, FOLD_KEY);
+    reopen(spare, t->first);
+    found = spare;
+  } else if (ts > found->last_ts && ts - found->last_ts >= t->reopen_ns) {
+    reopen(found, t->first);
+  }
+  if (ts > found->last_ts) found->last_ts = ts;
+  if (starts_exchange(rec, b, caplen, payload_off)) {
+    reopen(found, t->first);
+    return 1;
+  }
+  FoldDir *dir = &found->dir[d];
+  if (dir->budget > 0) {
+    dir->budget--;
+    return 1;
+  }
+  if (dir->packets == 0) {
+    memcpy(dir->rec, rec, SUMMARY_BYTES);
+    dir->first_frame = frame;
+    dir->bytes = 0;
+    t->pending += 1;
+  }
+  dir->packets += 1;
+  dir->bytes += rd32(rec + 12);
+  dir->last_ts = ts;
+  dir->last_frame = frame;
+  t->folded += 1;
+  t->held += 1;
+  return 0;
+}
+
+/* The counter record of one direction (see fold.h). */
+static void counter_record(const FoldDir *dir, uint8_t *o) {
+  memcpy(o, dir->rec, SUMMARY_BYTES);
+  o[0] = FOLD_STATUS;
+  o[1] &= SF_OUTER | SF_INNER_V6 | SF_OUTER_V6;
+  o[6] &= 3;
+  memset(o + 52, 0, 36);
+  memset(o + 152, 0, 40);
+  wr64(o + FOLD_R_PACKETS, (uint64_t)dir->packets);
+  wr64(o + FOLD_R_BYTES, (uint64_t)dir->bytes);
+  wr64(o + FOLD_R_LAST_TS, dir->last_ts);
+  wrf64(o + FOLD_R_FIRST_FRAME, dir->first_frame);
+  wrf64(o + FOLD_R_LAST_FRAME, dir->last_frame);
+}
+
+size_t fold_flush(FoldTable *t, uint8_t *out, size_t max) {
+  size_t n = 0;
+  if (t->slots == NULL) return 0;
+  uint32_t slots = t->mask + 1;
+  for (uint32_t seen = 0; seen < slots && t->pending > 0 && n < max; seen++) {
+    FoldFlow *f = &t->slots[t->cursor];
+    if (f->used) {
+      for (int d = 0; d < 2 && n < max; d++) {
+        FoldDir *dir = &f->dir[d];
+        if (dir->packets == 0) continue;
+        counter_record(dir, out + n * SUMMARY_BYTES);
+        n++;
+        t->held -= dir->packets;
+        dir->packets = 0;
+        t->pending -= 1;
+      }
+      if (n >= max && (f->dir[0].packets > 0 || f->dir[1].packets > 0)) break;
+    }
+    t->cursor = (t->cursor + 1) & t->mask;
+  }
+  return n;
+}
+
+double fold_packets_in(const uint8_t *recs, size_t n) {
+  double p = 0;
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t *r = recs + i * SUMMARY_BYTES;
+    if (r[0] == FOLD_STATUS) p += (double)rd64(r + FOLD_R_PACKETS);
+  }
+  return p;
+}

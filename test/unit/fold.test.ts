@@ -1,0 +1,363 @@
+/**
+ * Per-flow counters (issue 20, native/pcap-batch/src/fold.c through the addon's Folder, which runs
+ * summary_one + fold_packet per frame exactly as the capture callback does): which packets are
+ * sent whole, that every other packet is counted exactly once into its flow's counter, that the
+ * table is bounded and a full table degrades to sending (never to silence), and what the rest of
+ * the system does with a counter — the wire round trip, correlation ignoring it, the report
+ * counting it for the matched connection only. Fails (never skips) without the addon.
+ */
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { parseCaptureRequest } from '../../collector/capture-request';
+import { decodePacketEvent, encodePacketEvent } from '../../common/codec';
+import { decodeEventsEnvelope, encodeEventsEnvelope } from '../../common/events-wire';
+import type { PacketEvent } from '../../common/event';
+import { flowView } from '../../core/correlate/match-point';
+import { analyzeEvents } from '../../core/report/analyze';
+import { packetCounts } from '../../core/report/packet-counts';
+import { captureCommand } from '../../core/report/reproduce';
+import { FOLD, SUMMARY_BYTES, summaryEvent, summaryPortTable } from '../../core/decode/summary';
+import { loadNativeAddon, type PcapFolder } from '../../native/loader';
+import { openCaptureFile } from '../../offline/pcap-file';
+import { PCAPS } from './corpus';
+import {
+  ACK,
+  ADDR,
+  CLIENT,
+  DIRECT,
+  FIN,
+  INVENTORY,
+  MS,
+  T0,
+  exchange,
+  pt,
+  rev,
+} from './fixtures-events';
+
+const load = loadNativeAddon();
+if (!load.ok) {
+  t.fail(`the native addon is required for this test: ${load.reason}`);
+  process.exit(1);
+}
+const addon = load.addon;
+const ports = summaryPortTable();
+const CTX = { point: 'p', node: 'n', iface: 'eth0' };
+
+const ip4 = (s: string): number[] => s.split('.').map(Number);
+
+/** An Ethernet/IPv4 frame carrying a UDP datagram (proto 17) or a TCP segment (6). */
+function frame(
+  proto: 6 | 17,
+  src: string,
+  sport: number,
+  dst: string,
+  dport: number,
+  payload: string | Buffer = 'x'.repeat(20),
+  flags = ACK,
+): Buffer {
+  const p = typeof payload === 'string' ? Buffer.from(payload) : payload;
+  const th = proto === 6 ? 20 : 8;
+  const b = Buffer.alloc(14 + 20 + th + p.length);
+  b.writeUInt16BE(0x0800, 12);
+  b[14] = 0x45;
+  b.writeUInt16BE(20 + th + p.length, 16);
+  b[22] = 64;
+  b[23] = proto;
+  Buffer.from(ip4(src)).copy(b, 26);
+  Buffer.from(ip4(dst)).copy(b, 30);
+  b.writeUInt16BE(sport, 34);
+  b.writeUInt16BE(dport, 36);
+  if (proto === 17) b.writeUInt16BE(8 + p.length, 38);
+  else {
+    b.writeUInt32BE(1000, 38);
+    b[46] = 0x50;
+    b[47] = flags;
+    b.writeUInt16BE(65535, 48);
+  }
+  p.copy(b, 14 + 20 + th);
+  return b;
+}
+
+/** Pushes frames in order (frame numbers from 1, 1 ms apart from `t0`); what each became. */
+class Feed {
+  n = 0;
+  sent = 0;
+  counted = 0;
+  readonly sentFrames: number[] = [];
+  constructor(
+    readonly f: PcapFolder,
+    public ts = T0,
+  ) {}
+  push(b: Buffer, gapNs = MS): boolean {
+    this.n++;
+    this.ts += gapNs;
+    const r = this.f.push(b, b.length, this.ts, 1, ports, this.n);
+    if (r === null) this.counted++;
+    else {
+      this.sent++;
+      this.sentFrames.push(this.n);
+    }
+    return r !== null;
+  }
+}
+
+function counters(f: PcapFolder): PacketEvent[] {
+  const recs = f.flush();
+  const out: PacketEvent[] = [];
+  for (let i = 0; i < recs.length / SUMMARY_BYTES; i++) {
+    t.equal(recs[i * SUMMARY_BYTES], FOLD, 'a counter record');
+    out.push(summaryEvent(recs, i, Buffer.alloc(0), 1, 0, CTX));
+  }
+  return out;
+}
+
+void t.test('a flow: its first packets each way are sent, the rest counted exactly', (t) => {
+  const f = new addon.Folder(32, 4096);
+  const feed = new Feed(f);
+  const bytes = { a: 0, b: 0 };
+  for (let i = 1; i <= 100; i++) {
+    const b =
+      i % 2 === 1
+        ? frame(17, '10.0.0.1', 1000, '10.0.0.2', 2000)
+        : frame(17, '10.0.0.2', 2000, '10.0.0.1', 1000, 'y'.repeat(30));
+    const sent = feed.push(b);
+    if (!sent) bytes[i % 2 === 1 ? 'a' : 'b'] += b.length;
+  }
+  t.equal(feed.sent, 64, '32 each way');
+  t.same(
+    feed.sentFrames,
+    Array.from({ length: 64 }, (_, i) => i + 1),
+    'the first ones',
+  );
+  t.same(f.stats(), { folded: 36, flows: 1, fullSent: 0 });
+  const c = counters(f);
+  t.equal(c.length, 2, 'one counter per direction');
+  const [a, b] = c[0]?.inner?.src === '10.0.0.1' ? [c[0], c[1]] : [c[1], c[0]];
+  t.same(a?.fold, { packets: 18, bytes: bytes.a, lastTsNs: T0 + 99n * MS, lastFrame: 99 });
+  t.same(b?.fold, { packets: 18, bytes: bytes.b, lastTsNs: T0 + 100n * MS, lastFrame: 100 });
+  t.equal(a?.frame, 65, 'the first counted frame');
+  t.equal(a?.tsNs, T0 + 65n * MS);
+  t.same(a?.inner, {
+    proto: 'udp',
+    ipProto: 17,
+    src: '10.0.0.1',
+    dst: '10.0.0.2',
+    sport: 1000,
+    dport: 2000,
+  });
+  t.same(a?.keys, { payloadLength: 0 }, 'a counter has no packet keys');
+  t.equal(f.flush().length, 0, 'flushed once');
+  t.end();
+});
+
+void t.test('packets that may start or end an exchange are sent and reopen the flow', (t) => {
+  const cases: [string, Buffer][] = [
+    ['FIN', frame(6, '10.0.0.1', 1000, '10.0.0.2', 80, '', FIN | ACK)],
+    ['SYN', frame(6, '10.0.0.1', 1000, '10.0.0.2', 80, '', 0x02)],
+    ['RST', frame(6, '10.0.0.1', 1000, '10.0.0.2', 80, '', 0x04)],
+    ['an HTTP request line', frame(6, '10.0.0.1', 1000, '10.0.0.2', 80, 'GET /x HTTP/1.1\r\n')],
+    ['HTTP/2 preface', frame(6, '10.0.0.1', 1000, '10.0.0.2', 80, 'PRI * HTTP/2.0\r\n')],
+    [
+      'a TLS ClientHello',
+      frame(6, '10.0.0.1', 1000, '10.0.0.2', 443, Buffer.from('160301020001fc0303', 'hex')),
+    ],
+    ['a probe marker', frame(17, '10.0.0.1', 1000, '10.0.0.2', 80, 'hoptrace-probe-abc123 x')],
+  ];
+  for (const [what, b] of cases) {
+    const f = new addon.Folder(4, 4096);
+    const feed = new Feed(f);
+    // The reply direction's budget runs out too: a significant packet reopens both.
+    const like = (i: number): Buffer =>
+      i % 2 === 0
+        ? frame(b[23] === 6 ? 6 : 17, '10.0.0.1', 1000, '10.0.0.2', b.readUInt16BE(36), 'data')
+        : frame(b[23] === 6 ? 6 : 17, '10.0.0.2', b.readUInt16BE(36), '10.0.0.1', 1000, 'data');
+    for (let i = 0; i < 12; i++) feed.push(like(i));
+    t.equal(feed.sent, 8, `${what}: 4 each way first`);
+    t.ok(feed.push(b), `${what}: sent`);
+    for (let i = 0; i < 12; i++) feed.push(like(i));
+    t.equal(feed.sent, 17, `${what}: 4 each way again after it`);
+    t.equal(f.stats().folded, 8);
+  }
+  // Lower-case, too short or too long a token, no space: data, counted.
+  const f = new addon.Folder(1, 4096);
+  const feed = new Feed(f);
+  feed.push(frame(6, '10.0.0.1', 1000, '10.0.0.2', 80, 'data'));
+  for (const p of ['get / HTTP/1.1', 'GE /', 'ABCDEFGH /', 'GET/', 'hoptrace-probe- x'])
+    t.notOk(feed.push(frame(6, '10.0.0.1', 1000, '10.0.0.2', 80, p)), `"${p}": counted`);
+  t.end();
+});
+
+void t.test(
+  'a quiet spell of 200 ms reopens a flow (the next request on a kept connection)',
+  (t) => {
+    const f = new addon.Folder(2, 4096);
+    const feed = new Feed(f);
+    const b = frame(17, '10.0.0.1', 1000, '10.0.0.2', 2000);
+    for (let i = 0; i < 5; i++) feed.push(b);
+    t.equal(feed.sent, 2);
+    t.notOk(feed.push(b, 199n * MS), '199 ms: still counted');
+    t.ok(feed.push(b, 200n * MS), '200 ms: sent');
+    t.ok(feed.push(b), 'and the next');
+    t.notOk(feed.push(b), 'then counted again');
+    t.end();
+  },
+);
+
+void t.test('the table is bounded: a full one sends whole, an idle slot is taken again', (t) => {
+  const f = new addon.Folder(1, 16);
+  const feed = new Feed(f);
+  for (let p = 0; p < 16; p++) feed.push(frame(17, '10.0.0.1', 1000 + p, '10.0.0.2', 2000));
+  t.equal(f.stats().flows, 16, 'every slot in use');
+  // A 17th flow finds no slot: each of its packets is sent and counted as such.
+  for (let i = 0; i < 5; i++)
+    t.ok(feed.push(frame(17, '10.0.0.1', 5000, '10.0.0.2', 2000)), 'sent whole');
+  t.equal(f.stats().fullSent, 5);
+  // The known flows still fold.
+  t.notOk(feed.push(frame(17, '10.0.0.1', 1000, '10.0.0.2', 2000)), 'a known flow: counted');
+  // 10 s later every slot is idle; those holding counts are kept until flushed.
+  t.ok(feed.push(frame(17, '10.0.0.1', 6000, '10.0.0.2', 2000), 10_001n * MS), 'new flow: sent');
+  t.equal(f.stats().fullSent, 5, 'it found an idle slot');
+  t.equal(f.stats().flows, 16, 'still bounded');
+  t.end();
+});
+
+void t.test('every frame of the corpus: SLOW frames never folded, each packet once', (t) => {
+  let files = 0;
+  let total = 0;
+  let counted = 0;
+  let slowFolded = 0;
+  for (const file of readdirSync(PCAPS).sort()) {
+    if (!/\.(pcap|pcapng)$/.test(file)) continue;
+    let frames;
+    try {
+      frames = [...openCaptureFile(join(PCAPS, file)).frames()];
+    } catch {
+      continue; // files the reader refuses are the reader's tests' business
+    }
+    files++;
+    const f = new addon.Folder(2, 64);
+    let n = 0;
+    for (const fr of frames) {
+      const data = Buffer.from(fr.data);
+      n++;
+      const r = f.push(data, fr.wireLength, fr.tsNs, fr.linktype, ports, n);
+      if (r === null) {
+        counted++;
+        // Counted: the record summary_one made must have been FAST.
+        const probe = new addon.Folder(1, 16).push(
+          data,
+          fr.wireLength,
+          fr.tsNs,
+          fr.linktype,
+          ports,
+          1,
+        );
+        if (probe === null || probe[0] !== 1) slowFolded++;
+      }
+    }
+    total += n;
+    const folded = counters(f).reduce((s, e) => s + (e.fold?.packets ?? 0), 0);
+    t.equal(folded, f.stats().folded, `${file}: the counters hold every counted packet`);
+  }
+  t.ok(files > 40, `${files} files`);
+  t.ok(counted > 0 && counted < total, `${counted} of ${total} frames counted`);
+  t.equal(slowFolded, 0, 'no SLOW frame counted');
+  t.end();
+});
+
+void t.test('a counter event: on the wire both ways, never a packet to correlation', (t) => {
+  const f = new addon.Folder(1, 16);
+  const feed = new Feed(f);
+  for (let i = 0; i < 5; i++) feed.push(frame(6, '10.0.0.1', 1000, '10.0.0.2', 80, 'data'));
+  const [c] = counters(f);
+  if (c === undefined) throw new Error('no counter');
+  t.same(c.fold, { packets: 4, bytes: 4 * 58, lastTsNs: T0 + 5n * MS, lastFrame: 5 });
+  t.same(decodePacketEvent(encodePacketEvent(c)), c, 'protobufjs');
+  const env = decodeEventsEnvelope(
+    encodeEventsEnvelope(7, { captureId: 'c', point: 'p', events: [c] }),
+  );
+  t.same(env?.kind === 'events' ? env.events.events : null, [c], 'the hand-written codec');
+  t.equal(flowView(c), null, 'flowView ignores it');
+  t.end();
+});
+
+void t.test(
+  'analysis: the verdict does not change, the matched connection counts its counters',
+  (t) => {
+    const backendEp = { ...DIRECT, src: ADDR.vpnNodeUplink, sport: 61000 };
+    const counter = (
+      point: string,
+      ep: typeof DIRECT,
+      packets: number,
+      at: bigint,
+    ): PacketEvent => ({
+      ...exchange(point, ep)[0]!,
+      tsNs: T0 + at,
+      frame: 100,
+      keys: { payloadLength: 0 },
+      fold: { packets, bytes: packets * 100, lastTsNs: T0 + at + 10n * MS, lastFrame: 200 },
+    });
+    const points = (withCounters: boolean) => [
+      pt('decap', exchange('decap', DIRECT)),
+      pt('egress', exchange('egress', DIRECT, { at: 1n })),
+      pt('backend', [
+        ...exchange('backend', backendEp, { at: 2n }),
+        ...(withCounters
+          ? [
+              counter('backend', backendEp, 40, 5n * MS),
+              counter('backend', rev(backendEp), 900, 5n * MS),
+              // Another connection's counter, and this one's long after the window: not its.
+              counter('backend', { ...backendEp, sport: 61001 }, 7, 5n * MS),
+              counter('backend', backendEp, 5, 60_000n * MS),
+            ]
+          : []),
+      ]),
+    ];
+    const plain = analyzeEvents({
+      points: points(false),
+      inventory: INVENTORY,
+      selector: { client: CLIENT },
+    });
+    const folded = analyzeEvents({
+      points: points(true),
+      inventory: INVENTORY,
+      selector: { client: CLIENT },
+    });
+    t.equal(folded.verdict.layer, plain.verdict.layer, 'same verdict');
+    t.equal(folded.verdict.layer, 'cni-masquerade');
+    const b = folded.points[2];
+    t.same(b?.folded, {
+      requestPackets: 40,
+      replyPackets: 900,
+      lastTsNs: (T0 + 15n * MS).toString(),
+    });
+    t.equal(b?.packets, plain.points[2]?.packets, 'packets counts only events');
+    t.equal(folded.points[0]?.folded, undefined, 'no counters: no field');
+    t.match(packetCounts(b!), /\(\+40\/\+900 counted per flow, not sent\)$/);
+    t.end();
+  },
+);
+
+void t.test('perPacket: the API field, its validation and the Reproduce command', (t) => {
+  const base = {
+    points: [
+      { name: 'a', target: '10.0.0.1', iface: 'eth0' },
+      { name: 'b', target: '10.0.0.2', iface: 'eth0' },
+    ],
+  };
+  t.equal(parseCaptureRequest({ ...base, perPacket: true }).perPacket, true);
+  t.equal(parseCaptureRequest({ ...base, perPacket: false }).perPacket, undefined);
+  t.throws(() => parseCaptureRequest({ ...base, perPacket: 'yes' }), /perPacket/);
+  const cmd = captureCommand({
+    collector: null,
+    points: base.points,
+    timeoutMs: 1000,
+    settleMs: 0,
+    stopOnFirstMatch: true,
+    inventoryGiven: false,
+    perPacket: true,
+  });
+  t.ok(cmd.argv.includes('--per-packet'));
+  t.end();
+});
