@@ -118,6 +118,10 @@ export class AgentRuntime {
       netnsAddresses: r.netnsAddresses,
       iface: r.cmd.iface,
       linkType: '',
+      ...(s?.folded !== undefined ? { foldedPackets: s.folded } : {}),
+      ...(s?.foldFullSent !== undefined && s.foldFullSent > 0
+        ? { foldFullSent: s.foldFullSent }
+        : {}),
     };
   }
 
@@ -169,7 +173,9 @@ export class AgentRuntime {
       };
       if (cmd.filter !== '') spec.filter = cmd.filter;
       if (cmd.snaplen > 0) spec.snaplen = cmd.snaplen;
-      if (cmd.perPacket === true) spec.foldFirst = 0;
+      // Only a collector that reads flow counters asks for them (an older one would take each
+      // counter for a packet).
+      if (cmd.foldFlows !== true) spec.foldFirst = 0;
       // Every frame of the capture is retained (bounded) for the evidence frames.
       const retain = this.deps.retention?.open(
         cmd.captureId,

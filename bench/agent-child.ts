@@ -40,11 +40,9 @@ async function start(args: AgentChildArgs): Promise<{ cap: NsCapture; delivered:
     statsIntervalMs: 200,
     onWarning: () => undefined,
   });
-  let delivered = 0;
   let seq = 0;
   await cap.startEncoded(
     (encoded) => {
-      delivered += encoded.count;
       encodeEnvelope({
         seq: ++seq,
         kind: 'events',
@@ -53,7 +51,9 @@ async function start(args: AgentChildArgs): Promise<{ cap: NsCapture; delivered:
     },
     () => undefined,
   );
-  return { cap, delivered: () => delivered };
+  // Packets handed on: each packet event, and what each flow counter counts (NsCapture's own
+  // count, PacketEvent.fold).
+  return { cap, delivered: () => cap.stats().packets };
 }
 
 async function main(): Promise<void> {

@@ -36,8 +36,17 @@ export interface LinkTrial {
   /** Packets the veth handed to vrx's receive path. */
   offered: number;
   vethDrops: number;
-  /** tcpdump: packets captured; agent: events the collector stored for the point. */
+  /**
+   * tcpdump: packets captured; agent: packets the collector holds for the point — its packet
+   * events and what its flow counters count (PacketEvent.fold).
+   */
   delivered: number;
+  /** Agent: events the collector stored for the point (flow counters included). */
+  events?: number;
+  /** Agent: packets its worker sent whole only because its flow table was full. */
+  foldFullSent?: number;
+  /** The flood: `flows` (8 source ports, the default) or `scan` (every packet a new flow). */
+  load?: 'flows' | 'scan';
   /** Agent: packets its worker counted (the point's status). */
   workerPackets: number | null;
   /** Kernel + queue drops the capture reported, and events the link reported lost. */
@@ -58,6 +67,8 @@ export interface LinkOptions {
   rounds: number;
   durationS: number;
   floodSrc: string;
+  /** Also one scan-like pair per scheme (every packet a new flow) after the rounds. */
+  scan?: boolean;
   log: (s: string) => void;
 }
 
@@ -76,6 +87,8 @@ const loadavg = (): string =>
 export interface LinkFigures {
   tcpdumpNs: number;
   workerNs: number;
+  /** Events the collector stored per packet delivered (1 without flow counters). */
+  eventsPerPacket: number;
   /** The agent process alone. */
   agentNs: number;
   /** Every worker + the agent process: what the agent costs the node. */
@@ -97,9 +110,10 @@ export function linkFigures(td: LinkTrial, ag: LinkTrial): LinkFigures {
   return {
     tcpdumpNs,
     workerNs,
+    eventsPerPacket: (ag.events ?? ag.delivered) / Math.max(1, ag.delivered),
     agentNs,
     wholeNs,
-    collectorNsPerEvent: per(ag.collectorNs, ag.delivered),
+    collectorNsPerEvent: per(ag.collectorNs, ag.events ?? ag.delivered),
     workerRatio: workerNs / tcpdumpNs,
     wholeRatio: wholeNs / tcpdumpNs,
     lossless: td.delivered >= td.offered && ag.delivered >= ag.offered,
@@ -126,7 +140,7 @@ export function schemeSummary(
   scheme: LinkScheme,
 ): { pairs: number; lossless: number; median: LinkFigures | null; wholeRange: [number, number] } {
   const figs = linkPairs(trials)
-    .filter(([, a]) => a.tool === scheme)
+    .filter(([, a]) => a.tool === scheme && a.load !== 'scan')
     .map(([td, a]) => linkFigures(td, a));
   const ok = figs.filter((f) => f.lossless);
   if (ok.length === 0)
@@ -139,6 +153,7 @@ export function schemeSummary(
     median: {
       tcpdumpNs: m('tcpdumpNs'),
       workerNs: m('workerNs'),
+      eventsPerPacket: m('eventsPerPacket'),
       agentNs: m('agentNs'),
       wholeNs: m('wholeNs'),
       collectorNsPerEvent: m('collectorNsPerEvent'),
@@ -169,8 +184,12 @@ async function until<T>(what: string, ms: number, get: () => Promise<T | undefin
 }
 
 interface Flood {
+  load: 'flows' | 'scan';
   run(): Promise<{ sent: number; elapsedS: number }>;
 }
+
+/** Packets the collector holds for a point: packet events, and what its counters count. */
+const accounted = (p: PointView): number => p.events - (p.foldEvents ?? 0) + (p.foldedPackets ?? 0);
 
 async function agentTrial(
   lab: Netns,
@@ -209,7 +228,8 @@ async function agentTrial(
     const tx0 = await counters(lab, TX, 'vtx');
     const c0 = cpu();
     const f = await flood.run();
-    // Delivered = stored by the collector: wait until the point's count stood still for 1 s.
+    // Delivered = held by the collector (packet events + what its counters count): wait until
+    // the point's count stood still for 1 s.
     let last = -1;
     let still = 0;
     const deadline = Date.now() + 20_000;
@@ -217,8 +237,8 @@ async function agentTrial(
     while (still < 4 && Date.now() < deadline) {
       await delay(250);
       p = point(await pair.capture(id), 'veth');
-      still = p.events === last ? still + 1 : 0;
-      last = p.events;
+      still = accounted(p) === last ? still + 1 : 0;
+      last = accounted(p);
     }
     const c1 = cpu();
     const rss = rssMiB(pair.agentPid);
@@ -232,7 +252,10 @@ async function agentTrial(
       elapsedS: f.elapsedS,
       offered: rx1.rxPackets - rx0.rxPackets + (rx1.txPackets - rx0.txPackets),
       vethDrops: tx1.txDropped - tx0.txDropped,
-      delivered: p.events - before.events,
+      delivered: accounted(p) - accounted(before),
+      events: p.events - before.events,
+      foldFullSent: (p.foldFullSent ?? 0) - (before.foldFullSent ?? 0),
+      load: flood.load,
       workerPackets: p.packets - before.packets,
       reportedDrops:
         p.kernelDrops === null ? null : p.kernelDrops - (before.kernelDrops ?? 0) + p.queueDrops,
@@ -275,6 +298,7 @@ async function tcpdumpTrial(lab: Netns, flood: Flood, round: number): Promise<Li
       offered: rx1.rxPackets - rx0.rxPackets + (rx1.txPackets - rx0.txPackets),
       vethDrops: tx1.txDropped - tx0.txDropped,
       delivered: res.delivered,
+      load: flood.load,
       workerPackets: null,
       reportedDrops: res.reportedDrops,
       linkLost: 0,
@@ -302,15 +326,20 @@ export async function benchLink(opts: LinkOptions): Promise<LinkResult> {
   try {
     const bin = await buildFlood(opts.floodSrc, dir);
     const rxMac = await setupVeth(lab);
-    const flood: Flood = {
+    const floodOf = (load: 'flows' | 'scan'): Flood => ({
+      load,
       async run() {
         const args = ['vtx', '10.77.0.1', '10.77.0.2', rxMac, '0', String(opts.durationS)];
-        args.push('64', '41000', '8', '0', '40000');
+        // A scan: 24,000 source ports in turn, each packet a new flow (the agent's table holds
+        // 4,096), so every packet is sent whole.
+        args.push('64', '41000', load === 'scan' ? '24000' : '8');
+        args.push('0', '40000');
         const out = await lab.exec(TX, bin, args, (opts.durationS + 30) * 1000);
         const f = parseFlood(out.stdout);
         return { sent: f.sent + f.trickle, elapsedS: f.elapsedS };
       },
-    };
+    });
+    const flood = floodOf('flows');
     for (const scheme of opts.schemes) {
       const pdir = join(dir, scheme);
       const p = await LinkPair.start(scheme, pdir, `/run/netns/${lab.prefix}*`).catch(
@@ -337,6 +366,20 @@ export async function benchLink(opts: LinkOptions): Promise<LinkResult> {
         show(td);
         const ag = await agentTrial(lab, p, flood, round).catch((e: unknown) => {
           throw new Error(`${p.scheme} agent trial: ${String(e)}\n${p.logs()}`);
+        });
+        trials.push(ag);
+        show(ag);
+      }
+    }
+    // The fallback, once per scheme: a scan-like load where every packet is a new flow.
+    if (opts.scan === true) {
+      const scan = floodOf('scan');
+      for (const p of pairs) {
+        const td = await tcpdumpTrial(lab, scan, opts.rounds + 1);
+        trials.push(td);
+        show(td);
+        const ag = await agentTrial(lab, p, scan, opts.rounds + 1).catch((e: unknown) => {
+          throw new Error(`${p.scheme} agent scan trial: ${String(e)}\n${p.logs()}`);
         });
         trials.push(ag);
         show(ag);

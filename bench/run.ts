@@ -167,6 +167,7 @@ async function main(): Promise<number> {
           rounds: quick ? 2 : 5,
           durationS: quick ? 1 : 2,
           floodSrc,
+          scan: true,
           log,
         }),
   );

@@ -24,6 +24,8 @@ export interface PointView {
   /** Of `events`: flow counter events, and the packets they count (absent: none arrived). */
   foldEvents?: number;
   foldedPackets?: number;
+  /** Packets the agent sent whole only because its flow table was full (absent: none). */
+  foldFullSent?: number;
   kernelDrops: number | null;
   queueDrops: number;
   lost: number;
@@ -108,6 +110,7 @@ export function captureView(s: CaptureSession): CaptureView {
         v.foldEvents = p.foldEvents;
         v.foldedPackets = p.foldedPackets ?? 0;
       }
+      if (p.foldFullSent !== undefined) v.foldFullSent = p.foldFullSent;
       return v;
     }),
     progress: {

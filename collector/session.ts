@@ -102,6 +102,8 @@ export interface PointRecord {
    */
   foldEvents?: number;
   foldedPackets?: number;
+  /** The agent's count of packets sent whole because its flow table was full (absent: none). */
+  foldFullSent?: number;
   /** null = the capture source cannot know. */
   kernelDrops: number | null;
   queueDrops: number;
@@ -271,6 +273,7 @@ export class CaptureSession {
     p.packets = packets;
     p.kernelDrops = s.kernelDrops;
     p.queueDrops = s.queueDrops;
+    if (s.foldFullSent !== undefined) p.foldFullSent = s.foldFullSent;
     return changed;
   }
 

@@ -289,7 +289,7 @@ export class SessionManager {
         // The agent stops by itself at this time should the collector be gone.
         deadlineUnixMs: now + spec.timeoutMs + 10_000,
         ...this.retainFor(spec),
-        ...(spec.perPacket === true ? { perPacket: true } : {}),
+        ...(spec.perPacket === true ? {} : { foldFlows: true }),
       };
       if (this.hub.send(r.agent.agentId, { kind: 'capture', capture })) {
         s.markArmed(p.name, r.agent.agentId, r.agent.node, now, r.stale);

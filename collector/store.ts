@@ -604,8 +604,13 @@ export class CaptureStore {
               ...(loaded.repaired ?? { tornBytes: 0, corruptRecords: 0, duplicateEvents: 0 }),
               missingEvents: missing,
             });
-          // The file is the truth for what is stored now.
+          // The file is the truth for what is stored now, flow counters included.
           p.events = loaded.events.length;
+          const folds = loaded.events.filter((e) => e.fold !== undefined);
+          if (folds.length > 0 || p.foldEvents !== undefined) {
+            p.foldEvents = folds.length;
+            p.foldedPackets = folds.reduce((n, e) => n + (e.fold?.packets ?? 0), 0);
+          }
           p.appliedSeq = Math.max(p.appliedSeq ?? 0, loaded.lastSeq);
         }
       } catch (e) {

@@ -54,7 +54,7 @@ function pointProblem(p: unknown, i: number): string | null {
   if (p['appliedSeq'] !== undefined && !isCount(p['appliedSeq'])) return bad('appliedSeq');
   if (p['agentLostAtMs'] !== undefined && !isTime(p['agentLostAtMs'])) return bad('agentLostAtMs');
   if (p['unanalysed'] !== undefined && !isCount(p['unanalysed'])) return bad('unanalysed');
-  for (const k of ['foldEvents', 'foldedPackets'])
+  for (const k of ['foldEvents', 'foldedPackets', 'foldFullSent'])
     if (p[k] !== undefined && !isCount(p[k])) return bad(k);
   return null;
 }

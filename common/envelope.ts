@@ -153,6 +153,8 @@ function bodyToWire(env: Envelope): [string, Record<string, unknown>] {
           kernelDrops: optU64(s.kernelDrops),
           ifaceDrops: optU64(s.ifaceDrops),
           queueDrops: u64(s.queueDrops),
+          foldedPackets: u64(s.foldedPackets ?? 0),
+          foldFullSent: u64(s.foldFullSent ?? 0),
         },
       ];
     }
@@ -256,7 +258,11 @@ function helloFromWire(o: Obj): Hello {
 function statusFromWire(o: Obj): CaptureStatus {
   const state = STATES[num(o.state, 'state') - 1];
   if (state === undefined) throw malformed(`capture state ${String(o.state)} is unknown`);
+  const folded = num(o.foldedPackets ?? 0, 'foldedPackets');
+  const full = num(o.foldFullSent ?? 0, 'foldFullSent');
   return {
+    ...(folded > 0 ? { foldedPackets: folded } : {}),
+    ...(full > 0 ? { foldFullSent: full } : {}),
     captureId: str(o, 'captureId'),
     point: str(o, 'point'),
     state,
@@ -405,7 +411,7 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
       const retainSnaplen = num(o.retainSnaplen ?? 0, 'retainSnaplen');
       if (retainSnaplen > 0) capture.retainSnaplen = retainSnaplen;
       if (o.retainPayload === true) capture.retainPayload = true;
-      if (o.perPacket === true) capture.perPacket = true;
+      if (o.foldFlows === true) capture.foldFlows = true;
       return { seq, kind, capture };
     }
     case 'stop': {

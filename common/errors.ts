@@ -131,6 +131,8 @@ export const ERRORS = {
     'the agent kept no bytes for this capture (its retention directory unusable, or its retention budget spent)',
   RETENTION_GONE:
     "the agent no longer holds this capture's frames (released, expired after its TTL, or the agent restarted)",
+  RETENTION_COUNTED:
+    "the capture counted this frame into its flow's counter (per-flow counters) and kept no bytes of it; capture with perPacket to keep every frame",
   RETENTION_CUT:
     'the retention file ends before this frame (the capture worker was killed before it wrote everything out)',
   FRAMES_NOT_CAPTURED: 'no frame with this number was captured at this point',

@@ -41,10 +41,11 @@ export interface CaptureCommand {
    */
   retainPayload?: boolean;
   /**
-   * Every packet an event (the capture's perPacket); absent (false on the wire): flows are folded
-   * into counters past their first packets (PacketEvent.fold).
+   * Fold flows into counters past their first packets (PacketEvent.fold): what this collector
+   * asks unless the capture's perPacket; absent (false on the wire, an older collector): every
+   * packet an event.
    */
-  perPacket?: boolean;
+  foldFlows?: boolean;
 }
 
 export interface StopCommand {
@@ -99,6 +100,12 @@ export interface CaptureStatus {
   netnsAddresses: string[];
   iface: string;
   linkType: string;
+  /**
+   * Of `packets`: those delivered inside flow counters (PacketEvent.fold), and packets sent whole
+   * only because the agent's flow table was full. Absent (0 on the wire): none.
+   */
+  foldedPackets?: number;
+  foldFullSent?: number;
 }
 
 export interface Lost {

@@ -138,8 +138,13 @@ export interface PcapBatchStats {
   timerWakeups: number;
   /** Reading on the busy-polling timer now (the socket not waited on). */
   busy: boolean;
-  /** Retention: frames written to the retention file, frames not (bound or failure). */
+  /**
+   * Retention: frames the retention file covers (kept, or in a gap record: counted per flow, no
+   * bytes), frames not (bound or failure).
+   */
   retained: number;
+  /** Of `retained`: frames in gap records. */
+  retainSkipped: number;
   retainDropped: number;
   /** Bytes of the retention file (its header included); 0 without retention. */
   retainBytes: number;

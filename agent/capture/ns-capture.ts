@@ -136,17 +136,9 @@ export class NsCapture implements CaptureSource {
     private readonly opts: NsCaptureOptions = {},
   ) {}
 
-  /** Flow counter events start() handed on, and the packets they count. */
+  /** Flow counter events start() delivered, and the packets they count. */
   private foldEvents = 0;
   private foldedPackets = 0;
-
-  private push(batcher: EventBatcher, ev: PacketEvent): void {
-    if (ev.fold !== undefined) {
-      this.foldEvents++;
-      this.foldedPackets += ev.fold.packets;
-    }
-    batcher.push(ev);
-  }
 
   private get where(): string {
     return `${this.opts.netnsPath ?? 'agent namespace'} interface ${this.spec.iface}`;
@@ -156,12 +148,20 @@ export class NsCapture implements CaptureSource {
     onEvents: (events: PacketEvent[]) => void,
     onEnd: (err: HoptraceError | null) => void,
   ): Promise<void> {
-    const batcher = new EventBatcher(onEvents, this.opts.batch);
+    // Flow counters are counted as they are delivered, like `delivered` (a full queue drops).
+    const batcher = new EventBatcher((events) => {
+      for (const ev of events) {
+        if (ev.fold === undefined) continue;
+        this.foldEvents++;
+        this.foldedPackets += ev.fold.packets;
+      }
+      onEvents(events);
+    }, this.opts.batch);
     return this.launch(
       false,
       (f) => {
-        if (f.type === 'events') for (const ev of f.events) this.push(batcher, ev);
-        else if (f.type === 'event') this.push(batcher, f.event);
+        if (f.type === 'events') for (const ev of f.events) batcher.push(ev);
+        else if (f.type === 'event') batcher.push(f.event);
       },
       onEnd,
       batcher,

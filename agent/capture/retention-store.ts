@@ -296,6 +296,7 @@ function whyMissing(
   final: boolean,
 ): MissingFrame['reason'] {
   if (scan.damagedAt !== null && frame >= scan.damagedAt) return 'RETENTION_FAILED';
+  if (scan.gaps.some(([from, to]) => frame >= from && frame <= to)) return 'RETENTION_COUNTED';
   // The capture's last word: it never numbered this frame.
   if (s !== undefined && final && frame > s.retained + s.dropped) return 'FRAMES_NOT_CAPTURED';
   // A failed write may have taken frames counted as written with it.
@@ -316,9 +317,13 @@ interface Scan {
   count: number;
   /** The first record that cannot be a record (a caplen beyond the snaplen), or null. */
   damagedAt: number | null;
+  /** Frames [from, to] a gap record stands for: counted per flow, no bytes kept. */
+  gaps: [number, number][];
 }
 
 const CHUNK = 1024 * 1024;
+/** A gap record's ts_sec (native/pcap-batch/src/retain.h RETAIN_GAP_SEC). */
+const GAP_SEC = 0xffffffff;
 
 /**
  * Reads the records of `frames` (sorted, unique) from the retention file with positional reads:
@@ -333,6 +338,7 @@ function scanRetained(fd: number, frames: readonly number[], maxBytes: number): 
     deferred: [],
     count: 0,
     damagedAt: null,
+    gaps: [],
   };
   const head = Buffer.alloc(24);
   if (readSync(fd, head, 0, 24, 0) < 24) return scan; // nothing written: no header yet
@@ -369,6 +375,15 @@ function scanRetained(fd: number, frames: readonly number[], maxBytes: number): 
     if (!ensure(16)) break;
     const o = pos - bufAt;
     const caplen = u32(buf, o + 8);
+    // A gap record (retain.h RETAIN_GAP_SEC): ts_frac frames counted per flow, no bytes.
+    if (caplen === 0 && u32(buf, o + 12) === 0 && u32(buf, o) === GAP_SEC && u32(buf, o + 4) > 0) {
+      const n = u32(buf, o + 4);
+      scan.gaps.push([frame, frame + n - 1]);
+      frame += n - 1;
+      scan.count = frame;
+      pos += 16;
+      continue;
+    }
     if (caplen > scan.snaplen) {
       scan.damagedAt = frame;
       break;

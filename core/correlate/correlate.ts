@@ -557,8 +557,12 @@ export class Correlator {
     return undefined;
   }
 
-  /** Buffer one event; false when it was dropped (unknown point or full buffer). */
+  /**
+   * Buffer one event; false when it was dropped (unknown point or full buffer) or is a flow
+   * counter (PacketEvent.fold: no packet to correlate, core/correlate/folds.ts).
+   */
   add(event: PacketEvent, nowNs: bigint): boolean {
+    if (event.fold !== undefined) return false;
     const list = this.storeOf(event.point);
     if (list === undefined) {
       this.counters.unknownPoint++;

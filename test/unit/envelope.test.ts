@@ -51,6 +51,7 @@ const CASES: Envelope[] = [
       deadlineUnixMs: 1_764_452_477_123,
       retainSnaplen: 65535,
       retainPayload: true, // evidencePayload: whole frames retained
+      foldFlows: true, // this collector reads flow counters
     },
   },
   { seq: 0, kind: 'stop', stop: { captureId: 'cap1', point: '' } },

@@ -188,6 +188,53 @@ void t.test('packets that may start or end an exchange are sent and reopen the f
   t.end();
 });
 
+/** Ethernet/IPv4/UDP(sport → 4789)/VXLAN(VNI 42) around `inner` (an Ethernet frame). */
+function vxlan(src: string, sport: number, dst: string, inner: Buffer): Buffer {
+  return frame(
+    17,
+    src,
+    sport,
+    dst,
+    4789,
+    Buffer.concat([Buffer.from('0800000000002a00', 'hex'), inner]),
+  );
+}
+
+void t.test(
+  'a tunnelled flow is one flow both ways (the outer ports differ per direction)',
+  (t) => {
+    const f = new addon.Folder(1, 4096);
+    const feed = new Feed(f);
+    const fwd = (p = 'data', flags = ACK): Buffer =>
+      vxlan(
+        '192.168.0.1',
+        51000,
+        '192.168.0.2',
+        frame(6, '10.0.0.1', 1000, '10.0.0.2', 80, p, flags),
+      );
+    const back = (): Buffer =>
+      vxlan(
+        '192.168.0.2',
+        62000,
+        '192.168.0.1',
+        frame(6, '10.0.0.2', 80, '10.0.0.1', 1000, 'data'),
+      );
+    t.ok(feed.push(fwd()), 'first forward: sent');
+    t.ok(feed.push(back()), 'first reply: sent');
+    t.notOk(feed.push(fwd()), 'forward: counted');
+    t.notOk(feed.push(back()), 'reply: counted');
+    t.ok(feed.push(fwd('', FIN | ACK)), 'a FIN: sent');
+    t.ok(feed.push(back()), 'and it reopened the reply direction');
+    t.equal(f.stats().flows, 1, 'one slot for both directions');
+    const recs = f.flush();
+    t.equal(recs.length / SUMMARY_BYTES, 2, 'a counter each way');
+    const c = summaryEvent(recs, 0, Buffer.alloc(0), 1, 0, CTX);
+    t.equal(c.tunnels[0]?.kind, 'vxlan', 'the counter keeps the tunnel');
+    t.equal(c.tunnels[0]?.id, 42);
+    t.end();
+  },
+);
+
 void t.test(
   'a quiet spell of 200 ms reopens a flow (the next request on a kept connection)',
   (t) => {

@@ -168,6 +168,32 @@ void t.test('validation: 400 API_BAD_REQUEST naming the field', async (t) => {
 });
 
 void t.test(
+  'perPacket: agents are asked to fold flows unless a capture wants every packet; kept in session.json',
+  async (t) => {
+    const { req, hub, dir } = setup(t);
+    const each = await req('POST', '/v1/captures', { points: POINTS, perPacket: true });
+    t.equal(each.status, 201);
+    const plain = await req('POST', '/v1/captures', { points: POINTS });
+    t.equal(plain.status, 201);
+    const idOf = (r: { json: unknown }): string => (r.json as { id: string }).id;
+    const fold = (id: string): (boolean | undefined)[] =>
+      hub
+        .captures()
+        .filter((c) => c.captureId === id)
+        .map((c) => c.foldFlows);
+    t.same(fold(idOf(each)), [undefined, undefined, undefined], 'perPacket: no folding asked');
+    t.same(fold(idOf(plain)), [true, true, true], 'by default every point folds');
+    const spec = JSON.parse(
+      readFileSync(join(dir, 'captures', idOf(each), 'session.json'), 'utf8'),
+    ) as { spec: { perPacket?: unknown } };
+    t.equal(spec.spec.perPacket, true, 'session.json keeps it');
+    const bad = await req('POST', '/v1/captures', { points: POINTS, perPacket: 1 });
+    t.equal(bad.status, 400);
+    t.equal(errorOf(bad.json).where, 'perPacket');
+  },
+);
+
+void t.test(
   'evidencePayload: the agents are asked for whole frames; kept in session.json; default headers',
   async (t) => {
     const { req, hub, dir } = setup(t);

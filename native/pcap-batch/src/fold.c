@@ -83,15 +83,20 @@ static void endpoint(uint8_t *o, const uint8_t *addr, int v6, const uint8_t *por
 }
 
 /* The flow's identity with its endpoints in a fixed order; returns the direction (0: the record's
- * source is the key's first endpoint). Both directions of a flow give the same key. */
+ * source is the key's first endpoint). Both directions of a flow give the same key: the inner
+ * endpoints decide the order, the outer addresses follow it. A flow between one address and port
+ * and itself (src = dst) is one direction. */
 static int key_of(const uint8_t *rec, uint8_t *key) {
   uint8_t fl = rec[1];
   uint8_t in_a[18], in_b[18], out_a[18], out_b[18];
   endpoint(in_a, rec + 88, fl & SF_INNER_V6, rec + 32);
   endpoint(in_b, rec + 104, fl & SF_INNER_V6, rec + 34);
   if (fl & SF_OUTER) {
-    endpoint(out_a, rec + 120, fl & SF_OUTER_V6, rec + 36);
-    endpoint(out_b, rec + 136, fl & SF_OUTER_V6, rec + 38);
+    /* Addresses only: a tunnel's outer source port is its own per direction (VXLAN and Geneve
+     * derive it from a hash of the inner flow), so the outer ports would split a flow in two. */
+    static const uint8_t no_port[2] = {0, 0};
+    endpoint(out_a, rec + 120, fl & SF_OUTER_V6, no_port);
+    endpoint(out_b, rec + 136, fl & SF_OUTER_V6, no_port);
   } else {
     memset(out_a, 0, 18);
     memset(out_b, 0, 18);
@@ -100,7 +105,7 @@ static int key_of(const uint8_t *rec, uint8_t *key) {
   memset(key, 0, FOLD_KEY);
   key[0] = fl & (SF_OUTER | SF_INNER_V6 | SF_OUTER_V6);
   memcpy(key + 1, rec + 2, 4); /* inner, outer IP protocol and transport index */
-  key[5] = rec[6] & 3;         /* which tuples have ports */
+  key[5] = rec[6] & 1;         /* the inner tuple has ports */
   key[6] = rec[7];             /* tunnel count */
   memcpy(key + 8, rec + 40, 12);
   memcpy(key + 20, dir ? in_b : in_a, 18);
@@ -190,7 +195,7 @@ int fold_packet(FoldTable *t, const uint8_t *rec, const uint8_t *b, uint32_t cap
   }
   dir->packets += 1;
   dir->bytes += rd32(rec + 12);
-  dir->last_ts = ts;
+  if (ts > dir->last_ts) dir->last_ts = ts; /* TPACKET_V3 on `any` may interleave times */
   dir->last_frame = frame;
   t->folded += 1;
   t->held += 1;

@@ -269,10 +269,14 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *b
     int fast = summary_one(bytes, caplen, h->len, ts, c->linktype, c->ports, rec,
                            (uint32_t)c->raw_used, cut || fold_on(&c->fold) ? &hend : NULL);
     double frame = ++c->handed;
-    retain_frame(&c->retain, h, bytes, cut ? hend : caplen);
     c->read_bytes += caplen + 64; /* the frame's ring slot, roughly (header, alignment) */
-    /* Counted into its flow: the record is overwritten by the next frame's. */
-    if (fast && !fold_packet(&c->fold, rec, bytes, caplen, hend, frame)) return;
+    /* Counted into its flow: the record is overwritten by the next frame's, and retention keeps
+     * no bytes of it (a gap record: the collector never asks for a frame no event names). */
+    if (fast && !fold_packet(&c->fold, rec, bytes, caplen, hend, frame)) {
+      retain_skip(&c->retain);
+      return;
+    }
+    retain_frame(&c->retain, h, bytes, cut ? hend : caplen);
     if (!fast) {
       memcpy(c->raw + c->raw_used, bytes, caplen);
       c->raw_used += caplen;
@@ -1100,7 +1104,9 @@ static napi_value capture_stats(napi_env env, napi_callback_info info) {
   set_num(env, out, "outDrops", c->out_drops);
   set_num(env, out, "pollWakeups", c->poll_wakeups);
   set_num(env, out, "timerWakeups", c->timer_wakeups);
-  set_num(env, out, "retained", c->retain.kept);
+  /* Frames the file covers: kept, or in a gap record (pending ones included). */
+  set_num(env, out, "retained", c->retain.kept + c->retain.skipped + c->retain.gap);
+  set_num(env, out, "retainSkipped", c->retain.skipped + c->retain.gap);
   set_num(env, out, "retainDropped", c->retain.dropped);
   set_num(env, out, "retainBytes", (double)(c->retain.state == RETAIN_OFF ? 0 : c->retain.bytes));
   set_num(env, out, "retainSnaplen", c->retain.snaplen);

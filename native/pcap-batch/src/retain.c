@@ -92,8 +92,48 @@ int retain_open(Retain *r, int fd, uint32_t linktype, uint32_t snaplen, uint64_t
   return 0;
 }
 
+/* Writes the pending gap record; 0, or -1 when retention stopped (the gap's frames dropped). */
+static int write_gap(Retain *r) {
+  if (r->gap == 0) return 0;
+  if (r->bytes + RECORD_HEADER > r->max) {
+    r->state = RETAIN_FULL;
+    r->dropped += r->gap;
+    r->gap = 0;
+    (void)flush(r);
+    return -1;
+  }
+  if (r->used + RECORD_HEADER > RETAIN_BUFFER && flush(r) != 0) {
+    r->dropped += r->gap;
+    r->gap = 0;
+    return -1;
+  }
+  uint8_t *o = r->buf + r->used;
+  put32(o, RETAIN_GAP_SEC);
+  put32(o + 4, r->gap);
+  put32(o + 8, 0);
+  put32(o + 12, 0);
+  r->used += RECORD_HEADER;
+  r->bytes += RECORD_HEADER;
+  r->skipped += r->gap;
+  r->gap = 0;
+  return 0;
+}
+
+void retain_skip(Retain *r) {
+  if (r->state != RETAIN_ON) {
+    if (r->state != RETAIN_OFF) r->dropped += 1;
+    return;
+  }
+  if (r->gap == 0xffffffffu && write_gap(r) != 0) {
+    r->dropped += 1;
+    return;
+  }
+  r->gap++;
+}
+
 void retain_frame(Retain *r, const struct pcap_pkthdr *h, const uint8_t *bytes,
                   uint32_t headers_end) {
+  if (r->state == RETAIN_ON && r->gap > 0) (void)write_gap(r);
   if (r->state != RETAIN_ON) {
     if (r->state != RETAIN_OFF) r->dropped += 1;
     return;
@@ -125,6 +165,7 @@ void retain_frame(Retain *r, const struct pcap_pkthdr *h, const uint8_t *bytes,
 void retain_close(Retain *r) {
   if (r->state == RETAIN_OFF) return; /* never opened: fd is not ours (a zeroed struct) */
   if (r->fd >= 0) {
+    if (r->state == RETAIN_ON) (void)write_gap(r);
     if (r->used > 0) (void)flush(r);
     close(r->fd);
     r->fd = -1;

@@ -8,7 +8,8 @@
 #include <stdint.h>
 
 /* Where retention stands. Once it leaves RETAIN_ON it never comes back, so the file holds frames
- * 1..kept and nothing after: frame N of the capture is record N of the file. */
+ * 1..kept+skipped and nothing after: frame N of the capture is record N of the file, where a gap
+ * record (RETAIN_GAP_SEC) stands for as many frames as it says. */
 enum { RETAIN_OFF = 0, RETAIN_ON = 1, RETAIN_FULL = 2, RETAIN_FAILED = 3 };
 
 typedef struct {
@@ -21,6 +22,8 @@ typedef struct {
   uint64_t max;      /* the file's bound in bytes, header included */
   uint64_t bytes;    /* bytes accepted (header + records), written or buffered */
   double kept;       /* frames accepted */
+  double skipped;    /* frames covered by gap records: counted per flow, not kept (retain_skip) */
+  uint32_t gap;      /* frames skipped since the last record, not yet written as a gap record */
   double dropped;    /* frames numbered after retention left RETAIN_ON */
   int err;           /* errno of the failure (RETAIN_FAILED) */
 } Retain;
@@ -38,6 +41,14 @@ static inline int retain_wants_cut(const Retain *r) { return r->state == RETAIN_
  * cache) only every 256 KiB. Does nothing but count when r was never opened. */
 void retain_frame(Retain *r, const struct pcap_pkthdr *h, const uint8_t *bytes,
                   uint32_t headers_end);
+/*
+ * A frame whose bytes are not kept because its packet was counted into its flow's counter (fold.c):
+ * runs of them become one gap record — incl_len 0, orig_len 0, ts_sec RETAIN_GAP_SEC, ts_frac the
+ * number of frames — written before the next kept frame (or at close), 16 bytes however long the
+ * run. Counted as dropped once retention left RETAIN_ON, like any later frame.
+ */
+#define RETAIN_GAP_SEC 0xffffffffu
+void retain_skip(Retain *r);
 /* Writes what is buffered and closes the file (the state stays: ON means every frame was kept,
  * unless this last write fails). Idempotent. */
 void retain_close(Retain *r);
