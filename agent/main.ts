@@ -18,6 +18,7 @@ import {
   type NamespaceInfo,
   type NetnsScope,
 } from './netns/addresses';
+import { InventoryCache } from './netns/inventory-cache';
 import { resolveTarget } from './netns/resolve';
 import { answerRequest } from './doctor/serve';
 import { AgentRuntime, buildHello } from './runtime';
@@ -88,12 +89,17 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   let nodeAddrs: string[] = [];
   let namespaces: NamespaceInfo[] = [];
   let onChange = (): void => undefined;
+  // Namespaces are scanned at every refresh, their addresses read again only when new, young or
+  // stale (agent/netns/inventory-cache.ts): each read is a child process.
+  const nodeCache = new InventoryCache<string[]>();
+  const nsCache = new InventoryCache<NamespaceInfo>();
   const refresh = async (): Promise<void> => {
     try {
       const before = JSON.stringify([nodeAddrs, namespaces]);
+      const nowMs = Date.now();
       [nodeAddrs, namespaces] = await Promise.all([
-        nodeAddresses(opts.nodeNetns),
-        namespaceInventory(scope),
+        nodeAddresses(opts.nodeNetns, { c: nodeCache, nowMs }),
+        namespaceInventory(scope, { c: nsCache, nowMs }),
       ]);
       if (JSON.stringify([nodeAddrs, namespaces]) !== before) onChange();
     } catch (e) {

@@ -229,12 +229,12 @@ async function agentTrial(
     const c0 = cpu();
     const f = await flood.run();
     // Delivered = held by the collector (packet events + what its counters count): wait until
-    // the point's count stood still for 1 s.
+    // the point's count stood still for 2 s (a worker writes counters alone once a second).
     let last = -1;
     let still = 0;
     const deadline = Date.now() + 20_000;
     let p = before;
-    while (still < 4 && Date.now() < deadline) {
+    while (still < 8 && Date.now() < deadline) {
       await delay(250);
       p = point(await pair.capture(id), 'veth');
       still = accounted(p) === last ? still + 1 : 0;

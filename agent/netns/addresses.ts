@@ -7,6 +7,7 @@ import { readdirSync, statSync } from 'node:fs';
 import { dirname, basename } from 'node:path';
 import { HoptraceError } from '../../common/errors';
 import { nsenterRefusal } from '../capabilities';
+import type { InventoryCache } from './inventory-cache';
 
 /** Which namespaces an agent owns. Several lab agents on one host each scan their own prefix. */
 export interface NetnsScope {
@@ -160,8 +161,16 @@ export async function namespaceAddresses(
  * masquerade out of the pod bridge shows the bridge's address), without loopback and IPv6
  * link-local. In the lab the node is itself a namespace: pass its path.
  */
-export async function nodeAddresses(nodeNetns?: string): Promise<string[]> {
-  return (await namespaceAddresses(nodeNetns)).addresses;
+export async function nodeAddresses(
+  nodeNetns?: string,
+  cache?: { c: InventoryCache<string[]>; nowMs: number },
+): Promise<string[]> {
+  const key = nodeNetns ?? '';
+  const hit = cache?.c.fresh(key, cache.nowMs);
+  if (hit !== undefined) return hit;
+  const a = (await namespaceAddresses(nodeNetns)).addresses;
+  cache?.c.put(key, a, cache.nowMs);
+  return a;
 }
 
 /** The namespaces in scope as read: those read, and those that could not be (with why). */
@@ -171,14 +180,24 @@ export interface InventoryRead {
 }
 
 /** Every namespace in scope with its interfaces and addresses, and the ones that failed. */
-export async function readInventory(scope: NetnsScope = {}): Promise<InventoryRead> {
+export async function readInventory(
+  scope: NetnsScope = {},
+  /** Reads to reuse (inventory-cache.ts): only new, young or stale namespaces are read again. */
+  cache?: { c: InventoryCache<NamespaceInfo>; nowMs: number },
+): Promise<InventoryRead> {
   const files = scanNamespaces(scope);
   const out: InventoryRead = { namespaces: [], unreadable: [] };
+  const keyOf = (f: NamespaceFile): string => `${f.path}\u0000${f.dev}:${f.inode}`;
+  cache?.c.retain(new Set(files.map(keyOf)));
   const reads = await Promise.all(
     files.map(async (f): Promise<NamespaceInfo | HoptraceError> => {
+      const hit = cache?.c.fresh(keyOf(f), cache.nowMs);
+      if (hit !== undefined) return hit;
       try {
         const a = await namespaceAddresses(f.path);
-        return { path: f.path, inode: f.inode, addresses: a.addresses, ifaces: a.ifaces };
+        const info = { path: f.path, inode: f.inode, addresses: a.addresses, ifaces: a.ifaces };
+        cache?.c.put(keyOf(f), info, cache.nowMs);
+        return info;
       } catch (e) {
         return e as HoptraceError;
       }
@@ -192,6 +211,9 @@ export async function readInventory(scope: NetnsScope = {}): Promise<InventoryRe
 }
 
 /** Every namespace in scope with its interfaces and addresses. Namespaces that vanish meanwhile are left out. */
-export async function namespaceInventory(scope: NetnsScope = {}): Promise<NamespaceInfo[]> {
-  return (await readInventory(scope)).namespaces;
+export async function namespaceInventory(
+  scope: NetnsScope = {},
+  cache?: { c: InventoryCache<NamespaceInfo>; nowMs: number },
+): Promise<NamespaceInfo[]> {
+  return (await readInventory(scope, cache)).namespaces;
 }

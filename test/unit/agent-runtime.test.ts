@@ -96,11 +96,29 @@ function harness(opts: { resolveFails?: boolean; startFails?: HoptraceError } = 
 
 const settle = (): Promise<void> => new Promise((r) => setImmediate(r));
 
+void t.test(
+  'fold_flows: the capture folds flows (the worker default) only when asked',
+  async (t) => {
+    const h = harness();
+    h.rt.handle({ kind: 'capture', capture: cmd({ foldFlows: true }) });
+    await settle();
+    t.equal(h.specs.length, 1);
+    t.equal(
+      (h.specs[0] as { foldFirst?: number } | undefined)?.foldFirst,
+      undefined,
+      "asked: the worker's default (FOLD_FIRST)",
+    );
+  },
+);
+
 void t.test('a capture command arms, streams events and reports its namespace', async (t) => {
   const h = harness();
   h.rt.handle({ kind: 'capture', capture: cmd({ filter: 'tcp', snaplen: 256 }) });
   await settle();
-  t.same(h.specs, [{ point: 'decap', node: 'n1', iface: 'tun7', filter: 'tcp', snaplen: 256 }]);
+  // A command without fold_flows (an older collector): every packet an event (foldFirst 0).
+  t.same(h.specs, [
+    { point: 'decap', node: 'n1', iface: 'tun7', filter: 'tcp', snaplen: 256, foldFirst: 0 },
+  ]);
   t.same(
     h.sent.statuses.map((s) => s.state),
     ['arming', 'capturing'],

@@ -82,6 +82,33 @@ static void endpoint(uint8_t *o, const uint8_t *addr, int v6, const uint8_t *por
   memcpy(o + 16, port, 2);
 }
 
+/* A total order on 18-byte endpoints (any consistent one does: word compares, not memcmp). */
+static inline int after(const uint8_t *a, const uint8_t *b) {
+  uint64_t a0, a1, b0, b1;
+  uint16_t a2, b2;
+  memcpy(&a0, a, 8);
+  memcpy(&b0, b, 8);
+  if (a0 != b0) return a0 > b0;
+  memcpy(&a1, a + 8, 8);
+  memcpy(&b1, b + 8, 8);
+  if (a1 != b1) return a1 > b1;
+  memcpy(&a2, a + 16, 2);
+  memcpy(&b2, b + 16, 2);
+  return a2 > b2;
+}
+
+/* Whether two keys are equal: twelve word compares, inlined (memcmp was 14 % of the worker). */
+static inline int key_eq(const uint8_t *a, const uint8_t *b) {
+  uint64_t d = 0;
+  for (int i = 0; i < FOLD_KEY; i += 8) {
+    uint64_t x, y;
+    memcpy(&x, a + i, 8);
+    memcpy(&y, b + i, 8);
+    d |= x ^ y;
+  }
+  return d == 0;
+}
+
 /* The flow's identity with its endpoints in a fixed order; returns the direction (0: the record's
  * source is the key's first endpoint). Both directions of a flow give the same key: the inner
  * endpoints decide the order, the outer addresses follow it. A flow between one address and port
@@ -101,7 +128,7 @@ static int key_of(const uint8_t *rec, uint8_t *key) {
     memset(out_a, 0, 18);
     memset(out_b, 0, 18);
   }
-  int dir = memcmp(in_a, in_b, 18) > 0;
+  int dir = after(in_a, in_b);
   memset(key, 0, FOLD_KEY);
   key[0] = fl & (SF_OUTER | SF_INNER_V6 | SF_OUTER_V6);
   memcpy(key + 1, rec + 2, 4); /* inner, outer IP protocol and transport index */
@@ -153,7 +180,7 @@ int fold_packet(FoldTable *t, const uint8_t *rec, const uint8_t *b, uint32_t cap
       if (spare == NULL) spare = f;
       continue;
     }
-    if (f->hash == hash && memcmp(f->key, key, FOLD_KEY) == 0) {
+    if (f->hash == hash && key_eq(f->key, key)) {
       found = f;
       break;
     }

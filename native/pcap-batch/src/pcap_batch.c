@@ -266,8 +266,10 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *b
     /* Folding also needs it: where a payload that may start a request begins. */
     uint32_t hend = caplen;
     int cut = retain_wants_cut(&c->retain);
-    int fast = summary_one(bytes, caplen, h->len, ts, c->linktype, c->ports, rec,
-                           (uint32_t)c->raw_used, cut || fold_on(&c->fold) ? &hend : NULL);
+    /* With folding the two payload hashes wait until the record is known to be sent. */
+    int folding = fold_on(&c->fold);
+    int fast = summary_one_ex(bytes, caplen, h->len, ts, c->linktype, c->ports, rec,
+                              (uint32_t)c->raw_used, cut || folding ? &hend : NULL, !folding);
     double frame = ++c->handed;
     c->read_bytes += caplen + 64; /* the frame's ring slot, roughly (header, alignment) */
     /* Counted into its flow: the record is overwritten by the next frame's, and retention keeps
@@ -277,6 +279,7 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *b
       return;
     }
     retain_frame(&c->retain, h, bytes, cut ? hend : caplen);
+    if (fast && folding) summary_hashes(bytes, caplen, hend, rec);
     if (!fast) {
       memcpy(c->raw + c->raw_used, bytes, caplen);
       c->raw_used += caplen;
@@ -476,6 +479,9 @@ static void out_batch(Capture *c) {
   c->raw_used = 0;
 }
 
+/* How long counter records alone may wait for their frame (dispatch_rounds). */
+#define FOLD_FLUSH_NS 1000000000ull
+
 /* Writes what coalescing holds (direct output only; no JavaScript runs). */
 static void flush_pending(Capture *c) {
   if (c->flush_timer != NULL) uv_timer_stop(c->flush_timer);
@@ -524,12 +530,18 @@ static int64_t dispatch_rounds(Capture *c, int rounds) {
     }
   }
   if (coalesce && (c->count > 0 || fold_pending(&c->fold)) && !c->closed && !c->failed) {
+    /* Only counters to write (every packet since the last frame was counted): they wait up to
+     * FOLD_FLUSH_NS, so a folded flood wakes the agent once a second, not ten times. */
+    uint64_t due = c->count > 0 || c->coalesce_ns >= FOLD_FLUSH_NS ? c->coalesce_ns : FOLD_FLUSH_NS;
     uint64_t now = uv_hrtime();
-    if (now - c->last_out_ns >= c->coalesce_ns) {
+    if (now - c->last_out_ns >= due) {
       flush_pending(c);
-    } else if (c->flush_timer != NULL && !uv_is_active((uv_handle_t *)c->flush_timer)) {
-      uint64_t wait_ms = (c->last_out_ns + c->coalesce_ns - now + 999999) / 1000000;
-      uv_timer_start(c->flush_timer, on_flush_timer, wait_ms, 0);
+    } else if (c->flush_timer != NULL) {
+      uint64_t wait_ms = (c->last_out_ns + due - now + 999999) / 1000000;
+      /* Started for counters alone, it is brought forward when a packet record joins them. */
+      if (!uv_is_active((uv_handle_t *)c->flush_timer) ||
+          uv_timer_get_due_in(c->flush_timer) > wait_ms)
+        uv_timer_start(c->flush_timer, on_flush_timer, wait_ms, 0);
     }
   }
   return total;
@@ -1399,11 +1411,12 @@ static napi_value folder_push(napi_env env, napi_callback_info info) {
                       "push(frame, wirelen, tsNs, linktype, ports (65536 bytes), frameNo)");
   uint8_t rec[SUMMARY_BYTES];
   uint32_t hend = (uint32_t)len;
-  int fast = summary_one(b, (uint32_t)len, wirelen, ts, lt, ports, rec, 0, &hend);
+  int fast = summary_one_ex(b, (uint32_t)len, wirelen, ts, lt, ports, rec, 0, &hend, 0);
   if (fast && !fold_packet(&f->t, rec, b, (uint32_t)len, hend, frame)) {
     CHECK(napi_get_null(env, &out));
     return out;
   }
+  if (fast) summary_hashes(b, (uint32_t)len, hend, rec);
   void *data;
   CHECK(napi_create_buffer_copy(env, SUMMARY_BYTES, rec, &data, &out));
   return out;

@@ -500,8 +500,24 @@ static inline __attribute__((always_inline)) int parse(St *s, const uint8_t *b, 
   return 1;
 }
 
-/* Writes the record of a frame parse() took: the fields, the flow hash, the payload's keys. */
-static inline __attribute__((always_inline)) void write_rec(const St *s, uint8_t *rec) {
+/* The payload and request-line hashes of a payload at b[po, pay_end) captured to cap_end. */
+static inline __attribute__((always_inline)) void write_hashes(const uint8_t *b, uint32_t po,
+                                                                uint32_t cap_end, uint8_t *rec) {
+  /* Request line: up to CR/LF or 128 bytes, without a trailing " HTTP/1.0" / " HTTP/1.1". */
+  uint32_t end = cap_end < po + 128 ? cap_end : po + 128;
+  end = line_end(b, po, end);
+  if (end - po >= 9 && (b[end - 1] == '0' || b[end - 1] == '1') &&
+      memcmp(b + end - 9, " HTTP/1.", 8) == 0)
+    end -= 9;
+  uint32_t pl_end = cap_end < po + 64 ? cap_end : po + 64;
+  le32(rec + 80, xxh32(b, po, pl_end));
+  le32(rec + 84, end == pl_end ? rd_le32_at(rec + 80) : xxh32(b, po, end));
+}
+
+/* Writes the record of a frame parse() took: the fields, the flow hash, the payload's keys (its
+ * two hashes only when `hashes`: else summary_hashes writes them later). */
+static inline __attribute__((always_inline)) void write_rec(const St *s, uint8_t *rec,
+                                                             int hashes) {
   const uint8_t *b = s->b;
   uint32_t caplen = s->caplen;
   /* Zero the fields that are not always written (ports .. hashes); addresses are copied below and
@@ -596,15 +612,7 @@ static inline __attribute__((always_inline)) void write_rec(const St *s, uint8_t
     le32(rec + 76, pay_len);
     if (cap_end > po) {
       pf |= PF_HASHES;
-      /* Request line: up to CR/LF or 128 bytes, without a trailing " HTTP/1.0" / " HTTP/1.1". */
-      uint32_t end = cap_end < po + 128 ? cap_end : po + 128;
-      end = line_end(b, po, end);
-      if (end - po >= 9 && (b[end - 1] == '0' || b[end - 1] == '1') &&
-          memcmp(b + end - 9, " HTTP/1.", 8) == 0)
-        end -= 9;
-      uint32_t pl_end = cap_end < po + 64 ? cap_end : po + 64;
-      le32(rec + 80, xxh32(b, po, pl_end));
-      le32(rec + 84, end == pl_end ? rd_le32_at(rec + 80) : xxh32(b, po, end));
+      if (hashes) write_hashes(b, po, cap_end, rec);
       /* Probe marker: the first "hoptrace-probe-" followed by 1..32 of [0-9a-z]. */
       uint32_t to = cap_end < po + 512 ? cap_end : po + 512;
       if (to > po + MARK_LEN) {
@@ -634,9 +642,9 @@ static inline __attribute__((always_inline)) void write_rec(const St *s, uint8_t
 /* Decodes b[0, caplen) of link type lt into rec; returns 1 (fast) or 0 (slow: use the reference).
  * s: the walk's state, read after it for where the headers end. */
 static inline int fast_st(St *s, const uint8_t *b, uint32_t caplen, uint32_t lt,
-                          const uint8_t *ports, uint8_t *rec) {
+                          const uint8_t *ports, uint8_t *rec, int hashes) {
   if (!parse(s, b, caplen, lt, ports)) return 0;
-  write_rec(s, rec);
+  write_rec(s, rec, hashes);
   return 1;
 }
 
@@ -664,8 +672,22 @@ uint32_t summary_headers_end(const uint8_t *b, uint32_t caplen, uint32_t linktyp
 int summary_one(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts,
                 uint32_t linktype, const uint8_t *ports, uint8_t *rec, uint32_t raw_offset,
                 uint32_t *headers_end) {
+  return summary_one_ex(b, caplen, wirelen, ts, linktype, ports, rec, raw_offset, headers_end, 1);
+}
+
+void summary_hashes(const uint8_t *b, uint32_t caplen, uint32_t headers_end, uint8_t *rec) {
+  if (rec[0] != 1 || (rec[6] & PF_HASHES) == 0) return;
+  uint32_t po = headers_end;
+  uint64_t pay_end = (uint64_t)po + rd_le32_at(rec + 76);
+  uint32_t cap_end = pay_end < caplen ? (uint32_t)pay_end : caplen;
+  if (cap_end > po) write_hashes(b, po, cap_end, rec);
+}
+
+int summary_one_ex(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts,
+                   uint32_t linktype, const uint8_t *ports, uint8_t *rec, uint32_t raw_offset,
+                   uint32_t *headers_end, int hashes) {
   St st;
-  int ok = fast_st(&st, b, caplen, linktype, ports, rec);
+  int ok = fast_st(&st, b, caplen, linktype, ports, rec, hashes);
   if (headers_end != NULL) *headers_end = walked_headers_end(&st, b, caplen, ok);
   if (!ok) rec[0] = 0;
   le32(rec + 8, caplen);
@@ -680,7 +702,7 @@ int summary_one(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts
 static inline void emit(const uint8_t *src, uint32_t data, uint32_t caplen, uint32_t wirelen,
                         uint64_t ts, uint32_t linktype, const uint8_t *ports, uint8_t *rec) {
   St st;
-  if (!fast_st(&st, src + data, caplen, linktype, ports, rec)) {
+  if (!fast_st(&st, src + data, caplen, linktype, ports, rec, 1)) {
     memset(rec, 0, 32);
     rec[0] = 0;
   }
@@ -806,7 +828,7 @@ static inline int gate_emit(const uint8_t *src, uint32_t data, uint32_t caplen, 
       gate_skip(g, &k);
       return 0;
     }
-    write_rec(&st, rec);
+    write_rec(&st, rec, 1);
   } else {
     memset(rec, 0, 32);
     if (may_change) *stop_after = 1;

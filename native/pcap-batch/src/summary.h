@@ -64,6 +64,16 @@ typedef struct {
 int summary_one(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts,
                 uint32_t linktype, const uint8_t *ports, uint8_t *rec, uint32_t raw_offset,
                 uint32_t *headers_end);
+/* summary_one with the payload and request-line hashes (80, 84) left zero when !hashes (the
+ * PF_HASHES flag still says whether there are any): the capture callback decides first whether
+ * the record is sent (fold.c), then summary_hashes completes it — the record is then byte for
+ * byte summary_one's. headers_end must not be NULL when !hashes. */
+int summary_one_ex(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts,
+                   uint32_t linktype, const uint8_t *ports, uint8_t *rec, uint32_t raw_offset,
+                   uint32_t *headers_end, int hashes);
+/* Writes the hashes summary_one_ex left out; headers_end as it returned. A no-op for a SLOW
+ * record or one without captured payload. */
+void summary_hashes(const uint8_t *b, uint32_t caplen, uint32_t headers_end, uint8_t *rec);
 /* The headers_end of summary_one alone (for frames that are not summarized: batch mode). */
 uint32_t summary_headers_end(const uint8_t *b, uint32_t caplen, uint32_t linktype,
                              const uint8_t *ports);
