@@ -133,45 +133,41 @@ ${MASKING_NOTE}`;
 }
 
 /** What the profiles said (by hand: \`--cpu-prof\` through the NODE_ARGS variables, a quick run). */
-const LINK_LIMITS = `#### What limits the whole agent (CPU profiles, run by hand)
+const LINK_LIMITS = `#### What the whole agent costs now, and what took it there
 
-\`HOPTRACE_BENCH_AGENT_NODE_ARGS='--cpu-prof --cpu-prof-dir=DIR'\` (and
-\`HOPTRACE_COLLECTOR_NODE_ARGS\`) with \`--link-only --quick\`, 2026-12-03, this build:
+Profiles run by hand (\`perf record -p\` on the vrx worker; \`HOPTRACE_BENCH_AGENT_NODE_ARGS='--cpu-prof
+--cpu-prof-dir=DIR'\` on the agent), \`--link-only\` runs on this machine, 2026-12-03:
 
-- **Levers taken.** The agent decoded each ack from the collector by trying the event-batch
-  decoder first (which throws and catches on anything else) and then protobufjs: ~11 µs per ack
-  in a loop here (reflection alone 2.3–3.4 µs); common/ack-wire.ts reads it by hand in 0.1 µs and
-  writes the collector's acks without reflection (3.2 → 0.3 µs). Link messages carry 2048 events
-  instead of 256 (agent/main.ts \`LINK_BATCH_EVENTS\`): a message costs about the same whatever
-  it carries. That exposed the spool holding acknowledged batches until its next compaction
-  (after 1024 acks: ~200 MB at 2048 events a message); each acked slot is now released at once
-  and the spool is bounded in bytes (256 MiB) as well as in messages. Before/after, each a
-  \`--link-only\` run of 5 rounds on this machine, the build before the levers run through
-  \`HOPTRACE_BENCH_CLI\` (2026-12-03 06:57, load 4.1–7.4, another engineer's benchmark alongside):
-  whole agent over wss 2,489 ns per packet, 27.1× tcpdump (agent process 2,064 ns); over ws
-  2,711 ns, 33.0× (2,322 ns); agent RSS 117–152 MiB. After, a second such run (load 1.3–4.1):
-  1,149 ns, 11.7× (810 ns) and 1,640 ns, 16.0× (1,273 ns); RSS 97–126 MiB. The ratio is of the
-  same run's tcpdump pairs, so the loads differ less than the absolute numbers suggest.
-- **Agent process, over wss.** Its profile is 1.5 s busy, of which ~0.6 s is not per packet:
-  module loading, and \`ChildProcess.spawn\` in the namespace inventory refresh (every 5 s one
-  \`nsenter … ip\` execFile per namespace in scope and one for the node). The profiler counts the
-  time the main thread waits in fork/exec; measured from /proc instead, an idle agent with two
-  namespaces in scope costs 4.1 ms of CPU a second (~40 ns per packet at 100 k pps; it grows with
-  the pods on a node). Of the ~0.93 s that remains, no single item dominates: GC 17 %, TLS writes
-  (\`writev\`) 16 %, the send path (the chunk copied into an Envelope for the spool, ws's frame)
-  14 %, the C writer of PacketEvent bytes from the summary records 13 %, reading the acks (TLS,
-  ws, the decoder) 10 %. The next levers: write the Envelope header in place in the encoder's
-  buffer (no 200 KiB copy and allocation per message, less GC), ack every few messages rather
-  than each, and send fewer events (issue 20's per-flow counters). Over ws the JS mask loop
-  (\`_mask\`) is the largest single function.
-- **Collector** (~15–20 µs per event, the most expensive process here): the main thread's top item
-  is \`postMessage\` to the analysis worker (a structured clone of every event it holds), then
-  fsync + rename of the session file per stored message, decoding; the analysis worker spends its
-  time in the live correlation over the held events (\`findRequests\`, \`flowView\`) and GC. It takes
-  a core during the agent's trials, so the one-core sender offers the agent fewer packets per
-  second than tcpdump, and the agent's fixed costs per second weigh more per packet. That, and
-  retention (on by default here: the worker also writes every frame to its retention file), is
-  why the worker's own ratio here (~3.3×) is above the stand-in rows' above (1.6–2.7×).
+- **Per-flow counters** (issue 20's lever; native/pcap-batch/src/fold.c, README "Per-flow
+  counters"). The worker sends a flow's first 32 packets each way whole, again around a SYN/FIN/RST,
+  a marker, a request-like payload or a 200 ms pause, and counts the rest: at 8 flows the
+  collector stores ~1 event per 2,000 packets, so the agent process, the link and the collector no
+  longer pay per packet. Whole agent over wss 7.4× → 4.0× tcpdump with this alone (the worker's
+  own cost unchanged, ~230 ns: see the next items), the agent process ~650 → ~70 ns per packet.
+- **Retention of counted frames.** perf on the worker: 42 % in the kernel's
+  \`copy_folio_from_iter_atomic\` — the page-cache writes of the retention file, every frame's headers.
+  A counted frame's bytes are never asked for (no event names it), so a run of them is one 16-byte
+  gap record (retain.h RETAIN_GAP_SEC; \`RETENTION_COUNTED\` if one is asked for): worker ~230 →
+  ~125 ns.
+- **Hashes after the decision, the key by words.** The payload and request-line hashes (xxh32,
+  the line scan) are written only for records that are sent (summary_one_ex + summary_hashes; the
+  unit test checks every sent record against the summarizer's); the 96-byte flow key is compared
+  in 12 word compares (memcmp was 14 % of the worker): ~125 → ~110 ns.
+- **Fixed costs of the agent process.** With no per-packet work left, what remained was per second:
+  \`ChildProcess.spawn\` of the namespace inventory (an \`nsenter … ip\` child per namespace
+  every 5 s: now only for namespaces new, younger than 10 s, or not read for 60 s —
+  agent/netns/inventory-cache.ts), and a frame from the worker every 100 ms (counters alone now
+  wait up to 1 s). Agent process ~70 → ~40–50 ns per packet at these rates (it is ~15–20 ms of CPU a
+  second: GC, the link's writes, timers — it does not grow with the packets).
+- **Earlier levers, kept.** A hand-written ack codec (11 µs → 0.1 µs an ack), 2,048 events a
+  link message, the spool's acknowledged slots released at once and bounded in bytes (256 MiB).
+- **The scan rows** (every packet a new flow, udp-flood NPORTS 24,000; the table holds 4,096) are
+  the per-packet fallback: each packet an event, counted as \`foldFullSent\` — what the agent cost
+  before counters (~8–17× tcpdump), never silence. Not a goal row.
+- **Collector**: the ns-per-event column is now per *stored* event, and with ~350 events a trial
+  it is the collector's fixed cost per second divided by few events (its per-event cost, from the
+  scan rows: ~9–19 µs). Its top items are still \`postMessage\` of the held events to the analysis
+  worker and the session file's fsync + rename per stored message.
 `;
 
 /** The micro-benchmark behind the wss zero mask (not measured by this run; kept with its rows). */

@@ -237,8 +237,11 @@ agent process, measured the same way: a process of its own (bench/agent-child.ts
 the agent runtime does with a capture — reading the records, writing each as PacketEvent bytes (in
 C) and wrapping them in the Envelope it would send to the collector — and nothing of the
 benchmark's own work (starting the sender, reading counters). tcpdump runs \`-s 128 -B 8192 -w /dev/null\`; the agent its defaults (native:
-snaplen 512, 32 MiB ring, 50 ms block timeout; cap: snaplen 65535, 64 MiB, immediate mode) —
-every frame here is shorter than 128 bytes, so snaplen does not matter.
+snaplen 512, 32 MiB ring, 50 ms block timeout, per-flow counters on; cap: snaplen 65535, 64 MiB,
+immediate mode, every packet an event) — every frame here is shorter than 128 bytes, so snaplen
+does not matter. With counters the native agent sends about one event per 2,000 packets of this
+8-flow flood (README, "Per-flow counters"), so "+parent" is mostly the agent process's fixed cost
+per second; the stand-in has no retention file and no link (the whole agent below has both).
 
 ### Broad filter (none)
 

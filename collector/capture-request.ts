@@ -127,6 +127,14 @@ function parseCaptureDoctor(v: unknown): CaptureDoctorSpec {
 }
 
 /** Validates a parsed JSON body and applies the defaults. */
+/** A boolean field of the body; undefined when absent or null. */
+function optBool(body: Record<string, unknown>, key: string, hint?: string): boolean | undefined {
+  const v = body[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'boolean') throw bad(key, 'must be true or false', hint);
+  return v;
+}
+
 export function parseCaptureRequest(body: unknown): CaptureSpec {
   if (!isRecord(body)) throw bad('body', 'must be a JSON object');
   const known = [
@@ -163,31 +171,16 @@ export function parseCaptureRequest(body: unknown): CaptureSpec {
     settleMs: optInt(body, 'settleMs', 0, MAX_TIMEOUT_MS) ?? DEFAULT_SETTLE_MS,
     stopOnFirstMatch: true,
   };
-  const stop = body['stopOnFirstMatch'];
-  if (stop !== undefined && stop !== null) {
-    if (typeof stop !== 'boolean') throw bad('stopOnFirstMatch', 'must be true or false');
-    spec.stopOnFirstMatch = stop;
-  }
-  const payload = body['evidencePayload'];
-  if (payload !== undefined && payload !== null) {
-    if (typeof payload !== 'boolean')
-      throw bad(
-        'evidencePayload',
-        'must be true or false',
-        'true keeps the payload bytes in evidence.pcapng (the agents retain whole frames)',
-      );
-    if (payload) spec.evidencePayload = true;
-  }
-  const perPacket = body['perPacket'];
-  if (perPacket !== undefined && perPacket !== null) {
-    if (typeof perPacket !== 'boolean')
-      throw bad(
-        'perPacket',
-        'must be true or false',
-        'true makes the agents send every packet as an event instead of counting long flows per flow',
-      );
-    if (perPacket) spec.perPacket = true;
-  }
+  const stop = optBool(body, 'stopOnFirstMatch');
+  if (stop !== undefined) spec.stopOnFirstMatch = stop;
+  const hints = {
+    evidencePayload:
+      'true keeps the payload bytes in evidence.pcapng (the agents retain whole frames)',
+    perPacket:
+      'true makes the agents send every packet as an event instead of counting long flows per flow',
+  };
+  if (optBool(body, 'evidencePayload', hints.evidencePayload) === true) spec.evidencePayload = true;
+  if (optBool(body, 'perPacket', hints.perPacket) === true) spec.perPacket = true;
   const doctor = body['doctor'];
   if (doctor !== undefined && doctor !== null) spec.doctor = parseCaptureDoctor(doctor);
   for (const key of ['client', 'dst'] as const) {

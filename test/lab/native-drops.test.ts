@@ -108,6 +108,9 @@ function udpCapture(
       iface: 'v0',
       filter: 'udp and dst port 9',
       source: 'native',
+      // Every packet an event: these tests count events against the datagrams sent (one flow);
+      // per-flow counters have their own tests (test/unit/fold.test.ts, fold-live.test.ts).
+      foldFirst: 0,
       ...(bufferBytes !== undefined ? { bufferBytes } : {}),
     },
     { netnsPath: `/run/netns/${lab.full(ns)}`, statsIntervalMs: 100, ...opts },
@@ -382,7 +385,7 @@ if (!isRoot) {
     async (t) => {
       await buildPair(lab, 'k', 'l');
       const cap = new NsCapture(
-        { point: 'egress', node: 'n1', iface: 'any', filter: 'udp and dst port 9' },
+        { point: 'egress', node: 'n1', iface: 'any', filter: 'udp and dst port 9', foldFirst: 0 },
         { netnsPath: `/run/netns/${lab.full('k')}`, statsIntervalMs: 100 },
       );
       let delivered = 0;
