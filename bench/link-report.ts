@@ -82,7 +82,7 @@ export function linkSection(r: LinkResult, goals: { push(g: LinkGoal): unknown }
     if (ag.load !== 'scan') continue;
     const f = linkFigures(td, ag);
     summary.push(
-      `- scan, ${SCHEME_NAME[ag.tool as LinkScheme]} (every packet a new flow: the per-packet fallback): ${f.lossless ? `whole agent ${fmt(f.wholeNs)} vs tcpdump ${fmt(f.tcpdumpNs)} ns per packet = ${x(f.wholeRatio)}` : `lossy (${fmt(ag.offered - ag.delivered)} short of ${fmt(ag.offered)})`}; ${fmt(ag.events ?? 0)} events for ${fmt(ag.delivered)} packets, ${fmt(ag.foldFullSent ?? 0)} sent whole because the flow table was full; not a goal row (the goal is judged on the 8-flow pairs).`,
+      `- scan, ${SCHEME_NAME[ag.tool as LinkScheme]} (every packet a new flow: the per-packet fallback): ${f.lossless ? `whole agent ${fmt(f.wholeNs)} vs tcpdump ${fmt(f.tcpdumpNs)} ns per packet = ${x(f.wholeRatio)}` : `lossy (${fmt(ag.offered - ag.delivered)} short of ${fmt(ag.offered)}, ${fmt(ag.reportedDrops ?? 0)} reported as kernel + queue drops)`}; ${fmt(ag.events ?? 0)} events for ${fmt(ag.delivered)} packets, ${fmt(ag.foldFullSent ?? 0)} sent whole because the flow table was full; not a goal row (the goal is judged on the 8-flow pairs).`,
     );
   }
   return `### The whole agent, its link included (issue 20)
@@ -91,7 +91,9 @@ The agent the user runs: \`hoptrace agent\` (dist/cli/main.js, a node token file
 its defaults) connected over its CollectorLink to a \`hoptrace collector\` process on 127.0.0.1,
 the capture armed through \`POST /v1/captures\` (a point on vrx in the receiver namespace, and an
 idle one on its \`lo\`: a capture has at least two points). Each round runs \`tcpdump -w /dev/null\`
-and then the agent, per scheme, at the flood's full speed. **whole agent** = the vrx capture
+and then the agent, per scheme, at the flood's full speed, after one capture per scheme that is
+not counted (an agent the user runs has captured before: its first capture's JIT and TLS warm-up
+are paid once, not per packet). **whole agent** = the vrx capture
 worker + the idle point's worker + the agent process (frames → Envelopes → spool → WebSocket →
 TLS/TCP), all threads, from /proc/PID/task/*/schedstat, per event the collector stored; the
 **collector** column is the collector process per event it received, decoded and stored. A pair

@@ -358,6 +358,14 @@ export async function benchLink(opts: LinkOptions): Promise<LinkResult> {
             : ` + agent ${(t.agentNs / 1e6).toFixed(0)} ms, collector ${((t.collectorNs ?? 0) / 1e6).toFixed(0)} ms, agent RSS ${t.agentRssMiB?.toFixed(0) ?? '?'} MiB`),
       );
     };
+    // One capture per scheme first, not counted: an agent the user runs has captured before, and
+    // its first capture pays the JIT and the TLS session's warm-up once, not per packet.
+    for (const p of pairs) {
+      const w = await agentTrial(lab, p, flood, 0).catch((e: unknown) => {
+        throw new Error(`${p.scheme} agent warm-up: ${String(e)}\n${p.logs()}`);
+      });
+      opts.log(`link: ${p.scheme} warm-up (not counted): ${w.delivered}/${w.offered} delivered`);
+    }
     // A round: tcpdump before each scheme's agent, so each pair shares the background load.
     for (let round = 1; round <= opts.rounds; round++) {
       for (const p of pairs) {

@@ -19,7 +19,8 @@
  *   52 u64 packets   60 u64 wire bytes   68 u64 last ts (ns)
  *   152 f64 first frame   160 f64 last frame (capture frame numbers, 1-based)
  * Keys a counter cannot have (seq, hashes, marker) are zero, flags SF_TCP/TSOPT/PAYLOAD/IPID/
- * MARKER cleared.
+ * MARKER cleared. A counter's frames are the packets it counts, not a range: packets sent whole
+ * between its first and last frame (a reopened flow) are events of their own, never in it.
  */
 #define FOLD_R_PACKETS 52
 #define FOLD_R_BYTES 60
