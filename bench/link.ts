@@ -16,7 +16,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CaptureView, PointView } from '../collector';
+import { accounted, type CaptureView, type PointView } from '../collector';
 import { forget, removeOnExit } from '../lab/live-procs';
 import { delay, Netns } from '../lab/netns';
 import { buildFlood, parseFlood, startTcpdump } from './capture';
@@ -187,9 +187,6 @@ interface Flood {
   load: 'flows' | 'scan';
   run(): Promise<{ sent: number; elapsedS: number }>;
 }
-
-/** Packets the collector holds for a point: packet events, and what its counters count. */
-const accounted = (p: PointView): number => p.events - (p.foldEvents ?? 0) + (p.foldedPackets ?? 0);
 
 async function agentTrial(
   lab: Netns,

@@ -12,7 +12,7 @@ export {
 export { readNodeTokens, parseNodeTokens } from './agent-auth';
 export { LOG_LEVELS, type LogLevel } from './logger';
 export type { AgentView, CaptureView, PointView } from './capture-views';
-export { FINAL_STATES, type PointSpec, type SessionState } from './session';
+export { accounted, FINAL_STATES, type PointSpec, type SessionState } from './session';
 export { isValidTarget, parsePodTarget } from './capture-request';
 export type { ReproView } from './repro';
 export { REPRO_FILES, type ReproFileName } from './repro-bundle';

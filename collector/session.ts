@@ -333,18 +333,16 @@ export class CaptureSession {
     const list = this.events.get(point);
     if (!p || !list) return [];
     p.events += events.length;
-    for (const e of events) {
-      if (e.fold === undefined) continue;
-      p.foldEvents = (p.foldEvents ?? 0) + 1;
-      p.foldedPackets = (p.foldedPackets ?? 0) + e.fold.packets;
-    }
-    p.packets = Math.max(p.packets, accounted(p));
     // Events prove the capture runs even when the status was lost.
     if (events.length > 0) p.confirmed = true;
     const held: PacketEvent[] = [];
     let room = Math.min(limit, MAX_HELD_EVENTS) - this.totalUsefulEvents();
     let over = 0;
     for (const e of events) {
+      if (e.fold !== undefined) {
+        p.foldEvents = (p.foldEvents ?? 0) + 1;
+        p.foldedPackets = (p.foldedPackets ?? 0) + e.fold.packets;
+      }
       if (!isUsefulEvent(e)) continue;
       if (room <= 0) {
         over++;
@@ -355,6 +353,7 @@ export class CaptureSession {
       if (!this.offloaded) list.push(e);
     }
     if (over > 0) p.unanalysed = (p.unanalysed ?? 0) + over;
+    p.packets = Math.max(p.packets, accounted(p));
     const kept = held.length;
     this.useful.set(point, (this.useful.get(point) ?? 0) + kept);
     if (this.record.state === 'arming' && events.length > 0) this.record.state = 'capturing';
@@ -675,8 +674,11 @@ export class CaptureSession {
   }
 }
 
-/** Packets a point's stored events stand for: each packet event, and what each counter counts. */
-export function accounted(p: PointRecord): number {
+/**
+ * Packets a point's stored events stand for: each packet event, and what each counter counts (a
+ * PointRecord, or the PointView GET /v1/captures/:id serves of it).
+ */
+export function accounted(p: Pick<PointRecord, 'events' | 'foldEvents' | 'foldedPackets'>): number {
   return p.events - (p.foldEvents ?? 0) + (p.foldedPackets ?? 0);
 }
 

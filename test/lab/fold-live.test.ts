@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import type { CaptureView, PointView } from '../../collector';
+import { accounted, type CaptureView } from '../../collector';
 import type { AnalysisResult } from '../../core/report/analysis-result';
 import { LiveCollector, runLiveScenario, type LiveRun } from '../../lab/live';
 import { listNamespaces } from '../../lab/netns';
@@ -18,9 +18,6 @@ import { findScenario } from '../../lab/scenarios';
 
 const REPLY_BYTES = 4 << 20;
 const missing = missingPrerequisites();
-
-/** Packets a point's stored events stand for (collector/session.ts accounted). */
-const accounted = (p: PointView): number => p.events - (p.foldEvents ?? 0) + (p.foldedPackets ?? 0);
 
 if (missing.length > 0) {
   t.fail(`LAB_PREREQUISITE: ${missing.join('; ')}`);

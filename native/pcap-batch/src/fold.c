@@ -267,11 +267,11 @@ size_t fold_flush(FoldTable *t, uint8_t *out, size_t max) {
   return n;
 }
 
-double fold_packets_in(const uint8_t *recs, size_t n) {
+double fold_batch_packets(const uint8_t *recs, size_t n) {
   double p = 0;
   for (size_t i = 0; i < n; i++) {
     const uint8_t *r = recs + i * SUMMARY_BYTES;
-    if (r[0] == FOLD_STATUS) p += (double)rd64(r + FOLD_R_PACKETS);
+    p += r[0] == FOLD_STATUS ? (double)rd64(r + FOLD_R_PACKETS) : 1;
   }
   return p;
 }

@@ -91,6 +91,6 @@ int fold_packet(FoldTable *t, const uint8_t *rec, const uint8_t *b, uint32_t cap
  * Call again while fold_pending(t): it goes on where it stopped. */
 size_t fold_flush(FoldTable *t, uint8_t *out, size_t max);
 static inline int fold_pending(const FoldTable *t) { return t->pending > 0; }
-/* Packets in the counter records of recs[0..n) (the records a batch holds). */
-double fold_packets_in(const uint8_t *recs, size_t n);
+/* Packets the records recs[0..n) stand for (a batch): one each, a counter record what it counts. */
+double fold_batch_packets(const uint8_t *recs, size_t n);
 #endif

@@ -406,16 +406,6 @@ static void put_u32be(uint8_t *o, uint32_t v) {
   o[3] = (uint8_t)v;
 }
 
-/* Packets a summary batch stands for: its packet records, and what its counter records count. */
-static double batch_packets(const Capture *c) {
-  double n = 0;
-  for (uint32_t i = 0; i < c->count; i++) {
-    const uint8_t *r = c->buf + (size_t)i * SUMMARY_BYTES;
-    n += r[0] == FOLD_STATUS ? 0 : 1;
-  }
-  return n + fold_packets_in(c->buf, c->count);
-}
-
 /* The batch as one type-4 frame (layout: agent/capture/worker-frames.ts encodeSummaryFrame):
  * header template patched in place, then the records and the SLOW frames' bytes, one writev. */
 static void deliver_frame(Capture *c) {
@@ -433,7 +423,7 @@ static void deliver_frame(Capture *c) {
       {h, c->fhead_len}, {c->buf, c->used}, {c->raw, c->raw_used}};
   FrameOut *o = c->out != NULL ? c->out->o : NULL;
   int rc = o != NULL ? frame_out_writev(o, iov, c->raw_used > 0 ? 3 : 2, 1) : FRAME_OUT_FAILED;
-  if (rc != FRAME_OUT_WRITTEN) c->out_drops += batch_packets(c);
+  if (rc != FRAME_OUT_WRITTEN) c->out_drops += fold_batch_packets(c->buf, c->count);
 }
 
 static void deliver(Capture *c) {
@@ -1112,7 +1102,7 @@ static napi_value capture_stats(napi_env env, napi_callback_info info) {
   set_num(env, out, "ifdrop", s.ps_ifdrop);
   set_num(env, out, "delivered", c->handed);
   /* Between dispatch rounds only a coalescing batch holds records (the others went out). */
-  set_num(env, out, "held", c->fhead != NULL ? batch_packets(c) + c->fold.held : 0);
+  set_num(env, out, "held", c->fhead != NULL ? fold_batch_packets(c->buf, c->count) + c->fold.held : 0);
   set_num(env, out, "outDrops", c->out_drops);
   set_num(env, out, "pollWakeups", c->poll_wakeups);
   set_num(env, out, "timerWakeups", c->timer_wakeups);
