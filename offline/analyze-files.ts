@@ -9,7 +9,10 @@
 import { analyzeEventStreams, type AnalysisResult } from '../core/report/analyze';
 import { withCaptureHealth } from '../core/report/capture-health';
 import type { Inventory } from '../common/inventory';
+import { availableParallelism } from 'node:os';
 import { FilePointStream } from './point-stream';
+import { PassPool } from './pass-pool';
+import { loadNativeAddon } from '../native/loader';
 
 export interface PointFile {
   name: string;
@@ -40,11 +43,37 @@ export interface AnalyzeFilesInput {
  * take the native fast path when the addon loads (FilePointStream); `fast: false` forces the JS
  * reader + decoder for every frame (the reference the fast path is tested against); `gate: false`
  * gives every frame a summary record (offline/summary-gate.ts; the reference the gates are tested
- * against).
+ * against); `parallel: false` keeps every pass on this thread (by default, with three points or
+ * more, the later points after the first are read by worker threads meanwhile, one per spare
+ * core: offline/pass-pool.ts).
  */
 export function analyzeFiles(
   input: AnalyzeFilesInput,
-  opts: { fast?: boolean; gate?: boolean } = {},
+  opts: { fast?: boolean; gate?: boolean; parallel?: boolean } = {},
+): AnalysisResult {
+  const fast = opts.fast !== false;
+  const pool = fast && opts.parallel !== false ? openPool(input.points.length) : undefined;
+  try {
+    return analyzed(input, opts, pool);
+  } finally {
+    pool?.close();
+  }
+}
+
+/**
+ * Worker threads for the later points after the first (offline/pass-pool.ts): one per spare core,
+ * none with fewer than three points, one core, or no addon (the JS path stays on this thread).
+ */
+function openPool(points: number): PassPool | undefined {
+  const size = Math.min(points - 2, availableParallelism() - 1);
+  if (size < 1 || !loadNativeAddon().ok) return undefined;
+  return new PassPool({ size });
+}
+
+function analyzed(
+  input: AnalyzeFilesInput,
+  opts: { fast?: boolean; gate?: boolean },
+  pool: PassPool | undefined,
 ): AnalysisResult {
   const streams = input.points.map(
     ({ name, file }) =>
@@ -54,6 +83,7 @@ export function analyzeFiles(
         opts.fast !== false,
         input.drops?.get(name),
         opts.gate !== false,
+        { pool },
       ),
   );
   const result = analyzeEventStreams({

@@ -16,6 +16,7 @@ import { type PassPlan, type PointStream, isUsefulEvent } from '../core/report/a
 import type { CaptureHealth } from '../core/report/capture-health';
 import type { PacketEvent } from '../common/event';
 import { type Scan, SelectScan, SelectFlowScan, RequestScan, LaterScan } from './record-scans';
+import type { PassPool, PassTicket } from './pass-pool';
 
 /** The file ended inside a record, after every frame before it was read. */
 function isCut(e: unknown): boolean {
@@ -60,6 +61,8 @@ export class FilePointStream implements PointStream {
     events: PacketEvent[];
     count: number;
   } | null = null;
+  /** A later pass handed to another thread by prepare(), taken by the pass it was for. */
+  private prepared: { plan: PassPlan; ticket: PassTicket } | null = null;
 
   constructor(
     readonly name: string,
@@ -70,8 +73,31 @@ export class FilePointStream implements PointStream {
     private readonly givenDrops: number | undefined,
     /** false: every frame gets a summary record (the reference the gates are tested against). */
     private readonly gated = true,
+    private readonly opts: {
+      /** Where a later pass may run while this thread reads another point (pass-pool.ts). */
+      pool?: PassPool | undefined;
+      /** Called after each block of summary records (the worker's progress). */
+      onBlock?: () => void;
+    } = {},
   ) {
     this.ctx = { point: name, node: '', iface: 'file' };
+  }
+
+  /** What the file recorded about its capture, from the last pass that read it to the end. */
+  readonly fileRecord = (): {
+    format: 'pcap' | 'pcapng';
+    stats: CaptureFileStats;
+  } | null => this.recorded;
+
+  /**
+   * The analysis will ask this later pass soon: on the fast path it starts on another thread
+   * when the pool has one idle, and events(plan) then hands over its result.
+   */
+  prepare(plan: PassPlan): void {
+    const pool = this.opts.pool;
+    if (pool === undefined || !this.fast || plan.kind !== 'later') return;
+    const ticket = pool.submit({ name: this.name, file: this.file, gated: this.gated, plan });
+    this.prepared = ticket === null ? null : { plan, ticket };
   }
 
   readonly capturedEvents = (): number => this.count;
@@ -124,6 +150,16 @@ export class FilePointStream implements PointStream {
 
   private *pass(plan: PassPlan): Generator<PacketEvent> {
     this.count = 0;
+    const prepared = this.prepared;
+    this.prepared = null;
+    // null: the worker was given up; the pass runs here.
+    const done = prepared !== null && prepared.plan === plan ? prepared.ticket.result() : null;
+    if (done !== null) {
+      this.count = done.count;
+      if (done.recorded !== null) this.recorded = done.recorded;
+      yield* done.events;
+      return;
+    }
     const early = this.early;
     this.early = null;
     if (
@@ -154,6 +190,7 @@ export class FilePointStream implements PointStream {
         for (let b = reader.next(); b !== null; b = reader.next()) {
           scan.count += b.skipped;
           scan.block(b);
+          this.opts.onBlock?.();
           this.count = scan.count;
           if (scan.out.length > 0) {
             yield* scan.out;

@@ -339,7 +339,7 @@ export class RequestScan extends Scan {
  */
 export class LaterScan extends Scan {
   private readonly win: Window;
-  private readonly selection = new LaterPointSelection<Kept>();
+  private readonly selection: LaterPointSelection<Kept>;
   private readonly cursor = new RecordCursor();
   private readonly wantMarker: boolean;
   /** The numbers a trigger carries (see record()). */
@@ -356,23 +356,29 @@ export class LaterScan extends Scan {
   ) {
     super(ctx);
     this.win = new Window(plan.startTsNs, plan.windowNs);
-    // FAST records of another transport or outside the window are only counted (block()).
-    this.gate = gated
-      ? new SummaryGate(BLOCK_RECORDS, false)
-          .window(plan.startTsNs, plan.windowNs)
-          .proto(gateProto(plan.proto))
-      : null;
     const data = plan.data;
     this.wantMarker = data !== null && data.probeMarker !== null;
     this.transport = fastTransport(plan.proto);
     const known = (xs: (number | null)[]): number[] => xs.filter((x): x is number => x !== null);
-    this.seqKeys = new U32Set(known([plan.isn, ...plan.clientSeqs]));
-    this.ackKeys = new U32Set(known([plan.synAckAck, ...plan.acked]));
-    this.dataKeys = new U32Set(
+    const seqs = known([plan.isn, ...plan.clientSeqs]);
+    const acks = known([plan.synAckAck, ...plan.acked]);
+    const hashes =
       data === null
         ? []
-        : [data.payloadHash, data.requestLineHash].filter((h): h is number => h !== null),
-    );
+        : [data.payloadHash, data.requestLineHash].filter((h): h is number => h !== null);
+    this.seqKeys = new U32Set(seqs);
+    this.ackKeys = new U32Set(acks);
+    this.dataKeys = new U32Set(hashes);
+    // FAST records of another transport or outside the window are only counted (block()); so are
+    // the data segments the loop below would pass over (QUIET), while the selection allows it.
+    const gate = gated
+      ? new SummaryGate(BLOCK_RECORDS, false, true)
+          .window(plan.startTsNs, plan.windowNs)
+          .proto(gateProto(plan.proto))
+      : null;
+    if (gate !== null && !gate.quietKeys(seqs, acks, hashes)) gate.quietOn(false);
+    this.gate = gate;
+    this.selection = new LaterPointSelection<Kept>(gate?.hot ?? undefined);
   }
 
   /** A record the fast path left to the reference decoder. */
@@ -428,6 +434,8 @@ export class LaterScan extends Scan {
         continue;
       this.record(b, i, w);
     }
+    // The next call may leave such segments out itself once the selection allows it.
+    this.gate?.quietOn(selection.ignoresAnyData());
   }
 
   /** A FAST in-window TCP record the loop could not pass over: offered to the selection. */

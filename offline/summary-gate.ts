@@ -8,9 +8,15 @@
  * leave out frames the pass would have counted and passed over: the analysis is the same, which
  * test/unit/summary-window.test.ts and analyze-fast.test.ts check.
  *
+ * At a later point the gate can also leave out the data segments the pass's selection would pass
+ * over (QUIET, summary.h): the selection keeps its bucket counts in the gate's `hot` map, and the
+ * scan turns the test on only while the selection may pass data over (quietOn).
+ *
  * Buffer (little-endian; pcap_batch.c read_gate): 0 u32 flags | 4 u32 proto | 8 u64 lo | 16 u64 hi
  * | 24 u64 best ts | 32 u32 port count | 36 u32 ports[8] | 68 u32 frames walked (out) | 72 u32
- * useful frames left out (out) | 128 the 2^20-bit seen map (with SEEN) | u32 frame of each record.
+ * useful frames left out (out) | 128 the 2^20-bit seen map (with SEEN) | the quiet region (with
+ * QUIET: 16384 u32 hot, u32 seq / ack / data key counts, pad, 1024 u32 keys) | u32 frame of each
+ * record.
  */
 
 export const GATE = {
@@ -20,11 +26,17 @@ export const GATE = {
   syn: 8,
   best: 16,
   seen: 32,
+  quiet: 64,
+  quietOn: 128,
 } as const;
 
 const HEAD = 128;
 const SEEN_BYTES = 1 << 17;
 const MAX_PORTS = 8;
+/** The selection's hot map (LaterPointSelection) and the quiet test's keys (summary.h). */
+export const HOT_BUCKETS = 1 << 14;
+export const MAX_QUIET_KEYS = 1024;
+const QUIET_BYTES = 4 * HOT_BUCKETS + 16 + 4 * MAX_QUIET_KEYS;
 const U64_MAX = (1n << 64n) - 1n;
 /** Inner IP protocol numbers of the request transports; 256 matches no frame (ICMP requests). */
 export const GATE_PROTO = { tcp: 6, udp: 17, none: 256 } as const;
@@ -38,15 +50,48 @@ export class SummaryGate {
   readonly seen: Uint32Array | null;
   /** Record i's frame, counted from the first frame of the call; valid until the next call. */
   readonly frameOf: Uint32Array;
+  /** With QUIET: the selection's bucket counts, read by the C side (LaterPointSelection's own). */
+  readonly hot: Uint32Array | null;
+  private readonly keys: Uint32Array | null;
   private flags = 0;
 
-  constructor(maxRecords: number, withSeen: boolean) {
+  constructor(maxRecords: number, withSeen: boolean, withQuiet = false) {
     const seen = withSeen ? SEEN_BYTES : 0;
-    const memory = new ArrayBuffer(HEAD + seen + 4 * maxRecords);
+    const quiet = withQuiet ? QUIET_BYTES : 0;
+    const memory = new ArrayBuffer(HEAD + seen + quiet + 4 * maxRecords);
     this.buf = Buffer.from(memory);
     this.seen = withSeen ? new Uint32Array(memory, HEAD, SEEN_BYTES / 4) : null;
-    this.frameOf = new Uint32Array(memory, HEAD + seen, maxRecords);
+    this.hot = withQuiet ? new Uint32Array(memory, HEAD + seen, HOT_BUCKETS) : null;
+    this.keys = withQuiet
+      ? new Uint32Array(memory, HEAD + seen + 4 * HOT_BUCKETS, 4 + MAX_QUIET_KEYS)
+      : null;
+    this.frameOf = new Uint32Array(memory, HEAD + seen + quiet, maxRecords);
     if (withSeen) this.set(GATE.seen, true);
+  }
+
+  /**
+   * The keys a data segment must carry none of to be left out (QUIET): seqs, acks, payload and
+   * request-line hashes. False (and no QUIET) without the region or with more than MAX_QUIET_KEYS.
+   */
+  quietKeys(seqs: readonly number[], acks: readonly number[], data: readonly number[]): boolean {
+    const k = this.keys;
+    if (k === null || seqs.length + acks.length + data.length > MAX_QUIET_KEYS) return false;
+    const lists = [seqs, acks, data].map((l) =>
+      [...new Set(l.map((x) => x >>> 0))].sort((a, b) => a - b),
+    );
+    let at = 4;
+    lists.forEach((l, i) => {
+      k[i] = l.length;
+      k.set(l, at);
+      at += l.length;
+    });
+    this.set(GATE.quiet, true);
+    return true;
+  }
+
+  /** Turns the quiet test on or off for the next call (only with quietKeys given). */
+  quietOn(on: boolean): void {
+    this.set(GATE.quietOn, on && (this.flags & GATE.quiet) !== 0);
   }
 
   private set(flag: number, on: boolean): void {

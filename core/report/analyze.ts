@@ -173,6 +173,11 @@ export interface PointStream {
    * Without it the events handed over are counted.
    */
   capturedEvents?: () => number;
+  /**
+   * A hint that `events(plan)` will be asked soon, given for every later point but the first
+   * before the first is read: a stream may start the pass elsewhere (another thread) meanwhile.
+   */
+  prepare?: (plan: PassPlan) => void;
 }
 
 export interface AnalyzeStreamInput {
@@ -324,8 +329,26 @@ export class LaterPointSelection<T> {
    * came without a hash: a packet whose bucket is empty (and no connection lacks a hash) is of a
    * connection neither related nor buffered. A shared bucket only costs computing the key.
    */
-  private readonly hot = new Uint32Array(1 << 14); // 64 KiB: stays in cache
+  private readonly hot: Uint32Array; // 64 KiB: stays in cache
   private unhashed = 0;
+
+  /**
+   * `hot`: where to keep the bucket counts (1 << 14 zeroed words), e.g. memory a prefilter reads
+   * too (offline/summary-gate.ts QUIET); a fresh array without it.
+   */
+  constructor(hot?: Uint32Array) {
+    if (hot !== undefined && hot.length !== 1 << 14)
+      throw new RangeError('LaterPointSelection: the hot map holds 1 << 14 words');
+    this.hot = hot ?? new Uint32Array(1 << 14);
+  }
+
+  /**
+   * True when the selection may pass over a data segment without a key (ignoresData can be true):
+   * what a prefilter that reads `hot` itself must ask before it leaves any out.
+   */
+  ignoresAnyData(): boolean {
+    return this.sentinel !== null && this.unhashed === 0;
+  }
 
   private mark(hash: number | undefined, d: 1 | -1): void {
     if (hash === undefined) this.unhashed += d;
@@ -578,6 +601,8 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
     data: id?.data ?? null,
   };
 
+  // Every later point has this plan: those after the first may start reading while it is read.
+  for (const p of rest.slice(1)) p.prepare?.(plan);
   const later: PointEvents[] = rest.map((p) => {
     const selection = new LaterPointSelection<PacketEvent>();
     const cursor = new EventCursor();

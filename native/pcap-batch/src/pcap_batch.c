@@ -100,7 +100,7 @@
 #include "retain.h"
 #include "summary.h"
 
-#define ADDON_VERSION 11
+#define ADDON_VERSION 12
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -1170,10 +1170,14 @@ static napi_value capture_close(napi_env env, napi_callback_info info) {
  * A gate buffer (offline/summary-gate.ts), little-endian: 0 u32 flags | 4 u32 proto | 8 u64 lo |
  * 16 u64 hi | 24 u64 best ts | 32 u32 port count | 36 u32 ports[8] | 68 u32 frames walked (out) |
  * 72 u32 useful frames without a record (out) | 128, with SUMMARY_GATE_SEEN: the 2^20-bit seen map
- * | then u32 the frame of each record (out), room for every record out can hold. Reads it into *g;
+ * | with SUMMARY_GATE_QUIET: 16384 u32 hot bucket counts, u32 n_seq | n_ack | n_data | pad, 1024
+ * u32 keys (sorted within each list) | then u32 the frame of each record (out), room for every
+ * record out can hold. Reads it into *g;
  * 0 when it is too short, misaligned or names too many ports.
  */
 #define GATE_HEAD 128
+/* The quiet region: the hot map, u32 n_seq | n_ack | n_data | pad, the keys. */
+#define GATE_QUIET_BYTES (4 * SUMMARY_GATE_HOT_BUCKETS + 16 + 4 * SUMMARY_GATE_MAX_KEYS)
 static int read_gate(uint8_t *buf, size_t len, size_t max_records, SummaryGate *g) {
   if (len < GATE_HEAD || ((uintptr_t)buf & 7) != 0) return 0;
   memcpy(&g->flags, buf, 4);
@@ -1185,9 +1189,21 @@ static int read_gate(uint8_t *buf, size_t len, size_t max_records, SummaryGate *
   if (g->n_ports > SUMMARY_GATE_MAX_PORTS) return 0;
   memcpy(g->ports, buf + 36, 4 * SUMMARY_GATE_MAX_PORTS);
   size_t seen = (g->flags & SUMMARY_GATE_SEEN) ? (size_t)1 << 17 : 0;
-  if (len < GATE_HEAD + seen + 4 * max_records) return 0;
+  size_t quiet = (g->flags & SUMMARY_GATE_QUIET) ? GATE_QUIET_BYTES : 0;
+  if (len < GATE_HEAD + seen + quiet + 4 * max_records) return 0;
   g->seen = seen != 0 ? (uint32_t *)(buf + GATE_HEAD) : NULL;
-  g->frame_of = (uint32_t *)(buf + GATE_HEAD + seen);
+  g->hot = g->keys = NULL;
+  g->n_seq = g->n_ack = g->n_data = 0;
+  if (quiet != 0) {
+    const uint8_t *q = buf + GATE_HEAD + seen;
+    g->hot = (const uint32_t *)q;
+    memcpy(&g->n_seq, q + 4 * SUMMARY_GATE_HOT_BUCKETS, 4);
+    memcpy(&g->n_ack, q + 4 * SUMMARY_GATE_HOT_BUCKETS + 4, 4);
+    memcpy(&g->n_data, q + 4 * SUMMARY_GATE_HOT_BUCKETS + 8, 4);
+    if ((uint64_t)g->n_seq + g->n_ack + g->n_data > SUMMARY_GATE_MAX_KEYS) return 0;
+    g->keys = (const uint32_t *)(q + 4 * SUMMARY_GATE_HOT_BUCKETS + 16);
+  }
+  g->frame_of = (uint32_t *)(buf + GATE_HEAD + seen + quiet);
   return 1;
 }
 
@@ -1238,7 +1254,7 @@ static napi_value summarize(napi_env env, napi_callback_info info) {
       if (napi_get_buffer_info(env, argv[9], (void **)&gate_buf, &gate_len) != napi_ok ||
           !read_gate(gate_buf, gate_len, out_len / SUMMARY_BYTES, &gate))
         return throw_code(env, "BAD_ARGUMENT",
-                          "summarize: a gate is an 8-aligned buffer of 128 + 4 bytes a record (+ 128 KiB seen map)");
+                          "summarize: a gate is an 8-aligned buffer of 128 + 4 bytes a record (+ 128 KiB seen map, + the quiet region, at most 1024 keys)");
       g = &gate;
     }
   }

@@ -801,6 +801,32 @@ static inline void gate_skip(SummaryGate *g, const GateKey *k) {
   }
 }
 
+/* Whether a sorted key list holds v. */
+static inline int keys_has(const uint32_t *k, uint32_t n, uint32_t v) {
+  uint32_t lo = 0, hi = n;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) >> 1;
+    if (k[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < n && k[lo] == v;
+}
+
+/* The quiet test (SUMMARY_GATE_QUIET) on a FAST record, in LaterScan.block's order. */
+static inline int gate_quiet(const SummaryGate *g, const uint8_t *rec, const uint8_t *taken) {
+  const uint8_t fl = rec[1];
+  if (!(fl & SF_PAYLOAD) || (fl & SF_MARKER)) return 0;
+  const uint32_t *k = g->keys;
+  if (keys_has(k, g->n_seq, rdle32(rec + 56))) return 0;
+  k += g->n_seq;
+  if (keys_has(k, g->n_ack, rdle32(rec + 60))) return 0;
+  k += g->n_ack;
+  if (keys_has(k, g->n_data, rdle32(rec + 80)) || keys_has(k, g->n_data, rdle32(rec + 84)))
+    return 0;
+  const uint32_t b = rdle32(rec + 28) & (SUMMARY_GATE_HOT_BUCKETS - 1);
+  return g->hot[b] == 0 && !(taken[b >> 3] & (1u << (b & 7)));
+}
+
 /*
  * emit() behind a gate: returns 1 when the frame got a record in rec, 0 when it was only counted;
  * *stop_after is set when the run must stop after this frame (SUMMARY_GATE_SYN). Decided after
@@ -809,7 +835,7 @@ static inline void gate_skip(SummaryGate *g, const GateKey *k) {
  */
 static inline int gate_emit(const uint8_t *src, uint32_t data, uint32_t caplen, uint32_t wirelen,
                             uint64_t ts, uint32_t linktype, const uint8_t *ports, uint8_t *rec,
-                            SummaryGate *g, int *stop_after) {
+                            SummaryGate *g, int *stop_after, uint8_t *taken) {
   St st;
   GateKey k;
   const uint32_t f = g->flags;
@@ -829,9 +855,18 @@ static inline int gate_emit(const uint8_t *src, uint32_t data, uint32_t caplen, 
       return 0;
     }
     write_rec(&st, rec, 1);
+    if ((f & SUMMARY_GATE_QUIET_ON) && (f & SUMMARY_GATE_QUIET)) {
+      if (gate_quiet(g, rec, taken)) {
+        gate_skip(g, &k);
+        return 0;
+      }
+      /* Given out: the selection may now buffer or relate this bucket's connection. */
+      const uint32_t b = rdle32(rec + 28) & (SUMMARY_GATE_HOT_BUCKETS - 1);
+      taken[b >> 3] |= (uint8_t)(1u << (b & 7));
+    }
   } else {
     memset(rec, 0, 32);
-    if (may_change) *stop_after = 1;
+    if (may_change || ((f & SUMMARY_GATE_QUIET_ON) && (f & SUMMARY_GATE_QUIET))) *stop_after = 1;
   }
   le32(rec + 8, caplen);
   le32(rec + 12, wirelen);
@@ -853,7 +888,12 @@ size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layo
                         size_t max_records, size_t *next_pos, int *stop, SummaryGate *gate) {
   size_t n = 0;
   *stop = SUMMARY_STOP_END;
-  if (gate != NULL) gate->frames = gate->skipped_useful = 0;
+  /* Buckets of the records this run gave out (SUMMARY_GATE_QUIET). */
+  uint8_t taken[SUMMARY_GATE_HOT_BUCKETS / 8];
+  if (gate != NULL) {
+    gate->frames = gate->skipped_useful = 0;
+    if (gate->flags & SUMMARY_GATE_QUIET_ON) memset(taken, 0, sizeof taken);
+  }
   while (n < max_records) {
     uint32_t caplen, wirelen, data;
     uint64_t ts;
@@ -891,7 +931,7 @@ size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layo
     }
     int stop_after = 0;
     if (gate_emit(src, data, caplen, wirelen, ts, linktype, ports, out + n * SUMMARY_BYTES, gate,
-                  &stop_after))
+                  &stop_after, taken))
       gate->frame_of[n++] = gate->frames;
     gate->frames++;
     if (stop_after) {
@@ -940,7 +980,12 @@ size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int l
                            size_t *next_pos, int *stop, SummaryGate *gate) {
   size_t n = 0;
   *stop = SUMMARY_STOP_END;
-  if (gate != NULL) gate->frames = gate->skipped_useful = 0;
+  /* Buckets of the records this run gave out (SUMMARY_GATE_QUIET). */
+  uint8_t taken[SUMMARY_GATE_HOT_BUCKETS / 8];
+  if (gate != NULL) {
+    gate->frames = gate->skipped_useful = 0;
+    if (gate->flags & SUMMARY_GATE_QUIET_ON) memset(taken, 0, sizeof taken);
+  }
   while (n < max_records) {
     if (pos + 32 > src_len) break;
     const uint8_t *b = src + pos;
@@ -970,7 +1015,7 @@ size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int l
     }
     int stop_after = 0;
     if (gate_emit(src, (uint32_t)(pos - len + 28), caplen, wirelen, (uint64_t)ns, rd32(ifc, 1),
-                  ports, rec, gate, &stop_after)) {
+                  ports, rec, gate, &stop_after, taken)) {
       le32(rec + 188, id);
       gate->frame_of[n++] = gate->frames;
     }

@@ -44,13 +44,26 @@
                                * after a SLOW frame, unless SUMMARY_GATE_BEST and ts >= best_ts */
 #define SUMMARY_GATE_BEST 16
 #define SUMMARY_GATE_SEEN 32  /* seen: a 2^20-bit map of TCP port pairs (see gate_slot) */
+/* quiet: a later point's data segments that its selection would pass over (record-scans.ts
+ * LaterScan.block) get no record: payload, no probe marker, none of the keys (seq, ack, payload
+ * or request-line hash), and a flow-hash bucket (hash & 0x3fff) empty in `hot` — the selection's
+ * own map — and not taken by a record this run gave out. Applied only with SUMMARY_GATE_QUIET_ON
+ * (the selection says it may pass data over: LaterPointSelection.ignoresAnyData); the run then
+ * stops after a SLOW frame, whose offer may change that. */
+#define SUMMARY_GATE_QUIET 64
+#define SUMMARY_GATE_QUIET_ON 128
 #define SUMMARY_GATE_MAX_PORTS 8
+#define SUMMARY_GATE_HOT_BUCKETS 16384
+#define SUMMARY_GATE_MAX_KEYS 1024
 typedef struct {
   uint32_t flags, proto;
   uint64_t lo, hi, best_ts;
   uint32_t n_ports;
   uint32_t ports[SUMMARY_GATE_MAX_PORTS];
   uint32_t *seen;
+  /* quiet: the selection's bucket counts, and the keys: n_seq, then n_ack, then n_data sorted u32 */
+  const uint32_t *hot, *keys;
+  uint32_t n_seq, n_ack, n_data;
   uint32_t *frame_of; /* room for max_records */
   uint32_t frames, skipped_useful;
 } SummaryGate;
