@@ -33,6 +33,8 @@ export interface LargeTrial {
   nodeStartS: number;
   /** bench/floor-walk.ts over the three files: Node's start, analyze's reads, the record headers. */
   floorS: number;
+  /** bench/floor-walk.c over the three files: the same walk in C on one core, no Node. */
+  cFloorS?: number;
 }
 
 /** analyze's peak RSS on three point files of `framesPerPoint` frames each. */
@@ -58,6 +60,7 @@ export interface LargeFileResult {
     tcpdumpTzS: number;
     nodeStartS: number;
     floorS: number;
+    cFloorS?: number;
   };
   /** analyze's peak RSS by scale (1 is the trials' median). */
   rss: LargeRss[];
@@ -149,6 +152,8 @@ export async function benchLargeFiles(
       '--json',
     ];
     const verdictFile = join(dir, 'verdict.json');
+    const cFloor = join(dir, 'floor-walk');
+    await run('cc', ['-O2', '-o', cFloor, join(repoRoot, 'bench', 'floor-walk.c')]);
     // Warm the page cache: every trial then reads the files from memory.
     await run('cat', big.files);
     const trials: LargeTrial[] = [];
@@ -162,8 +167,10 @@ export async function benchLargeFiles(
         join(repoRoot, 'dist', 'bench', 'floor-walk.js'),
         ...big.files,
       ]);
+      const cWalk = await run(cFloor, big.files);
       trials.push({
         cat,
+        cFloorS: cWalk.wallS,
         analyze,
         tcpdumpS,
         tcpdumpCpuS,
@@ -188,6 +195,7 @@ export async function benchLargeFiles(
       tcpdumpTzS: med((t) => t.tcpdumpTzS),
       nodeStartS: med((t) => t.nodeStartS),
       floorS: med((t) => t.floorS),
+      cFloorS: med((t) => t.cFloorS ?? null),
     };
     const rss: LargeRss[] = [
       {

@@ -30,7 +30,7 @@ export function largeFileSection(l: LargeFileResult, goals: Goal[]): string {
   goals.push(
     {
       goal: '`analyze` ≤ 2× `cat` of the same files (≥ 1.5 GiB, three points, page cache warm)',
-      result: `${size}: analyze ${fmt(m.analyzeS, 2)} s vs cat ${fmt(m.catS, 2)} s, ${fmt(xCat, 2)}×, ${perTrial(l, (t) => t.analyze.wallS / t.cat.wallS)} (Node's start ${fmt(m.nodeStartS, 2)} s of it; without it ${fmt((m.analyzeS - m.nodeStartS) / m.catS, 2)}×); bench/floor-walk.ts — Node's start, the same reads, the record headers walked in JavaScript, nothing decoded — ${fmt(m.floorS, 2)} s, ${fmt(m.floorS / m.catS, 2)}× cat`,
+      result: `${size}: analyze ${fmt(m.analyzeS, 2)} s vs cat ${fmt(m.catS, 2)} s, ${fmt(xCat, 2)}×, ${perTrial(l, (t) => t.analyze.wallS / t.cat.wallS)} (Node's start ${fmt(m.nodeStartS, 2)} s of it; without it ${fmt((m.analyzeS - m.nodeStartS) / m.catS, 2)}×); bench/floor-walk.ts — Node's start, the same reads, the record headers walked in JavaScript, nothing decoded — ${fmt(m.floorS, 2)} s, ${fmt(m.floorS / m.catS, 2)}× cat${m.cFloorS === undefined ? '' : `; the same walk in C on one core, no Node (bench/floor-walk.c), ${fmt(m.cFloorS, 2)} s, ${fmt(m.cFloorS / m.catS, 2)}× cat: with Node's start ${fmt((m.cFloorS + m.nodeStartS) / m.catS, 2)}×, the least a one-core walk of every record can take`}`,
       met: xCat <= 2 && gib >= 1.5 ? 'met' : 'missed',
     },
     {
@@ -85,6 +85,19 @@ export function largeFileSection(l: LargeFileResult, goals: Goal[]): string {
       ratio(m.floorS, m.catS),
       ratio(m.tcpdumpS, m.floorS, 1),
     ],
+    ...(m.cFloorS === undefined
+      ? []
+      : [
+          [
+            'C floor-walk (128 KiB reads + record headers, one core, no Node)',
+            fmt(m.cFloorS, 2),
+            '–',
+            '–',
+            msPerMiB(m.cFloorS),
+            ratio(m.cFloorS, m.catS),
+            ratio(m.tcpdumpS, m.cFloorS, 1),
+          ],
+        ]),
     [
       'tcpdump -nn -r, each file (TZ unset)',
       fmt(m.tcpdumpS, 2),
@@ -113,6 +126,7 @@ export function largeFileSection(l: LargeFileResult, goals: Goal[]): string {
     fmt(t.tcpdumpTzS, 1),
     fmt(t.nodeStartS, 2),
     fmt(t.floorS, 2),
+    t.cFloorS === undefined ? '–' : fmt(t.cFloorS, 2),
   ]);
   const rssRows = l.rss.map((r) => [
     `${r.scale}×`,
@@ -128,13 +142,13 @@ client → service, the backend client → pod, each with background flows of it
 clock offset), ${fmt(l.framesPerPoint)} frames each, ${fmt(l.totalMiB)} MiB in all, in a temp
 dir removed afterwards. After one warming \`cat\`, ${l.trials.length} back-to-back trials of: \`cat\`
 of the three files, \`hoptrace analyze\` over them (verdict \`${l.analyzeLayer ?? 'none'}\`),
-\`tcpdump -nn -r\` over each file once (summed) with TZ unset, then with TZ=UTC, \`node -e 0\` and
-bench/floor-walk.ts over the three files (analyze's 2 MiB reads and a walk over the record headers);
-medians below. Measured ${l.date}, load average ${l.loadBefore} before, ${l.loadAfter} after.
+\`tcpdump -nn -r\` over each file once (summed) with TZ unset, then with TZ=UTC, \`node -e 0\`,
+bench/floor-walk.ts over the three files (analyze's 2 MiB reads and a walk over the record headers)
+and bench/floor-walk.c (the same walk in C, 128 KiB reads, one core); medians below. Measured ${l.date}, load average ${l.loadBefore} before, ${l.loadAfter} after.
 
 ${table(['command', 'wall s (median)', 'CPU s', 'peak RSS MiB', 'ms per MiB', '÷ cat', 'tcpdump -nn (TZ unset) ÷ this'], rows)}
 
-${table(['trial', 'cat s', 'analyze s', 'analyze MiB', 'tcpdump -nn s', 'TZ=UTC s', 'node -e 0 s', 'floor-walk s'], trialRows)}
+${table(['trial', 'cat s', 'analyze s', 'analyze MiB', 'tcpdump -nn s', 'TZ=UTC s', 'node -e 0 s', 'floor-walk s', 'C floor-walk s'], trialRows)}
 
 analyze's peak RSS by input size (the other sizes measured once, after the trials):
 
