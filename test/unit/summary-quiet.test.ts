@@ -23,6 +23,7 @@ import { GATE_PROTO, MAX_QUIET_KEYS, SummaryGate } from '../../offline/summary-g
 import { FilePointStream } from '../../offline/point-stream';
 import type { LaterPass } from '../../core/report/analyze';
 import { icmpEcho, tcp, writePcap, type Pkt } from './frames';
+import { xorshift32 } from './xorshift';
 
 const load = loadNativeAddon();
 if (!load.ok) {
@@ -156,26 +157,14 @@ void t.test('gate: which data segments are left out', (t) => {
   t.end();
 });
 
-/** A tiny deterministic generator (xorshift32). */
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x;
-  };
-}
-
 /**
  * A later point's capture: `flows` busy connections (data, pure ACKs), a SLOW frame now and then,
  * and a proxy's new connection (other tuple, other seqs) whose first data segment is the request
  * and whose later ones carry no key; returns the file and the plan a first point would give.
  */
 function laterCapture(name: string, seed: number, flows: number, n: number) {
-  const r = rng(seed);
+  const rand = xorshift32(seed);
+  const r = (): number => rand(2 ** 32);
   const start = T0 + 5n * S;
   const pkts: Pkt[] = [];
   const proxy = { src: '10.244.1.5', dst: '10.244.2.7', sport: 33333, dport: 8080 };
