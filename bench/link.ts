@@ -12,6 +12,13 @@
  * agent process (capture frames → Envelopes → spool → ws/TLS), the collector process (receive,
  * decode, store, hold for analysis). "delivered" is what reached the collector: the point's
  * stored events.
+ *
+ * The zero-loss search under a CPU budget (issue 20 goal 3, `share`): the same trials, tcpdump
+ * and the whole agent alternating step by step at asked rates (bench/cpu-share.ts), each under the
+ * same CFS quota of one core (bench/cgroup-cpu.ts) with the same 32 MiB ring — for the agent its
+ * two capture workers and the agent process together, moved into the budget once the capture runs
+ * and out again when the flood ends (the backlog is worked off outside it, for both tools: no
+ * packet arrives then, so none can be lost); the collector and the sender stay outside.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,6 +27,8 @@ import { accounted, type CaptureView, type PointView } from '../collector';
 import { forget, removeOnExit } from '../lab/live-procs';
 import { delay, Netns } from '../lab/netns';
 import { buildFlood, parseFlood, startTcpdump } from './capture';
+import { createCpuBudget, type CpuBudget } from './cgroup-cpu';
+import { nextShareRate, SHARE_RING_BYTES, type ShareSearch, type ShareStep } from './cpu-share';
 import { LinkPair, workerPids, type LinkScheme } from './link-procs';
 import { cpuNs, median, rssMiB } from './proc';
 import { counters, RX, setupVeth, TX } from './veth';
@@ -60,6 +69,14 @@ export interface LinkTrial {
   collectorNs: number | null;
   /** Agent process RSS after the drain (MiB). */
   agentRssMiB: number | null;
+  /** A step of the search under a CPU budget: the rate asked (pps). */
+  askedPps?: number;
+  /** The trial ran under a CPU budget of this share of one core. */
+  budgetPercent?: number;
+  /** CFS periods of the trial in which the budget ran out, of all its periods. */
+  throttled?: { periods: number; throttled: number };
+  /** Under a budget: whether delivery stood still (2 s) before the drain's 20 s deadline. */
+  drained?: boolean;
 }
 
 export interface LinkOptions {
@@ -69,6 +86,11 @@ export interface LinkOptions {
   floodSrc: string;
   /** Also one scan-like pair per scheme (every packet a new flow) after the rounds. */
   scan?: boolean;
+  /**
+   * The zero-loss search under the same CPU budget (percent of one core) for tcpdump and the
+   * whole agent over `scheme`, after the rounds; none when absent.
+   */
+  share?: { percent: number; search: ShareSearch; scheme: LinkScheme };
   log: (s: string) => void;
 }
 
@@ -125,6 +147,7 @@ export function linkPairs(trials: readonly LinkTrial[]): [LinkTrial, LinkTrial][
   const out: [LinkTrial, LinkTrial][] = [];
   let last: LinkTrial | undefined;
   for (const t of trials) {
+    if (t.budgetPercent !== undefined) continue;
     if (t.tool === 'tcpdump') last = t;
     else if (last !== undefined && last.round === t.round) {
       out.push([last, t]);
@@ -185,7 +208,29 @@ async function until<T>(what: string, ms: number, get: () => Promise<T | undefin
 
 interface Flood {
   load: 'flows' | 'scan';
-  run(): Promise<{ sent: number; elapsedS: number }>;
+  /** Floods for the trial's duration at `ratePps` (0, the default: as fast as one core sends). */
+  run(ratePps?: number): Promise<{ sent: number; elapsedS: number }>;
+}
+
+/** A trial's CPU budget, and the rate asked of the flood under it. */
+interface Budgeted {
+  budget: CpuBudget;
+  askedPps: number;
+}
+
+/** The budget's fields of a trial, from cpu.stat before and after. */
+function budgetFields(
+  b: Budgeted,
+  s0: { periods: number; throttled: number },
+  s1: { periods: number; throttled: number },
+  drained: boolean,
+): Partial<LinkTrial> {
+  return {
+    askedPps: b.askedPps,
+    budgetPercent: b.budget.percent,
+    throttled: { periods: s1.periods - s0.periods, throttled: s1.throttled - s0.throttled },
+    drained,
+  };
 }
 
 async function agentTrial(
@@ -193,6 +238,7 @@ async function agentTrial(
   pair: LinkPair,
   flood: Flood,
   round: number,
+  budgeted?: Budgeted,
 ): Promise<LinkTrial> {
   const target = `/run/netns/${lab.full(RX)}`;
   const created = (await pair.api('POST', '/v1/captures', {
@@ -220,11 +266,21 @@ async function agentTrial(
     });
     const cpu = (): number[] =>
       [workers.veth, workers.idle, pair.agentPid, pair.collectorPid].map((p) => cpuNs(p) ?? NaN);
+    // Under a budget: both workers and the agent process (all their threads); not the collector.
+    if (budgeted !== undefined)
+      for (const pid of [workers.veth, workers.idle, pair.agentPid]) budgeted.budget.add(pid);
+    const s0 = budgeted?.budget.stat();
     const before = point(await pair.capture(id), 'veth');
     const rx0 = await counters(lab, RX, 'vrx');
     const tx0 = await counters(lab, TX, 'vtx');
     const c0 = cpu();
-    const f = await flood.run();
+    const f = await flood.run(budgeted?.askedPps);
+    // Held to the budget while packets arrive; once they stop, no packet can be lost any more
+    // (what overflowed the ring is counted), so the backlog is worked off outside it — as for
+    // tcpdump. (Draining inside it, a count that stood still for 2 s meant a starved agent
+    // process, not a drained ring.)
+    const s1 = budgeted?.budget.stat();
+    budgeted?.budget.remove();
     // Delivered = held by the collector (packet events + what its counters count): wait until
     // the point's count stood still for 2 s (a worker writes counters alone once a second).
     let last = -1;
@@ -262,8 +318,13 @@ async function agentTrial(
       agentNs: d[2] ?? NaN,
       collectorNs: d[3] ?? NaN,
       agentRssMiB: rss,
+      ...(budgeted !== undefined && s0 !== undefined && s1 !== undefined
+        ? budgetFields(budgeted, s0, s1, still >= 8)
+        : {}),
     };
   } finally {
+    // Out of the budget before the capture is cancelled, so that ending it is not throttled.
+    budgeted?.budget.remove();
     await pair.api('DELETE', `/v1/captures/${encodeURIComponent(id)}`).catch(() => undefined);
     // The next trial starts only once this one's workers are gone and the collector finished it.
     await until(`capture ${id} finished`, 30_000, async () =>
@@ -275,14 +336,29 @@ async function agentTrial(
   }
 }
 
-async function tcpdumpTrial(lab: Netns, flood: Flood, round: number): Promise<LinkTrial> {
-  const running = await startTcpdump(lab, '');
+async function tcpdumpTrial(
+  lab: Netns,
+  flood: Flood,
+  round: number,
+  budgeted?: Budgeted,
+): Promise<LinkTrial> {
+  // Under a budget, the agent's ring size (tcpdump -B 32768).
+  const running = await startTcpdump(
+    lab,
+    '',
+    budgeted === undefined ? undefined : SHARE_RING_BYTES,
+  );
   try {
+    budgeted?.budget.add(running.pid);
+    const s0 = budgeted?.budget.stat();
     const rx0 = await counters(lab, RX, 'vrx');
     const tx0 = await counters(lab, TX, 'vtx');
     const c0 = cpuNs(running.pid) ?? 0;
-    const f = await flood.run();
-    await running.drain(false);
+    const f = await flood.run(budgeted?.askedPps);
+    // As for the agent: the budget while packets arrive, the backlog worked off outside it.
+    const s1 = budgeted?.budget.stat();
+    budgeted?.budget.remove();
+    await running.drain(budgeted !== undefined);
     const c1 = cpuNs(running.pid) ?? c0;
     const rx1 = await counters(lab, RX, 'vrx');
     const tx1 = await counters(lab, TX, 'vtx');
@@ -304,6 +380,9 @@ async function tcpdumpTrial(lab: Netns, flood: Flood, round: number): Promise<Li
       agentNs: null,
       collectorNs: null,
       agentRssMiB: null,
+      ...(budgeted !== undefined && s0 !== undefined && s1 !== undefined
+        ? budgetFields(budgeted, s0, s1, true)
+        : {}),
     };
   } catch (e) {
     await running.stop().catch(() => undefined);
@@ -325,8 +404,15 @@ export async function benchLink(opts: LinkOptions): Promise<LinkResult> {
     const rxMac = await setupVeth(lab);
     const floodOf = (load: 'flows' | 'scan'): Flood => ({
       load,
-      async run() {
-        const args = ['vtx', '10.77.0.1', '10.77.0.2', rxMac, '0', String(opts.durationS)];
+      async run(ratePps = 0) {
+        const args = [
+          'vtx',
+          '10.77.0.1',
+          '10.77.0.2',
+          rxMac,
+          String(ratePps),
+          String(opts.durationS),
+        ];
         // A scan: 24,000 source ports in turn, each packet a new flow (the agent's table holds
         // 4,096), so every packet is sent whole.
         args.push('64', '41000', load === 'scan' ? '24000' : '8');
@@ -390,11 +476,75 @@ export async function benchLink(opts: LinkOptions): Promise<LinkResult> {
         show(ag);
       }
     }
+    if (opts.share !== undefined) await shareSearch(lab, pairs, flood, opts, trials, show);
     return { trials, date, loadBefore, loadAfter: loadavg() };
   } finally {
     for (const p of pairs) await p.close();
     await lab.destroy();
     rmSync(dir, { recursive: true, force: true });
     forget(dir);
+  }
+}
+
+/** Whether a trial took every packet offered (tcpdump: captured; the agent: held by the collector). */
+export function linkLossless(t: LinkTrial): boolean {
+  return t.delivered >= t.offered;
+}
+
+/** One search step of a budget trial. */
+export function shareStepOf(t: LinkTrial): ShareStep {
+  return {
+    askedPps: t.askedPps ?? 0,
+    offeredPps: t.offered / t.elapsedS,
+    lossless: linkLossless(t),
+  };
+}
+
+/**
+ * The zero-loss search under the same CPU budget: tcpdump and the whole agent over the chosen
+ * scheme alternate step by step (as the capture ladder does), each step in a fresh cgroup that
+ * is removed afterwards whatever happens.
+ */
+async function shareSearch(
+  lab: Netns,
+  pairs: readonly LinkPair[],
+  flood: Flood,
+  opts: LinkOptions,
+  trials: LinkTrial[],
+  show: (t: LinkTrial) => void,
+): Promise<void> {
+  const share = opts.share;
+  if (share === undefined) return;
+  const pair = pairs.find((p) => p.scheme === share.scheme);
+  if (pair === undefined) throw new Error(`the budget search asks for ${share.scheme}, not run`);
+  const round = opts.rounds + 2;
+  const steps = { tcpdump: [] as ShareStep[], agent: [] as ShareStep[] };
+  for (;;) {
+    let ran = false;
+    for (const tool of ['tcpdump', 'agent'] as const) {
+      const askedPps = nextShareRate(steps[tool], share.search);
+      if (askedPps === null) continue;
+      const budget = createCpuBudget(`hoptrace-bench-${process.pid}-link-${tool}`, share.percent);
+      let t: LinkTrial;
+      try {
+        t =
+          tool === 'tcpdump'
+            ? await tcpdumpTrial(lab, flood, round, { budget, askedPps })
+            : await agentTrial(lab, pair, flood, round, { budget, askedPps }).catch(
+                (e: unknown) => {
+                  throw new Error(
+                    `${pair.scheme} agent budget trial: ${String(e)}\n${pair.logs()}`,
+                  );
+                },
+              );
+      } finally {
+        budget.remove();
+      }
+      trials.push(t);
+      show(t);
+      steps[tool].push(shareStepOf(t));
+      ran = true;
+    }
+    if (!ran) return;
   }
 }

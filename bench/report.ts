@@ -11,7 +11,7 @@ import { largeFileSection } from './large-report';
 import type { Goal } from './goal';
 export type { Goal } from './goal';
 import type { LinkResult } from './link';
-import { linkSection } from './link-report';
+import { hasLinkShare, linkSection } from './link-report';
 import type { LiveRow } from './live';
 import { shareSection } from './report-share';
 import { fmt, median, ratio, table } from './proc';
@@ -61,7 +61,7 @@ function toolName(t: CaptureTrial): string {
   return t.bufferBytes === undefined ? base : `${base}, ${t.bufferBytes / 1024} KiB ring`;
 }
 
-function captureSection(c: CaptureResult, goals: Goal[]): string {
+function captureSection(c: CaptureResult, goals: Goal[], linkShare: boolean): string {
   const broad = c.trials.filter(
     (t) => t.filter === 'none' && t.bufferBytes === undefined && t.repeat === undefined,
   );
@@ -286,7 +286,7 @@ ${table(['capture', 'flood offered', 'flow delivered / sent', 'veth drops', 'CPU
 ### Drops are counted, not guessed
 
 ${table(['capture', 'offered rate', 'offered', 'delivered', 'loss', 'kernel drops', 'queue drops', 'loss = reported?'], forcedRows)}
-${shareSection(c.trials, (g) => goals.push(g))}`;
+${shareSection(c.trials, linkShare ? null : (g) => goals.push(g))}`;
 }
 
 function correlatorSection(rs: CorrelatorResult[], goals: Goal[]): string {
@@ -471,7 +471,7 @@ node dist/bench/run.js --only capture --link-only --out X.md --json X.json  # th
 | tshark | ${m.tshark} |
 `);
   if (r.capture !== undefined && r.capture.trials.length > 0)
-    parts.push(captureSection(r.capture, goals));
+    parts.push(captureSection(r.capture, goals, hasLinkShare(r.link)));
   if (r.link !== undefined && r.link.trials.length > 0) {
     // Alone (--link-only) it still sits under §1's heading.
     if ((r.capture?.trials.length ?? 0) === 0)

@@ -95,6 +95,9 @@ void t.test('report: limits of both tools, the goal judged only when both were l
   t.equal(sender[0]?.met, 'no loss at any rate offered', 'tcpdump never lost: no capture result');
   t.match(sender[0]?.result ?? '', /the sender's limit, not the capture's/);
 
+  const withLink = shareSection([trial('tcpdump', 80_000, 0), trial('native', 40_000, 900)], null);
+  t.match(withLink, /the goal row is the whole agent's/, 'the stand-in gives no goal row then');
+
   const none: ShareGoal[] = [];
   const unbudgeted = trial('tcpdump', 1, 0);
   delete unbudgeted.budgetPercent;

@@ -2,7 +2,7 @@
 import t from 'tap';
 import { linkFigures, linkPairs, schemeSummary, type LinkTrial } from '../../bench/link';
 import { ifaceOfWorker, nodeArgsFrom } from '../../bench/link-procs';
-import { linkGoal, linkSection, type LinkGoal } from '../../bench/link-report';
+import { hasLinkShare, linkGoal, linkSection, type LinkGoal } from '../../bench/link-report';
 
 function trial(over: Partial<LinkTrial>): LinkTrial {
   return {
@@ -112,5 +112,53 @@ void t.test('a worker is told by the iface of its JSON argument', (t) => {
     '--cpu-prof-dir=/tmp/p',
   ]);
   t.same(nodeArgsFrom(undefined), []);
+  t.end();
+});
+
+void t.test('the budget search: its trials are no pairs, and give goal 3 its row', (t) => {
+  const budget = (over: Partial<LinkTrial>): Partial<LinkTrial> => ({
+    round: 7,
+    elapsedS: 2,
+    budgetPercent: 1,
+    throttled: { periods: 30, throttled: 12 },
+    drained: true,
+    ...over,
+  });
+  const trials = [
+    trial({ round: 1 }),
+    agent({ round: 1 }),
+    // tcpdump: lossless at 80 k and 120 k asked, loses at 160 k.
+    trial(budget({ askedPps: 80_000, offered: 160_000, delivered: 160_000 })),
+    agent(budget({ askedPps: 40_000, offered: 80_000, delivered: 80_000 })),
+    trial(budget({ askedPps: 160_000, offered: 320_000, delivered: 300_000 })),
+    agent(budget({ askedPps: 80_000, offered: 160_000, delivered: 150_000, drained: false })),
+    trial(budget({ askedPps: 120_000, offered: 240_000, delivered: 240_000 })),
+    agent(budget({ askedPps: 60_000, offered: 120_000, delivered: 120_000 })),
+  ];
+  t.equal(linkPairs(trials).length, 1, 'budget trials never pair with the rounds');
+  t.ok(hasLinkShare({ trials }));
+  t.notOk(hasLinkShare({ trials: trials.slice(0, 2) }));
+  const goals: LinkGoal[] = [];
+  const md = linkSection({ trials }, goals);
+  t.equal(goals.length, 2, 'the scheme row and the budget row');
+  const g = goals.find((x) => /zero-loss rate under the same CPU budget/.test(x.goal));
+  t.equal(g?.met, 'missed', '60 k of 120 k is 50 %');
+  t.match(g?.result ?? '', /the whole agent over wss .*60 k pps \(first loss when 80 k/);
+  t.match(g?.result ?? '', /tcpdump 120 k pps \(first loss when 160 k pps were asked\): 50 %/);
+  t.match(md, /Zero loss under the same CPU budget: the whole agent/);
+  t.match(md, /12 of 30/, 'throttled periods shown');
+  t.match(md, /no: still growing at 20 s/, 'an undrained trial says so');
+  t.match(md, /\| agent \(wss\) \| 80 k \| 80 k \| 160,000 \| 150,000 \| 10,000 \|/);
+
+  const senderOnly: LinkGoal[] = [];
+  linkSection(
+    { trials: trials.filter((x) => x.tool !== 'tcpdump' || x.delivered >= x.offered) },
+    senderOnly,
+  );
+  t.equal(
+    senderOnly.find((x) => /CPU budget/.test(x.goal))?.met,
+    'no loss at any rate offered',
+    'a tool that never lost was held back by the sender, not its capture',
+  );
   t.end();
 });
