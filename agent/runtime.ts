@@ -23,6 +23,7 @@ import type {
 import type { CollectorCommand } from './link/collector-link';
 import type { NamespaceInfo, NetnsScope } from './netns/addresses';
 import type { ResolvedTarget } from './netns/resolve';
+import { joinTicker } from './ticker';
 
 /** What the runtime needs of a capture (NsCapture; tests give fakes, startEncoded optional). */
 type RuntimeCapture = Pick<NsCapture, 'start' | 'stop' | 'stats'> &
@@ -56,7 +57,8 @@ interface Running {
   netnsAddresses: string[];
   errorCode: string;
   message: string;
-  statusTimer: NodeJS.Timeout | undefined;
+  /** Leaves the shared status tick (agent/ticker.ts). */
+  stopStatus: (() => void) | undefined;
   deadlineTimer: NodeJS.Timeout | undefined;
   /** Resolves once the capture stopped or failed. */
   done: Promise<void>;
@@ -147,7 +149,7 @@ export class AgentRuntime {
       netnsAddresses: [],
       errorCode: '',
       message: '',
-      statusTimer: undefined,
+      stopStatus: undefined,
       deadlineTimer: undefined,
       done,
       markDone,
@@ -210,10 +212,11 @@ export class AgentRuntime {
       r.state = 'capturing';
       log.info({ state: 'capturing', netns: r.netns, iface: cmd.iface }, 'capture started');
       this.report(r);
-      r.statusTimer = setInterval(() => {
+      // Every point's report in one shared tick (agent/ticker.ts): one wake-up a second, not one
+      // per point.
+      r.stopStatus = joinTicker(STATUS_INTERVAL_MS, () => {
         this.report(r);
-      }, STATUS_INTERVAL_MS);
-      r.statusTimer.unref();
+      });
       const left = cmd.deadlineUnixMs > 0 ? cmd.deadlineUnixMs - this.deps.nowMs() : 0;
       if (cmd.deadlineUnixMs > 0) {
         r.deadlineTimer = setTimeout(() => void this.stopOne(r), Math.max(0, left));
@@ -230,7 +233,7 @@ export class AgentRuntime {
 
   private finish(r: Running, err: HoptraceError | null): void {
     if (r.state === 'stopped' || r.state === 'failed') return;
-    clearInterval(r.statusTimer);
+    r.stopStatus?.();
     clearTimeout(r.deadlineTimer);
     if (err) {
       r.state = 'failed';

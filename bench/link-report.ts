@@ -193,8 +193,35 @@ counted); **reported** = kernel + queue drops + events the link reported lost. H
 ${limitText(name, shareLimit(ag))}; ${limitText('tcpdump', shareLimit(td))}.
 
 ${table(['capture', 'asked', 'offered rate', 'offered', 'delivered', 'loss', 'reported', 'ns/packet (all processes)', 'throttled periods', 'drained'], rows)}
-`;
+
+${SHARE_LIMITS}`;
 }
+
+/** What limits the whole agent under the budget (measured by hand, an idle capture). */
+const SHARE_LIMITS = `#### What limits the whole agent at this budget
+
+At 1 % of one core the budget is 10 ms of CPU a second; tcpdump spends nearly all of it on
+packets (idle it costs ~0). The agent first pays fixed costs a second out of the same 10 ms.
+Measured by hand (2026-12-04) with the bench's collector and agent, a capture armed on vrx and
+\`lo\` with no traffic, CPU a second from schedstat:
+
+- **A wake-up is the unit of cost here.** A bare Node \`setInterval\` at 50 ms costs ~4 ms/s
+  (~200 µs a wake-up before any work), at 1 s ~0.4 ms/s; a C loop of 50 ms \`poll\` ~1 ms/s.
+- **The agent process: ~5 ms/s while a capture ran** (0.25 ms/s with none) — ~28 wake-ups a
+  second (strace): each point's namespace check 4×/s and its status report once a second (an
+  Envelope through the spool and TLS, and the collector's ack), the workers' stats frames, in code
+  that runs too rarely for the JIT to optimize. **Now ~3.3–4 ms/s**: every point's namespace check
+  shares one 250 ms tick and every point's status one 1 s tick (agent/ticker.ts). In a
+  \`--link-only\` run before/after on this machine the whole agent's lossless rate under the
+  budget went from 90–100 k to 120 k pps against tcpdump's 180–200 k (50–56 % → 60 %).
+- **Each worker ~0.3–0.5 ms/s idle**, with a burst of ~25–30 ms about 8 s after it starts (V8's
+  post-start memory reducer, by its timing; not checked further) and ~1 ms/s in its first second.
+  A worker is a fresh process per capture.
+
+Left: the workers' stats frames (one wake-up a second each, at their own phases), the status
+reports while nothing changed, the worker's per-packet cost itself (1.6–1.7× tcpdump's at full
+speed, the larger share under any budget).
+`;
 
 /** What the profiles said (by hand: \`--cpu-prof\` through the NODE_ARGS variables, a quick run). */
 const LINK_LIMITS = `#### What the whole agent costs now, and what took it there

@@ -20,6 +20,7 @@ import type { PacketEvent } from '../../common/event';
 import type { EncodedEvents } from '../../common/wire';
 import { loadNativeAddon, type PcapSharedRing } from '../../native/loader';
 import { nsenterRefusal } from '../capabilities';
+import { joinTicker } from '../ticker';
 import { EventsWireEncoder, parseSummaryFrame } from './summary-wire';
 import {
   EventBatcher,
@@ -110,7 +111,7 @@ export class NsCapture implements CaptureSource {
   private ended = false;
   private workerStats: CaptureStats | undefined;
   private stderrTail = '';
-  private watch: NodeJS.Timeout | undefined;
+  private unwatch: (() => void) | undefined;
   private nsId: NsIdentity | null = null;
   /** The error the capture ends with once the worker has exited (its namespace went away). */
   private endWith: HoptraceError | undefined;
@@ -486,7 +487,9 @@ export class NsCapture implements CaptureSource {
   private startWatch(): void {
     const nsPath = this.opts.netnsPath;
     if (nsPath === undefined) return;
-    this.watch = setInterval(() => {
+    // One shared tick for every capture's check (agent/ticker.ts): a wake-up costs more here
+    // than the stat it makes.
+    this.unwatch = joinTicker(this.opts.watchIntervalMs ?? 250, () => {
       if (!sameIdentity(identity(nsPath), this.nsId)) {
         this.stopWatch();
         // Not the end yet: asked to stop, the worker drains its ring and writes what it holds —
@@ -495,13 +498,12 @@ export class NsCapture implements CaptureSource {
         this.endWith ??= this.namespaceGone();
         this.kill();
       }
-    }, this.opts.watchIntervalMs ?? 250);
-    this.watch.unref();
+    });
   }
 
   private stopWatch(): void {
-    if (this.watch !== undefined) clearInterval(this.watch);
-    this.watch = undefined;
+    this.unwatch?.();
+    this.unwatch = undefined;
   }
 
   private kill(): void {
