@@ -211,9 +211,11 @@ Measured by hand (2026-12-04) with the bench's collector and agent, a capture ar
   second (strace): each point's namespace check 4×/s and its status report once a second (an
   Envelope through the spool and TLS, and the collector's ack), the workers' stats frames, in code
   that runs too rarely for the JIT to optimize. **Now ~3.3–4 ms/s**: every point's namespace check
-  shares one 250 ms tick and every point's status one 1 s tick (agent/ticker.ts). In a
-  \`--link-only\` run before/after on this machine the whole agent's lossless rate under the
-  budget went from 90–100 k to 120 k pps against tcpdump's 180–200 k (50–56 % → 60 %).
+  shares one 250 ms tick and every point's status one 1 s tick (agent/ticker.ts). Under the budget the
+  search's result moves with the machine: 90–100 k pps against tcpdump's 180 k in two full runs
+  before this (50–56 %), 120 k against 200 k in a \`--link-only\` run after it (60 %), 90 k against
+  180 k in the full run after it (50 %) — the saving is real (idle), its effect on this row is
+  within the row's spread.
 - **Each worker ~0.3–0.5 ms/s idle**, with a burst of ~25–30 ms about 8 s after it starts (V8's
   post-start memory reducer, by its timing; not checked further) and ~1 ms/s in its first second.
   A worker is a fresh process per capture.
