@@ -216,8 +216,9 @@ Measured by hand (2026-12-04) with the bench's collector and agent, a capture ar
   before this (50–56 %), 120 k against 200 k in a \`--link-only\` run after it (60 %), 90 k against
   180 k in the full run after it (50 %) — the saving is real (idle), its effect on this row is
   within the row's spread.
-- **Each worker ~0.3–0.5 ms/s idle**, with a burst of ~25–30 ms about 8 s after it starts (V8's
-  post-start memory reducer, by its timing; not checked further) and ~1 ms/s in its first second.
+- **Each worker ~0.3–0.5 ms/s idle**, with a burst of ~25–30 ms about 8 s after it starts (cause
+  not found: a bare Node process with the addon loaded shows none, with or without
+  \`--no-memory-reducer\`) and ~1 ms/s in its first second.
   A worker is a fresh process per capture.
 
 Left: the workers' stats frames (one wake-up a second each, at their own phases), the status
