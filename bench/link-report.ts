@@ -171,7 +171,7 @@ function linkShareSection(
       t.throttled === undefined
         ? '–'
         : `${fmt(t.throttled.throttled)} of ${fmt(t.throttled.periods)}`,
-      t.drained === false ? 'no: still growing at 20 s' : 'yes',
+      t.drained === undefined ? '–' : t.drained ? 'yes' : 'no: still growing at 20 s',
     ];
   });
   return `

@@ -75,7 +75,10 @@ export interface LinkTrial {
   budgetPercent?: number;
   /** CFS periods of the trial in which the budget ran out, of all its periods. */
   throttled?: { periods: number; throttled: number };
-  /** Under a budget: whether delivery stood still (2 s) before the drain's 20 s deadline. */
+  /**
+   * Under a budget, the agent: whether delivery stood still (2 s) before the drain's 20 s
+   * deadline (tcpdump's drain has no such answer: undefined).
+   */
   drained?: boolean;
 }
 
@@ -121,6 +124,11 @@ export interface LinkFigures {
   lossless: boolean;
 }
 
+/** Whether a trial took every packet offered (tcpdump: captured; the agent: held by the collector). */
+export function linkLossless(t: LinkTrial): boolean {
+  return t.delivered >= t.offered;
+}
+
 const per = (ns: number | null, n: number): number => (ns ?? NaN) / Math.max(1, n);
 
 /** The figures of a pair; NaN where a number is missing. */
@@ -138,7 +146,7 @@ export function linkFigures(td: LinkTrial, ag: LinkTrial): LinkFigures {
     collectorNsPerEvent: per(ag.collectorNs, ag.events ?? ag.delivered),
     workerRatio: workerNs / tcpdumpNs,
     wholeRatio: wholeNs / tcpdumpNs,
-    lossless: td.delivered >= td.offered && ag.delivered >= ag.offered,
+    lossless: linkLossless(td) && linkLossless(ag),
   };
 }
 
@@ -223,13 +231,13 @@ function budgetFields(
   b: Budgeted,
   s0: { periods: number; throttled: number },
   s1: { periods: number; throttled: number },
-  drained: boolean,
+  drained?: boolean,
 ): Partial<LinkTrial> {
   return {
     askedPps: b.askedPps,
     budgetPercent: b.budget.percent,
     throttled: { periods: s1.periods - s0.periods, throttled: s1.throttled - s0.throttled },
-    drained,
+    ...(drained === undefined ? {} : { drained }),
   };
 }
 
@@ -381,7 +389,7 @@ async function tcpdumpTrial(
       collectorNs: null,
       agentRssMiB: null,
       ...(budgeted !== undefined && s0 !== undefined && s1 !== undefined
-        ? budgetFields(budgeted, s0, s1, true)
+        ? budgetFields(budgeted, s0, s1)
         : {}),
     };
   } catch (e) {
@@ -484,11 +492,6 @@ export async function benchLink(opts: LinkOptions): Promise<LinkResult> {
     rmSync(dir, { recursive: true, force: true });
     forget(dir);
   }
-}
-
-/** Whether a trial took every packet offered (tcpdump: captured; the agent: held by the collector). */
-export function linkLossless(t: LinkTrial): boolean {
-  return t.delivered >= t.offered;
 }
 
 /** One search step of a budget trial. */

@@ -21,6 +21,7 @@ import { benchLive, type LiveRow } from './live';
 import { renderBenchmarks, type BenchResults, type Machine } from './report';
 
 const SECTIONS = ['capture', 'correlator', 'files', 'live'] as const;
+type Section = (typeof SECTIONS)[number];
 
 /** The zero-loss search under the CPU budget (bench/cpu-share.ts): rates doubled, then bisected. */
 const SHARE_SEARCH = {
@@ -28,7 +29,6 @@ const SHARE_SEARCH = {
   refine: 3,
 };
 const SHARE_SEARCH_QUICK = { ladder: [10_000, 40_000, 160_000], refine: 1 };
-type Section = (typeof SECTIONS)[number];
 
 const repoRoot = resolve(__dirname, '..', '..');
 

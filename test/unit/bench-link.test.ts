@@ -121,7 +121,6 @@ void t.test('the budget search: its trials are no pairs, and give goal 3 its row
     elapsedS: 2,
     budgetPercent: 1,
     throttled: { periods: 30, throttled: 12 },
-    drained: true,
     ...over,
   });
   const trials = [
@@ -129,11 +128,11 @@ void t.test('the budget search: its trials are no pairs, and give goal 3 its row
     agent({ round: 1 }),
     // tcpdump: lossless at 80 k and 120 k asked, loses at 160 k.
     trial(budget({ askedPps: 80_000, offered: 160_000, delivered: 160_000 })),
-    agent(budget({ askedPps: 40_000, offered: 80_000, delivered: 80_000 })),
+    agent(budget({ askedPps: 40_000, offered: 80_000, delivered: 80_000, drained: true })),
     trial(budget({ askedPps: 160_000, offered: 320_000, delivered: 300_000 })),
     agent(budget({ askedPps: 80_000, offered: 160_000, delivered: 150_000, drained: false })),
     trial(budget({ askedPps: 120_000, offered: 240_000, delivered: 240_000 })),
-    agent(budget({ askedPps: 60_000, offered: 120_000, delivered: 120_000 })),
+    agent(budget({ askedPps: 60_000, offered: 120_000, delivered: 120_000, drained: true })),
   ];
   t.equal(linkPairs(trials).length, 1, 'budget trials never pair with the rounds');
   t.ok(hasLinkShare({ trials }));
@@ -148,6 +147,7 @@ void t.test('the budget search: its trials are no pairs, and give goal 3 its row
   t.match(md, /Zero loss under the same CPU budget: the whole agent/);
   t.match(md, /12 of 30/, 'throttled periods shown');
   t.match(md, /no: still growing at 20 s/, 'an undrained trial says so');
+  t.match(md, /\| tcpdump \| 80 k \|.*\| – \|\n/, "tcpdump's drain gives no answer: not 'yes'");
   t.match(md, /\| agent \(wss\) \| 80 k \| 80 k \| 160,000 \| 150,000 \| 10,000 \|/);
 
   const senderOnly: LinkGoal[] = [];

@@ -43,6 +43,30 @@ void t.test('callbacks of one period run in the same tick, from one timer', asyn
   t.equal(seen.length, m, 'nothing runs after everyone left');
 });
 
+void t.test("a callback joined out of phase still runs in the first one's tick", async (t) => {
+  // Between two timer callbacks Node runs the microtask queue, so a flag that A sets and a
+  // microtask clears is still set in B only when B runs in the same callback as A.
+  let flag = false;
+  let together = 0;
+  let apart = 0;
+  const leaveA = joinTicker(40, () => {
+    flag = true;
+    queueMicrotask(() => {
+      flag = false;
+    });
+  });
+  await sleep(20); // half a period: a timer of B's own would fire 20 ms after A's
+  const leaveB = joinTicker(40, () => {
+    if (flag) together++;
+    else apart++;
+  });
+  await sleep(200);
+  leaveA();
+  leaveB();
+  t.ok(together >= 3, `B ran in A's tick ${together} times`);
+  t.equal(apart, 0, 'never in a tick of its own');
+});
+
 void t.test(
   'a callback may leave during its own tick; the same function joins twice',
   async (t) => {
