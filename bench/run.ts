@@ -87,7 +87,8 @@ async function main(): Promise<number> {
     return 0;
   }
   const quick = values.quick === true;
-  // `--share-only`: of the capture section, only the zero-loss search under the CPU budget.
+  // `--share-only`: of the capture section, only the two zero-loss searches under the CPU budget
+  // (the capture path alone, and the whole agent over the first `--link` scheme).
   const shareOnly = values['share-only'] === true;
   const only = (values.only?.split(',') ?? [...SECTIONS]).filter((s) => s !== '');
   const unknown = only.filter((s) => !(SECTIONS as readonly string[]).includes(s));
