@@ -236,7 +236,8 @@ export interface PcapBatchAddon {
    * fold.c on its own (tests): push() summarizes a frame as the capture callback does and returns
    * its record when it is sent, null when it was counted; flush() the pending counter records.
    */
-  Folder: new (first: number, slots: number) => PcapFolder;
+  /** quick (default true): fold_quick before summary_one, as the capture callback does. */
+  Folder: new (first: number, slots: number, quick?: boolean) => PcapFolder;
   /** ringFd: a SharedRing's fd, inherited from the parent: droppable frames then go through it. */
   FrameWriter: new (fd: number, maxQueuedBytes: number, ringFd?: number) => PcapFrameWriter;
   /** A new frame ring of `bytes` data bytes (64 KiB … 1 GiB). */
@@ -253,7 +254,8 @@ export interface PcapFolder {
     frameNo: number,
   ): Buffer | null;
   flush(): Buffer;
-  stats(): { folded: number; flows: number; fullSent: number };
+  /** quick: of `folded`, the packets fold_quick counted without a record. */
+  stats(): { folded: number; flows: number; fullSent: number; quick: number };
 }
 
 /** The open() failure codes the addon throws with (Error.code). */

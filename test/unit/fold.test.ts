@@ -1,6 +1,7 @@
 /**
  * Per-flow counters (issue 20, native/pcap-batch/src/fold.c through the addon's Folder, which runs
- * summary_one + fold_packet per frame exactly as the capture callback does): which packets are
+ * summary_quick + fold_quick, else summary_one + fold_packet, per frame exactly as the capture
+ * callback does; fold_quick decides as fold_packet would): which packets are
  * sent whole, that every other packet is counted exactly once into its flow's counter, that the
  * table is bounded and a full table degrades to sending (never to silence), and what the rest of
  * the system does with a counter — the wire round trip, correlation ignoring it, the report
@@ -27,6 +28,7 @@ import {
 import { loadNativeAddon, type PcapFolder } from '../../native/loader';
 import { openCaptureFile } from '../../offline/pcap-file';
 import { PCAPS } from './corpus';
+import { xorshift32 } from './xorshift';
 import {
   ACK,
   ADDR,
@@ -150,7 +152,8 @@ void t.test('a flow: its first packets each way are sent, the rest counted exact
     Array.from({ length: 64 }, (_, i) => i + 1),
     'the first ones',
   );
-  t.same(f.stats(), { folded: 36, flows: 1, fullSent: 0 });
+  // Of the 36 counted, each direction's first goes the whole way (its record starts the counter).
+  t.same(f.stats(), { folded: 36, flows: 1, fullSent: 0, quick: 34 });
   const c = counters(f);
   t.equal(c.length, 2, 'one counter per direction');
   const [a, b] = c[0]?.inner?.src === '10.0.0.1' ? [c[0], c[1]] : [c[1], c[0]];
@@ -347,6 +350,145 @@ void t.test('every frame of the corpus: SLOW frames never folded, each packet on
   t.equal(differs, 0, "every sent record is summarize's");
   t.end();
 });
+
+type Asserts = Pick<typeof t, 'equal' | 'same' | 'ok' | 'fail'>;
+
+/** The fields of a record that either path writes (not the bytes past an address's family). */
+function recordView(r: Buffer, lt: number): string {
+  if (r[0] !== 1 && r[0] !== FOLD) return `slow ${r.subarray(8, 28).toString('hex')}`;
+  const ev = summaryEvent(r, 0, Buffer.alloc(0), lt, 0, CTX);
+  return `${r[0]} ${r.subarray(80, 88).toString('hex')} ${JSON.stringify(ev, big)}`;
+}
+
+function sameBothWays(
+  t: Asserts,
+  what: string,
+  frames: { data: Buffer; wire: number; ts: bigint; lt: number }[],
+  first: number,
+  slots: number,
+): number {
+  const quick = new addon.Folder(first, slots, true);
+  const whole = new addon.Folder(first, slots, false);
+  let differs = 0;
+  frames.forEach((fr, i) => {
+    const a = quick.push(fr.data, fr.wire, fr.ts, fr.lt, ports, i + 1);
+    const b = whole.push(fr.data, fr.wire, fr.ts, fr.lt, ports, i + 1);
+    const same =
+      a === null ? b === null : b !== null && recordView(a, fr.lt) === recordView(b, fr.lt);
+    if (!same && differs++ < 5)
+      t.fail(`${what} #${i + 1}: ${a === null ? 'counted' : 'sent'} with fold_quick, not without`);
+  });
+  const view = (recs: Buffer): string[] =>
+    Array.from({ length: recs.length / SUMMARY_BYTES }, (_, i) =>
+      recordView(recs.subarray(i * SUMMARY_BYTES, (i + 1) * SUMMARY_BYTES), 1),
+    );
+  t.same(view(quick.flush()), view(whole.flush()), `${what}: the same counter records`);
+  const { quick: q, ...sa } = quick.stats();
+  const { quick: none, ...sb } = whole.stats();
+  t.same(sa, sb, `${what}: the same counts`);
+  t.equal(none, 0, `${what}: without it, nothing counted quickly`);
+  t.equal(differs, 0, `${what}: every frame decided the same`);
+  return q;
+}
+
+void t.test(
+  'fold_quick decides every frame as fold_packet does (corpus, flows, mutations)',
+  (t) => {
+    // Synthetic flows of every shape fold_quick takes and of the neighbours it must leave alone.
+    const rand = xorshift32(20);
+    const synth: Buffer[] = [];
+    const payloads = [
+      'data',
+      '',
+      'GET / HTTP/1.1\r\n',
+      'x'.repeat(40) + 'hoptrace-probe-ab12 ',
+      'hoptrace-probe-',
+      'hoptrace-probe-!',
+      'PRI * HTTP/2.0',
+      'x'.repeat(600),
+    ];
+    for (let i = 0; i < 4000; i++) {
+      const proto = rand(2) === 0 ? 6 : 17;
+      const flow = rand(12);
+      const fwd = rand(2) === 0;
+      const a = ['10.0.0.1', 1000 + flow] as const;
+      const b = ['10.0.0.2', flow === 11 ? 4789 : 80] as const;
+      const p = rand(5) === 0 ? payloads[rand(payloads.length)]! : 'data';
+      const flags = [ACK, ACK, ACK, ACK, 0x02, FIN | ACK, 0x04, 0x18][rand(8)]!;
+      const f = fwd
+        ? frame(proto, a[0], a[1], b[0], b[1], p, flags)
+        : frame(proto, b[0], b[1], a[0], a[1], p, flags);
+      // Now and then a header the quick parse must refuse or read as parse() does.
+      switch (rand(16)) {
+        case 0:
+          f[14] = 0x46;
+          break; // IPv4 options
+        case 1:
+          f.writeUInt16BE(0x2001, 20);
+          break; // a later fragment
+        case 2:
+          f.writeUInt16BE(0x2000, 20);
+          break; // a first fragment
+        case 3:
+          f.writeUInt16BE(0, 16);
+          break; // TSO: total length 0
+        case 4:
+          f.writeUInt16BE(0x8100, 12);
+          break; // a VLAN tag where IPv4 was
+        case 5:
+          f[46] = 0x40;
+          break; // TCP data offset 16 (or a UDP length byte)
+        case 6:
+          f.writeUInt16BE(f.length - 14 + 20, 16);
+          break; // total length past the frame
+        case 7:
+          f.writeUInt16BE(30, 16);
+          break; // a short datagram inside padding
+        default:
+          break;
+      }
+      synth.push(f);
+    }
+    const ts = (i: number): bigint => T0 + BigInt(i) * MS * (i % 97 === 0 ? 250n : 1n);
+    const flows = synth.map((data, i) => ({ data, wire: data.length, ts: ts(i), lt: 1 }));
+    t.ok(sameBothWays(t, 'synthetic', flows, 3, 4096) > 500, 'fold_quick counted many');
+    t.ok(sameBothWays(t, 'synthetic, small table', flows, 2, 16) > 0, 'and with a full table');
+    // Caplen cut anywhere, and header bytes flipped: every prefix and mutation decided the same.
+    const cut = flows.map((f, i) => {
+      const n = rand(3) === 0 ? rand(f.data.length) : f.data.length;
+      const data = Buffer.from(f.data.subarray(0, n));
+      if (i % 4 === 0 && n > 0) {
+        const at = rand(Math.min(n, 80));
+        data[at] = (data[at] ?? 0) ^ (1 << rand(8));
+      }
+      return { ...f, data };
+    });
+    sameBothWays(t, 'cut and flipped', cut, 3, 4096);
+    // The corpus, each file twice in a row (so its flows fold), other link types included.
+    let files = 0;
+    let quick = 0;
+    for (const file of readdirSync(PCAPS).sort()) {
+      if (!/\.(pcap|pcapng)$/.test(file)) continue;
+      let frames;
+      try {
+        frames = [...openCaptureFile(join(PCAPS, file)).frames()];
+      } catch {
+        continue;
+      }
+      files++;
+      const twice = [...frames, ...frames].map((fr) => ({
+        data: Buffer.from(fr.data),
+        wire: fr.wireLength,
+        ts: fr.tsNs,
+        lt: fr.linktype,
+      }));
+      quick += sameBothWays(t, file, twice, 1, 64);
+    }
+    t.ok(files > 40, `${files} files`);
+    t.ok(quick > 0, `${quick} corpus frames counted by fold_quick`);
+    t.end();
+  },
+);
 
 void t.test('a counter event: on the wire both ways, never a packet to correlation', (t) => {
   const f = new addon.Folder(1, 16);

@@ -8,7 +8,9 @@
  * also go through summary_wire.c into an exactly-sized buffer of ctx + SUMMARY_WIRE_MAX bytes: the
  * protobuf writer never writes past its bound; retention's headers-only cut (summary_one's
  * headers_end, headers.c for SLOW frames) never falls past the frame. Each frame also goes
- * through the offline gate (gated()): the same decision as the decoder's. Usage: fuzz [iterations]
+ * through the offline gate (gated()): the same decision as the decoder's; and through
+ * summary_quick (quick()): what it takes, the decoder takes with the same values. Usage: fuzz
+ * [iterations]
  */
 #include "summary.h"
 #include <stdio.h>
@@ -81,6 +83,29 @@ static int gated(const uint8_t *frame, size_t len, uint32_t lt, const uint8_t *p
   return bad;
 }
 
+/*
+ * summary_quick on the same exactly-sized frame: it takes only frames summary_one takes as FAST,
+ * with the record's flow hash, protocol, addresses, ports, TCP flags and headers_end, and it
+ * sees every probe marker the record has. Returns 1 on a mismatch.
+ */
+static long quick_taken;
+static int quick(const uint8_t *f, size_t len, uint32_t lt, const uint8_t *ports, int ok,
+                 const uint8_t *rec, uint32_t hend) {
+  SummaryQuick q;
+  if (!summary_quick(f, (uint32_t)len, lt, ports, &q)) return 0;
+  quick_taken++;
+  uint32_t h, src, dst;
+  memcpy(&h, rec + 28, 4);
+  memcpy(&src, rec + 88, 4);
+  memcpy(&dst, rec + 104, 4);
+  int bad = !ok || h != q.hash || rec[2] != q.proto || src != q.src || dst != q.dst ||
+            (rec[32] | rec[33] << 8) != q.sport || (rec[34] | rec[35] << 8) != q.dport ||
+            (q.proto == 6 && rec[64] != q.tcp_flags) || hend != q.headers_end ||
+            ((rec[1] & 128) && !q.marker) || (rec[1] & 1) || rec[7] != 0;
+  if (bad) fprintf(stderr, "quick mismatch: lt %u len %zu ok %d\n", lt, len, ok);
+  return bad;
+}
+
 int main(int argc, char **argv) {
   long iterations = argc > 1 ? atol(argv[1]) : 1000000;
   uint8_t ports[65536] = {0}; ports[4789] = 1; ports[8472] = 1; ports[6081] = 2; ports[51820] = 3;
@@ -98,6 +123,7 @@ int main(int argc, char **argv) {
     int ok = summary_one(f, (uint32_t)len, (uint32_t)len, 1, lt, ports, rec, 0, &hend);
     if (hend > len) __builtin_trap();
     fast += ok;
+    if (quick(f, len, lt, ports, ok, rec, hend)) return 1;
     free(f);
     if (ok && wire(rec) > 20 + SUMMARY_WIRE_MAX) return 1;
     if (gated(seed, len, lt, ports, ok, rec)) return 1;
@@ -117,6 +143,7 @@ int main(int argc, char **argv) {
     summary_run(src, len, 0, (int)(rnd() % 5), 1, 262144, ports, out, 4, &next, &stop);
     free(src);
   }
-  printf("ok: %ld frames, %ld took the fast path\n", iterations, fast);
+  printf("ok: %ld frames, %ld took the fast path, %ld summary_quick\n", iterations, fast,
+         quick_taken);
   return 0;
 }

@@ -166,6 +166,56 @@ static void reopen(FoldFlow *f, uint32_t first) {
   f->dir[1].budget = first;
 }
 
+/* Marks a flow whose key has fold_quick's shape — no outer header, IPv4, TCP or UDP with ports,
+ * no tunnel — with its endpoints in the key's order (addresses as the frame holds them). */
+static void set_quick(FoldFlow *f) {
+  const uint8_t *k = f->key;
+  f->quick = k[0] == 0 && (k[1] == 6 || k[1] == 17) && k[5] == 1 && k[6] == 0;
+  if (!f->quick) return;
+  f->qproto = k[1];
+  memcpy(&f->qa, k + 20, 4);
+  f->qpa = (uint16_t)(k[36] | (k[37] << 8));
+  memcpy(&f->qb, k + 38, 4);
+  f->qpb = (uint16_t)(k[54] | (k[55] << 8));
+}
+
+int fold_quick(FoldTable *t, const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts,
+               double frame, const SummaryQuick *q) {
+  if (t->slots == NULL) return 0;
+  FoldFlow *found = NULL;
+  int d = 0;
+  /* The slots fold_packet probes, in its order: a key is in one slot at most, and a flow of this
+   * shape is found by its endpoints exactly when fold_packet would find it by its key. */
+  for (uint32_t k = 0; k < FOLD_PROBES; k++) {
+    FoldFlow *f = &t->slots[(q->hash + k) & t->mask];
+    if (!f->used || !f->quick || f->hash != q->hash || f->qproto != q->proto) continue;
+    if (f->qa == q->src && f->qpa == q->sport && f->qb == q->dst && f->qpb == q->dport) {
+      found = f;
+      break;
+    }
+    if (f->qb == q->src && f->qpb == q->sport && f->qa == q->dst && f->qpa == q->dport) {
+      found = f;
+      d = 1;
+      break;
+    }
+  }
+  if (found == NULL) return 0;
+  if (ts > found->last_ts && ts - found->last_ts >= t->reopen_ns) return 0;
+  if (q->proto == 6 && (q->tcp_flags & (TCP_SYN | TCP_FIN | TCP_RST))) return 0;
+  if (q->marker || request_like(b, caplen, q->headers_end)) return 0;
+  FoldDir *dir = &found->dir[d];
+  if (dir->budget > 0 || dir->packets == 0) return 0;
+  if (ts > found->last_ts) found->last_ts = ts;
+  dir->packets += 1;
+  dir->bytes += wirelen;
+  if (ts > dir->last_ts) dir->last_ts = ts;
+  dir->last_frame = frame;
+  t->folded += 1;
+  t->held += 1;
+  t->quick += 1;
+  return 1;
+}
+
 int fold_packet(FoldTable *t, const uint8_t *rec, const uint8_t *b, uint32_t caplen,
                 uint32_t payload_off, double frame) {
   if (t->slots == NULL || rec[0] != 1) return 1;
@@ -199,6 +249,7 @@ int fold_packet(FoldTable *t, const uint8_t *rec, const uint8_t *b, uint32_t cap
     spare->used = 1;
     spare->hash = hash;
     memcpy(spare->key, key, FOLD_KEY);
+    set_quick(spare);
     reopen(spare, t->first);
     found = spare;
   } else if (ts > found->last_ts && ts - found->last_ts >= t->reopen_ns) {

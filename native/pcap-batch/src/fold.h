@@ -41,6 +41,11 @@ typedef struct {
 
 typedef struct {
   uint8_t used;
+  /* The key's shape is fold_quick's (no tunnel, IPv4, TCP or UDP with ports): its endpoints in
+   * the key's order, to match a frame by its addresses and ports alone. */
+  uint8_t quick, qproto;
+  uint16_t qpa, qpb;
+  uint32_t qa, qb;
   uint32_t hash;
   uint64_t last_ts;    /* the flow's last packet, either direction */
   uint8_t key[FOLD_KEY]; /* direction 0's identity (fold.c key_of) */
@@ -59,6 +64,7 @@ typedef struct {
   /* Counters (stats): */
   double folded;         /* packets counted into counter records (emitted or pending) */
   double full_sent;      /* FAST packets sent whole because no slot was free */
+  double quick;          /* packets fold_quick counted (without a record), of `folded` */
   double flows;          /* slots in use */
 } FoldTable;
 
@@ -86,6 +92,15 @@ static inline int fold_on(const FoldTable *t) { return t->slots != NULL; }
  */
 int fold_packet(FoldTable *t, const uint8_t *rec, const uint8_t *b, uint32_t caplen,
                 uint32_t payload_off, double frame);
+
+/*
+ * fold_packet for a frame summary_quick took (q), without its record: 1 when the frame was counted
+ * into its flow — the decision fold_packet would make, and the same counts — 0 when it must go the
+ * whole way (summary_one, then fold_packet): its flow is not in the table, the packet may start or
+ * end an exchange, its direction still sends whole or holds no counts yet, or the flow reopens.
+ */
+int fold_quick(FoldTable *t, const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t ts,
+               double frame, const SummaryQuick *q);
 
 /* Writes up to max counter records for the directions holding counts into out; returns how many.
  * Call again while fold_pending(t): it goes on where it stopped. */

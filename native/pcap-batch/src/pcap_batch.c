@@ -264,10 +264,20 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *b
     __builtin_prefetch(bytes + caplen + 160);
     /* Headers-only retention cuts where the summarizer found the payload: no second walk. */
     /* Folding also needs it: where a payload that may start a request begins. */
-    uint32_t hend = caplen;
-    int cut = retain_wants_cut(&c->retain);
     /* With folding the two payload hashes wait until the record is known to be sent. */
     int folding = fold_on(&c->fold);
+    /* A packet of a flow already counting, of the commonest shape, is counted without a record
+     * (fold_quick: the decision fold_packet makes, without summary_one). */
+    SummaryQuick q;
+    if (folding && summary_quick(bytes, caplen, c->linktype, c->ports, &q) &&
+        fold_quick(&c->fold, bytes, caplen, h->len, ts, c->handed + 1, &q)) {
+      c->handed += 1;
+      c->read_bytes += caplen + 64;
+      retain_skip(&c->retain);
+      return;
+    }
+    uint32_t hend = caplen;
+    int cut = retain_wants_cut(&c->retain);
     int fast = summary_one_ex(bytes, caplen, h->len, ts, c->linktype, c->ports, rec,
                               (uint32_t)c->raw_used, cut || folding ? &hend : NULL, !folding);
     double frame = ++c->handed;
@@ -1351,12 +1361,15 @@ static napi_value wire_run(napi_env env, napi_callback_info info) {
 }
 
 /* ---- Folder: fold.c for tests ------------------------------------------------------------------
- * new Folder(first, slots); f.push(frame, wirelen, tsNs (bigint), linktype, ports, frameNo) ->
+ * new Folder(first, slots, quick = true); f.push(frame, wirelen, tsNs (bigint), linktype, ports, frameNo) ->
  * the frame's summary record (a new Buffer) when it is sent, null when it was counted;
- * f.flush() -> the pending counter records (a Buffer); f.stats() -> {folded, flows, fullSent}.
- * The capture callback runs the same summary_one + fold_packet per frame. */
+ * f.flush() -> the pending counter records (a Buffer); f.stats() -> {folded, flows, fullSent,
+ * quick (of folded, counted by fold_quick)}.
+ * The capture callback runs the same summary_quick + fold_quick, else summary_one + fold_packet,
+ * per frame; quick false leaves out the first two (the reference fold_quick is tested against). */
 typedef struct {
   FoldTable t;
+  int quick; /* fold_quick first, as the capture callback (new Folder's third argument) */
 } Folder;
 
 static void folder_finalize(napi_env env, void *data, void *hint) {
@@ -1375,10 +1388,13 @@ static Folder *unwrap_folder(napi_env env, napi_callback_info info, size_t *argc
 }
 
 static napi_value folder_new(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2], self;
+  size_t argc = 3;
+  napi_value argv[3], self;
   CHECK(napi_get_cb_info(env, info, &argc, argv, &self, NULL));
   uint32_t first, slots;
+  bool quick = true;
+  if (argc >= 3 && napi_get_value_bool(env, argv[2], &quick) != napi_ok)
+    return throw_code(env, "BAD_ARGUMENT", "new Folder(first, slots, quick: boolean)");
   if (argc < 2 || napi_get_value_uint32(env, argv[0], &first) != napi_ok ||
       napi_get_value_uint32(env, argv[1], &slots) != napi_ok || first < 1 || first > 65535 ||
       slots < 16 || slots > (1u << 20) || (slots & (slots - 1)) != 0)
@@ -1388,6 +1404,7 @@ static napi_value folder_new(napi_env env, napi_callback_info info) {
     free(f);
     return throw_code(env, "ACTIVATE", "cannot allocate the flow table");
   }
+  f->quick = quick;
   if (napi_wrap(env, self, f, folder_finalize, NULL, NULL) != napi_ok) {
     fold_close(&f->t);
     free(f);
@@ -1415,6 +1432,12 @@ static napi_value folder_push(napi_env env, napi_callback_info info) {
       len > 262144)
     return throw_code(env, "BAD_ARGUMENT",
                       "push(frame, wirelen, tsNs, linktype, ports (65536 bytes), frameNo)");
+  SummaryQuick q;
+  if (f->quick && summary_quick(b, (uint32_t)len, lt, ports, &q) &&
+      fold_quick(&f->t, b, (uint32_t)len, wirelen, ts, frame, &q)) {
+    CHECK(napi_get_null(env, &out));
+    return out;
+  }
   uint8_t rec[SUMMARY_BYTES];
   uint32_t hend = (uint32_t)len;
   int fast = summary_one_ex(b, (uint32_t)len, wirelen, ts, lt, ports, rec, 0, &hend, 0);
@@ -1454,6 +1477,7 @@ static napi_value folder_stats(napi_env env, napi_callback_info info) {
   set_num(env, out, "folded", f->t.folded);
   set_num(env, out, "flows", f->t.flows);
   set_num(env, out, "fullSent", f->t.full_sent);
+  set_num(env, out, "quick", f->t.quick);
   return out;
 }
 

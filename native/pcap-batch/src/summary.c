@@ -140,6 +140,17 @@ static const uint8_t mark_shift[256] = {
     ['b'] = 2, ['e'] = 1,
 };
 
+/* Where the first "hoptrace-probe-" starts in b[from, to) as the marker search walks it, else
+ * UINT32_MAX. Boyer-Moore-Horspool: most payload bytes are not in the marker, so the window moves
+ * 15 bytes at a time; occurrences come in order, as the reference's byte loop finds them. */
+static inline uint32_t mark_from(const uint8_t *b, uint32_t from, uint32_t to) {
+  if (to <= from + MARK_LEN) return UINT32_MAX;
+  uint32_t last = to - MARK_LEN;
+  for (uint32_t i = from; i < last; i += mark_shift[b[i + MARK_LEN - 1]])
+    if (b[i + MARK_LEN - 1] == '-' && memcmp(b + i, MARK, MARK_LEN - 1) == 0) return i;
+  return UINT32_MAX;
+}
+
 static inline uint32_t rd_le32_at(const uint8_t *p) { return rdle32(p); }
 static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
 static inline uint32_t be32(const uint8_t *p) {
@@ -500,6 +511,24 @@ static inline __attribute__((always_inline)) int parse(St *s, const uint8_t *b, 
   return 1;
 }
 
+/* The record's direction-free flow hash (offset 28; a prefilter key, verified by the caller):
+ * each endpoint mixed word by word, the two combined symmetrically. */
+static inline uint32_t flow_hash(const uint8_t *src, const uint8_t *dst, uint32_t alen,
+                                 uint32_t sport, uint32_t dport, int proto) {
+  uint32_t ha = 0x9e3779b9u, hb = 0x9e3779b9u;
+  for (uint32_t k = 0; k < alen; k += 4) {
+    ha = (ha ^ be32(src + k)) * 0x85ebca6bu;
+    ha ^= ha >> 13;
+    hb = (hb ^ be32(dst + k)) * 0x85ebca6bu;
+    hb ^= hb >> 13;
+  }
+  ha = (ha ^ sport) * 0xc2b2ae35u;
+  hb = (hb ^ dport) * 0xc2b2ae35u;
+  uint32_t h = (ha + hb) ^ ((ha ^ hb) >> 7) ^ ((uint32_t)proto * 0x27d4eb2fu);
+  h ^= h >> 16;
+  return h;
+}
+
 /* The payload and request-line hashes of a payload at b[po, pay_end) captured to cap_end. */
 static inline __attribute__((always_inline)) void write_hashes(const uint8_t *b, uint32_t po,
                                                                 uint32_t cap_end, uint8_t *rec) {
@@ -574,20 +603,8 @@ static inline __attribute__((always_inline)) void write_rec(const St *s, uint8_t
   }
   /* Direction-free flow hash (a prefilter key, verified by the caller): each endpoint mixed
    * word by word, the two combined symmetrically. */
-  {
-    uint32_t ha = 0x9e3779b9u, hb = 0x9e3779b9u;
-    for (uint32_t k = 0; k < alen_in; k += 4) {
-      ha = (ha ^ be32(in->src + k)) * 0x85ebca6bu;
-      ha ^= ha >> 13;
-      hb = (hb ^ be32(in->dst + k)) * 0x85ebca6bu;
-      hb ^= hb >> 13;
-    }
-    ha = (ha ^ (in->has_ports ? in->sport : 0)) * 0xc2b2ae35u;
-    hb = (hb ^ (in->has_ports ? in->dport : 0)) * 0xc2b2ae35u;
-    uint32_t h = (ha + hb) ^ ((ha ^ hb) >> 7) ^ ((uint32_t)in->proto * 0x27d4eb2fu);
-    h ^= h >> 16;
-    le32(rec + 28, h);
-  }
+  le32(rec + 28, flow_hash(in->src, in->dst, alen_in, in->has_ports ? in->sport : 0,
+                           in->has_ports ? in->dport : 0, in->proto));
   if (s->ip_id >= 0) {
     fl |= SF_IPID;
     le32(rec + 52, (uint32_t)s->ip_id);
@@ -615,23 +632,18 @@ static inline __attribute__((always_inline)) void write_rec(const St *s, uint8_t
       if (hashes) write_hashes(b, po, cap_end, rec);
       /* Probe marker: the first "hoptrace-probe-" followed by 1..32 of [0-9a-z]. */
       uint32_t to = cap_end < po + 512 ? cap_end : po + 512;
-      if (to > po + MARK_LEN) {
-        /* Boyer-Moore-Horspool: most payload bytes are not in the marker, so the window moves 15
-         * bytes at a time. Occurrences are found in order, as the reference's byte loop does. */
-        uint32_t last = to - MARK_LEN;
-        for (uint32_t i = po; i < last; i += mark_shift[b[i + MARK_LEN - 1]]) {
-          if (b[i + MARK_LEN - 1] != '-' || memcmp(b + i, MARK, MARK_LEN - 1) != 0) continue;
-          uint32_t id0 = i + MARK_LEN, j = id0;
-          while (j < to && j - id0 < 32 &&
-                 ((b[j] >= '0' && b[j] <= '9') || (b[j] >= 'a' && b[j] <= 'z')))
-            j++;
-          if (j == id0) continue;
-          fl |= SF_MARKER;
-          rec[65] = (uint8_t)(j - id0);
-          memcpy(rec + 152, b + id0, j - id0);
-          le32(rec + 184, fnv(b, id0, j));
-          break;
-        }
+      for (uint32_t i = mark_from(b, po, to); i != UINT32_MAX;
+           i = mark_from(b, i + mark_shift[b[i + MARK_LEN - 1]], to)) {
+        uint32_t id0 = i + MARK_LEN, j = id0;
+        while (j < to && j - id0 < 32 &&
+               ((b[j] >= '0' && b[j] <= '9') || (b[j] >= 'a' && b[j] <= 'z')))
+          j++;
+        if (j == id0) continue;
+        fl |= SF_MARKER;
+        rec[65] = (uint8_t)(j - id0);
+        memcpy(rec + 152, b + id0, j - id0);
+        le32(rec + 184, fnv(b, id0, j));
+        break;
       }
     }
   }
@@ -696,6 +708,65 @@ int summary_one_ex(const uint8_t *b, uint32_t caplen, uint32_t wirelen, uint64_t
   le32(rec + 20, (uint32_t)(ts >> 32));
   le32(rec + 24, raw_offset);
   return ok;
+}
+
+/*
+ * The commonest shape without the whole parse (fold.c's fold_quick: a packet counted into its
+ * flow needs no record). Ethernet without VLAN tags, IPv4 without options, not a later fragment,
+ * TCP, or UDP whose ports are not a tunnel's:
+ *
+ *    0                   1                   2                   3
+ *    0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+ *   +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+ * 0 |  destination MAC, source MAC (12 bytes) ... | EtherType 0x0800|
+ *14 |Ver=4| IHL=5 |      TOS      |          Total Length         |
+ *18 |       Identification          |Flags|  Fragment Offset = 0    |
+ *22 |      TTL      |  Protocol     |        Header Checksum        |
+ *26 |                       Source Address                          |
+ *30 |                    Destination Address                        |
+ *34 |  Source Port                  |  Destination Port             |  TCP (RFC 9293) or
+ *   |  ... TCP: seq, ack, data offset and flags at 46 / UDP: length at 38  ...  |  UDP (RFC 768)
+ *   +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+ *
+ * Every test is the one parse() makes on that path, in its order, so a frame taken here is one
+ * parse() takes as FAST with these values (test/unit/fold.test.ts runs the corpus both ways).
+ */
+int summary_quick(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *ports,
+                  SummaryQuick *q) {
+  if ((lt & 0xffff) != 1 || caplen < 34 || be16(b + 12) != 0x0800 || b[14] != 0x45) return 0;
+  uint32_t total = be16(b + 16);
+  if (total < 20 || (be16(b + 20) & 0x1fff) != 0) return 0;
+  uint32_t wire_end = 14 + total, len = wire_end < caplen ? wire_end : caplen;
+  if (len < 34) return 0;
+  uint8_t proto = b[23];
+  uint32_t po;
+  q->tcp_flags = 0;
+  if (proto == 6) {
+    if (len < 54) return 0;
+    uint32_t thl = (uint32_t)(b[46] >> 4) * 4;
+    if (thl < 20 || 34 + thl > len) return 0;
+    q->tcp_flags = b[47];
+    po = 34 + thl;
+  } else if (proto == 17) {
+    if (len < 42) return 0;
+    uint32_t ulen = be16(b + 38);
+    if (ulen != 0 && ulen < 8) return 0;
+    if (wire_end > 42 && (ports[be16(b + 36)] || ports[be16(b + 34)])) return 0;
+    po = 42;
+  } else {
+    return 0;
+  }
+  q->proto = proto;
+  q->sport = be16(b + 34);
+  q->dport = be16(b + 36);
+  memcpy(&q->src, b + 26, 4);
+  memcpy(&q->dst, b + 30, 4);
+  q->hash = flow_hash(b + 26, b + 30, 4, q->sport, q->dport, proto);
+  q->headers_end = po < caplen ? po : caplen;
+  uint32_t cap_end = len;
+  uint32_t to = cap_end < po + 512 ? cap_end : po + 512;
+  q->marker = wire_end > po && cap_end > po && mark_from(b, po, to) != UINT32_MAX;
+  return 1;
 }
 
 /* One record: the decoded summary, or SLOW with only the frame's place, lengths and time. */

@@ -91,6 +91,22 @@ void summary_hashes(const uint8_t *b, uint32_t caplen, uint32_t headers_end, uin
 uint32_t summary_headers_end(const uint8_t *b, uint32_t caplen, uint32_t linktype,
                              const uint8_t *ports);
 
+/* What fold.c needs of a frame of the commonest shape to count it without a record
+ * (summary_quick). */
+typedef struct {
+  uint32_t hash;         /* the record's flow hash (offset 28) */
+  uint32_t src, dst;     /* the IPv4 addresses, as the frame holds them */
+  uint16_t sport, dport; /* host order */
+  uint8_t proto;         /* 6 or 17 */
+  uint8_t tcp_flags;     /* 0 for UDP */
+  uint8_t marker;        /* the payload holds "hoptrace-probe-" where the marker is searched */
+  uint32_t headers_end;  /* summary_one's headers_end */
+} SummaryQuick;
+/* 1 when b is Ethernet / IPv4 without options / TCP, or UDP on no tunnel port, not a later
+ * fragment — a frame summary_one takes as FAST — with *q filled; 0 for any other frame. */
+int summary_quick(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *ports,
+                  SummaryQuick *q);
+
 /* Summarizes records of src from pos; returns the number written to out. */
 size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, uint32_t linktype,
                    uint32_t max_caplen, const uint8_t *ports, uint8_t *out, size_t max_records,
