@@ -59,6 +59,8 @@ interface Running {
   message: string;
   /** Leaves the shared status tick (agent/ticker.ts). */
   stopStatus: (() => void) | undefined;
+  /** The last status sent, as text: the tick sends one only when it differs. */
+  lastStatus: string;
   deadlineTimer: NodeJS.Timeout | undefined;
   /** Resolves once the capture stopped or failed. */
   done: Promise<void>;
@@ -127,8 +129,17 @@ export class AgentRuntime {
     };
   }
 
-  private report(r: Running): void {
-    this.deps.send('status', this.status(r));
+  /**
+   * Sends the point's status; with `ifChanged` (the periodic tick) only when it differs from the
+   * last one sent — an idle capture says nothing, and neither the agent, the link nor the
+   * collector (which saves the session for each) wakes for it.
+   */
+  private report(r: Running, ifChanged = false): void {
+    const status = this.status(r);
+    const text = JSON.stringify(status);
+    if (ifChanged && text === r.lastStatus) return;
+    r.lastStatus = text;
+    this.deps.send('status', status);
   }
 
   private async startCapture(cmd: CaptureCommand): Promise<void> {
@@ -150,6 +161,7 @@ export class AgentRuntime {
       errorCode: '',
       message: '',
       stopStatus: undefined,
+      lastStatus: '',
       deadlineTimer: undefined,
       done,
       markDone,
@@ -213,9 +225,9 @@ export class AgentRuntime {
       log.info({ state: 'capturing', netns: r.netns, iface: cmd.iface }, 'capture started');
       this.report(r);
       // Every point's report in one shared tick (agent/ticker.ts): one wake-up a second, not one
-      // per point.
+      // per point, and a status only where it changed.
       r.stopStatus = joinTicker(STATUS_INTERVAL_MS, () => {
-        this.report(r);
+        this.report(r, true);
       });
       const left = cmd.deadlineUnixMs > 0 ? cmd.deadlineUnixMs - this.deps.nowMs() : 0;
       if (cmd.deadlineUnixMs > 0) {

@@ -20,7 +20,7 @@ import type { PacketEvent } from '../../common/event';
 import type { EncodedEvents } from '../../common/wire';
 import { loadNativeAddon, type PcapSharedRing } from '../../native/loader';
 import { nsenterRefusal } from '../capabilities';
-import { joinTicker } from '../ticker';
+import { watchNamespaceFile } from '../netns/ns-watch';
 import { EventsWireEncoder, parseSummaryFrame } from './summary-wire';
 import {
   EventBatcher,
@@ -38,7 +38,10 @@ export interface NsCaptureOptions {
   netnsPath?: string;
   /** How long the worker may take to open the capture (default 10 s). */
   readyTimeoutMs?: number;
-  /** How often the namespace's identity is checked (default 250 ms). */
+  /**
+   * Poll the namespace's identity at this period (tests). Default: at once when its directory
+   * says the file changed, and every second besides; /proc paths every 250 ms (ns-watch.ts).
+   */
   watchIntervalMs?: number;
   statsIntervalMs?: number;
   /**
@@ -487,18 +490,22 @@ export class NsCapture implements CaptureSource {
   private startWatch(): void {
     const nsPath = this.opts.netnsPath;
     if (nsPath === undefined) return;
-    // One shared tick for every capture's check (agent/ticker.ts): a wake-up costs more here
-    // than the stat it makes.
-    this.unwatch = joinTicker(this.opts.watchIntervalMs ?? 250, () => {
-      if (!sameIdentity(identity(nsPath), this.nsId)) {
-        this.stopWatch();
-        // Not the end yet: asked to stop, the worker drains its ring and writes what it holds —
-        // packets captured before the deletion (a pod deleted mid-request). The capture ends
-        // with this error once the worker has exited.
-        this.endWith ??= this.namespaceGone();
-        this.kill();
-      }
-    });
+    // On the directory's inotify watch, with a backstop in the status reports' tick; polled
+    // where there is no directory to watch (agent/netns/ns-watch.ts).
+    this.unwatch = watchNamespaceFile(
+      nsPath,
+      () => {
+        if (!sameIdentity(identity(nsPath), this.nsId)) {
+          this.stopWatch();
+          // Not the end yet: asked to stop, the worker drains its ring and writes what it holds —
+          // packets captured before the deletion (a pod deleted mid-request). The capture ends
+          // with this error once the worker has exited.
+          this.endWith ??= this.namespaceGone();
+          this.kill();
+        }
+      },
+      { pollMs: this.opts.watchIntervalMs },
+    );
   }
 
   private stopWatch(): void {

@@ -25,11 +25,15 @@ import {
   type WorkerControl,
 } from './worker-frames';
 
+/** The longest a worker waits between two stats frames while its counters do not change. */
+export const STATS_IDLE_MS = 8000;
+
 /** The JSON argument. */
 export interface WorkerArgs {
   spec: CaptureSpec;
   /** Label for errors (the namespace path). */
   where?: string;
+  /** Stats while the counters change (default 1 s; see STATS_IDLE_MS). */
   statsIntervalMs?: number;
   /** Bytes queued on stdout beyond which event batches are dropped and counted (default 8 MiB). */
   maxQueuedBytes?: number;
@@ -232,11 +236,18 @@ function main(): void {
   };
   for (const message of early) warn(message);
   const { src, kind } = pickSource(args, warn, sink);
-  const sendStats = (): void => {
+  let lastStats = '';
+  /** Sends the counters; with `ifChanged` only when they differ from the last sent. */
+  const sendStats = (ifChanged = false): boolean => {
     // The parent went away while we were writing: nothing left to report to.
     if (sink.failed()) process.exit(0);
     const s = src.stats();
-    send({ kind: 'stats', stats: { ...s, queueDrops: s.queueDrops + pipeDrops } });
+    const stats = { ...s, queueDrops: s.queueDrops + pipeDrops };
+    const text = JSON.stringify(stats);
+    if (ifChanged && text === lastStats) return false;
+    lastStats = text;
+    send({ kind: 'stats', stats });
+    return true;
   };
   const exit = (code: number): void => {
     // Exit once the parent has taken the last frames (at most maxQueued bytes are pending; the
@@ -299,7 +310,16 @@ function main(): void {
           pid: process.pid,
           source: kind,
         });
-        setInterval(sendStats, args.statsIntervalMs ?? 1000).unref();
+        // Every statsIntervalMs while the counters move; while they stand still the period
+        // doubles up to STATS_IDLE_MS, so an idle capture's worker (and the agent, which reads
+        // its frame) wakes every few seconds, not every second.
+        const base = args.statsIntervalMs ?? 1000;
+        let every = base;
+        const tick = (): void => {
+          every = sendStats(true) ? base : Math.min(2 * every, Math.max(base, STATS_IDLE_MS));
+          setTimeout(tick, every).unref();
+        };
+        setTimeout(tick, base).unref();
       },
       (e: unknown) => {
         exiting = true;

@@ -42,7 +42,9 @@ function ev(frame: number): PacketEvent {
   };
 }
 
-function harness(opts: { resolveFails?: boolean; startFails?: HoptraceError } = {}) {
+function harness(
+  opts: { resolveFails?: boolean; startFails?: HoptraceError; packets?: () => number } = {},
+) {
   const sent: Sent = { statuses: [], events: [], errors: [] };
   let onEvents: ((e: PacketEvent[]) => void) | undefined;
   let onEnd: ((e: HoptraceError | null) => void) | undefined;
@@ -73,7 +75,7 @@ function harness(opts: { resolveFails?: boolean; startFails?: HoptraceError } = 
           return Promise.resolve();
         },
         stats: () => ({
-          packets: 3,
+          packets: opts.packets?.() ?? 3,
           decodeErrors: 0,
           kernelDrops: null,
           ifaceDrops: null,
@@ -221,3 +223,24 @@ void t.test(
     t.same(batches, [{ captureId: 'c1', point: 'decap', events: [], encoded: chunk }]);
   },
 );
+
+void t.test('the status tick sends a status only when it changed', async (t) => {
+  let packets = 3;
+  const h = harness({ packets: () => packets });
+  h.rt.handle({ kind: 'capture', capture: cmd() });
+  await settle();
+  t.same(
+    h.sent.statuses.map((s) => s.state),
+    ['arming', 'capturing'],
+  );
+  // Two ticks (1 s each) with nothing new: nothing sent.
+  await new Promise((r) => setTimeout(r, 2200));
+  t.equal(h.sent.statuses.length, 2, 'idle: no status');
+  packets = 10;
+  await new Promise((r) => setTimeout(r, 1100));
+  t.equal(h.sent.statuses.length, 3, 'new packets: one status');
+  t.equal(h.sent.statuses.at(-1)?.packets, 10);
+  h.rt.handle({ kind: 'stop', stop: { captureId: 'c1', point: '' } });
+  await settle();
+  t.equal(h.sent.statuses.at(-1)?.state, 'stopped', 'a state change is always sent');
+});
