@@ -134,9 +134,33 @@ export interface SummaryPcapOptions {
   gate?: SummaryGate | undefined;
 }
 
+/**
+ * Memory a closed reader leaves to the next one on the same thread (module state is per thread):
+ * on the machines measured a page touched for the first time costs ~10 µs (BENCHMARKS.md), so a
+ * fresh 2 MiB chunk buffer costs ~5 ms before it holds a byte — once per pass without this. A
+ * reader takes what is here (nothing is shared by two open readers) and gives it back on close.
+ */
+const spare: { chunks: Buffer[]; records: ArrayBuffer[] } = { chunks: [], records: [] };
+const SPARE_MAX = 2;
+
+/** The last given back first: its pages are the likeliest still in cache. */
+function takeChunk(size: number): Buffer {
+  let i = spare.chunks.length - 1;
+  while (i >= 0 && spare.chunks[i]?.length !== size) i--;
+  return i < 0
+    ? Buffer.allocUnsafe(size)
+    : (spare.chunks.splice(i, 1)[0] ?? Buffer.allocUnsafe(size));
+}
+
+function giveBack(chunk: Buffer | null, records: ArrayBufferLike): void {
+  if (chunk !== null && spare.chunks.length < SPARE_MAX) spare.chunks.push(chunk);
+  if (records instanceof ArrayBuffer && spare.records.length < SPARE_MAX)
+    spare.records.push(records);
+}
+
 /** A reader's one SummaryBlock, its records' memory allocated once (BLOCK_RECORDS). */
 function emptyBlock(src: Buffer, linktype: number): SummaryBlock {
-  const memory = new ArrayBuffer(SUMMARY_BYTES * BLOCK_RECORDS);
+  const memory = spare.records.pop() ?? new ArrayBuffer(SUMMARY_BYTES * BLOCK_RECORDS);
   return {
     recs: Buffer.from(memory),
     words: new Uint32Array(memory),
@@ -164,6 +188,8 @@ export class SummaryPcapReader implements SummaryReader {
   private readonly block: SummaryBlock;
   /** Where the file ended inside a record, as the JS reader found it. */
   private cutAt: FileCut | undefined;
+  /** The chunk buffer's size as taken (it grows only for a record larger than it). */
+  private readonly chunkSize: number;
 
   constructor(
     readonly path: string,
@@ -177,7 +203,8 @@ export class SummaryPcapReader implements SummaryReader {
     private readonly gate: SummaryGate | undefined,
   ) {
     this.fd = fd;
-    this.buf = Buffer.allocUnsafe(Math.max(64, chunkSize));
+    this.buf = takeChunk(Math.max(64, chunkSize));
+    this.chunkSize = this.buf.length;
     this.ports = summaryPortTable(decode);
     this.block = emptyBlock(this.buf, linktype);
   }
@@ -287,6 +314,7 @@ export class SummaryPcapReader implements SummaryReader {
     if (this.fd === null) return;
     closeSync(this.fd);
     this.fd = null;
+    giveBack(this.buf.length === this.chunkSize ? this.buf : null, this.block.words.buffer);
   }
 }
 
@@ -427,8 +455,10 @@ export class SummaryPcapngReader implements SummaryReader {
   }
 
   close(): void {
+    if (this.done) return;
     this.done = true;
     this.ng.close();
+    giveBack(null, this.block.words.buffer);
   }
 }
 

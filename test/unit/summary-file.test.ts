@@ -234,3 +234,46 @@ void t.test("classic pcap damaged at random: still the JS reader's events and er
   }
   t.end();
 });
+
+void t.test('a closed reader leaves its memory to the next; open readers never share it', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ht-sumreuse-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const a = join(dir, 'a.pcap');
+  const b = join(dir, 'b.pcap');
+  writeBenchPcap(a, 3000, 'reuse001', 'pcap');
+  writeBenchPcap(b, 2000, 'reuse002', 'pcap');
+  const chunk = 64 << 10;
+  const alone = { a: fast(a, chunk), b: fast(b, chunk) };
+  // Two readers open at once, their blocks interleaved: each reads its own file as it would alone.
+  const ra = openSummaryPcap(a, { chunkSize: chunk });
+  const rb = openSummaryPcap(b, { chunkSize: chunk });
+  if (ra === null || rb === null) throw new Error('the fast path did not take the files');
+  const ia = summaryEvents(ra, { ...ctx, iface: 'file' })[Symbol.iterator]();
+  const ib = summaryEvents(rb, { ...ctx, iface: 'file' })[Symbol.iterator]();
+  const got: { a: string[]; b: string[] } = { a: [], b: [] };
+  for (let done = 0; done < 2;) {
+    done = 0;
+    for (const [it, list] of [
+      [ia, got.a],
+      [ib, got.b],
+    ] as const) {
+      const n = it.next();
+      if (n.done === true) done++;
+      else list.push(json(n.value));
+    }
+  }
+  t.same(got.a, alone.a?.events, 'a, interleaved with b: its own events');
+  t.same(got.b, alone.b?.events, 'b, interleaved with a: its own events');
+  // One after the other: the second reader reads into the first one's buffer.
+  const r1 = openSummaryPcap(a, { chunkSize: chunk });
+  const first = r1?.next();
+  const buf = first?.src;
+  r1?.close();
+  const r2 = openSummaryPcap(b, { chunkSize: chunk });
+  t.equal(r2?.next()?.src, buf, 'the same chunk buffer, taken again');
+  r2?.close();
+  t.same(fast(b, chunk)?.events, alone.b?.events, 'and what it reads is still its own file');
+  t.end();
+});
