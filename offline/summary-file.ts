@@ -152,10 +152,11 @@ function takeChunk(size: number): Buffer {
     : (spare.chunks.splice(i, 1)[0] ?? Buffer.allocUnsafe(size));
 }
 
+/** Kept: the last SPARE_MAX given back (an older one of another size is let go). */
 function giveBack(chunk: Buffer | null, records: ArrayBufferLike): void {
-  if (chunk !== null && spare.chunks.length < SPARE_MAX) spare.chunks.push(chunk);
-  if (records instanceof ArrayBuffer && spare.records.length < SPARE_MAX)
-    spare.records.push(records);
+  if (chunk !== null && spare.chunks.push(chunk) > SPARE_MAX) spare.chunks.shift();
+  if (records instanceof ArrayBuffer && spare.records.push(records) > SPARE_MAX)
+    spare.records.shift();
 }
 
 /** A reader's one SummaryBlock, its records' memory allocated once (BLOCK_RECORDS). */
