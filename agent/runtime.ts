@@ -59,8 +59,11 @@ interface Running {
   message: string;
   /** Leaves the shared status tick (agent/ticker.ts). */
   stopStatus: (() => void) | undefined;
-  /** The last status sent, as text: the tick sends one only when it differs. */
+  /** The last status sent, as text, without and with its running counts (statusKeys). */
   lastStatus: string;
+  lastCounts: string;
+  /** When it was sent (deps.nowMs). */
+  lastStatusMs: number;
   deadlineTimer: NodeJS.Timeout | undefined;
   /** Resolves once the capture stopped or failed. */
   done: Promise<void>;
@@ -68,6 +71,8 @@ interface Running {
 }
 
 const STATUS_INTERVAL_MS = 1000;
+/** A status whose only news is its running counts waits this long after the last one. */
+export const COUNTS_INTERVAL_MS = 5000;
 /**
  * How long a frames request waits for its capture to stop (the collector sends the stop just
  * before; the worker drains its ring, ~1 s, and may take up to 10 s before it is killed).
@@ -130,15 +135,24 @@ export class AgentRuntime {
   }
 
   /**
-   * Sends the point's status; with `ifChanged` (the periodic tick) only when it differs from the
-   * last one sent — an idle capture says nothing, and neither the agent, the link nor the
-   * collector (which saves the session for each) wakes for it.
+   * Sends the point's status. From the periodic tick (`ifChanged`) only what changed: at once when
+   * anything but its running counts did (state, drops, an error), the counts alone at most every
+   * COUNTS_INTERVAL_MS — an idle capture says nothing, a busy one a status every few seconds, and
+   * the agent, the link and the collector (which saves the session for each) wake that much less.
+   * The last status of a capture (stopped, failed) is always sent, so the final counts are exact.
    */
   private report(r: Running, ifChanged = false): void {
     const status = this.status(r);
-    const text = JSON.stringify(status);
-    if (ifChanged && text === r.lastStatus) return;
+    const { packets, foldedPackets, ...rest } = status;
+    const text = JSON.stringify(rest);
+    const counts = `${packets} ${foldedPackets ?? 0}`;
+    const now = this.deps.nowMs();
+    if (ifChanged && text === r.lastStatus) {
+      if (counts === r.lastCounts || now - r.lastStatusMs < COUNTS_INTERVAL_MS) return;
+    }
     r.lastStatus = text;
+    r.lastCounts = counts;
+    r.lastStatusMs = now;
     this.deps.send('status', status);
   }
 
@@ -162,6 +176,8 @@ export class AgentRuntime {
       message: '',
       stopStatus: undefined,
       lastStatus: '',
+      lastCounts: '',
+      lastStatusMs: 0,
       deadlineTimer: undefined,
       done,
       markDone,

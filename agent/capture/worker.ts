@@ -27,6 +27,8 @@ import {
 
 /** The longest a worker waits between two stats frames while its counters do not change. */
 export const STATS_IDLE_MS = 8000;
+/** Counters that are not losses (packets received, bytes retained) go out at most this often. */
+export const STATS_COUNTS_MS = 5000;
 
 /** The JSON argument. */
 export interface WorkerArgs {
@@ -237,15 +239,38 @@ function main(): void {
   for (const message of early) warn(message);
   const { src, kind } = pickSource(args, warn, sink);
   let lastStats = '';
-  /** Sends the counters; with `ifChanged` only when they differ from the last sent. */
+  let lastLosses = '';
+  let lastSentMs = 0;
+  /**
+   * Sends the counters. With `ifChanged` (the periodic tick): at once when a loss counter moved
+   * (drops, decode errors, retention's state or drops), the other counters (packets received,
+   * bytes retained) at most every STATS_COUNTS_MS, nothing when nothing changed. Returns whether
+   * anything changed.
+   */
   const sendStats = (ifChanged = false): boolean => {
     // The parent went away while we were writing: nothing left to report to.
     if (sink.failed()) process.exit(0);
     const s = src.stats();
     const stats = { ...s, queueDrops: s.queueDrops + pipeDrops };
     const text = JSON.stringify(stats);
-    if (ifChanged && text === lastStats) return false;
+    const r = stats.retention;
+    const losses = JSON.stringify([
+      stats.kernelDrops,
+      stats.ifaceDrops,
+      stats.queueDrops,
+      stats.decodeErrors,
+      r?.state,
+      r?.error,
+      r?.dropped,
+    ]);
+    const now = Date.now();
+    if (ifChanged) {
+      if (text === lastStats) return false;
+      if (losses === lastLosses && now - lastSentMs < STATS_COUNTS_MS) return true;
+    }
     lastStats = text;
+    lastLosses = losses;
+    lastSentMs = now;
     send({ kind: 'stats', stats });
     return true;
   };

@@ -1,7 +1,7 @@
 /** The agent runtime without root or sockets: commands in, statuses/events/errors out. */
 import type { EncodedEvents } from '../../common/wire';
 import t from 'tap';
-import { AgentRuntime, type AgentDeps } from '../../agent/runtime';
+import { AgentRuntime, COUNTS_INTERVAL_MS, type AgentDeps } from '../../agent/runtime';
 import { HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
 import type { CaptureCommand, CaptureStatus } from '../../common/wire';
@@ -43,7 +43,13 @@ function ev(frame: number): PacketEvent {
 }
 
 function harness(
-  opts: { resolveFails?: boolean; startFails?: HoptraceError; packets?: () => number } = {},
+  opts: {
+    resolveFails?: boolean;
+    startFails?: HoptraceError;
+    packets?: () => number;
+    kernelDrops?: () => number | null;
+    nowMs?: () => number;
+  } = {},
 ) {
   const sent: Sent = { statuses: [], events: [], errors: [] };
   let onEvents: ((e: PacketEvent[]) => void) | undefined;
@@ -77,13 +83,13 @@ function harness(
         stats: () => ({
           packets: opts.packets?.() ?? 3,
           decodeErrors: 0,
-          kernelDrops: null,
+          kernelDrops: opts.kernelDrops?.() ?? null,
           ifaceDrops: null,
           queueDrops: 0,
         }),
       };
     },
-    nowMs: () => 1000,
+    nowMs: opts.nowMs ?? (() => 1000),
   };
   const rt = new AgentRuntime('n1', deps);
   return {
@@ -224,23 +230,36 @@ void t.test(
   },
 );
 
-void t.test('the status tick sends a status only when it changed', async (t) => {
+void t.test('the status tick: news at once, running counts every 5 s, nothing idle', async (t) => {
   let packets = 3;
-  const h = harness({ packets: () => packets });
+  let drops: number | null = 0;
+  let now = 1000;
+  const h = harness({ packets: () => packets, kernelDrops: () => drops, nowMs: () => now });
+  const tick = (): Promise<void> => new Promise((r) => setTimeout(r, 1100));
   h.rt.handle({ kind: 'capture', capture: cmd() });
   await settle();
   t.same(
     h.sent.statuses.map((s) => s.state),
     ['arming', 'capturing'],
   );
-  // Two ticks (1 s each) with nothing new: nothing sent.
-  await new Promise((r) => setTimeout(r, 2200));
+  await tick();
   t.equal(h.sent.statuses.length, 2, 'idle: no status');
   packets = 10;
-  await new Promise((r) => setTimeout(r, 1100));
-  t.equal(h.sent.statuses.length, 3, 'new packets: one status');
+  now += 1000;
+  await tick();
+  t.equal(h.sent.statuses.length, 2, 'new packets alone, 1 s after the last status: not yet');
+  now += COUNTS_INTERVAL_MS;
+  await tick();
+  t.equal(h.sent.statuses.length, 3, `and ${COUNTS_INTERVAL_MS} ms after it: sent`);
   t.equal(h.sent.statuses.at(-1)?.packets, 10);
+  drops = 7;
+  now += 1000;
+  await tick();
+  t.equal(h.sent.statuses.length, 4, 'drops: sent at the next tick');
+  t.equal(h.sent.statuses.at(-1)?.kernelDrops, 7);
+  packets = 11;
   h.rt.handle({ kind: 'stop', stop: { captureId: 'c1', point: '' } });
   await settle();
-  t.equal(h.sent.statuses.at(-1)?.state, 'stopped', 'a state change is always sent');
+  t.equal(h.sent.statuses.at(-1)?.state, 'stopped', 'the end is always sent');
+  t.equal(h.sent.statuses.at(-1)?.packets, 11, 'with the final counts');
 });

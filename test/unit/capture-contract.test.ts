@@ -400,6 +400,49 @@ if (!isRoot) {
       t.equal(mapped(), before, 'the ring is unmapped at once');
     },
   );
+  void t.test(
+    'the worker runs without the memory reducer and without NODE_EXTRA_CA_CERTS',
+    async (t) => {
+      const saved = process.env['NODE_EXTRA_CA_CERTS'];
+      // A file Node would read and parse at every start (any PEM bundle; none is needed here).
+      process.env['NODE_EXTRA_CA_CERTS'] = '/etc/ssl/certs/ca-certificates.crt';
+      const cap = source('good');
+      try {
+        await cap.start(
+          () => undefined,
+          () => undefined,
+        );
+      } finally {
+        if (saved === undefined) delete process.env['NODE_EXTRA_CA_CERTS'];
+        else process.env['NODE_EXTRA_CA_CERTS'] = saved;
+      }
+      // nsenter execs node: the worker is this process's child, its command line node's.
+      const child = readdirSync('/proc')
+        .filter((d) => /^\d+$/.test(d))
+        .find((d) => {
+          try {
+            const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+            const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+            return ppid === process.pid && readFileSync(`/proc/${d}/cmdline`).includes('worker.js');
+          } catch {
+            return false;
+          }
+        });
+      t.ok(child, 'the worker process');
+      const argv = readFileSync(`/proc/${child ?? 0}/cmdline`, 'utf8').split('\u0000');
+      t.ok(argv.includes('--no-memory-reducer'), argv.slice(0, 3).join(' '));
+      const env = readFileSync(`/proc/${child ?? 0}/environ`, 'utf8').split('\u0000');
+      t.notOk(
+        env.some((e) => e.startsWith('NODE_EXTRA_CA_CERTS=')),
+        'NODE_EXTRA_CA_CERTS not passed on',
+      );
+      t.ok(
+        env.some((e) => e.startsWith('PATH=')),
+        'the rest of the environment is',
+      );
+      await cap.stop();
+    },
+  );
   captureContract(
     'NsCapture encoded (cap forced)',
     (kind) => viaWire(source(kind, { ...nsSpec, source: 'cap' })),
