@@ -22,8 +22,6 @@ import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { delay, Netns, runCommand } from '../lab/netns';
 import type { AgentChildArgs, AgentChildReport } from './agent-child';
-import { createCpuBudget, type CpuBudget } from './cgroup-cpu';
-import { nextShareRate, SHARE_RING_BYTES, type ShareSearch, type ShareStep } from './cpu-share';
 import { cpuNs } from './proc';
 import { counters, RX, setupVeth, TX } from './veth';
 
@@ -62,10 +60,6 @@ export interface CaptureTrial {
   bufferBytes?: number;
   /** A repeat round of the highest-rate pair (tcpdump, native), after the ladder: 1, 2, … */
   repeat?: number;
-  /** The trial ran under a CPU budget of this share of one core (bench/cpu-share.ts). */
-  budgetPercent?: number;
-  /** CFS periods of the trial in which the budget ran out, of all its periods. */
-  throttled?: { periods: number; throttled: number };
 }
 
 const FLOW_FILTER = 'udp src port 40000';
@@ -310,13 +304,6 @@ export interface CaptureOptions {
   repeats: number;
   floodSrc: string;
   log: (s: string) => void;
-  /**
-   * The zero-loss search under the same CPU budget for tcpdump and the agent (percent of one
-   * core); none when absent.
-   */
-  share?: { percent: number; search: ShareSearch };
-  /** Only the search under the CPU budget (with `rates: []`, `repeats: 0`). */
-  shareOnly?: boolean;
 }
 
 export interface CaptureResult {
@@ -334,7 +321,6 @@ async function trial(
   ratePps: number,
   durationS: number,
   bufferBytes?: number,
-  budget?: CpuBudget,
 ): Promise<CaptureTrial> {
   const bpf = filter === 'none' ? '' : FLOW_FILTER;
   const running =
@@ -342,12 +328,6 @@ async function trial(
       ? await startTcpdump(lab, bpf, bufferBytes)
       : await startNsCapture(lab, agent, tool, bpf, bufferBytes);
   try {
-    // The whole capture under the budget: tcpdump, or the agent's worker and agent process.
-    if (budget !== undefined) {
-      budget.add(running.pid);
-      if (running.agentPid !== undefined) budget.add(running.agentPid);
-    }
-    const stat0 = budget?.stat();
     const rx0 = await counters(lab, RX, 'vrx');
     const tx0 = await counters(lab, TX, 'vtx');
     const cpu0 = cpuNs(running.pid) ?? 0;
@@ -357,12 +337,11 @@ async function trial(
     args.push('64', '41000', '8', String(trickle), '40000');
     const out = await lab.exec(TX, flood, args, (durationS + 30) * 1000);
     const f = parseFlood(out.stdout);
-    await running.drain(budget !== undefined);
+    await running.drain(false);
     const cpu1 = cpuNs(running.pid) ?? cpu0;
     const agent1 = running.agentPid !== undefined ? (cpuNs(running.agentPid) ?? agent0) : 0;
     const rx1 = await counters(lab, RX, 'vrx');
     const tx1 = await counters(lab, TX, 'vtx');
-    const stat1 = budget?.stat();
     const res = await running.stop();
     const offered = rx1.rxPackets - rx0.rxPackets + (rx1.txPackets - rx0.txPackets);
     const expected = filter === 'none' ? offered : f.trickle;
@@ -383,15 +362,6 @@ async function trial(
       cpuNs: cpu1 - cpu0,
       parentCpuNs: running.agentPid === undefined ? null : agent1 - agent0,
       ...(bufferBytes !== undefined ? { bufferBytes } : {}),
-      ...(budget !== undefined && stat0 !== undefined && stat1 !== undefined
-        ? {
-            budgetPercent: budget.percent,
-            throttled: {
-              periods: stat1.periods - stat0.periods,
-              throttled: stat1.throttled - stat0.throttled,
-            },
-          }
-        : {}),
     };
   } catch (e) {
     await running.stop().catch(() => undefined);
@@ -438,66 +408,26 @@ export async function benchCapture(opts: CaptureOptions): Promise<CaptureResult>
       }
     }
     // One flow under a full-speed flood: every trickle packet must arrive.
-    for (const tool of opts.shareOnly === true ? [] : tools) {
+    for (const tool of tools) {
       const t = await trial(lab, agent, flood, rxMac, tool, 'one-flow', 0, opts.durationS);
       trials.push(t);
       show(t);
     }
     // Forced loss: the native source with a 256 KiB ring at full speed, to check that what it
     // loses is exactly what it reports (kernel drops + queue drops).
-    if (opts.shareOnly !== true) {
-      const forced = await trial(
-        lab,
-        agent,
-        flood,
-        rxMac,
-        'native',
-        'none',
-        0,
-        opts.durationS,
-        256 * 1024,
-      );
-      trials.push(forced);
-      show(forced);
-    }
-    if (opts.share !== undefined) {
-      const { percent, search } = opts.share;
-      // Tools alternate step by step, as on the ladder, so background load hits both alike.
-      const steps = new Map<CaptureTool, ShareStep[]>([
-        ['tcpdump', []],
-        ['native', []],
-      ]);
-      for (;;) {
-        let ran = false;
-        for (const [tool, done] of steps) {
-          const rate = nextShareRate(done, search);
-          if (rate === null) continue;
-          const budget = createCpuBudget(`hoptrace-bench-${process.pid}-${tool}`, percent);
-          let t: CaptureTrial;
-          try {
-            t = await trial(
-              lab,
-              agent,
-              flood,
-              rxMac,
-              tool,
-              'none',
-              rate,
-              opts.durationS,
-              SHARE_RING_BYTES,
-              budget,
-            );
-          } finally {
-            budget.remove();
-          }
-          trials.push(t);
-          show(t);
-          done.push({ askedPps: rate, offeredPps: t.offered / t.elapsedS, lossless: t.loss === 0 });
-          ran = true;
-        }
-        if (!ran) break;
-      }
-    }
+    const forced = await trial(
+      lab,
+      agent,
+      flood,
+      rxMac,
+      'native',
+      'none',
+      0,
+      opts.durationS,
+      256 * 1024,
+    );
+    trials.push(forced);
+    show(forced);
     return { trials };
   } finally {
     await agent?.close();

@@ -6,7 +6,7 @@
  * the tool loses packets, then is refined by bisection: the highest lossless rate is then the
  * capture's own limit at that budget. The sender runs outside the budget.
  *
- * Pure: the rate search and the summary; the trials are run by bench/capture.ts.
+ * Pure: the rate search, the summary and the ring's capacity; the trials are run by bench/link.ts.
  */
 
 /** One trial of the search: the rate asked, the rate the veth offered, and whether it lost. */
@@ -25,6 +25,18 @@ export interface ShareSearch {
 
 /** The ring both tools get under the budget (tcpdump -B 32768, the agent's bufferBytes). */
 export const SHARE_RING_BYTES = 32 * 1024 * 1024;
+
+/**
+ * How many frames of `frameBytes` a TPACKET_V3 ring of `ringBytes` holds at once, so a report can
+ * say which part of a flood the ring alone could have absorbed. Each frame takes a slot of its
+ * own: the 48-byte tpacket3_hdr and the 20-byte sockaddr_ll, the frame placed so that its network
+ * header is 16-aligned (an Ethernet frame at byte 82), the next slot 8-aligned — 192 bytes for the
+ * flood's 106-byte frames, ~175 k of them in 32 MiB (block headers, 48 bytes a block, left out).
+ */
+export function ringFrames(frameBytes: number, ringBytes = SHARE_RING_BYTES): number {
+  const slot = Math.ceil((82 + frameBytes) / 8) * 8;
+  return Math.floor(ringBytes / slot);
+}
 
 /** The next rate to ask for, or null when the search is over. */
 export function nextShareRate(steps: readonly ShareStep[], search: ShareSearch): number | null {

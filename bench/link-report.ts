@@ -3,18 +3,20 @@
  * median against the goal of issue 20 ("whole agent ≤ 2× tcpdump").
  */
 import {
+  FRAME_BYTES,
   linkFigures,
   linkLossless,
   linkPairs,
   schemeSummary,
+  settleMsPerS,
   shareStepOf,
   type LinkResult,
   type LinkScheme,
   type LinkTrial,
 } from './link';
-import { fmt } from './proc';
+import { fmt, median } from './proc';
 import { limitText, shareGoal, type ShareGoal } from './report-share';
-import { shareLimit } from './cpu-share';
+import { ringFrames, shareLimit, SHARE_RING_BYTES } from './cpu-share';
 
 /** A goal row (bench/report.ts renders them). */
 export interface LinkGoal {
@@ -139,24 +141,119 @@ ${MASKING_NOTE}
 ${linkShareSection(r.trials, goals)}`;
 }
 
-/** Whether the run holds the whole agent's search under a CPU budget. */
-export function hasLinkShare(r: LinkResult | undefined): boolean {
-  return (r?.trials ?? []).some((t) => t.budgetPercent !== undefined);
+/** A tool's budget trial at its highest lossless rate below its first loss (shareLimit's). */
+function limitTrial(trials: readonly LinkTrial[]): LinkTrial | undefined {
+  const best = shareLimit(trials.map(shareStepOf)).losslessPps;
+  return trials.find((t) => linkLossless(t) && shareStepOf(t).offeredPps === best);
 }
 
-/** The whole agent's zero-loss search under the CPU budget; pushes goal 3's row. */
+/** The part of a trial's flood the ring alone could hold, as text ('–' without a trial). */
+function ringPart(t: LinkTrial | undefined): string {
+  if (t === undefined) return '–';
+  return `${fmt(Math.min(100, (100 * ringFrames(FRAME_BYTES)) / Math.max(1, t.offered)))} %`;
+}
+
+/** The flood of a tool's highest lossless trial, and the part of it the ring alone holds. */
+function floodVsRing(name: string, t: LinkTrial | undefined): string {
+  if (t === undefined) return `${name} lost packets at every rate`;
+  return `${name} was offered ${fmt(t.offered)} packets (${kpps(t)} pps for ${fmt(t.elapsedS, 1)} s), of which the ring holds ${ringPart(t)}`;
+}
+
+/** A tool's CPU a second while it settled: the median over its trials, with their range. */
+function idleCost(name: string, trials: readonly LinkTrial[]): string {
+  const v = trials.map(settleMsPerS).filter(Number.isFinite);
+  if (v.length === 0) return `${name} not measured`;
+  return `${name} **${fmt(median(v), 1)} ms/s** (${fmt(Math.min(...v), 1)}–${fmt(Math.max(...v), 1)} over ${v.length} trials)`;
+}
+
+/** The search's settle and flood, from its trials (medians; the settle NaN in runs before it). */
+function timing(share: readonly LinkTrial[]): { settleS: number; floodS: number } {
+  return {
+    settleS: median(share.flatMap((t) => (t.settleS === undefined ? [] : [t.settleS]))),
+    floodS: median(share.map((t) => t.elapsedS)),
+  };
+}
+
+/** What comes between arming the capture and the flood, in words. */
+function settleText(settleS: number): string {
+  return Number.isFinite(settleS)
+    ? `it then **settles ${fmt(settleS)} s** with nothing sent, outside the budget — the capture's first seconds (a fresh worker's start-up, its JIT) are measured there, in the **settle CPU** column and the idle cost below, not hidden in the flood; then it is moved`
+    : 'then, with no settle (this run measured none), it is moved';
+}
+
+/** The whole agent's zero-loss searches under the CPU budgets; pushes goal 3's rows. */
 function linkShareSection(
   trials: readonly LinkTrial[],
   goals: { push(g: LinkGoal): unknown },
 ): string {
   const share = trials.filter((t) => t.budgetPercent !== undefined);
   if (share.length === 0) return '';
-  const percent = share[0]?.budgetPercent ?? 0;
   const scheme = share.find((t) => t.tool !== 'tcpdump')?.tool ?? 'wss';
-  const td = share.filter((t) => t.tool === 'tcpdump').map(shareStepOf);
-  const ag = share.filter((t) => t.tool !== 'tcpdump').map(shareStepOf);
+  const { settleS, floodS } = timing(share);
+  const ring = ringFrames(FRAME_BYTES);
+  const percents = [...new Set(share.map((t) => t.budgetPercent ?? 0))].sort((a, b) => a - b);
+  const budgets = percents.map((p) =>
+    budgetPart(
+      share.filter((t) => t.budgetPercent === p),
+      p,
+      scheme,
+      goals,
+    ),
+  );
+  const shares = percents.map((p) => `${fmt(p, 1)} %`).join(' and ');
+  return `
+### Zero loss under the same CPU budget: the whole agent (issue 20 goal 3)
+
+One sending core offers more packets than either tool takes at full CPU, so a ladder of rates
+would measure the sender. Here each tool runs in a cgroup of its own with the same CFS quota — a
+share of one core (bench/cgroup-cpu.ts): ${shares}, each search in turn — and the same 32 MiB kernel
+ring (tcpdump \`-B 32768\`; the agent's default \`bufferBytes\`). For the agent the budget holds what
+the user runs on the node: both capture workers of the capture and the \`hoptrace agent\` process
+(frames → Envelopes → spool → ${scheme} link, retention file, timers); the collector and the sender
+run outside it. Two shares, because what decides the answer moves with it: at 1 % (10 ms of CPU a
+second) what a tool costs a second whatever the rate — its idle cost — weighs most; at 5 % its
+cost per packet does.
+
+A trial, for either tool: the capture is armed (tcpdump listening; the agent's capture created
+through the API, both points capturing, both workers running); ${settleText(settleS)} into the
+budget and **flooded for ${fmt(floodS)} s** at the asked rate; then it is let out of the budget to work
+off its ring: no packet arrives then, so none can be lost, and what overflowed the ring is already
+counted (draining inside the budget, delivery could stand still for 2 s while the ring still held
+the flood: a first run had 1,365 of 139,984 packets delivered at 70 k pps asked, none reported
+lost). The ring takes up what a capture falls behind until it is full: 32 MiB holds ${fmt(ring)} of
+these ${FRAME_BYTES}-byte frames (a ${fmt(SHARE_RING_BYTES / ring)}-byte slot each, bench/cpu-share.ts
+\`ringFrames\`), so over a ${fmt(floodS)} s flood a capture that sustains R pps takes R + ${fmt(ring / floodS / 1000)} k pps
+without loss.
+
+The asked rate doubles until a tool loses packets, then is bisected; tools alternate step by
+step. **loss** = offered − delivered (the agent: packets the collector holds, events and
+counted); **reported** = kernel + queue drops + events the link reported lost; **settle CPU** =
+CPU a second while settling; **ns/packet** counts the flood and the drain.
+${budgets.join('\n')}
+${SHARE_LIMITS}`;
+}
+
+/** One budget's search: its goal row, the two limits, the idle costs, the trials. */
+function budgetPart(
+  share: readonly LinkTrial[],
+  percent: number,
+  scheme: string,
+  goals: { push(g: LinkGoal): unknown },
+): string {
+  const tdTrials = share.filter((t) => t.tool === 'tcpdump');
+  const agTrials = share.filter((t) => t.tool !== 'tcpdump');
+  const td = tdTrials.map(shareStepOf);
+  const ag = agTrials.map(shareStepOf);
+  const tdBest = limitTrial(tdTrials);
+  const agBest = limitTrial(agTrials);
   const name = `the whole agent over ${scheme} (workers + agent process, its link and retention)`;
-  goals.push(shareGoal(td, ag, name));
+  const { settleS, floodS } = timing(share);
+  const g = shareGoal(td, ag, name);
+  goals.push({
+    ...g,
+    goal: `${g.goal} (${fmt(percent, 1)} % of one core)`,
+    result: `${g.result}; each trial ${Number.isFinite(settleS) ? `a ${fmt(settleS)} s settle once capturing, then` : 'no settle, then'} a ${fmt(floodS)} s flood under ${fmt(percent, 1)} % of one core, drained outside it — the 32 MiB ring holds ${ringPart(agBest)} of the agent's highest lossless flood, ${ringPart(tdBest)} of tcpdump's`,
+  });
   const rows = share.map((t) => {
     const cpu = t.cpuNs + (t.idleWorkerNs ?? 0) + (t.agentNs ?? 0);
     return [
@@ -167,6 +264,7 @@ function linkShareSection(
       fmt(t.delivered),
       linkLossless(t) ? '0' : fmt(t.offered - t.delivered),
       t.reportedDrops === null ? 'unknown' : fmt(t.reportedDrops + t.linkLost),
+      fmt(settleMsPerS(t), 1),
       fmt(cpu / Math.max(1, t.delivered)),
       t.throttled === undefined
         ? '–'
@@ -175,63 +273,67 @@ function linkShareSection(
     ];
   });
   return `
-### Zero loss under the same CPU budget: the whole agent (issue 20 goal 3)
+#### ${fmt(percent, 1)} % of one core: ${fmt(percent * 1000)} µs per 100 ms period, ${fmt(percent * 10, 1)} ms of CPU a second
 
-One sending core offers ~440–540 k pps, which both tools take without loss at full CPU, so a
-ladder of rates would measure the sender. Here each tool runs in a cgroup of its own with the
-same CFS quota — ${fmt(percent, 1)} % of one core, ${fmt(percent * 1000)} µs per 100 ms period (bench/cgroup-cpu.ts) — and
-the same 32 MiB kernel ring (tcpdump \`-B 32768\`; the agent's default \`bufferBytes\`). For the
-agent the budget holds what the user runs on the node: both capture workers of the capture and
-the \`hoptrace agent\` process (frames → Envelopes → spool → ${scheme} link, retention file, timers),
-moved in once the capture runs; the collector and the sender run outside it. Each tool is held
-to the budget while the flood lasts and let out when it ends, to work off its ring: no packet
-arrives then, so none can be lost, and what overflowed the ring is already counted (draining
-inside the budget, delivery could stand still for 2 s while the ring still held the flood: a
-first run had 1,365 of 139,984 packets delivered at 70 k pps asked, none reported lost). The asked rate doubles until a tool loses packets, then is bisected; tools alternate
-step by step. **loss** = offered − delivered (the agent: packets the collector holds, events and
-counted); **reported** = kernel + queue drops + events the link reported lost. Highest lossless:
-${limitText(name, shareLimit(ag))}; ${limitText('tcpdump', shareLimit(td))}.
+Highest lossless: ${limitText(name, shareLimit(ag))}; ${limitText('tcpdump', shareLimit(td))}. At its
+highest lossless rate ${floodVsRing('tcpdump', tdBest)}, and ${floodVsRing('the whole agent', agBest)}.
+Idle cost while capturing (CPU a second while settling, median over the trials, against the
+budget's ${fmt(percent * 10, 1)} ms/s): ${idleCost('tcpdump', tdTrials)}; ${idleCost('the whole agent (both workers + the agent process)', agTrials)}.
 
-${table(['capture', 'asked', 'offered rate', 'offered', 'delivered', 'loss', 'reported', 'ns/packet (all processes)', 'throttled periods', 'drained'], rows)}
-
-${SHARE_LIMITS}`;
+${table(['capture', 'asked', 'offered rate', 'offered', 'delivered', 'loss', 'reported', 'settle CPU ms/s', 'ns/packet (all processes)', 'throttled periods', 'drained'], rows)}
+`;
 }
 
 /** What limits the whole agent under the budget (measured by hand, an idle capture). */
-const SHARE_LIMITS = `#### What limits the whole agent at this budget
+const SHARE_LIMITS = `#### What limits the whole agent at these budgets
 
 At 1 % of one core the budget is 10 ms of CPU a second; tcpdump spends nearly all of it on
-packets (idle it costs ~0). The agent first pays fixed costs a second out of the same 10 ms.
-Measured by hand (2026-12-04) with the bench's collector and agent, a capture armed on vrx and
-\`lo\` with no traffic, CPU a second from schedstat:
+packets (idle it costs ~0: it wakes when a ring block fills, or after 1 s). The whole agent pays
+its idle cost first — what each trial measures while settling (above) — and then its cost per
+packet, which is lower than tcpdump's (the pairs at full speed, above): the smaller the share, the
+more the idle cost decides, the larger, the more the cost per packet. Where its cost a second
+comes from, measured by hand on
+2026-12-06 with the bench's collector and agent (schedstat; this machine is a Firecracker VM where
+a page touched for the first time costs ~10 µs and a wake-up of a Node process ~200–300 µs of CPU
+before any work):
 
-- **A wake-up is the unit of cost here.** A bare Node \`setInterval\` at 50 ms costs ~4 ms/s
-  (~200 µs a wake-up before any work), at 1 s ~0.4 ms/s; a C loop of 50 ms \`poll\` ~1 ms/s.
-- **The agent process: ~5 ms/s while a capture ran** (0.25 ms/s with none) — ~28 wake-ups a
-  second (strace): each point's namespace check 4×/s and its status report once a second (an
-  Envelope through the spool and TLS, and the collector's ack), the workers' stats frames, in code
-  that runs too rarely for the JIT to optimize. **Now ~3.3–4 ms/s**: every point's namespace check
-  shares one 250 ms tick and every point's status one 1 s tick (agent/ticker.ts). Under the budget the
-  search's result moves with the machine: 90–100 k pps against tcpdump's 180 k in two full runs
-  before this (50–56 %), 120 k against 200 k in a \`--link-only\` run after it (60 %), 90 k against
-  180 k in the full run after it (50 %) — the saving is real (idle), its effect on this row is
-  within the row's spread.
-- **Each worker ~0.3–0.5 ms/s idle**, with a burst of ~25–30 ms about 8 s after it starts (cause
-  not found: a bare Node process with the addon loaded shows none, with or without
-  \`--no-memory-reducer\`) and ~1 ms/s in its first second.
-  A worker is a fresh process per capture.
+- **The agent process, a capture armed, no traffic: ~1.2–1.6 ms/s** (5.4 before this round). A
+  namespace file is looked at when its directory's inotify watch says it changed, not 4× a second
+  (agent/netns/ns-watch.ts; a 1 s backstop in the status tick); a status is sent when it changed,
+  its running counts at most every 5 s; a worker's stats frame likewise, and every 8 s at most
+  while nothing changes. An agent's first capture after it starts has ~80 ms more over its first
+  10 s (its own GC); the bench's uncounted warm-up capture pays it.
+- **Each worker ~0.2–0.4 ms/s idle** (1.0–1.1 before), ~2 ms/s in its first two seconds. The
+  ~40 ms burst ~8 s after a worker started (noted as unexplained before) was V8's memory reducer —
+  a full mark-compact once the heap stopped growing after start; workers run with
+  \`--no-memory-reducer\` now. A worker no longer reads \`NODE_EXTRA_CA_CERTS\` (this machine sets
+  it; Node parses every certificate of that file at start: ~45 ms of CPU), so ~160–200 ms of CPU
+  to a capturing worker instead of ~210–245.
+- **Under traffic the agent process costs ~3.5–4.5 ms/s whatever the rate** — a frame of counters
+  from the worker, an events envelope and its ack each second, the 1 s tick —, and a worker wakes
+  for each ring block the kernel retires (256 KiB, or 50 ms after its first packet: the verdict's
+  latency), ~15–20 times a second at 20 k pps, ~250 µs each here: at 20 k pps a worker costs
+  ~5 ms/s, at 100 k pps ~7–9 ms/s; tcpdump ~2.7 and ~14.5.
 
-Left: the workers' stats frames (one wake-up a second each, at their own phases), the status
-reports while nothing changed, the worker's per-packet cost itself (1.6–1.7× tcpdump's at full
-speed, the larger share under any budget).
+Left: the worker's wake-up per retired block (a Node event loop around libpcap's poll), the agent
+process's few wake-ups a second under traffic, the 50 ms block timeout (a 200 ms one made no
+difference at 20 k pps: blocks then fill first).
 `;
 
 /** What the profiles said (by hand: \`--cpu-prof\` through the NODE_ARGS variables, a quick run). */
 const LINK_LIMITS = `#### What the whole agent costs now, and what took it there
 
 Profiles run by hand (\`perf record -p\` on the vrx worker; \`HOPTRACE_BENCH_AGENT_NODE_ARGS='--cpu-prof
---cpu-prof-dir=DIR'\` on the agent), \`--link-only\` runs on this machine, 2026-12-03:
+--cpu-prof-dir=DIR'\` on the agent), \`--link-only\` runs on this machine, 2026-12-03, and the
+first item 2026-12-06:
 
+- **Counted packets without a record** (2026-12-06; native/README.md "Counted packets skip the
+  record"). perf on the worker under this flood: \`summary_one_ex\` 30 %, \`fold_packet\` 22 % — a
+  counted packet was decoded into a 192-byte record and a 96-byte flow key, then thrown away. Now
+  \`summary_quick\` reads the commonest shape (Ethernet, IPv4 without options, TCP or UDP) and
+  \`fold_quick\` finds its flow by addresses and ports and makes \`fold_packet\`'s decision
+  (tested to decide every frame the same): worker ~114 → ~30–54 ns a packet at ~1.1–1.2 M pps
+  (by hand, schedstat). The items below are the earlier steps.
 - **Per-flow counters** (issue 20's lever; native/pcap-batch/src/fold.c, README "Per-flow
   counters"). The worker sends a flow's first 32 packets each way whole, again around a SYN/FIN/RST,
   a marker, a request-like payload or a 200 ms pause, and counts the rest: at 8 flows the

@@ -16,9 +16,13 @@
  * The zero-loss search under a CPU budget (issue 20 goal 3, `share`): the same trials, tcpdump
  * and the whole agent alternating step by step at asked rates (bench/cpu-share.ts), each under the
  * same CFS quota of one core (bench/cgroup-cpu.ts) with the same 32 MiB ring — for the agent its
- * two capture workers and the agent process together, moved into the budget once the capture runs
- * and out again when the flood ends (the backlog is worked off outside it, for both tools: no
- * packet arrives then, so none can be lost); the collector and the sender stay outside.
+ * two capture workers and the agent process together; the collector and the sender stay outside.
+ * A budget trial lets the capture settle first (`share.settleS`, no flood, outside the budget:
+ * its CPU then is the tool's idle cost while capturing, recorded apart), then moves it into the
+ * budget for a flood of `share.durationS` — long enough that the ring holds only a part of it, so
+ * the search finds the capture's sustained rate rather than the ring's size plus the capture's
+ * first seconds — and out again when the flood ends (the backlog is worked off outside it, for
+ * both tools: no packet arrives then, so none can be lost).
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -80,6 +84,13 @@ export interface LinkTrial {
    * deadline (tcpdump's drain has no such answer: undefined).
    */
   drained?: boolean;
+  /** Under a budget: how long the capture settled before the flood, no packet sent (s). */
+  settleS?: number;
+  /**
+   * CPU the tool used while settling, outside the budget (ns): tcpdump; the agent's two workers
+   * and its process. Its idle cost while capturing, start-up included.
+   */
+  settleCpuNs?: number;
 }
 
 export interface LinkOptions {
@@ -91,11 +102,32 @@ export interface LinkOptions {
   scan?: boolean;
   /**
    * The zero-loss search under the same CPU budget (percent of one core) for tcpdump and the
-   * whole agent over `scheme`, after the rounds; none when absent.
+   * whole agent over `scheme`, after the rounds; none when absent. `settleS` (default
+   * SHARE_SETTLE_S) and `durationS` (default SHARE_FLOOD_S) shape each of its trials.
    */
-  share?: { percent: number; search: ShareSearch; scheme: LinkScheme };
+  share?: {
+    /** Each budget's search, one after the other. */
+    budgets: readonly ShareBudget[];
+    scheme: LinkScheme;
+    settleS?: number;
+    durationS?: number;
+  };
   log: (s: string) => void;
 }
+
+/** One zero-loss search: both tools held to `percent` of one core, rates asked by `search`. */
+export interface ShareBudget {
+  percent: number;
+  search: ShareSearch;
+}
+
+/** A budget trial's wait between capturing and the flood: past the first second's transients. */
+export const SHARE_SETTLE_S = 3;
+/** A budget trial's flood: at the rates found, several times what the 32 MiB ring holds. */
+export const SHARE_FLOOD_S = 10;
+/** The flood's UDP payload; its frames are 42 bytes more (Ethernet, IPv4, UDP headers). */
+const PAYLOAD_BYTES = 64;
+export const FRAME_BYTES = 42 + PAYLOAD_BYTES;
 
 export interface LinkResult {
   trials: LinkTrial[];
@@ -216,14 +248,31 @@ async function until<T>(what: string, ms: number, get: () => Promise<T | undefin
 
 interface Flood {
   load: 'flows' | 'scan';
-  /** Floods for the trial's duration at `ratePps` (0, the default: as fast as one core sends). */
-  run(ratePps?: number): Promise<{ sent: number; elapsedS: number }>;
+  /**
+   * Floods at `ratePps` (0, the default: as fast as one core sends) for `durationS` (default: the
+   * rounds' duration).
+   */
+  run(ratePps?: number, durationS?: number): Promise<{ sent: number; elapsedS: number }>;
 }
 
-/** A trial's CPU budget, and the rate asked of the flood under it. */
+/** A trial's CPU budget, the rate asked of the flood under it, and how the trial is timed. */
 interface Budgeted {
   budget: CpuBudget;
   askedPps: number;
+  settleS: number;
+  durationS: number;
+}
+
+/**
+ * Waits `s` seconds, nothing sent: the CPU `pids` used meanwhile and the seconds it took (the
+ * trial's settle fields).
+ */
+async function settle(pids: readonly number[], s: number): Promise<Partial<LinkTrial>> {
+  const cpu = (): number => pids.reduce((sum, p) => sum + (cpuNs(p) ?? NaN), 0);
+  const t0 = performance.now();
+  const c0 = cpu();
+  await delay(s * 1000);
+  return { settleS: (performance.now() - t0) / 1000, settleCpuNs: cpu() - c0 };
 }
 
 /** The budget's fields of a trial, from cpu.stat before and after. */
@@ -275,14 +324,16 @@ async function agentTrial(
     const cpu = (): number[] =>
       [workers.veth, workers.idle, pair.agentPid, pair.collectorPid].map((p) => cpuNs(p) ?? NaN);
     // Under a budget: both workers and the agent process (all their threads); not the collector.
-    if (budgeted !== undefined)
-      for (const pid of [workers.veth, workers.idle, pair.agentPid]) budgeted.budget.add(pid);
+    // They settle outside it first, so their start-up is measured apart and not in the flood.
+    const agentPids = [workers.veth, workers.idle, pair.agentPid];
+    const settled = budgeted === undefined ? {} : await settle(agentPids, budgeted.settleS);
+    if (budgeted !== undefined) for (const pid of agentPids) budgeted.budget.add(pid);
     const s0 = budgeted?.budget.stat();
     const before = point(await pair.capture(id), 'veth');
     const rx0 = await counters(lab, RX, 'vrx');
     const tx0 = await counters(lab, TX, 'vtx');
     const c0 = cpu();
-    const f = await flood.run(budgeted?.askedPps);
+    const f = await flood.run(budgeted?.askedPps, budgeted?.durationS);
     // Held to the budget while packets arrive; once they stop, no packet can be lost any more
     // (what overflowed the ring is counted), so the backlog is worked off outside it — as for
     // tcpdump. (Draining inside it, a count that stood still for 2 s meant a starved agent
@@ -326,6 +377,7 @@ async function agentTrial(
       agentNs: d[2] ?? NaN,
       collectorNs: d[3] ?? NaN,
       agentRssMiB: rss,
+      ...settled,
       ...(budgeted !== undefined && s0 !== undefined && s1 !== undefined
         ? budgetFields(budgeted, s0, s1, still >= 8)
         : {}),
@@ -357,12 +409,14 @@ async function tcpdumpTrial(
     budgeted === undefined ? undefined : SHARE_RING_BYTES,
   );
   try {
+    // As for the agent: settled outside the budget, then held to it.
+    const settled = budgeted === undefined ? {} : await settle([running.pid], budgeted.settleS);
     budgeted?.budget.add(running.pid);
     const s0 = budgeted?.budget.stat();
     const rx0 = await counters(lab, RX, 'vrx');
     const tx0 = await counters(lab, TX, 'vtx');
     const c0 = cpuNs(running.pid) ?? 0;
-    const f = await flood.run(budgeted?.askedPps);
+    const f = await flood.run(budgeted?.askedPps, budgeted?.durationS);
     // As for the agent: the budget while packets arrive, the backlog worked off outside it.
     const s1 = budgeted?.budget.stat();
     budgeted?.budget.remove();
@@ -388,6 +442,7 @@ async function tcpdumpTrial(
       agentNs: null,
       collectorNs: null,
       agentRssMiB: null,
+      ...settled,
       ...(budgeted !== undefined && s0 !== undefined && s1 !== undefined
         ? budgetFields(budgeted, s0, s1)
         : {}),
@@ -412,20 +467,13 @@ export async function benchLink(opts: LinkOptions): Promise<LinkResult> {
     const rxMac = await setupVeth(lab);
     const floodOf = (load: 'flows' | 'scan'): Flood => ({
       load,
-      async run(ratePps = 0) {
-        const args = [
-          'vtx',
-          '10.77.0.1',
-          '10.77.0.2',
-          rxMac,
-          String(ratePps),
-          String(opts.durationS),
-        ];
+      async run(ratePps = 0, durationS = opts.durationS) {
+        const args = ['vtx', '10.77.0.1', '10.77.0.2', rxMac, String(ratePps), String(durationS)];
         // A scan: 24,000 source ports in turn, each packet a new flow (the agent's table holds
         // 4,096), so every packet is sent whole.
-        args.push('64', '41000', load === 'scan' ? '24000' : '8');
+        args.push(String(PAYLOAD_BYTES), '41000', load === 'scan' ? '24000' : '8');
         args.push('0', '40000');
-        const out = await lab.exec(TX, bin, args, (opts.durationS + 30) * 1000);
+        const out = await lab.exec(TX, bin, args, (durationS + 30) * 1000);
         const f = parseFlood(out.stdout);
         return { sent: f.sent + f.trickle, elapsedS: f.elapsedS };
       },
@@ -446,7 +494,10 @@ export async function benchLink(opts: LinkOptions): Promise<LinkResult> {
         `link: ${t.tool} round ${t.round}: offered ${Math.round(t.offered / t.elapsedS)} pps, delivered ${t.delivered}/${t.offered}, cpu ${(t.cpuNs / 1e6).toFixed(0)} ms` +
           (t.agentNs === null
             ? ''
-            : ` + agent ${(t.agentNs / 1e6).toFixed(0)} ms, collector ${((t.collectorNs ?? 0) / 1e6).toFixed(0)} ms, agent RSS ${t.agentRssMiB?.toFixed(0) ?? '?'} MiB`),
+            : ` + agent ${(t.agentNs / 1e6).toFixed(0)} ms, collector ${((t.collectorNs ?? 0) / 1e6).toFixed(0)} ms, agent RSS ${t.agentRssMiB?.toFixed(0) ?? '?'} MiB`) +
+          (t.settleCpuNs === undefined
+            ? ''
+            : `; settled ${(t.settleS ?? NaN).toFixed(1)} s at ${settleMsPerS(t).toFixed(1)} ms/s`),
       );
     };
     // One capture per scheme first, not counted: an agent the user runs has captured before, and
@@ -494,6 +545,11 @@ export async function benchLink(opts: LinkOptions): Promise<LinkResult> {
   }
 }
 
+/** CPU a second the tool used while it settled, capturing with nothing sent (ms/s; NaN: none). */
+export function settleMsPerS(t: LinkTrial): number {
+  return (t.settleCpuNs ?? NaN) / 1e6 / (t.settleS ?? NaN);
+}
+
 /** One search step of a budget trial. */
 export function shareStepOf(t: LinkTrial): ShareStep {
   return {
@@ -521,25 +577,41 @@ async function shareSearch(
   const pair = pairs.find((p) => p.scheme === share.scheme);
   if (pair === undefined) throw new Error(`the budget search asks for ${share.scheme}, not run`);
   const round = opts.rounds + 2;
+  const timed = {
+    settleS: share.settleS ?? SHARE_SETTLE_S,
+    durationS: share.durationS ?? SHARE_FLOOD_S,
+  };
+  for (const b of share.budgets)
+    await budgetSearch(lab, pair, flood, b, round, timed, trials, show);
+}
+
+/** One budget's search: tcpdump and the agent alternating step by step. */
+async function budgetSearch(
+  lab: Netns,
+  pair: LinkPair,
+  flood: Flood,
+  b: ShareBudget,
+  round: number,
+  timed: { settleS: number; durationS: number },
+  trials: LinkTrial[],
+  show: (t: LinkTrial) => void,
+): Promise<void> {
   const steps = { tcpdump: [] as ShareStep[], agent: [] as ShareStep[] };
   for (;;) {
     let ran = false;
     for (const tool of ['tcpdump', 'agent'] as const) {
-      const askedPps = nextShareRate(steps[tool], share.search);
+      const askedPps = nextShareRate(steps[tool], b.search);
       if (askedPps === null) continue;
-      const budget = createCpuBudget(`hoptrace-bench-${process.pid}-link-${tool}`, share.percent);
+      const budget = createCpuBudget(`hoptrace-bench-${process.pid}-link-${tool}`, b.percent);
+      const budgeted = { budget, askedPps, ...timed };
       let t: LinkTrial;
       try {
         t =
           tool === 'tcpdump'
-            ? await tcpdumpTrial(lab, flood, round, { budget, askedPps })
-            : await agentTrial(lab, pair, flood, round, { budget, askedPps }).catch(
-                (e: unknown) => {
-                  throw new Error(
-                    `${pair.scheme} agent budget trial: ${String(e)}\n${pair.logs()}`,
-                  );
-                },
-              );
+            ? await tcpdumpTrial(lab, flood, round, budgeted)
+            : await agentTrial(lab, pair, flood, round, budgeted).catch((e: unknown) => {
+                throw new Error(`${pair.scheme} agent budget trial: ${String(e)}\n${pair.logs()}`);
+              });
       } finally {
         budget.remove();
       }

@@ -1,12 +1,10 @@
 /**
- * BENCHMARKS.md's zero-loss comparison under the same CPU budget (bench/cpu-share.ts): every
- * trial of the search, and the goal row judged from each tool's highest lossless rate. Two
- * searches use it: the capture path alone (worker + the stand-in agent process, bench/capture.ts)
- * and the whole agent with its link (bench/link.ts), whose row is the goal's when it ran.
+ * The goal row of the zero-loss comparison under the same CPU budget (bench/cpu-share.ts), judged
+ * from each tool's highest lossless rate, and that rate in words; the whole agent's section
+ * (bench/link-report.ts) renders the trials.
  */
-import type { CaptureTool, CaptureTrial } from './capture';
 import { shareLimit, type ShareLimit, type ShareStep } from './cpu-share';
-import { fmt, table } from './proc';
+import { fmt } from './proc';
 
 export interface ShareGoal {
   goal: string;
@@ -44,57 +42,4 @@ export function shareGoal(
           : 'missed'
         : 'not measured',
   };
-}
-
-/**
- * The section's Markdown (capture path alone). `addGoal` gets its goal row, or is null when the
- * whole agent's search ran too and the row is that one's.
- */
-export function shareSection(
-  trials: readonly CaptureTrial[],
-  addGoal: ((g: ShareGoal) => void) | null,
-): string {
-  const share = trials.filter((t) => t.budgetPercent !== undefined);
-  if (share.length === 0) return '';
-  const percent = share[0]?.budgetPercent ?? 0;
-  const steps = (tool: CaptureTool): ShareStep[] =>
-    share
-      .filter((t) => t.tool === tool)
-      .map((t) => ({
-        askedPps: t.ratePps,
-        offeredPps: t.offered / t.elapsedS,
-        lossless: t.loss === 0,
-      }));
-  const td = shareLimit(steps('tcpdump'));
-  const agent = shareLimit(steps('native'));
-  const name = 'the capture path (worker + the stand-in agent process, no link)';
-  if (addGoal !== null) addGoal(shareGoal(steps('tcpdump'), steps('native'), name));
-  const rows = share.map((t) => [
-    t.tool === 'tcpdump' ? 'tcpdump' : 'agent (native)',
-    fmt(t.ratePps / 1000) + ' k',
-    fmt(t.offered / t.elapsedS / 1000) + ' k',
-    fmt(t.delivered),
-    fmt(t.loss),
-    t.reportedDrops === null ? 'unknown' : fmt(t.reportedDrops + t.queueDrops),
-    fmt((t.cpuNs + (t.parentCpuNs ?? 0)) / Math.max(1, t.delivered)),
-    t.throttled === undefined
-      ? '–'
-      : `${fmt(t.throttled.throttled)} of ${fmt(t.throttled.periods)}`,
-  ]);
-  return `
-### Zero loss where the capture is the bottleneck: both under ${fmt(percent, 1)} % of one core
-
-One sending core offers more than either tool takes only when the tools are held back, so each
-runs in a cgroup of its own with the same CFS quota (${fmt(percent, 1)} % of one core: ${fmt(percent * 1000)} µs per
-100 ms period; bench/cgroup-cpu.ts) and the same 32 MiB kernel ring (tcpdump \`-B 32768\`, the
-agent's \`bufferBytes\`). Here the agent is its capture path alone: the capture worker and the
-stand-in agent process (bench/agent-child.ts: no link, no retention file) in one budget${
-    addGoal === null
-      ? '; the goal row is the whole agent\'s, with its link ("Zero loss under the same CPU budget: the whole agent" below)'
-      : ''
-  }. The sender runs outside the budget. The rate doubles until a tool loses packets, then
-is refined by bisection; tools alternate step by step. ${limitText('Highest lossless: the capture path', agent)}; ${limitText('tcpdump', td)}.
-
-${table(['capture', 'asked', 'offered', 'delivered', 'loss', 'reported drops', 'ns/packet (all processes)', 'throttled periods'], rows)}
-`;
 }

@@ -1,12 +1,12 @@
 /**
- * The zero-loss search under a CPU budget (bench/cpu-share.ts) and its report
+ * The zero-loss search under a CPU budget (bench/cpu-share.ts) and its goal row
  * (bench/report-share.ts): the ladder until the first loss, the bisection after it, the limit
- * found, and a goal row that never calls a sender limit a capture result.
+ * found, what the ring holds, and a goal row that never calls a sender limit a capture result.
+ * The whole agent's section is tested in bench-link.test.ts.
  */
 import t from 'tap';
-import type { CaptureTrial } from '../../bench/capture';
-import { nextShareRate, shareLimit, type ShareStep } from '../../bench/cpu-share';
-import { shareSection, type ShareGoal } from '../../bench/report-share';
+import { nextShareRate, ringFrames, shareLimit, type ShareStep } from '../../bench/cpu-share';
+import { shareGoal } from '../../bench/report-share';
 
 const search = { ladder: [10_000, 20_000, 40_000, 80_000], refine: 2 };
 const step = (askedPps: number, lossless: boolean): ShareStep => ({
@@ -51,57 +51,30 @@ void t.test('the limit: the highest offered rate below the first loss', (t) => {
   t.end();
 });
 
-const trial = (tool: 'tcpdump' | 'native', rate: number, loss: number): CaptureTrial => ({
-  tool,
-  filter: 'none',
-  ratePps: rate,
-  sent: rate * 2,
-  trickleSent: 0,
-  elapsedS: 2,
-  offered: rate * 2,
-  vethDrops: 0,
-  delivered: rate * 2 - loss,
-  expected: rate * 2,
-  loss,
-  reportedDrops: loss,
-  queueDrops: 0,
-  cpuNs: rate * 2 * 100,
-  parentCpuNs: tool === 'native' ? rate * 2 * 300 : null,
-  bufferBytes: 32 * 1024 * 1024,
-  budgetPercent: 2,
-  throttled: { periods: 20, throttled: 20 },
+void t.test('the ring: a 192-byte TPACKET_V3 slot for each 106-byte frame', (t) => {
+  t.equal(ringFrames(106), Math.floor((32 * 1024 * 1024) / 192), '~175 k frames in 32 MiB');
+  t.equal(ringFrames(106, 192 * 10), 10);
+  t.equal(ringFrames(1514, 1600 * 4), 4, 'a full-size frame: 82 + 1514 bytes, 8-aligned');
+  t.end();
 });
 
-void t.test('report: limits of both tools, the goal judged only when both were limited', (t) => {
-  const goals: ShareGoal[] = [];
-  const add = (into: ShareGoal[]) => (g: ShareGoal) => into.push(g);
-  const md = shareSection(
-    [
-      trial('tcpdump', 80_000, 0),
-      trial('native', 20_000, 0),
-      trial('tcpdump', 160_000, 500),
-      trial('native', 40_000, 900),
-    ],
-    add(goals),
+void t.test('goal row: judged only when both tools were held back by their capture', (t) => {
+  const limited = (losslessPps: number): ShareStep[] => [
+    step(losslessPps, true),
+    step(losslessPps * 2, false),
+  ];
+  const met = shareGoal(limited(100_000), limited(96_000), 'the agent');
+  t.equal(met.met, 'met', '96 % of tcpdump');
+  t.match(met.result, /the agent 95 k pps \(first loss when 192 k pps were asked\)/);
+  t.match(met.result, /: 96 %$/);
+  t.equal(shareGoal(limited(100_000), limited(50_000), 'the agent').met, 'missed');
+  const sender = shareGoal(limited(100_000), [step(80_000, true)], 'the agent');
+  t.equal(sender.met, 'no loss at any rate offered', 'the agent never lost: no capture result');
+  t.match(sender.result, /the sender's limit, not the capture's/);
+  t.equal(
+    shareGoal([step(10_000, false)], limited(50_000), 'the agent').met,
+    'not measured',
+    'tcpdump lost at every rate: no ratio',
   );
-  t.match(md, /both under 2\.0 % of one core/);
-  t.match(md, /20 of 20/, 'throttled periods shown');
-  t.equal(goals.length, 1);
-  t.equal(goals[0]?.met, 'missed', '20 k of 80 k is 25 %');
-  t.match(goals[0]?.result ?? '', /25 %/);
-
-  const sender: ShareGoal[] = [];
-  shareSection([trial('tcpdump', 80_000, 0), trial('native', 40_000, 900)], add(sender));
-  t.equal(sender[0]?.met, 'no loss at any rate offered', 'tcpdump never lost: no capture result');
-  t.match(sender[0]?.result ?? '', /the sender's limit, not the capture's/);
-
-  const withLink = shareSection([trial('tcpdump', 80_000, 0), trial('native', 40_000, 900)], null);
-  t.match(withLink, /the goal row is the whole agent's/, 'the stand-in gives no goal row then');
-
-  const none: ShareGoal[] = [];
-  const unbudgeted = trial('tcpdump', 1, 0);
-  delete unbudgeted.budgetPercent;
-  t.equal(shareSection([unbudgeted], add(none)), '');
-  t.equal(none.length, 0, 'no budget trials, no goal row');
   t.end();
 });
