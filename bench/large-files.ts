@@ -35,6 +35,14 @@ export interface LargeTrial {
   floorS: number;
   /** bench/floor-walk.c over the three files: the same walk in C on one core, no Node. */
   cFloorS?: number;
+  /** floor-walk.c -2: the first file, then the later ones on two threads (analyze's order). */
+  cFloor2S?: number;
+  /**
+   * Where the environment sets NODE_EXTRA_CA_CERTS (Node reads and parses that file at every
+   * start): `node -e 0` and analyze with it unset.
+   */
+  nodeStartNoCaS?: number;
+  analyzeNoCaS?: number;
 }
 
 /** analyze's peak RSS on three point files of `framesPerPoint` frames each. */
@@ -61,6 +69,9 @@ export interface LargeFileResult {
     nodeStartS: number;
     floorS: number;
     cFloorS?: number;
+    cFloor2S?: number;
+    nodeStartNoCaS?: number;
+    analyzeNoCaS?: number;
   };
   /** analyze's peak RSS by scale (1 is the trials' median). */
   rss: LargeRss[];
@@ -153,7 +164,9 @@ export async function benchLargeFiles(
     ];
     const verdictFile = join(dir, 'verdict.json');
     const cFloor = join(dir, 'floor-walk');
-    await run('cc', ['-O2', '-o', cFloor, join(repoRoot, 'bench', 'floor-walk.c')]);
+    await run('cc', ['-O2', '-o', cFloor, join(repoRoot, 'bench', 'floor-walk.c'), '-lpthread']);
+    const extraCa = process.env['NODE_EXTRA_CA_CERTS'] !== undefined;
+    const noCa = ['-u', 'NODE_EXTRA_CA_CERTS', process.execPath];
     // Warm the page cache: every trial then reads the files from memory.
     await run('cat', big.files);
     const trials: LargeTrial[] = [];
@@ -168,9 +181,17 @@ export async function benchLargeFiles(
         ...big.files,
       ]);
       const cWalk = await run(cFloor, big.files);
+      const cWalk2 = await run(cFloor, ['-2', ...big.files]);
+      const nodeNoCa = extraCa ? await run('/usr/bin/env', [...noCa, '-e', '0']) : undefined;
+      const analyzeNoCa = extraCa
+        ? await run('/usr/bin/env', [...noCa, ...analyzeArgs(big.files)], verdictFile)
+        : undefined;
       trials.push({
         cat,
         cFloorS: cWalk.wallS,
+        cFloor2S: cWalk2.wallS,
+        ...(nodeNoCa === undefined ? {} : { nodeStartNoCaS: nodeNoCa.wallS }),
+        ...(analyzeNoCa === undefined ? {} : { analyzeNoCaS: analyzeNoCa.wallS }),
         analyze,
         tcpdumpS,
         tcpdumpCpuS,
@@ -196,6 +217,13 @@ export async function benchLargeFiles(
       nodeStartS: med((t) => t.nodeStartS),
       floorS: med((t) => t.floorS),
       cFloorS: med((t) => t.cFloorS ?? null),
+      cFloor2S: med((t) => t.cFloor2S ?? null),
+      ...(extraCa
+        ? {
+            nodeStartNoCaS: med((t) => t.nodeStartNoCaS ?? null),
+            analyzeNoCaS: med((t) => t.analyzeNoCaS ?? null),
+          }
+        : {}),
     };
     const rss: LargeRss[] = [
       {
