@@ -25,7 +25,7 @@ import {
 export { analyzeFiles, type AnalyzeFilesInput, type PointFile, type RequestSelector };
 
 export const USAGE =
-  'hoptrace analyze --point NAME=FILE [--point NAME=FILE]... [--drops NAME=N]... [--inventory inv.json] [--client IP] [--dst IP[:PORT]] [--doctor doctor.json] [--json] [--report-dir DIR [--evidence-payload]]';
+  'hoptrace analyze --point NAME=FILE [--point NAME=FILE]... [--drops NAME=N]... [--inventory inv.json] [--client IP] [--dst IP[:PORT]] [--doctor doctor.json] [--json] [--report-dir DIR [--evidence-payload]] [--parallel auto|on|off]';
 
 /** Parses `NAME=FILE`. */
 export function parsePointArg(value: string): PointFile {
@@ -69,6 +69,20 @@ export function parseDropsArgs(values: string[], points: PointFile[]): Map<strin
     drops.set(name, Number(n));
   }
   return drops;
+}
+
+/**
+ * `--parallel auto|on|off`: the later points on worker threads when a later file holds 64 MiB or
+ * more (auto, the default), whatever their size (on), or never (off). undefined is auto.
+ */
+export function parseParallelArg(value: string | undefined): boolean | undefined {
+  if (value === undefined || value === 'auto') return undefined;
+  if (value === 'on') return true;
+  if (value === 'off') return false;
+  throw new HoptraceError('CLI_USAGE', `'${value}' is not auto, on or off`, {
+    where: '--parallel',
+    hint: 'auto (the default): worker threads for later files of 64 MiB or more; on: always; off: never',
+  });
 }
 
 /** Parses `IP` or `IP:PORT` / `[IPv6]:PORT` for --dst. */
@@ -131,6 +145,7 @@ export async function runAnalyze(argv: string[], out: (line: string) => void): P
     json: { type: 'boolean' },
     'report-dir': { type: 'string' },
     'evidence-payload': { type: 'boolean' },
+    parallel: { type: 'string' },
   });
   if (positionals.length > 0) {
     throw new HoptraceError('CLI_USAGE', `unexpected argument '${String(positionals[0])}'`, {
@@ -174,7 +189,11 @@ export async function runAnalyze(argv: string[], out: (line: string) => void): P
   const bundle = dir === undefined ? undefined : await import('../offline/report-dir');
   // Hashed before the analysis: the digest is of the bytes analysed (a change is noted).
   const before = bundle === undefined ? new Map<string, FileDigest>() : bundle.pointDigests(points);
-  const analysed = analyzeFiles({ points, inventory, selector, drops });
+  const parallel = parseParallelArg(values.parallel);
+  const analysed = analyzeFiles(
+    { points, inventory, selector, drops },
+    parallel === undefined ? {} : { parallel },
+  );
   // The request's data segments read again at each point: the identity headers its head carried.
   const result = { ...analysed, identityHeaders: scanIdentityHeaders(points, analysed) };
   const doctor: DoctorEvidence =

@@ -72,7 +72,7 @@ void t.test('the two-core floor and the unset NODE_EXTRA_CA_CERTS, where measure
   );
   t.match(
     cat?.result ?? '',
-    /floor-walk\.c -2\) 0\.10 s, 0\.80× cat, with Node's start 1\.60× — the least an analysis/,
+    /floor-walk\.c -2\) 0\.10 s, 0\.80× cat, with Node's start 1\.60× \(1\.24× with NODE_EXTRA_CA_CERTS unset\) — the least an analysis .*: below the goal in this run/,
   );
   t.match(
     md,
@@ -94,5 +94,18 @@ void t.test('a run that measured neither renders without them', (t) => {
     /\| 1 \| 0\.13 \| 0\.45 \|.*\| – \|$/m,
     'the trial row says "–" for the missing walk',
   );
+  t.end();
+});
+
+void t.test("the floor's words follow the run's figures", (t) => {
+  const words = (cFloor2S: number): string => {
+    const goals: Goal[] = [];
+    largeFileSection(result({ cFloor2S, nodeStartNoCaS: 0.055, analyzeNoCaS: 0.4 }), goals);
+    return goals.find((g) => g.goal.includes('≤ 2× `cat`'))?.result ?? '';
+  };
+  // cat 0.125 s, Node's start 0.1 s (0.055 s unset): 2× cat is 0.25 s.
+  t.match(words(0.2), /above the goal in this run, before anything is decoded/, '2.40× and 2.04×');
+  t.match(words(0.17), /above the goal as the run was .* below it without/, '2.16× and 1.80×');
+  t.match(words(0.1), /below the goal in this run: what keeps analyze above it/, '1.60× and 1.24×');
   t.end();
 });

@@ -144,6 +144,10 @@ void t.test('bad input gets a clear error, never a stack trace', (t) => {
       ]),
       /CLI_BAD_POINT: --drops: --drops for 'b' is given twice/,
     ],
+    [
+      ['analyze', '--point', 'a=' + httpGet, '--point', 'b=' + httpGet, '--parallel', 'always'],
+      /CLI_USAGE: --parallel: 'always' is not auto, on or off/,
+    ],
   ];
   for (const [args, re] of cases) {
     const r = hoptrace(...args);
@@ -151,6 +155,18 @@ void t.test('bad input gets a clear error, never a stack trace', (t) => {
     t.match(r.stderr, re, `${args.join(' ')} explains`);
     t.notMatch(r.stderr, /\n\s+at /, `${args.join(' ')} prints no stack trace`);
   }
+  t.end();
+});
+
+void t.test('analyze --parallel on|off|auto: the same answer every way', (t) => {
+  const three = ['decap', 'egress', 'backend'].flatMap((p) => ['--point', `${p}=${httpGet}`]);
+  const runs = ['on', 'off', 'auto'].map((p) => {
+    const r = hoptrace('analyze', ...three, '--client', '141.142.228.5', '--json', '--parallel', p);
+    t.equal(r.code, 0, `--parallel ${p}: ${r.stderr}`);
+    return r.stdout;
+  });
+  t.equal(runs[0], runs[1], 'on and off');
+  t.equal(runs[2], runs[1], 'auto and off');
   t.end();
 });
 

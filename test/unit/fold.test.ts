@@ -26,7 +26,7 @@ import {
   summaryPortTable,
 } from '../../core/decode/summary';
 import { loadNativeAddon, type PcapFolder } from '../../native/loader';
-import { openCaptureFile } from '../../offline/pcap-file';
+import { openCaptureFile, type CaptureFrame } from '../../offline/pcap-file';
 import { PCAPS } from './corpus';
 import { xorshift32 } from './xorshift';
 import {
@@ -292,20 +292,27 @@ void t.test('the table is bounded: a full one sends whole, an idle slot is taken
   t.end();
 });
 
+/** Every capture of the corpus with its frames; files the reader refuses are its tests' business. */
+function* corpusFiles(): Generator<[string, CaptureFrame[]]> {
+  for (const file of readdirSync(PCAPS).sort()) {
+    if (!/\.(pcap|pcapng)$/.test(file)) continue;
+    let frames: CaptureFrame[];
+    try {
+      frames = [...openCaptureFile(join(PCAPS, file)).frames()];
+    } catch {
+      continue;
+    }
+    yield [file, frames];
+  }
+}
+
 void t.test('every frame of the corpus: SLOW frames never folded, each packet once', (t) => {
   let files = 0;
   let total = 0;
   let counted = 0;
   let slowFolded = 0;
   let differs = 0;
-  for (const file of readdirSync(PCAPS).sort()) {
-    if (!/\.(pcap|pcapng)$/.test(file)) continue;
-    let frames;
-    try {
-      frames = [...openCaptureFile(join(PCAPS, file)).frames()];
-    } catch {
-      continue; // files the reader refuses are the reader's tests' business
-    }
+  for (const [file, frames] of corpusFiles()) {
     files++;
     const f = new addon.Folder(2, 64);
     let n = 0;
@@ -467,14 +474,7 @@ void t.test(
     // The corpus, each file twice in a row (so its flows fold), other link types included.
     let files = 0;
     let quick = 0;
-    for (const file of readdirSync(PCAPS).sort()) {
-      if (!/\.(pcap|pcapng)$/.test(file)) continue;
-      let frames;
-      try {
-        frames = [...openCaptureFile(join(PCAPS, file)).frames()];
-      } catch {
-        continue;
-      }
+    for (const [file, frames] of corpusFiles()) {
       files++;
       const twice = [...frames, ...frames].map((fr) => ({
         data: Buffer.from(fr.data),
