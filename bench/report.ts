@@ -500,7 +500,13 @@ ${table(
 
 const LIMITS = `## What limits the numbers
 
-- **Capture, per packet.** The worker decodes every packet in C inside the libpcap callback
+- **Capture, per packet.** With per-flow counters (the live default) most packets of a busy flow
+  are only counted, and since 2026-12-06 a counted packet of the commonest shape is not decoded
+  into a record at all (summary_quick + fold_quick: its flow found by addresses and ports, the
+  same decision made): the worker's ~40 ns a packet at full speed here is mostly libpcap's walk of
+  the ring and the first touch of each frame. What follows describes the record path, which every
+  packet that is sent (and every packet with \`perPacket\`) takes. The worker decodes each such
+  packet in C inside the libpcap callback
   (native/pcap-batch/src/summary.c) into a 192-byte summary record; the addon copies each batch
   into a ring of shared memory with streaming stores (frame_ring.c) and writes a 21-byte notice
   to the agent — no JavaScript runs per packet or per batch, and records of several wake-ups go
