@@ -28,6 +28,7 @@ export const GATE = {
   seen: 32,
   quiet: 64,
   quietOn: 128,
+  noQuick: 256,
 } as const;
 
 const HEAD = 128;
@@ -92,6 +93,15 @@ export class SummaryGate {
   /** Turns the quiet test on or off for the next call (only with quietKeys given). */
   quietOn(on: boolean): void {
     this.set(GATE.quietOn, on && (this.flags & GATE.quiet) !== 0);
+  }
+
+  /**
+   * Tests: the quiet test decided on each frame's record, not first on its bytes (summary.c
+   * quiet_quick; the reference the quick path is checked against).
+   */
+  onRecordsOnly(): this {
+    this.set(GATE.noQuick, true);
+    return this;
   }
 
   private set(flag: number, on: boolean): void {

@@ -58,11 +58,17 @@ void t.test('summary.c and summary_wire.c under ASan/UBSan: a million mutated fr
       t.end();
       return;
     }
-    const m = /ok: (\d+) frames, (\d+) took the fast path, (\d+) summary_quick/.exec(out);
+    const m =
+      /ok: (\d+) frames, (\d+) took the fast path, (\d+) summary_quick, (\d+) left out quiet/.exec(
+        out,
+      );
     t.ok(m, out);
     // The seeds must reach the fast path often, or the fuzz exercises only the early exits.
     t.ok(Number(m?.[2] ?? 0) > 100_000, `${m?.[2] ?? 0} frames took the fast path`);
     t.ok(Number(m?.[3] ?? 0) > 10_000, `${m?.[3] ?? 0} frames taken by summary_quick`);
+    // The quiet test (quick path against the record) must see frames it leaves out, or it
+    // compares only frames both send to the record.
+    t.ok(Number(m?.[4] ?? 0) > 10_000, `${m?.[4] ?? 0} frames left out by the quiet test`);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -6,6 +6,11 @@
  *     holds (hot) or one a record of the same run took (a pure ACK before it) gets its record, as
  *     do segments without payload; the run stops after a SLOW frame; off, every window frame gets
  *     one; more than 1024 keys refuse the test.
+ *   - The quick path (summary.c quiet_quick: the test on a frame's bytes before any record) leaves
+ *     out exactly the frames the test on records does (onRecordsOnly), record for record, on
+ *     seeded captures of plain and VXLAN-carried TCP with request lines, probe markers and bare
+ *     marker prefixes, payloads cut by the snap length, TCP options, empty segments, and keys and
+ *     hot buckets drawn from the capture itself.
  *   - The pass: FilePointStream's later pass gives the same events and count gated (quiet) as
  *     ungated (every record through LaterScan's own loop), on seeded captures of thousands of busy connections
  *     (bucket collisions), pure ACKs, SLOW frames, and a proxy's connection related by its first
@@ -22,7 +27,7 @@ import { BLOCK_RECORDS, frameAt, openSummaryPcap } from '../../offline/summary-f
 import { GATE_PROTO, MAX_QUIET_KEYS, SummaryGate } from '../../offline/summary-gate';
 import { FilePointStream } from '../../offline/point-stream';
 import type { LaterPass } from '../../core/report/analyze';
-import { icmpEcho, tcp, writePcap, type Pkt } from './frames';
+import { icmpEcho, tcp, vxlan, writePcap, type Pkt } from './frames';
 import { xorshift32 } from './xorshift';
 
 const load = loadNativeAddon();
@@ -43,6 +48,8 @@ const REQ = 'GET /orders HTTP/1.1\r\nHost: shop\r\n\r\n';
 
 interface Rec {
   frame: number;
+  /** A SLOW record (the reference decoder's): only its frame is meaningful. */
+  slow: boolean;
   flow: number;
   payloadHash: number;
   lineHash: number;
@@ -61,6 +68,7 @@ function read(path: string, gate: SummaryGate | undefined, onBlock?: (g: Summary
       const o = i * SUMMARY_BYTES;
       records.push({
         frame: frameAt(b, i),
+        slow: b.recs[o] !== 1,
         flow: b.recs.readUInt32LE(o + R.flowHash),
         payloadHash: b.recs.readUInt32LE(o + R.payloadHash),
         lineHash: b.recs.readUInt32LE(o + R.requestLineHash),
@@ -154,6 +162,79 @@ void t.test('gate: which data segments are left out', (t) => {
   );
   tooMany.quietOn(true);
   t.equal(read(path, tooMany).records.length, 11, 'and the test stays off');
+  t.end();
+});
+
+/** One seeded capture of what the quick path must tell apart, plain and in VXLAN. */
+function quickCapture(seed: number, n: number): string {
+  const rand = xorshift32(seed);
+  const payloads = [
+    'data',
+    REQ,
+    'GET /x HTTP/1.0\r\n',
+    'POST /orders HTTP/1.1',
+    'x hoptrace-probe-abc1 y',
+    'hoptrace-probe-',
+    'hoptrace-probe-!',
+    'a'.repeat(700) + 'hoptrace-probe-zz',
+    'b'.repeat(200),
+    '',
+  ];
+  const pkts: Pkt[] = [];
+  for (let k = 0; k < n; k++) {
+    const f = rand(2000);
+    const seg = {
+      src: `10.1.${f >> 8}.${f & 0xff}`,
+      dst: '10.244.2.7',
+      sport: 20000 + f,
+      dport: 8080,
+      seq: rand(64),
+      ack: rand(64),
+      flags: rand(4) === 0 ? 0x10 : 0x18,
+      payload: payloads[rand(payloads.length)] ?? '',
+      ...(rand(5) === 0 ? { options: [1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2] } : {}),
+    };
+    const ts = T0 + BigInt(k) * 1000n;
+    const inner = tcp(ts, seg);
+    const frame =
+      rand(3) === 0 ? vxlan(ts, '192.168.0.1', 40000 + f, '192.168.0.2', 7, inner) : inner;
+    // Now and then cut by the snap length: inside the payload, inside the headers.
+    const cut = rand(6);
+    pkts.push(cut === 0 ? { ...frame, caplen: frame.data.length - 1 - rand(40) } : frame);
+  }
+  return writePcap(join(dir, `quick-${seed}.pcap`), pkts);
+}
+
+void t.test('the quick path leaves out what the test on records does', (t) => {
+  for (const seed of [3, 5, 9, 17]) {
+    const path = quickCapture(seed, 4000);
+    const all = read(path, undefined).records;
+    const rand = xorshift32(seed * 31);
+    const pick = (xs: number[]): number[] =>
+      Array.from({ length: 3 }, () => xs[rand(xs.length)] ?? 0);
+    const hashes = all.flatMap((r) => [r.payloadHash, r.lineHash]).filter((h) => h !== 0);
+    const hot = new Set(all.filter(() => rand(8) === 0).map((r) => r.flow & 0x3fff));
+    const keys = [[0, 3, ...pick([5, 6, 7])], [1, ...pick([4, 5])], pick(hashes)] as const;
+    const gate = (reference: boolean): SummaryGate => {
+      const g = new SummaryGate(BLOCK_RECORDS, false, true).window(T0, W).proto(GATE_PROTO.tcp);
+      g.quietKeys(...keys);
+      for (const b of hot) if (g.hot !== null) g.hot[b] = 1;
+      g.quietOn(true);
+      return reference ? g.onRecordsOnly() : g;
+    };
+    // A SLOW record holds only the frame's place: the rest of its bytes are a former record's.
+    const fastOnly = (r: ReturnType<typeof read>) => ({
+      ...r,
+      records: r.records.map((x) => (x.slow ? { frame: x.frame } : x)),
+    });
+    const quick = fastOnly(read(path, gate(false)));
+    const reference = fastOnly(read(path, gate(true)));
+    t.ok(reference.records.length < all.length, `seed ${seed}: the test left frames out`);
+    t.ok(reference.records.length > 0, `seed ${seed}: and gave records`);
+    t.same(quick.records, reference.records, `seed ${seed}: the same records`);
+    t.equal(quick.skipped, reference.skipped, `seed ${seed}: the same frames counted`);
+    t.same(quick.blockEnds, reference.blockEnds, `seed ${seed}: the same blocks`);
+  }
   t.end();
 });
 

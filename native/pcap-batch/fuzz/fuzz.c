@@ -8,7 +8,8 @@
  * also go through summary_wire.c into an exactly-sized buffer of ctx + SUMMARY_WIRE_MAX bytes: the
  * protobuf writer never writes past its bound; retention's headers-only cut (summary_one's
  * headers_end, headers.c for SLOW frames) never falls past the frame. Each frame also goes
- * through the offline gate (gated()): the same decision as the decoder's; and through
+ * through the offline gate (gated()): the same decision as the decoder's, and the quiet test's
+ * quick path the same as the test on the record (quiet_quick, SUMMARY_GATE_NO_QUICK); and through
  * summary_quick (quick()): what it takes, the decoder takes with the same values. Usage: fuzz
  * [iterations]
  */
@@ -53,6 +54,7 @@ static size_t wire(const uint8_t *rec) {
  * SLOW and is counted exactly when it is a FAST TCP or UDP frame; in pass 1's SYN mode a FAST TCP
  * SYN gets one as well. Returns 1 on a mismatch.
  */
+static long quiet_left;
 static int gated(const uint8_t *frame, size_t len, uint32_t lt, const uint8_t *ports, int ok,
                  const uint8_t *want) {
   static uint32_t seen[1 << 15];
@@ -78,6 +80,32 @@ static int gated(const uint8_t *frame, size_t len, uint32_t lt, const uint8_t *p
   if (n != (size_t)(!ok || syn) || p1.skipped_useful != (uint32_t)(useful && !syn)) bad = 1;
   /* The fields every FAST record writes whole (0..87), but for the data offset. */
   if (n == 1 && ok && (memcmp(out, want, 24) != 0 || memcmp(out + 28, want + 28, 60) != 0)) bad = 1;
+  /* The quiet test (a later point's gate, its window taking the frame): decided on the frame's
+   * bytes first (summary.c quiet_quick) or on its record alone (SUMMARY_GATE_NO_QUICK), the same.
+   * Now and then its keys are the frame's own seq, ack and hashes, its bucket hot. */
+  static uint32_t hot[SUMMARY_GATE_HOT_BUCKETS];
+  uint32_t own[4], keys[6];
+  memcpy(own, want + 56, 8);
+  memcpy(own + 2, want + 80, 8);
+  for (int i = 0; i < 6; i++) keys[i] = rnd() % 4 == 0 && ok ? own[i < 4 ? i : 3] : rnd();
+  for (int i = 0; i < 6; i += 2)
+    if (keys[i] > keys[i + 1]) {
+      uint32_t x = keys[i];
+      keys[i] = keys[i + 1];
+      keys[i + 1] = x;
+    }
+  uint32_t bucket = ok ? (want[28] | want[29] << 8) & (SUMMARY_GATE_HOT_BUCKETS - 1) : 0;
+  hot[bucket] = rnd() % 4 == 0;
+  SummaryGate q = {.flags = SUMMARY_GATE_WINDOW | SUMMARY_GATE_QUIET | SUMMARY_GATE_QUIET_ON,
+                   .lo = 0, .hi = ~0ull, .hot = hot, .keys = keys, .n_seq = 2, .n_ack = 2,
+                   .n_data = 2, .frame_of = frame_of};
+  SummaryGate r = q;
+  r.flags |= SUMMARY_GATE_NO_QUICK;
+  size_t nq = summary_run_gate(src, 16 + len, 0, 0, lt, 262144, ports, out, 2, &next, &stop, &q);
+  size_t nr = summary_run_gate(src, 16 + len, 0, 0, lt, 262144, ports, out, 2, &next, &stop, &r);
+  if (nq != nr || q.skipped_useful != r.skipped_useful || q.frames != r.frames) bad = 1;
+  quiet_left += nq == 0 && ok;
+  hot[bucket] = 0;
   free(src);
   if (bad) fprintf(stderr, "gate mismatch: lt %u len %zu ok %d\n", lt, len, ok);
   return bad;
@@ -143,7 +171,7 @@ int main(int argc, char **argv) {
     summary_run(src, len, 0, (int)(rnd() % 5), 1, 262144, ports, out, 4, &next, &stop);
     free(src);
   }
-  printf("ok: %ld frames, %ld took the fast path, %ld summary_quick\n", iterations, fast,
-         quick_taken);
+  printf("ok: %ld frames, %ld took the fast path, %ld summary_quick, %ld left out quiet\n",
+         iterations, fast, quick_taken, quiet_left);
   return 0;
 }

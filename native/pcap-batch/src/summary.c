@@ -529,9 +529,12 @@ static inline uint32_t flow_hash(const uint8_t *src, const uint8_t *dst, uint32_
   return h;
 }
 
-/* The payload and request-line hashes of a payload at b[po, pay_end) captured to cap_end. */
-static inline __attribute__((always_inline)) void write_hashes(const uint8_t *b, uint32_t po,
-                                                                uint32_t cap_end, uint8_t *rec) {
+/* The payload hash (its first 64 bytes) and request-line hash of a payload at b[po, pay_end)
+ * captured to cap_end (> po): the record's fields 80 and 84. */
+static inline __attribute__((always_inline)) void payload_hashes(const uint8_t *b, uint32_t po,
+                                                                  uint32_t cap_end,
+                                                                  uint32_t *payload,
+                                                                  uint32_t *line) {
   /* Request line: up to CR/LF or 128 bytes, without a trailing " HTTP/1.0" / " HTTP/1.1". */
   uint32_t end = cap_end < po + 128 ? cap_end : po + 128;
   end = line_end(b, po, end);
@@ -539,8 +542,17 @@ static inline __attribute__((always_inline)) void write_hashes(const uint8_t *b,
       memcmp(b + end - 9, " HTTP/1.", 8) == 0)
     end -= 9;
   uint32_t pl_end = cap_end < po + 64 ? cap_end : po + 64;
-  le32(rec + 80, xxh32(b, po, pl_end));
-  le32(rec + 84, end == pl_end ? rd_le32_at(rec + 80) : xxh32(b, po, end));
+  *payload = xxh32(b, po, pl_end);
+  *line = end == pl_end ? *payload : xxh32(b, po, end);
+}
+
+/* The payload and request-line hashes of a payload at b[po, pay_end) captured to cap_end. */
+static inline __attribute__((always_inline)) void write_hashes(const uint8_t *b, uint32_t po,
+                                                                uint32_t cap_end, uint8_t *rec) {
+  uint32_t payload, line;
+  payload_hashes(b, po, cap_end, &payload, &line);
+  le32(rec + 80, payload);
+  le32(rec + 84, line);
 }
 
 /* Writes the record of a frame parse() took: the fields, the flow hash, the payload's keys (its
@@ -790,10 +802,13 @@ static inline uint32_t gate_slot(uint32_t pw) {
   return ((a < b ? (a << 16) | b : (b << 16) | a) * 0x9e3779b1u) >> 12;
 }
 
-/* What a gate decides a frame by: its inner IP protocol, TCP flags and ports word. */
+/* What a gate decides a frame by: its inner IP protocol, TCP flags and ports word; for TCP that
+ * classify() took, also where its inner IPv4 and TCP headers and its payload start, and where
+ * the inner IP packet ends (the quiet test's quick path, quiet_quick). */
 typedef struct {
   uint32_t proto, pw;
   uint8_t flags;
+  uint32_t ip_at, tcp_at, po, wire_end;
 } GateKey;
 
 /*
@@ -824,6 +839,10 @@ static inline int classify(const uint8_t *b, uint32_t caplen, uint32_t lt, const
       k->proto = 6;
       k->flags = b[off + 13];
       k->pw = (uint32_t)be16(b + off) | ((uint32_t)be16(b + off + 2) << 16);
+      k->ip_at = at;
+      k->tcp_at = off;
+      k->po = off + thl;
+      k->wire_end = wire_end;
       return 1;
     }
     if (proto != 17 || off + 8 > len) return -1;
@@ -899,6 +918,38 @@ static inline int gate_quiet(const SummaryGate *g, const uint8_t *rec, const uin
 }
 
 /*
+ * The quiet test (gate_quiet) on a TCP frame classify() took, from its bytes: 1 when its record
+ * would be quiet, 0 when the record must decide. It reads what the record's test reads — whether
+ * there is payload, seq, ack, the two payload hashes, the flow hash's bucket — where parse() and
+ * write_rec() would take them (classify() made parse()'s tests on the way), and sends a payload
+ * holding the probe marker's prefix anywhere write_rec() looks for it to the record, which tells a
+ * marker from a bare prefix. So a quiet data segment costs its hashes, not the parse and the
+ * record; test/unit/summary-quiet.test.ts checks it against the record (SUMMARY_GATE_NO_QUICK).
+ */
+static inline int quiet_quick(const SummaryGate *g, const uint8_t *b, uint32_t caplen,
+                              const GateKey *k, const uint8_t *taken) {
+  const uint32_t po = k->po, pay_end = k->wire_end;
+  if (pay_end <= po) return 0; /* no payload: never quiet */
+  const uint32_t *keys = g->keys;
+  if (keys_has(keys, g->n_seq, be32(b + k->tcp_at + 4))) return 0;
+  keys += g->n_seq;
+  if (keys_has(keys, g->n_ack, be32(b + k->tcp_at + 8))) return 0;
+  keys += g->n_ack;
+  const uint32_t bucket = flow_hash(b + k->ip_at + 12, b + k->ip_at + 16, 4, k->pw & 0xffff,
+                                    k->pw >> 16, 6) &
+                          (SUMMARY_GATE_HOT_BUCKETS - 1);
+  if (g->hot[bucket] != 0 || (taken[bucket >> 3] & (1u << (bucket & 7)))) return 0;
+  uint32_t payload = 0, line = 0; /* no captured payload: the record's hashes stay 0 */
+  const uint32_t cap_end = pay_end < caplen ? pay_end : caplen;
+  if (cap_end > po) {
+    const uint32_t to = cap_end < po + 512 ? cap_end : po + 512;
+    if (mark_from(b, po, to) != UINT32_MAX) return 0;
+    payload_hashes(b, po, cap_end, &payload, &line);
+  }
+  return !keys_has(keys, g->n_data, payload) && !keys_has(keys, g->n_data, line);
+}
+
+/*
  * emit() behind a gate: returns 1 when the frame got a record in rec, 0 when it was only counted;
  * *stop_after is set when the run must stop after this frame (SUMMARY_GATE_SYN). Decided after
  * the headers and before the record: a frame without one costs its headers' look (classify, else
@@ -911,10 +962,15 @@ static inline int gate_emit(const uint8_t *src, uint32_t data, uint32_t caplen, 
   GateKey k;
   const uint32_t f = g->flags;
   const int may_change = (f & SUMMARY_GATE_SYN) && (!(f & SUMMARY_GATE_BEST) || ts < g->best_ts);
-  if (classify(src + data, caplen, linktype, ports, &k) == 1 &&
-      !gate_wants(g, ts, &k, may_change, stop_after)) {
-    gate_skip(g, &k);
-    return 0;
+  if (classify(src + data, caplen, linktype, ports, &k) == 1) {
+    if (!gate_wants(g, ts, &k, may_change, stop_after) ||
+        (k.proto == 6 &&
+         (f & (SUMMARY_GATE_QUIET_ON | SUMMARY_GATE_QUIET | SUMMARY_GATE_NO_QUICK)) ==
+             (SUMMARY_GATE_QUIET_ON | SUMMARY_GATE_QUIET) &&
+         quiet_quick(g, src + data, caplen, &k, taken))) {
+      gate_skip(g, &k);
+      return 0;
+    }
   }
   if (parse(&st, src + data, caplen, linktype, ports)) {
     const IpTuple *in = &st.ip[st.nip - 1];

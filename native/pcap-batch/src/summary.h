@@ -52,6 +52,9 @@
  * stops after a SLOW frame, whose offer may change that. */
 #define SUMMARY_GATE_QUIET 64
 #define SUMMARY_GATE_QUIET_ON 128
+/* Tests: the quiet test decided on every frame's record, never on its bytes alone (quiet_quick
+ * in summary.c; the reference it is checked against). */
+#define SUMMARY_GATE_NO_QUICK 256
 #define SUMMARY_GATE_MAX_PORTS 8
 #define SUMMARY_GATE_HOT_BUCKETS 16384
 #define SUMMARY_GATE_MAX_KEYS 1024
