@@ -3,9 +3,19 @@
  * into LAB_SETUP errors that name the command and its stderr, and owns the lifetime of every
  * namespace it creates. Namespace names carry a per-run prefix (`ht<6 hex>-`), so parallel runs
  * and leftovers of a crashed run never collide, and cleanup only ever touches this run's names.
+ *
+ * A run that cannot clean up (SIGKILL, an OOM kill, a power cut of the VM's process) leaves its
+ * namespaces behind. Before its first namespace, each run writes an owner file
+ * (`/run/hoptrace-lab/<prefix>`: its PID and the process's start time, so a reused PID is told
+ * apart); the first namespace a process creates first sweeps the runs whose owner is gone —
+ * processes inside killed, namespaces and owner file removed (sweepOrphanLabs). A namespace named
+ * like the lab's without an owner file (an older version's leftover) is never touched: it is
+ * named in the returned report, with the command that removes it.
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { HoptraceError } from '../common/errors';
 
 /** Output of a finished command. */
@@ -83,6 +93,83 @@ function parseNetnsList(stdout: string): string[] {
     .filter((n) => n !== '');
 }
 
+/** Where each run's owner file lives (tmpfs, emptied at boot with /run/netns). */
+export const OWNER_DIR = '/run/hoptrace-lab';
+const PREFIX_RE = /^ht[0-9a-f]{6}-$/;
+
+/** A process's start time in clock ticks since boot (/proc/<pid>/stat field 22), null if gone. */
+export function processStart(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces and parentheses): state is field 3.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return rest[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** Whether the owner file's text names a process that still runs (same PID, same start time). */
+function ownerAlive(text: string): boolean {
+  const [pid, start] = text.trim().split(/\s+/);
+  const n = Number(pid);
+  if (!Number.isInteger(n) || n <= 0 || start === undefined) return false;
+  return processStart(n) === start;
+}
+
+/** What a sweep did: namespaces removed (their runs' owners gone) and lab-named ones left alone. */
+export interface SweepReport {
+  removed: string[];
+  unowned: string[];
+}
+
+/**
+ * Removes the namespaces of lab runs whose owner process is gone (see the top), and names the
+ * lab-named namespaces that have no owner file. Never throws: a sweep that cannot read or remove
+ * something leaves it and says so in `unowned` at worst.
+ */
+export async function sweepOrphanLabs(): Promise<SweepReport> {
+  let owners: string[] = [];
+  try {
+    owners = readdirSync(OWNER_DIR).filter((f) => PREFIX_RE.test(f));
+  } catch {
+    // no owner dir yet: nothing was ever marked
+  }
+  const names = await listNamespaces().catch(() => [] as string[]);
+  const removed: string[] = [];
+  const live = new Set<string>();
+  for (const prefix of owners) {
+    const file = join(OWNER_DIR, prefix);
+    let text = '';
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue; // its run just removed it
+    }
+    if (ownerAlive(text)) {
+      live.add(prefix);
+      continue;
+    }
+    for (const name of names.filter((n) => n.startsWith(prefix))) {
+      await killNamespacePids(name);
+      await runCommand('ip', ['netns', 'del', name]).then(
+        () => removed.push(name),
+        () => undefined,
+      );
+    }
+    rmSync(file, { force: true });
+  }
+  const unowned = names.filter((n) => {
+    const prefix = n.slice(0, 9);
+    return PREFIX_RE.test(prefix) && !live.has(prefix) && !owners.includes(prefix);
+  });
+  return { removed, unowned };
+}
+
+/** The first sweep of this process, run before its first namespace. */
+let swept: Promise<SweepReport> | null = null;
+let unownedSaid = false;
+
 /** A fresh per-run prefix: `ht` + 6 random hex digits + `-`. */
 export function newRunPrefix(): string {
   return `ht${randomBytes(3).toString('hex')}-`;
@@ -123,7 +210,7 @@ export class Netns {
   private readonly children = new Set<ChildProcess>();
 
   constructor(prefix: string = newRunPrefix()) {
-    if (!/^ht[0-9a-f]{6}-$/.test(prefix)) {
+    if (!PREFIX_RE.test(prefix)) {
       throw new HoptraceError('LAB_SETUP', `namespace prefix '${prefix}' is not ht<6 hex>-`, {
         where: 'lab',
       });
@@ -142,12 +229,47 @@ export class Netns {
     return this.names;
   }
 
-  /** Creates namespace `ns` with loopback up. */
+  /**
+   * Creates namespace `ns` with loopback up. The first one of a process sweeps the leftovers of
+   * runs whose owner is gone; the first one of a run writes its owner file.
+   */
   async add(ns: string): Promise<void> {
     const name = this.full(ns);
+    if (this.names.length === 0) {
+      swept ??= sweepOrphanLabs();
+      const report = await swept;
+      if (report.unowned.length > 0 && !unownedSaid) {
+        unownedSaid = true;
+        process.stderr.write(
+          `lab: namespaces named like the lab's but of no known run (left alone): ${report.unowned.join(', ')}; remove them with: ${report.unowned.map((n) => `ip netns del ${n}`).join('; ')}\n`,
+        );
+      }
+      this.markOwner();
+    }
     await runCommand('ip', ['netns', 'add', name]);
     this.names.push(name);
     await this.ip(ns, 'link', 'set', 'lo', 'up');
+  }
+
+  /** Writes this run's owner file (see the top): LAB_SETUP when it cannot. */
+  private markOwner(): void {
+    try {
+      mkdirSync(OWNER_DIR, { recursive: true });
+      writeFileSync(join(OWNER_DIR, this.prefix), `${process.pid} ${processStart(process.pid)}\n`);
+    } catch (e) {
+      throw new HoptraceError(
+        'LAB_SETUP',
+        `cannot write ${join(OWNER_DIR, this.prefix)}: ${String(e)}`,
+        {
+          where: 'lab',
+          hint: 'the lab runs as root and keeps one owner file per run in /run/hoptrace-lab',
+        },
+      );
+    }
+  }
+
+  private dropOwner(): void {
+    rmSync(join(OWNER_DIR, this.prefix), { force: true });
   }
 
   /** `ip -n <ns> ...args`. */
@@ -216,16 +338,22 @@ export class Netns {
 
   /** Kills every process in the lab's namespaces and deletes them (best effort, never throws). */
   async destroy(): Promise<void> {
+    let left = 0;
     for (const name of [...this.names].reverse()) {
       await killNamespacePids(name);
-      await runCommand('ip', ['netns', 'del', name]).catch(() => undefined);
+      await runCommand('ip', ['netns', 'del', name]).catch(async () => {
+        // Gone already is fine; one still there keeps the owner file, so a later sweep takes it.
+        if ((await listNamespaces().catch(() => [name])).includes(name)) left++;
+      });
     }
     this.names.length = 0;
+    if (left === 0) this.dropOwner();
     untrack(this);
   }
 
   /** Synchronous `destroy` for signal handlers. */
   destroySync(): void {
+    let left = 0;
     for (const name of [...this.names].reverse()) {
       for (const pid of pidsSync(name)) {
         try {
@@ -237,10 +365,11 @@ export class Netns {
       try {
         execFileSync('ip', ['netns', 'del', name], { stdio: 'ignore' });
       } catch {
-        // already gone
+        left++; // gone already, or still there: the owner file stays for a later sweep
       }
     }
     this.names.length = 0;
+    if (left === 0) this.dropOwner();
     untrack(this);
   }
 }

@@ -1,5 +1,6 @@
 // The namespace builder: per-run prefixes, and nothing left behind after an error mid-setup, after
-// destroy(), or after SIGTERM. Runs as root with iproute2; otherwise fails with LAB_PREREQUISITE.
+// destroy(), or after SIGTERM; after SIGKILL, the next run's first namespace sweeps the leftovers
+// (owner gone), and leaves alone a lab-named namespace of no known run. Runs as root with iproute2; otherwise fails with LAB_PREREQUISITE.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -7,7 +8,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { isHoptraceError } from '../../common/errors';
-import { listNamespaces, Netns, newRunPrefix } from '../../lab/netns';
+import {
+  listNamespaces,
+  Netns,
+  newRunPrefix,
+  OWNER_DIR,
+  processStart,
+  sweepOrphanLabs,
+} from '../../lab/netns';
+import { existsSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { missingPrerequisites } from '../../lab/prereq';
 import { runScenario } from '../../lab/run';
 import { findScenario, type Scenario } from '../../lab/scenarios';
@@ -91,6 +101,54 @@ if (missing.length > 0) {
       `no ${lab.prefix}* namespace left`,
     );
   });
+
+  void t.test(
+    'after SIGKILL the next run sweeps the leftovers; unowned ones are left',
+    async (t) => {
+      const child = spawn(process.execPath, [join(__dirname, 'fixtures', 'hold-lab.js')], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      const [line] = (await once(child.stdout, 'data')) as [Buffer];
+      const { prefix, pid } = JSON.parse(line.toString()) as { prefix: string; pid: number };
+      t.ok(existsSync(join(OWNER_DIR, prefix)), 'the run wrote its owner file');
+      const exited = once(child, 'exit');
+      child.kill('SIGKILL');
+      await exited;
+      t.ok((await listNamespaces()).includes(`${prefix}held`), 'SIGKILL left the namespace');
+      // A lab-named namespace of no known run (an older version's leftover), and a live run whose
+      // owner file names this process: neither may be touched.
+      const stray = `${newRunPrefix()}stray`;
+      execFileSync('ip', ['netns', 'add', stray]);
+      const liveLab = new Netns();
+      try {
+        await liveLab.add('live');
+        const report = await sweepOrphanLabs();
+        t.same(report.removed, [`${prefix}held`], 'the dead run removed');
+        t.ok(report.unowned.includes(stray), 'the unowned one named');
+        const names = await listNamespaces();
+        t.notOk(
+          names.some((n) => n.startsWith(prefix)),
+          `no ${prefix}* namespace left`,
+        );
+        t.ok(names.includes(stray), 'the unowned one left alone');
+        t.ok(names.includes(`${liveLab.prefix}live`), 'the live run left alone');
+        t.notOk(existsSync(join(OWNER_DIR, prefix)), 'its owner file removed');
+        t.ok(goneOrZombie(pid), 'the process inside is gone');
+        // A reused PID is not the owner: same PID, another start time.
+        const fake = newRunPrefix();
+        writeFileSync(
+          join(OWNER_DIR, fake),
+          `${process.pid} ${Number(processStart(process.pid)) + 1}\n`,
+        );
+        execFileSync('ip', ['netns', 'add', `${fake}x`]);
+        t.same((await sweepOrphanLabs()).removed, [`${fake}x`], 'a reused PID is not the owner');
+      } finally {
+        await liveLab.destroy();
+        execFileSync('ip', ['netns', 'del', stray]);
+      }
+      t.notOk(existsSync(join(OWNER_DIR, liveLab.prefix)), 'destroy removed the owner file');
+    },
+  );
 
   void t.test('SIGTERM removes the namespaces and their processes', async (t) => {
     const child = spawn(process.execPath, [join(__dirname, 'fixtures', 'hold-lab.js')], {
