@@ -200,13 +200,19 @@ because the report counts every useful frame at every point. The summarizer's ga
 a pass can use: at the first point new connections and the chosen SYN's flow; at later points the
 request's transport within ±10 s of it (the bench files hold 100 k frames a second and the probe
 10 ms in: each file's first ~10 s, ~1 M frames a file), and of those not the data segments the
-later-point selection would pass over (QUIET), which still get decoded and hashed in C. The first
-point must be read before the later ones (their pass needs the request it chose); the later points
-are then read by this thread and a worker thread on the second core (offline/pass-pool.ts), whose
-start, and whose first pass with code not yet compiled, make it the slower of the two. A timeline
-of one run (2026-12-06, by hand): Node ready at ~90 ms, modules ~40 ms, the first point's pass
-~95 ms, the later points ~120 ms here and ~150 ms there in parallel, the identity headers re-read
-~16 ms. The C floor-walk rows are what walking every record takes with no decoding at all; in
-analyze's order on two cores, with Node's start, that floor is ${floorWords(m)}.
+later-point selection would pass over (QUIET), which are recognised from their bytes and hashed
+in C without a record (summary.c quiet_quick: a later point's pass ~100 ms instead of ~120–125 on
+these files). The first point must be read before the later ones (their pass needs the request it
+chose); the later points are then read by this thread and a worker thread on the second core
+(offline/pass-pool.ts), so the second core is idle during the first point's pass. A timeline of
+one run with NODE_EXTRA_CA_CERTS unset (2026-12-06, by hand): Node ready at ~45 ms, modules until
+~85 ms, the first point's pass ~115 ms, the later points ~100 ms here and ~110 ms there in
+parallel, the identity headers re-read ~17 ms. In C alone (the same gate over 128 KiB reads) a
+point's pass takes ~65–85 ms against ~38 ms for the reads: classifying every frame (the counts)
+costs about as much as copying it. The C floor-walk rows are what walking every record takes with
+no decoding at all; in analyze's order on two cores, with Node's start, that floor is
+${floorWords(m)}. Not tried: splitting the first point's file between the two cores (a verified
+record boundary, the second half's SYNs and marks replayed in order) — at most ~half a point's pass
+(~50 ms) here, since a worker thread needs ~50 ms to start.
 `;
 }
