@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -7,6 +7,9 @@ import { isHoptraceError } from '../../common/errors';
 
 void t.test('tokens come from a file (trimmed) or the environment', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-auth-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
   const file = join(dir, 'token');
   writeFileSync(file, '  s3cret\n');
   t.equal(loadToken({ file }), 's3cret');

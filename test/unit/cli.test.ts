@@ -1,6 +1,6 @@
 /** The CLI as a user runs it: exit codes, clear errors without stack traces, JSON shape. */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -27,6 +27,9 @@ void t.test('help and unknown commands', (t) => {
 
 void t.test('bad input gets a clear error, never a stack trace', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-cli-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
   const badInv = join(dir, 'inv.json');
   writeFileSync(badInv, '{"nodes": {"n1": ["not-an-ip"]}}');
   const typoInv = join(dir, 'typo.json');
@@ -172,6 +175,9 @@ void t.test('analyze --parallel on|off|auto: the same answer every way', (t) => 
 
 void t.test('analyze: the same capture at every point is a preserved source', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-cli-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
   const r = hoptrace(
     'analyze',
     '--point',
@@ -359,6 +365,9 @@ void t.test('a reader that goes away ends decode quietly (EPIPE), no stack trace
   // A capture long enough to overflow the pipe: the records of zeek_http-get.pcap, 3000 times.
   const file = readFileSync(httpGet);
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-cli-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
   const big = join(dir, 'big.pcap');
   writeFileSync(
     big,

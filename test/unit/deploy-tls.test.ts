@@ -7,7 +7,7 @@
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from 'node:tls';
@@ -69,6 +69,10 @@ void t.test(
   'deploy-tls.sh: the Secret, the certificate, and a collector that serves it',
   async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'hoptrace-deploy-tls-'));
+
+    t.teardown(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
     const out = join(dir, 'tls');
     const { secret } = run(out);
 

@@ -3,7 +3,7 @@
  * agents identified by client certificates (issue 17, per-agent identity).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -69,6 +69,10 @@ void t.test(
   'an agent trusting the CA connects over wss; one that does not is refused',
   async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'hoptrace-tls-'));
+
+    t.teardown(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
     const pki = makePki(dir);
     const collector = await startCollector({
       host: '127.0.0.1',
@@ -168,6 +172,10 @@ void t.test(
   'client certificates: the subject CN is the node; a hello for another node is refused',
   async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'hoptrace-mtls-'));
+
+    t.teardown(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
     const pki = makePki(dir);
     const collector = await startCollector({
       host: '127.0.0.1',
