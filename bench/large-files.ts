@@ -76,6 +76,11 @@ export interface LargeFileResult {
   /** analyze's peak RSS by scale (1 is the trials' median). */
   rss: LargeRss[];
   analyzeLayer: string | null;
+  /**
+   * The probe's SYN: 0-based frame in each point file (three quarters in, PROBE_AT); absent in
+   * results from before 2026-12-06 18:00 UTC, when it was frame 1000.
+   */
+  probeFrame?: number;
   /** The section's own run: it may be merged into an earlier run's results (--large-only). */
   date: string;
   loadBefore: string;
@@ -92,12 +97,19 @@ export interface LargeOptions {
 const loadavg = (): string =>
   readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
+/**
+ * Where the probe request sits in a point file of `frames` frames: three quarters in. A request
+ * is rarely a capture's first packets: this way the window around it has frames on both sides,
+ * and reading its frames again (identity headers, evidence) starts far from the file's start.
+ */
+export const PROBE_AT = (frames: number): number => Math.floor((frames * 3) / 4);
+
 /** Writes the three point files of `frames` frames each under `dir` with `tag`; returns them. */
 function writePoints(dir: string, tag: string, frames: number): { files: string[]; bytes: number } {
   let bytes = 0;
   const files = POINTS.map((p) => {
     const f = join(dir, `${tag}-${p}.pcap`);
-    bytes += writeBenchPcap(f, frames, 'bench0001', 'pcap', BENCH_POINTS[p]);
+    bytes += writeBenchPcap(f, frames, 'bench0001', 'pcap', BENCH_POINTS[p], PROBE_AT(frames));
     return f;
   });
   return { files, bytes };
@@ -262,6 +274,7 @@ export async function benchLargeFiles(
       median: m,
       rss,
       analyzeLayer,
+      probeFrame: PROBE_AT(opts.framesPerPoint),
       date,
       loadBefore,
       loadAfter: loadavg(),

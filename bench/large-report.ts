@@ -36,6 +36,15 @@ function floorWords(m: LargeFileResult['median']): string {
     : "above the goal as the run was (Node's start includes NODE_EXTRA_CA_CERTS), below it without: the goal sits at this machine's floor";
 }
 
+/** Where the probe request sits in each file. */
+function probeText(l: LargeFileResult): string {
+  const at = l.probeFrame ?? 1000;
+  const share = at / l.framesPerPoint;
+  return `the probe request's SYN frame ${fmt(at + 1)} of each (${fmt(100 * share, share < 0.01 ? 3 : 0)} % in${
+    l.probeFrame === undefined ? "; this run predates the probe's move to three quarters in" : ''
+  })`;
+}
+
 /** analyze and Node's start with NODE_EXTRA_CA_CERTS unset, where the run had it set. */
 function noCaText(m: LargeFileResult['median']): string {
   if (m.nodeStartNoCaS === undefined || m.analyzeNoCaS === undefined) return '';
@@ -170,7 +179,7 @@ export function largeFileSection(l: LargeFileResult, goals: Goal[]): string {
 
 Three distinct point files written by bench/pcap-writer.ts (BENCH_POINTS: decap and egress see
 client → service, the backend client → pod, each with background flows of its own and its own
-clock offset), ${fmt(l.framesPerPoint)} frames each, ${fmt(l.totalMiB)} MiB in all, in a temp
+clock offset), ${fmt(l.framesPerPoint)} frames each, ${fmt(l.totalMiB)} MiB in all, ${probeText(l)}, in a temp
 dir removed afterwards. After one warming \`cat\`, ${l.trials.length} back-to-back trials of: \`cat\`
 of the three files, \`hoptrace analyze\` over them (verdict \`${l.analyzeLayer ?? 'none'}\`),
 \`tcpdump -nn -r\` over each file once (summed) with TZ unset, then with TZ=UTC, \`node -e 0\`,
@@ -198,8 +207,8 @@ this VM, so buffers are reused across passes), and every frame's headers decoded
 because the report counts every useful frame at every point. The summarizer's gate
 (offline/summary-gate.ts) gives a summary record, payload hashes and JavaScript only to the frames
 a pass can use: at the first point new connections and the chosen SYN's flow; at later points the
-request's transport within ±10 s of it (the bench files hold 100 k frames a second and the probe
-10 ms in: each file's first ~10 s, ~1 M frames a file), and of those not the data segments the
+request's transport within ±10 s of it (the bench files hold 100 k frames a second: ~2 M frames a
+file with the probe three quarters in, ~1 M when it was 10 ms in), and of those not the data segments the
 later-point selection would pass over (QUIET), which are recognised from their bytes and hashed
 in C without a record (summary.c quiet_quick: a later point's pass ~100 ms instead of ~120–125 on
 these files). The first point must be read before the later ones (their pass needs the request it
@@ -207,7 +216,9 @@ chose); the later points are then read by this thread and a worker thread on the
 (offline/pass-pool.ts), so the second core is idle during the first point's pass. A timeline of
 one run with NODE_EXTRA_CA_CERTS unset (2026-12-06, by hand): Node ready at ~45 ms, modules until
 ~85 ms, the first point's pass ~115 ms, the later points ~100 ms here and ~110 ms there in
-parallel, the identity headers re-read ~17 ms. In C alone (the same gate over 128 KiB reads) a
+parallel, the identity headers re-read ~17 ms (with the probe at frame 1000; from the analysis's
+resume points, offline/seek-points.ts, ~32 ms with it three quarters in — 1.5–1.7 s when that re-read
+started at each file's first frame). In C alone (the same gate over 128 KiB reads) a
 point's pass takes ~65–85 ms against ~38 ms for the reads: classifying every frame (the counts)
 costs about as much as copying it. The C floor-walk rows are what walking every record takes with
 no decoding at all; in analyze's order on two cores, with Node's start, that floor is

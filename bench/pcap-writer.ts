@@ -165,6 +165,7 @@ function putVxlanFrame(b: Buffer, at: number, vni: number, t: TcpSpec): number {
  * between pod addresses exchanging 48-byte segments; frame i is VXLAN-encapsulated when i is odd.
  * `pcapng` writes the same frames as one section with one interface (what dumpcap writes).
  * `view` makes it one point's file (BENCH_POINTS); by default the decap point's, as it always was.
+ * The probe's SYN is frame `probeAt` + 1 (0-based frame `probeAt`; 1000 unless given).
  */
 export function writeBenchPcap(
   path: string,
@@ -172,6 +173,7 @@ export function writeBenchPcap(
   probeId: string,
   format: 'pcap' | 'pcapng' = 'pcap',
   view: BenchPointView = BENCH_POINTS.decap,
+  probeAt = 1000,
 ): number {
   const ng = format === 'pcapng';
   const fd = openSync(path, 'w');
@@ -200,8 +202,8 @@ export function writeBenchPcap(
     for (let i = 0; i < count; i++) {
       if (used + 256 > chunk.length) flush();
       let t: TcpSpec;
-      // The probe request: SYN, SYN-ACK, request at frames 1000..1002 (all plain TCP).
-      const probe = i - 1000;
+      // The probe request: SYN, SYN-ACK, request at frames probeAt..probeAt+2 (all plain TCP).
+      const probe = i - probeAt;
       if (probe === 0) {
         t = {
           src: client,

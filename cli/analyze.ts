@@ -12,6 +12,7 @@ import { HoptraceError } from '../common/errors';
 import { readInventoryFile } from '../common/inventory-file';
 import { makeWritableDir } from '../common/writable-dir';
 import type { FileDigest } from '../offline/file-digest';
+import type { ResumePoint } from '../offline/pcap-file';
 import { scanIdentityHeaders } from '../offline/identity-scan';
 import { parseCommandLine } from './args';
 import { EXIT } from './exit-codes';
@@ -190,12 +191,14 @@ export async function runAnalyze(argv: string[], out: (line: string) => void): P
   // Hashed before the analysis: the digest is of the bytes analysed (a change is noted).
   const before = bundle === undefined ? new Map<string, FileDigest>() : bundle.pointDigests(points);
   const parallel = parseParallelArg(values.parallel);
+  // Where each file can be read again from the middle (the identity headers, evidence.pcapng).
+  const seek = new Map<string, readonly ResumePoint[]>();
   const analysed = analyzeFiles(
     { points, inventory, selector, drops },
-    parallel === undefined ? {} : { parallel },
+    parallel === undefined ? { seek } : { parallel, seek },
   );
   // The request's data segments read again at each point: the identity headers its head carried.
-  const result = { ...analysed, identityHeaders: scanIdentityHeaders(points, analysed) };
+  const result = { ...analysed, identityHeaders: scanIdentityHeaders(points, analysed, seek) };
   const doctor: DoctorEvidence =
     values.doctor === undefined
       ? { status: 'not-run', detail: 'doctor was not run (no --doctor FILE)' }
@@ -219,6 +222,7 @@ export async function runAnalyze(argv: string[], out: (line: string) => void): P
       doctor,
       before,
       payload: values['evidence-payload'] === true,
+      seek,
     });
     if (values.json !== true)
       out(

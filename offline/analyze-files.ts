@@ -14,6 +14,7 @@ import { availableParallelism } from 'node:os';
 import { FilePointStream } from './point-stream';
 import { PassPool } from './pass-pool';
 import { loadNativeAddon } from '../native/loader';
+import type { ResumePoint } from './pcap-file';
 
 export interface PointFile {
   name: string;
@@ -37,6 +38,18 @@ export interface AnalyzeFilesInput {
   drops?: ReadonlyMap<string, number>;
 }
 
+/** Options of analyzeFiles. */
+export interface AnalyzeFilesOptions {
+  fast?: boolean;
+  gate?: boolean;
+  parallel?: boolean;
+  /**
+   * Filled with each point's resume points by point name (offline/seek-points.ts), for reading
+   * frames again afterwards (identity-scan.ts, evidence.ts) without walking the file from its start.
+   */
+  seek?: Map<string, readonly ResumePoint[]>;
+}
+
 /**
  * Reads every point's capture file and analyses the selected request, streaming: the first file is
  * read twice (select the request, then keep its packets), the others once, and only the events that
@@ -51,7 +64,7 @@ export interface AnalyzeFilesInput {
  */
 export function analyzeFiles(
   input: AnalyzeFilesInput,
-  opts: { fast?: boolean; gate?: boolean; parallel?: boolean } = {},
+  opts: AnalyzeFilesOptions = {},
 ): AnalysisResult {
   const fast = opts.fast !== false;
   const pool = fast && opts.parallel !== false ? openPool(input.points, opts.parallel) : undefined;
@@ -91,7 +104,7 @@ function openPool(points: PointFile[], always: boolean | undefined): PassPool | 
 
 function analyzed(
   input: AnalyzeFilesInput,
-  opts: { fast?: boolean; gate?: boolean },
+  opts: AnalyzeFilesOptions,
   pool: PassPool | undefined,
 ): AnalysisResult {
   const streams = input.points.map(
@@ -110,6 +123,7 @@ function analyzed(
     inventory: input.inventory,
     selector: input.selector,
   });
+  for (const s of streams) opts.seek?.set(s.name, s.seekPoints());
   // What each file recorded about its own capture (drop counts: pcapng statistics blocks), and
   // the cautions it gives rise to. A file no pass read to the end (the analysis stopped before
   // it) has nothing to say.

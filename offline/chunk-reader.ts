@@ -14,6 +14,8 @@ export class ChunkReader {
   private eof = false;
   /** File offset of the cursor. */
   offset = 0;
+  /** Where the next read starts, after seek(); null: the descriptor's own position (a stream). */
+  private readAt: number | null = null;
 
   constructor(
     private readonly fd: number,
@@ -45,12 +47,13 @@ export class ChunkReader {
         this.buf.copy(bigger, 0, 0, this.end);
         this.buf = bigger;
       }
-      const got = readSync(this.fd, this.buf, this.end, this.buf.length - this.end, null);
+      const got = readSync(this.fd, this.buf, this.end, this.buf.length - this.end, this.readAt);
       if (got === 0) {
         this.eof = true;
         return false;
       }
       this.end += got;
+      if (this.readAt !== null) this.readAt += got;
     }
     return true;
   }
@@ -83,6 +86,18 @@ export class ChunkReader {
   skip(n: number): void {
     this.start += n;
     this.offset += n;
+  }
+
+  /**
+   * Moves the cursor to file offset `offset` (a regular file only: reads from then on are
+   * positioned), dropping what is buffered.
+   */
+  seek(offset: number): void {
+    this.start = 0;
+    this.end = 0;
+    this.eof = false;
+    this.offset = offset;
+    this.readAt = offset;
   }
 
   /** Reads and discards `n` bytes, which may exceed what is buffered; false at end of file. */

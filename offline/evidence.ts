@@ -2,7 +2,9 @@
  * evidence.pcapng for `hoptrace analyze`: the matched connection's packets from every point's
  * capture file, in one file Wireshark opens, one interface per point, on one clock.
  *
- * Each point's file is read again, streaming, up to the last frame its `flow` names (the reader's
+ * Each point's file is read again, streaming, from the analysis's last resume point before the
+ * first frame its `flow` names (offline/seek-points.ts; from the file's start without one) up to
+ * the last (the reader's
  * one reused buffer; only the chosen frames are copied: at most MAX_FLOW_PACKETS per point, each a
  * hundred-odd bytes headers only, at most libpcap's 262144 with `payload`), and
  * every chosen frame is decoded again and checked against the analysed packet (tuple, time, TCP
@@ -39,7 +41,8 @@ import { writePcapng, type PcapngInterfaceInfo } from '../core/report/pcapng';
 import { formatEndpoint } from '../core/report/report';
 import { toReferenceClock, utcMicros, type ClockOffset } from '../core/report/times';
 import type { PointFile } from './analyze-files';
-import { openCaptureFile } from './pcap-file';
+import { openCaptureFile, type ResumePoint } from './pcap-file';
+import { resumeFor } from './seek-points';
 
 export interface EvidenceInput {
   /** The files the analysis read, by point name (`analyze --point NAME=FILE`). */
@@ -49,6 +52,11 @@ export interface EvidenceInput {
   version: string;
   /** Keep every captured byte of each frame (default false: headers only). */
   payload?: boolean;
+  /**
+   * The analysis's resume points by point name (analyzeFiles' `seek` option): a point's file is
+   * then read from the last one before its first frame wanted, not from its first frame.
+   */
+  seek?: ReadonlyMap<string, readonly ResumePoint[]> | undefined;
 }
 
 /** One interface of evidence.pcapng (its Interface Description Block). */
@@ -124,14 +132,20 @@ function difference(entry: FlowPacketSummary, ev: PacketEvent): string | null {
 }
 
 /** Reads `point`'s flow frames back from `file`: every one, checked, or the problem. */
-function readPoint(p: PointSummary, file: string, headersOnly: boolean): PointRead {
+function readPoint(
+  p: PointSummary,
+  file: string,
+  headersOnly: boolean,
+  seek: readonly ResumePoint[] | undefined,
+): PointRead {
   const want = new Map(p.flow.map((f) => [f.frame, f]));
   const last = Math.max(...want.keys());
+  const resume = resumeFor(seek, Math.min(...want.keys()));
   const ctx = { point: p.name, node: '', iface: 'file' };
   const frames: ReadFrame[] = [];
   let cut = '';
   try {
-    const reader = openCaptureFile(file);
+    const reader = openCaptureFile(file, { resume });
     try {
       for (const f of reader.frames()) {
         if (f.index > last) break;
@@ -295,7 +309,7 @@ export function buildEvidencePcapng(input: EvidenceInput): Evidence {
       notes.push(`${p.name}: no packets of the connection (${p.status})`);
       continue;
     }
-    const read = readPoint(p, file, headersOnly);
+    const read = readPoint(p, file, headersOnly, input.seek?.get(p.name));
     if ('problem' in read) {
       problems.push({ point: p.name, file, ...read.problem });
       continue;

@@ -4,13 +4,21 @@
  * their frame numbers, and handed to the scan the live route shares (core/report/identity-scan.ts).
  * The scan asks for a point's segments in capture order, so one reader per file moves forward
  * through it (a file pass per point, not per segment) and starts again only if asked for an
- * earlier frame.
+ * earlier frame. With the analysis's resume points (offline/seek-points.ts) a reader starts at
+ * the last one before the frame asked for, not at the file's first frame, and jumps ahead to one
+ * when the frame asked for lies past it.
  */
 import type { AnalysisResult, IdentityHeaderScan } from '../core/report/analysis-result';
 import { scanIdentityHeaders as scanFrames, type ScanFrame } from '../core/report/identity-scan';
 import { isHoptraceError } from '../common/errors';
-import { openCaptureFile, type CaptureFileReader, type CaptureFrame } from './pcap-file';
+import {
+  openCaptureFile,
+  type CaptureFileReader,
+  type CaptureFrame,
+  type ResumePoint,
+} from './pcap-file';
 import type { PointFile } from './analyze-files';
+import { resumeFor } from './seek-points';
 
 /** A forward-moving reader of one capture file's frames by number. */
 class FrameCursor {
@@ -18,11 +26,22 @@ class FrameCursor {
   private frames: Iterator<CaptureFrame, void> | null = null;
   private last: CaptureFrame | null = null;
 
-  constructor(private readonly file: string) {}
+  constructor(
+    private readonly file: string,
+    private readonly seek: readonly ResumePoint[] | undefined,
+  ) {}
 
   /** Frame `frame` of the file as the scan takes it, or why it cannot be had. */
   at(frame: number): ScanFrame | string {
-    if (this.reader === null || this.last === null || this.last.index > frame) this.reopen();
+    const resume = resumeFor(this.seek, frame);
+    const last = this.last;
+    if (
+      this.reader === null ||
+      last === null ||
+      last.index > frame ||
+      (resume !== undefined && resume.framesBefore >= last.index)
+    )
+      this.reopen(resume);
     for (let f = this.last; ; f = this.advance()) {
       if (f === null) return `the file has no frame ${frame} any more`;
       if (f.index < frame) continue;
@@ -43,11 +62,11 @@ class FrameCursor {
     this.last = null;
   }
 
-  private reopen(): void {
+  private reopen(resume: ResumePoint | undefined): void {
     this.close();
     // Small reads: the request's segments are usually near where the analysis found them, and a
     // fresh 1 MiB buffer per file costs more to touch than the frames before them take to read.
-    this.reader = openCaptureFile(this.file, { chunkSize: 64 << 10 });
+    this.reader = openCaptureFile(this.file, { chunkSize: 64 << 10, resume });
     this.frames = this.reader.frames();
     this.advance();
   }
@@ -59,8 +78,15 @@ class FrameCursor {
   }
 }
 
-/** Which identity headers the request carried at each point whose file can be read again. */
-export function scanIdentityHeaders(points: PointFile[], r: AnalysisResult): IdentityHeaderScan {
+/**
+ * Which identity headers the request carried at each point whose file can be read again; `seek`
+ * holds the analysis's resume points by point name (analyzeFiles' `seek` option).
+ */
+export function scanIdentityHeaders(
+  points: PointFile[],
+  r: AnalysisResult,
+  seek?: ReadonlyMap<string, readonly ResumePoint[]>,
+): IdentityHeaderScan {
   const files = new Map(points.map((p) => [p.name, p.file]));
   const cursors = new Map<string, FrameCursor>();
   try {
@@ -70,7 +96,7 @@ export function scanIdentityHeaders(points: PointFile[], r: AnalysisResult): Ide
       if (file === '-') return 'standard input cannot be read twice';
       let cursor = cursors.get(point);
       if (cursor === undefined) {
-        cursor = new FrameCursor(file);
+        cursor = new FrameCursor(file, seek?.get(point));
         cursors.set(point, cursor);
       }
       try {

@@ -21,7 +21,7 @@ import {
 import { HoptraceError, type ErrorCode } from '../common/errors';
 import type { PacketEvent } from '../common/event';
 import type { LaterPass } from '../core/report/analyze';
-import type { CaptureFileStats } from './pcap-file';
+import type { CaptureFileStats, ResumePoint } from './pcap-file';
 
 /** One later point's pass, as the worker runs it. */
 export interface PassJob {
@@ -36,6 +36,8 @@ export interface PassResult {
   events: PacketEvent[];
   count: number;
   recorded: { format: 'pcap' | 'pcapng'; stats: CaptureFileStats } | null;
+  /** Where the file can be read again from the middle (offline/seek-points.ts). */
+  seek: readonly ResumePoint[];
 }
 
 /** Messages on a worker's port (both directions). */

@@ -29,7 +29,12 @@ port.on('message', (msg: PassMessage) => {
     answer({
       type: 'done',
       id,
-      result: { events, count: stream.capturedEvents(), recorded: stream.fileRecord() },
+      result: {
+        events,
+        count: stream.capturedEvents(),
+        recorded: stream.fileRecord(),
+        seek: stream.seekPoints(),
+      },
     });
   } catch (e) {
     const error = isHoptraceError(e)

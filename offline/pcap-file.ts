@@ -61,6 +61,11 @@ export interface FileCut {
 export interface CaptureFileReader {
   readonly format: 'pcap' | 'pcapng';
   readonly path: string;
+  /**
+   * True when the reader started at OpenCaptureOptions.resume; false when it started at the
+   * file's first frame (no resume point given, or the file no longer matched it).
+   */
+  readonly resumed: boolean;
   /** Frames in file order; throws HoptraceError (FILE_*) when the file turns out malformed. */
   frames(): Generator<CaptureFrame, void, undefined>;
   /** What the file recorded about its capture, from what has been read (all of it after frames()). */
@@ -72,7 +77,32 @@ export interface CaptureFileReader {
 export interface OpenCaptureOptions {
   /** Read buffer size in bytes (default 1 MiB); tests use tiny chunks to cross boundaries. */
   chunkSize?: number;
+  /**
+   * Start at this point of an earlier pass over the same file (offline/seek-points.ts) instead of
+   * the first frame, when the 16 bytes there are still the ones that pass saw; otherwise (the file
+   * changed, or it is standard input) read from the start as without it. After a resume, frames
+   * keep their numbers in the file and stats() counts from the resume point.
+   */
+  resume?: ResumePoint | undefined;
 }
+
+/**
+ * Where a reader can start in the middle of a file: a record (pcap) or block (pcapng) boundary,
+ * the frames before it, the bytes found there, and for pcapng the section's state at that point.
+ */
+export interface ResumePoint {
+  /** File offset of a record (pcap) or block (pcapng). */
+  offset: number;
+  /** Frames in the file before that offset. */
+  framesBefore: number;
+  /** The first RESUME_HEAD_BYTES bytes at the offset, hex: the check that the file is the same. */
+  head: string;
+  /** pcapng: the section's byte order and the interfaces described before the offset. */
+  ng?: { le: boolean; ifaces: readonly PcapngInterface[] };
+}
+
+/** Bytes of a resume point's head: a pcap record header; a pcapng block's first four words. */
+export const RESUME_HEAD_BYTES = 16;
 
 export const HINT_FORMAT = 'give hoptrace a pcap or pcapng file, e.g. from tcpdump -w';
 export const HINT_DAMAGED =
@@ -128,8 +158,10 @@ export function openCaptureFile(path: string, opts: OpenCaptureOptions = {}): Ca
     const r = new ChunkReader(fd, opts.chunkSize ?? DEFAULT_CHUNK_SIZE);
     if (!r.fill(4)) fail('FILE_TOO_SHORT', path, `only ${r.available} bytes`, HINT_FORMAT);
     const magic = r.u32(0, true);
-    if (magic === 0x0a0d0d0a) return new PcapngReader(path, fd, r);
-    return new PcapReader(path, fd, r, magic);
+    const reader =
+      magic === 0x0a0d0d0a ? new PcapngReader(path, fd, r) : new PcapReader(path, fd, r, magic);
+    if (opts.resume !== undefined && path !== '-') reader.resumeAt(opts.resume);
+    return reader;
   } catch (e) {
     closeSync(fd);
     throw e;
@@ -138,6 +170,7 @@ export function openCaptureFile(path: string, opts: OpenCaptureOptions = {}): Ca
 
 abstract class BaseReader {
   private closed = false;
+  resumed = false;
   /** Frames yielded so far. */
   protected framesRead = 0;
   /** Where the file ended inside a record, once it has. */
@@ -186,6 +219,29 @@ abstract class BaseReader {
   }
 
   protected abstract read(): Generator<CaptureFrame, void, undefined>;
+
+  /** Moves to `p` when the file still holds its head there (see OpenCaptureOptions.resume). */
+  abstract resumeAt(p: ResumePoint): void;
+
+  /**
+   * Seeks `r` to `p` when the bytes there are p's head; else leaves the cursor where it was.
+   * True when it moved.
+   */
+  protected seekTo(r: ChunkReader, p: ResumePoint): boolean {
+    const back = r.offset;
+    if (p.head.length !== 2 * RESUME_HEAD_BYTES || p.offset < back) return false;
+    r.seek(p.offset);
+    if (
+      r.fill(RESUME_HEAD_BYTES) &&
+      Buffer.from(r.view(0, RESUME_HEAD_BYTES)).toString('hex') === p.head
+    ) {
+      this.framesRead = p.framesBefore;
+      this.resumed = true;
+      return true;
+    }
+    r.seek(back);
+    return false;
+  }
 }
 
 /*
@@ -241,11 +297,15 @@ class PcapReader extends BaseReader {
     r.skip(24);
   }
 
+  resumeAt(p: ResumePoint): void {
+    if (p.ng === undefined) this.seekTo(this.r, p);
+  }
+
   protected *read(): Generator<CaptureFrame, void, undefined> {
     const r = this.r;
     const le = this.le;
     const unit = this.nanos ? 1n : 1000n;
-    for (let index = 1; ; index++) {
+    for (let index = this.framesRead + 1; ; index++) {
       if (!r.fill(16)) {
         if (r.available === 0) return;
         this.cut(
@@ -356,6 +416,34 @@ export class PcapngReader extends BaseReader {
   ) {
     super(path, fd);
     this.readSHB();
+  }
+
+  resumeAt(p: ResumePoint): void {
+    const ng = p.ng;
+    if (ng === undefined || !this.seekTo(this.r, p)) return;
+    this.le = ng.le;
+    this.ifaces = [...ng.ifaces];
+  }
+
+  /**
+   * Where a reader could start at the cursor (a block boundary), or null when fewer than
+   * RESUME_HEAD_BYTES bytes are buffered there. The interfaces are copied only when `last` (the
+   * previous point) does not already hold the same ones.
+   */
+  resumePoint(last: ResumePoint | null): ResumePoint | null {
+    const r = this.r;
+    if (r.available < RESUME_HEAD_BYTES) return null;
+    const same =
+      last?.ng !== undefined &&
+      last.ng.le === this.le &&
+      last.ng.ifaces.length === this.ifaces.length &&
+      last.ng.ifaces.every((i, k) => i === this.ifaces[k]);
+    return {
+      offset: r.offset,
+      framesBefore: this.framesRead,
+      head: Buffer.from(r.view(0, RESUME_HEAD_BYTES)).toString('hex'),
+      ng: same && last.ng !== undefined ? last.ng : { le: this.le, ifaces: [...this.ifaces] },
+    };
   }
 
   private bad(detail: string): never {
@@ -561,6 +649,11 @@ export class PcapngReader extends BaseReader {
    * buffer itself and hands every other block to nextPacket, so both paths share one parser of
    * sections, interfaces and statistics, and one set of errors.
    */
+
+  /** File offset of the cursor (a block boundary between blocks). */
+  get offset(): number {
+    return this.r.offset;
+  }
 
   /** The section's byte order. */
   get littleEndian(): boolean {

@@ -11,7 +11,7 @@ import { isHoptraceError } from '../common/errors';
 import { openSummaryPcap } from './summary-file';
 import { toPacketEvent, type EventContext } from '../core/decode/event';
 import { decodeFrame } from '../core/decode/frame';
-import { openCaptureFile, type CaptureFileStats } from './pcap-file';
+import { openCaptureFile, type CaptureFileStats, type ResumePoint } from './pcap-file';
 import { type PassPlan, type PointStream, isUsefulEvent } from '../core/report/analyze';
 import type { CaptureHealth } from '../core/report/capture-health';
 import type { PacketEvent } from '../common/event';
@@ -63,6 +63,8 @@ export class FilePointStream implements PointStream {
   } | null = null;
   /** A later pass handed to another thread by prepare(), taken by the pass it was for. */
   private prepared: { plan: PassPlan; ticket: PassTicket } | null = null;
+  /** Where the file can be read again from the middle: the points of the pass that read most. */
+  private seek: readonly ResumePoint[] = [];
 
   constructor(
     readonly name: string,
@@ -101,6 +103,13 @@ export class FilePointStream implements PointStream {
   }
 
   readonly capturedEvents = (): number => this.count;
+
+  /** Resume points in the file (offline/seek-points.ts) from the fast path's passes; [] without. */
+  readonly seekPoints = (): readonly ResumePoint[] => this.seek;
+
+  private keepSeek(points: readonly ResumePoint[]): void {
+    if (points.length >= this.seek.length) this.seek = points;
+  }
 
   /** The file as a capture (capture-health.ts); null when no pass read it to the end. */
   health(): CaptureHealth | null {
@@ -156,6 +165,7 @@ export class FilePointStream implements PointStream {
     const done = prepared !== null && prepared.plan === plan ? prepared.ticket.result() : null;
     if (done !== null) {
       this.count = done.count;
+      this.keepSeek(done.seek);
       if (done.recorded !== null) this.recorded = done.recorded;
       yield* done.events;
       return;
@@ -204,6 +214,7 @@ export class FilePointStream implements PointStream {
       this.recorded = { format: reader.format, stats: reader.stats() };
     } finally {
       reader.close();
+      this.keepSeek(reader.seekPoints());
     }
     if (scan instanceof SelectScan && scan.best?.valid === true) {
       const s = scan.best;

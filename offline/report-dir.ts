@@ -21,6 +21,7 @@ import { hoptraceVersion } from '../common/version';
 import { fileDigest, fileStamp, type FileDigest } from './file-digest';
 import { buildEvidencePcapng } from './evidence';
 import type { PointFile, RequestSelector } from './analyze-files';
+import type { ResumePoint } from './pcap-file';
 
 /** Writes one report file into `--report-dir`; FILE_WRITE (a clear error) when it cannot. */
 function writeReport(dir: string, name: string, text: string | Buffer): void {
@@ -71,6 +72,8 @@ export interface ReportDirInput {
   before: Map<string, FileDigest>;
   /** evidence.pcapng keeps the payload bytes (`--evidence-payload`), else headers only. */
   payload: boolean;
+  /** The analysis's resume points by point name (analyzeFiles' `seek`): evidence reads from them. */
+  seek?: ReadonlyMap<string, readonly ResumePoint[]>;
 }
 
 /**
@@ -117,6 +120,7 @@ export function writeReportDir(r: AnalysisResult, o: ReportDirInput): void {
     result: r,
     version: hoptraceVersion(),
     payload: o.payload,
+    seek: o.seek,
   });
   writeReport(o.dir, 'evidence.pcapng', ev.bytes);
   const evidence: EvidenceSummary = {

@@ -29,11 +29,14 @@ import type { DecodeOptions } from '../core/decode/frame';
 import type { EventContext } from '../core/decode/event';
 import { loadNativeAddon, type PcapBatchAddon } from '../native/loader';
 import type { SummaryGate } from './summary-gate';
+import { SeekPoints } from './seek-points';
 import {
   MAX_SNAPLEN,
   openCaptureFile,
   PcapngReader,
+  RESUME_HEAD_BYTES,
   type CaptureFileStats,
+  type ResumePoint,
   type FileCut,
   type PcapngInterface,
 } from './pcap-file';
@@ -118,6 +121,8 @@ export interface SummaryReader {
   next(): SummaryBlock | null;
   /** What the file recorded about its capture, from what has been read. */
   stats(): CaptureFileStats;
+  /** Where a reader can start again in what has been read (offline/seek-points.ts). */
+  seekPoints(): readonly ResumePoint[];
   close(): void;
 }
 
@@ -191,6 +196,7 @@ export class SummaryPcapReader implements SummaryReader {
   private cutAt: FileCut | undefined;
   /** The chunk buffer's size as taken (it grows only for a record larger than it). */
   private readonly chunkSize: number;
+  private readonly seek = new SeekPoints();
 
   constructor(
     readonly path: string,
@@ -216,10 +222,22 @@ export class SummaryPcapReader implements SummaryReader {
     return this.cutAt === undefined ? stats : { ...stats, truncated: this.cutAt };
   }
 
+  seekPoints(): readonly ResumePoint[] {
+    return this.seek.points();
+  }
+
   /** The next block of frames in file order; null at the end of the file. Throws HoptraceError. */
   next(): SummaryBlock | null {
     for (;;) {
       if (this.pos < this.end) {
+        // The record at pos starts at a known offset: a resume point every SEEK_SPACING bytes.
+        const at = this.fileOffset - (this.end - this.pos);
+        if (this.seek.wants(at) && this.end - this.pos >= RESUME_HEAD_BYTES)
+          this.seek.add({
+            offset: at,
+            framesBefore: this.frame - 1,
+            head: this.buf.toString('hex', this.pos, this.pos + RESUME_HEAD_BYTES),
+          });
         const [n, next, stop] = this.addon.summarize(
           this.buf,
           this.pos,
@@ -367,6 +385,7 @@ export class SummaryPcapngReader implements SummaryReader {
   private one: Buffer = Buffer.alloc(0);
   private done = false;
   private readonly table = new InterfaceTable();
+  private readonly seek = new SeekPoints();
 
   constructor(
     readonly path: string,
@@ -383,10 +402,19 @@ export class SummaryPcapngReader implements SummaryReader {
     return this.ng.stats();
   }
 
+  seekPoints(): readonly ResumePoint[] {
+    return this.seek.points();
+  }
+
   next(): SummaryBlock | null {
     if (this.done) return null;
     const ng = this.ng;
     const b = this.block;
+    // The cursor is at a block boundary: a resume point every SEEK_SPACING bytes.
+    if (this.seek.wants(ng.offset)) {
+      const p = ng.resumePoint(this.seek.last());
+      if (p !== null) this.seek.add(p);
+    }
     b.firstFrame = ng.stats().frames + 1;
     const list = ng.interfaces();
     b.byIface = list;

@@ -65,6 +65,7 @@ function fast(path: string, chunkSize?: number): Outcome & { format: string; inR
         return b;
       },
       stats: () => reader.stats(),
+      seekPoints: () => reader.seekPoints(),
       close: () => {
         reader.close();
       },
