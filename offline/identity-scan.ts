@@ -28,7 +28,8 @@ class FrameCursor {
 
   constructor(
     private readonly file: string,
-    private readonly seek: readonly ResumePoint[] | undefined,
+    /** Dropped once a reader could not resume at one (the file changed): then one forward pass. */
+    private seek: readonly ResumePoint[] | undefined,
   ) {}
 
   /** Frame `frame` of the file as the scan takes it, or why it cannot be had. */
@@ -67,6 +68,7 @@ class FrameCursor {
     // Small reads: the request's segments are usually near where the analysis found them, and a
     // fresh 1 MiB buffer per file costs more to touch than the frames before them take to read.
     this.reader = openCaptureFile(this.file, { chunkSize: 64 << 10, resume });
+    if (resume !== undefined && !this.reader.resumed) this.seek = undefined;
     this.frames = this.reader.frames();
     this.advance();
   }

@@ -244,6 +244,16 @@ void t.test(
     const evidence = buildEvidencePcapng({ points, result: r, version: 'test', seek });
     t.equal(evidence.problems.length, 0, 'evidence: no problem');
     t.equal(evidence.packets, 9, "evidence: the request's three packets at each point");
+    // Resume points whose bytes the files no longer hold: read from the start, the same answer.
+    const stale = new Map(
+      [...seek].map(([k, v]) => [k, v.map((p) => ({ ...p, head: 'ff'.repeat(16) }))]),
+    );
+    t.same(scanIdentityHeaders(points, r, stale), ids, 'stale resume points: the same answer');
+    t.same(
+      buildEvidencePcapng({ points, result: r, version: 'test', seek: stale }).bytes,
+      evidence.bytes,
+      'stale resume points: the same evidence',
+    );
     // Damage every file's first record (a caplen above libpcap's maximum): a read from the start
     // fails there; one from a resume point never sees it.
     for (const p of points) {
