@@ -97,8 +97,13 @@ export interface ResumePoint {
   framesBefore: number;
   /** The first RESUME_HEAD_BYTES bytes at the offset, hex: the check that the file is the same. */
   head: string;
-  /** pcapng: the section's byte order and the interfaces described before the offset. */
-  ng?: { le: boolean; ifaces: readonly PcapngInterface[] };
+  /**
+   * pcapng: the section's byte order and its interfaces — the section's one list, shared by all
+   * of its points (a section only ever appends to it), of which the first `count` were described
+   * before the offset. So a file that keeps describing interfaces costs one list, not a copy per
+   * point.
+   */
+  ng?: { le: boolean; ifaces: readonly PcapngInterface[]; count: number };
 }
 
 /** Bytes of a resume point's head: a pcap record header; a pcapng block's first four words. */
@@ -231,10 +236,14 @@ abstract class BaseReader {
     const back = r.offset;
     if (p.head.length !== 2 * RESUME_HEAD_BYTES || p.offset < back) return false;
     r.seek(p.offset);
-    if (
-      r.fill(RESUME_HEAD_BYTES) &&
-      Buffer.from(r.view(0, RESUME_HEAD_BYTES)).toString('hex') === p.head
-    ) {
+    let head = '';
+    try {
+      if (r.fill(RESUME_HEAD_BYTES))
+        head = Buffer.from(r.view(0, RESUME_HEAD_BYTES)).toString('hex');
+    } catch {
+      // A read that fails here fails again from the start, where the reader names it.
+    }
+    if (head === p.head) {
       this.framesRead = p.framesBefore;
       this.resumed = true;
       return true;
@@ -420,29 +429,24 @@ export class PcapngReader extends BaseReader {
 
   resumeAt(p: ResumePoint): void {
     const ng = p.ng;
-    if (ng === undefined || !this.seekTo(this.r, p)) return;
+    if (ng === undefined || ng.count > ng.ifaces.length || !this.seekTo(this.r, p)) return;
     this.le = ng.le;
-    this.ifaces = [...ng.ifaces];
+    this.ifaces = ng.ifaces.slice(0, ng.count);
   }
 
   /**
    * Where a reader could start at the cursor (a block boundary), or null when fewer than
-   * RESUME_HEAD_BYTES bytes are buffered there. The interfaces are copied only when `last` (the
-   * previous point) does not already hold the same ones.
+   * RESUME_HEAD_BYTES bytes are buffered there. The interfaces are the section's own list (shared,
+   * see ResumePoint.ng), never a copy.
    */
-  resumePoint(last: ResumePoint | null): ResumePoint | null {
+  resumePoint(): ResumePoint | null {
     const r = this.r;
     if (r.available < RESUME_HEAD_BYTES) return null;
-    const same =
-      last?.ng !== undefined &&
-      last.ng.le === this.le &&
-      last.ng.ifaces.length === this.ifaces.length &&
-      last.ng.ifaces.every((i, k) => i === this.ifaces[k]);
     return {
       offset: r.offset,
       framesBefore: this.framesRead,
       head: Buffer.from(r.view(0, RESUME_HEAD_BYTES)).toString('hex'),
-      ng: same && last.ng !== undefined ? last.ng : { le: this.le, ifaces: [...this.ifaces] },
+      ng: { le: this.le, ifaces: this.ifaces, count: this.ifaces.length },
     };
   }
 

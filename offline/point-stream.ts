@@ -107,8 +107,10 @@ export class FilePointStream implements PointStream {
   /** Resume points in the file (offline/seek-points.ts) from the fast path's passes; [] without. */
   readonly seekPoints = (): readonly ResumePoint[] => this.seek;
 
+  /** Keeps the points of the pass that read furthest (a long file's are thinned, so not the most). */
   private keepSeek(points: readonly ResumePoint[]): void {
-    if (points.length >= this.seek.length) this.seek = points;
+    const reach = (l: readonly ResumePoint[]): number => l.at(-1)?.offset ?? -1;
+    if (reach(points) >= reach(this.seek)) this.seek = points;
   }
 
   /** The file as a capture (capture-health.ts); null when no pass read it to the end. */

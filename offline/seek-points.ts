@@ -21,7 +21,7 @@ import type { ResumePoint } from './pcap-file';
 
 /** Bytes between two resume points while the file is small enough (~1,800 frames of 143 B). */
 export const SEEK_SPACING = 256 << 10;
-/** Resume points kept per file at most (each ~100 bytes; pcapng's interfaces shared). */
+/** Resume points kept per file at most (each ~100 bytes; a pcapng section's interfaces shared). */
 export const MAX_SEEK_POINTS = 4096;
 
 /** The resume points of one pass over one file, in file order. */
@@ -39,11 +39,6 @@ export class SeekPoints {
     if (this.list.length <= MAX_SEEK_POINTS) return;
     this.list = this.list.filter((_, i) => i % 2 === 1);
     this.spacing *= 2;
-  }
-
-  /** The last point added, or null. */
-  last(): ResumePoint | null {
-    return this.list.at(-1) ?? null;
   }
 
   points(): readonly ResumePoint[] {

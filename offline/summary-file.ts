@@ -412,7 +412,7 @@ export class SummaryPcapngReader implements SummaryReader {
     const b = this.block;
     // The cursor is at a block boundary: a resume point every SEEK_SPACING bytes.
     if (this.seek.wants(ng.offset)) {
-      const p = ng.resumePoint(this.seek.last());
+      const p = ng.resumePoint();
       if (p !== null) this.seek.add(p);
     }
     b.firstFrame = ng.stats().frames + 1;

@@ -151,10 +151,51 @@ void t.test(
       'pcapng points in both sections (both byte orders)',
     );
     t.ok(
-      sections.some((p) => p.ng?.ifaces.length === 2) &&
-        sections.some((p) => p.ng?.ifaces.length === 1),
+      sections.some((p) => p.ng?.count === 2) && sections.some((p) => p.ng?.count === 1),
       'with the interfaces described before each point',
     );
+    t.end();
+  },
+);
+
+void t.test(
+  'a pcapng file that keeps describing interfaces: one list per section, not a copy per point',
+  { skip: addon ? false : 'the native addon did not load' },
+  (t) => {
+    // One SHB, then [IDB, a packet on it] over and over: ~2 MB, ~30,000 interfaces.
+    const file = join(dir, 'many-ifaces.pcapng');
+    const blocks: Buffer[] = [shb(true)];
+    const data = tcp(0n, {
+      src: '10.0.0.1',
+      dst: '10.0.0.2',
+      sport: 1,
+      dport: 2,
+      seq: 1,
+      flags: 2,
+    }).data;
+    for (let i = 0; i < 30_000; i++)
+      blocks.push(idb(true, 1, null, null), epb(true, i, BigInt(i), data));
+    writeFileSync(file, Buffer.concat(blocks));
+    const points = gathered(file);
+    t.ok(points.length >= 5, `${points.length} points`);
+    t.equal(new Set(points.map((p) => p.ng?.ifaces)).size, 1, 'all share the one list');
+    const counts = points.map((p) => p.ng?.count ?? 0);
+    t.ok(
+      counts.every((c, k) => k === 0 || c > (counts[k - 1] ?? 0)),
+      'each with the count described before it',
+    );
+    const frames = allFrames(file);
+    const mid = points[Math.floor(points.length / 2)];
+    if (mid === undefined) return t.end();
+    const r = openCaptureFile(file, { resume: mid });
+    const got = [...r.frames()].map((f) => f.index);
+    t.ok(r.resumed, 'resumed');
+    t.equal(
+      got.length,
+      frames.size - mid.framesBefore,
+      'every later frame, its interface described after the point included',
+    );
+    t.equal(got[0], mid.framesBefore + 1, 'numbered as in the file');
     t.end();
   },
 );
@@ -177,7 +218,7 @@ void t.test(
     t.equal(r.resumed, false, 'a point past the end: not resumed');
     t.equal(r.frames().next().value?.index, 1, 'read from frame 1');
     r.close();
-    r = openCaptureFile(file, { resume: { ...p, ng: { le: true, ifaces: [] } } });
+    r = openCaptureFile(file, { resume: { ...p, ng: { le: true, ifaces: [], count: 0 } } });
     t.equal(r.resumed, false, 'a pcapng point on a classic pcap file: not resumed');
     r.close();
     t.end();
