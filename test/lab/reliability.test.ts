@@ -48,7 +48,7 @@ if (missing.length > 0) {
       }
       t.equal(code, 0, 'the script exits 0 when every scenario ran');
       t.match(readFileSync(md, 'utf8'), /npm run reliability -- --quick/, 'the command is named');
-      t.ok(Date.now() - t0 < 120_000, `quick mode took ${Math.round((Date.now() - t0) / 1000)} s`);
+      t.ok(Date.now() - t0 < 300_000, `quick mode took ${Math.round((Date.now() - t0) / 1000)} s`);
     },
   );
 }

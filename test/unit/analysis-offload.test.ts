@@ -81,7 +81,9 @@ void t.test('every capture off the main thread: the same verdict as on it', asyn
       points: POINTS,
       timeoutMs: 30_000,
       stopOnFirstMatch: true,
-      settleMs: 300,
+      // A full match resolves at once (stopOnFirstMatch); a short settle could resolve on part
+      // of the points when a loaded machine pauses between deliveries.
+      settleMs: 30_000,
     });
     const done = final(sessions, c.id);
     await deliverPcap(hub, c.id, ['decap', 'egress', 'backend']);
@@ -104,7 +106,9 @@ void t.test(
       points: POINTS,
       timeoutMs: 30_000,
       stopOnFirstMatch: true,
-      settleMs: 300,
+      // A full match resolves at once (stopOnFirstMatch); a short settle could resolve on part
+      // of the points when a loaded machine pauses between deliveries.
+      settleMs: 30_000,
     });
     const done = final(sessions, c.id);
     await deliverPcap(hub, c.id, ['decap', 'egress']);

@@ -13,6 +13,7 @@ import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
 import { FakeHub } from './collector-fixtures';
 import { DIRECT, exchange } from './fixtures-events';
+import { eventually } from './eventually';
 
 function tempDir(t: { teardown(fn: () => void): void }): string {
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-faults-'));
@@ -136,12 +137,12 @@ void t.test('a session.json save that fails in a timer is logged, not thrown', a
     agentId: 'agent-1',
     batch: { captureId: view.id, point: 'decap', events: exchange('decap', DIRECT).slice(0, 2) },
   });
-  await new Promise((r) => setTimeout(r, 200));
+  // The save runs after a debounce, on the file-I/O threads: wait for its log line, bounded.
+  const logged = (): boolean =>
+    log.lines.some((l) => l.level === 'error' && l.msg === 'cannot save session.json');
+  await eventually(logged, 5000);
   t.same(uncaught, [], 'nothing escaped the timer');
-  t.ok(
-    log.lines.some((l) => l.level === 'error' && l.msg === 'cannot save session.json'),
-    'the failed save is logged',
-  );
+  t.ok(logged(), 'the failed save is logged');
   t.equal(sessions.get(view.id)?.points[0]?.events, 2, 'the capture goes on in memory');
 });
 

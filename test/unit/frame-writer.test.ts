@@ -36,6 +36,7 @@ import {
 import type { PacketEvent } from '../../common/event';
 import type { CaptureSpec } from '../../agent/capture/source';
 import type { DecodeOptions } from '../../core/decode/frame';
+import { eventually } from './eventually';
 
 const native = loadNativeAddon();
 const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
@@ -491,6 +492,7 @@ if (!native.ok) {
       await b.start(noop, noop);
       const sock = createSocket('udp4');
       const N = 40;
+      const sendStart = Date.now();
       for (let i = 0; i < N; i++) {
         await new Promise<void>((r) => {
           sock.send(`datagram ${i}`, port, '127.0.0.1', () => {
@@ -500,6 +502,9 @@ if (!native.ok) {
         await new Promise((r) => setTimeout(r, 15)); // ~600 ms of traffic, many wake-ups
       }
       sock.close();
+      // Gathering sends one frame at once and then at most one per 300 ms while traffic lasts;
+      // a loaded machine stretches the traffic, so the bound follows the time it really took.
+      const most = 2 + Math.ceil((Date.now() - sendStart) / 300);
       // No stop(): what the gathering capture still holds must come from its timer.
       await new Promise((r) => setTimeout(r, 700));
       const plainFrames = await drainAll(plain, f.rd);
@@ -513,8 +518,8 @@ if (!native.ok) {
       );
       t.equal(count(gatheredFrames), N, 'every datagram written by coalescing, before stop()');
       t.ok(
-        gatheredFrames.length <= 4 && gatheredFrames.length < plainFrames.length,
-        `fewer frames when gathering (${gatheredFrames.length} vs ${plainFrames.length})`,
+        gatheredFrames.length <= most && gatheredFrames.length < plainFrames.length,
+        `fewer frames when gathering (${gatheredFrames.length}, at most ${most}, vs ${plainFrames.length})`,
       );
       await a.stop();
       await b.stop();
@@ -708,14 +713,15 @@ if (!native.ok) {
         during.busy || during.timerWakeups > 0,
         `switched to the timer during the burst (busy ${during.busy}, ticks ${during.timerWakeups})`,
       );
-      // The next tick finds the ring empty and goes back to the socket.
-      await new Promise((r) => setTimeout(r, 400));
+      // The next tick finds the ring empty and goes back to the socket (a loaded machine can
+      // delay that tick, so wait for it, bounded).
+      await eventually(() => !cap.stats().busy, 5000);
       const after = cap.stats();
       t.ok(after.timerWakeups > 0, `timer ticks read the ring (${after.timerWakeups})`);
       t.notOk(after.busy, 'back on the socket once a tick found nothing');
       // A lone datagram now arrives through the socket's wake-up, within its block timeout.
       await burst(1);
-      await new Promise((r) => setTimeout(r, 150));
+      await eventually(() => cap.stats().pollWakeups > after.pollWakeups, 3000);
       const last = cap.stats();
       t.ok(last.pollWakeups > after.pollWakeups, 'the socket woke the capture again');
       t.equal(last.timerWakeups, after.timerWakeups, 'no ticks while idle');
@@ -741,7 +747,8 @@ if (!native.ok) {
       const s = cap.stats();
       t.equal(s.timerWakeups, 0, 'no timer ticks');
       t.notOk(s.busy, 'on the socket');
-      t.ok(s.pollWakeups > 1, `woken by the socket (${s.pollWakeups})`);
+      // At least once: a reader descheduled past the burst takes the whole ring in one wake-up.
+      t.ok(s.pollWakeups >= 1, `woken by the socket (${s.pollWakeups})`);
       t.equal(s.recv, N, 'the kernel saw every datagram');
       // The small ring is the point of this test: on a loaded machine (CI beside other work) the
       // reader can be descheduled long enough for it to overflow. What must hold either way is

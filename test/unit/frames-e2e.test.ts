@@ -135,7 +135,7 @@ async function capture(c: Awaited<ReturnType<typeof collector>>): Promise<string
     client: '141.142.228.5',
     timeoutMs: 20_000,
     stopOnFirstMatch: true,
-    settleMs: 300,
+    settleMs: 30_000,
   });
   await c.stored.wait(() => POINTS.every((p) => c.frames.includes(`${view.id}/${p.name}`)));
   return view.id;
@@ -308,7 +308,7 @@ void t.test(
         client: CLIENT,
         timeoutMs: 20_000,
         stopOnFirstMatch: true,
-        settleMs: 300,
+        settleMs: 30_000,
         ...(evidencePayload ? { evidencePayload } : {}),
       });
       await c.stored.wait(() => POINTS.every((p) => c.frames.includes(`${view.id}/${p.name}`)));

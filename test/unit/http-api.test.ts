@@ -397,7 +397,7 @@ void t.test(
   'a request the backend never saw while its capture dropped packets: the report says so',
   async (t) => {
     const { req, hub, sessions } = setup(t);
-    const c = (await req('POST', '/v1/captures', { points: POINTS, settleMs: 200 }))
+    const c = (await req('POST', '/v1/captures', { points: POINTS, settleMs: 2000 }))
       .json as CaptureView;
     for (const p of POINTS) {
       const backend = p.name === 'backend';
@@ -456,7 +456,7 @@ void t.test('final counters after a collector restart still rewrite the report',
     rmSync(dir, { recursive: true, force: true });
   });
   const first = setup(t, { dir });
-  const c = (await first.req('POST', '/v1/captures', { points: POINTS, settleMs: 200 }))
+  const c = (await first.req('POST', '/v1/captures', { points: POINTS, settleMs: 2000 }))
     .json as CaptureView;
   for (const p of POINTS) {
     const backend = p.name === 'backend';

@@ -379,9 +379,10 @@ void t.test('a peer that stops reading is cut once its send queue passes the bou
 void t.test(
   'a hello too large to keep is refused; agents that left are forgotten (issue 17)',
   async (t) => {
-    // The sweep runs every heartbeat; 200 ms leaves a loaded machine time to answer the pings
-    // (at 20 ms the big hello's connection was cut as silent before its refusal, in CI).
-    const r = await rig(t, { heartbeatMs: 200, forgetAfterMs: 60 });
+    // The sweep runs every heartbeat; 1 s leaves a loaded machine time to answer the pings (at
+    // 20 ms the big hello's connection was cut as silent before its refusal, in CI; two checks
+    // with no pong between cut it, so a pause longer than the period could do it at 200 ms too).
+    const r = await rig(t, { heartbeatMs: 1000, forgetAfterMs: 60 });
     const big = RawAgent.connect(r.port, TOKEN);
     await big.opened;
     big.send({
@@ -413,7 +414,7 @@ void t.test(
     t.ok(r.hub.agents().some((a) => a.agentId === 'gone'));
     gone.ws.close();
     await gone.closed;
-    for (let i = 0; i < 200 && r.hub.agents().some((a) => a.agentId === 'gone'); i++)
+    for (let i = 0; i < 500 && r.hub.agents().some((a) => a.agentId === 'gone'); i++)
       await new Promise((res) => setTimeout(res, 20));
     t.notOk(
       r.hub.agents().some((a) => a.agentId === 'gone'),

@@ -1,6 +1,7 @@
 /** agent/ticker.ts: callbacks of one period share one timer and one tick; the last to leave stops it. */
 import t from 'tap';
 import { joinTicker, tickerCounts } from '../../agent/ticker';
+import { eventually } from './eventually';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -24,7 +25,8 @@ void t.test('callbacks of one period run in the same tick, from one timer', asyn
     ]),
     'one timer per period',
   );
-  await sleep(130);
+  // A late interval fires once and does not catch up: wait for the ticks, bounded.
+  await eventually(() => ticks >= 3, 5000);
   t.ok(ticks >= 3, `ticked ${ticks} times`);
   for (let i = 0; i < seen.length - 1; i += 2) {
     t.equal(seen[i]?.slice(1), seen[i + 1]?.slice(1), `tick ${seen[i] ?? ''}: b ran in it`);
@@ -33,7 +35,7 @@ void t.test('callbacks of one period run in the same tick, from one timer', asyn
   leaveA(); // idempotent
   t.same(tickerCounts().get(20), 1, 'b still joined');
   const n = seen.length;
-  await sleep(60);
+  await eventually(() => seen.length > n, 5000);
   t.ok(seen.length > n && seen.slice(n).every((s) => s.startsWith('b')), 'a left, b goes on');
   leaveB();
   other();
@@ -60,7 +62,7 @@ void t.test("a callback joined out of phase still runs in the first one's tick",
     if (flag) together++;
     else apart++;
   });
-  await sleep(200);
+  await eventually(() => together + apart >= 3, 5000);
   leaveA();
   leaveB();
   t.ok(together >= 3, `B ran in A's tick ${together} times`);
