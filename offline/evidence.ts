@@ -139,16 +139,22 @@ function readPoint(
   seek: readonly ResumePoint[] | undefined,
 ): PointRead {
   const want = new Map(p.flow.map((f) => [f.frame, f]));
-  const last = Math.max(...want.keys());
-  const resume = resumeFor(seek, Math.min(...want.keys()));
+  const order = [...want.keys()].sort((a, b) => a - b);
+  const last = order.at(-1) ?? 0;
+  const resume = resumeFor(seek, order[0] ?? 0);
   const ctx = { point: p.name, node: '', iface: 'file' };
   const frames: ReadFrame[] = [];
   let cut = '';
   try {
     const reader = openCaptureFile(file, { resume });
+    // The frames between the flow's are read past without building each one.
+    let next = 0;
+    reader.skipUntil(order[0] ?? 0);
     try {
       for (const f of reader.frames()) {
         if (f.index > last) break;
+        while (next < order.length && (order[next] ?? 0) <= f.index) next++;
+        reader.skipUntil(order[next] ?? last + 1);
         const entry = want.get(f.index);
         if (entry === undefined) continue;
         const ev = toPacketEvent(f, decodeFrame(f.linktype, f.data), ctx);

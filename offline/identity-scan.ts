@@ -42,7 +42,8 @@ class FrameCursor {
       last.index > frame ||
       (resume !== undefined && resume.framesBefore >= last.index)
     )
-      this.reopen(resume);
+      this.reopen(resume, frame);
+    else this.reader.skipUntil(frame);
     for (let f = this.last; ; f = this.advance()) {
       if (f === null) return `the file has no frame ${frame} any more`;
       if (f.index < frame) continue;
@@ -63,12 +64,15 @@ class FrameCursor {
     this.last = null;
   }
 
-  private reopen(resume: ResumePoint | undefined): void {
+  private reopen(resume: ResumePoint | undefined, frame: number): void {
     this.close();
     // Small reads: the request's segments are usually near where the analysis found them, and a
     // fresh 1 MiB buffer per file costs more to touch than the frames before them take to read.
     this.reader = openCaptureFile(this.file, { chunkSize: 64 << 10, resume });
     if (resume !== undefined && !this.reader.resumed) this.seek = undefined;
+    // The frames before the one asked for are read past without building each one (a resume
+    // point can lie thousands of frames before it: ~4 µs a frame built, in a cold process).
+    this.reader.skipUntil(frame);
     this.frames = this.reader.frames();
     this.advance();
   }

@@ -68,6 +68,12 @@ export interface CaptureFileReader {
   readonly resumed: boolean;
   /** Frames in file order; throws HoptraceError (FILE_*) when the file turns out malformed. */
   frames(): Generator<CaptureFrame, void, undefined>;
+  /**
+   * From now on frames() reads past the frames numbered below `index` without yielding them:
+   * each is checked as ever (a malformed record still throws) but builds no CaptureFrame, for a
+   * reader that wants one frame further on (offline/identity-scan.ts).
+   */
+  skipUntil(index: number): void;
   /** What the file recorded about its capture, from what has been read (all of it after frames()). */
   stats(): CaptureFileStats;
   /** Releases the file (also done when `frames()` finishes or is abandoned with return()). */
@@ -180,6 +186,8 @@ abstract class BaseReader {
   protected framesRead = 0;
   /** Where the file ended inside a record, once it has. */
   protected cutAt: FileCut | undefined;
+  /** Frames numbered below this are read past, not yielded (skipUntil). */
+  protected skipBelow = 0;
   constructor(
     readonly path: string,
     private readonly fd: number,
@@ -199,6 +207,10 @@ abstract class BaseReader {
     } finally {
       this.close();
     }
+  }
+
+  skipUntil(index: number): void {
+    this.skipBelow = index;
   }
 
   /** Rethrows a HoptraceError; anything else (a failed read) as FILE_NOT_FOUND. */
@@ -322,10 +334,7 @@ class PcapReader extends BaseReader {
           `record ${index} header cut after ${r.available} bytes at offset ${r.offset}`,
         );
       }
-      const sec = r.u32(0, le);
-      const frac = r.u32(4, le);
       const caplen = r.u32(8, le);
-      const wireLength = r.u32(12, le);
       // Checked before a byte of the record is buffered, so a claim never costs memory.
       if (caplen > MAX_SNAPLEN) {
         fail(
@@ -343,12 +352,18 @@ class PcapReader extends BaseReader {
         );
       }
       this.framesRead = index;
+      if (index < this.skipBelow) {
+        r.skip(16 + caplen);
+        continue;
+      }
+      const sec = r.u32(0, le);
+      const frac = r.u32(4, le);
       yield {
         index,
         linktype: this.linktype,
         tsNs: BigInt(sec) * 1_000_000_000n + BigInt(frac) * unit,
         caplen,
-        wireLength,
+        wireLength: r.u32(12, le),
         snaplen: this.snaplen,
         data: r.view(16, caplen),
       };
@@ -643,7 +658,7 @@ export class PcapngReader extends BaseReader {
   protected *read(): Generator<CaptureFrame, void, undefined> {
     for (let p = this.packetBlock(); p !== null; p = this.packetBlock()) {
       this.framesRead++;
-      yield this.frame(this.framesRead, p);
+      if (this.framesRead >= this.skipBelow) yield this.frame(this.framesRead, p);
       this.r.skip(p.len);
     }
   }

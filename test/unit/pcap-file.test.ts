@@ -136,6 +136,77 @@ void t.test('records spanning the chunk boundary read the same as with a big buf
   t.end();
 });
 
+void t.test('skipUntil: the frames before are read past, checked, not yielded', (t) => {
+  const recs: Rec[] = [];
+  for (let i = 0; i < 60; i++)
+    recs.push({ sec: 1700000000 + i, frac: i, data: Buffer.alloc(20 + ((i * 53) % 300), i) });
+  const pcapFile = write(pcap({ le: false, nanos: true }, recs));
+  // pcapng: a second interface described after frame 20, with its own link type and name.
+  const blocks = [shb(true), idb(true, 1, 'eth0', null)];
+  recs.forEach((r, i) => {
+    if (i === 20) blocks.push(idb(true, 101, 'tun0', 9));
+    blocks.push(epb(true, i >= 20 && i % 2 === 0 ? 1 : 0, BigInt(r.sec) * 1_000_000n, r.data));
+  });
+  const ngFile = write(Buffer.concat(blocks));
+  for (const file of [pcapFile, ngFile]) {
+    const all = readAll(file);
+    for (const chunkSize of [64, 1 << 20]) {
+      // Before the first frame: from frame 37 on, as read from the start, numbered as in the file.
+      const r = openCaptureFile(file, { chunkSize });
+      r.skipUntil(37);
+      const got: (Omit<CaptureFrame, 'data'> & { hex: string })[] = [];
+      for (const { data, ...rest } of r.frames())
+        got.push({ ...rest, hex: Buffer.from(data).toString('hex') }); // views are reused
+      t.same(
+        got,
+        all.slice(36),
+        `${r.format}, ${chunkSize}-byte reads: frames 37.. as from the start`,
+      );
+      t.equal(r.stats().frames, 60, 'the frames read past are counted as read');
+      // In the middle of a read: after frame 5, on to frame 50.
+      const m = openCaptureFile(file, { chunkSize });
+      const it = m.frames();
+      for (let k = 0; k < 5; k++) it.next();
+      m.skipUntil(50);
+      const next = it.next().value;
+      t.equal(next?.index, 50, 'the next frame yielded is the one asked for');
+      t.equal(
+        next === undefined ? '' : Buffer.from(next.data).toString('hex'),
+        all[49]?.hex,
+        'with its bytes',
+      );
+      m.close();
+    }
+  }
+  // A malformed record or a cut before the frame asked for still fails the read.
+  const bad = pcap({ le: true, nanos: false }, recs.slice(0, 10));
+  bad.writeUInt32LE(
+    1 << 30,
+    24 + 16 * 3 + recs.slice(0, 3).reduce((a, r) => a + r.data.length, 0) + 8,
+  );
+  const badFile = write(bad);
+  t.equal(
+    codeOf(() => {
+      const r = openCaptureFile(badFile);
+      r.skipUntil(9);
+      drain(r);
+    }),
+    'FILE_BAD_RECORD',
+    'a record claiming 1 GiB before the frame asked for is refused',
+  );
+  const cut = write(pcap({ le: true, nanos: false }, recs.slice(0, 10)).subarray(0, 500));
+  t.equal(
+    codeOf(() => {
+      const r = openCaptureFile(cut);
+      r.skipUntil(9);
+      drain(r);
+    }),
+    'FILE_TRUNCATED',
+    'a file cut before the frame asked for says so',
+  );
+  t.end();
+});
+
 void t.test('pcap refusals and edge cases', (t) => {
   t.equal(
     readAll(write(pcap({ le: true, nanos: false }, []))).length,
