@@ -43,6 +43,13 @@ export interface LargeTrial {
    */
   nodeStartNoCaS?: number;
   analyzeNoCaS?: number;
+  /**
+   * `analyze --report-dir` (what a user attaching the report runs: the inputs' SHA-256 beside the
+   * analysis, evidence.pcapng, the reports) and `sha256sum` of the three files; absent in results
+   * from before 2026-12-06 21:30 UTC.
+   */
+  bundle?: CommandCost;
+  sha256sumS?: number;
 }
 
 /** analyze's peak RSS on three point files of `framesPerPoint` frames each. */
@@ -72,6 +79,10 @@ export interface LargeFileResult {
     cFloor2S?: number;
     nodeStartNoCaS?: number;
     analyzeNoCaS?: number;
+    bundleS?: number;
+    bundleCpuS?: number;
+    bundleRssMiB?: number;
+    sha256sumS?: number;
   };
   /** analyze's peak RSS by scale (1 is the trials' median). */
   rss: LargeRss[];
@@ -194,6 +205,14 @@ export async function benchLargeFiles(
       ]);
       const cWalk = await run(cFloor, big.files);
       const cWalk2 = await run(cFloor, ['-2', ...big.files]);
+      const bundleDir = join(dir, 'bundle');
+      rmSync(bundleDir, { recursive: true, force: true });
+      const bundle = await run(process.execPath, [
+        ...analyzeArgs(big.files),
+        '--report-dir',
+        bundleDir,
+      ]);
+      const sha = await run('sha256sum', big.files);
       const nodeNoCa = extraCa ? await run('/usr/bin/env', [...noCa, '-e', '0']) : undefined;
       const analyzeNoCa = extraCa
         ? await run('/usr/bin/env', [...noCa, ...analyzeArgs(big.files)], verdictFile)
@@ -205,6 +224,8 @@ export async function benchLargeFiles(
         ...(nodeNoCa === undefined ? {} : { nodeStartNoCaS: nodeNoCa.wallS }),
         ...(analyzeNoCa === undefined ? {} : { analyzeNoCaS: analyzeNoCa.wallS }),
         analyze,
+        bundle,
+        sha256sumS: sha.wallS,
         tcpdumpS,
         tcpdumpCpuS,
         tcpdumpTzS,
@@ -230,6 +251,10 @@ export async function benchLargeFiles(
       floorS: med((t) => t.floorS),
       cFloorS: med((t) => t.cFloorS ?? null),
       cFloor2S: med((t) => t.cFloor2S ?? null),
+      bundleS: med((t) => t.bundle?.wallS ?? null),
+      bundleCpuS: med((t) => t.bundle?.cpuS ?? null),
+      bundleRssMiB: med((t) => t.bundle?.peakRssMiB ?? null),
+      sha256sumS: med((t) => t.sha256sumS ?? null),
       ...(extraCa
         ? {
             nodeStartNoCaS: med((t) => t.nodeStartNoCaS ?? null),

@@ -13,6 +13,7 @@ import { readInventoryFile } from '../common/inventory-file';
 import { makeWritableDir } from '../common/writable-dir';
 import type { FileDigest } from '../offline/file-digest';
 import type { ResumePoint } from '../offline/pcap-file';
+import type { AnalysisResult } from '../core/report/analysis-result';
 import { scanIdentityHeaders } from '../offline/identity-scan';
 import { parseCommandLine } from './args';
 import { EXIT } from './exit-codes';
@@ -188,17 +189,24 @@ export async function runAnalyze(argv: string[], out: (line: string) => void): P
   // Refused before the analysis: an unwritable directory is known at once.
   if (dir !== undefined) makeWritableDir(dir, '--report-dir', 'FILE_WRITE');
   const bundle = dir === undefined ? undefined : await import('../offline/report-dir');
-  // Hashed before the analysis: the digest is of the bytes analysed (a change is noted).
-  const before = bundle === undefined ? new Map<string, FileDigest>() : bundle.pointDigests(points);
+  // Hashed beside the analysis, on a worker thread (offline/digest-pool.ts): a file that changes
+  // meanwhile is noted in the report.
+  const digests = bundle?.startDigests(points);
   const parallel = parseParallelArg(values.parallel);
   // Where each file can be read again from the middle (the identity headers, evidence.pcapng).
   const seek = new Map<string, readonly ResumePoint[]>();
-  const analysed = analyzeFiles(
-    { points, inventory, selector, drops },
-    parallel === undefined ? { seek } : { parallel, seek },
-  );
-  // The request's data segments read again at each point: the identity headers its head carried.
-  const result = { ...analysed, identityHeaders: scanIdentityHeaders(points, analysed, seek) };
+  let result: AnalysisResult;
+  try {
+    const analysed = analyzeFiles(
+      { points, inventory, selector, drops },
+      parallel === undefined ? { seek } : { parallel, seek },
+    );
+    // The request's data segments read again at each point: the identity headers its head carried.
+    result = { ...analysed, identityHeaders: scanIdentityHeaders(points, analysed, seek) };
+  } catch (e) {
+    digests?.close();
+    throw e;
+  }
   const doctor: DoctorEvidence =
     values.doctor === undefined
       ? { status: 'not-run', detail: 'doctor was not run (no --doctor FILE)' }
@@ -211,6 +219,7 @@ export async function runAnalyze(argv: string[], out: (line: string) => void): P
   }
 
   if (dir !== undefined && bundle !== undefined) {
+    const before = digests === undefined ? new Map<string, FileDigest>() : await digests.take();
     bundle.writeReportDir(result, {
       dir,
       points,

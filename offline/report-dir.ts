@@ -19,6 +19,7 @@ import { HoptraceError } from '../common/errors';
 import type { Inventory } from '../common/inventory';
 import { hoptraceVersion } from '../common/version';
 import { fileDigest, fileStamp, type FileDigest } from './file-digest';
+import { PendingDigests } from './digest-pool';
 import { buildEvidencePcapng } from './evidence';
 import type { PointFile, RequestSelector } from './analyze-files';
 import type { ResumePoint } from './pcap-file';
@@ -46,6 +47,11 @@ export function pointDigests(points: PointFile[]): Map<string, FileDigest> {
   return out;
 }
 
+/** The digests of the point files, hashed beside the analysis (digest-pool.ts). */
+export function startDigests(points: PointFile[]): PendingDigests {
+  return new PendingDigests(points);
+}
+
 /** Files that changed between their digest and the end of the analysis. */
 function changedSince(points: PointFile[], before: Map<string, FileDigest>): string[] {
   return points.flatMap((p) => {
@@ -55,7 +61,7 @@ function changedSince(points: PointFile[], before: Map<string, FileDigest>): str
     return now !== null && now.bytes === d.bytes && now.mtimeMs === d.mtimeMs
       ? []
       : [
-          `${p.file} changed while it was analysed (a capture still being written?): its SHA-256 is of the bytes before the analysis`,
+          `${p.file} changed while it was analysed (a capture still being written?): its SHA-256 is of the bytes read while it was hashed, which may differ from the bytes analysed and from the file now`,
         ];
   });
 }
