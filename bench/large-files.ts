@@ -46,7 +46,7 @@ export interface LargeTrial {
   /**
    * `analyze --report-dir` (what a user attaching the report runs: the inputs' SHA-256 beside the
    * analysis, evidence.pcapng, the reports) and `sha256sum` of the three files; absent in results
-   * from before 2026-12-06 21:30 UTC.
+   * from before 2026-12-06 21:10 UTC.
    */
   bundle?: CommandCost;
   sha256sumS?: number;

@@ -250,7 +250,7 @@ times faster than \`sha256sum\` (the row above) — hashed on a worker thread be
 (offline/digest-pool.ts: the worker takes the files one at a time, this thread the rest once its
 analysis is done), then evidence.pcapng read from the resume points and the reports written.
 Hashing ~1.5 GiB is ~0.95 s of CPU, twice the analysis: on two cores that, not the analysis,
-sets the bundle's time. Before 2026-12-06 21:30 UTC the files were hashed before the analysis
+sets the bundle's time. Before 2026-12-06 21:10 UTC the files were hashed before the analysis
 began: by hand, interleaved, 1.55–1.63 s against 1.05–1.10 s now on these files.
 `;
 }
