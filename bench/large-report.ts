@@ -235,8 +235,9 @@ chose); the later points are then read by this thread and a worker thread on the
 one run with NODE_EXTRA_CA_CERTS unset (2026-12-06, by hand): Node ready at ~45 ms, modules until
 ~85 ms, the first point's pass ~115 ms, the later points ~100 ms here and ~110 ms there in
 parallel, the identity headers re-read ~17 ms (with the probe at frame 1000; from the analysis's
-resume points, offline/seek-points.ts, ~32 ms with it three quarters in — 1.5–1.7 s when that re-read
-started at each file's first frame). In C alone (the same gate over 128 KiB reads) a
+resume points, offline/seek-points.ts, and reading past the frames before the request without
+building them, 11–17 ms with it three quarters in — 1.5–1.7 s when that re-read started at each
+file's first frame). In C alone (the same gate over 128 KiB reads) a
 point's pass takes ~65–85 ms against ~38 ms for the reads: classifying every frame (the counts)
 costs about as much as copying it. The C floor-walk rows are what walking every record takes with
 no decoding at all; in analyze's order on two cores, with Node's start, that floor is
