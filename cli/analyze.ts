@@ -192,53 +192,55 @@ export async function runAnalyze(argv: string[], out: (line: string) => void): P
   // Hashed beside the analysis, on a worker thread (offline/digest-pool.ts): a file that changes
   // meanwhile is noted in the report.
   const digests = bundle?.startDigests(points);
-  const parallel = parseParallelArg(values.parallel);
-  // Where each file can be read again from the middle (the identity headers, evidence.pcapng).
-  const seek = new Map<string, readonly ResumePoint[]>();
-  let result: AnalysisResult;
   try {
+    const parallel = parseParallelArg(values.parallel);
+    // Where each file can be read again from the middle (the identity headers, evidence.pcapng).
+    const seek = new Map<string, readonly ResumePoint[]>();
     const analysed = analyzeFiles(
       { points, inventory, selector, drops },
       parallel === undefined ? { seek } : { parallel, seek },
     );
     // The request's data segments read again at each point: the identity headers its head carried.
-    result = { ...analysed, identityHeaders: scanIdentityHeaders(points, analysed, seek) };
-  } catch (e) {
-    digests?.close();
-    throw e;
-  }
-  const doctor: DoctorEvidence =
-    values.doctor === undefined
-      ? { status: 'not-run', detail: 'doctor was not run (no --doctor FILE)' }
-      : readDoctorFile(values.doctor);
+    const result: AnalysisResult = {
+      ...analysed,
+      identityHeaders: scanIdentityHeaders(points, analysed, seek),
+    };
+    const doctor: DoctorEvidence =
+      values.doctor === undefined
+        ? { status: 'not-run', detail: 'doctor was not run (no --doctor FILE)' }
+        : readDoctorFile(values.doctor);
 
-  if (values.json === true) out(JSON.stringify(result));
-  else {
-    const { renderVerdictText } = await import('../core/report/report');
-    out(renderVerdictText(result, values.doctor === undefined ? undefined : doctor));
-  }
+    if (values.json === true) out(JSON.stringify(result));
+    else {
+      const { renderVerdictText } = await import('../core/report/report');
+      out(renderVerdictText(result, values.doctor === undefined ? undefined : doctor));
+    }
 
-  if (dir !== undefined && bundle !== undefined) {
-    const before = digests === undefined ? new Map<string, FileDigest>() : await digests.take();
-    bundle.writeReportDir(result, {
-      dir,
-      points,
-      drops,
-      inventory,
-      inventoryFile: values.inventory,
-      selector,
-      doctorFile: values.doctor,
-      doctor,
-      before,
-      payload: values['evidence-payload'] === true,
-      seek,
-    });
-    if (values.json !== true)
-      out(
-        `bundle written to ${dir}: report.md, report.json, report.html, sequence.svg, evidence.pcapng, inventory.json`,
-      );
+    if (dir !== undefined && bundle !== undefined) {
+      const before = digests === undefined ? new Map<string, FileDigest>() : await digests.take();
+      bundle.writeReportDir(result, {
+        dir,
+        points,
+        drops,
+        inventory,
+        inventoryFile: values.inventory,
+        selector,
+        doctorFile: values.doctor,
+        doctor,
+        before,
+        payload: values['evidence-payload'] === true,
+        seek,
+      });
+      if (values.json !== true)
+        out(
+          `bundle written to ${dir}: report.md, report.json, report.html, sequence.svg, evidence.pcapng, inventory.json`,
+        );
+    }
+    // As `capture`: 0 when the captures answered (a layer named, or preserved, no return, dropped),
+    // 3 when they could not (no request found, a point without a capture, an ambiguous match).
+    return result.verdict.layer === 'unknown' ? EXIT.inconclusive : EXIT.ok;
+  } finally {
+    // Whatever failed, the process does not wait for the hashing worker (a no-op after take()).
+    await digests?.close();
   }
-  // As `capture`: 0 when the captures answered (a layer named, or preserved, no return, dropped),
-  // 3 when they could not (no request found, a point without a capture, an ambiguous match).
-  return result.verdict.layer === 'unknown' ? EXIT.inconclusive : EXIT.ok;
 }

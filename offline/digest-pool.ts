@@ -8,8 +8,11 @@
  * exits before answering, costs time only: its files are hashed here.
  *
  * The size and modification time are read before the analysis starts: the report's check that a
- * file did not change while it was analysed (report-dir.ts changedSince) compares them with the
- * file afterwards, so a file changed while it was hashed is noted as before.
+ * file did not change while it was analysed (report-dir.ts changedSince) compares that time with
+ * the file's afterwards, and a file whose size when hashed differs from the size before is marked
+ * `changed`, so a file changed while it was hashed is noted as before. Only regular files are
+ * hashed: standard input ('-') and pipes (`<(…)`, /dev/stdin) cannot be read twice, and a worker
+ * reading one beside the analysis would split its bytes with it.
  */
 import { join } from 'node:path';
 import { availableParallelism } from 'node:os';
@@ -19,11 +22,22 @@ import {
   Worker,
   type MessagePort,
 } from 'node:worker_threads';
+import { statSync } from 'node:fs';
 import { fileDigest, fileStamp, type FileDigest } from './file-digest';
 import type { PointFile } from './analyze-files';
 
 /** A worker's answer for file `i`. */
 export type DigestMessage = { i: number; digest: FileDigest } | { i: number; failed: true };
+
+/** A file to hash: a regular file, or one that cannot be read (its error is thrown in take()). */
+function hashable(file: string): boolean {
+  if (file === '-') return false;
+  try {
+    return statSync(file).isFile();
+  } catch {
+    return true; // missing or unreadable: hashing it here throws FILE_NOT_FOUND, as before
+  }
+}
 
 export class PendingDigests {
   private readonly files: PointFile[];
@@ -37,11 +51,11 @@ export class PendingDigests {
   private ended: Promise<void> = Promise.resolve();
 
   /**
-   * Starts hashing `points`' files ('-', standard input, is not hashed: reading it would use it
-   * up). `worker: false` (or one core) hashes everything on this thread in take().
+   * Starts hashing `points`' regular files (see above). `worker: false` (or one core) hashes
+   * them all on this thread in take(); `script` replaces the worker's (tests).
    */
   constructor(points: PointFile[], opts: { worker?: boolean; script?: string } = {}) {
-    this.files = points.filter((p) => p.file !== '-');
+    this.files = points.filter((p) => hashable(p.file));
     this.stamps = this.files.map((p) => fileStamp(p.file));
     if (opts.worker === false || availableParallelism() < 2 || this.files.length === 0) return;
     try {
@@ -67,33 +81,29 @@ export class PendingDigests {
   }
 
   /**
-   * Every file's digest by point name, once all are hashed; throws the error of a file that
-   * cannot be read (FILE_NOT_FOUND), as fileDigest does.
+   * Every hashed file's digest by point name, once all are hashed; throws the error of a file
+   * that cannot be read (FILE_NOT_FOUND), as fileDigest does, after stopping the worker.
    */
   async take(): Promise<Map<string, FileDigest>> {
-    for (
-      let i = Atomics.add(this.claim, 0, 1);
-      i < this.files.length;
-      i = Atomics.add(this.claim, 0, 1)
-    )
-      this.done.set(i, this.digestHere(i));
-    if (this.worker !== null) {
-      // Every file is claimed now: the worker exits once it has posted the ones it holds.
-      await this.ended;
-      this.worker = null;
-      const port = this.port;
-      if (port !== null) {
-        for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port))
-          this.answer(m.message as DigestMessage);
-        port.close();
-        this.port = null;
+    try {
+      let mine = 0;
+      for (let i = Atomics.add(this.claim, 0, 1); i < this.files.length;) {
+        this.done.set(i, this.digestHere(i));
+        mine++;
+        i = Atomics.add(this.claim, 0, 1);
       }
+      // The worker claimed nothing (small files, analysed before it started): not waited for.
+      if (mine === this.files.length) await this.close();
+      else await this.answers();
+      const out = new Map<string, FileDigest>();
+      this.files.forEach((p, i) => {
+        out.set(p.name, this.done.get(i) ?? this.digestHere(i));
+      });
+      return out;
+    } catch (e) {
+      await this.close();
+      throw e;
     }
-    const out = new Map<string, FileDigest>();
-    this.files.forEach((p, i) => {
-      out.set(p.name, this.done.get(i) ?? this.digestHere(i));
-    });
-    return out;
   }
 
   /** Files claimed so far, by either thread (all of them once take() has begun). */
@@ -101,12 +111,29 @@ export class PendingDigests {
     return Math.min(Atomics.load(this.claim, 0), this.files.length);
   }
 
-  /** Stops the worker (an analysis that failed does not wait for its inputs' digests). */
-  close(): void {
-    void this.worker?.terminate();
+  /**
+   * Stops the worker (an analysis that failed does not wait for its inputs' digests, nor does the
+   * process wait for it to exit); resolves once it has exited.
+   */
+  async close(): Promise<void> {
+    const w = this.worker;
     this.worker = null;
     this.port?.close();
     this.port = null;
+    if (w !== null) await w.terminate();
+  }
+
+  /** Waits for the worker to exit (every file is claimed), then takes the answers it posted. */
+  private async answers(): Promise<void> {
+    if (this.worker === null) return;
+    await this.ended;
+    this.worker = null;
+    const port = this.port;
+    this.port = null;
+    if (port === null) return;
+    for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port))
+      this.answer(m.message as DigestMessage);
+    port.close();
   }
 
   private answer(m: DigestMessage): void {
@@ -124,8 +151,10 @@ export class PendingDigests {
     return d;
   }
 
+  /** The time read before the analysis; `changed` when the size hashed is not the size then. */
   private stamped(i: number, d: FileDigest): FileDigest {
     const s = this.stamps[i];
-    return s === null || s === undefined ? d : { ...d, mtimeMs: s.mtimeMs };
+    if (s === null || s === undefined) return d;
+    return { ...d, mtimeMs: s.mtimeMs, ...(s.bytes === d.bytes ? {} : { changed: true }) };
   }
 }

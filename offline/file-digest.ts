@@ -12,6 +12,8 @@ export interface FileDigest {
   bytes: number;
   /** Modification time (ms), to notice a file that changed while it was analysed. */
   mtimeMs: number;
+  /** Its size when hashed was not its size before the analysis (digest-pool.ts). */
+  changed?: true;
 }
 
 /** The digest of `path`; FILE_NOT_FOUND when it cannot be read. */

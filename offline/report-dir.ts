@@ -58,7 +58,7 @@ function changedSince(points: PointFile[], before: Map<string, FileDigest>): str
     const d = before.get(p.name);
     if (d === undefined) return [];
     const now = fileStamp(p.file);
-    return now !== null && now.bytes === d.bytes && now.mtimeMs === d.mtimeMs
+    return d.changed !== true && now !== null && now.bytes === d.bytes && now.mtimeMs === d.mtimeMs
       ? []
       : [
           `${p.file} changed while it was analysed (a capture still being written?): its SHA-256 is of the bytes read while it was hashed, which may differ from the bytes analysed and from the file now`,
