@@ -49,6 +49,13 @@ function blockUntil(cond: () => boolean): boolean {
   return cond();
 }
 
+/** A worker script of the test's own in the temp dir (CommonJS source). */
+function workerScript(name: string, source: string): string {
+  const file = join(dir, name);
+  writeFileSync(file, source);
+  return file;
+}
+
 const noSpareCore =
   availableParallelism() < 2 ? 'one core: no worker is started (every file is hashed here)' : false;
 
@@ -82,8 +89,7 @@ void t.test(
   'a worker that cannot start, or exits without answering, costs no digest',
   { skip: noSpareCore },
   async (t) => {
-    const broken = join(dir, 'broken-worker.js');
-    writeFileSync(broken, "throw new Error('broken');\n");
+    const broken = workerScript('broken-worker.js', "throw new Error('broken');\n");
     t.same(
       sums(await new PendingDigests(points, { script: broken }).take()),
       want,
@@ -94,10 +100,9 @@ void t.test(
       want,
       'a worker script that is missing',
     );
-    const claimer = join(dir, 'claiming-worker.js');
     // Claims two files and exits without a word: this thread must hash them itself.
-    writeFileSync(
-      claimer,
+    const claimer = workerScript(
+      'claiming-worker.js',
       "const { workerData } = require('node:worker_threads');\n" +
         'Atomics.add(workerData.claim, 0, 2);\n',
     );
@@ -137,11 +142,10 @@ void t.test(
   'close() stops a worker that would not stop by itself',
   { skip: noSpareCore },
   async (t) => {
-    const stuck = join(dir, 'stuck-worker.js');
     const beat = join(dir, 'heartbeat');
     // Never exits by itself; appends a byte every 5 ms while it runs.
-    writeFileSync(
-      stuck,
+    const stuck = workerScript(
+      'stuck-worker.js',
       `const { appendFileSync } = require('node:fs');\n` +
         `setInterval(() => appendFileSync(${JSON.stringify(beat)}, '.'), 5);\n`,
     );
