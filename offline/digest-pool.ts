@@ -10,9 +10,9 @@
  * The size and modification time are read before the analysis starts: the report's check that a
  * file did not change while it was analysed (report-dir.ts changedSince) compares that time with
  * the file's afterwards, and a file whose size when hashed differs from the size before is marked
- * `changed`, so a file changed while it was hashed is noted as before. Only regular files are
- * hashed: standard input ('-') and pipes (`<(…)`, /dev/stdin) cannot be read twice, and a worker
- * reading one beside the analysis would split its bytes with it.
+ * `changed`, so a file changed while it was hashed is noted as before. Only the inputs
+ * file-digest.ts hashableInput accepts are hashed: a pipe read by a worker beside the analysis
+ * would split its bytes with it.
  */
 import { join } from 'node:path';
 import { availableParallelism } from 'node:os';
@@ -22,21 +22,13 @@ import {
   Worker,
   type MessagePort,
 } from 'node:worker_threads';
-import { statSync } from 'node:fs';
-import { fileDigest, fileStamp, type FileDigest } from './file-digest';
+import { fileDigest, fileStamp, hashableInput, type FileDigest } from './file-digest';
 import type { PointFile } from './analyze-files';
 
-/** A worker's answer for file `i`. */
-export type DigestMessage = { i: number; digest: FileDigest } | { i: number; failed: true };
-
-/** A file to hash: a regular file, or one that cannot be read (its error is thrown in take()). */
-function hashable(file: string): boolean {
-  if (file === '-') return false;
-  try {
-    return statSync(file).isFile();
-  } catch {
-    return true; // missing or unreadable: hashing it here throws FILE_NOT_FOUND, as before
-  }
+/** A worker's answer: the digest of file `i` (a file it cannot read gets none). */
+export interface DigestMessage {
+  i: number;
+  digest: FileDigest;
 }
 
 export class PendingDigests {
@@ -55,7 +47,7 @@ export class PendingDigests {
    * them all on this thread in take(); `script` replaces the worker's (tests).
    */
   constructor(points: PointFile[], opts: { worker?: boolean; script?: string } = {}) {
-    this.files = points.filter((p) => hashable(p.file));
+    this.files = points.filter((p) => hashableInput(p.file));
     this.stamps = this.files.map((p) => fileStamp(p.file));
     if (opts.worker === false || availableParallelism() < 2 || this.files.length === 0) return;
     try {
@@ -137,7 +129,6 @@ export class PendingDigests {
   }
 
   private answer(m: DigestMessage): void {
-    if (!('digest' in m)) return; // hashed here, where its error is thrown
     this.done.set(m.i, this.stamped(m.i, m.digest));
     this.hashed.worker++;
   }

@@ -1,7 +1,7 @@
 /**
  * The worker thread of offline/digest-pool.ts: claims the next file from the shared counter,
- * hashes it (file-digest.ts) and posts the digest, until none is left. A file it cannot read is
- * posted as failed, without details: the main thread hashes that one again and throws its error.
+ * hashes it (file-digest.ts) and posts the digest, until none is left. A file it cannot read gets
+ * no answer: the main thread hashes that one again and throws its error.
  */
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { fileDigest } from './file-digest';
@@ -17,12 +17,12 @@ for (;;) {
   const i = Atomics.add(claim, 0, 1);
   const file = files[i];
   if (file === undefined) break;
-  let message: DigestMessage;
+  let message: DigestMessage | null = null;
   try {
     message = { i, digest: fileDigest(file) };
   } catch {
-    message = { i, failed: true };
+    // unanswered: hashed again on the main thread, which throws the error
   }
-  port.postMessage(message);
+  if (message !== null) port.postMessage(message);
 }
 port.close();

@@ -3,7 +3,7 @@
  * computed from. Read in 1 MiB chunks into one buffer, so memory stays flat whatever the file.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
 import { HoptraceError } from '../common/errors';
 
 export interface FileDigest {
@@ -14,6 +14,20 @@ export interface FileDigest {
   mtimeMs: number;
   /** Its size when hashed was not its size before the analysis (digest-pool.ts). */
   changed?: true;
+}
+
+/**
+ * Whether `path` is an input to hash: a regular file, or one that cannot be read (hashing it
+ * throws FILE_NOT_FOUND). Standard input ('-') and pipes (`<(…)`, /dev/stdin) cannot be read
+ * twice, so they are not.
+ */
+export function hashableInput(path: string): boolean {
+  if (path === '-') return false;
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return true;
+  }
 }
 
 /** The digest of `path`; FILE_NOT_FOUND when it cannot be read. */

@@ -18,7 +18,7 @@ import type { AnalysisResult } from '../core/report/analysis-result';
 import { HoptraceError } from '../common/errors';
 import type { Inventory } from '../common/inventory';
 import { hoptraceVersion } from '../common/version';
-import { fileDigest, fileStamp, type FileDigest } from './file-digest';
+import { fileDigest, fileStamp, hashableInput, type FileDigest } from './file-digest';
 import { PendingDigests } from './digest-pool';
 import { buildEvidencePcapng } from './evidence';
 import type { PointFile, RequestSelector } from './analyze-files';
@@ -40,10 +40,10 @@ function writeReport(dir: string, name: string, text: string | Buffer): void {
   }
 }
 
-/** The digests of the point files ('-', standard input, is not hashed: reading it would use it up). */
+/** The digests of the point files that can be hashed (file-digest.ts hashableInput), here and now. */
 export function pointDigests(points: PointFile[]): Map<string, FileDigest> {
   const out = new Map<string, FileDigest>();
-  for (const p of points) if (p.file !== '-') out.set(p.name, fileDigest(p.file));
+  for (const p of points) if (hashableInput(p.file)) out.set(p.name, fileDigest(p.file));
   return out;
 }
 

@@ -536,9 +536,7 @@ if (!native.ok) {
       if (!asRoot(t)) return;
       const { f, port, w, src } = await gatheringCapture(t, 17);
       const until = async (what: string, ok: () => boolean): Promise<void> => {
-        const deadline = Date.now() + 3000;
-        while (!ok() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-        t.ok(ok(), what);
+        t.ok(await eventually(ok, 3000), what);
       };
       // After a quiet spell the first datagram goes out at once; the next ones within the
       // coalescing period wait in the batch.
