@@ -1,4 +1,5 @@
-/** Where an agent's message belongs: its capture id and point, whatever its kind. */
+/** Where an agent's message belongs: its capture id and point, whatever its kind; its events as the point's. */
+import type { PacketEvent } from '../common/event';
 import type { AgentMessage } from './hub-types';
 
 export function captureIdOf(m: AgentMessage): string {
@@ -25,4 +26,20 @@ export function pointOf(m: AgentMessage): string {
     case 'error':
       return m.error.point;
   }
+}
+
+/**
+ * The events as the armed point's: the same array when every event already names that point, node
+ * and interface (what an agent sends), else a copy in which the ones that do not are rewritten.
+ */
+export function ownEvents(
+  events: readonly PacketEvent[],
+  point: string,
+  node: string | null,
+  iface: string,
+): readonly PacketEvent[] {
+  const own = (e: PacketEvent): boolean =>
+    e.point === point && (node === null || e.node === node) && e.iface === iface;
+  if (events.every(own)) return events;
+  return events.map((e) => (own(e) ? e : { ...e, point, node: node ?? e.node, iface }));
 }

@@ -332,7 +332,7 @@ export class CaptureSession {
     const p = this.point(point);
     const list = this.events.get(point);
     if (!p || !list) return [];
-    p.events += events.length;
+    p.events = addCount(p.events, events.length);
     // Events prove the capture runs even when the status was lost.
     if (events.length > 0) p.confirmed = true;
     const held: PacketEvent[] = [];
@@ -340,8 +340,9 @@ export class CaptureSession {
     let over = 0;
     for (const e of events) {
       if (e.fold !== undefined) {
-        p.foldEvents = (p.foldEvents ?? 0) + 1;
-        p.foldedPackets = (p.foldedPackets ?? 0) + e.fold.packets;
+        // Saturating: an agent's counters must not push a stored count past what loads again.
+        p.foldEvents = addCount(p.foldEvents ?? 0, 1);
+        p.foldedPackets = addCount(p.foldedPackets ?? 0, e.fold.packets);
       }
       if (!isUsefulEvent(e)) continue;
       if (room <= 0) {
@@ -679,7 +680,7 @@ export class CaptureSession {
  * PointRecord, or the PointView GET /v1/captures/:id serves of it).
  */
 export function accounted(p: Pick<PointRecord, 'events' | 'foldEvents' | 'foldedPackets'>): number {
-  return p.events - (p.foldEvents ?? 0) + (p.foldedPackets ?? 0);
+  return addCount(Math.max(0, p.events - (p.foldEvents ?? 0)), p.foldedPackets ?? 0);
 }
 
 function errorText(p: PointRecord): string {

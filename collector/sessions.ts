@@ -36,7 +36,7 @@ import { hoptraceVersion } from '../common/version';
 import { withConntrackEvidence } from '../core/attribute/conntrack-evidence';
 import { CaptureSession, MAX_HELD_EVENTS, type CaptureSpec } from './session';
 import type { BundleFileName, CaptureStore, ReportKind } from './store';
-import { captureIdOf, pointOf } from './agent-messages';
+import { captureIdOf, ownEvents, pointOf } from './agent-messages';
 import {
   reportInputs,
   liveReportMeta,
@@ -108,6 +108,8 @@ export class SessionManager {
   private readonly snaplen: number;
   private readonly cluster: ClusterFacts | undefined;
   private readonly sessions = new Map<string, CaptureSession>();
+  /** `captureId/point` whose agent's events claimed another point, node or interface (warned). */
+  private readonly claimWarned = new Set<string>();
   /** What the reports of finished captures are written from (rewritten by late counts, conntrack). */
   private readonly finals = new Map<string, FinalReport>();
   private readonly debounce = new Map<string, NodeJS.Timeout>();
@@ -463,19 +465,32 @@ export class SessionManager {
     }
     const now = this.clock.nowMs();
     switch (msg.kind) {
-      case 'events':
+      case 'events': {
         if (msg.batch.events.length === 0) return;
+        // Each event names its point, node and interface, and the report and the clock analysis
+        // read them: what the collector armed decides them, not what a peer claims (an agent on
+        // one node could otherwise put its packets under another node and its clock).
+        const batch = ownEvents(msg.batch.events, pointName, p.node, p.iface);
+        if (batch !== msg.batch.events && !this.claimWarned.has(`${captureId}/${pointName}`)) {
+          this.claimWarned.add(`${captureId}/${pointName}`);
+          const e = msg.batch.events.find((x, i) => x !== batch[i]);
+          this.log.warn(
+            { captureId, agentId: msg.agentId, point: pointName, code: 'WIRE_UNEXPECTED' },
+            `events that claim point ${JSON.stringify(e?.point)}, node ${JSON.stringify(e?.node)}, interface ${JSON.stringify(e?.iface)} from the agent armed for point ${pointName} on node ${JSON.stringify(p.node)}, interface ${JSON.stringify(p.iface)}: taken as the armed point's (said once per point)`,
+          );
+        }
+        // The stored record holds the events as applied: rewritten ones are encoded again.
         await this.store.appendEvents(
           captureId,
           pointName,
-          msg.batch.events,
+          batch,
           msg.seq,
-          msg.batch.raw,
+          batch === msg.batch.events ? msg.batch.raw : undefined,
         );
         p.appliedSeq = Math.max(p.appliedSeq ?? 0, msg.seq);
         if (s.isFinal()) return;
         const overBefore = p.unanalysed ?? 0;
-        const held = s.addEvents(pointName, msg.batch.events, now, this.holdLimit(s));
+        const held = s.addEvents(pointName, batch, now, this.holdLimit(s));
         if (s.isOffloaded()) this.offload.add(captureId, pointName, held);
         else this.maybeOffload(s);
         if (overBefore === 0 && (p.unanalysed ?? 0) > 0)
@@ -485,6 +500,7 @@ export class SessionManager {
           );
         this.scheduleAnalysis(s);
         return;
+      }
       case 'status':
         s.applyStatus(msg.status, now);
         if (msg.status.state === 'failed') {

@@ -6,6 +6,7 @@
  */
 import {
   appendFileSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -108,6 +109,98 @@ void t.test(
       () => readFileSync(join(dir, 'captures', c.id, 'events-backend.pb')),
       'nothing written',
     );
+  },
+);
+
+void t.test(
+  "an agent's events speak for the point it was armed on: another node, point or interface claimed is rewritten, in memory and on disk",
+  async (t) => {
+    const dir = tmp(t);
+    const hub = hubWithAgents();
+    const logged: string[] = [];
+    const logger = {
+      ...silentLogger(),
+      warn: (fields: object, msg: string) => {
+        logged.push(`${JSON.stringify(fields)} ${msg}`);
+      },
+    };
+    const store = new CaptureStore({ dir, fsync: false });
+    const sessions = new SessionManager({ hub, store, logger, debounceMs: 0 });
+    sessions.start();
+    t.teardown(() => sessions.close());
+    const c = await sessions.create({
+      points: POINTS,
+      timeoutMs: 60_000,
+      stopOnFirstMatch: false,
+      settleMs: 60_000,
+    });
+    // The backend agent (backend-node) says its packets were seen on vpn-node's tun0 at decap: the
+    // clock analysis would then take decap's and backend's clocks as one.
+    const forged = evs(1, 3).map((e) => ({
+      ...e,
+      point: 'decap',
+      node: 'vpn-node',
+      iface: 'tun0',
+    }));
+    const honest = evs(4, 1).map((e) => ({
+      ...e,
+      point: 'backend',
+      node: 'backend-node',
+      iface: 'eth0',
+    }));
+    for (const events of [forged, honest, forged])
+      await hub.deliver({
+        kind: 'events',
+        agentId: 'agent-backend',
+        batch: { captureId: c.id, point: 'backend', events },
+      });
+    const file = parseEventFile(readFileSync(join(dir, 'captures', c.id, 'events-backend.pb')));
+    t.same(
+      [...new Set(file.events.map((e) => `${e.point}@${e.node}:${e.iface}`))],
+      ['backend@backend-node:eth0'],
+      'stored as the armed point on its node and interface',
+    );
+    t.equal(file.events.length, 7, 'every event kept');
+    t.equal(sessions.get(c.id)?.points[2]?.events, 7);
+    t.notOk(
+      existsSync(join(dir, 'captures', c.id, 'events-decap.pb')),
+      'nothing went to the point it claimed',
+    );
+    const warned = logged.filter((l) => l.includes('WIRE_UNEXPECTED'));
+    t.equal(warned.length, 1, 'said once per point');
+    t.match(warned[0] ?? '', /claim point "decap", node "vpn-node", interface "tun0"/);
+  },
+);
+
+void t.test(
+  "an agent's flow counters saturate: the capture's stored record still loads after a restart",
+  async (t) => {
+    const dir = tmp(t);
+    const hub = hubWithAgents();
+    const first = manager(t, dir, hub);
+    const c = await first.create({
+      points: POINTS,
+      timeoutMs: 60_000,
+      stopOnFirstMatch: false,
+      settleMs: 60_000,
+    });
+    const huge = Number.MAX_SAFE_INTEGER;
+    const folds = evs(1, 2).map((e) => ({
+      ...e,
+      fold: { packets: huge, bytes: huge, lastTsNs: e.tsNs, lastFrame: e.frame },
+    }));
+    await hub.deliver({
+      kind: 'events',
+      agentId: 'agent-vpn',
+      batch: { captureId: c.id, point: 'decap', events: [...folds, ...evs(3, 2)] },
+    });
+    const p = first.get(c.id)?.points[0];
+    t.equal(p?.packets, huge, 'the count saturates');
+    await first.close();
+    const second = manager(t, dir, hubWithAgents());
+    const again = second.get(c.id);
+    t.ok(again, 'the capture loads again, not quarantined');
+    t.equal(again?.points[0]?.packets, huge);
   },
 );
 
