@@ -173,6 +173,11 @@ export interface PointMatch {
   icmpErrors: IcmpErrorRef[];
   /** One sentence: why this point's packet is the request (or why not). */
   detail: string;
+  /**
+   * Set when the request was found here only outside the window around its time at the first
+   * point (core/correlate/far-syn.ts): how far from that time its SYN is on this point's clock.
+   */
+  outsideWindowNs?: bigint;
 }
 
 /**

@@ -41,6 +41,8 @@ import {
 import { icmpErrorsAbout, icmpErrorsText } from './icmp-errors';
 import { findOuter } from './outer';
 import { tupleText } from '../../common/endpoint';
+import { flowView, isSynOnly, type FlowView, type TcpView } from './flow-view';
+import { outsideWindowText, synOutsideWindow } from './far-syn';
 
 export type { FlowProto };
 
@@ -53,57 +55,7 @@ const ACK = 0x10;
 /** Default correlation window around the request's first packet at the first point. */
 export const DEFAULT_WINDOW_NS = 10_000_000_000n;
 
-/** One TCP segment or UDP datagram, with what matching reads of it. */
-export interface FlowView {
-  ev: PacketEvent;
-  proto: FlowProto;
-  tuple: Endpoint;
-  /** TCP flags (0 for UDP). */
-  flags: number;
-  seq: number | null;
-  ack: number | null;
-}
-
-/** Kept for the TCP-only callers: a FlowView whose proto is 'tcp'. */
-export type TcpView = FlowView;
-
-/**
- * The FlowView of a TCP or UDP event with ports, or of an ICMP/ICMPv6 echo request or reply (its
- * identifier as both ports), else null — also for a flow counter (PacketEvent.fold, folds.ts):
- * it stands for packets whose keys were never sent, so nothing is matched by it.
- */
-export function flowView(ev: PacketEvent): FlowView | null {
-  const t = ev.inner;
-  if (t === null || ev.fold !== undefined) return null;
-  if (t.proto === 'icmp' || t.proto === 'icmpv6') {
-    const id = ev.keys.icmpId;
-    if (id === undefined) return null;
-    return {
-      ev,
-      proto: t.proto,
-      tuple: { src: t.src, sport: id, dst: t.dst, dport: id },
-      flags: 0,
-      seq: null,
-      ack: null,
-    };
-  }
-  if (t.proto !== 'tcp' && t.proto !== 'udp') return null;
-  if (t.sport === undefined || t.dport === undefined) return null;
-  return {
-    ev,
-    proto: t.proto,
-    tuple: { src: t.src, sport: t.sport, dst: t.dst, dport: t.dport },
-    flags: ev.keys.tcpFlags ?? 0,
-    seq: ev.keys.tcpSeq ?? null,
-    ack: ev.keys.tcpAck ?? null,
-  };
-}
-
-/** The FlowView of a TCP event, else null. */
-export function tcpView(ev: PacketEvent): TcpView | null {
-  const v = flowView(ev);
-  return v?.proto === 'tcp' ? v : null;
-}
+export { flowView, tcpView, type FlowView, type TcpView } from './flow-view';
 
 /** An ICMP echo request (v4 type 8, v6 type 128). */
 export const isEchoRequest = (v: FlowView): boolean =>
@@ -117,7 +69,7 @@ const SHAPE_OF: Record<FlowProto, RequestShape> = {
   icmpv6: 'icmp-echo',
 };
 
-export const isSynOnly = (v: TcpView): boolean => (v.flags & SYN) !== 0 && (v.flags & ACK) === 0;
+export { isSynOnly };
 const isSynAck = (v: TcpView): boolean => (v.flags & SYN) !== 0 && (v.flags & ACK) !== 0;
 
 /** Sequence arithmetic is modulo 2^32 (RFC 9293 §3.4). */
@@ -828,6 +780,31 @@ function selectedDetail(id: RequestIdentity, point: string): string {
   }
 }
 
+/**
+ * A point where the request was not seen within the window, matched again around its SYN when
+ * that SYN is further away (far-syn.ts); the point as it was when there is none or it does not
+ * match there.
+ */
+function matchOutsideWindow(
+  m: PointMatch,
+  id: RequestIdentity,
+  client: ClientPackets,
+  point: PointEvents,
+  windowNs: bigint,
+): PointMatch {
+  if (m.status !== 'not-seen') return m;
+  const at = synOutsideWindow(id, point, windowNs);
+  if (at === null) return m;
+  const there = matchPoint({ ...id, startTsNs: at }, client, point, windowNs);
+  if (there.status !== 'matched') return m;
+  const shift = at - id.startTsNs;
+  return {
+    ...there,
+    outsideWindowNs: shift,
+    detail: `${there.detail}; ${outsideWindowText(shift, windowNs, id.point)}`,
+  };
+}
+
 /** Follow one identified request across the ordered points. */
 export function correlateIdentity(
   id: RequestIdentity,
@@ -881,7 +858,7 @@ export function correlateIdentity(
   const out = [withErrors(firstMatch, first, id.tuple)];
   let last = id.tuple;
   for (const p of rest) {
-    const m = matchPoint(id, client, p, windowNs);
+    const m = matchOutsideWindow(matchPoint(id, client, p, windowNs), id, client, p, windowNs);
     out.push(withErrors(m, p, m.observed ?? last));
     if (m.observed !== null) last = m.observed;
   }

@@ -42,6 +42,11 @@ export interface PointSummary {
    * events (core/correlate/folds.ts); not in `packets` and never matched one by one. Absent: none.
    */
   folded?: { requestPackets: number; replyPackets: number; lastTsNs: string };
+  /**
+   * Set when the request was found here only outside the window around its time at the first
+   * point (core/correlate/far-syn.ts): its SYN's distance from that time, ns, as a decimal string.
+   */
+  outsideWindowNs?: string;
 }
 
 /** One packet of the matched connection at a point, JSON-safe (core/correlate FlowPacket). */

@@ -20,6 +20,7 @@ import {
   type PointEvents,
 } from '../correlate/correlate';
 import { foldedPackets } from '../correlate/folds';
+import { outsideWindowText } from '../correlate/far-syn';
 import { inOpaqueLead, opaqueTunnel } from '../correlate/outer';
 import {
   DEFAULT_WINDOW_NS,
@@ -76,6 +77,7 @@ export function summarizePoints(journey: Journey): PointSummary[] {
     iface: p.packet?.iface ?? null,
     flow: p.flow.map((f) => ({ ...f, tsNs: f.tsNs.toString() })),
     flowOmitted: p.flowOmitted,
+    ...(p.outsideWindowNs === undefined ? {} : { outsideWindowNs: p.outsideWindowNs.toString() }),
   }));
 }
 
@@ -105,7 +107,21 @@ export function analyzeEvents(input: AnalyzeInput): AnalysisResult {
     if (f !== null && s !== undefined) s.folded = { ...f, lastTsNs: f.lastTsNs.toString() };
   });
   const clock = estimateClockOffsets(points);
-  return { verdict, points, clock, hops: hopLatencies(points, clock) };
+  const caveats = journey.points.flatMap((p) =>
+    p.outsideWindowNs === undefined
+      ? []
+      : [
+          `${p.point}: ${outsideWindowText(p.outsideWindowNs, journey.windowNs, journey.request?.point ?? 'the first point')}; ` +
+            `the verdict follows it there, and times between ${p.point} and the other points are only as good as the clock offset estimated from these packets`,
+        ],
+  );
+  return {
+    verdict,
+    points,
+    clock,
+    hops: hopLatencies(points, clock),
+    ...(caveats.length === 0 ? {} : { caveats }),
+  };
 }
 
 /** Pass 1 at the first point: only new TCP connections (SYN without ACK) fitting `selector` matter. */
@@ -603,32 +619,64 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
 
   // Every later point has this plan: those after the first may start reading while it is read.
   for (const p of rest.slice(1)) p.prepare?.(plan);
-  const later: PointEvents[] = rest.map((p) => {
-    const selection = new LaterPointSelection<PacketEvent>();
-    const cursor = new EventCursor();
-    const errors = new ErrorKeeper(inWindow);
-    const outer = new OuterKeeper(startTs);
-    let count = 0;
-    for (const ev of p.events(plan)) {
-      count++;
-      if (errors.offer(ev) || outer.offer(ev)) continue;
-      const v = flowView(ev);
-      if (v === null || v.proto !== plan.proto || !inWindow(ev)) continue;
-      const t = v.tuple;
-      const k = ev.keys;
-      cursor.ev = ev;
-      cursor.src = t.src;
-      cursor.sport = t.sport;
-      cursor.dst = t.dst;
-      cursor.dport = t.dport;
-      const trigger = isKeysTrigger(plan, k);
-      selection.offer(cursor, undefined, trigger, k.payloadLength);
-    }
-    return {
-      name: p.name,
-      events: [...selection.result(), ...errors.kept, ...outer.kept],
-      capturedEvents: p.capturedEvents?.() ?? count,
-    };
+  const later = rest.map((p) => laterPoint(p, plan));
+  const result = analyze([firstPoint, ...later.map((l) => l.point)]);
+  // A later point without the request in the window may hold its SYN further away (its clock is
+  // off: core/correlate/far-syn.ts): read it again over all of its time, for the request's
+  // connections only (what LaterPointSelection keeps), and correlate once more.
+  const far = rest.filter(
+    (_, i) => plan.shape === 'tcp-syn' && result.points[i + 1]?.status === 'not-seen',
+  );
+  if (far.length === 0) return result;
+  const wide: LaterPass = { ...plan, windowNs: ALL_TIME_NS };
+  const again = rest.map((p, i) => {
+    const before = later[i];
+    if (before === undefined) throw new Error('unreachable: one pass per later point');
+    return far.includes(p) ? laterPoint(p, wide, before.near).point : before.point;
   });
-  return analyze([firstPoint, ...later]);
+  return analyze([firstPoint, ...again]);
+}
+
+/** A window that holds every timestamp a capture can carry (u64 nanoseconds). */
+const ALL_TIME_NS = 1n << 64n;
+
+/**
+ * One later point's pass under `plan`: what LaterPointSelection keeps of the request's transport
+ * within the plan's window, and the ICMP errors and tunnel packets near the request (`near`: those
+ * of an earlier pass, which a wide pass keeps instead of looking for them again).
+ */
+function laterPoint(
+  p: PointStream,
+  plan: LaterPass,
+  near?: readonly PacketEvent[],
+): { point: PointEvents; near: readonly PacketEvent[] } {
+  const inWindow = (ev: PacketEvent): boolean => absDiff(ev.tsNs, plan.startTsNs) <= plan.windowNs;
+  const selection = new LaterPointSelection<PacketEvent>();
+  const cursor = new EventCursor();
+  const errors = new ErrorKeeper(inWindow);
+  const outer = new OuterKeeper(plan.startTsNs);
+  let count = 0;
+  for (const ev of p.events(plan)) {
+    count++;
+    if (near === undefined && (errors.offer(ev) || outer.offer(ev))) continue;
+    const v = flowView(ev);
+    if (v === null || v.proto !== plan.proto || !inWindow(ev)) continue;
+    const t = v.tuple;
+    const k = ev.keys;
+    cursor.ev = ev;
+    cursor.src = t.src;
+    cursor.sport = t.sport;
+    cursor.dst = t.dst;
+    cursor.dport = t.dport;
+    selection.offer(cursor, undefined, isKeysTrigger(plan, k), k.payloadLength);
+  }
+  const kept = near ?? [...errors.kept, ...outer.kept];
+  return {
+    point: {
+      name: p.name,
+      events: [...selection.result(), ...kept],
+      capturedEvents: p.capturedEvents?.() ?? count,
+    },
+    near: kept,
+  };
 }

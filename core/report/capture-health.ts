@@ -86,7 +86,9 @@ export function healthCaveats(points: PointSummary[], health: CaptureHealth[]): 
   return out;
 }
 
-/** The analysis with the captures' health and the cautions it gives rise to. */
+/** The analysis with the captures' health and the cautions it gives rise to (after its own). */
 export function withCaptureHealth(result: AnalysisResult, health: CaptureHealth[]): AnalysisResult {
-  return { ...result, captureHealth: health, caveats: healthCaveats(result.points, health) };
+  const own = result.caveats ?? [];
+  const fromHealth = healthCaveats(result.points, health).filter((c) => !own.includes(c));
+  return { ...result, captureHealth: health, caveats: [...own, ...fromHealth] };
 }

@@ -61,15 +61,23 @@ void t.test('analyzeEvents: windowNs is honoured', (t) => {
     pt('decap', exchange('decap', DIRECT)),
     pt('backend', exchange('backend', DIRECT, { at: 3_000_000_000n })),
   ];
-  t.equal(
-    analyzeEvents({ points: late, inventory: INVENTORY, selector: {}, windowNs: 1_000_000_000n })
-      .verdict.layer,
-    'dropped',
+  // Outside a 1 s window the request's SYN is still found by its ISN, never called dropped: the
+  // verdict follows it, and a caution says how far it was.
+  const narrow = analyzeEvents({
+    points: late,
+    inventory: INVENTORY,
+    selector: {},
+    windowNs: 1_000_000_000n,
+  });
+  t.equal(narrow.verdict.layer, 'preserved');
+  t.equal(narrow.points[1]?.outsideWindowNs, '3000000000');
+  t.match(
+    narrow.caveats?.[0] ?? '',
+    /^backend: the request's SYN was found \+3\.0 s from its time at decap, outside the ±1\.0 s window/,
   );
-  t.equal(
-    analyzeEvents({ points: late, inventory: INVENTORY, selector: {} }).verdict.layer,
-    'preserved',
-  );
+  const wide = analyzeEvents({ points: late, inventory: INVENTORY, selector: {} });
+  t.equal(wide.verdict.layer, 'preserved');
+  t.equal(wide.caveats, undefined, 'within the default window: no caution');
   t.end();
 });
 

@@ -128,15 +128,38 @@ void t.test(
   },
 );
 
-void t.test('time window: a SYN with the same ISN 11 s later is outside the default 10 s', (t) => {
-  const points = [
-    pt('decap', exchange('decap', DIRECT)),
-    pt('backend', exchange('backend', DIRECT, { at: 11n * SEC })),
-  ];
-  t.equal(correlateRequest(points, {}).points[1]?.status, 'not-seen');
-  t.equal(correlateRequest(points, {}, { windowNs: 20n * SEC }).points[1]?.status, 'matched');
-  t.end();
-});
+void t.test(
+  'time window: a SYN with the same ISN 11 s later is outside the default 10 s, matched there and said so',
+  (t) => {
+    const points = [
+      pt('decap', exchange('decap', DIRECT)),
+      pt('backend', exchange('backend', DIRECT, { at: 11n * SEC })),
+    ];
+    const far = correlateRequest(points, {}).points[1];
+    t.equal(far?.status, 'matched', 'its ISN finds the request outside the window');
+    t.equal(far?.outsideWindowNs, 11n * SEC, 'how far, on that point’s clock');
+    t.match(
+      far?.detail ?? '',
+      /SYN was found \+11\.0 s from its time at decap, outside the ±10\.0 s window/,
+    );
+    const wide = correlateRequest(points, {}, { windowNs: 20n * SEC }).points[1];
+    t.equal(wide?.status, 'matched');
+    t.equal(wide?.outsideWindowNs, undefined, 'within a 20 s window: nothing to say');
+    // Another connection there 11 s later (another ISN) is not the request.
+    const other = [
+      pt('decap', exchange('decap', DIRECT)),
+      pt('backend', exchange('backend', DIRECT, { at: 11n * SEC, isn: 12345 })),
+    ];
+    t.equal(correlateRequest(other, {}).points[1]?.status, 'not-seen');
+    // Earlier on that clock: the same.
+    const before = [
+      pt('decap', exchange('decap', DIRECT, { at: 30n * SEC })),
+      pt('backend', exchange('backend', DIRECT)),
+    ];
+    t.equal(correlateRequest(before, {}).points[1]?.outsideWindowNs, -30n * SEC);
+    t.end();
+  },
+);
 
 void t.test('SYN not captured at a point: later segments match by seq, TSval and payload', (t) => {
   const backend = exchange('backend', DIRECT, { at: 2n }).filter((e) => e.keys.tcpFlags !== SYN);
