@@ -50,6 +50,27 @@ export interface CaptureFileStats {
   truncated?: FileCut;
 }
 
+/**
+ * Why a classic pcap record that runs past the end of the file is a damaged length rather than a
+ * capture cut short, or null: it claims more than the header's snaplen, and the `left` bytes after
+ * its header would hold a whole record of that snaplen (a writer stopped inside a record leaves
+ * fewer). Read as damage, as a length above MAX_SNAPLEN is; what follows cannot be found.
+ */
+export function damagedLength(
+  index: number,
+  offset: number,
+  caplen: number,
+  snaplen: number,
+  left: number,
+): string | null {
+  if (snaplen <= 0 || caplen <= snaplen || left <= snaplen) return null;
+  return (
+    `record ${index} at offset ${offset} claims ${caplen} captured bytes, more than the ` +
+    `header's snaplen of ${snaplen}, and the ${left} bytes after it would hold a whole record ` +
+    'of that snaplen: its length is damaged, not the capture cut short'
+  );
+}
+
 /** Where a file ends inside a record: a capture still being written, or cut by a full disk. */
 export interface FileCut {
   /** File offset of the record (pcapng: block) that the end of the file cuts. */
@@ -346,9 +367,12 @@ class PcapReader extends BaseReader {
         );
       }
       if (!r.fill(16 + caplen)) {
+        const left = r.available - 16;
+        const damaged = damagedLength(index, r.offset, caplen, this.snaplen, left);
+        if (damaged !== null) fail('FILE_BAD_RECORD', this.path, damaged, HINT_DAMAGED);
         this.cut(
           r.offset,
-          `record ${index} at offset ${r.offset} needs ${caplen} bytes, the file has ${r.available - 16}`,
+          `record ${index} at offset ${r.offset} needs ${caplen} bytes, the file has ${left}`,
         );
       }
       this.framesRead = index;

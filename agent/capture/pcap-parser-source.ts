@@ -17,7 +17,13 @@ import { HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
 import { decodeFrame, linktypeOf, type DecodeOptions } from '../../core/decode/frame';
 import { toPacketEvent, type EventContext } from '../../core/decode/event';
-import { HINT_CUT, HINT_DAMAGED, HINT_FORMAT, MAX_SNAPLEN } from '../../offline/pcap-file';
+import {
+  damagedLength,
+  HINT_CUT,
+  HINT_DAMAGED,
+  HINT_FORMAT,
+  MAX_SNAPLEN,
+} from '../../offline/pcap-file';
 import type { CaptureSource, CaptureSpec, CaptureStats } from './source';
 
 interface PcapParserHeader {
@@ -184,24 +190,32 @@ export class PcapParserSource implements CaptureSource {
           return;
         }
         flush();
-        this.finish(this.cutAtEnd(pending, index, offset, size));
+        this.finish(this.cutAtEnd(pending, index, offset, size, snaplen));
       });
     });
   }
 
   /**
-   * FILE_TRUNCATED when the file ends inside a record (pcap-parser just stops), with the words
-   * of pcap-file.ts; null when it ends after one.
+   * FILE_TRUNCATED when the file ends inside a record (pcap-parser just stops), FILE_BAD_RECORD
+   * when that record's length is damaged (damagedLength), with the words of pcap-file.ts; null
+   * when it ends after one.
    */
   private cutAtEnd(
     pending: { index: number; offset: number; caplen: number } | null,
     records: number,
     next: number,
     size: number,
+    snaplen: number,
   ): HoptraceError | null {
     let detail: string;
     if (pending !== null) {
       const has = size - pending.offset - 16;
+      const damaged = damagedLength(pending.index, pending.offset, pending.caplen, snaplen, has);
+      if (damaged !== null)
+        return new HoptraceError('FILE_BAD_RECORD', damaged, {
+          where: this.path,
+          hint: HINT_DAMAGED,
+        });
       detail = `record ${pending.index} at offset ${pending.offset} needs ${pending.caplen} bytes, the file has ${has}`;
     } else if (next < size) {
       detail = `record ${records + 1} header cut after ${size - next} bytes at offset ${next}`;

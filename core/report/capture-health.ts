@@ -59,7 +59,7 @@ export function healthCaveats(points: PointSummary[], health: CaptureHealth[]): 
     if (h.truncated !== undefined) {
       out.push(
         `${p.name}: ${h.iface} ends inside a record (${h.truncated.detail}): the verdict uses ` +
-          `the ${h.packets} frames before it; whatever the capture held after them is not in the file`,
+          `the ${h.packets} frames before it; nothing after them was read`,
       );
     }
     if (!p.seenRequest && h.targetNote !== undefined) {

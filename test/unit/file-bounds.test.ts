@@ -151,6 +151,19 @@ const CASES: Case[] = [
       /^record 2 at offset 100 claims 300000 captured bytes, above libpcap's maximum of 262144 \(the header's snaplen is 1048576\)$/,
   },
   {
+    // Not a capture cut short inside its last record: the bytes after it would hold a whole record
+    // of the header's snaplen (a damaged length the review found read as "the file ends here").
+    name: 'caplen 262144 under a snaplen of 65535, 70,000 bytes after it',
+    format: 'pcap',
+    bytes: pcap(65535, [
+      { caplen: 60, bytes: FRAME },
+      { caplen: 262144, bytes: Buffer.alloc(70_000, 0x41) },
+    ]),
+    code: 'FILE_BAD_RECORD',
+    detail:
+      /^record 2 at offset 100 claims 262144 captured bytes, more than the header's snaplen of 65535, and the 70000 bytes after it would hold a whole record of that snaplen: its length is damaged, not the capture cut short$/,
+  },
+  {
     name: 'an EPB whose block length claims 0xfffffff0',
     format: 'pcapng',
     bytes: Buffer.concat([ngStart, epbHead(0xfffffff0, 60), FRAME]),
