@@ -104,6 +104,9 @@ export class FilePointStream implements PointStream {
 
   readonly capturedEvents = (): number => this.count;
 
+  /** The file's frames, as the last pass that read it to the end counted them. */
+  readonly capturedFrames = (): number | undefined => this.recorded?.stats.frames;
+
   /** Resume points in the file (offline/seek-points.ts) from the fast path's passes; [] without. */
   readonly seekPoints = (): readonly ResumePoint[] => this.seek;
 

@@ -142,6 +142,8 @@ export interface PointMatch {
   status: PointStatus;
   /** All events handed in for this point (0 means the point captured nothing at all). */
   capturedEvents: number;
+  /** Every frame the point captured, when known (PointEvents.capturedFrames). */
+  capturedFrames?: number;
   matchedBy: MatchKey[];
   replyMatchedBy: MatchKey[];
   /** True when the point saw a different connection (or query) carrying the same request bytes. */
@@ -221,6 +223,11 @@ export interface PointEvents {
    * (streaming analysis keeps a filtered subset); default `events.length`.
    */
   capturedEvents?: number | undefined;
+  /**
+   * Every frame the point captured, whatever it holds (a file's frames, an agent's packets), when
+   * known: a point with frames but no event correlation can read is not an empty capture.
+   */
+  capturedFrames?: number | undefined;
 }
 
 /** Events captured at a point: `capturedEvents` when given, else the events handed in. */

@@ -590,12 +590,18 @@ function matchPoint(
 ): PointMatch {
   const captured = capturedCount(point);
   if (captured === 0) {
-    return emptyPoint(
-      point.name,
-      0,
-      'no-capture',
-      `no events at all were captured at ${point.name}`,
-    );
+    const frames = point.capturedFrames ?? 0;
+    return {
+      ...emptyPoint(
+        point.name,
+        0,
+        'no-capture',
+        frames > 0
+          ? `${frames} frames were captured at ${point.name}, none a TCP segment, UDP datagram or ICMP echo that hoptrace could read`
+          : `no events at all were captured at ${point.name}`,
+      ),
+      ...(point.capturedFrames === undefined ? {} : { capturedFrames: point.capturedFrames }),
+    };
   }
   const proto = id.proto;
   const views = point.events

@@ -189,6 +189,8 @@ export interface PointStream {
    * Without it the events handed over are counted.
    */
   capturedEvents?: () => number;
+  /** Every frame the point holds, whatever it is, read after a pass (a file's frames), if known. */
+  capturedFrames?: () => number | undefined;
   /**
    * A hint that `events(plan)` will be asked soon, given for every later point but the first
    * before the first is read: a stream may start the pass elsewhere (another thread) meanwhile.
@@ -589,6 +591,7 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
     name: first.name,
     events: firstKept,
     capturedEvents: first.capturedEvents?.() ?? firstCount,
+    capturedFrames: first.capturedFrames?.(),
   };
   const [id] = findRequests(firstPoint, sel, windowNs, 1);
   // Client seqs (what later request packets carry) and what replies acknowledge.
@@ -676,6 +679,7 @@ function laterPoint(
       name: p.name,
       events: [...selection.result(), ...kept],
       capturedEvents: p.capturedEvents?.() ?? count,
+      capturedFrames: p.capturedFrames?.(),
     },
     near: kept,
   };
