@@ -14,7 +14,7 @@ import { readInventoryFile } from '../common/inventory-file';
 import type { AnalysisResult } from '../core/report/analyze';
 import { renderVerdictText } from '../core/report/report';
 import { isValidTarget, parsePodTarget, type CaptureView, type PointSpec } from '../collector';
-import { parseDstArg } from './analyze';
+import { parseDstArg } from './analyze-args';
 import { parseCommandLine } from './args';
 import { CollectorClient } from './collector-client';
 import { EXIT } from './exit-codes';

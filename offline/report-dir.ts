@@ -29,12 +29,16 @@ function writeReport(dir: string, name: string, text: string | Buffer): void {
   try {
     writeFileSync(join(dir, name), text);
   } catch (e) {
+    const errno = (e as NodeJS.ErrnoException).code;
     throw new HoptraceError(
       'FILE_WRITE',
       `cannot write ${join(dir, name)} (${e instanceof Error ? e.message : String(e)})`,
       {
         where: '--report-dir',
-        hint: 'check free space and permissions',
+        hint:
+          errno === 'EISDIR'
+            ? `a directory named ${name} is in the way: remove it or give another --report-dir`
+            : 'check free space and permissions',
       },
     );
   }
