@@ -7,6 +7,7 @@ import { HoptraceError } from '../common/errors';
 import type { Inventory } from '../common/inventory';
 import { readInventoryFile } from '../common/inventory-file';
 import type { PointFile, RequestSelector } from '../offline/analyze-files';
+import { checkPointInputs } from '../offline/point-inputs';
 import { parseCommandLine } from './args';
 
 export const USAGE =
@@ -159,6 +160,8 @@ export function parseAnalyzeArgs(argv: string[]): AnalyzeArgs {
   const drops = parseDropsArgs(values.drops ?? [], points);
   const parallel = parseParallelArg(values.parallel);
   const reportDir = parseReportDirArg(values['report-dir']);
+  // The first point a file, no capture given for two points (offline/point-inputs.ts).
+  checkPointInputs(points);
   const inventory =
     values.inventory === undefined ? { nodes: {}, pods: {} } : readInventoryFile(values.inventory);
   return {

@@ -9,6 +9,7 @@
  */
 import { isHoptraceError } from '../common/errors';
 import { openSummaryPcap } from './summary-file';
+import { isStreamInput } from './point-inputs';
 import { toPacketEvent, type EventContext } from '../core/decode/event';
 import { decodeFrame } from '../core/decode/frame';
 import { openCaptureFile, type CaptureFileStats, type ResumePoint } from './pcap-file';
@@ -98,6 +99,8 @@ export class FilePointStream implements PointStream {
   prepare(plan: PassPlan): void {
     const pool = this.opts.pool;
     if (pool === undefined || !this.fast || plan.kind !== 'later') return;
+    // A stream is read here, once: a worker given up would leave its bytes half taken.
+    if (isStreamInput(this.file)) return;
     const ticket = pool.submit({ name: this.name, file: this.file, gated: this.gated, plan });
     this.prepared = ticket === null ? null : { plan, ticket };
   }
