@@ -3,8 +3,8 @@
  * correlate → attribute → report. This file is the composition root for offline analysis; the
  * pure work happens in agent/ (decode) and collector/ (correlate, attribute, report).
  */
-import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { readBoundedText } from '../common/bounded-file';
 import type { DoctorEvidence } from '../core/report/what-to-change';
 import { parseDoctorJson } from '../core/doctor/doctor-json';
 import { makeWritableDir } from '../common/writable-dir';
@@ -32,14 +32,21 @@ export {
 } from './analyze-args';
 
 /**
- * Doctor's findings from the JSON `hoptrace doctor --json` printed; a file that cannot be read or
- * is not that JSON is said to be so in the report (never read as "no findings").
+ * The most of a --doctor file read: `hoptrace doctor --json` prints a few KB (a finding per check
+ * and namespace); 4 MiB is a thousand times that.
+ */
+export const DOCTOR_MAX_BYTES = 4 << 20;
+
+/**
+ * Doctor's findings from the JSON `hoptrace doctor --json` printed; a file that cannot be read, is
+ * larger than DOCTOR_MAX_BYTES or is not that JSON is said to be so in the report (never read as
+ * "no findings").
  */
 export function readDoctorFile(path: string): DoctorEvidence {
   const source = resolve(path);
   let raw: string;
   try {
-    raw = readFileSync(path, 'utf8');
+    raw = readBoundedText(path, DOCTOR_MAX_BYTES);
   } catch (e) {
     return { status: 'unreadable', source, detail: e instanceof Error ? e.message : String(e) };
   }

@@ -1,6 +1,6 @@
 /** Reads and validates an inventory JSON file (the shape in common/inventory.ts). */
-import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { readBoundedText, sizeText } from './bounded-file';
 import { HoptraceError } from './errors';
 import type { Inventory, InventoryPod, PodRole } from './inventory';
 
@@ -55,13 +55,25 @@ export function parseInventory(value: unknown, where: string): Inventory {
   return inv;
 }
 
+/**
+ * The most of an inventory file read. Kubernetes' largest supported cluster (150,000 pods, 5,000
+ * nodes) is about 18 MB as compact JSON with cloud-style node names and 24 MB as a bundle's
+ * inventory.json (indented, and given back to --inventory by the Reproduce line); 64 MiB leaves
+ * room for longer names, while /dev/zero or a wrong file is refused after a fraction of a second.
+ */
+export const INVENTORY_MAX_BYTES = 64 << 20;
+
 /** Reads an inventory file; every failure is CLI_BAD_INVENTORY naming the file. */
 export function readInventoryFile(path: string): Inventory {
   let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    text = readBoundedText(path, INVENTORY_MAX_BYTES);
   } catch (e) {
-    throw bad(path, `cannot read the file (${e instanceof Error ? e.message : String(e)})`);
+    const why = e instanceof Error ? e.message : String(e);
+    throw bad(
+      path,
+      `cannot read the file (${why}; an inventory of 150,000 pods is about 24 MB, and more than ${sizeText(INVENTORY_MAX_BYTES)} is not read)`,
+    );
   }
   let json: unknown;
   try {
