@@ -3,7 +3,9 @@
  * usage error leaves no report directory behind.
  */
 import { isIP } from 'node:net';
+import { parseCidr } from '../common/cidr';
 import { HoptraceError } from '../common/errors';
+import { formatIPv6 } from '../core/decode/address';
 import type { Inventory } from '../common/inventory';
 import { readInventoryFile } from '../common/inventory-file';
 import type { PointFile, RequestSelector } from '../offline/analyze-files';
@@ -71,13 +73,31 @@ export function parseParallelArg(value: string | undefined): boolean | undefined
   });
 }
 
-/** Parses `IP` or `IP:PORT` / `[IPv6]:PORT` for --dst. */
+/**
+ * An address as the decoder writes it (core/decode/address.ts: the dotted quad, RFC 5952 for
+ * IPv6), so a --client or --dst compares equal to the packets' addresses however it was typed
+ * (`2001:DB8::1`, `2001:db8:0:0:0:0:0:1`); a zone (`%eth0`), which no packet carries, is dropped.
+ * null when `text` is not an address.
+ */
+export function canonicalIP(text: string): string | null {
+  const family = isIP(text);
+  // isIP takes the dotted quad only without leading zeros: the decoder's form already.
+  if (family !== 6) return family === 4 ? text : null;
+  const n = parseCidr(text)?.first;
+  if (n === undefined) return null;
+  const bytes = new Uint8Array(16);
+  for (let i = 0; i < 16; i++) bytes[i] = Number((n >> BigInt(8 * (15 - i))) & 0xffn);
+  return formatIPv6(bytes, 0);
+}
+
+/** Parses `IP` or `IP:PORT` / `[IPv6]:PORT` for --dst; the address as the decoder writes it. */
 export function parseDstArg(value: string): { dst: string; dport?: number } {
   const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(value) ?? /^([^:]+)(?::(\d+))?$/.exec(value);
-  const ip = m?.[1] ?? value;
+  const ip = canonicalIP(m?.[1] ?? value);
   const port = m?.[2];
-  if (isIP(ip) === 0 || (port !== undefined && (Number(port) < 1 || Number(port) > 65535))) {
-    if (isIP(value) !== 0) return { dst: value }; // a bare IPv6 address
+  if (ip === null || (port !== undefined && (Number(port) < 1 || Number(port) > 65535))) {
+    const bare = canonicalIP(value); // a bare IPv6 address
+    if (bare !== null) return { dst: bare };
     throw new HoptraceError('CLI_USAGE', `'${value}' is not IP or IP:PORT`, {
       where: '--dst',
       hint: 'e.g. --dst 10.96.0.10:80',
@@ -148,13 +168,14 @@ export function parseAnalyzeArgs(argv: string[]): AnalyzeArgs {
   }
   const selector: RequestSelector = {};
   if (values.client !== undefined) {
-    if (isIP(values.client) === 0) {
+    const client = canonicalIP(values.client);
+    if (client === null) {
       throw new HoptraceError('CLI_USAGE', `'${values.client}' is not an IP address`, {
         where: '--client',
         hint: 'the client tunnel address, e.g. --client 10.90.0.42',
       });
     }
-    selector.client = values.client;
+    selector.client = client;
   }
   if (values.dst !== undefined) Object.assign(selector, parseDstArg(values.dst));
   const drops = parseDropsArgs(values.drops ?? [], points);
