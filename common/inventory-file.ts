@@ -26,7 +26,13 @@ export function parseInventory(value: unknown, where: string): Inventory {
       where,
       `unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k}"`).join(', ')}`,
     );
-  const inv: Inventory = { nodes: {}, pods: {} };
+  // Without a prototype, every name is an entry: assigned into `{}`, a node or pod named
+  // "__proto__" set the object's prototype instead and vanished (from the bundle's inventory.json
+  // too), and a lookup of "constructor" found Object's.
+  const inv: Inventory = {
+    nodes: Object.create(null) as Inventory['nodes'],
+    pods: Object.create(null) as Inventory['pods'],
+  };
   const nodes = value['nodes'] ?? {};
   const pods = value['pods'] ?? {};
   if (!isRecord(nodes)) throw bad(where, '"nodes" is not an object');
