@@ -88,7 +88,8 @@ export async function runAnalyze(argv: string[], out: (line: string) => void): P
     // Where each file can be read again from the middle (the identity headers, evidence.pcapng).
     const seek = new Map<string, readonly ResumePoint[]>();
     const analysed = analyzeFiles(
-      { points, inventory, selector, drops },
+      // No request found is the verdict unknown (exit 3), its report and bundle still written.
+      { points, inventory, selector, drops, noRequest: 'verdict' },
       parallel === undefined ? { seek } : { parallel, seek },
     );
     // The request's data segments read again at each point: the identity headers its head carried.

@@ -243,7 +243,7 @@ void t.test('analyze: the same capture at every point is a preserved source', (t
   t.end();
 });
 
-void t.test('analyze: no request from the given client is a clear error', (t) => {
+void t.test('analyze: no request from the given client is the verdict unknown, exit 3', (t) => {
   const r = hoptrace(
     'analyze',
     '--point',
@@ -253,8 +253,12 @@ void t.test('analyze: no request from the given client is a clear error', (t) =>
     '--client',
     '10.1.2.3',
   );
-  t.not(r.code, 0);
-  t.match(r.stderr, /CLI_NO_REQUEST/);
+  t.equal(r.code, 3, r.stderr);
+  t.match(
+    r.stdout,
+    /^verdict: unknown .*\n {2}why: {4}no new TCP connection .* from client 10\.1\.2\.3/,
+  );
+  t.equal(r.stderr, '');
   t.end();
 });
 
