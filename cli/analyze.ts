@@ -102,7 +102,10 @@ export async function runAnalyze(argv: string[], out: (line: string) => void): P
         ? { status: 'not-run', detail: 'doctor was not run (no --doctor FILE)' }
         : readDoctorFile(args.doctorFile);
 
-    if (args.json) out(JSON.stringify(result));
+    // With --doctor, what became of its file, as report.json's `doctor` (and the text's "doctor:"
+    // line) say it: a file that could not be read is never silently left out.
+    if (args.json)
+      out(JSON.stringify(args.doctorFile === undefined ? result : { ...result, doctor }));
     else {
       const { renderVerdictText } = await import('../core/report/report');
       out(renderVerdictText(result, args.doctorFile === undefined ? undefined : doctor));
