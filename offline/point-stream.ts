@@ -7,6 +7,7 @@
  * is analysed up to there, as `decode` prints the frames before the cut: the error ends the pass,
  * and the cut goes into the point's capture health (where, and what was cut), which says so.
  */
+import { countText } from '../common/counters';
 import { isHoptraceError } from '../common/errors';
 import { openSummaryPcap } from './summary-file';
 import { isStreamInput } from './point-inputs';
@@ -143,7 +144,7 @@ export class FilePointStream implements PointStream {
   givenNote(): string | null {
     const recorded = this.recorded?.stats.dropped ?? null;
     if (this.givenDrops === undefined || recorded === null) return null;
-    return `${this.name}: --drops ${this.givenDrops} not used: ${this.file} records its own count (${recorded} dropped)`;
+    return `${this.name}: --drops ${this.givenDrops} not used: ${this.file} records its own count (${countText(recorded)} dropped)`;
   }
 
   readonly events = (plan: PassPlan): Iterable<PacketEvent> => this.pass(plan);
