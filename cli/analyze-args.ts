@@ -109,10 +109,14 @@ export function parseDstArg(value: string): { dst: string; dport?: number } {
 /** `--report-dir DIR`: a path to create, never the empty one (which would write into `.`). */
 export function parseReportDirArg(value: string | undefined): string | undefined {
   if (value === '')
-    throw new HoptraceError('CLI_USAGE', 'the directory is empty', {
-      where: '--report-dir',
-      hint: 'give the directory to write the bundle into, e.g. --report-dir out/ (--report-dir . for this one)',
-    });
+    throw new HoptraceError(
+      'CLI_USAGE',
+      'the path is empty (it would write the bundle into the current directory)',
+      {
+        where: '--report-dir',
+        hint: 'give the directory to write the bundle into, e.g. --report-dir out/, or --report-dir . for this one',
+      },
+    );
   return value;
 }
 

@@ -13,17 +13,24 @@ export function sizeText(bytes: number): string {
   return `${bytes} bytes`;
 }
 
+/** The file holds more than the bound: the message says so ("it holds more than 64 MiB"). */
+export class TooLargeError extends Error {
+  constructor(readonly limit: number) {
+    super(`it holds more than ${sizeText(limit)}`);
+    this.name = 'TooLargeError';
+  }
+}
+
 /**
- * The UTF-8 text of `path`, at most `limit` bytes of it. Throws an Error saying why otherwise (the
- * read's own error, or "it holds more than …"); the caller puts it under its code.
+ * The UTF-8 text of `path`, at most `limit` bytes of it. Throws the read's own error, or a
+ * TooLargeError; the caller puts it under its code.
  */
 export function readBoundedText(path: string, limit: number): string {
   const fd = openSync(path, 'r');
   try {
     const st = fstatSync(fd);
-    const tooLarge = (): Error => new Error(`it holds more than ${sizeText(limit)}`);
     // A regular file says its size; anything else is read until it passes the bound.
-    if (st.isFile() && st.size > limit) throw tooLarge();
+    if (st.isFile() && st.size > limit) throw new TooLargeError(limit);
     const chunks: Buffer[] = [];
     let total = 0;
     for (;;) {
@@ -32,7 +39,7 @@ export function readBoundedText(path: string, limit: number): string {
       const n = readSync(fd, chunk, 0, want, null);
       if (n === 0) break;
       total += n;
-      if (total > limit) throw tooLarge();
+      if (total > limit) throw new TooLargeError(limit);
       chunks.push(chunk.subarray(0, n));
     }
     return Buffer.concat(chunks, total).toString('utf8');

@@ -1,6 +1,6 @@
 /** Reads and validates an inventory JSON file (the shape in common/inventory.ts). */
 import { isIP } from 'node:net';
-import { readBoundedText, sizeText } from './bounded-file';
+import { readBoundedText, TooLargeError } from './bounded-file';
 import { HoptraceError } from './errors';
 import type { Inventory, InventoryPod, PodRole } from './inventory';
 
@@ -78,7 +78,7 @@ export function readInventoryFile(path: string): Inventory {
     const why = e instanceof Error ? e.message : String(e);
     throw bad(
       path,
-      `cannot read the file (${why}; an inventory of 150,000 pods is about 24 MB, and more than ${sizeText(INVENTORY_MAX_BYTES)} is not read)`,
+      `cannot read the file (${why}${e instanceof TooLargeError ? ', the most read as an inventory; 150,000 pods take about 24 MB' : ''})`,
     );
   }
   let json: unknown;
