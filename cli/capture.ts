@@ -14,7 +14,7 @@ import { readInventoryFile } from '../common/inventory-file';
 import type { AnalysisResult } from '../core/report/analyze';
 import { renderVerdictText } from '../core/report/report';
 import { isValidTarget, parsePodTarget, type CaptureView, type PointSpec } from '../collector';
-import { parseDstArg } from './analyze';
+import { canonicalIP, parseDstArg } from './analyze-args';
 import { parseCommandLine } from './args';
 import { CollectorClient } from './collector-client';
 import { EXIT } from './exit-codes';
@@ -160,9 +160,9 @@ export async function runCapture(
   if (values.filter !== undefined) for (const p of points) p.filter = values.filter;
   const body: Record<string, unknown> = { points };
   if (values.client !== undefined) {
-    if (isIP(values.client) === 0)
-      throw usage(`'${values.client}' is not an IP address`, '--client');
-    body['client'] = values.client;
+    const client = canonicalIP(values.client);
+    if (client === null) throw usage(`'${values.client}' is not an IP address`, '--client');
+    body['client'] = client;
   }
   if (values.dst !== undefined) {
     const d = parseDstArg(values.dst);

@@ -31,6 +31,8 @@ export const ERRORS = {
   FILE_BAD_RECORD:
     "a packet record claims more captured bytes than libpcap's maximum (262144), whatever the header's snaplen",
   FILE_WRITE: 'a report or data directory hoptrace was told to write cannot be created or written',
+  FILE_STREAM:
+    'standard input or a pipe was read once, by the analysis: it cannot be read again (identity headers, evidence.pcapng)',
   FILE_TRUNCATED:
     'the file ends in the middle of a record; the frames before it are used (analyze names the cut)',
   // Evidence files (offline/evidence.ts).
@@ -38,7 +40,8 @@ export const ERRORS = {
     'a capture file no longer holds the frames the analysis used (a frame missing, or its tuple, time or TCP fields differ): it changed since, so evidence.pcapng leaves that point out',
   // Command line.
   CLI_USAGE: 'the command line is not valid',
-  CLI_BAD_POINT: 'a --point value must be NAME=FILE',
+  CLI_BAD_POINT:
+    'a --point value must be NAME=FILE, each name and file once, the first one a file (not a stream)',
   CLI_BAD_INVENTORY: 'the inventory file is not valid JSON of the documented shape',
   CLI_NO_REQUEST: 'no new TCP connection from the client was found at the first point',
   // Live capture (agent/capture).

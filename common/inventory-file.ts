@@ -1,6 +1,6 @@
 /** Reads and validates an inventory JSON file (the shape in common/inventory.ts). */
-import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { readBoundedText, TooLargeError } from './bounded-file';
 import { HoptraceError } from './errors';
 import type { Inventory, InventoryPod, PodRole } from './inventory';
 
@@ -26,7 +26,13 @@ export function parseInventory(value: unknown, where: string): Inventory {
       where,
       `unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k}"`).join(', ')}`,
     );
-  const inv: Inventory = { nodes: {}, pods: {} };
+  // Without a prototype, every name is an entry: assigned into `{}`, a node or pod named
+  // "__proto__" set the object's prototype instead and vanished (from the bundle's inventory.json
+  // too), and a lookup of "constructor" found Object's.
+  const inv: Inventory = {
+    nodes: Object.create(null) as Inventory['nodes'],
+    pods: Object.create(null) as Inventory['pods'],
+  };
   const nodes = value['nodes'] ?? {};
   const pods = value['pods'] ?? {};
   if (!isRecord(nodes)) throw bad(where, '"nodes" is not an object');
@@ -55,13 +61,25 @@ export function parseInventory(value: unknown, where: string): Inventory {
   return inv;
 }
 
+/**
+ * The most of an inventory file read. Kubernetes' largest supported cluster (150,000 pods, 5,000
+ * nodes) is about 18 MB as compact JSON with cloud-style node names and 24 MB as a bundle's
+ * inventory.json (indented, and given back to --inventory by the Reproduce line); 64 MiB leaves
+ * room for longer names, while /dev/zero or a wrong file is refused after a fraction of a second.
+ */
+export const INVENTORY_MAX_BYTES = 64 << 20;
+
 /** Reads an inventory file; every failure is CLI_BAD_INVENTORY naming the file. */
 export function readInventoryFile(path: string): Inventory {
   let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    text = readBoundedText(path, INVENTORY_MAX_BYTES);
   } catch (e) {
-    throw bad(path, `cannot read the file (${e instanceof Error ? e.message : String(e)})`);
+    const why = e instanceof Error ? e.message : String(e);
+    throw bad(
+      path,
+      `cannot read the file (${why}${e instanceof TooLargeError ? ', the most read as an inventory; 150,000 pods take about 24 MB' : ''})`,
+    );
   }
   let json: unknown;
   try {

@@ -15,6 +15,7 @@ import { FilePointStream } from './point-stream';
 import { PassPool } from './pass-pool';
 import { loadNativeAddon } from '../native/loader';
 import type { ResumePoint } from './pcap-file';
+import type { NoRequest } from '../core/report/no-request';
 
 export interface PointFile {
   name: string;
@@ -36,6 +37,8 @@ export interface AnalyzeFilesInput {
    * (tcpdump: "N packets dropped by kernel"): used where the file records no count of its own.
    */
   drops?: ReadonlyMap<string, number>;
+  /** No request at the first point: CLI_NO_REQUEST (the default) or the verdict unknown. */
+  noRequest?: NoRequest;
 }
 
 /** Options of analyzeFiles. */
@@ -122,6 +125,7 @@ function analyzed(
     points: streams,
     inventory: input.inventory,
     selector: input.selector,
+    noRequest: input.noRequest,
   });
   for (const s of streams) opts.seek?.set(s.name, s.seekPoints());
   // What each file recorded about its own capture (drop counts: pcapng statistics blocks), and

@@ -11,6 +11,7 @@
  * follows libpcap's sf-pcap.c / sf-pcapng.c (same files refused).
  */
 import { closeSync, fstatSync, openSync } from 'node:fs';
+import { addCount, u64Count } from '../common/counters';
 import { HoptraceError, isHoptraceError, type ErrorCode } from '../common/errors';
 import { ChunkReader, DEFAULT_CHUNK_SIZE } from './chunk-reader';
 
@@ -594,7 +595,7 @@ export class PcapngReader extends BaseReader {
     this.options(24, len - 4, () => undefined);
     this.ifaces = [];
     // A new section numbers its interfaces afresh: keep what the last one counted.
-    for (const n of this.sectionDrops.values()) this.earlierDrops += n;
+    for (const n of this.sectionDrops.values()) this.earlierDrops = addCount(this.earlierDrops, n);
     this.sectionDrops.clear();
     r.skip(len);
   }
@@ -634,7 +635,8 @@ export class PcapngReader extends BaseReader {
         if ((code !== ISB_IFDROP && code !== ISB_OSDROP) || olen !== 8) return;
         const hi = r.u32(this.le ? at + 4 : at, this.le);
         const lo = r.u32(this.le ? at : at + 4, this.le);
-        drops.sum += hi * 2 ** 32 + lo;
+        // Saturated, as every count hoptrace carries (common/counters.ts): never a rounded double.
+        drops.sum = addCount(drops.sum, u64Count(hi, lo));
         drops.counted = true;
       },
       true,
@@ -647,7 +649,7 @@ export class PcapngReader extends BaseReader {
 
   override stats(): CaptureFileStats {
     let dropped = this.earlierDrops;
-    for (const n of this.sectionDrops.values()) dropped += n;
+    for (const n of this.sectionDrops.values()) dropped = addCount(dropped, n);
     return this.withCut({
       frames: this.framesRead,
       statsBlocks: this.statsBlocks,

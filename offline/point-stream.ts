@@ -7,8 +7,10 @@
  * is analysed up to there, as `decode` prints the frames before the cut: the error ends the pass,
  * and the cut goes into the point's capture health (where, and what was cut), which says so.
  */
+import { countText } from '../common/counters';
 import { isHoptraceError } from '../common/errors';
 import { openSummaryPcap } from './summary-file';
+import { isStreamInput } from './point-inputs';
 import { toPacketEvent, type EventContext } from '../core/decode/event';
 import { decodeFrame } from '../core/decode/frame';
 import { openCaptureFile, type CaptureFileStats, type ResumePoint } from './pcap-file';
@@ -98,6 +100,8 @@ export class FilePointStream implements PointStream {
   prepare(plan: PassPlan): void {
     const pool = this.opts.pool;
     if (pool === undefined || !this.fast || plan.kind !== 'later') return;
+    // A stream is read here, once: a worker given up would leave its bytes half taken.
+    if (isStreamInput(this.file)) return;
     const ticket = pool.submit({ name: this.name, file: this.file, gated: this.gated, plan });
     this.prepared = ticket === null ? null : { plan, ticket };
   }
@@ -143,7 +147,7 @@ export class FilePointStream implements PointStream {
   givenNote(): string | null {
     const recorded = this.recorded?.stats.dropped ?? null;
     if (this.givenDrops === undefined || recorded === null) return null;
-    return `${this.name}: --drops ${this.givenDrops} not used: ${this.file} records its own count (${recorded} dropped)`;
+    return `${this.name}: --drops ${this.givenDrops} not used: ${this.file} records its own count (${countText(recorded)} dropped)`;
   }
 
   readonly events = (plan: PassPlan): Iterable<PacketEvent> => this.pass(plan);

@@ -23,18 +23,23 @@ import { PendingDigests } from './digest-pool';
 import { buildEvidencePcapng } from './evidence';
 import type { PointFile, RequestSelector } from './analyze-files';
 import type { ResumePoint } from './pcap-file';
+import { inputText, isStreamInput } from './point-inputs';
 
 /** Writes one report file into `--report-dir`; FILE_WRITE (a clear error) when it cannot. */
 function writeReport(dir: string, name: string, text: string | Buffer): void {
   try {
     writeFileSync(join(dir, name), text);
   } catch (e) {
+    const errno = (e as NodeJS.ErrnoException).code;
     throw new HoptraceError(
       'FILE_WRITE',
       `cannot write ${join(dir, name)} (${e instanceof Error ? e.message : String(e)})`,
       {
         where: '--report-dir',
-        hint: 'check free space and permissions',
+        hint:
+          errno === 'EISDIR'
+            ? `a directory named ${name} is in the way: remove it or give another --report-dir`
+            : 'check free space and permissions',
       },
     );
   }
@@ -109,6 +114,10 @@ export function writeReportDir(r: AnalysisResult, o: ReportDirInput): void {
   reproduce.notes.push(
     `--inventory names ${inventoryPath}, the inventory as this analysis used it (written beside the report)`,
     ...changedSince(o.points, o.before),
+    // `-` has its own note (reproduce.ts); a pipe's path names nothing once it is read.
+    ...o.points
+      .filter((p) => p.file !== '-' && isStreamInput(p.file))
+      .map((p) => `${p.name} was read from ${inputText(p.file)}: give it the same bytes again`),
   );
   const meta: ReportMeta = {
     generatedAt: new Date().toISOString(),

@@ -20,7 +20,7 @@
  * keeps its low 64 bits here; the JS reader keeps it whole.
  *
  * Hosts where the addon does not load get `null` from openSummaryPcap and stay on the JS reader +
- * reference decoder.
+ * reference decoder; so does a stream (standard input, a pipe: offline/point-inputs.ts).
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { endianness } from 'node:os';
@@ -30,6 +30,7 @@ import type { EventContext } from '../core/decode/event';
 import { loadNativeAddon, type PcapBatchAddon } from '../native/loader';
 import type { SummaryGate } from './summary-gate';
 import { SeekPoints } from './seek-points';
+import { isStreamInput } from './point-inputs';
 import {
   MAX_SNAPLEN,
   openCaptureFile,
@@ -508,13 +509,17 @@ function layoutOf(magic: number): number | null {
 
 /**
  * Opens a capture file for the fast path. Null when the fast path does not apply — the addon is
- * not loadable, or the host is big-endian — and the caller uses the JS reader instead. Header
+ * not loadable, the host is big-endian, or the input is a stream read once — and the caller uses
+ * the JS reader instead. Header
  * errors are the JS reader's (openCaptureFile runs first). Throws HoptraceError.
  */
 export function openSummaryPcap(path: string, opts: SummaryPcapOptions = {}): SummaryReader | null {
   if (endianness() !== 'LE') return null;
   const load = loadNativeAddon();
   if (!load.ok) return null;
+  // A stream (standard input, a pipe) is read once, from its start, by the JS reader: the check
+  // below would take its first bytes (and, for `-`, close standard input).
+  if (isStreamInput(path)) return null;
   // The JS reader checks the header (and throws its errors); a small chunk reads only the header.
   const check = openCaptureFile(path, { chunkSize: 64 });
   const format = check.format;

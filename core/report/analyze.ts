@@ -32,6 +32,7 @@ import {
 } from '../correlate/match-point';
 import type { AnalysisResult, FlowPacketSummary, PointSummary } from './analysis-result';
 import { estimateClockOffsets, hopLatencies } from './times';
+import { NO_REQUEST_HINT, noRequestResult, type NoRequest } from './no-request';
 
 export type { AnalysisResult, FlowPacketSummary, PointSummary };
 
@@ -40,6 +41,8 @@ export interface AnalyzeInput {
   inventory: Inventory;
   selector: { client?: string | undefined; dst?: string | undefined; dport?: number | undefined };
   windowNs?: bigint | undefined;
+  /** No request at the first point: CLI_NO_REQUEST (the default; live) or the verdict (offline). */
+  noRequest?: NoRequest | undefined;
 }
 
 /** Only what correlation can use is kept in memory (the store keeps everything). */
@@ -82,18 +85,25 @@ export function summarizePoints(journey: Journey): PointSummary[] {
 }
 
 /**
- * Correlate the selected request and attribute its source rewrite.
- * Throws HoptraceError CLI_NO_REQUEST when the first point holds no matching new TCP connection:
- * there is nothing to attribute, and the user must change the selector or the capture, so this is a
- * usage error rather than a verdict. Every other outcome, however incomplete, is a verdict.
+ * Correlate the selected request and attribute its source rewrite. When the first point holds no
+ * request that fits the selector there is nothing to attribute: with `noRequest: 'verdict'`
+ * (offline) the result is the verdict unknown saying so (no-request.ts); by default (live, where
+ * the request may still come) HoptraceError CLI_NO_REQUEST is thrown. Every other outcome, however
+ * incomplete, is a verdict.
  */
 export function analyzeEvents(input: AnalyzeInput): AnalysisResult {
   const journey = correlateRequest(input.points, input.selector, { windowNs: input.windowNs });
   const proto = journey.request?.proto;
   if (journey.request === null) {
+    if (input.noRequest === 'verdict') {
+      const v = attributeSourceRewrite(journey, input.inventory, {
+        clientIp: input.selector.client,
+      });
+      return noRequestResult(v, summarizePoints(journey));
+    }
     throw new HoptraceError('CLI_NO_REQUEST', journey.reason ?? 'no request found', {
       where: input.points[0]?.name ?? 'first point',
-      hint: 'check --client/--dst/--dport, and that the first capture holds the request (a new connection, a data segment of an open one, or a UDP datagram)',
+      hint: NO_REQUEST_HINT,
     });
   }
   const verdict = attributeSourceRewrite(journey, input.inventory, {
@@ -203,6 +213,7 @@ export interface AnalyzeStreamInput {
   inventory: Inventory;
   selector: AnalyzeInput['selector'];
   windowNs?: bigint | undefined;
+  noRequest?: NoRequest | undefined;
 }
 
 const SYN = 0x02;
@@ -524,7 +535,13 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
   const windowNs = input.windowNs ?? DEFAULT_WINDOW_NS;
   const sel = input.selector;
   const analyze = (points: PointEvents[]): AnalysisResult =>
-    analyzeEvents({ points, inventory: input.inventory, selector: sel, windowNs: input.windowNs });
+    analyzeEvents({
+      points,
+      inventory: input.inventory,
+      selector: sel,
+      windowNs: input.windowNs,
+      noRequest: input.noRequest,
+    });
   const [first, ...rest] = input.points;
   if (first === undefined) return analyze([]);
 
@@ -550,14 +567,16 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
   }
   const startView = start === null ? null : flowView(start);
   if (start === null || startView === null) {
-    // Nothing selected: the same outcome (and error) as with every event in memory.
-    return analyze(
+    // Nothing selected: the same outcome (and error) as with every event in memory, but the later
+    // points were not read, which their summaries say.
+    const r = analyze(
       input.points.map((p, i) => ({
         name: p.name,
         events: [],
         capturedEvents: i === 0 ? firstCount : 0,
       })),
     );
+    return noRequestResult(r.verdict, r.points, new Set(rest.map((p) => p.name)));
   }
   const startTs = start.tsNs;
   const inWindow = (ev: PacketEvent): boolean => absDiff(ev.tsNs, startTs) <= windowNs;

@@ -6,6 +6,7 @@
  * must say so. Pure: the analysis and the agents' last statuses (or what the capture files
  * recorded) in, sentences out.
  */
+import { countText } from '../../common/counters';
 import type { AnalysisResult, CaptureHealth, PointSummary } from './analysis-result';
 
 export type { CaptureHealth };
@@ -20,9 +21,10 @@ export function lossPhrase(
   if (!h.confirmed) return `never reported that it was capturing (state ${h.state})`;
   if (h.file !== undefined) return fileLossPhrase(h.file, h.kernelDrops, h.dropsGiven === true);
   const parts: string[] = [];
-  if (h.kernelDrops !== null && h.kernelDrops > 0) parts.push(`${h.kernelDrops} in the kernel`);
-  if (h.queueDrops > 0) parts.push(`${h.queueDrops} in the agent`);
-  if (h.lost > 0) parts.push(`${h.lost} events on the way to the collector`);
+  if (h.kernelDrops !== null && h.kernelDrops > 0)
+    parts.push(`${countText(h.kernelDrops)} in the kernel`);
+  if (h.queueDrops > 0) parts.push(`${countText(h.queueDrops)} in the agent`);
+  if (h.lost > 0) parts.push(`${countText(h.lost)} events on the way to the collector`);
   if (parts.length > 0) return `lost ${parts.join(', ')}`;
   if (h.kernelDrops === null) return 'cannot count its kernel drops (the `cap` fallback source)';
   return null;
@@ -33,8 +35,10 @@ function fileLossPhrase(
   dropped: number | null,
   given: boolean,
 ): string | null {
-  if (dropped !== null && given) return dropped > 0 ? `dropped ${dropped} packets (--drops)` : null;
-  if (dropped !== null) return dropped > 0 ? `recorded ${dropped} packets dropped` : null;
+  if (dropped !== null && given)
+    return dropped > 0 ? `dropped ${countText(dropped)} packets (--drops)` : null;
+  if (dropped !== null)
+    return dropped > 0 ? `recorded ${countText(dropped)} packets dropped` : null;
   return format === 'pcap'
     ? 'is a classic pcap file, which records no drop counts (tcpdump prints "packets dropped by ' +
         'kernel" when it stops; give that count with --drops)'

@@ -15,6 +15,7 @@ import {
   type TimelineRow,
 } from '../repro/repro-core';
 import { esc } from './markup';
+import { countText } from '../../common/counters';
 import {
   formatEndpoint,
   LAYER_WORDS,
@@ -189,13 +190,13 @@ function healthSection(health: readonly CaptureHealth[] | undefined): string[] {
           esc(h.file ?? '?'),
           esc(
             h.truncated === undefined
-              ? String(h.packets)
-              : `${h.packets} (the file ends inside a record at byte ${h.truncated.offset})`,
+              ? countText(h.packets)
+              : `${countText(h.packets)} (the file ends inside a record at byte ${h.truncated.offset})`,
           ),
           esc(
             h.kernelDrops === null
               ? 'not recorded'
-              : `${h.kernelDrops}${h.dropsGiven === true ? ' (given)' : ''}`,
+              : `${countText(h.kernelDrops)}${h.dropsGiven === true ? ' (given)' : ''}`,
           ),
         ]),
       ),
@@ -221,10 +222,10 @@ function healthSection(health: readonly CaptureHealth[] | undefined): string[] {
         esc(h.node ?? '?'),
         esc(h.iface),
         esc(h.state),
-        esc(String(h.packets)),
-        esc(h.kernelDrops === null ? 'unknown' : String(h.kernelDrops)),
-        esc(String(h.queueDrops)),
-        esc(String(h.lost)),
+        esc(countText(h.packets)),
+        esc(h.kernelDrops === null ? 'unknown' : countText(h.kernelDrops)),
+        esc(countText(h.queueDrops)),
+        esc(countText(h.lost)),
         esc(lossPhrase(h) ?? 'none'),
       ]),
     ),

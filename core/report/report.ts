@@ -10,6 +10,7 @@ import type { Layer, Verdict } from '../attribute/attribute';
 import type { CaptureHealth } from './capture-health';
 import type { Endpoint } from '../correlate/correlate';
 import { tupleText } from '../../common/endpoint';
+import { countText } from '../../common/counters';
 import { doctorOf, reportDocument, reproduceOf, type ReportMeta } from './report-document';
 import { timingMarkdown, timingTextLines, utcOrEmpty } from './timing-section';
 import { whatToChange, type DoctorEvidence } from './what-to-change';
@@ -150,11 +151,11 @@ function fileHealthSection(health: CaptureHealth[]): string[] {
       h.iface,
       h.file ?? '?',
       h.truncated === undefined
-        ? String(h.packets)
-        : `${h.packets} (the file ends inside a record at byte ${h.truncated.offset})`,
+        ? countText(h.packets)
+        : `${countText(h.packets)} (the file ends inside a record at byte ${h.truncated.offset})`,
       h.kernelDrops === null
         ? 'not recorded'
-        : `${h.kernelDrops}${h.dropsGiven === true ? ' (given)' : ''}`,
+        : `${countText(h.kernelDrops)}${h.dropsGiven === true ? ' (given)' : ''}`,
     ];
     out.push(`| ${row.map(cell).join(' | ')} |`);
   }
@@ -183,10 +184,10 @@ function healthSection(health: CaptureHealth[] | undefined): string[] {
       h.node ?? '?',
       h.iface,
       h.state,
-      String(h.packets),
-      h.kernelDrops === null ? 'unknown' : String(h.kernelDrops),
-      String(h.queueDrops),
-      String(h.lost),
+      countText(h.packets),
+      h.kernelDrops === null ? 'unknown' : countText(h.kernelDrops),
+      countText(h.queueDrops),
+      countText(h.lost),
     ];
     out.push(`| ${row.map(cell).join(' | ')} |`);
   }
