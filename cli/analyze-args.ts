@@ -2,10 +2,8 @@
  * `hoptrace analyze`'s command line, every flag checked before anything is read or written: a
  * usage error leaves no report directory behind.
  */
-import { isIP } from 'node:net';
-import { parseCidr } from '../common/cidr';
 import { HoptraceError } from '../common/errors';
-import { formatIPv6 } from '../core/decode/address';
+import { canonicalIP } from '../common/address';
 import type { Inventory } from '../common/inventory';
 import { readInventoryFile } from '../common/inventory-file';
 import type { PointFile, RequestSelector } from '../offline/analyze-files';
@@ -71,23 +69,6 @@ export function parseParallelArg(value: string | undefined): boolean | undefined
     where: '--parallel',
     hint: 'auto (the default): worker threads for later files of 64 MiB or more; on: always; off: never',
   });
-}
-
-/**
- * An address as the decoder writes it (core/decode/address.ts: the dotted quad, RFC 5952 for
- * IPv6), so a --client or --dst compares equal to the packets' addresses however it was typed
- * (`2001:DB8::1`, `2001:db8:0:0:0:0:0:1`); a zone (`%eth0`), which no packet carries, is dropped.
- * null when `text` is not an address.
- */
-export function canonicalIP(text: string): string | null {
-  const family = isIP(text);
-  // isIP takes the dotted quad only without leading zeros: the decoder's form already.
-  if (family !== 6) return family === 4 ? text : null;
-  const n = parseCidr(text)?.first;
-  if (n === undefined) return null;
-  const bytes = new Uint8Array(16);
-  for (let i = 0; i < 16; i++) bytes[i] = Number((n >> BigInt(8 * (15 - i))) & 0xffn);
-  return formatIPv6(bytes, 0);
 }
 
 /** Parses `IP` or `IP:PORT` / `[IPv6]:PORT` for --dst; the address as the decoder writes it. */

@@ -1,5 +1,5 @@
 /** Reads and validates an inventory JSON file (the shape in common/inventory.ts). */
-import { isIP } from 'node:net';
+import { canonicalIP } from './address';
 import { readBoundedText, TooLargeError } from './bounded-file';
 import { HoptraceError } from './errors';
 import type { Inventory, InventoryPod, PodRole } from './inventory';
@@ -40,16 +40,17 @@ export function parseInventory(value: unknown, where: string): Inventory {
   for (const [node, addrs] of Object.entries(nodes)) {
     if (!Array.isArray(addrs)) throw bad(where, `nodes["${node}"] is not a list of addresses`);
     inv.nodes[node] = addrs.map((a, i) => {
-      if (typeof a !== 'string' || isIP(a) === 0)
-        throw bad(where, `nodes["${node}"][${i}] is not an IP address`);
-      return a;
+      const ip = typeof a === 'string' ? canonicalIP(a) : null;
+      if (ip === null) throw bad(where, `nodes["${node}"][${i}] is not an IP address`);
+      return ip;
     });
   }
   for (const [name, pod] of Object.entries(pods)) {
     if (!isRecord(pod)) throw bad(where, `pods["${name}"] is not an object`);
-    const { ip, node, role } = pod;
-    if (typeof ip !== 'string' || isIP(ip) === 0)
-      throw bad(where, `pods["${name}"].ip is not an IP address`);
+    const { node, role } = pod;
+    // As the decoder writes addresses, so an inventory's 2001:DB8::5 names packets from 2001:db8::5.
+    const ip = typeof pod['ip'] === 'string' ? canonicalIP(pod['ip']) : null;
+    if (ip === null) throw bad(where, `pods["${name}"].ip is not an IP address`);
     if (typeof node !== 'string') throw bad(where, `pods["${name}"].node is not a string`);
     const r = role ?? 'other';
     if (typeof r !== 'string' || !(ROLES as readonly string[]).includes(r)) {

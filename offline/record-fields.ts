@@ -7,7 +7,7 @@
 import { R, SF, SUMMARY_BYTES } from '../core/decode/summary';
 import { SUMMARY_WORDS } from './summary-file';
 import type { EventContext } from '../core/decode/event';
-import { formatIPv4, formatIPv6 } from '../core/decode/address';
+import { formatIPv4, formatIPv6 } from '../common/address';
 import { connectionKey, type SelectionCursor } from '../core/report/analyze';
 import { flowView, type FlowProto } from '../core/correlate/match-point';
 import type { PacketEvent } from '../common/event';

@@ -20,7 +20,7 @@ import {
   writeEvent,
 } from '../../common/events-wire';
 import type { EncodedEvents } from '../../common/wire';
-import { formatIPv6 } from '../../core/decode/address';
+import { formatIPv6 } from '../../common/address';
 import { linktypeName, type DecodeOptions } from '../../core/decode/frame';
 import type { EventContext } from '../../core/decode/event';
 import { loadNativeAddon, type PcapBatchAddon } from '../../native/loader';

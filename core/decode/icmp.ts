@@ -17,7 +17,7 @@
  * length fields describe the original packet, which is cut), so it never marks the frame truncated.
  */
 import type { Tuple } from '../../common/event';
-import { formatIPv4, formatIPv6 } from './address';
+import { formatIPv4, formatIPv6 } from '../../common/address';
 import type { DecodeState } from './reader';
 import { transportName } from './reader';
 import { Next } from './tables';

@@ -19,7 +19,7 @@
  * Only the first fragment (offset 0) carries the transport header. Total length 0 is what Linux
  * TSO/GSO and BIG TCP (> 64 KiB) put in captured super-packets: the captured length is used then.
  */
-import { formatIPv4 } from './address';
+import { formatIPv4 } from '../../common/address';
 import type { DecodeState } from './reader';
 import { transportName } from './reader';
 import { Next } from './tables';

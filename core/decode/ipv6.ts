@@ -21,7 +21,7 @@
  * Payload length 0 with a hop-by-hop Jumbo Payload option (type 0xC2, RFC 2675) is a jumbogram
  * (BIG TCP); without that option it is a GSO super-packet: the captured length is used then.
  */
-import { formatIPv6 } from './address';
+import { formatIPv6 } from '../../common/address';
 import type { DecodeState } from './reader';
 import { transportName } from './reader';
 import { Next } from './tables';

@@ -11,7 +11,7 @@
  */
 import type { PacketEvent, PacketKeys, Tuple, TunnelInfo } from '../../common/event';
 import { TRANSPORT_NAMES, TUNNEL_KINDS } from '../../common/event';
-import { formatIPv4, formatIPv6 } from './address';
+import { formatIPv4, formatIPv6 } from '../../common/address';
 import { decodeFrame, linktypeName, type DecodeOptions } from './frame';
 import { Next, udpPortTable } from './tables';
 import { toPacketEvent, type EventContext } from './event';

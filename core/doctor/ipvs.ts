@@ -16,7 +16,7 @@
  */
 import type { IpvsService } from '../../common/wire';
 import { hostPort } from '../../common/endpoint';
-import { formatIPv4, formatIPv6 } from '../decode/address';
+import { formatIPv4, formatIPv6 } from '../../common/address';
 
 const SERVICE = /^(TCP|UDP|SCTP|FWM)\s+(\S+?)(?::([0-9A-Fa-f]{4}))?\s+(\S+)/;
 const REAL = /^\s+->\s+(\S+):([0-9A-Fa-f]{4})\s+(\S+)/;

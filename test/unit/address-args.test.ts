@@ -8,7 +8,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { canonicalIP, parseDstArg } from '../../cli/analyze-args';
+import { canonicalIP } from '../../common/address';
+import { parseDstArg } from '../../cli/analyze-args';
 import { runAnalyze } from '../../cli/analyze';
 
 void t.test('canonicalIP: the decoder form of every way to write an address', (t) => {

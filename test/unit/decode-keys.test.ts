@@ -3,7 +3,7 @@
  * ("Decode As") and the never-throw contract.
  */
 import t from 'tap';
-import { formatIPv6 } from '../../core/decode/address';
+import { formatIPv6 } from '../../common/address';
 import { decodeFrame } from '../../core/decode/frame';
 import { findProbeMarker, fnv1a32, requestLineHash, xxh32 } from '../../core/decode/keys';
 import type { PacketKeys } from '../../common/event';

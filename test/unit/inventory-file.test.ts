@@ -2,6 +2,7 @@
  * An inventory keeps every entry whatever its name (common/inventory-file.ts): a node or pod named
  * "__proto__", assigned into a plain object, set its prototype instead and vanished — from the
  * attribution, from "inventory as used" and from the bundle's inventory.json, with no error.
+ * Its addresses are kept in the decoder's form (common/address.ts canonicalIP).
  */
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,6 +24,22 @@ void t.test('names of Object.prototype members are entries like any other', (t) 
   t.same(inv.nodes['__proto__'], ['192.168.50.1'], 'a lookup finds the entry');
   t.notOk('toString' in inv.nodes, 'and nothing where there is no entry');
   t.same(JSON.parse(JSON.stringify(inv)), JSON.parse(text), 'written back as read');
+  t.end();
+});
+
+void t.test('addresses are kept as the decoder writes them, however they were typed', (t) => {
+  const inv = parseInventory(
+    {
+      nodes: { n1: ['2001:DB8::1', '2001:db8:0:0:0:0:0:2', '192.168.50.1'] },
+      pods: { p: { ip: '2001:0DB8::00AB', node: 'n1', role: 'backend' } },
+    },
+    'inv.json',
+  );
+  t.same(inv.nodes['n1'], ['2001:db8::1', '2001:db8::2', '192.168.50.1']);
+  t.equal(inv.pods['p']?.ip, '2001:db8::ab', 'so it names the packets from 2001:db8::ab');
+  t.throws(() => parseInventory({ nodes: { n1: ['not-an-ip'] } }, 'inv.json'), {
+    code: 'CLI_BAD_INVENTORY',
+  });
   t.end();
 });
 

@@ -2,7 +2,12 @@
  * Canonical address text: dotted quad for IPv4, RFC 5952 for IPv6 (lowercase hex, leading zeros
  * dropped, the longest run of two or more zero groups compressed to "::", the first run on a tie,
  * IPv4-mapped addresses as ::ffff:a.b.c.d per RFC 5952 §5).
+ *
+ * `canonicalIP` turns an address as a person typed it into that form, so it compares equal to the
+ * packets' addresses as strings.
  */
+import { isIP } from 'node:net';
+import { parseCidr } from './cidr';
 
 /** Dotted quad of the 4 bytes at `at` (caller has bounds-checked). */
 export function formatIPv4(b: Uint8Array, at: number): string {
@@ -45,4 +50,20 @@ export function formatIPv6(b: Uint8Array, at: number): string {
     if (i < 7) s += ':';
   }
   return s;
+}
+
+/**
+ * An address as the decoder writes it (the dotted quad, RFC 5952 for IPv6), so a --client or --dst compares equal to the packets' addresses however it was typed
+ * (`2001:DB8::1`, `2001:db8:0:0:0:0:0:1`); a zone (`%eth0`), which no packet carries, is dropped.
+ * null when `text` is not an address.
+ */
+export function canonicalIP(text: string): string | null {
+  const family = isIP(text);
+  // isIP takes the dotted quad only without leading zeros: the decoder's form already.
+  if (family !== 6) return family === 4 ? text : null;
+  const n = parseCidr(text)?.first;
+  if (n === undefined) return null;
+  const bytes = new Uint8Array(16);
+  for (let i = 0; i < 16; i++) bytes[i] = Number((n >> BigInt(8 * (15 - i))) & 0xffn);
+  return formatIPv6(bytes, 0);
 }
