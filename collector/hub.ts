@@ -18,6 +18,7 @@ import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { sharedTokenAuth, type AgentAuthenticator, type AgentIdentity } from './agent-auth';
 import { AGENT_KINDS, CLOSE_CODES, decodeEnvelope, encodeEnvelope } from '../common/envelope';
 import { isHoptraceError, type ErrorCode } from '../common/errors';
+import { agentIdProblem, nodeNameProblem } from '../common/agent-names';
 import type { Envelope, Hello } from '../common/wire';
 import type {
   AgentHub,
@@ -86,7 +87,7 @@ export const HELLO_LIMITS = {
   addressesPerNamespace: 256,
   interfacesPerNamespace: 1024,
   nodeAddresses: 1024,
-  /** agentId, node, version, a namespace path, an address or interface name. */
+  /** version, a namespace path, an address or interface name (agentId and node: agent-names.ts). */
   stringLength: 4096,
 } as const;
 
@@ -100,7 +101,7 @@ export const HELLO_MAX_BYTES = 1024 * 1024;
 export function helloTooLarge(h: Hello): string | null {
   const L = HELLO_LIMITS;
   const long = (s: string): boolean => s.length > L.stringLength;
-  if ([h.agentId, h.node, h.version].some(long)) return 'a name longer than 4096 characters';
+  if (long(h.version)) return 'a version longer than 4096 characters';
   if (h.nodeAddresses.length > L.nodeAddresses || h.nodeAddresses.some(long))
     return `${h.nodeAddresses.length} node addresses (at most ${L.nodeAddresses})`;
   if (h.namespaces.length > L.namespaces)
@@ -316,8 +317,11 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   };
 
   const onHello = (conn: Conn, hello: Hello): void => {
-    if (hello.agentId === '') {
-      refuse(conn, 'WIRE_UNEXPECTED', CLOSE_CODES.UNEXPECTED, 'hello without agentId');
+    // Checked before anything is kept or bound: agents.json takes only names that load again.
+    const badName = agentIdProblem(hello.agentId) ?? nodeNameProblem(hello.node);
+    if (badName !== null) {
+      const why = `hello: ${badName}; give the agent a valid --node (or --agent-id)`;
+      refuse(conn, 'AGENT_BAD_NAME', CLOSE_CODES.MALFORMED, why);
       return;
     }
     const tooLarge = helloTooLarge(hello);
@@ -335,13 +339,13 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     }
     const id = conn.identity;
     if (id.node !== null && hello.node !== id.node) {
-      const why = `${id.subject} may speak for node ${id.node}, not ${hello.node.slice(0, 253)}`;
+      const why = `${id.subject} may speak for node ${id.node}, not ${hello.node}`;
       refuse(conn, 'AUTH_WRONG_NODE', CLOSE_CODES.WRONG_NODE, why);
       return;
     }
     const owner = store.nodeOf(hello.agentId);
     if (owner !== undefined && owner !== hello.node) {
-      const why = `agent id ${hello.agentId.slice(0, 253)} belongs to node ${owner}`;
+      const why = `agent id ${hello.agentId} belongs to node ${owner}`;
       refuse(conn, 'AUTH_WRONG_NODE', CLOSE_CODES.WRONG_NODE, why);
       return;
     }
@@ -355,7 +359,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     );
     if (rival?.conn !== undefined && id.node === null) {
       // The shared token proves nothing about the node: the agent already there stays.
-      const why = `node ${hello.node.slice(0, 253)} already has agent ${rival.info.agentId} connected (from ${rival.conn.remote})`;
+      const why = `node ${hello.node} already has agent ${rival.info.agentId} connected (from ${rival.conn.remote})`;
       refuse(conn, 'AGENT_NODE_TAKEN', CLOSE_CODES.NODE_TAKEN, why);
       return;
     }
@@ -372,7 +376,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
           conn,
           isHoptraceError(e) ? e.code : 'STORE_IO',
           CLOSE_CODES.HANDLER_FAILED,
-          `cannot record that agent id ${hello.agentId.slice(0, 253)} is node ${hello.node.slice(0, 253)}'s: ${why}`,
+          `cannot record that agent id ${hello.agentId} is node ${hello.node}'s: ${why}`,
         );
         return;
       }

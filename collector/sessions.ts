@@ -46,6 +46,7 @@ import {
 } from './capture-reports';
 import { agentView, captureView, type AgentView, type CaptureView } from './capture-views';
 import { AnalysisOffload } from './analysis-offload';
+import { logInvalidAgentRecords } from './agent-records';
 import type { AnalysisResult } from '../core/report/analysis-result';
 
 /**
@@ -200,6 +201,7 @@ export class SessionManager {
         { code: 'STORE_IO' },
         `not loaded from the data directory, moved to ${q.path}: ${q.reason}`,
       );
+    logInvalidAgentRecords(this.log, this.store.invalidAgentRecords);
     for (const loaded of loadedSessions) {
       const s = new CaptureSession(loaded.record, loaded.events);
       this.sessions.set(s.id, s);

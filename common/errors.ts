@@ -80,6 +80,8 @@ export const ERRORS = {
     'a valid transport message that this peer must not send now (wrong direction, before hello, no seq)',
   WIRE_TOO_LARGE: 'a transport message exceeds the maximum payload size',
   WIRE_HELLO_TIMEOUT: 'the agent did not send hello (or the collector helloAck) in time',
+  AGENT_BAD_NAME:
+    "the agent's hello names a node or an agent id the collector does not take (a node name: 1-253 letters, digits, '.', '_' or '-'; an agent id: 1-260 characters)",
   AUTH_REFUSED: 'the collector refused the agent token (HTTP 401)',
   AUTH_NO_TOKEN: 'no bearer token is configured (token file missing or empty, variable unset)',
   AGENT_REPLACED:
