@@ -19,6 +19,7 @@ import { sharedTokenAuth, type AgentAuthenticator, type AgentIdentity } from './
 import { AGENT_KINDS, CLOSE_CODES, decodeEnvelope, encodeEnvelope } from '../common/envelope';
 import { isHoptraceError, type ErrorCode } from '../common/errors';
 import { agentIdProblem, nodeNameProblem } from '../common/agent-names';
+import { HELLO_MAX_BYTES, helloHeapBytes, helloTooLarge } from '../common/hello-limits';
 import type { Envelope, Hello } from '../common/wire';
 import type {
   AgentHub,
@@ -70,6 +71,13 @@ export interface AgentHubOptions {
    */
   maxRememberedAgents?: number;
   /**
+   * Heap the hellos of disconnected agents may hold together, estimated (common/hello-limits.ts
+   * helloHeapBytes; default 64 MiB, ~750 agents of 110-pod nodes): past it the ones seen longest
+   * ago are forgotten at once, so the remembered agents' memory is bounded in bytes, not only in
+   * count (1,024 hellos of ~5 MB each, within every per-hello limit, would be 5 GB).
+   */
+  maxRememberedBytes?: number;
+  /**
    * Bytes of one connection's received messages waiting in its agent's chain (decoded, not yet
    * stored) above which the collector stops reading that socket until half of them are done
    * (default 64 KiB; also at most 4 messages). The agent's own window is its socket buffer, so
@@ -79,42 +87,6 @@ export interface AgentHubOptions {
    */
   maxPendingBytes?: number;
   logger?: pino.Logger;
-}
-
-/** What one hello may carry: beyond it the hello is refused (WIRE_MALFORMED), not kept. */
-export const HELLO_LIMITS = {
-  namespaces: 4096,
-  addressesPerNamespace: 256,
-  interfacesPerNamespace: 1024,
-  nodeAddresses: 1024,
-  /** version, a namespace path, an address or interface name (agentId and node: agent-names.ts). */
-  stringLength: 4096,
-} as const;
-
-/**
- * A hello's encoded size at most (1 MiB): within the count caps a 16 MiB hello still kept ~133 MiB
- * of heap per agent id (issue 17); a real one is a few KiB per namespace.
- */
-export const HELLO_MAX_BYTES = 1024 * 1024;
-
-/** Why a hello is too large to keep, or null. */
-export function helloTooLarge(h: Hello): string | null {
-  const L = HELLO_LIMITS;
-  const long = (s: string): boolean => s.length > L.stringLength;
-  if (long(h.version)) return 'a version longer than 4096 characters';
-  if (h.nodeAddresses.length > L.nodeAddresses || h.nodeAddresses.some(long))
-    return `${h.nodeAddresses.length} node addresses (at most ${L.nodeAddresses})`;
-  if (h.namespaces.length > L.namespaces)
-    return `${h.namespaces.length} namespaces (at most ${L.namespaces})`;
-  for (const n of h.namespaces) {
-    if (long(n.path) || n.addresses.some(long) || n.interfaces.some(long))
-      return 'a namespace path, address or interface longer than 4096 characters';
-    if (n.addresses.length > L.addressesPerNamespace)
-      return `${n.addresses.length} addresses in ${n.path.slice(0, 80)} (at most ${L.addressesPerNamespace})`;
-    if (n.interfaces.length > L.interfacesPerNamespace)
-      return `${n.interfaces.length} interfaces in ${n.path.slice(0, 80)} (at most ${L.interfacesPerNamespace})`;
-  }
-  return null;
 }
 
 /** A LastSeqStore in memory (tests; a collector without a data directory). */
@@ -150,6 +122,8 @@ interface Conn {
 
 interface AgentState {
   info: AgentInfo;
+  /** What keeping info.hello costs (helloHeapBytes). */
+  heapBytes: number;
   conn: Conn | undefined;
   /** Every message of this agent, across its connections, is processed in this one chain. */
   chain: Promise<void>;
@@ -221,12 +195,20 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   const MAX_PENDING_MSGS = 4;
   const forgetAfterMs = opts.forgetAfterMs ?? 15 * 60_000;
   const maxRemembered = opts.maxRememberedAgents ?? 1024;
-  /** Forgets the disconnected agents seen longest ago beyond maxRemembered. */
+  const maxRememberedBytes = opts.maxRememberedBytes ?? 64 * 1024 * 1024;
+  /** Forgets the disconnected agents seen longest ago beyond maxRemembered(Bytes). */
   const forgetExcess = (): void => {
     const gone = [...agents.values()].filter((a) => a.conn === undefined);
-    if (gone.length <= maxRemembered) return;
+    let bytes = gone.reduce((n, a) => n + a.heapBytes, 0);
+    if (gone.length <= maxRemembered && bytes <= maxRememberedBytes) return;
     gone.sort((a, b) => a.info.lastSeenMs - b.info.lastSeenMs);
-    for (const a of gone.slice(0, gone.length - maxRemembered)) agents.delete(a.info.agentId);
+    let count = gone.length;
+    for (const a of gone) {
+      if (count <= maxRemembered && bytes <= maxRememberedBytes) break;
+      agents.delete(a.info.agentId);
+      count--;
+      bytes -= a.heapBytes;
+    }
   };
   /** Sends one Envelope; false (and the connection cut) when the peer does not read. */
   const sendEnv = (conn: Conn, env: Envelope): boolean => {
@@ -260,6 +242,12 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       error: { code, message: `${code}: ${detail}`, captureId: '', point: '' },
     });
     conn.ws.close(closeCode, code);
+  };
+
+  /** Refuses a hello the collector would not keep (HELLO_TOO_LARGE), saying what to narrow. */
+  const refuseLargeHello = (conn: Conn, what: string): void => {
+    const why = `hello too large: ${what}; narrow the agent's namespaces (--netns-glob, --no-proc-scan)`;
+    refuse(conn, 'HELLO_TOO_LARGE', CLOSE_CODES.HELLO_TOO_LARGE, why);
   };
 
   const enqueue = (agent: AgentState, conn: Conn, step: () => Promise<void> | void): void => {
@@ -326,7 +314,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     }
     const tooLarge = helloTooLarge(hello);
     if (tooLarge !== null) {
-      refuse(conn, 'WIRE_MALFORMED', CLOSE_CODES.MALFORMED, `hello too large: ${tooLarge}`);
+      refuseLargeHello(conn, tooLarge);
       return;
     }
     if (conn.agentId !== undefined && conn.agentId !== hello.agentId) {
@@ -416,11 +404,13 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       connectedAtMs: first ? now : (agent?.info.connectedAtMs ?? now),
       lastSeenMs: now,
     };
+    const heapBytes = helloHeapBytes(hello);
     if (agent) {
       agent.info = info;
       agent.conn = conn;
+      agent.heapBytes = heapBytes;
     } else {
-      agent = { info, conn, chain: Promise.resolve() };
+      agent = { info, conn, heapBytes, chain: Promise.resolve() };
       agents.set(hello.agentId, agent);
     }
     if (first) log.info({ agentId: hello.agentId, remote: conn.remote }, 'agent connected');
@@ -447,8 +437,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     // The first message must be a hello: one too large is refused before it is decoded.
     const helloTooBig = (): boolean => {
       if (bytes.byteLength <= HELLO_MAX_BYTES) return false;
-      const why = `hello too large: ${bytes.byteLength} bytes (at most ${HELLO_MAX_BYTES})`;
-      refuse(conn, 'WIRE_MALFORMED', CLOSE_CODES.MALFORMED, why);
+      refuseLargeHello(conn, `${bytes.byteLength} bytes (at most ${HELLO_MAX_BYTES})`);
       return true;
     };
     if (conn.agentId === undefined && helloTooBig()) return;

@@ -61,6 +61,8 @@ export const CLOSE_CODES = {
    * (WIRE_MALFORMED) —, or a hello whose node name or agent id is not one (AGENT_BAD_NAME).
    */
   MALFORMED: 4400,
+  /** A hello listing more than the collector keeps (HELLO_TOO_LARGE: common/hello-limits.ts). */
+  HELLO_TOO_LARGE: 4413,
   /** A hello for a node (or an agent id of a node) this peer's identity may not speak for (AUTH_WRONG_NODE). */
   WRONG_NODE: 4403,
   /** No hello within the hello timeout (WIRE_HELLO_TIMEOUT). */

@@ -82,6 +82,8 @@ export const ERRORS = {
   WIRE_HELLO_TIMEOUT: 'the agent did not send hello (or the collector helloAck) in time',
   AGENT_BAD_NAME:
     "the agent's hello names a node or an agent id the collector does not take (a node name: 1-253 letters, digits, '.', '_' or '-'; an agent id: 1-260 characters)",
+  HELLO_TOO_LARGE:
+    "the agent's hello lists more namespaces, addresses or interfaces (or bytes) than the collector keeps; the message names which and the limit",
   AUTH_REFUSED: 'the collector refused the agent token (HTTP 401)',
   AUTH_NO_TOKEN: 'no bearer token is configured (token file missing or empty, variable unset)',
   AGENT_REPLACED:

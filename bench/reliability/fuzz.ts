@@ -15,6 +15,7 @@ import WebSocket from 'ws';
 import { AGENT_KINDS, decodeEnvelope, encodeEnvelope, isSpooledKind } from '../../common/envelope';
 import type { Hello } from '../../common/wire';
 import { agentIdProblem, nodeNameProblem } from '../../common/agent-names';
+import { helloTooLarge } from '../../common/hello-limits';
 import { LiveCollector } from '../../lab/live-collector';
 import { fmt, median } from '../proc';
 import { corpus, mutatedFrame, xorshift } from './mutate';
@@ -39,15 +40,13 @@ interface Tally {
   hangRuns: [string, string][];
 }
 
-/** A hello the hub refuses for its names (AGENT_BAD_NAME) or a string too long. */
+/** A hello the hub refuses for what it says: its names (AGENT_BAD_NAME) or its size (HELLO_TOO_LARGE). */
 function helloRefused(h: Hello): boolean {
-  if (agentIdProblem(h.agentId) !== null || nodeNameProblem(h.node) !== null) return true;
-  const strings = [
-    h.version,
-    ...h.nodeAddresses,
-    ...h.namespaces.flatMap((n) => [n.path, ...n.addresses, ...n.interfaces]),
-  ];
-  return strings.some((x) => x.length > 4096);
+  return (
+    agentIdProblem(h.agentId) !== null ||
+    nodeNameProblem(h.node) !== null ||
+    helloTooLarge(h) !== null
+  );
 }
 
 /**

@@ -400,11 +400,12 @@ void t.test(
       },
     });
     await big.closed;
-    t.equal(big.closeCode, CLOSE_CODES.MALFORMED, 'refused with 4400');
+    t.equal(big.closeCode, CLOSE_CODES.HELLO_TOO_LARGE, 'refused with 4413');
+    t.equal(big.closeReason, 'HELLO_TOO_LARGE');
     const err = big.received.find((e) => e.kind === 'error');
     t.match(
       err?.kind === 'error' ? err.error.message : '',
-      /hello too large: 5000 namespaces \(at most 4096\)/,
+      /^HELLO_TOO_LARGE: hello too large: 5000 namespaces \(at most 4096\)/,
     );
     t.notOk(
       r.hub.agents().some((a) => a.agentId === 'big'),
@@ -514,11 +515,11 @@ void t.test(
       },
     });
     await fat.closed;
-    t.equal(fat.closeCode, CLOSE_CODES.MALFORMED, 'refused with 4400');
+    t.equal(fat.closeCode, CLOSE_CODES.HELLO_TOO_LARGE, 'refused with 4413');
     const err = fat.received.find((e) => e.kind === 'error');
     t.match(
       err?.kind === 'error' ? err.error.message : '',
-      /^WIRE_MALFORMED: hello too large: \d+ bytes \(at most 1048576\)/,
+      /^HELLO_TOO_LARGE: hello too large: \d+ bytes \(at most 1048576\)/,
     );
     t.notOk(
       r.hub.agents().some((a) => a.agentId === 'fat'),
