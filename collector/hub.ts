@@ -10,6 +10,7 @@
  * resolved and lastSeqStore recorded it, so a collector restart loses nothing and a resend after
  * a reconnect is recognised as a duplicate. Close codes: CLOSE_CODES in common/envelope.ts.
  */
+import { EventEmitter } from 'node:events';
 import type { IncomingMessage, Server as HttpServer } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { Duplex } from 'node:stream';
@@ -45,7 +46,7 @@ export interface AgentHubOptions {
   maxPendingAuth?: number;
   collectorId: string;
   lastSeqStore: LastSeqStore;
-  /** Largest accepted message (default 16 MiB); larger ones close the connection with 1009. */
+  /** Largest accepted message (default 16 MiB); larger ones close the connection with 1009 (WIRE_TOO_LARGE). */
   maxPayloadBytes?: number;
   /** Ping interval; a peer silent for a whole interval is dropped (default 10 s). */
   heartbeatMs?: number;
@@ -157,9 +158,10 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   const heartbeatMs = opts.heartbeatMs ?? 10_000;
   const helloTimeoutMs = opts.helloTimeoutMs ?? 5_000;
   const store = opts.lastSeqStore;
+  const maxPayload = opts.maxPayloadBytes ?? 16 * 1024 * 1024;
   const wss = new WebSocketServer({
     noServer: true,
-    maxPayload: opts.maxPayloadBytes ?? 16 * 1024 * 1024,
+    maxPayload,
     perMessageDeflate: false,
     // One message per turn of the event loop: a socket whose buffer holds many batches would
     // otherwise have them all decoded and stored back to back (~200 ms measured with three agents
@@ -573,11 +575,24 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     });
     ws.on('pong', () => (conn.alive = true));
     ws.on('ping', () => (conn.alive = true));
+    // ws closes a connection whose message exceeds maxPayload by itself, with 1009 and no
+    // reason, before it emits 'error'. Its receiver's error comes first: the connection is
+    // refused there like any other (an error reply, the code as the close reason), and ws's own
+    // close then finds it closing. `_receiver` is ws 8's own field (hub.test.ts checks the
+    // reason): without it, ws's bare 1009 stands.
+    const receiver = (ws as unknown as { _receiver?: unknown })._receiver;
+    if (receiver instanceof EventEmitter)
+      receiver.prependListener('error', (err: Error & { code?: string }) => {
+        if (err.code !== 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') return;
+        const why = `a message larger than ${maxPayload} bytes`;
+        refuse(conn, 'WIRE_TOO_LARGE', CLOSE_CODES.TOO_LARGE, why);
+      });
     ws.on('error', (err: Error & { code?: string }) => {
       // ws reports protocol violations here and closes the socket itself.
+      if (conn.failed) return; // refused already: counted and logged then
       const code: ErrorCode =
         err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'WIRE_TOO_LARGE' : 'WIRE_MALFORMED';
-      if (!conn.failed) counters.refusedMalformed++;
+      counters.refusedMalformed++;
       conn.failed = true;
       log.warn({ agentId: conn.agentId, remote, code }, err.message);
     });

@@ -122,6 +122,13 @@ void t.test(
     big.ws.send(Buffer.alloc(5000));
     await big.closed;
     t.equal(big.closeCode, CLOSE_CODES.TOO_LARGE, 'oversize: 1009');
+    t.equal(big.closeReason, 'WIRE_TOO_LARGE', 'with its code as the reason, like every refusal');
+    const tooLarge = big.received.find((e) => e.kind === 'error');
+    t.match(
+      tooLarge?.kind === 'error' ? tooLarge.error.message : '',
+      /^WIRE_TOO_LARGE: a message larger than 4096 bytes$/,
+      'and an error reply first',
+    );
 
     t.equal(r.hub.counters().refusedMalformed, 6);
     t.equal(r.messages.length, 0, 'nothing reached the handler');
