@@ -4,7 +4,7 @@
  *
  *   GET    /healthz                          no token needed
  *   GET    /v1/agents
- *   POST   /v1/captures                      201 CaptureView | 400 | 409 API_NO_AGENT
+ *   POST   /v1/captures                      201 CaptureView | 400 | 409 API_NO_AGENT | 429 API_TOO_MANY_CAPTURES
  *   GET    /v1/captures                      {captures: CaptureView[]}
  *   GET    /v1/captures/:id                  CaptureView | 404
  *   GET    /v1/captures/:id/<bundle file>    report.md, .json, .html, sequence.svg, evidence.pcapng, inventory.json; 404 until the verdict
@@ -50,6 +50,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   API_NOT_FOUND: 404,
   API_METHOD_NOT_ALLOWED: 405,
   API_NO_AGENT: 409,
+  API_TOO_MANY_CAPTURES: 429,
   DOCTOR_NO_AGENT: 409,
   REPRO_NO_WORKLOAD: 409,
   REPRO_NOT_SUPPORTED: 501,

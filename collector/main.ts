@@ -48,6 +48,8 @@ export interface CollectorOptions {
   kubernetes?: { source: KubeSource | KubeApi; intervalMs?: number };
   /** Attach conntrack evidence to finished captures (agents read it; default false). */
   conntrack?: boolean;
+  /** Captures live at once at most (`--max-live-captures`; default 32, collector/sessions.ts). */
+  maxLiveCaptures?: number;
 }
 
 export interface AgentAuthOptions {
@@ -150,6 +152,7 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
     ...(opts.debounceMs !== undefined ? { debounceMs: opts.debounceMs } : {}),
     ...(k8s ? { cluster: k8s } : {}),
     ...(opts.conntrack !== undefined ? { conntrack: opts.conntrack } : {}),
+    ...(opts.maxLiveCaptures !== undefined ? { maxLiveCaptures: opts.maxLiveCaptures } : {}),
   });
   sessions.start();
   const apiTokens = [...opts.tokens, ...(opts.apiTokens ?? [])];

@@ -64,6 +64,8 @@ export const ERRORS = {
     'the endpoint exists but does not take this HTTP method (405, with Allow)',
   API_NOT_FOUND: 'no such capture or endpoint, or the capture has no report yet',
   API_NO_AGENT: 'no connected agent can reach any of the capture points',
+  API_TOO_MANY_CAPTURES:
+    'the collector already runs as many live captures as it allows (--max-live-captures); wait for one to finish or cancel one',
   AGENT_NOT_CONNECTED: 'the agent for a capture point is not connected to the collector',
   STORE_IO: 'reading or writing the collector data directory failed',
   COLLECTOR_TLS: 'the TLS certificate or key cannot be used (not PEM, or not a pair)',
