@@ -71,6 +71,8 @@ export const ERRORS = {
   COLLECTOR_TLS: 'the TLS certificate or key cannot be used (not PEM, or not a pair)',
   AGENT_TLS: "the agent's --ca is not a PEM CA certificate",
   COLLECTOR_LISTEN: 'the collector cannot listen on the given address',
+  COLLECTOR_BUSY:
+    'the collector holds as many open connections as it allows (agents included); new ones are closed at once until some close',
   COLLECTOR_UNREACHABLE: 'the collector did not answer at the given URL',
   COLLECTOR_BAD_RESPONSE: 'the collector answered with something that is not the hoptrace API',
   // Agent <-> collector transport (common/envelope.ts, agent/link, collector/hub.ts).
