@@ -10,6 +10,7 @@
  * resolved and lastSeqStore recorded it, so a collector restart loses nothing and a resend after
  * a reconnect is recognised as a duplicate. Close codes: CLOSE_CODES in common/envelope.ts.
  */
+import { requestUrl } from './request-url';
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage, Server as HttpServer } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
@@ -603,7 +604,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   };
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
-    const url = new URL(req.url ?? '/', 'http://hub');
+    const url = requestUrl(req.url ?? '/');
     if (url.pathname !== path) {
       // Leave other paths to other upgrade listeners, if there are any.
       if (opts.server.listenerCount('upgrade') === 1) refuseUpgrade(socket, 404);
