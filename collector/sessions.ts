@@ -333,7 +333,7 @@ export class SessionManager {
     if (live < this.maxLiveCaptures) return;
     throw new HoptraceError(
       'API_TOO_MANY_CAPTURES',
-      `${live} captures are live, the most this collector runs at once (${this.maxLiveCaptures})`,
+      `${live} captures are live; this collector runs at most ${this.maxLiveCaptures} at once`,
       {
         where: 'POST /v1/captures',
         hint: "wait for one to finish or cancel one (GET /v1/captures lists them, DELETE /v1/captures/:id cancels); the collector's --max-live-captures sets the limit",

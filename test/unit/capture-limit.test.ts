@@ -71,7 +71,7 @@ void t.test(
     t.equal(e.code, 'API_TOO_MANY_CAPTURES');
     t.match(
       e.message,
-      /^API_TOO_MANY_CAPTURES: POST \/v1\/captures: 2 captures are live, the most this collector runs at once \(2\)/,
+      /^API_TOO_MANY_CAPTURES: POST \/v1\/captures: 2 captures are live; this collector runs at most 2 at once \(wait for one to finish/,
     );
     t.match(e.hint, /cancel one .*--max-live-captures/, 'what to do');
     t.equal(armed(), 4, 'nothing armed for it');
