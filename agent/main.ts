@@ -22,7 +22,8 @@ import { InventoryCache } from './netns/inventory-cache';
 import { resolveTarget } from './netns/resolve';
 import { answerRequest } from './doctor/serve';
 import { AgentRuntime, buildHello } from './runtime';
-import { isHoptraceError, type HoptraceError } from '../common/errors';
+import { HoptraceError, isHoptraceError } from '../common/errors';
+import { agentIdProblem, nodeNameProblem } from '../common/agent-names';
 import { hoptraceVersion } from '../common/version';
 
 /**
@@ -76,6 +77,16 @@ export interface RunningAgent {
 export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   const log = opts.logger ?? pino({ enabled: false });
   const node = opts.node ?? hostname();
+  // The collector refuses a hello with any other names (AGENT_BAD_NAME), which the link would
+  // retry for ever: said here, once, before anything starts.
+  const nodeBad = nodeNameProblem(node);
+  if (nodeBad !== null)
+    throw new HoptraceError('CLI_USAGE', nodeBad, {
+      where: opts.node === undefined ? 'the host name (no --node given)' : '--node',
+      hint: "give --node the node's name (Kubernetes: spec.nodeName)",
+    });
+  const idBad = opts.agentId === undefined ? null : agentIdProblem(opts.agentId);
+  if (idBad !== null) throw new HoptraceError('CLI_USAGE', idBad, { where: '--agent-id' });
   const newId = (): string => `${node}-${randomBytes(3).toString('hex')}`;
   let agentId = opts.agentId ?? newId();
   const scope = opts.scope ?? {};

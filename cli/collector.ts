@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
 import {
+  DEFAULT_MAX_LIVE_CAPTURES,
   LOG_LEVELS,
   readNodeTokens,
   startCollector,
@@ -17,7 +18,7 @@ import { parseCommandLine, readFileArg } from './args';
 import { parseDuration } from './capture';
 
 export const USAGE =
-  'hoptrace collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--api-token-file FILE] [--tls-cert FILE --tls-key FILE] [--agent-tokens FILE] [--client-ca FILE] [--token-review [--token-review-audience AUD] [--agent-service-account NS:NAME]] [--allow-shared-agent-token] [--log-level LEVEL] [--kubernetes | --kubeconfig FILE] [--kubernetes-interval 10s]';
+  'hoptrace collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--api-token-file FILE] [--tls-cert FILE --tls-key FILE] [--agent-tokens FILE] [--client-ca FILE] [--token-review [--token-review-audience AUD] [--agent-service-account NS:NAME]] [--allow-shared-agent-token] [--max-live-captures 32] [--log-level LEVEL] [--kubernetes | --kubeconfig FILE] [--kubernetes-interval 10s]';
 
 /** `HOST:PORT` or `[IPv6]:PORT` (127.0.0.1:7070 by default); `:PORT` is refused as ambiguous. */
 export function parseListen(value: string): { host: string; port: number } {
@@ -95,6 +96,7 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
     'token-review-audience': { type: 'string' },
     'agent-service-account': { type: 'string' },
     'allow-shared-agent-token': { type: 'boolean' },
+    'max-live-captures': { type: 'string' },
     'log-level': { type: 'string' },
     kubernetes: { type: 'boolean' },
     kubeconfig: { type: 'string' },
@@ -162,6 +164,16 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
         where: 'hoptrace collector',
       },
     );
+  }
+  const live = values['max-live-captures'];
+  if (live !== undefined) {
+    const n = Number(live);
+    if (!/^[0-9]+$/.test(live) || !Number.isSafeInteger(n) || n < 1)
+      throw new HoptraceError('CLI_USAGE', `'${live}' is not a whole number of captures ≥ 1`, {
+        where: '--max-live-captures',
+        hint: `the default is ${DEFAULT_MAX_LIVE_CAPTURES}`,
+      });
+    opts.maxLiveCaptures = n;
   }
   const level = values['log-level'];
   if (level !== undefined) {

@@ -61,8 +61,12 @@ export function sharedTokenAuth(tokens: readonly string[]): AgentAuthenticator {
   };
 }
 
-/** A node name as Kubernetes spells one (RFC 1123 subdomain), or a lab's shorter name. */
-export const NODE_NAME_RE = /^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
+/**
+ * A node name as Kubernetes spells one (RFC 1123 subdomain), or a lab's shorter name: what the
+ * identities are issued for (token file, certificate CN). Each is also a name a hello may give
+ * (common/agent-names.ts NODE_NAME_RE, which allows host names outside a cluster too).
+ */
+export const K8S_NODE_NAME_RE = /^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
 
 /**
  * `NODE TOKEN` per line (`#` comments, blank lines ignored). Throws AUTH_NO_TOKEN (what and which
@@ -84,7 +88,7 @@ export function parseNodeTokens(text: string, where: string): Map<string, string
     const parts = line.split(/\s+/);
     const [node, token] = parts;
     if (parts.length !== 2 || node === undefined || token === undefined) bad('not "NODE TOKEN"');
-    else if (!NODE_NAME_RE.test(node)) bad(`'${node.slice(0, 64)}' is not a node name`);
+    else if (!K8S_NODE_NAME_RE.test(node)) bad(`'${node.slice(0, 64)}' is not a node name`);
     else if (token.length < 16) bad(`the token of ${node} is shorter than 16 characters`);
     else if (byNode.has(node)) bad(`${node} is listed twice`);
     else if (seen.has(token)) bad(`${node} has the token of another node`);

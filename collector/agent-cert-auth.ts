@@ -8,7 +8,7 @@
  *   openssl req -new -key node-a.key -subj /CN=node-a | openssl x509 -req -CA ca.pem -CAkey ca.key …
  */
 import { TLSSocket } from 'node:tls';
-import { NODE_NAME_RE, type AgentAuthenticator, type AuthRequest } from './agent-auth';
+import { K8S_NODE_NAME_RE, type AgentAuthenticator, type AuthRequest } from './agent-auth';
 
 export function clientCertAuth(): AgentAuthenticator {
   return {
@@ -28,7 +28,7 @@ export function clientCertAuth(): AgentAuthenticator {
         };
       const cn = cert.subject.CN;
       const node = Array.isArray(cn) ? undefined : cn;
-      if (node === undefined || !NODE_NAME_RE.test(node))
+      if (node === undefined || !K8S_NODE_NAME_RE.test(node))
         return {
           ok: false,
           status: 401,

@@ -1,6 +1,7 @@
 /**
  * The HTTP API's request errors, shared by http.ts and repro-http.ts: a method the path does not
- * take (405 with `Allow`), an id whose percent-encoding is broken (400, not a 500).
+ * take (405 with `Allow`), an id whose percent-encoding is broken (400, not a 500), nothing there
+ * (404).
  */
 import { HoptraceError } from '../common/errors';
 
@@ -29,3 +30,20 @@ export function decodeSegment(segment: string, path: string): string {
     });
   }
 }
+
+/** 404 for `path` (the request's path, said once): what is not there, and where to look. */
+export function notFound(path: string, detail: string, hint?: string): HoptraceError {
+  return new HoptraceError(
+    'API_NOT_FOUND',
+    detail,
+    hint === undefined ? { where: path } : { where: path, hint },
+  );
+}
+
+/** 404: no capture at `path` (which names its id). */
+export const noSuchCapture = (path: string): HoptraceError =>
+  notFound(path, 'no such capture', 'GET /v1/captures lists them');
+
+/** 404: no repro at `path` (which names its id). */
+export const noSuchRepro = (path: string): HoptraceError =>
+  notFound(path, 'no such repro', 'GET /v1/repros lists them');

@@ -6,6 +6,7 @@ import { isIP } from 'node:net';
 import { HoptraceError } from '../common/errors';
 import { parseInventory } from '../common/inventory-file';
 import { parseCidr } from '../common/cidr';
+import { NODE_NAME_RE } from '../common/agent-names';
 import {
   DEFAULT_SETTLE_MS,
   DEFAULT_TIMEOUT_MS,
@@ -17,7 +18,6 @@ import {
 const POINT_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 // Linux interface names: up to 15 bytes, no '/', ':' or whitespace ('any' is libpcap's pseudo device).
 const IFACE = /^[A-Za-z0-9_.@-]{1,15}$/;
-const NODE = /^[A-Za-z0-9]([A-Za-z0-9_.-]{0,252})$/;
 const MAX_TIMEOUT_MS = 3_600_000;
 const MAX_POINTS = 8;
 
@@ -106,7 +106,7 @@ function parsePoint(v: unknown, i: number): PointSpec {
   }
   const node = optString(v, 'node', field);
   if (node !== undefined) {
-    if (!NODE.test(node)) throw bad(`${field}.node`, 'is not a node name');
+    if (!NODE_NAME_RE.test(node)) throw bad(`${field}.node`, 'is not a node name');
     if (parsePodTarget(target) !== null)
       throw bad(`${field}.node`, 'a namespace/pod target brings its node', 'leave out "node"');
     p.node = node;

@@ -4,7 +4,7 @@
  *
  *   GET    /healthz                          no token needed
  *   GET    /v1/agents
- *   POST   /v1/captures                      201 CaptureView | 400 | 409 API_NO_AGENT
+ *   POST   /v1/captures                      201 CaptureView | 400 | 409 API_NO_AGENT | 429 API_TOO_MANY_CAPTURES
  *   GET    /v1/captures                      {captures: CaptureView[]}
  *   GET    /v1/captures/:id                  CaptureView | 404
  *   GET    /v1/captures/:id/<bundle file>    report.md, .json, .html, sequence.svg, evidence.pcapng, inventory.json; 404 until the verdict
@@ -18,7 +18,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { bearerToken, tokenMatches } from '../common/auth';
 import { HoptraceError, isHoptraceError, type ErrorCode } from '../common/errors';
-import { decodeSegment, MethodNotAllowed } from './api-errors';
+import {
+  decodeSegment,
+  MethodNotAllowed,
+  noSuchCapture,
+  noSuchRepro,
+  notFound,
+} from './api-errors';
+import { requestUrl } from './request-url';
 import { parseCaptureRequest } from './capture-request';
 import { doctorViaAgents, parseDoctorSpec } from './doctor-remote';
 import type { CollectorLogger } from './logger';
@@ -50,6 +57,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   API_NOT_FOUND: 404,
   API_METHOD_NOT_ALLOWED: 405,
   API_NO_AGENT: 409,
+  API_TOO_MANY_CAPTURES: 429,
   DOCTOR_NO_AGENT: 409,
   REPRO_NO_WORKLOAD: 409,
   REPRO_NOT_SUPPORTED: 501,
@@ -70,14 +78,6 @@ export function errorResponse(e: HoptraceError, extra: Record<string, string> = 
     STATUS[e.code] ?? 500,
     { error: { code: e.code, message: e.message, where: e.where ?? null, hint: e.hint ?? null } },
     extra,
-  );
-}
-
-function notFound(what: string, hint?: string): HoptraceError {
-  return new HoptraceError(
-    'API_NOT_FOUND',
-    `${what} not found`,
-    hint === undefined ? { where: what } : { where: what, hint },
   );
 }
 
@@ -117,7 +117,7 @@ export interface Api {
 function isUiPath(url: string): boolean {
   let path: string;
   try {
-    path = new URL(url, 'http://x').pathname;
+    path = requestUrl(url).pathname;
   } catch {
     return false;
   }
@@ -132,7 +132,7 @@ export function createApi(opts: ApiOptions): Api {
   }
 
   async function route(req: ApiRequest): Promise<ApiResponse> {
-    const path = new URL(req.url, 'http://x').pathname;
+    const path = requestUrl(req.url).pathname;
     // HEAD is GET without the body (the listener leaves it out).
     const method = headAsGet(req.method);
     if (path === '/healthz') {
@@ -166,18 +166,19 @@ export function createApi(opts: ApiOptions): Api {
     const m = /^\/v1\/captures\/([^/]+)(?:\/([a-z.]+))?$/.exec(path);
     if (m !== null) {
       const id = decodeSegment(m[1] ?? '', path);
-      if (!CAPTURE_ID_RE.test(id)) throw notFound(`capture ${id}`);
+      if (!CAPTURE_ID_RE.test(id)) throw noSuchCapture(path);
       const file = m[2];
       if (file !== undefined) {
         if (!(BUNDLE_FILES as readonly string[]).includes(file))
-          throw notFound(path, 'see the API in README.md');
+          throw notFound(path, "not a file of a capture's bundle", 'see the API in README.md');
         if (method !== 'GET') throw new MethodNotAllowed(method, path, ['GET']);
-        if (sessions.get(id) === undefined) throw notFound(`capture ${id}`);
+        if (sessions.get(id) === undefined) throw noSuchCapture(path);
         const name = file as BundleFileName;
         const body = sessions.bundleFile(id, name);
         if (body === null)
           throw notFound(
-            `${name} of ${id}`,
+            path,
+            'not there yet',
             name === 'evidence.pcapng'
               ? 'evidence.pcapng exists once the verdict is known and the agents answered for their frames'
               : 'the report exists once the capture has a verdict',
@@ -186,17 +187,17 @@ export function createApi(opts: ApiOptions): Api {
       }
       if (method === 'GET') {
         const v = sessions.get(id);
-        if (v === undefined) throw notFound(`capture ${id}`);
+        if (v === undefined) throw noSuchCapture(path);
         return json(200, v);
       }
       if (method === 'DELETE') {
         const v = sessions.cancel(id);
-        if (v === undefined) throw notFound(`capture ${id}`);
+        if (v === undefined) throw noSuchCapture(path);
         return json(200, v);
       }
       throw new MethodNotAllowed(method, path, ['GET', 'DELETE']);
     }
-    throw notFound(path, 'see the API in README.md');
+    throw notFound(path, 'no such endpoint', 'see the API in README.md');
   }
 
   /** A bug: logged, answered as 500 INTERNAL without its details. */
@@ -225,7 +226,7 @@ export function createApi(opts: ApiOptions): Api {
     }
     try {
       // `/v1/repros…` (collector/repro-http.ts) behind the same token check.
-      const path = new URL(req.url, 'http://x').pathname;
+      const path = requestUrl(req.url).pathname;
       if (path === '/v1/doctor') {
         authorize(req, path);
         if (req.method.toUpperCase() !== 'POST')
@@ -241,13 +242,14 @@ export function createApi(opts: ApiOptions): Api {
             throw new MethodNotAllowed(req.method.toUpperCase(), path, ['GET']);
           const id = decodeSegment(file[1] ?? '', path);
           const name = file[2] as ReproFileName;
-          if (sessions.repros.get(id) === undefined) throw notFound(`repro ${id}`);
+          if (sessions.repros.get(id) === undefined) throw noSuchRepro(path);
           const f = sessions.repros.bundleFile(id, name);
           if (f === null)
-            throw new HoptraceError('API_NOT_FOUND', `${name} of repro ${id} is not there (yet)`, {
-              where: path,
-              hint: 'evidence.pcapng is written when the repro finishes (GET /v1/repros/:id: bundle.state)',
-            });
+            throw notFound(
+              path,
+              'not there yet',
+              'evidence.pcapng is written when the repro finishes (GET /v1/repros/:id: bundle.state)',
+            );
           return bundleResponse(f.contentType, f.body);
         }
         const r = await routeRepro(sessions.repros, headAsGet(req.method), path, req.body);
@@ -275,7 +277,7 @@ export function createApi(opts: ApiOptions): Api {
       // collector hold a byte of what it sends.
       let path = '/';
       try {
-        path = new URL(req.url ?? '/', 'http://x').pathname;
+        path = requestUrl(req.url ?? '/').pathname;
       } catch {
         // handle() answers a URL it cannot parse.
       }

@@ -10,6 +10,8 @@
  * resolved and lastSeqStore recorded it, so a collector restart loses nothing and a resend after
  * a reconnect is recognised as a duplicate. Close codes: CLOSE_CODES in common/envelope.ts.
  */
+import { requestUrl } from './request-url';
+import { EventEmitter } from 'node:events';
 import type { IncomingMessage, Server as HttpServer } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { Duplex } from 'node:stream';
@@ -18,6 +20,8 @@ import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { sharedTokenAuth, type AgentAuthenticator, type AgentIdentity } from './agent-auth';
 import { AGENT_KINDS, CLOSE_CODES, decodeEnvelope, encodeEnvelope } from '../common/envelope';
 import { isHoptraceError, type ErrorCode } from '../common/errors';
+import { agentIdProblem, nodeNameProblem } from '../common/agent-names';
+import { HELLO_MAX_BYTES, helloHeapBytes, helloTooLarge } from '../common/hello-limits';
 import type { Envelope, Hello } from '../common/wire';
 import type {
   AgentHub,
@@ -43,7 +47,7 @@ export interface AgentHubOptions {
   maxPendingAuth?: number;
   collectorId: string;
   lastSeqStore: LastSeqStore;
-  /** Largest accepted message (default 16 MiB); larger ones close the connection with 1009. */
+  /** Largest accepted message (default 16 MiB); larger ones close the connection with 1009 (WIRE_TOO_LARGE). */
   maxPayloadBytes?: number;
   /** Ping interval; a peer silent for a whole interval is dropped (default 10 s). */
   heartbeatMs?: number;
@@ -69,6 +73,13 @@ export interface AgentHubOptions {
    */
   maxRememberedAgents?: number;
   /**
+   * Heap the hellos of disconnected agents may hold together, estimated (common/hello-limits.ts
+   * helloHeapBytes; default 64 MiB, ~750 agents of 110-pod nodes): past it the ones seen longest
+   * ago are forgotten at once, so the remembered agents' memory is bounded in bytes, not only in
+   * count (1,024 hellos of ~5 MB each, within every per-hello limit, would be 5 GB).
+   */
+  maxRememberedBytes?: number;
+  /**
    * Bytes of one connection's received messages waiting in its agent's chain (decoded, not yet
    * stored) above which the collector stops reading that socket until half of them are done
    * (default 64 KiB; also at most 4 messages). The agent's own window is its socket buffer, so
@@ -78,42 +89,6 @@ export interface AgentHubOptions {
    */
   maxPendingBytes?: number;
   logger?: pino.Logger;
-}
-
-/** What one hello may carry: beyond it the hello is refused (WIRE_MALFORMED), not kept. */
-export const HELLO_LIMITS = {
-  namespaces: 4096,
-  addressesPerNamespace: 256,
-  interfacesPerNamespace: 1024,
-  nodeAddresses: 1024,
-  /** agentId, node, version, a namespace path, an address or interface name. */
-  stringLength: 4096,
-} as const;
-
-/**
- * A hello's encoded size at most (1 MiB): within the count caps a 16 MiB hello still kept ~133 MiB
- * of heap per agent id (issue 17); a real one is a few KiB per namespace.
- */
-export const HELLO_MAX_BYTES = 1024 * 1024;
-
-/** Why a hello is too large to keep, or null. */
-export function helloTooLarge(h: Hello): string | null {
-  const L = HELLO_LIMITS;
-  const long = (s: string): boolean => s.length > L.stringLength;
-  if ([h.agentId, h.node, h.version].some(long)) return 'a name longer than 4096 characters';
-  if (h.nodeAddresses.length > L.nodeAddresses || h.nodeAddresses.some(long))
-    return `${h.nodeAddresses.length} node addresses (at most ${L.nodeAddresses})`;
-  if (h.namespaces.length > L.namespaces)
-    return `${h.namespaces.length} namespaces (at most ${L.namespaces})`;
-  for (const n of h.namespaces) {
-    if (long(n.path) || n.addresses.some(long) || n.interfaces.some(long))
-      return 'a namespace path, address or interface longer than 4096 characters';
-    if (n.addresses.length > L.addressesPerNamespace)
-      return `${n.addresses.length} addresses in ${n.path.slice(0, 80)} (at most ${L.addressesPerNamespace})`;
-    if (n.interfaces.length > L.interfacesPerNamespace)
-      return `${n.interfaces.length} interfaces in ${n.path.slice(0, 80)} (at most ${L.interfacesPerNamespace})`;
-  }
-  return null;
 }
 
 /** A LastSeqStore in memory (tests; a collector without a data directory). */
@@ -149,6 +124,8 @@ interface Conn {
 
 interface AgentState {
   info: AgentInfo;
+  /** What keeping info.hello costs (helloHeapBytes). */
+  heapBytes: number;
   conn: Conn | undefined;
   /** Every message of this agent, across its connections, is processed in this one chain. */
   chain: Promise<void>;
@@ -182,9 +159,10 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   const heartbeatMs = opts.heartbeatMs ?? 10_000;
   const helloTimeoutMs = opts.helloTimeoutMs ?? 5_000;
   const store = opts.lastSeqStore;
+  const maxPayload = opts.maxPayloadBytes ?? 16 * 1024 * 1024;
   const wss = new WebSocketServer({
     noServer: true,
-    maxPayload: opts.maxPayloadBytes ?? 16 * 1024 * 1024,
+    maxPayload,
     perMessageDeflate: false,
     // One message per turn of the event loop: a socket whose buffer holds many batches would
     // otherwise have them all decoded and stored back to back (~200 ms measured with three agents
@@ -220,12 +198,20 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   const MAX_PENDING_MSGS = 4;
   const forgetAfterMs = opts.forgetAfterMs ?? 15 * 60_000;
   const maxRemembered = opts.maxRememberedAgents ?? 1024;
-  /** Forgets the disconnected agents seen longest ago beyond maxRemembered. */
+  const maxRememberedBytes = opts.maxRememberedBytes ?? 64 * 1024 * 1024;
+  /** Forgets the disconnected agents seen longest ago beyond maxRemembered(Bytes). */
   const forgetExcess = (): void => {
     const gone = [...agents.values()].filter((a) => a.conn === undefined);
-    if (gone.length <= maxRemembered) return;
+    let bytes = gone.reduce((n, a) => n + a.heapBytes, 0);
+    if (gone.length <= maxRemembered && bytes <= maxRememberedBytes) return;
     gone.sort((a, b) => a.info.lastSeenMs - b.info.lastSeenMs);
-    for (const a of gone.slice(0, gone.length - maxRemembered)) agents.delete(a.info.agentId);
+    let count = gone.length;
+    for (const a of gone) {
+      if (count <= maxRemembered && bytes <= maxRememberedBytes) break;
+      agents.delete(a.info.agentId);
+      count--;
+      bytes -= a.heapBytes;
+    }
   };
   /** Sends one Envelope; false (and the connection cut) when the peer does not read. */
   const sendEnv = (conn: Conn, env: Envelope): boolean => {
@@ -259,6 +245,12 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       error: { code, message: `${code}: ${detail}`, captureId: '', point: '' },
     });
     conn.ws.close(closeCode, code);
+  };
+
+  /** Refuses a hello the collector would not keep (HELLO_TOO_LARGE), saying what to narrow. */
+  const refuseLargeHello = (conn: Conn, what: string): void => {
+    const why = `hello too large: ${what}; narrow the agent's namespaces (--netns-glob, --no-proc-scan)`;
+    refuse(conn, 'HELLO_TOO_LARGE', CLOSE_CODES.HELLO_TOO_LARGE, why);
   };
 
   const enqueue = (agent: AgentState, conn: Conn, step: () => Promise<void> | void): void => {
@@ -316,13 +308,16 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   };
 
   const onHello = (conn: Conn, hello: Hello): void => {
-    if (hello.agentId === '') {
-      refuse(conn, 'WIRE_UNEXPECTED', CLOSE_CODES.UNEXPECTED, 'hello without agentId');
+    // Checked before anything is kept or bound: agents.json takes only names that load again.
+    const badName = agentIdProblem(hello.agentId) ?? nodeNameProblem(hello.node);
+    if (badName !== null) {
+      const why = `hello: ${badName}; give the agent a valid --node (or --agent-id)`;
+      refuse(conn, 'AGENT_BAD_NAME', CLOSE_CODES.MALFORMED, why);
       return;
     }
     const tooLarge = helloTooLarge(hello);
     if (tooLarge !== null) {
-      refuse(conn, 'WIRE_MALFORMED', CLOSE_CODES.MALFORMED, `hello too large: ${tooLarge}`);
+      refuseLargeHello(conn, tooLarge);
       return;
     }
     if (conn.agentId !== undefined && conn.agentId !== hello.agentId) {
@@ -335,13 +330,13 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     }
     const id = conn.identity;
     if (id.node !== null && hello.node !== id.node) {
-      const why = `${id.subject} may speak for node ${id.node}, not ${hello.node.slice(0, 253)}`;
+      const why = `${id.subject} may speak for node ${id.node}, not ${hello.node}`;
       refuse(conn, 'AUTH_WRONG_NODE', CLOSE_CODES.WRONG_NODE, why);
       return;
     }
     const owner = store.nodeOf(hello.agentId);
     if (owner !== undefined && owner !== hello.node) {
-      const why = `agent id ${hello.agentId.slice(0, 253)} belongs to node ${owner}`;
+      const why = `agent id ${hello.agentId} belongs to node ${owner}`;
       refuse(conn, 'AUTH_WRONG_NODE', CLOSE_CODES.WRONG_NODE, why);
       return;
     }
@@ -355,7 +350,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     );
     if (rival?.conn !== undefined && id.node === null) {
       // The shared token proves nothing about the node: the agent already there stays.
-      const why = `node ${hello.node.slice(0, 253)} already has agent ${rival.info.agentId} connected (from ${rival.conn.remote})`;
+      const why = `node ${hello.node} already has agent ${rival.info.agentId} connected (from ${rival.conn.remote})`;
       refuse(conn, 'AGENT_NODE_TAKEN', CLOSE_CODES.NODE_TAKEN, why);
       return;
     }
@@ -372,7 +367,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
           conn,
           isHoptraceError(e) ? e.code : 'STORE_IO',
           CLOSE_CODES.HANDLER_FAILED,
-          `cannot record that agent id ${hello.agentId.slice(0, 253)} is node ${hello.node.slice(0, 253)}'s: ${why}`,
+          `cannot record that agent id ${hello.agentId} is node ${hello.node}'s: ${why}`,
         );
         return;
       }
@@ -412,11 +407,13 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       connectedAtMs: first ? now : (agent?.info.connectedAtMs ?? now),
       lastSeenMs: now,
     };
+    const heapBytes = helloHeapBytes(hello);
     if (agent) {
       agent.info = info;
       agent.conn = conn;
+      agent.heapBytes = heapBytes;
     } else {
-      agent = { info, conn, chain: Promise.resolve() };
+      agent = { info, conn, heapBytes, chain: Promise.resolve() };
       agents.set(hello.agentId, agent);
     }
     if (first) log.info({ agentId: hello.agentId, remote: conn.remote }, 'agent connected');
@@ -443,8 +440,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     // The first message must be a hello: one too large is refused before it is decoded.
     const helloTooBig = (): boolean => {
       if (bytes.byteLength <= HELLO_MAX_BYTES) return false;
-      const why = `hello too large: ${bytes.byteLength} bytes (at most ${HELLO_MAX_BYTES})`;
-      refuse(conn, 'WIRE_MALFORMED', CLOSE_CODES.MALFORMED, why);
+      refuseLargeHello(conn, `${bytes.byteLength} bytes (at most ${HELLO_MAX_BYTES})`);
       return true;
     };
     if (conn.agentId === undefined && helloTooBig()) return;
@@ -580,11 +576,24 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     });
     ws.on('pong', () => (conn.alive = true));
     ws.on('ping', () => (conn.alive = true));
+    // ws closes a connection whose message exceeds maxPayload by itself, with 1009 and no
+    // reason, before it emits 'error'. Its receiver's error comes first: the connection is
+    // refused there like any other (an error reply, the code as the close reason), and ws's own
+    // close then finds it closing. `_receiver` is ws 8's own field (hub.test.ts checks the
+    // reason): without it, ws's bare 1009 stands.
+    const receiver = (ws as unknown as { _receiver?: unknown })._receiver;
+    if (receiver instanceof EventEmitter)
+      receiver.prependListener('error', (err: Error & { code?: string }) => {
+        if (err.code !== 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') return;
+        const why = `a message larger than ${maxPayload} bytes`;
+        refuse(conn, 'WIRE_TOO_LARGE', CLOSE_CODES.TOO_LARGE, why);
+      });
     ws.on('error', (err: Error & { code?: string }) => {
       // ws reports protocol violations here and closes the socket itself.
+      if (conn.failed) return; // refused already: counted and logged then
       const code: ErrorCode =
         err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'WIRE_TOO_LARGE' : 'WIRE_MALFORMED';
-      if (!conn.failed) counters.refusedMalformed++;
+      counters.refusedMalformed++;
       conn.failed = true;
       log.warn({ agentId: conn.agentId, remote, code }, err.message);
     });
@@ -595,7 +604,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   };
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
-    const url = new URL(req.url ?? '/', 'http://hub');
+    const url = requestUrl(req.url ?? '/');
     if (url.pathname !== path) {
       // Leave other paths to other upgrade listeners, if there are any.
       if (opts.server.listenerCount('upgrade') === 1) refuseUpgrade(socket, 404);

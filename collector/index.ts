@@ -11,6 +11,7 @@ export {
 } from './main';
 export { readNodeTokens, parseNodeTokens } from './agent-auth';
 export { LOG_LEVELS, type LogLevel } from './logger';
+export { DEFAULT_MAX_LIVE_CAPTURES } from './sessions';
 export type { AgentView, CaptureView, PointView } from './capture-views';
 export { accounted, FINAL_STATES, type PointSpec, type SessionState } from './session';
 export { isValidTarget, parsePodTarget } from './capture-request';

@@ -2,13 +2,13 @@
  * `startCollector`: wires the data directory, the agent hub (WebSocket on /v1/agents), the session
  * manager and the HTTP API onto one HTTP(S) server. SIGTERM is the CLI's business (cli/collector.ts).
  */
-import { createServer as createHttpServer, type Server } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
+import type { Server } from 'node:http';
 import { sessionsUiSource } from './ui/ui-source';
 import { UiSessions } from './ui/ui-sessions';
 import type { AddressInfo } from 'node:net';
 import { HoptraceError } from '../common/errors';
 import { createApi } from './http';
+import { createCollectorServer } from './http-server';
 import { createAgentHub, type AgentHubOptions } from './hub';
 import { chainAuth, nodeTokenAuth, sharedTokenAuth, type AgentAuthenticator } from './agent-auth';
 import { clientCertAuth } from './agent-cert-auth';
@@ -48,6 +48,8 @@ export interface CollectorOptions {
   kubernetes?: { source: KubeSource | KubeApi; intervalMs?: number };
   /** Attach conntrack evidence to finished captures (agents read it; default false). */
   conntrack?: boolean;
+  /** Captures live at once at most (`--max-live-captures`; default 32, collector/sessions.ts). */
+  maxLiveCaptures?: number;
 }
 
 export interface AgentAuthOptions {
@@ -75,30 +77,6 @@ export interface RunningCollector {
 }
 
 export const AGENTS_PATH = '/v1/agents';
-
-/**
- * The TLS server; a certificate or key that is not PEM of a matching pair is COLLECTOR_TLS. With a
- * client CA every peer is asked for a certificate, none is required (API users have tokens).
- */
-function httpsServer(
-  tls: { cert: string | Buffer; key: string | Buffer },
-  clientCa: string | Buffer | undefined,
-): Server {
-  try {
-    return createHttpsServer({
-      cert: tls.cert,
-      key: tls.key,
-      ...(clientCa !== undefined
-        ? { ca: clientCa, requestCert: true, rejectUnauthorized: false }
-        : {}),
-    });
-  } catch (e) {
-    throw new HoptraceError('COLLECTOR_TLS', e instanceof Error ? e.message : String(e), {
-      where: '--tls-cert/--tls-key',
-      hint: 'give a PEM certificate and its PEM private key (openssl x509 -in CERT -noout checks one)',
-    });
-  }
-}
 
 export async function startCollector(opts: CollectorOptions): Promise<RunningCollector> {
   const logger = opts.logger ?? createLogger({ level: opts.logLevel ?? 'info' });
@@ -132,7 +110,11 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
   const shared = ways.length === 0 || aa.allowSharedToken === true;
   if (shared) ways.push(sharedTokenAuth(opts.tokens));
   const auth = chainAuth(ways);
-  const server: Server = opts.tls ? httpsServer(opts.tls, aa.clientCa) : createHttpServer();
+  const server: Server = createCollectorServer({
+    ...(opts.tls !== undefined ? { tls: opts.tls } : {}),
+    ...(aa.clientCa !== undefined ? { clientCa: aa.clientCa } : {}),
+    logger,
+  });
   const hubOpts: AgentHubOptions = {
     server,
     path: AGENTS_PATH,
@@ -150,6 +132,7 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
     ...(opts.debounceMs !== undefined ? { debounceMs: opts.debounceMs } : {}),
     ...(k8s ? { cluster: k8s } : {}),
     ...(opts.conntrack !== undefined ? { conntrack: opts.conntrack } : {}),
+    ...(opts.maxLiveCaptures !== undefined ? { maxLiveCaptures: opts.maxLiveCaptures } : {}),
   });
   sessions.start();
   const apiTokens = [...opts.tokens, ...(opts.apiTokens ?? [])];

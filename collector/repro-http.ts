@@ -10,7 +10,7 @@
  *   POST   /v1/repros/:id/finish      {returnRoutes?: [{node, dst, via?, dev?}]} → stops, summary
  */
 import { HoptraceError } from '../common/errors';
-import { decodeSegment, MethodNotAllowed } from './api-errors';
+import { decodeSegment, MethodNotAllowed, noSuchRepro } from './api-errors';
 import type { ReproManager, ReproView } from './repro';
 import { parseFinish, parseMark, parseProbeReport, parseReproRequest } from './repro-requests';
 import { REPRO_ID_RE } from './store';
@@ -37,9 +37,8 @@ function parseBody(text: string | undefined): unknown {
   }
 }
 
-function found(id: string, v: ReproView | undefined): ReproAnswer {
-  if (v === undefined)
-    throw new HoptraceError('API_NOT_FOUND', `repro ${id} not found`, { where: `repro ${id}` });
+function found(path: string, v: ReproView | undefined): ReproAnswer {
+  if (v === undefined) throw noSuchRepro(path);
   return { status: 200, value: v };
 }
 
@@ -58,22 +57,21 @@ export async function routeRepro(
   const m = /^\/v1\/repros\/([^/]+)(?:\/(probes|marks|delete|finish))?$/.exec(path);
   if (m === null) return null;
   const id = decodeSegment(m[1] ?? '', path);
-  if (!REPRO_ID_RE.test(id))
-    throw new HoptraceError('API_NOT_FOUND', `repro ${id} not found`, { where: path });
+  if (!REPRO_ID_RE.test(id)) throw noSuchRepro(path);
   const action = m[2];
   if (action === undefined) {
     if (method !== 'GET') throw new MethodNotAllowed(method, path, ['GET']);
-    return found(id, repros.get(id));
+    return found(path, repros.get(id));
   }
   if (method !== 'POST') throw new MethodNotAllowed(method, path, ['POST']);
   switch (action) {
     case 'probes':
-      return found(id, repros.addProbe(id, parseProbeReport(parseBody(body))));
+      return found(path, repros.addProbe(id, parseProbeReport(parseBody(body))));
     case 'marks':
-      return found(id, repros.addMark(id, parseMark(parseBody(body))));
+      return found(path, repros.addMark(id, parseMark(parseBody(body))));
     case 'delete':
-      return found(id, await repros.deletePod(id));
+      return found(path, await repros.deletePod(id));
     default:
-      return found(id, await repros.finishReadingRoutes(id, parseFinish(parseBody(body))));
+      return found(path, await repros.finishReadingRoutes(id, parseFinish(parseBody(body))));
   }
 }

@@ -46,6 +46,7 @@ import {
 } from './capture-reports';
 import { agentView, captureView, type AgentView, type CaptureView } from './capture-views';
 import { AnalysisOffload } from './analysis-offload';
+import { logInvalidAgentRecords } from './agent-records';
 import type { AnalysisResult } from '../core/report/analysis-result';
 
 /**
@@ -97,7 +98,16 @@ export interface SessionManagerOptions {
    * 450 MiB); past it a capture's new events are stored, not analysed, counted and named.
    */
   maxHeldEvents?: number;
+  /**
+   * Captures that may be live (not finished) at once (default 32, `--max-live-captures`): each
+   * arms a packet capture on up to 8 agents, a capture worker process each, for up to an hour; past
+   * it a new one is refused (API_TOO_MANY_CAPTURES, 429). An API token holder made 1,000 in 3 s.
+   */
+  maxLiveCaptures?: number;
 }
+
+/** The default of SessionManagerOptions.maxLiveCaptures. */
+export const DEFAULT_MAX_LIVE_CAPTURES = 32;
 
 export class SessionManager {
   private readonly hub: AgentHub;
@@ -130,6 +140,7 @@ export class SessionManager {
   private readonly retainSnaplen: number;
   private readonly offloadAbove: number;
   private readonly maxHeldEvents: number;
+  private readonly maxLiveCaptures: number;
   private readonly offload: AnalysisOffload;
   /** Captures whose analysis runs on the worker now; their next one waits for it. */
   private readonly analysing = new Set<string>();
@@ -156,6 +167,7 @@ export class SessionManager {
     this.retainSnaplen = opts.retainSnaplen ?? 0;
     this.offloadAbove = opts.offloadAbove ?? 5_000;
     this.maxHeldEvents = opts.maxHeldEvents ?? 400_000;
+    this.maxLiveCaptures = opts.maxLiveCaptures ?? DEFAULT_MAX_LIVE_CAPTURES;
     this.offload = new AnalysisOffload((why) => {
       this.reseedWorker(why);
     });
@@ -200,6 +212,7 @@ export class SessionManager {
         { code: 'STORE_IO' },
         `not loaded from the data directory, moved to ${q.path}: ${q.reason}`,
       );
+    logInvalidAgentRecords(this.log, this.store.invalidAgentRecords);
     for (const loaded of loadedSessions) {
       const s = new CaptureSession(loaded.record, loaded.events);
       this.sessions.set(s.id, s);
@@ -252,6 +265,7 @@ export class SessionManager {
 
   /** Starts a capture. Throws API_NO_AGENT when no point can be armed. */
   async create(spec: CaptureSpec): Promise<CaptureView> {
+    this.refuseBeyondLiveCap();
     // The inventory the verdict will use is listed again now, so it is as fresh as the capture
     // (the periodic list may be up to an interval old: a pod recreated since has a new IP). Not
     // awaited: arming does not wait for a cluster-wide list.
@@ -270,6 +284,8 @@ export class SessionManager {
         hint: 'start hoptrace agents on the nodes (GET /v1/agents lists them) or give "node"',
       });
     }
+    // Again: other requests may have started captures while the pods were read.
+    this.refuseBeyondLiveCap();
     const id = `c-${now.toString(36)}-${randomBytes(4).toString('hex')}`;
     const s = CaptureSession.create(id, spec, now);
     this.sessions.set(id, s);
@@ -308,6 +324,21 @@ export class SessionManager {
     this.log.info({ captureId: id, state: s.record.state }, 'capture created');
     this.step(s);
     return captureView(s);
+  }
+
+  /** Throws API_TOO_MANY_CAPTURES when maxLiveCaptures captures are not finished yet. */
+  private refuseBeyondLiveCap(): void {
+    let live = 0;
+    for (const s of this.sessions.values()) if (!s.isFinal()) live++;
+    if (live < this.maxLiveCaptures) return;
+    throw new HoptraceError(
+      'API_TOO_MANY_CAPTURES',
+      `${live} captures are live; this collector runs at most ${this.maxLiveCaptures} at once`,
+      {
+        where: 'POST /v1/captures',
+        hint: "wait for one to finish or cancel one (GET /v1/captures lists them, DELETE /v1/captures/:id cancels); the collector's --max-live-captures sets the limit",
+      },
+    );
   }
 
   /**

@@ -56,8 +56,13 @@ export const CLOSE_CODES = {
   TOO_LARGE: 1009,
   /** Storing a message failed (HUB_HANDLER_FAILED); the agent reconnects and resends. */
   HANDLER_FAILED: 1011,
-  /** Not an Envelope: a text frame, garbage protobuf, no body (WIRE_MALFORMED). */
+  /**
+   * Not acceptable as sent: not an Envelope — a text frame, garbage protobuf, no body
+   * (WIRE_MALFORMED) —, or a hello whose node name or agent id is not one (AGENT_BAD_NAME).
+   */
   MALFORMED: 4400,
+  /** A hello listing more than the collector keeps (HELLO_TOO_LARGE: common/hello-limits.ts). */
+  HELLO_TOO_LARGE: 4413,
   /** A hello for a node (or an agent id of a node) this peer's identity may not speak for (AUTH_WRONG_NODE). */
   WRONG_NODE: 4403,
   /** No hello within the hello timeout (WIRE_HELLO_TIMEOUT). */

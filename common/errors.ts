@@ -67,11 +67,15 @@ export const ERRORS = {
     'the endpoint exists but does not take this HTTP method (405, with Allow)',
   API_NOT_FOUND: 'no such capture or endpoint, or the capture has no report yet',
   API_NO_AGENT: 'no connected agent can reach any of the capture points',
+  API_TOO_MANY_CAPTURES:
+    'the collector already runs as many live captures as it allows (--max-live-captures); wait for one to finish or cancel one',
   AGENT_NOT_CONNECTED: 'the agent for a capture point is not connected to the collector',
   STORE_IO: 'reading or writing the collector data directory failed',
   COLLECTOR_TLS: 'the TLS certificate or key cannot be used (not PEM, or not a pair)',
   AGENT_TLS: "the agent's --ca is not a PEM CA certificate",
   COLLECTOR_LISTEN: 'the collector cannot listen on the given address',
+  COLLECTOR_BUSY:
+    'the collector holds as many open connections as it allows (agents included); new ones are closed at once until some close',
   COLLECTOR_UNREACHABLE: 'the collector did not answer at the given URL',
   COLLECTOR_BAD_RESPONSE: 'the collector answered with something that is not the hoptrace API',
   // Agent <-> collector transport (common/envelope.ts, agent/link, collector/hub.ts).
@@ -83,6 +87,10 @@ export const ERRORS = {
     'a valid transport message that this peer must not send now (wrong direction, before hello, no seq)',
   WIRE_TOO_LARGE: 'a transport message exceeds the maximum payload size',
   WIRE_HELLO_TIMEOUT: 'the agent did not send hello (or the collector helloAck) in time',
+  AGENT_BAD_NAME:
+    "the agent's hello names a node or an agent id the collector does not take (a node name: 1-253 letters, digits, '.', '_' or '-'; an agent id: 1-260 characters)",
+  HELLO_TOO_LARGE:
+    "the agent's hello lists more namespaces, addresses or interfaces (or bytes) than the collector keeps; the message names which and the limit",
   AUTH_REFUSED: 'the collector refused the agent token (HTTP 401)',
   AUTH_NO_TOKEN: 'no bearer token is configured (token file missing or empty, variable unset)',
   AGENT_REPLACED:

@@ -14,6 +14,8 @@
 import WebSocket from 'ws';
 import { AGENT_KINDS, decodeEnvelope, encodeEnvelope, isSpooledKind } from '../../common/envelope';
 import type { Hello } from '../../common/wire';
+import { agentIdProblem, nodeNameProblem } from '../../common/agent-names';
+import { helloTooLarge } from '../../common/hello-limits';
 import { LiveCollector } from '../../lab/live-collector';
 import { fmt, median } from '../proc';
 import { corpus, mutatedFrame, xorshift } from './mutate';
@@ -38,16 +40,13 @@ interface Tally {
   hangRuns: [string, string][];
 }
 
-/** A hello string beyond the hub's limit (collector/hub.ts HELLO_LIMITS: 4096 characters). */
-function helloTooLong(h: Hello): boolean {
-  const strings = [
-    h.agentId,
-    h.node,
-    h.version,
-    ...h.nodeAddresses,
-    ...h.namespaces.flatMap((n) => [n.path, ...n.addresses, ...n.interfaces]),
-  ];
-  return strings.some((x) => x.length > 4096);
+/** A hello the hub refuses for what it says: its names (AGENT_BAD_NAME) or its size (HELLO_TOO_LARGE). */
+function helloRefused(h: Hello): boolean {
+  return (
+    agentIdProblem(h.agentId) !== null ||
+    nodeNameProblem(h.node) !== null ||
+    helloTooLarge(h) !== null
+  );
 }
 
 /**
@@ -64,7 +63,7 @@ function foresee(bytes: Uint8Array, agentId: string): { on: boolean; seq: number
   }
   if (!AGENT_KINDS.includes(env.kind)) return { on: false, seq: 0 };
   if (env.kind === 'hello')
-    return { on: env.hello.agentId === agentId && !helloTooLong(env.hello), seq: 0 };
+    return { on: env.hello.agentId === agentId && !helloRefused(env.hello), seq: 0 };
   if (!isSpooledKind(env.kind)) return { on: true, seq: 0 };
   return { on: env.seq > 0, seq: env.seq };
 }

@@ -11,6 +11,7 @@
  * Without a session a GET is sent to the login form (303) and anything else gets 401. Every page
  * is sent with a Content-Security-Policy that allows no script and nothing from elsewhere.
  */
+import { requestUrl } from '../request-url';
 import { HoptraceError } from '../../common/errors';
 import type { AnalysisResult } from '../../core/report/analysis-result';
 import { decodeSegment } from '../api-errors';
@@ -107,7 +108,7 @@ const download = (id: string, name: string, f: BundleBody): ApiResponse => ({
 
 /** Answers a `/ui` request, or null when the path is not the web view's. */
 export function routeUi(req: ApiRequest, deps: UiDeps): ApiResponse | null {
-  const url = new URL(req.url, 'http://x');
+  const url = requestUrl(req.url);
   const path = url.pathname;
   if (path !== '/ui' && !path.startsWith('/ui/')) return null;
   const method = req.method.toUpperCase() === 'HEAD' ? 'GET' : req.method.toUpperCase();

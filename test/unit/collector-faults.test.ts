@@ -3,7 +3,15 @@
  * is moved aside and named in the log, and the collector starts; a session.json save that fails
  * inside a timer is logged, never thrown where it would end the process.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -191,6 +199,54 @@ void t.test(
       readdirSync(dir).filter((f) => f.includes('.quarantined-')).length,
       2,
       'both kept aside for whoever wants to look',
+    );
+    await sessions.close();
+  },
+);
+
+void t.test(
+  'a record of agents.json that is not valid costs that record, named in the log; the others load (review F4)',
+  async (t) => {
+    const dir = tempDir(t);
+    const first = new CaptureStore({ dir, fsync: false });
+    first.lastSeq.bind('good-agent', 'good-node');
+    first.lastSeq.set('good-agent', 5);
+    await first.close();
+    const path = join(dir, 'agents.json');
+    const saved = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+    const now = Date.now();
+    // What a hub without name checks wrote: a 300-character node, a 4,200-character id.
+    saved['agent-longnode'] = { seq: 1, node: 'n'.repeat(300), seenAt: now };
+    saved['agent-'.repeat(700)] = { seq: 1, node: 'node-b', seenAt: now };
+    saved['agent-badseq'] = { seq: -1, node: 'node-c', seenAt: now };
+    writeFileSync(path, JSON.stringify(saved));
+
+    const store = new CaptureStore({ dir, fsync: false });
+    const log = recordingLogger();
+    const sessions = new SessionManager({ hub: new FakeHub(), store, logger: log });
+    sessions.start();
+    t.equal(store.quarantined.length, 0, 'the file is not moved aside');
+    t.equal(store.lastSeq.get('good-agent'), 5, 'the good record keeps its seq');
+    t.equal(store.lastSeq.nodeOf('good-agent'), 'good-node', 'and its node');
+    t.equal(store.lastSeq.nodeOf('agent-longnode'), undefined, 'the bad ones are dropped');
+    t.equal(store.lastSeq.get('agent-badseq'), 0);
+    const warned = log.lines.filter((l) => l.level === 'warn').map((l) => l.msg);
+    t.equal(warned.length, 3, warned.join('\n'));
+    t.match(
+      warned[0],
+      /^agents\.json: the record of agent id agent-longnode is not valid \('n{64}… \(300 characters\)' is not a node name/,
+    );
+    t.match(
+      warned.join('\n'),
+      /agent id (agent-){13}ag… is not valid \(an agent id of 4200 characters \(at most 260\)\)/,
+    );
+    t.match(warned.join('\n'), /agent id agent-badseq is not valid \(seq is not valid\); dropped/);
+    t.throws(
+      () => {
+        store.lastSeq.bind('agent-new', '');
+      },
+      { code: 'AGENT_BAD_NAME' },
+      'a name that would not load again is never bound',
     );
     await sessions.close();
   },

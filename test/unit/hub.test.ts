@@ -122,6 +122,13 @@ void t.test(
     big.ws.send(Buffer.alloc(5000));
     await big.closed;
     t.equal(big.closeCode, CLOSE_CODES.TOO_LARGE, 'oversize: 1009');
+    t.equal(big.closeReason, 'WIRE_TOO_LARGE', 'with its code as the reason, like every refusal');
+    const tooLarge = big.received.find((e) => e.kind === 'error');
+    t.match(
+      tooLarge?.kind === 'error' ? tooLarge.error.message : '',
+      /^WIRE_TOO_LARGE: a message larger than 4096 bytes$/,
+      'and an error reply first',
+    );
 
     t.equal(r.hub.counters().refusedMalformed, 6);
     t.equal(r.messages.length, 0, 'nothing reached the handler');
@@ -400,11 +407,12 @@ void t.test(
       },
     });
     await big.closed;
-    t.equal(big.closeCode, CLOSE_CODES.MALFORMED, 'refused with 4400');
+    t.equal(big.closeCode, CLOSE_CODES.HELLO_TOO_LARGE, 'refused with 4413');
+    t.equal(big.closeReason, 'HELLO_TOO_LARGE');
     const err = big.received.find((e) => e.kind === 'error');
     t.match(
       err?.kind === 'error' ? err.error.message : '',
-      /hello too large: 5000 namespaces \(at most 4096\)/,
+      /^HELLO_TOO_LARGE: hello too large: 5000 namespaces \(at most 4096\)/,
     );
     t.notOk(
       r.hub.agents().some((a) => a.agentId === 'big'),
@@ -514,11 +522,11 @@ void t.test(
       },
     });
     await fat.closed;
-    t.equal(fat.closeCode, CLOSE_CODES.MALFORMED, 'refused with 4400');
+    t.equal(fat.closeCode, CLOSE_CODES.HELLO_TOO_LARGE, 'refused with 4413');
     const err = fat.received.find((e) => e.kind === 'error');
     t.match(
       err?.kind === 'error' ? err.error.message : '',
-      /^WIRE_MALFORMED: hello too large: \d+ bytes \(at most 1048576\)/,
+      /^HELLO_TOO_LARGE: hello too large: \d+ bytes \(at most 1048576\)/,
     );
     t.notOk(
       r.hub.agents().some((a) => a.agentId === 'fat'),
