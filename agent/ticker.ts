@@ -90,6 +90,8 @@ export function joinTicker(periodMs: number, fn: Tick): () => void {
 export function nudgeTickers(now = performance.now()): number {
   let ran = 0;
   for (const t of [...tickers.values()]) {
+    // Stopped by a callback of a tick run before it in this loop: never armed again.
+    if (tickers.get(t.periodMs) !== t) continue;
     if (now - t.ranAt < t.periodMs / 2) continue;
     ran++;
     try {

@@ -50,6 +50,7 @@ import {
 import { reproProbes, reproTimeline, reproView } from './repro-views';
 import type { AgentRequests } from './agent-requests';
 import { fetchPointFrames } from './frames-fetch';
+import { ownEvents } from './agent-messages';
 import {
   captureKey,
   reproEvidencePcapng,
@@ -455,14 +456,22 @@ export class ReproManager {
             ? msg.lost.point
             : msg.error.point;
     const p = epoch === 0 ? r.backend : att?.points.find((x) => x.name === pointName);
-    if (p === undefined || (p.agentId !== null && p.agentId !== msg.agentId))
-      return Promise.resolve();
+    // Only the agent a point was armed on speaks for it (not one for a point not armed yet).
+    if (p === undefined || p.agentId !== msg.agentId) return Promise.resolve();
     switch (msg.kind) {
       case 'events': {
-        p.events += msg.batch.events.length;
-        const list = r.events.get(pointName);
+        p.events = addCount(p.events, msg.batch.events.length);
+        // Into the armed point's list, as its node's and interface's, whatever the events claim
+        // (as for a capture: agent-messages.ts ownEvents).
+        const list = r.events.get(p.name);
         if (list === undefined) break;
-        for (const e of msg.batch.events) if (isUsefulEvent(e)) list.push({ epoch, event: e });
+        const own = ownEvents(
+          msg.batch.events,
+          p.name,
+          p.armed?.node ?? null,
+          p.armed?.iface ?? '',
+        );
+        for (const e of own) if (isUsefulEvent(e)) list.push({ epoch, event: e });
         if (list.length > MAX_EVENTS_PER_POINT) list.splice(0, list.length - MAX_EVENTS_PER_POINT);
         break;
       }

@@ -108,6 +108,11 @@ export class FilePointStream implements PointStream {
 
   readonly capturedEvents = (): number => this.count;
 
+  /** A stream (standard input, a pipe) is read once: the analysis asks no pass after its first. */
+  get readOnce(): boolean {
+    return isStreamInput(this.file);
+  }
+
   /** The file's frames, as the last pass that read it to the end counted them. */
   readonly capturedFrames = (): number | undefined => this.recorded?.stats.frames;
 

@@ -802,7 +802,8 @@ function matchOutsideWindow(
   const at = synOutsideWindow(id, point, windowNs);
   if (at === null) return m;
   const there = matchPoint({ ...id, startTsNs: at }, client, point, windowNs);
-  if (there.status !== 'matched') return m;
+  // Matched, or ambiguous there (an unknown, not a drop); not-seen around its own SYN cannot be.
+  if (there.status !== 'matched' && there.status !== 'ambiguous') return m;
   const shift = at - id.startTsNs;
   return {
     ...there,

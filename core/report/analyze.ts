@@ -11,6 +11,7 @@ import {
   reverseEndpoint,
   sameEndpoint,
   type DataIdentity,
+  type RequestIdentity,
   type RequestShape,
 } from '../correlate/journey';
 import {
@@ -20,7 +21,7 @@ import {
   type PointEvents,
 } from '../correlate/correlate';
 import { foldedPackets } from '../correlate/folds';
-import { outsideWindowText } from '../correlate/far-syn';
+import { isFarSyn, outsideWindowText } from '../correlate/far-syn';
 import { inOpaqueLead, opaqueTunnel } from '../correlate/outer';
 import {
   DEFAULT_WINDOW_NS,
@@ -201,6 +202,8 @@ export interface PointStream {
   capturedEvents?: () => number;
   /** Every frame the point holds, whatever it is, read after a pass (a file's frames), if known. */
   capturedFrames?: () => number | undefined;
+  /** True when the point can be read only once (a stream): no pass after its first. */
+  readOnce?: boolean;
   /**
    * A hint that `events(plan)` will be asked soon, given for every later point but the first
    * before the first is read: a stream may start the pass elsewhere (another thread) meanwhile.
@@ -644,23 +647,57 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
   const later = rest.map((p) => laterPoint(p, plan));
   const result = analyze([firstPoint, ...later.map((l) => l.point)]);
   // A later point without the request in the window may hold its SYN further away (its clock is
-  // off: core/correlate/far-syn.ts): read it again over all of its time, for the request's
-  // connections only (what LaterPointSelection keeps), and correlate once more.
-  const far = rest.filter(
-    (_, i) => plan.shape === 'tcp-syn' && result.points[i + 1]?.status === 'not-seen',
+  // off: core/correlate/far-syn.ts). Read it again over all of its time for that SYN only
+  // (bounded), and if there is one, once more for the request's connections around it; then
+  // correlate once more. Not a stream: it cannot be read again.
+  const notSeen = rest.filter(
+    (_, i) => id?.shape === 'tcp-syn' && result.points[i + 1]?.status === 'not-seen',
   );
-  if (far.length === 0) return result;
-  const wide: LaterPass = { ...plan, windowNs: ALL_TIME_NS };
+  const far = notSeen.filter((p) => p.readOnce !== true);
+  const once = notSeen.filter((p) => p.readOnce === true);
+  const withOnce = (r: AnalysisResult): AnalysisResult =>
+    once.length === 0
+      ? r
+      : {
+          ...r,
+          caveats: [
+            ...(r.caveats ?? []),
+            `${once.map((p) => p.name).join(', ')}: the request was not seen within ±${Number(windowNs) / 1e9} s ` +
+              `of its time at ${first.name}, and a stream is read once, so it was not looked for further away ` +
+              '(where a clock that is off puts it): save that capture to a file to have it looked for over all of its time',
+          ],
+        };
+  if (far.length === 0 || id === undefined) return withOnce(result);
+  const farAt = rest.map((p) => (far.includes(p) ? farSynTime(p, plan, id) : null));
+  if (farAt.every((at) => at === null)) return withOnce(result);
   const again = rest.map((p, i) => {
     const before = later[i];
     if (before === undefined) throw new Error('unreachable: one pass per later point');
-    return far.includes(p) ? laterPoint(p, wide, before.near).point : before.point;
+    const at = farAt[i] ?? null;
+    return at === null
+      ? before.point
+      : laterPoint(p, { ...plan, startTsNs: at }, before.near).point;
   });
-  return analyze([firstPoint, ...again]);
+  return withOnce(analyze([firstPoint, ...again]));
 }
 
 /** A window that holds every timestamp a capture can carry (u64 nanoseconds). */
 const ALL_TIME_NS = 1n << 64n;
+
+/**
+ * One pass over a later point for the request's SYN outside the window (far-syn.ts isFarSyn):
+ * the time of the one nearest to the request's, or null. Only those SYNs are looked at and only
+ * their time kept, so the pass holds nothing however long the file is.
+ */
+function farSynTime(p: PointStream, plan: LaterPass, id: RequestIdentity): bigint | null {
+  let best: bigint | null = null;
+  for (const ev of p.events({ ...plan, windowNs: ALL_TIME_NS })) {
+    if (!isFarSyn(id, ev, plan.windowNs)) continue;
+    if (best === null || absDiff(ev.tsNs, plan.startTsNs) < absDiff(best, plan.startTsNs))
+      best = ev.tsNs;
+  }
+  return best;
+}
 
 /**
  * One later point's pass under `plan`: what LaterPointSelection keeps of the request's transport

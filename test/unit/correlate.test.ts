@@ -151,6 +151,29 @@ void t.test(
       pt('backend', exchange('backend', DIRECT, { at: 11n * SEC, isn: 12345 })),
     ];
     t.equal(correlateRequest(other, {}).points[1]?.status, 'not-seen');
+    // Another connection's SYN with the same ISN, far away (another host's TSval and IPv4 ID):
+    // not the request, so the point stays not-seen (32 bits of ISN alone would match one in
+    // a hundred hour-long captures).
+    const sameIsn = [
+      pt('decap', exchange('decap', DIRECT)),
+      pt(
+        'backend',
+        exchange('backend', { ...DIRECT, sport: 45555 }, { at: 3600n * SEC, tsVal: 99, ipId: 7 }),
+      ),
+    ];
+    t.equal(correlateRequest(sameIsn, {}).points[1]?.status, 'not-seen', 'same ISN, other SYN');
+    // The same SYN at the same instant on two tuples far away: ambiguous there (as it is within
+    // the window), an unknown, not a drop.
+    const twice = [
+      pt('decap', exchange('decap', DIRECT)),
+      pt('backend', [
+        ...exchange('backend', DIRECT, { at: 30n * SEC }),
+        ...exchange('backend', { ...DIRECT, src: '10.1.0.2', sport: 6000 }, { at: 30n * SEC }),
+      ]),
+    ];
+    const amb = correlateRequest(twice, {}).points[1];
+    t.equal(amb?.status, 'ambiguous', 'two copies outside the window: ambiguous');
+    t.equal(amb?.outsideWindowNs, 30n * SEC);
     // Earlier on that clock: the same.
     const before = [
       pt('decap', exchange('decap', DIRECT, { at: 30n * SEC })),

@@ -13,6 +13,7 @@ import t from 'tap';
 import { isHoptraceError } from '../../common/errors';
 import { checkPointInputs } from '../../offline/point-inputs';
 import { PCAPS } from './corpus';
+import { BENCH_POINTS, writeBenchPcap } from '../../bench/pcap-writer';
 
 const root = join(__dirname, '..', '..', '..');
 const bin = join(root, 'bin', 'hoptrace');
@@ -154,3 +155,50 @@ void t.test('the CLI refuses a stream first point and a capture given twice (exi
   t.match(twice.stderr, /CLI_BAD_POINT: --point: points 'decap' and 'backend' read the same/);
   t.end();
 });
+
+void t.test(
+  'a stream later point that did not see the request: a verdict, and it says the stream was not looked at further away',
+  (t) => {
+    // The review's crash: when a later point does not see the request, the analysis reads it again
+    // over all of its time (far-syn.ts); a stream cannot be read again (FILE_NOT_FOUND EBADF).
+    const bench = mkdtempSync(join(tmpdir(), 'ht-point-inputs-drop-'));
+    t.teardown(() => {
+      rmSync(bench, { recursive: true, force: true });
+    });
+    const files = (['decap', 'egress', 'backend'] as const).map((name) => {
+      const file = join(bench, `${name}.pcap`);
+      // The backend without the request: its probe frame lies past its last.
+      writeBenchPcap(
+        file,
+        2000,
+        'stream01',
+        'pcap',
+        BENCH_POINTS[name],
+        name === 'backend' ? 9999 : 1500,
+      );
+      return file;
+    });
+    const r = spawnSync(
+      process.execPath,
+      [
+        bin,
+        'analyze',
+        '--point',
+        `decap=${files[0]}`,
+        '--point',
+        `egress=${files[1]}`,
+        '--point',
+        'backend=-',
+      ],
+      { input: readFileSync(files[2] ?? ''), encoding: 'utf8', timeout: 60_000 },
+    );
+    t.equal(r.status, 0, r.stderr);
+    t.match(r.stdout, /^verdict: dropped/m);
+    t.match(
+      r.stdout,
+      /backend: the request was not seen within ±10 s of its time at decap, and a stream is read once/,
+    );
+    t.notMatch(r.stderr, /FILE_NOT_FOUND|EBADF/);
+    t.end();
+  },
+);

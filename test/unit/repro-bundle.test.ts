@@ -444,3 +444,57 @@ function addMark(
 ): void {
   repros.addMark(id, { kind, atMs, detail: kind });
 }
+
+void t.test(
+  "a repro's events go to the point the agent was armed for, as that point's, whatever they claim",
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-repro-claims-'));
+    t.teardown(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const hub = labHub();
+    const repros = new ReproManager({
+      hub,
+      logger: silentLogger(),
+      nowMs: () => Number(T0 / MS),
+      store: new CaptureStore({ dir, fsync: false }),
+      frames: fakeFrames(new Map(), new Set(), []),
+    });
+    repros.start();
+    t.teardown(() => {
+      repros.close();
+    });
+    const v = await repros.create(SPEC);
+    const ep = { ...DIRECT, sport: 40002 };
+    // The backend's agent sends decap's packets for the backend's capture, naming point decap.
+    const forged = exchange('decap', ep).map((e) => ({ ...e, node: 'vpn-node', iface: 'tun0' }));
+    await repros.handle({
+      kind: 'events',
+      agentId: 'a-web',
+      seq: 0,
+      batch: { captureId: `${v.id}-b`, point: 'decap', events: forged },
+    });
+    // And an agent for a point it was never armed for (the VPN pod's capture) is not heard.
+    await repros.handle({
+      kind: 'events',
+      agentId: 'a-web',
+      seq: 0,
+      batch: { captureId: `${v.id}-e1`, point: 'decap', events: forged },
+    });
+    // Internal state read on purpose: which point's list a batch joined is not in any view.
+    const lists = (
+      repros as unknown as {
+        repros: Map<string, { events: Map<string, { event: PacketEvent }[]> }>;
+      }
+    ).repros.get(v.id)?.events;
+    t.equal(lists?.get('decap')?.length ?? 0, 0, 'nothing in decap');
+    const backend = lists?.get('backend') ?? [];
+    t.equal(backend.length, forged.length, 'the backend point holds them');
+    t.same(
+      [...new Set(backend.map((x) => `${x.event.point}@${x.event.node}`))],
+      [`backend@${backend[0]?.event.node ?? '?'}`],
+      'as the backend point',
+    );
+    t.not(backend[0]?.event.node, 'vpn-node', "on the backend agent's node");
+  },
+);

@@ -135,3 +135,21 @@ void t.test(
     leaveB();
   },
 );
+
+void t.test(
+  'a ticker whose last callback left in an earlier tick of the same nudge stays stopped',
+  (t) => {
+    let leaveSlow: () => void = () => undefined;
+    const leaveFast = joinTicker(50_000, () => {
+      leaveSlow();
+    });
+    leaveSlow = joinTicker(60_000, () => {
+      t.fail('left before its tick');
+    });
+    t.equal(nudgeTickers(performance.now() + 45_000), 1, 'only the first ran');
+    t.same(tickerCounts(), new Map([[50_000, 1]]), 'the other is stopped, not armed again');
+    leaveFast();
+    t.same(tickerCounts(), new Map());
+    t.end();
+  },
+);
