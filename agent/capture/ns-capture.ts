@@ -21,7 +21,6 @@ import type { EncodedEvents } from '../../common/wire';
 import { loadNativeAddon, type PcapSharedRing } from '../../native/loader';
 import { nsenterRefusal } from '../capabilities';
 import { watchNamespaceFile } from '../netns/ns-watch';
-import { nudgeTickers } from '../ticker';
 import { EventsWireEncoder, parseSummaryFrame } from './summary-wire';
 import {
   EventBatcher,
@@ -385,8 +384,6 @@ export class NsCapture implements CaptureSource {
         for (const f of frames) onFrame(f);
         // Everything handed out is consumed: the worker may reuse those ring bytes.
         parser.release();
-        // The status tick due soon rides on this wake-up (agent/ticker.ts).
-        nudgeTickers();
       });
       child.stderr.on('data', (chunk: Buffer) => {
         this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-2000);

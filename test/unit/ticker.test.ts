@@ -1,9 +1,6 @@
-/**
- * agent/ticker.ts: callbacks of one period share one timer and one tick; the last to leave stops it;
- * a nudge runs a tick due soon in the caller's wake-up and restarts its period.
- */
+/** agent/ticker.ts: callbacks of one period share one timer and one tick; the last to leave stops it. */
 import t from 'tap';
-import { joinTicker, nudgeTickers, tickerCounts } from '../../agent/ticker';
+import { joinTicker, tickerCounts } from '../../agent/ticker';
 import { eventually } from './eventually';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -92,64 +89,5 @@ void t.test(
     t.equal(tickerCounts().get(15), 1, 'leaving one join leaves the other');
     l2();
     t.equal(tickerCounts().size, 0);
-  },
-);
-
-void t.test('a nudge runs the ticks that ran half a period ago or more, and restarts them', (t) => {
-  const PERIOD = 60_000;
-  let ticks = 0;
-  const leave = joinTicker(PERIOD, () => {
-    ticks++;
-  });
-  const now = (): number => performance.now();
-  t.equal(nudgeTickers(now()), 0, 'just armed: ran (was armed) less than half a period ago');
-  t.equal(nudgeTickers(now() + 29_000), 0, '29 s after: still less than half a period');
-  t.equal(ticks, 0);
-  t.equal(nudgeTickers(now() + 31_000), 1, 'half a period after: run now, whatever its phase');
-  t.equal(ticks, 1, 'in this call');
-  t.equal(nudgeTickers(now() + 29_000), 0, 'restarted: not again within half a period');
-  t.equal(nudgeTickers(now() + 31_000), 1, 'and again after');
-  t.equal(ticks, 2);
-  leave();
-  t.equal(nudgeTickers(now() + 10 * PERIOD), 0, 'no ticker: nothing to run');
-  t.end();
-});
-
-void t.test(
-  "a callback that throws in a nudged tick surfaces outside the nudger's call",
-  async (t) => {
-    let ran = 0;
-    const leaveA = joinTicker(60_000, () => {
-      throw new Error('tick failed');
-    });
-    const leaveB = joinTicker(60_000, () => {
-      ran++;
-    });
-    const seen = new Promise<unknown>((resolve) => {
-      process.once('uncaughtException', resolve);
-    });
-    t.doesNotThrow(() => nudgeTickers(performance.now() + 31_000), 'the caller is not thrown at');
-    t.equal(ran, 1, 'the other callback of the tick ran');
-    t.match(String(await seen), /tick failed/, 'the error surfaces as uncaught, as from a timer');
-    leaveA();
-    leaveB();
-  },
-);
-
-void t.test(
-  'a ticker whose last callback left in an earlier tick of the same nudge stays stopped',
-  (t) => {
-    let leaveSlow: () => void = () => undefined;
-    const leaveFast = joinTicker(50_000, () => {
-      leaveSlow();
-    });
-    leaveSlow = joinTicker(60_000, () => {
-      t.fail('left before its tick');
-    });
-    t.equal(nudgeTickers(performance.now() + 45_000), 1, 'only the first ran');
-    t.same(tickerCounts(), new Map([[50_000, 1]]), 'the other is stopped, not armed again');
-    leaveFast();
-    t.same(tickerCounts(), new Map());
-    t.end();
   },
 );
