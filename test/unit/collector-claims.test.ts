@@ -40,6 +40,8 @@ const POINTS = [
   { name: 'egress', target: '10.244.1.10', iface: 'eth0' },
   { name: 'backend', target: '10.244.2.5', iface: 'eth0' },
 ];
+/** A live capture of the three points that runs until the test is done with it. */
+const LIVE = { points: POINTS, timeoutMs: 60_000, stopOnFirstMatch: false, settleMs: 60_000 };
 
 function tmp(t: { teardown(fn: () => void): void }): string {
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-claims-'));
@@ -128,12 +130,7 @@ void t.test(
     const sessions = new SessionManager({ hub, store, logger, debounceMs: 0 });
     sessions.start();
     t.teardown(() => sessions.close());
-    const c = await sessions.create({
-      points: POINTS,
-      timeoutMs: 60_000,
-      stopOnFirstMatch: false,
-      settleMs: 60_000,
-    });
+    const c = await sessions.create(LIVE);
     // The backend agent (backend-node) says its packets were seen on vpn-node's tun0 at decap: the
     // clock analysis would then take decap's and backend's clocks as one.
     const forged = evs(1, 3).map((e) => ({
@@ -178,12 +175,7 @@ void t.test(
     const dir = tmp(t);
     const hub = hubWithAgents();
     const first = manager(t, dir, hub);
-    const c = await first.create({
-      points: POINTS,
-      timeoutMs: 60_000,
-      stopOnFirstMatch: false,
-      settleMs: 60_000,
-    });
+    const c = await first.create(LIVE);
     const huge = Number.MAX_SAFE_INTEGER;
     const folds = evs(1, 2).map((e) => ({
       ...e,
@@ -210,12 +202,7 @@ void t.test(
     const dir = tmp(t);
     const hub = hubWithAgents();
     const first = manager(t, dir, hub);
-    const c = await first.create({
-      points: POINTS,
-      timeoutMs: 60_000,
-      stopOnFirstMatch: false,
-      settleMs: 60_000,
-    });
+    const c = await first.create(LIVE);
     await hub.deliver({
       kind: 'events',
       agentId: 'agent-vpn',
@@ -445,12 +432,7 @@ void t.test(
     const dir = tmp(t);
     const hub = hubWithAgents();
     const first = manager(t, dir, hub);
-    const c = await first.create({
-      points: POINTS,
-      timeoutMs: 60_000,
-      stopOnFirstMatch: false,
-      settleMs: 60_000,
-    });
+    const c = await first.create(LIVE);
     await hub.deliver({
       kind: 'events',
       agentId: 'agent-vpn',
