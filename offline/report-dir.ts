@@ -5,7 +5,7 @@
  * Reproduce line names). A shell: it hashes the inputs and writes files; the documents are built
  * by core/report.
  */
-import { writeFileSync } from 'node:fs';
+import { renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { renderReportJson, renderReportMarkdown, type ReportMeta } from '../core/report/report';
 import type { EvidenceSummary, ReportInput } from '../core/report/report-document';
@@ -25,23 +25,66 @@ import type { PointFile, RequestSelector } from './analyze-files';
 import type { ResumePoint } from './pcap-file';
 import { inputText, isStreamInput } from './point-inputs';
 
-/** Writes one report file into `--report-dir`; FILE_WRITE (a clear error) when it cannot. */
-function writeReport(dir: string, name: string, text: string | Buffer): void {
+/** FILE_WRITE for one file of the bundle: what, where, and what to do. */
+function writeError(dir: string, name: string, e: unknown, renamed: string[] = []): HoptraceError {
+  const errno = (e as NodeJS.ErrnoException).code;
+  const state =
+    renamed.length === 0
+      ? 'nothing of this bundle was written'
+      : `${renamed.join(', ')} of this bundle were written, the rest not`;
+  return new HoptraceError(
+    'FILE_WRITE',
+    `cannot write ${join(dir, name)} (${e instanceof Error ? e.message : String(e)}); ${state}`,
+    {
+      where: '--report-dir',
+      hint:
+        errno === 'EISDIR'
+          ? `a directory named ${name} is in the way: remove it or give another --report-dir`
+          : 'check free space and permissions',
+    },
+  );
+}
+
+/**
+ * Writes the bundle's files into `dir`, all or none: a bundle's files name each other (report.json
+ * its evidence.pcapng and inventory.json), so one that failed half-way would leave this run's
+ * files beside an earlier run's. Each is written under a temporary name beside it, and renamed
+ * over its name only once every one is written; a failure removes the temporary files and leaves
+ * the directory as it was.
+ */
+function writeBundle(dir: string, files: readonly (readonly [string, string | Buffer])[]): void {
+  for (const [name] of files) {
+    let isDir = false;
+    try {
+      isDir = statSync(join(dir, name)).isDirectory();
+    } catch {
+      // absent: written below
+    }
+    if (isDir)
+      throw writeError(dir, name, Object.assign(new Error('is a directory'), { code: 'EISDIR' }));
+  }
+  const written: string[] = [];
+  const tmpOf = (name: string): string => join(dir, `.${name}.${process.pid}.tmp`);
   try {
-    writeFileSync(join(dir, name), text);
-  } catch (e) {
-    const errno = (e as NodeJS.ErrnoException).code;
-    throw new HoptraceError(
-      'FILE_WRITE',
-      `cannot write ${join(dir, name)} (${e instanceof Error ? e.message : String(e)})`,
-      {
-        where: '--report-dir',
-        hint:
-          errno === 'EISDIR'
-            ? `a directory named ${name} is in the way: remove it or give another --report-dir`
-            : 'check free space and permissions',
-      },
-    );
+    for (const [name, body] of files) {
+      try {
+        writeFileSync(tmpOf(name), body);
+      } catch (e) {
+        throw writeError(dir, name, e);
+      }
+      written.push(tmpOf(name));
+    }
+    const renamed: string[] = [];
+    for (const [name] of files) {
+      try {
+        renameSync(tmpOf(name), join(dir, name));
+      } catch (e) {
+        throw writeError(dir, name, e, renamed);
+      }
+      renamed.push(name);
+    }
+  } finally {
+    for (const t of written) rmSync(t, { force: true });
   }
 }
 
@@ -95,7 +138,7 @@ export interface ReportDirInput {
 export function writeReportDir(r: AnalysisResult, o: ReportDirInput): void {
   const dir = resolve(o.dir);
   const inventoryPath = join(dir, 'inventory.json');
-  writeReport(o.dir, 'inventory.json', JSON.stringify(o.inventory, null, 2) + '\n');
+  const inventoryJson = JSON.stringify(o.inventory, null, 2) + '\n';
   const points = o.points.map((p) => ({
     name: p.name,
     file: p.file === '-' ? '-' : resolve(p.file),
@@ -137,7 +180,6 @@ export function writeReportDir(r: AnalysisResult, o: ReportDirInput): void {
     payload: o.payload,
     seek: o.seek,
   });
-  writeReport(o.dir, 'evidence.pcapng', ev.bytes);
   const evidence: EvidenceSummary = {
     file: 'evidence.pcapng',
     packets: ev.packets,
@@ -148,8 +190,12 @@ export function writeReportDir(r: AnalysisResult, o: ReportDirInput): void {
   };
   const full = { ...meta, evidence };
   const notes = o.doctor.status === 'given' ? findingNotes(r.points, o.doctor.result.findings) : [];
-  writeReport(o.dir, 'report.md', renderReportMarkdown(r, full));
-  writeReport(o.dir, 'report.json', renderReportJson(r, full));
-  writeReport(o.dir, 'report.html', renderReportHtml(r, full, { notes }));
-  writeReport(o.dir, 'sequence.svg', renderSequenceSvg(r, { notes }));
+  writeBundle(o.dir, [
+    ['inventory.json', inventoryJson],
+    ['evidence.pcapng', ev.bytes],
+    ['report.md', renderReportMarkdown(r, full)],
+    ['report.json', renderReportJson(r, full)],
+    ['report.html', renderReportHtml(r, full, { notes })],
+    ['sequence.svg', renderSequenceSvg(r, { notes })],
+  ]);
 }
