@@ -8,10 +8,8 @@
  * around that SYN, and the distance is said.
  */
 import type { PacketEvent } from '../../common/event';
-import type { PointEvents, RequestIdentity } from './journey';
+import { absDiff, type RequestIdentity } from './journey';
 import { flowView, isSynOnly } from './flow-view';
-
-const absDiff = (a: bigint, b: bigint): bigint => (a > b ? a - b : b - a);
 
 /**
  * Whether `ev` is the request's SYN outside the window: a SYN without ACK with the request's ISN,
@@ -31,16 +29,16 @@ export function isFarSyn(id: RequestIdentity, ev: PacketEvent, windowNs: bigint)
 }
 
 /**
- * The time of the request's SYN outside the window (isFarSyn) nearest to its time at the first
- * point, or null.
+ * The time of the request's SYN outside the window (isFarSyn) among `events` nearest to its time
+ * at the first point, or null. Only that time is kept, so a pass over a whole file holds nothing.
  */
 export function synOutsideWindow(
   id: RequestIdentity,
-  point: PointEvents,
+  events: Iterable<PacketEvent>,
   windowNs: bigint,
 ): bigint | null {
   let best: bigint | null = null;
-  for (const ev of point.events) {
+  for (const ev of events) {
     if (!isFarSyn(id, ev, windowNs)) continue;
     if (best === null || absDiff(ev.tsNs, id.startTsNs) < absDiff(best, id.startTsNs))
       best = ev.tsNs;

@@ -230,6 +230,9 @@ export interface PointEvents {
   capturedFrames?: number | undefined;
 }
 
+/** |a − b| of two timestamps (ns): how far apart, whichever is first. */
+export const absDiff = (a: bigint, b: bigint): bigint => (a > b ? a - b : b - a);
+
 /** Events captured at a point: `capturedEvents` when given, else the events handed in. */
 export function capturedCount(p: PointEvents): number {
   return p.capturedEvents ?? p.events.length;

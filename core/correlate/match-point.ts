@@ -18,6 +18,7 @@
 
 import type { PacketEvent } from '../../common/event';
 import {
+  absDiff,
   capturedCount,
   endpointKey,
   reverseEndpoint,
@@ -74,8 +75,6 @@ const isSynAck = (v: TcpView): boolean => (v.flags & SYN) !== 0 && (v.flags & AC
 
 /** Sequence arithmetic is modulo 2^32 (RFC 9293 §3.4). */
 const plus1 = (n: number): number => (n + 1) >>> 0;
-
-const absDiff = (a: bigint, b: bigint): bigint => (a > b ? a - b : b - a);
 
 export function byTime(a: FlowView, b: FlowView): number {
   if (a.ev.tsNs !== b.ev.tsNs) return a.ev.tsNs < b.ev.tsNs ? -1 : 1;
@@ -799,7 +798,7 @@ function matchOutsideWindow(
   windowNs: bigint,
 ): PointMatch {
   if (m.status !== 'not-seen') return m;
-  const at = synOutsideWindow(id, point, windowNs);
+  const at = synOutsideWindow(id, point.events, windowNs);
   if (at === null) return m;
   const there = matchPoint({ ...id, startTsNs: at }, client, point, windowNs);
   // Matched, or ambiguous there (an unknown, not a drop); not-seen around its own SYN cannot be.

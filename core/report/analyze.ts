@@ -8,10 +8,10 @@ import type { PacketEvent, PacketKeys } from '../../common/event';
 import type { Inventory } from '../../common/inventory';
 import { attributeSourceRewrite } from '../attribute/attribute';
 import {
+  absDiff,
   reverseEndpoint,
   sameEndpoint,
   type DataIdentity,
-  type RequestIdentity,
   type RequestShape,
 } from '../correlate/journey';
 import {
@@ -21,7 +21,7 @@ import {
   type PointEvents,
 } from '../correlate/correlate';
 import { foldedPackets } from '../correlate/folds';
-import { isFarSyn, outsideWindowText } from '../correlate/far-syn';
+import { outsideWindowText, synOutsideWindow } from '../correlate/far-syn';
 import { inOpaqueLead, opaqueTunnel } from '../correlate/outer';
 import {
   DEFAULT_WINDOW_NS,
@@ -226,8 +226,6 @@ const ACK = 0x10;
 /** Bounds of the per-connection buffers of not-yet-related connections at a later point. */
 const PENDING_PER_CONNECTION = 16;
 const PENDING_TOTAL = 65_536;
-
-const absDiff = (a: bigint, b: bigint): bigint => (a > b ? a - b : b - a);
 
 function earlier(a: PacketEvent, b: PacketEvent): boolean {
   return a.tsNs !== b.tsNs ? a.tsNs < b.tsNs : a.frame < b.frame;
@@ -668,7 +666,11 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
           ],
         };
   if (far.length === 0 || id === undefined) return withOnce(result);
-  const farAt = rest.map((p) => (far.includes(p) ? farSynTime(p, plan, id) : null));
+  // The pass keeps only the nearest such SYN's time (synOutsideWindow), however long the file.
+  const wide: LaterPass = { ...plan, windowNs: ALL_TIME_NS };
+  const farAt = rest.map((p) =>
+    far.includes(p) ? synOutsideWindow(id, p.events(wide), windowNs) : null,
+  );
   if (farAt.every((at) => at === null)) return withOnce(result);
   const again = rest.map((p, i) => {
     const before = later[i];
@@ -683,21 +685,6 @@ export function analyzeEventStreams(input: AnalyzeStreamInput): AnalysisResult {
 
 /** A window that holds every timestamp a capture can carry (u64 nanoseconds). */
 const ALL_TIME_NS = 1n << 64n;
-
-/**
- * One pass over a later point for the request's SYN outside the window (far-syn.ts isFarSyn):
- * the time of the one nearest to the request's, or null. Only those SYNs are looked at and only
- * their time kept, so the pass holds nothing however long the file is.
- */
-function farSynTime(p: PointStream, plan: LaterPass, id: RequestIdentity): bigint | null {
-  let best: bigint | null = null;
-  for (const ev of p.events({ ...plan, windowNs: ALL_TIME_NS })) {
-    if (!isFarSyn(id, ev, plan.windowNs)) continue;
-    if (best === null || absDiff(ev.tsNs, plan.startTsNs) < absDiff(best, plan.startTsNs))
-      best = ev.tsNs;
-  }
-  return best;
-}
 
 /**
  * One later point's pass under `plan`: what LaterPointSelection keeps of the request's transport
