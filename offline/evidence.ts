@@ -43,7 +43,7 @@ import { toReferenceClock, utcMicros, type ClockOffset } from '../core/report/ti
 import type { PointFile } from './analyze-files';
 import { openCaptureFile, type ResumePoint } from './pcap-file';
 import { resumeFor } from './seek-points';
-import { inputText, isStreamInput } from './point-inputs';
+import { isStreamInput, readOnceText } from './point-inputs';
 
 export interface EvidenceInput {
   /** The files the analysis read, by point name (`analyze --point NAME=FILE`). */
@@ -317,7 +317,7 @@ export function buildEvidencePcapng(input: EvidenceInput): Evidence {
       continue;
     }
     if (isStreamInput(file)) {
-      const detail = `${inputText(file)} was read once, by the analysis, and cannot be read again (save it to a file and give its path to have this point's packets)`;
+      const detail = readOnceText(file, "and give its path to have this point's packets");
       problems.push({ point: p.name, file, code: 'FILE_STREAM', detail });
       continue;
     }

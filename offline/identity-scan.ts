@@ -19,7 +19,7 @@ import {
 } from './pcap-file';
 import type { PointFile } from './analyze-files';
 import { resumeFor } from './seek-points';
-import { inputText, isStreamInput } from './point-inputs';
+import { isStreamInput, readOnceText } from './point-inputs';
 
 /** A forward-moving reader of one capture file's frames by number. */
 class FrameCursor {
@@ -100,8 +100,7 @@ export function scanIdentityHeaders(
     return scanFrames(r, (point, packet) => {
       const file = files.get(point);
       if (file === undefined) return 'no capture file was given for this point';
-      if (isStreamInput(file))
-        return `${inputText(file)} was read once, by the analysis, and cannot be read again (save it to a file to have its headers looked at)`;
+      if (isStreamInput(file)) return readOnceText(file, 'to have its headers looked at');
       let cursor = cursors.get(point);
       if (cursor === undefined) {
         cursor = new FrameCursor(file, seek?.get(point));

@@ -43,6 +43,11 @@ export function inputText(path: string): string {
   return kind === null ? path : `${path} (${kind})`;
 }
 
+/** Why a stream is left out of what reads the points again, and how to have it: `toHave`. */
+export function readOnceText(path: string, toHave: string): string {
+  return `${inputText(path)} was read once, by the analysis, and cannot be read again (save it to a file ${toHave})`;
+}
+
 /**
  * Refuses (CLI_BAD_POINT) a first point that is a stream, and two points that read the same file
  * — the same path, or the same device and inode (a link, /dev/stdin beside `-`): one capture given
