@@ -236,28 +236,11 @@ function attributeLayer(journey: Journey, inv: Inv, opts: AttributeOptions): Ver
     });
   }
   // An empty capture at the backend, with every earlier point holding the request, is what a drop
-  // looks like (a valid capture that received nothing); anywhere else an empty point is a gap. A
-  // point that captured frames of which none could be read is not empty: nothing is known there.
-  const empty = pts.filter((p) => p.status === 'no-capture');
-  const missing = empty.map((p) => p.point);
-  const unread = empty.filter((p) => (p.capturedFrames ?? 0) > 0);
+  // looks like (a valid capture that received nothing of the request's: it may hold other
+  // protocols' frames, ARP or neighbour discovery); anywhere else an empty point is a gap.
+  const missing = pts.filter((p) => p.status === 'no-capture').map((p) => p.point);
   const emptyBackendOnly =
-    unread.length === 0 &&
-    missing.length === 1 &&
-    missing[0] === backend.point &&
-    pts.slice(0, bi).every(seen);
-  if (unread.length > 0) {
-    return verdict('unknown', {
-      reason:
-        unread
-          .map(
-            (p) =>
-              `${p.point} captured ${p.capturedFrames ?? 0} frames, none a TCP segment, UDP datagram or ICMP echo that hoptrace could read`,
-          )
-          .join('; ') +
-        ' (only other protocols, or a link type or encapsulation it does not decode: `hoptrace decode` shows each frame): nothing is known of the request there, so the path cannot be followed through it',
-    });
-  }
+    missing.length === 1 && missing[0] === backend.point && pts.slice(0, bi).every(seen);
   if (missing.length > 0 && !emptyBackendOnly) {
     return verdict('unknown', {
       reason:
@@ -359,7 +342,9 @@ function attributeLayer(journey: Journey, inv: Inv, opts: AttributeOptions): Ver
           } ` +
           `but never at ${backend.point} (last seen at ${from}, missing from ${next.point} on)` +
           (backend.status === 'no-capture'
-            ? `; the ${backend.point} capture holds no packets at all, so confirm it ran before trusting this`
+            ? (backend.capturedFrames ?? 0) > 0
+              ? `; the ${backend.point} capture holds ${backend.capturedFrames ?? 0} frame${backend.capturedFrames === 1 ? '' : 's'}, none a TCP segment, UDP datagram or ICMP echo that hoptrace could read (other protocols, or a link type it does not decode: \`hoptrace decode\` shows each frame), so confirm it captured what it should before trusting this`
+              : `; the ${backend.point} capture holds no packets at all, so confirm it ran before trusting this`
             : '') +
           icmpNote(pts),
         ...(secondary !== null ? { secondary: [secondary.asSecondary] } : {}),

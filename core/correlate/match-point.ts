@@ -596,7 +596,7 @@ function matchPoint(
         0,
         'no-capture',
         frames > 0
-          ? `${frames} frames were captured at ${point.name}, none a TCP segment, UDP datagram or ICMP echo that hoptrace could read`
+          ? `${frames} frame${frames === 1 ? ' was' : 's were'} captured at ${point.name}, none a TCP segment, UDP datagram or ICMP echo that hoptrace could read`
           : `no events at all were captured at ${point.name}`,
       ),
       ...(point.capturedFrames === undefined ? {} : { capturedFrames: point.capturedFrames }),
