@@ -138,6 +138,19 @@ function icmpNote(pts: PointMatch[]): string {
   return parts.length === 0 ? '' : `; ICMP errors quote it ${parts.join('; ')}`;
 }
 
+/**
+ * What a point holds that captured frames but none the analysis reads (PointMatch.capturedFrames):
+ * said as such, never as a capture that saw nothing.
+ */
+function unreadFramesText(p: PointMatch): string {
+  const n = p.capturedFrames ?? 0;
+  return (
+    `the ${p.point} capture holds ${n} frame${n === 1 ? '' : 's'}, none a TCP segment, UDP ` +
+    'datagram or ICMP echo that hoptrace could read (other protocols, or a link type it does not ' +
+    'decode: `hoptrace decode` shows each frame)'
+  );
+}
+
 /** Decide the layer for one journey. Never throws. */
 export function attributeSourceRewrite(
   journey: Journey,
@@ -238,14 +251,21 @@ function attributeLayer(journey: Journey, inv: Inv, opts: AttributeOptions): Ver
   // An empty capture at the backend, with every earlier point holding the request, is what a drop
   // looks like (a valid capture that received nothing of the request's: it may hold other
   // protocols' frames, ARP or neighbour discovery); anywhere else an empty point is a gap.
-  const missing = pts.filter((p) => p.status === 'no-capture').map((p) => p.point);
+  const missing = pts.filter((p) => p.status === 'no-capture');
   const emptyBackendOnly =
-    missing.length === 1 && missing[0] === backend.point && pts.slice(0, bi).every(seen);
+    missing.length === 1 && missing[0] === backend && pts.slice(0, bi).every(seen);
   if (missing.length > 0 && !emptyBackendOnly) {
+    const empty = missing.filter((p) => (p.capturedFrames ?? 0) === 0).map((p) => p.point);
+    const unread = missing.filter((p) => (p.capturedFrames ?? 0) > 0).map(unreadFramesText);
     return verdict('unknown', {
-      reason:
-        `no events at all were captured at ${missing.join(', ')}: the capture there did not run or saw ` +
-        'nothing, so the path cannot be followed through it',
+      reason: [
+        ...(empty.length > 0
+          ? [`no events at all were captured at ${empty.join(', ')}: the capture there did not run or saw nothing`]
+          : []),
+        ...unread,
+      ]
+        .join('; ')
+        .concat(', so the path cannot be followed through it'),
     });
   }
   const amb = pts.find((p) => p.status === 'ambiguous');
@@ -343,7 +363,7 @@ function attributeLayer(journey: Journey, inv: Inv, opts: AttributeOptions): Ver
           `but never at ${backend.point} (last seen at ${from}, missing from ${next.point} on)` +
           (backend.status === 'no-capture'
             ? (backend.capturedFrames ?? 0) > 0
-              ? `; the ${backend.point} capture holds ${backend.capturedFrames ?? 0} frame${backend.capturedFrames === 1 ? '' : 's'}, none a TCP segment, UDP datagram or ICMP echo that hoptrace could read (other protocols, or a link type it does not decode: \`hoptrace decode\` shows each frame), so confirm it captured what it should before trusting this`
+              ? `; ${unreadFramesText(backend)}, so confirm it captured what it should before trusting this`
               : `; the ${backend.point} capture holds no packets at all, so confirm it ran before trusting this`
             : '') +
           icmpNote(pts),

@@ -245,6 +245,33 @@ const ROWS: Row[] = [
     reason: /no events at all were captured at egress/,
   },
   {
+    name: 'unknown: a point whose frames hoptrace cannot read is said as such, not as one that saw nothing',
+    points: [
+      pt('decap', exchange('decap', DIRECT)),
+      { ...pt('egress', []), capturedFrames: 2000 },
+      pt('backend', exchange('backend', from(ADDR.vpnNodeUplink), { at: 2n })),
+    ],
+    layer: 'unknown',
+    between: null,
+    backendSrc: ADDR.vpnNodeUplink,
+    reason:
+      /^(?!.*(saw nothing|no events at all)).*the egress capture holds 2000 frames, none a TCP segment.*so the path cannot be followed through it/,
+  },
+  {
+    name: 'unknown: one point empty and one unreadable, each said as it is',
+    points: [
+      pt('decap', exchange('decap', DIRECT)),
+      { ...pt('egress', []), capturedFrames: 1 },
+      pt('proxy', []),
+      pt('backend', exchange('backend', from(ADDR.vpnNodeUplink), { at: 2n })),
+    ],
+    layer: 'unknown',
+    between: null,
+    backendSrc: ADDR.vpnNodeUplink,
+    reason:
+      /no events at all were captured at proxy: the capture there did not run or saw nothing; the egress capture holds 1 frame, none/,
+  },
+  {
     name: 'unknown: rewritten to an address the inventory does not know',
     points: three(DIRECT, DIRECT, from('172.16.9.9')),
     layer: 'unknown',

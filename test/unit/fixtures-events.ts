@@ -216,6 +216,8 @@ export function exchange(point: string, ep: Ep, o: ExchangeOpts = {}): PacketEve
 export interface Pt {
   name: string;
   events: PacketEvent[];
+  /** Every frame the point's capture held (PointEvents.capturedFrames), when given. */
+  capturedFrames?: number;
 }
 
 export const pt = (name: string, events: PacketEvent[]): Pt => ({ name, events });
