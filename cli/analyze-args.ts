@@ -7,7 +7,7 @@ import { canonicalIP } from '../common/address';
 import type { Inventory } from '../common/inventory';
 import { readInventoryFile } from '../common/inventory-file';
 import type { PointFile, RequestSelector } from '../offline/analyze-files';
-import { checkPointInputs } from '../offline/point-inputs';
+import { checkPointInputs, stdinFile } from '../offline/point-inputs';
 import { parseCommandLine } from './args';
 
 export const USAGE =
@@ -136,7 +136,10 @@ export function parseAnalyzeArgs(argv: string[]): AnalyzeArgs {
       hint: `usage: ${USAGE}`,
     });
   }
-  const points = (values.point ?? []).map(parsePointArg);
+  // `-` redirected from a regular file is that file (point-inputs.ts stdinFile).
+  const points = (values.point ?? [])
+    .map(parsePointArg)
+    .map((p) => ({ ...p, file: stdinFile(p.file) }));
   if (points.length < 2) {
     throw new HoptraceError('CLI_USAGE', 'give at least two capture points, in path order', {
       where: 'hoptrace analyze',

@@ -6,9 +6,10 @@
  * once (core/report/analyze.ts analyzeEventStreams), so a stream can be a later point; the first
  * point is read twice (to select the request, then to follow it), so it must be a file. What reads
  * a file again afterwards (identity-scan.ts, evidence.ts, file-digest.ts) leaves a stream out and
- * says so.
+ * says so. Standard input redirected from a regular file (`--point decap=- < decap.pcap`) is that
+ * file (stdinFile), read from its start, hashed and read again like any path.
  */
-import { fstatSync, statSync, type Stats } from 'node:fs';
+import { fstatSync, readlinkSync, statSync, type Stats } from 'node:fs';
 import { resolve } from 'node:path';
 import { HoptraceError } from '../common/errors';
 
@@ -17,6 +18,24 @@ function statOf(path: string): Stats | null {
     return path === '-' ? fstatSync(0) : statSync(path);
   } catch {
     return null; // opening it reports why
+  }
+}
+
+/**
+ * `-` when standard input is a regular file (`< decap.pcap`): that file's path, as
+ * /proc/self/fd/0 names it, when the path still leads to the same file (device and inode); any
+ * other path, and `-` on a pipe or terminal, unchanged.
+ */
+export function stdinFile(path: string): string {
+  if (path !== '-') return path;
+  try {
+    const fd0 = fstatSync(0);
+    if (!fd0.isFile()) return path;
+    const linked = readlinkSync('/proc/self/fd/0');
+    const s = statSync(linked);
+    return s.isFile() && s.dev === fd0.dev && s.ino === fd0.ino ? linked : path;
+  } catch {
+    return path; // no /proc, a deleted file: read as a stream, as before
   }
 }
 

@@ -6,7 +6,16 @@
  * same path, a link, `-` beside /dev/stdin) is refused, never counted as two witnesses.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, linkSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  closeSync,
+  copyFileSync,
+  linkSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import t from 'tap';
@@ -155,6 +164,56 @@ void t.test('the CLI refuses a stream first point and a capture given twice (exi
   t.match(twice.stderr, /CLI_BAD_POINT: --point: points 'decap' and 'backend' read the same/);
   t.end();
 });
+
+void t.test(
+  'standard input redirected from a file is that file: a first point, hashed, named',
+  (t) => {
+    // `--point decap=- < decap.pcap`: fd 0 is the file itself, which can be read twice.
+    const fd = openSync(decap, 'r');
+    t.teardown(() => {
+      closeSync(fd);
+    });
+    const rd = join(dir, 'rd-redirected');
+    const r = spawnSync(
+      process.execPath,
+      [
+        bin,
+        'analyze',
+        '--point',
+        'decap=-',
+        '--point',
+        `backend=${backend}`,
+        ...client,
+        '--report-dir',
+        rd,
+      ],
+      { stdio: [fd, 'pipe', 'pipe'], encoding: 'utf8', timeout: 60_000 },
+    );
+    t.equal(r.status, 0, r.stderr);
+    t.equal(layerOf(r.stdout), 'preserved');
+    const doc = JSON.parse(readFileSync(join(rd, 'report.json'), 'utf8')) as {
+      inputs: { name: string; file: string; sha256: string | null }[];
+      evidence: { problems?: unknown[] };
+      reproduce: { argv: string[] };
+    };
+    t.match(
+      doc.inputs[0],
+      { name: 'decap', file: decap, sha256: /^[0-9a-f]{64}$/ },
+      'hashed as the file',
+    );
+    t.equal(doc.evidence.problems?.length ?? 0, 0, 'evidence.pcapng holds both points');
+    t.ok(doc.reproduce.argv.includes(`decap=${decap}`), 'the reproduce command names the file');
+    // Both points from the one redirected file is one capture given twice.
+    const twice = spawnSync(
+      process.execPath,
+      [bin, 'analyze', '--point', `decap=${decap}`, '--point', 'backend=-'],
+      { stdio: [fd, 'pipe', 'pipe'], encoding: 'utf8', timeout: 60_000 },
+    );
+    t.equal(twice.status, 2);
+    t.match(twice.stderr, /CLI_BAD_POINT: --point: points 'decap' and 'backend' read the same/);
+    t.end();
+  },
+);
 
 void t.test(
   'a stream later point that did not see the request: a verdict, and it says the stream was not looked at further away',
