@@ -260,7 +260,9 @@ function attributeLayer(journey: Journey, inv: Inv, opts: AttributeOptions): Ver
     return verdict('unknown', {
       reason: [
         ...(empty.length > 0
-          ? [`no events at all were captured at ${empty.join(', ')}: the capture there did not run or saw nothing`]
+          ? [
+              `no events at all were captured at ${empty.join(', ')}: the capture there did not run or saw nothing`,
+            ]
           : []),
         ...unread,
       ]
