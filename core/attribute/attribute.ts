@@ -19,6 +19,7 @@
  * the address was preserved — the classic missing return route / strict rp_filter case.
  */
 
+import { replyPath, type ReplyPoint } from './reply-path';
 import type { Inventory } from '../../common/inventory';
 import type { ConntrackEntry } from '../../common/wire';
 import type { Endpoint, Journey, MatchKey, PointMatch, RequestShape } from '../correlate/correlate';
@@ -386,7 +387,9 @@ function attributeLayer(journey: Journey, inv: Inv, opts: AttributeOptions): Ver
       hint: 'check the capture at those points',
     });
   }
-  const returnFinding = noReturnFinding(pts, ei, bi, backend);
+  const back = returnFindings(path, backend);
+  const returnFinding = back.missing;
+  if (back.gaps !== null) secondary.push(back.gaps);
   const backendSrc = backend.observed?.src;
   const ctxBackendNode = backendNodes(inv, backend)[0];
 
@@ -396,10 +399,13 @@ function attributeLayer(journey: Journey, inv: Inv, opts: AttributeOptions): Ver
         'no-return',
         {
           reason: `the backend saw the client address ${backendSrc}, but ${returnFinding}${icmpNote(pts)}`,
-          ...(ctxBackendNode !== undefined ? { node: ctxBackendNode } : {}),
+          // A reply that came back past the backend's node was not lost there.
+          ...(ctxBackendNode !== undefined && back.stop === undefined
+            ? { node: ctxBackendNode }
+            : {}),
           ...(secondary.length > 0 ? { secondary } : {}),
         },
-        { backendNode: ctxBackendNode },
+        { backendNode: ctxBackendNode, replyStop: back.stop },
       );
     }
     const portNote =
@@ -407,7 +413,7 @@ function attributeLayer(journey: Journey, inv: Inv, opts: AttributeOptions): Ver
         ? ` (the source port changed ${client.sport} -> ${backend.observed.sport}; the address did not)`
         : '';
     return verdict('preserved', {
-      reason: `${backend.point} sees the client address ${backendSrc}${portNote}, and the reply came back`,
+      reason: `${backend.point} sees the client address ${backendSrc}${portNote}, ${back.came}`,
       ...(secondary.length > 0 ? { secondary } : {}),
     });
   }
@@ -463,28 +469,76 @@ function vpnNodes(inv: Inv, egress: PointMatch | undefined): string[] {
   ]);
 }
 
-/** Why the reply did not come back to the VPN egress, or null when it did. */
-function noReturnFinding(
-  pts: PointMatch[],
-  ei: number,
-  bi: number,
+/** A journey point as reply-path.ts reads it. */
+function replyPoint(p: PointMatch): ReplyPoint {
+  return {
+    name: p.point,
+    seen: p.status === 'matched' && p.observed !== null,
+    seenReply: p.seenReply,
+    seenSyn: p.seenSyn,
+    flow: p.flow,
+  };
+}
+
+/**
+ * What the captures say of the reply over `path` (the points up to the backend): `missing` why it
+ * did not come back to the client's side (null when it did); `came` how it is known that it did,
+ * for the verdict's reason; `gaps` a note for points that saw the request but captured no reply
+ * although it came back.
+ */
+function returnFindings(
+  path: PointMatch[],
   backend: PointMatch,
-): string | null {
-  const ret = pts[ei >= 0 ? ei : 0];
-  if (ret === undefined || ret.seenReply) return null;
-  const lastReply = pts
-    .slice(0, bi + 1)
-    .filter((p) => p.seenReply)
-    .map((p) => p.point)
-    .pop();
-  if (lastReply !== undefined) {
-    return (
-      `the reply was seen at ${lastReply}` +
-      (backend.seenReply && lastReply !== backend.point ? ` and ${backend.point}` : '') +
-      ` and never came back to ${ret.point}`
-    );
+): {
+  missing: string | null;
+  came: string;
+  gaps: SecondaryFinding | null;
+  /** The reply came back past the backend's node to `from`, and not on to `to`. */
+  stop?: { from: string; to: string };
+} {
+  const rp = replyPath(path.map(replyPoint));
+  if (rp === null) return { missing: null, came: '', gaps: null };
+  if (rp.kind === 'missing') {
+    if (rp.lastSeenAt !== null) {
+      return {
+        ...(rp.lastSeenAt === backend.point
+          ? {}
+          : { stop: { from: rp.lastSeenAt, to: rp.missingAt } }),
+        missing:
+          `the reply was seen at ${rp.lastSeenAt}` +
+          (backend.seenReply && rp.lastSeenAt !== backend.point ? ` and ${backend.point}` : '') +
+          ` and never came back to ${rp.missingAt}`,
+        came: '',
+        gaps: null,
+      };
+    }
+    return {
+      missing:
+        `no reply was seen at any point, ${rp.missingAt} included, and the client never acknowledged ` +
+        `one: the backend did not answer, or its answer died before the ${backend.point} capture`,
+      came: '',
+      gaps: null,
+    };
   }
-  return `no reply was seen at any point, ${ret.point} included: the backend did not answer, or its answer died before the ${backend.point} capture`;
+  const gaps =
+    rp.notCapturedAt.length === 0
+      ? null
+      : {
+          layer: 'unknown' as const,
+          detail:
+            `no reply was captured at ${rp.notCapturedAt.join(', ')}, although ` +
+            (rp.kind === 'seen'
+              ? `${rp.at} saw it come back`
+              : `the client acknowledged one (its ACK at ${rp.ack.point}, frame ${rp.ack.frame})`) +
+            ': those captures may hold the request direction only (a capture filter)',
+          hint: 'capture both directions there to see the reply on its way back',
+        };
+  const came =
+    rp.kind === 'seen'
+      ? 'and the reply came back'
+      : `and the client acknowledged an answer (its ACK at ${rp.ack.point}, frame ${rp.ack.frame}), ` +
+        'though no point captured the reply itself';
+  return { missing: null, came, gaps };
 }
 
 interface Rewrite {

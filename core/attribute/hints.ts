@@ -15,6 +15,8 @@ export interface HintContext {
   pod?: string | undefined;
   backendNode?: string | undefined;
   rewrittenTo?: string | undefined;
+  /** no-return: the reply came back past the backend's node to `from`, and not on to `to`. */
+  replyStop?: { from: string; to: string } | undefined;
 }
 
 /**
@@ -115,6 +117,16 @@ export function hintFor(layer: Layer, ctx: HintContext = {}): string {
         'header cannot be set from the client side.'
       );
     case 'no-return':
+      if (ctx.replyStop !== undefined) {
+        const { from, to } = ctx.replyStop;
+        return (
+          `the reply came back as far as ${from} and never reached ${to}, so the route from the backend ` +
+          `toward ${from} works and what lies between ${from} and ${to} dropped it; when these are the ` +
+          `VPN pod's egress and its tunnel, that is the VPN pod: its route to ${range} over the tunnel, ` +
+          'the addresses the VPN accepts for this client (WireGuard AllowedIPs, OpenVPN iroute), or ' +
+          'rp_filter on its interfaces.'
+        );
+      }
       return (
         `no route back to the tunnel range (e.g. ${range}) on ${on(ctx.backendNode, "the backend's node")}, ` +
         `or strict rp_filter; add a route via a stable next hop — e.g. \`ip route replace ${range} via ` +

@@ -6,6 +6,8 @@
  * must say so. Pure: the analysis and the agents' last statuses (or what the capture files
  * recorded) in, sentences out.
  */
+import { replyPath } from '../attribute/reply-path';
+import { replyPoints } from './reply-points';
 import { countText } from '../../common/counters';
 import type { AnalysisResult, CaptureHealth, PointSummary } from './analysis-result';
 
@@ -55,8 +57,12 @@ function fileLossPhrase(
  */
 export function healthCaveats(points: PointSummary[], health: CaptureHealth[]): string[] {
   const out: string[] = [];
-  // A reply is expected only once the request reached the last point (the backend).
-  const replyDue = points[points.length - 1]?.seenRequest === true;
+  // A reply is expected only once the request reached the last point (the backend), and is in
+  // doubt only when it is not known to have come back (seen nearest the client, or acknowledged
+  // by the client: reply-path.ts; the verdict then notes the points that did not capture it).
+  const replyDue =
+    points[points.length - 1]?.seenRequest === true &&
+    replyPath(replyPoints(points))?.kind === 'missing';
   for (const p of points) {
     const h = health.find((x) => x.point === p.name);
     if (h === undefined) continue;

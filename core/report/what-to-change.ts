@@ -6,6 +6,8 @@
  * (Markdown here, the HTML view) renders the same content. Pure: doctor's findings and the
  * inventory are passed in; what was not read is said to be unread, never "ok".
  */
+import { replyPath } from '../attribute/reply-path';
+import { replyPoints } from './reply-points';
 import type { Layer } from '../attribute/layer';
 import { MASQUERADE_KNOBS, STABLE_NEXT_HOP, exampleTunnelRange } from '../attribute/hints';
 import type { DoctorResult, Finding } from '../doctor/checks';
@@ -118,6 +120,19 @@ function doctorText(d: DoctorEvidence | undefined, clientSrc: string | undefined
   return parts.join('; ');
 }
 
+/**
+ * Where a reply that did not come back stopped, when it came back past the backend's node: seen at
+ * `from`, a point before the last that saw the request, and not at `to` (reply-path.ts).
+ */
+function replyStop(r: AnalysisResult): { from: string; to: string } | null {
+  const pts = replyPoints(r.points);
+  const rp = replyPath(pts);
+  const lastSeen = pts.filter((p) => p.seen).pop();
+  if (rp?.kind !== 'missing' || rp.lastSeenAt === null || rp.lastSeenAt === lastSeen?.name)
+    return null;
+  return { from: rp.lastSeenAt, to: rp.missingAt };
+}
+
 function questions(
   r: AnalysisResult,
   d: DoctorEvidence | undefined,
@@ -148,7 +163,16 @@ function questions(
   const routeUnread = problems(d, ['read']);
   let answer: ChangeQuestion['answer'] = 'unknown';
   let detail: string;
-  if (v.layer === 'no-return') {
+  const stop = v.layer === 'no-return' ? replyStop(r) : null;
+  if (stop !== null) {
+    answer = 'no';
+    detail =
+      `the request reached the backend with the client address and the reply came back as far as ` +
+      `${stop.from}, never to ${stop.to}: the route from the backend toward ${stop.from} works, and ` +
+      `what lies between ${stop.from} and ${stop.to} dropped the reply (when those are the VPN pod's ` +
+      `egress and its tunnel: the pod's route to ${range} over the tunnel, the addresses the VPN accepts ` +
+      'for this client, or rp_filter there).';
+  } else if (v.layer === 'no-return') {
     answer = 'no';
     detail = `the request reached the backend with the client address and no reply came back: there is no working route back to ${range} (or rp_filter dropped it).`;
   } else if (v.layer === 'preserved') {
@@ -253,8 +277,23 @@ function firstStep(r: AnalysisResult, d: DoctorEvidence | undefined, range: stri
           basis: 'verdict',
         },
       ];
+    case 'no-return': {
+      const stop = replyStop(r);
+      if (stop === null) return [];
+      const client = v.client?.src ?? '<client address>';
+      return [
+        {
+          text:
+            `The reply came back as far as ${stop.from} and was dropped before ${stop.to}. When those are ` +
+            `the VPN pod's egress and its tunnel, look inside the VPN pod: its route to ${client} must ` +
+            'leave by the tunnel, the VPN must accept that address for this client (WireGuard AllowedIPs ' +
+            'of the peer, OpenVPN iroute), and strict rp_filter there may drop it.',
+          command: `ip route get ${client}   # inside the VPN pod: the tunnel interface, not eth0`,
+          basis: 'verdict',
+        },
+      ];
+    }
     case 'preserved':
-    case 'no-return':
     case 'cni-masquerade':
     case 'proxy':
       return [];
@@ -283,7 +322,8 @@ function preserveSteps(
         ? ''
         : ` On ${nodes.vpnNode} the route on to the VPN pod must follow whichever pod is active: an address the active pod holds and announces, not today's pod IP.`),
     command: `ip route replace ${range} via ${nextHop}${nodes.vpnNodeAddress === undefined ? '' : `   # ${nodes.vpnNode ?? ''}'s address`}`,
-    basis: v.layer === 'no-return' ? 'verdict' : 'guide',
+    // The verdict shows a missing route back only when the reply did not get past the backend's node.
+    basis: v.layer === 'no-return' && replyStop(r) === null ? 'verdict' : 'guide',
     findings: problems(d, ['return-route']),
   });
   steps.push({

@@ -1,5 +1,6 @@
 import t from 'tap';
 import type { Inventory } from '../../common/inventory';
+import type { PacketEvent } from '../../common/event';
 import { attributeSourceRewrite, type Layer } from '../../core/attribute/attribute';
 import { correlateRequest, type MatchKey } from '../../core/correlate/correlate';
 import {
@@ -45,6 +46,10 @@ interface Row {
   reason?: RegExp;
   secondary?: Layer[];
 }
+
+/** The request direction of `events` only: a capture filtered on the client's packets. */
+const requestOnly = (events: PacketEvent[], ep: Ep): PacketEvent[] =>
+  events.filter((e) => e.inner?.src === ep.src && e.inner.sport === ep.sport);
 
 const unrelated = exchange(
   'backend',
@@ -199,6 +204,48 @@ const ROWS: Row[] = [
     backendMatchedBy: ['tcp-isn', 'tsval', 'ip-id'],
     node: 'backend-node',
     reason: /reply was seen at backend and never came back to egress/,
+  },
+  {
+    name: 'preserved: captures of the request direction only, the client ACKed the SYN-ACK: no no-return',
+    points: [
+      pt('decap', requestOnly(exchange('decap', DIRECT), DIRECT)),
+      pt('egress', requestOnly(exchange('egress', DIRECT, { at: 1n }), DIRECT)),
+      pt('backend', requestOnly(exchange('backend', DIRECT, { at: 2n }), DIRECT)),
+    ],
+    layer: 'preserved',
+    between: null,
+    backendSrc: CLIENT,
+    reason:
+      /^(?!.*reply came back).*the client acknowledged an answer \(its ACK at decap, frame 3\), though no point captured the reply itself/,
+    secondary: ['unknown'],
+  },
+  {
+    name: 'no-return: the reply reached egress and never decap (the client re-sent its SYN): not the backend node',
+    points: [
+      pt('decap', exchange('decap', DIRECT, { phase: 'syn-only', synRetransmits: 1 })),
+      pt('egress', exchange('egress', DIRECT, { at: 1n, phase: 'syn-synack', synRetransmits: 1 })),
+      pt(
+        'backend',
+        exchange('backend', DIRECT, { at: 2n, phase: 'syn-synack', synRetransmits: 1 }),
+      ),
+    ],
+    layer: 'no-return',
+    between: null,
+    backendSrc: CLIENT,
+    reason: /the reply was seen at egress and backend and never came back to decap/,
+  },
+  {
+    name: 'preserved: decap saw the reply come back, egress captured none of it',
+    points: [
+      pt('decap', exchange('decap', DIRECT)),
+      pt('egress', requestOnly(exchange('egress', DIRECT, { at: 1n }), DIRECT)),
+      pt('backend', exchange('backend', DIRECT, { at: 2n })),
+    ],
+    layer: 'preserved',
+    between: null,
+    backendSrc: CLIENT,
+    reason: /, and the reply came back$/,
+    secondary: ['unknown'],
   },
   {
     name: 'rewritten AND no reply: the rewrite stays primary, no-return is secondary',
@@ -486,6 +533,21 @@ void t.test('hints carry the seed advice', (t) => {
     pt('backend', exchange('backend', DIRECT, { phase: 'syn-synack' })),
   ];
   t.match(hint(noReturn), /10\.90\.0\.0\/24.*rp_filter=2/);
+  const vpnDrop = [
+    pt('decap', exchange('decap', DIRECT, { phase: 'syn-only', synRetransmits: 1 })),
+    pt('egress', exchange('egress', DIRECT, { phase: 'syn-synack', synRetransmits: 1 })),
+    pt('backend', exchange('backend', DIRECT, { phase: 'syn-synack', synRetransmits: 1 })),
+  ];
+  t.match(
+    hint(vpnDrop),
+    /came back as far as egress and never reached decap, so the route from the backend toward egress works.*AllowedIPs/,
+    'a reply lost inside the VPN pod: its route and accepted addresses, not the backend node',
+  );
+  t.equal(
+    attributeSourceRewrite(correlateRequest(vpnDrop, { client: CLIENT }), INVENTORY).node,
+    undefined,
+    'and no backend node named as where it was lost',
+  );
   t.match(hint(three(DIRECT, DIRECT, from(ADDR.vpnNodeUplink))), /non-masquerade CIDRs/);
   t.match(hint(three(DIRECT, DIRECT, DIRECT)), /denied.*delete the VPN pod/s);
   t.end();

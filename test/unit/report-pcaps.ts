@@ -28,7 +28,7 @@ export interface PointFilesOptions {
   rewriteTo?: string;
   /** A connection from DECOY first, SYN only, at every point. */
   decoy?: boolean;
-  /** The replies never reach egress or decap. */
+  /** The replies never reach egress or decap (so the client re-sends its SYN and never ACKs). */
   noReturn?: boolean;
   /** Extra request header lines, per point (e.g. X-Forwarded-For added at the backend). */
   headers?: Partial<Record<'decap' | 'egress' | 'backend', string>>;
@@ -46,16 +46,31 @@ function connection(
   at: { req: bigint; rep: bigint },
   payload: string,
   replies: boolean,
+  /** The SYN-ACK reached the client: it ACKs and sends its request (else it re-sends its SYN). */
+  acked = true,
 ): Pkt[] {
   const c = { src, sport, dst: BACKEND_POD, dport: 8080 };
   const s = { src: BACKEND_POD, sport: 8080, dst: src, dport: sport };
   const reply = 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok';
-  const segs: [bigint, Seg][] = [
-    [at.req, { ...c, seq: ISN, flags: 0x02, ipId: 1001 }],
-    [at.req + 700n * US, { ...c, seq: ISN + 1, ack: SISN + 1, flags: 0x10, ipId: 1002 }],
-    [at.req + 750n * US, { ...c, seq: ISN + 1, ack: SISN + 1, flags: 0x18, payload, ipId: 1003 }],
-  ];
-  if (replies)
+  const segs: [bigint, Seg][] = acked
+    ? [
+        [at.req, { ...c, seq: ISN, flags: 0x02, ipId: 1001 }],
+        [at.req + 700n * US, { ...c, seq: ISN + 1, ack: SISN + 1, flags: 0x10, ipId: 1002 }],
+        [
+          at.req + 750n * US,
+          { ...c, seq: ISN + 1, ack: SISN + 1, flags: 0x18, payload, ipId: 1003 },
+        ],
+      ]
+    : [
+        [at.req, { ...c, seq: ISN, flags: 0x02, ipId: 1001 }],
+        [at.req + 1_000_000n * US, { ...c, seq: ISN, flags: 0x02, ipId: 1002 }],
+      ];
+  if (replies && !acked)
+    segs.push(
+      [at.rep, { ...s, seq: SISN, ack: ISN + 1, flags: 0x12, ipId: 2001 }],
+      [at.rep + 1_000_000n * US, { ...s, seq: SISN, ack: ISN + 1, flags: 0x12, ipId: 2002 }],
+    );
+  else if (replies)
     segs.push(
       [at.rep, { ...s, seq: SISN, ack: ISN + 1, flags: 0x12, ipId: 2001 }],
       [
@@ -89,7 +104,7 @@ export function writePointFiles(dir: string, o: PointFilesOptions = {}): [string
     const sport = src === CLIENT ? 40123 : 33000;
     const payload = `GET /hoptrace-probe-rep0 HTTP/1.1\r\nHost: web\r\n${o.headers?.[name] ?? ''}\r\n`;
     const replies = !(o.noReturn === true && name !== 'backend');
-    const pkts = connection(src, sport, { req, rep }, payload, replies);
+    const pkts = connection(src, sport, { req, rep }, payload, replies, o.noReturn !== true);
     if (o.decoy === true)
       pkts.push(
         tcp(T0 + skew + hop - 1_000n * US, {
