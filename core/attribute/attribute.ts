@@ -440,7 +440,7 @@ function attributeLayer(journey: Journey, inv: Inv, opts: AttributeOptions): Ver
     evidence,
     hint:
       rw.layer === 'unknown'
-        ? hintFor('unknown')
+        ? hintFor('unknown', { noInventory: inv.nodes.length === 0 && inv.pods.length === 0 })
         : hintFor(rw.layer, { clientSrc: clientAddr, node: rw.node, backendNode: ctxBackendNode }),
     ...(shape === undefined ? {} : { shape }),
     reason: vpnOnly ? `${rw.reason}; the backend was not captured` : rw.reason,
@@ -681,6 +681,13 @@ function rewriteFinding(
     return result(
       'unknown',
       `source rewritten ${hop}, the address of pod ${pod.name} (role ${pod.role}); the TCP connection is the same one, so ${pod.name} translated it without terminating it`,
+    );
+  }
+  if (inv.nodes.length === 0 && inv.pods.length === 0) {
+    return result(
+      'unknown',
+      `source rewritten ${hop}; no inventory was given (or it names no node and no pod), so the ` +
+        'address cannot be tied to a node or pod, nor the rewrite to a layer',
     );
   }
   return result(

@@ -15,6 +15,8 @@ export interface HintContext {
   pod?: string | undefined;
   backendNode?: string | undefined;
   rewrittenTo?: string | undefined;
+  /** unknown: the inventory names no node and no pod (none was given). */
+  noInventory?: boolean | undefined;
   /** no-return: the reply came back past the backend's node to `from`, and not on to `to`. */
   replyStop?: { from: string; to: string } | undefined;
 }
@@ -79,7 +81,10 @@ export function exampleTunnelRange(addr: string | undefined): string {
 
 /** The hint text for `layer`. */
 export function hintFor(layer: Layer, ctx: HintContext = {}): string {
+  // The client's /24 (/64) is an example of the tunnel range, never the range itself: only the VPN's
+  // configuration (or doctor's --tunnel-range) knows it.
   const range = exampleTunnelRange(ctx.clientSrc);
+  const eg = ctx.clientSrc === undefined ? '' : ` (e.g. ${range})`;
   const on = (n: string | undefined, fallback: string): string =>
     n === undefined ? fallback : `node ${n}`;
   switch (layer) {
@@ -93,22 +98,22 @@ export function hintFor(layer: Layer, ctx: HintContext = {}): string {
     case 'vpn-pod':
       return (
         'the VPN pod masquerades its clients (its own iptables/nft MASQUERADE or SNAT rule, or the VPN ' +
-        `software's NAT option); remove it and route ${range} back to the pod instead if the backend must ` +
+        `software's NAT option); remove it and route the tunnel range${eg} back to the pod instead if the backend must ` +
         'see client addresses, or keep it and document that the backend sees the pod address.'
       );
     case 'cni-masquerade':
       return (
-        `the VPN node's masquerade rule does not exclude the tunnel range; exclude ${range} in the CNI's own ` +
+        `the VPN node's masquerade rule does not exclude the tunnel range; exclude it${eg} in the CNI's own ` +
         "configuration (non-masquerade CIDRs, e.g. ip-masq-agent nonMasqueradeCIDRs or the CNI's " +
         'equivalent) rather than by hand in iptables, which the agent rewrites on restart; then add a return ' +
-        `route for ${range} on the backend nodes.`
+        'route for it on the backend nodes.'
       );
     case 'kube-proxy':
       return (
         `kube-proxy masqueraded the Service hop on ${on(ctx.node, "the backend's node")} ` +
         '(KUBE-MARK-MASQ / externalTrafficPolicy: Cluster, or a source outside --cluster-cidr); target the ' +
         'pod IP directly, use externalTrafficPolicy/internalTrafficPolicy: Local where it applies, or add ' +
-        `${range} to the cluster CIDR kube-proxy trusts; a return route for ${range} is then required.`
+        `the tunnel range${eg} to the cluster CIDR kube-proxy trusts; a return route for it is then required.`
       );
     case 'proxy':
       return (
@@ -122,13 +127,13 @@ export function hintFor(layer: Layer, ctx: HintContext = {}): string {
         return (
           `the reply came back as far as ${from} and never reached ${to}, so the route from the backend ` +
           `toward ${from} works and what lies between ${from} and ${to} dropped it; when these are the ` +
-          `VPN pod's egress and its tunnel, that is the VPN pod: its route to ${range} over the tunnel, ` +
+          `VPN pod's egress and its tunnel, that is the VPN pod: its route to the client over the tunnel, ` +
           'the addresses the VPN accepts for this client (WireGuard AllowedIPs, OpenVPN iroute), or ' +
           'rp_filter on its interfaces.'
         );
       }
       return (
-        `no route back to the tunnel range (e.g. ${range}) on ${on(ctx.backendNode, "the backend's node")}, ` +
+        `no route back to the tunnel range${eg} on ${on(ctx.backendNode, "the backend's node")}, ` +
         `or strict rp_filter; add a route via a stable next hop — e.g. \`ip route replace ${range} via ` +
         `<next hop>\` — where the next hop is ${STABLE_NEXT_HOP}, and set rp_filter=2 (loose).`
       );
@@ -139,6 +144,12 @@ export function hintFor(layer: Layer, ctx: HintContext = {}): string {
         'insert_failed/drop); NetworkPolicy is access control, not routing.'
       );
     case 'unknown':
+      if (ctx.noInventory === true)
+        return (
+          'give an inventory (`--inventory inventory.json`: every address of every node, including ' +
+          'CNI bridge/gateway addresses, and the pods of the path with their roles) so the rewritten ' +
+          'address can be tied to a node or pod, then analyze again.'
+        );
       return (
         'add the missing addresses to the inventory (every address of every node, including CNI ' +
         'bridge/gateway addresses) or capture at the missing point, then analyze again.'

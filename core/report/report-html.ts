@@ -31,6 +31,7 @@ import { lossPhrase } from './capture-health';
 import { inputsLead, inputsLines } from './inputs-text';
 import { doctorOf, reproduceOf, type ReportMeta as DocMeta } from './report-document';
 import { whatToChange, type ChangeStep } from './what-to-change';
+import { tunnelRangeText } from './what-to-change-md';
 
 export type { ReportMeta };
 
@@ -415,6 +416,7 @@ function whatToChangeHtml(result: AnalysisResult, meta: DocMeta): string[] {
   return [
     '<h2>What to change</h2>',
     `<p class="doctor">${esc(w.doctor.text)}</p>`,
+    `<p class="range">${esc(tunnelRangeText(w))}.</p>`,
     table(
       ['question', 'answer', 'why'],
       w.questions.map((q) => [esc(q.question), `<strong>${esc(q.answer)}</strong>`, esc(q.detail)]),

@@ -44,6 +44,15 @@ function doctorLines(d: DoctorEvidence, text: string, cell: (s: string) => strin
   return out;
 }
 
+/** Which tunnel range the steps name, and whether it was read or assumed. */
+export function tunnelRangeText(w: WhatToChange): string {
+  if (w.tunnelRangeSource === 'doctor')
+    return `Tunnel range ${w.tunnelRange}: doctor's --tunnel-range`;
+  if (!w.tunnelRange.includes('/'))
+    return 'Tunnel range: not known (no doctor --tunnel-range, and no client address to take an example from)';
+  return `Tunnel range ${w.tunnelRange}: assumed — the client address's ${w.tunnelRange.includes(':') ? '/64' : '/24'}, an example; only the VPN's configuration knows the real range (give it to \`hoptrace doctor --tunnel-range\` and analyze with --doctor)`;
+}
+
 /** The section: the three questions in order, preserve mode's steps, SNAT's runbook, doctor. */
 export function whatToChangeMarkdown(
   w: WhatToChange,
@@ -51,7 +60,7 @@ export function whatToChangeMarkdown(
   hint: string,
   cell: (s: string) => string,
 ): string[] {
-  const out = ['## What to change', '', `In short: ${hint}`, ''];
+  const out = ['## What to change', '', `In short: ${hint}`, '', `${tunnelRangeText(w)}.`, ''];
   out.push(
     "The field guide's three questions, in its order (the first usually settles it; answer them for this workload, not for the cluster):",
     '',

@@ -50,6 +50,11 @@ export interface WhatToChange {
   layer: Layer;
   /** The tunnel range the steps name: doctor's, else the client address's /24 (/64). */
   tunnelRange: string;
+  /**
+   * Where `tunnelRange` comes from: `doctor` (its --tunnel-range, holding this client) or `assumed`
+   * (the client address's /24 or /64: an example, not read from anything).
+   */
+  tunnelRangeSource: 'doctor' | 'assumed';
   questions: ChangeQuestion[];
   preserve: { applies: string; steps: ChangeStep[] };
   snat: { applies: string; runbook: string; steps: ChangeStep[] };
@@ -115,7 +120,7 @@ function doctorText(d: DoctorEvidence | undefined, clientSrc: string | undefined
     );
   if (clientSrc !== undefined && !inCidr(clientSrc, d.result.tunnelRange))
     parts.push(
-      `this request's client ${clientSrc} is outside that tunnel range: the findings may be about another path`,
+      `this request's client ${clientSrc} is outside that tunnel range: the findings are about another path and are not used here`,
     );
   return parts.join('; ');
 }
@@ -402,8 +407,16 @@ export function whatToChange(
   inventory?: Inventory,
 ): WhatToChange {
   const v = result.verdict;
-  const range =
-    doctor?.status === 'given' ? doctor.result.tunnelRange : exampleTunnelRange(v.client?.src);
+  const clientSrc = v.client?.src;
+  // Doctor's findings answer for its own tunnel range: a request from outside it is another path's,
+  // and they are not used for it (doctorText says so).
+  const d =
+    doctor?.status === 'given' &&
+    clientSrc !== undefined &&
+    !inCidr(clientSrc, doctor.result.tunnelRange)
+      ? undefined
+      : doctor;
+  const range = d?.status === 'given' ? d.result.tunnelRange : exampleTunnelRange(clientSrc);
   const preserve =
     v.layer === 'proxy'
       ? {
@@ -416,12 +429,13 @@ export function whatToChange(
             v.layer === 'preserved'
               ? 'The address survives today; these are what keep it surviving.'
               : 'If the backend needs the client address, in this order:',
-          steps: preserveSteps(result, doctor, inventory, range),
+          steps: preserveSteps(result, d, inventory, range),
         };
   return {
     layer: v.layer,
     tunnelRange: range,
-    questions: questions(result, doctor, range),
+    tunnelRangeSource: d?.status === 'given' ? 'doctor' : 'assumed',
+    questions: questions(result, d, range),
     preserve,
     snat: snatPart(result),
     doctor: { status: doctor?.status ?? 'not-run', text: doctorText(doctor, v.client?.src) },

@@ -334,8 +334,9 @@ const ROWS: Row[] = [
     layer: 'unknown',
     between: ['egress', 'backend'],
     backendSrc: ADDR.vpnNodeUplink,
+    // Said as such, not as "an address the inventory does not know (the inventory names no VPN pod…)".
     reason:
-      /to 192\.168\.50\.1, an address the inventory does not know \(the inventory names no VPN pod/,
+      /^(?!.*inventory does not know).*to 192\.168\.50\.1; no inventory was given \(or it names no node and no pod\)/,
   },
   {
     name: 'unknown: VPN pod and backend share a node and the Service was DNATed',
@@ -550,6 +551,14 @@ void t.test('hints carry the seed advice', (t) => {
   );
   t.match(hint(three(DIRECT, DIRECT, from(ADDR.vpnNodeUplink))), /non-masquerade CIDRs/);
   t.match(hint(three(DIRECT, DIRECT, DIRECT)), /denied.*delete the VPN pod/s);
+  t.match(
+    attributeSourceRewrite(
+      correlateRequest(three(DIRECT, DIRECT, from(ADDR.vpnNodeUplink)), { client: CLIENT }),
+      { nodes: {}, pods: {} },
+    ).hint,
+    /^give an inventory \(`--inventory inventory\.json`/,
+    'no inventory: the hint asks for one, not for a missing point',
+  );
   t.end();
 });
 

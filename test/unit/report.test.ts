@@ -20,7 +20,7 @@ void t.test('text: layer in words, where, before => after, proof, hint', (t) => 
   t.match(text, /proof: {2}decap: selector; egress: tcp-isn\+.*; backend: tcp-isn\+/);
   t.match(
     text,
-    /hint: {3}the VPN node's masquerade rule does not exclude the tunnel range; exclude 10\.90\.0\.0\/24/,
+    /hint: {3}the VPN node's masquerade rule does not exclude the tunnel range; exclude it \(e\.g\. 10\.90\.0\.0\/24\)/,
   );
   t.end();
 });
