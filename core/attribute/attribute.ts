@@ -530,7 +530,7 @@ function returnFindings(
             (rp.kind === 'seen'
               ? `${rp.at} saw it come back`
               : `the client acknowledged one (its ACK at ${rp.ack.point}, frame ${rp.ack.frame})`) +
-            ': those captures may hold the request direction only (a capture filter)',
+            ': those captures may hold the request direction only (a capture filter), or dropped it',
           hint: 'capture both directions there to see the reply on its way back',
         };
   const came =
