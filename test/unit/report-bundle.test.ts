@@ -253,7 +253,7 @@ void t.test('what to change: the three questions in order, doctor findings in', 
   t.match(md, /the rule doctor found is ip-masq-agent's/);
   // SNAT mode: what it costs and what carries the identity, as a runbook paragraph.
   t.match(md, /> 10\.244\.2\.5:8080 sees 192\.168\.50\.1 for every VPN client; .*What it costs/);
-  t.match(md, /a PROXY protocol line written by a proxy we control> — trusted only because/);
+  t.match(md, /a PROXY protocol line written by a proxy we control&gt; — trusted only because/);
   // Doctor's findings reach the report, ok ones included (they were read).
   t.match(md, /### Doctor\n\nDoctor findings from .*doctor\.json \(tunnel range 10\.90\.0\.0\/24/);
   t.match(md, /\| ERROR \| return-route \| backend-node \|/);
