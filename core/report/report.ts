@@ -16,7 +16,7 @@ import { timingMarkdown, timingTextLines, utcOrEmpty } from './timing-section';
 import { whatToChange, type DoctorEvidence } from './what-to-change';
 import { whatToChangeMarkdown } from './what-to-change-md';
 import { partialTexts } from './identity-text';
-import { inputsLead, inputsLines, type Piece } from './inputs-text';
+import { inputsLead, inputsLines, madeWithLine, type Piece } from './inputs-text';
 import { mdCode, mdFence, mdProse, mdText } from './md-escape';
 
 export type { ReportMeta };
@@ -300,6 +300,8 @@ function reproduceSection(meta: ReportMeta): string[] {
   const md = (line: Piece[]): string =>
     line.map((p) => ('code' in p ? mdCode(p.code) : mdText(p.text))).join('');
   const out = ['## Reproduce', '', ...mdFence('sh', r.command), ''];
+  const made = madeWithLine(meta);
+  if (made !== null) out.push(md(made), '');
   for (const n of r.notes) out.push(`- ${mdProse(n)}`);
   if (r.notes.length > 0) out.push('');
   out.push(mdText(inputsLead(meta)), '');

@@ -8,7 +8,15 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -121,29 +129,87 @@ void t.test('the Reproduce line reproduces, --inventory and --client included', 
   const { doc, md } = readReport(t, out);
   t.equal(doc.verdict.layer, 'cni-masquerade');
 
-  // The printed command is report.json's, and names the copy of the inventory as used.
+  // The printed command is report.json's; it names the bundle's copies of the inventory as used
+  // and of doctor's file by their names in the bundle, the captures by their absolute paths.
   const printed = /## Reproduce\n\n```sh\n(.*)\n```/.exec(md)?.[1];
   t.equal(printed, doc.reproduce.command, 'report.md prints report.json reproduce.command');
   t.same(doc.reproduce.argv.slice(0, 2), ['hoptrace', 'analyze']);
   for (const [name, file] of files) t.ok(doc.reproduce.argv.includes(`${name}=${file}`));
   const argv = doc.reproduce.argv.join('\n');
-  t.match(argv, `--inventory\n${join(out, 'inventory.json')}\n`);
+  t.match(argv, '--inventory\ninventory.json\n');
   t.match(argv, `--client\n${CLIENT}`);
   t.match(argv, '--drops\nbackend=0');
-  t.match(argv, `--doctor\n${doctor}`);
+  t.match(argv, /--doctor\ndoctor\.json$/);
+  t.notMatch(argv, out, 'no path into the bundle: it still runs once moved');
+  t.match(doc.reproduce.notes, [
+    /^run it in the bundle's directory: inventory\.json and doctor\.json/,
+  ]);
+  t.match(md, /\n- run it in the bundle's directory: /);
   t.same(JSON.parse(readFileSync(join(out, 'inventory.json'), 'utf8')), INVENTORY);
 
-  // Run it as printed (a shell reads the quoting), without the original inventory file.
+  // Which hoptrace and Node made it: `hoptrace` of the command may not be on PATH.
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
+  const native = existsSync(
+    join(root, 'native', 'pcap-batch', 'build', 'Release', 'pcap_batch.node'),
+  );
+  t.same(doc.runtime, { node: process.version, nativeDecoder: native ? 'loaded' : 'not-loaded' });
+  t.match(
+    md,
+    `\`\`\`\n\nMade with hoptrace ${pkg.version} on Node ${process.version}, the native decoder ${native ? 'loaded' : 'not loaded'}`,
+  );
+
+  // Doctor's file is an input: hashed, copied byte for byte; the inventory's digest is the file's
+  // as given (the bundle's inventory.json is re-serialised).
+  t.same(doc.givenFiles, {
+    inventory: {
+      file: inv,
+      sha256: sha256(inv),
+      bytes: readFileSync(inv).length,
+      copy: 'inventory.json',
+      verbatim: false,
+    },
+    doctor: {
+      file: doctor,
+      sha256: sha256(doctor),
+      bytes: readFileSync(doctor).length,
+      copy: 'doctor.json',
+      verbatim: true,
+    },
+  });
+  t.ok(
+    readFileSync(join(out, 'doctor.json')).equals(readFileSync(doctor)),
+    'doctor.json: as given',
+  );
+  t.not(sha256(join(out, 'inventory.json')), sha256(inv), 'inventory.json hashes differently');
+  t.match(
+    md,
+    `- doctor: \`${doctor}\` — ${readFileSync(doctor).length} bytes, SHA-256 \`${sha256(doctor)}\`; copied byte for byte as the bundle's \`doctor.json\``,
+  );
+  t.match(
+    md,
+    `, from \`${inv}\` — ${readFileSync(inv).length} bytes, SHA-256 \`${sha256(inv)}\`; the bundle's \`inventory.json\` holds it as parsed and re-serialised`,
+  );
+
+  // Run it as printed (a shell reads the quoting) in the bundle moved elsewhere, without the
+  // original inventory, and with doctor's file changed: the same verdict and the same answers.
   rmSync(inv);
+  writeFileSync(doctor, JSON.stringify({ ...DOCTOR, findings: [] }));
+  const moved = join(base, 'attached to the incident');
+  renameSync(out, moved);
   const again = spawnSync(
     '/bin/sh',
     ['-c', `${printed?.replace(/^hoptrace /, `'${process.execPath}' '${bin}' `) ?? ''} --json`],
-    { encoding: 'utf8', timeout: 60_000 },
+    { encoding: 'utf8', timeout: 60_000, cwd: moved },
   );
   t.equal(again.status, 0, again.stderr);
   const rerun = JSON.parse(again.stdout) as ReportDocument;
   t.same(rerun.verdict, doc.verdict, 'the same verdict');
   t.same(rerun.points, doc.points, 'the same points');
+  t.match(
+    rerun.doctor,
+    { status: 'given', result: DOCTOR },
+    "the bundle's doctor.json, not the file",
+  );
   t.end();
 });
 
@@ -337,7 +403,7 @@ void t.test('other verdicts are valid report.json too: no-return, unknown', (t) 
   t.equal(n.doc.verdict.layer, 'no-return');
   t.equal(n.doc.whatToChange.questions[1]?.answer, 'no');
   t.equal(n.doc.inventory?.nodes && Object.keys(n.doc.inventory.nodes).length, 0);
-  t.match(n.doc.reproduce.command, /--inventory .*out-no-return\/inventory\.json/);
+  t.match(n.doc.reproduce.command, / --inventory inventory\.json$/);
   const rewritten = writePointFiles(caps, { rewriteTo: VPN_NODE });
   const out2 = join(base, 'out-unknown');
   t.equal(
