@@ -2,8 +2,8 @@
  * The bundle of an analysis of files (`analyze --report-dir`, and every offline lab scenario):
  * report.md, report.json, report.html, sequence.svg, evidence.pcapng (the matched connection's
  * frames, read again from the files), inventory.json (the inventory as used, which the Reproduce
- * line names) and doctor.json (`--doctor`'s file as read). A shell: it hashes the inputs and
- * writes files; the documents are built by core/report.
+ * line names), doctor.json (`--doctor`'s file as read) and SHA256SUMS (every other file's
+ * digest). A shell: it hashes the inputs and writes files; the documents are built by core/report.
  */
 import { createHash } from 'node:crypto';
 import { renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -52,14 +52,30 @@ function writeError(dir: string, name: string, e: unknown, renamed: string[] = [
   );
 }
 
+/** The bundle's checksum file, in `sha256sum -c` format. */
+export const MANIFEST = 'SHA256SUMS';
+
+/** The files a bundle may hold besides the ones always written: an earlier run's is removed. */
+const OPTIONAL_FILES = ['doctor.json'] as const;
+
+/** `sha256sum`'s lines for `files`: `<hex>  <name>` (text mode; the names are plain). */
+function manifestOf(files: readonly (readonly [string, string | Buffer])[]): string {
+  return files
+    .map(([name, body]) => `${createHash('sha256').update(body).digest('hex')}  ${name}\n`)
+    .join('');
+}
+
 /**
  * Writes the bundle's files into `dir`, all or none: a bundle's files name each other (report.json
  * its evidence.pcapng and inventory.json), so one that failed half-way would leave this run's
  * files beside an earlier run's. Each is written under a temporary name beside it, and renamed
  * over its name only once every one is written; a failure removes the temporary files and leaves
- * the directory as it was.
+ * the directory as it was. SHA256SUMS, hashed from the very bytes written, is renamed last: a
+ * bundle with it is whole. An earlier run's optional file this run does not write (doctor.json)
+ * is removed after, so the directory holds no file the manifest does not cover.
  */
-function writeBundle(dir: string, files: readonly (readonly [string, string | Buffer])[]): void {
+function writeBundle(dir: string, given: readonly (readonly [string, string | Buffer])[]): void {
+  const files = [...given, [MANIFEST, manifestOf(given)] as const];
   for (const [name] of files) {
     let isDir = false;
     try {
@@ -89,6 +105,14 @@ function writeBundle(dir: string, files: readonly (readonly [string, string | Bu
         throw writeError(dir, name, e, renamed);
       }
       renamed.push(name);
+    }
+    for (const name of OPTIONAL_FILES) {
+      if (files.some(([n]) => n === name)) continue;
+      try {
+        rmSync(join(dir, name), { force: true });
+      } catch (e) {
+        throw writeError(dir, name, e, renamed);
+      }
     }
   } finally {
     for (const t of written) rmSync(t, { force: true });
@@ -149,8 +173,8 @@ export function reportRuntime(): ReportRuntime {
 /**
  * Writes the bundle into `--report-dir`: report.md, report.json, report.html, sequence.svg,
  * evidence.pcapng (the matched connection's frames, read back from the files), inventory.json
- * (as used) and doctor.json (`--doctor`'s file, when it could be read). Returns the names
- * written.
+ * (as used), doctor.json (`--doctor`'s file, when it could be read) and SHA256SUMS, last. Returns
+ * the names written.
  */
 export function writeReportDir(r: AnalysisResult, o: ReportDirInput): string[] {
   const inventoryJson = JSON.stringify(o.inventory, null, 2) + '\n';
@@ -228,6 +252,7 @@ export function writeReportDir(r: AnalysisResult, o: ReportDirInput): string[] {
     reproduce,
     givenFiles,
     runtime: reportRuntime(),
+    manifest: MANIFEST,
   };
   const ev = buildEvidencePcapng({
     points: o.points,
@@ -256,5 +281,5 @@ export function writeReportDir(r: AnalysisResult, o: ReportDirInput): string[] {
     ...(doctorBytes === null ? [] : [['doctor.json', doctorBytes] as [string, Buffer]]),
   ];
   writeBundle(o.dir, files);
-  return files.map(([name]) => name);
+  return [...files.map(([name]) => name), MANIFEST];
 }

@@ -64,6 +64,15 @@ export function inputsLines(meta: ReportMeta): Piece[][] {
   }
   if (given?.doctor !== undefined && given.doctor !== null)
     out.push([w('doctor: '), ...givenFileText(given.doctor)]);
+  if (meta.manifest !== undefined)
+    out.push([
+      lit(meta.manifest),
+      w(': the SHA-256 of every other file of this bundle, written last; check them with '),
+      lit(`sha256sum -c ${meta.manifest}`),
+      w(" in the bundle's directory (to detect a deliberate change too, keep "),
+      lit(meta.manifest),
+      w("'s own SHA-256 with the incident)"),
+    ]);
   return out;
 }
 

@@ -134,6 +134,8 @@ export interface ReportMeta {
   givenFiles?: GivenFiles | undefined;
   /** The Node and decoder the analysis ran on (absent: not recorded, a live capture). */
   runtime?: ReportRuntime | undefined;
+  /** The bundle's checksum file (`SHA256SUMS`), covering every other file of the bundle. */
+  manifest?: string | undefined;
 }
 
 /** A file input as report.json holds it. */
@@ -169,6 +171,8 @@ export interface ReportDocument extends AnalysisResult {
   evidence?: EvidenceSummary | null;
   givenFiles?: GivenFiles;
   runtime?: ReportRuntime;
+  /** The bundle's checksum file (absent: the report was not written with one). */
+  manifest?: string;
 }
 
 const NOT_RUN: DoctorEvidence = { status: 'not-run', detail: 'doctor was not run' };
@@ -235,6 +239,7 @@ export function reportDocument(result: AnalysisResult, meta: ReportMeta): Report
     evidence: meta.evidence ?? null,
     ...(meta.givenFiles === undefined ? {} : { givenFiles: meta.givenFiles }),
     ...(meta.runtime === undefined ? {} : { runtime: meta.runtime }),
+    ...(meta.manifest === undefined ? {} : { manifest: meta.manifest }),
     ...result,
   };
 }

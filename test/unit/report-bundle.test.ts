@@ -13,6 +13,7 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  readdirSync,
   renameSync,
   rmSync,
   writeFileSync,
@@ -339,6 +340,61 @@ void t.test('what to change: the three questions in order, doctor findings in', 
   t.equal(b.doc.whatToChange.questions[1]?.answer, 'unknown', 'nothing read: not known');
   const gone = hoptrace('analyze', ...args, '--doctor', join(caps, 'missing.json'));
   t.match(gone.stdout, /doctor: could not read .*missing\.json: ENOENT/);
+  t.end();
+});
+
+void t.test('SHA256SUMS: every other file of the bundle, as sha256sum -c checks it', (t) => {
+  const caps = join(base, 'sums');
+  mkdirSync(caps);
+  const files = writePointFiles(caps, { rewriteTo: VPN_NODE });
+  const doctor = join(caps, 'doctor.json');
+  writeFileSync(doctor, JSON.stringify(DOCTOR));
+  const out = join(base, 'out-sums');
+  const args = [...pointArgs(files), '--client', CLIENT, '--report-dir', out];
+  t.equal(hoptrace('analyze', ...args, '--doctor', doctor).code, 3);
+  const { doc, md } = readReport(t, out);
+  t.equal(doc.manifest, 'SHA256SUMS');
+  const listed = (): string[] =>
+    readFileSync(join(out, 'SHA256SUMS'), 'utf8')
+      .trimEnd()
+      .split('\n')
+      .map((l) => /^[0-9a-f]{64} {2}(\S+)$/.exec(l)?.[1] ?? `bad line: ${l}`)
+      .sort();
+  const others = (): string[] =>
+    readdirSync(out)
+      .filter((f) => f !== 'SHA256SUMS')
+      .sort();
+  t.same(listed(), others(), 'every other file of the bundle, and only those');
+  t.ok(others().includes('doctor.json'));
+  const check = (): { status: number | null; stdout: string } =>
+    spawnSync('sha256sum', ['-c', 'SHA256SUMS'], { cwd: out, encoding: 'utf8' });
+  t.equal(check().status, 0, 'sha256sum -c: every file as written');
+  t.match(
+    md,
+    /\n- `SHA256SUMS`: the SHA-256 of every other file of this bundle, written last; check them with `sha256sum -c SHA256SUMS`/,
+  );
+  writeFileSync(join(out, 'report.md'), md.replace('# hoptrace: unknown', '# hoptrace: preserved'));
+  const altered = check();
+  t.not(altered.status, 0, 'an altered file is found');
+  t.match(altered.stdout, 'report.md: FAILED');
+
+  // Again into the same directory, with a --doctor file that cannot be read: the earlier run's
+  // doctor.json goes (the manifest covers the whole directory again), nothing is copied, and the
+  // command names the file given.
+  const missing = join(caps, 'missing.json');
+  t.equal(hoptrace('analyze', ...args, '--doctor', missing).code, 3);
+  t.notOk(existsSync(join(out, 'doctor.json')), "the earlier run's doctor.json is removed");
+  t.same(listed(), others());
+  t.equal(check().status, 0);
+  const again = readReport(t, out).doc;
+  t.same(again.givenFiles?.doctor, {
+    file: missing,
+    sha256: null,
+    bytes: null,
+    copy: null,
+    verbatim: true,
+  });
+  t.match(again.reproduce.argv.join('\n'), `--doctor\n${missing}`);
   t.end();
 });
 
