@@ -5,7 +5,7 @@
 import { HoptraceError } from '../common/errors';
 import { canonicalIP } from '../common/address';
 import type { Inventory } from '../common/inventory';
-import { readInventoryFile } from '../common/inventory-file';
+import { readInventoryInput } from '../common/inventory-file';
 import type { PointFile, RequestSelector } from '../offline/analyze-files';
 import { checkPointInputs, stdinFile } from '../offline/point-inputs';
 import { parseCommandLine } from './args';
@@ -107,6 +107,8 @@ export interface AnalyzeArgs {
   selector: RequestSelector;
   inventory: Inventory;
   inventoryFile: string | undefined;
+  /** SHA-256 and size of the `--inventory` file's bytes as read (undefined: none given). */
+  inventoryDigest: { sha256: string; bytes: number } | undefined;
   drops: Map<string, number>;
   doctorFile: string | undefined;
   json: boolean;
@@ -171,13 +173,13 @@ export function parseAnalyzeArgs(argv: string[]): AnalyzeArgs {
   const reportDir = parseReportDirArg(values['report-dir']);
   // The first point a file, no capture given for two points (offline/point-inputs.ts).
   checkPointInputs(points);
-  const inventory =
-    values.inventory === undefined ? { nodes: {}, pods: {} } : readInventoryFile(values.inventory);
+  const given = values.inventory === undefined ? undefined : readInventoryInput(values.inventory);
   return {
     points,
     selector,
-    inventory,
+    inventory: given?.inventory ?? { nodes: {}, pods: {} },
     inventoryFile: values.inventory,
+    inventoryDigest: given === undefined ? undefined : { sha256: given.sha256, bytes: given.bytes },
     drops,
     doctorFile: values.doctor,
     json: values.json === true,

@@ -4,7 +4,7 @@
  * pure work happens in agent/ (decode) and collector/ (correlate, attribute, report).
  */
 import { resolve } from 'node:path';
-import { readBoundedText } from '../common/bounded-file';
+import { readBoundedBytes } from '../common/bounded-file';
 import type { DoctorEvidence } from '../core/report/what-to-change';
 import { parseDoctorJson } from '../core/doctor/doctor-json';
 import { makeWritableDir } from '../common/writable-dir';
@@ -43,28 +43,40 @@ export const DOCTOR_MAX_BYTES = 4 << 20;
  * "no findings").
  */
 export function readDoctorFile(path: string): DoctorEvidence {
+  return readDoctorInput(path).evidence;
+}
+
+/**
+ * readDoctorFile's evidence with the bytes it was read from (null: the file could not be read),
+ * which the bundle copies and hashes: the copy is what shaped the answers, whatever the file
+ * holds later.
+ */
+export function readDoctorInput(path: string): { evidence: DoctorEvidence; raw: Buffer | null } {
   const source = resolve(path);
-  let raw: string;
+  let raw: Buffer;
   try {
-    raw = readBoundedText(path, DOCTOR_MAX_BYTES);
+    raw = readBoundedBytes(path, DOCTOR_MAX_BYTES);
   } catch (e) {
-    return { status: 'unreadable', source, detail: e instanceof Error ? e.message : String(e) };
+    const detail = e instanceof Error ? e.message : String(e);
+    return { evidence: { status: 'unreadable', source, detail }, raw: null };
   }
   let value: unknown;
   try {
-    value = JSON.parse(raw);
+    value = JSON.parse(raw.toString('utf8'));
   } catch (e) {
     const why = e instanceof Error ? e.message : String(e);
-    return { status: 'unreadable', source, detail: `not JSON (${why})` };
+    return { evidence: { status: 'unreadable', source, detail: `not JSON (${why})` }, raw };
   }
   const parsed = parseDoctorJson(value);
-  return 'error' in parsed
-    ? {
-        status: 'unreadable',
-        source,
-        detail: `not what \`hoptrace doctor --json\` prints: ${parsed.error}`,
-      }
-    : { status: 'given', source, result: parsed.result };
+  const evidence: DoctorEvidence =
+    'error' in parsed
+      ? {
+          status: 'unreadable',
+          source,
+          detail: `not what \`hoptrace doctor --json\` prints: ${parsed.error}`,
+        }
+      : { status: 'given', source, result: parsed.result };
+  return { evidence, raw };
 }
 
 /**
@@ -97,10 +109,11 @@ export async function runAnalyze(argv: string[], out: (line: string) => void): P
       ...analysed,
       identityHeaders: scanIdentityHeaders(points, analysed, seek),
     };
-    const doctor: DoctorEvidence =
-      args.doctorFile === undefined
-        ? { status: 'not-run', detail: 'doctor was not run (no --doctor FILE)' }
-        : readDoctorFile(args.doctorFile);
+    const given = args.doctorFile === undefined ? undefined : readDoctorInput(args.doctorFile);
+    const doctor: DoctorEvidence = given?.evidence ?? {
+      status: 'not-run',
+      detail: 'doctor was not run (no --doctor FILE)',
+    };
 
     // With --doctor, what became of its file, as report.json's `doctor` (and the text's "doctor:"
     // line) say it: a file that could not be read is never silently left out.
@@ -113,23 +126,22 @@ export async function runAnalyze(argv: string[], out: (line: string) => void): P
 
     if (dir !== undefined && bundle !== undefined) {
       const before = digests === undefined ? new Map<string, FileDigest>() : await digests.take();
-      bundle.writeReportDir(result, {
+      const written = bundle.writeReportDir(result, {
         dir,
         points,
         drops,
         inventory,
         inventoryFile: args.inventoryFile,
+        inventoryDigest: args.inventoryDigest,
         selector,
         doctorFile: args.doctorFile,
+        doctorBytes: given?.raw ?? null,
         doctor,
         before,
         payload: args.payload,
         seek,
       });
-      if (!args.json)
-        out(
-          `bundle written to ${dir}: report.md, report.json, report.html, sequence.svg, evidence.pcapng, inventory.json`,
-        );
+      if (!args.json) out(`bundle written to ${dir}: ${written.join(', ')}`);
     }
     // As `capture`: 0 when the captures answered (a layer named, or preserved, no return, dropped),
     // 3 when they could not (no request found, a point without a capture, an ambiguous match).

@@ -26,6 +26,14 @@ export class TooLargeError extends Error {
  * TooLargeError; the caller puts it under its code.
  */
 export function readBoundedText(path: string, limit: number): string {
+  return readBoundedBytes(path, limit).toString('utf8');
+}
+
+/**
+ * The bytes of `path`, at most `limit` of them (as readBoundedText): what a report hashes and
+ * copies is then what was parsed, even from a pipe or a file that changes afterwards.
+ */
+export function readBoundedBytes(path: string, limit: number): Buffer {
   const fd = openSync(path, 'r');
   try {
     const st = fstatSync(fd);
@@ -42,7 +50,7 @@ export function readBoundedText(path: string, limit: number): string {
       if (total > limit) throw new TooLargeError(limit);
       chunks.push(chunk.subarray(0, n));
     }
-    return Buffer.concat(chunks, total).toString('utf8');
+    return Buffer.concat(chunks, total);
   } finally {
     closeSync(fd);
   }

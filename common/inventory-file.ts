@@ -1,6 +1,7 @@
 /** Reads and validates an inventory JSON file (the shape in common/inventory.ts). */
+import { createHash } from 'node:crypto';
 import { canonicalIP } from './address';
-import { readBoundedText, TooLargeError } from './bounded-file';
+import { readBoundedBytes, TooLargeError } from './bounded-file';
 import { HoptraceError } from './errors';
 import type { Inventory, InventoryPod, PodRole } from './inventory';
 
@@ -72,9 +73,25 @@ export const INVENTORY_MAX_BYTES = 64 << 20;
 
 /** Reads an inventory file; every failure is CLI_BAD_INVENTORY naming the file. */
 export function readInventoryFile(path: string): Inventory {
-  let text: string;
+  return readInventoryInput(path).inventory;
+}
+
+/** An inventory as read, with the file's bytes' digest (a report names the file as given). */
+export interface InventoryInput {
+  inventory: Inventory;
+  /** SHA-256 (hex) of the bytes read. */
+  sha256: string;
+  bytes: number;
+}
+
+/**
+ * Reads an inventory file (as readInventoryFile) and hashes the bytes it parsed: a bundle's
+ * inventory.json is the inventory re-serialised, so only this digest names the file given.
+ */
+export function readInventoryInput(path: string): InventoryInput {
+  let raw: Buffer;
   try {
-    text = readBoundedText(path, INVENTORY_MAX_BYTES);
+    raw = readBoundedBytes(path, INVENTORY_MAX_BYTES);
   } catch (e) {
     const why = e instanceof Error ? e.message : String(e);
     throw bad(
@@ -84,9 +101,13 @@ export function readInventoryFile(path: string): Inventory {
   }
   let json: unknown;
   try {
-    json = JSON.parse(text);
+    json = JSON.parse(raw.toString('utf8'));
   } catch (e) {
     throw bad(path, `not valid JSON (${e instanceof Error ? e.message : String(e)})`);
   }
-  return parseInventory(json, path);
+  return {
+    inventory: parseInventory(json, path),
+    sha256: createHash('sha256').update(raw).digest('hex'),
+    bytes: raw.length,
+  };
 }

@@ -1,14 +1,20 @@
 /**
  * The bundle of an analysis of files (`analyze --report-dir`, and every offline lab scenario):
  * report.md, report.json, report.html, sequence.svg, evidence.pcapng (the matched connection's
- * frames, read again from the files) and inventory.json (the inventory as used, which the
- * Reproduce line names). A shell: it hashes the inputs and writes files; the documents are built
- * by core/report.
+ * frames, read again from the files), inventory.json (the inventory as used, which the Reproduce
+ * line names), doctor.json (`--doctor`'s file as read) and SHA256SUMS (every other file's
+ * digest). A shell: it hashes the inputs and writes files; the documents are built by core/report.
  */
+import { createHash } from 'node:crypto';
 import { renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { renderReportJson, renderReportMarkdown, type ReportMeta } from '../core/report/report';
-import type { EvidenceSummary, ReportInput } from '../core/report/report-document';
+import type {
+  EvidenceSummary,
+  GivenFiles,
+  ReportInput,
+  ReportRuntime,
+} from '../core/report/report-document';
 import { analyzeCommand } from '../core/report/reproduce';
 import type { DoctorEvidence } from '../core/report/what-to-change';
 import { renderReportHtml } from '../core/report/report-html';
@@ -18,6 +24,7 @@ import type { AnalysisResult } from '../core/report/analysis-result';
 import { HoptraceError } from '../common/errors';
 import type { Inventory } from '../common/inventory';
 import { hoptraceVersion } from '../common/version';
+import { loadNativeAddon } from '../native/loader';
 import { fileDigest, fileStamp, hashableInput, type FileDigest } from './file-digest';
 import { PendingDigests } from './digest-pool';
 import { buildEvidencePcapng } from './evidence';
@@ -45,14 +52,30 @@ function writeError(dir: string, name: string, e: unknown, renamed: string[] = [
   );
 }
 
+/** The bundle's checksum file, in `sha256sum -c` format. */
+export const MANIFEST = 'SHA256SUMS';
+
+/** The files a bundle may hold besides the ones always written: an earlier run's is removed. */
+const OPTIONAL_FILES = ['doctor.json'] as const;
+
+/** `sha256sum`'s lines for `files`: `<hex>  <name>` (text mode; the names are plain). */
+function manifestOf(files: readonly (readonly [string, string | Buffer])[]): string {
+  return files
+    .map(([name, body]) => `${createHash('sha256').update(body).digest('hex')}  ${name}\n`)
+    .join('');
+}
+
 /**
  * Writes the bundle's files into `dir`, all or none: a bundle's files name each other (report.json
  * its evidence.pcapng and inventory.json), so one that failed half-way would leave this run's
  * files beside an earlier run's. Each is written under a temporary name beside it, and renamed
  * over its name only once every one is written; a failure removes the temporary files and leaves
- * the directory as it was.
+ * the directory as it was. SHA256SUMS, hashed from the very bytes written, is renamed last: a
+ * bundle with it is whole. An earlier run's optional file this run does not write (doctor.json)
+ * is removed after, so the directory holds no file the manifest does not cover.
  */
-function writeBundle(dir: string, files: readonly (readonly [string, string | Buffer])[]): void {
+function writeBundle(dir: string, given: readonly (readonly [string, string | Buffer])[]): void {
+  const files = [...given, [MANIFEST, manifestOf(given)] as const];
   for (const [name] of files) {
     let isDir = false;
     try {
@@ -82,6 +105,14 @@ function writeBundle(dir: string, files: readonly (readonly [string, string | Bu
         throw writeError(dir, name, e, renamed);
       }
       renamed.push(name);
+    }
+    for (const name of OPTIONAL_FILES) {
+      if (files.some(([n]) => n === name)) continue;
+      try {
+        rmSync(join(dir, name), { force: true });
+      } catch (e) {
+        throw writeError(dir, name, e, renamed);
+      }
     }
   } finally {
     for (const t of written) rmSync(t, { force: true });
@@ -120,8 +151,12 @@ export interface ReportDirInput {
   drops: Map<string, number>;
   inventory: Inventory;
   inventoryFile: string | undefined;
+  /** SHA-256 and size of the `--inventory` file's bytes as read. */
+  inventoryDigest?: { sha256: string; bytes: number } | undefined;
   selector: RequestSelector;
   doctorFile: string | undefined;
+  /** The `--doctor` file's bytes as read (null: it could not be read); copied as doctor.json. */
+  doctorBytes?: Buffer | null | undefined;
   doctor: DoctorEvidence;
   before: Map<string, FileDigest>;
   /** evidence.pcapng keeps the payload bytes (`--evidence-payload`), else headers only. */
@@ -130,15 +165,43 @@ export interface ReportDirInput {
   seek?: ReadonlyMap<string, readonly ResumePoint[]>;
 }
 
+/** The Node and decoder this process analysed with (native/loader.ts caches the load). */
+export function reportRuntime(): ReportRuntime {
+  return { node: process.version, nativeDecoder: loadNativeAddon().ok ? 'loaded' : 'not-loaded' };
+}
+
 /**
  * Writes the bundle into `--report-dir`: report.md, report.json, report.html, sequence.svg,
- * evidence.pcapng (the matched connection's frames, read back from the files) and inventory.json
- * (as used).
+ * evidence.pcapng (the matched connection's frames, read back from the files), inventory.json
+ * (as used), doctor.json (`--doctor`'s file, when it could be read) and SHA256SUMS, last. Returns
+ * the names written.
  */
-export function writeReportDir(r: AnalysisResult, o: ReportDirInput): void {
-  const dir = resolve(o.dir);
-  const inventoryPath = join(dir, 'inventory.json');
+export function writeReportDir(r: AnalysisResult, o: ReportDirInput): string[] {
   const inventoryJson = JSON.stringify(o.inventory, null, 2) + '\n';
+  const doctorBytes = o.doctorFile === undefined ? null : (o.doctorBytes ?? null);
+  const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+  const givenFiles: GivenFiles = {
+    inventory:
+      o.inventoryFile === undefined
+        ? null
+        : {
+            file: resolve(o.inventoryFile),
+            sha256: o.inventoryDigest?.sha256 ?? null,
+            bytes: o.inventoryDigest?.bytes ?? null,
+            copy: 'inventory.json',
+            verbatim: false,
+          },
+    doctor:
+      o.doctorFile === undefined
+        ? null
+        : {
+            file: resolve(o.doctorFile),
+            sha256: doctorBytes === null ? null : sha(doctorBytes),
+            bytes: doctorBytes === null ? null : doctorBytes.length,
+            copy: doctorBytes === null ? null : 'doctor.json',
+            verbatim: true,
+          },
+  };
   const points = o.points.map((p) => ({
     name: p.name,
     file: p.file === '-' ? '-' : resolve(p.file),
@@ -147,15 +210,30 @@ export function writeReportDir(r: AnalysisResult, o: ReportDirInput): void {
     const d = o.before.get(p.name);
     return { ...p, sha256: d?.sha256 ?? null, bytes: d?.bytes ?? null };
   });
+  // The bundle's own files by their names alone, so the command still runs once the bundle is
+  // moved or attached to an incident; the captures are outside it and keep their absolute paths.
+  const doctorArg =
+    o.doctorFile === undefined
+      ? undefined
+      : doctorBytes === null
+        ? resolve(o.doctorFile)
+        : 'doctor.json';
   const reproduce = analyzeCommand({
     points,
     drops: [...o.drops].map(([point, count]) => ({ point, count })),
-    inventory: inventoryPath,
+    inventory: 'inventory.json',
     selector: o.selector,
-    doctor: o.doctorFile === undefined ? undefined : resolve(o.doctorFile),
+    doctor: doctorArg,
   });
+  const copies =
+    doctorArg === 'doctor.json'
+      ? "inventory.json and doctor.json are the bundle's copies (the inventory as this analysis used it, doctor's JSON as read)"
+      : "inventory.json is the bundle's copy of the inventory as this analysis used it";
   reproduce.notes.push(
-    `--inventory names ${inventoryPath}, the inventory as this analysis used it (written beside the report)`,
+    `run it in the bundle's directory: ${copies}; the capture files are named by their absolute paths, outside the bundle`,
+    ...(doctorArg === undefined || doctorArg === 'doctor.json'
+      ? []
+      : ['--doctor names the file given: it could not be read, so the bundle holds no copy']),
     ...changedSince(o.points, o.before),
     // `-` has its own note (reproduce.ts); a pipe's path names nothing once it is read.
     ...o.points
@@ -172,6 +250,9 @@ export function writeReportDir(r: AnalysisResult, o: ReportDirInput): void {
     inventoryUsed: o.inventory,
     doctor: o.doctor,
     reproduce,
+    givenFiles,
+    runtime: reportRuntime(),
+    manifest: MANIFEST,
   };
   const ev = buildEvidencePcapng({
     points: o.points,
@@ -190,12 +271,15 @@ export function writeReportDir(r: AnalysisResult, o: ReportDirInput): void {
   };
   const full = { ...meta, evidence };
   const notes = o.doctor.status === 'given' ? findingNotes(r.points, o.doctor.result.findings) : [];
-  writeBundle(o.dir, [
-    ['inventory.json', inventoryJson],
-    ['evidence.pcapng', ev.bytes],
+  const files: [string, string | Buffer][] = [
     ['report.md', renderReportMarkdown(r, full)],
     ['report.json', renderReportJson(r, full)],
     ['report.html', renderReportHtml(r, full, { notes })],
     ['sequence.svg', renderSequenceSvg(r, { notes })],
-  ]);
+    ['evidence.pcapng', ev.bytes],
+    ['inventory.json', inventoryJson],
+    ...(doctorBytes === null ? [] : [['doctor.json', doctorBytes] as [string, Buffer]]),
+  ];
+  writeBundle(o.dir, files);
+  return [...files.map(([name]) => name), MANIFEST];
 }

@@ -4,7 +4,7 @@
  * inventory as used. report.md and report.html both render these pieces, so the two forms always
  * list the same facts. Pure.
  */
-import { sourceOf, type ReportMeta } from './report-document';
+import { sourceOf, type GivenFile, type ReportMeta } from './report-document';
 
 /** Part of a line: words, or a literal (a path, a digest, a filter) that a form sets as code. */
 export type Piece = { text: string } | { code: string };
@@ -46,15 +46,71 @@ export function inputsLines(meta: ReportMeta): Piece[][] {
       ),
     ]);
   const inv = meta.inventoryUsed;
+  const given = meta.givenFiles;
   if (inv !== undefined) {
     const nodes = Object.keys(inv.nodes).length;
     const pods = Object.keys(inv.pods).length;
+    const file = given?.inventory;
     out.push([
       w(`inventory as used: ${nodes} node(s), ${pods} pod(s)`),
-      ...(meta.inventory === undefined ? [] : [w(' ('), lit(meta.inventory), w(')')]),
+      ...(file !== undefined && file !== null
+        ? [w(', from '), ...givenFileText(file)]
+        : meta.inventory === undefined
+          ? []
+          : [w(' ('), lit(meta.inventory), w(')')]),
       w('; in report.json '),
       lit('inventory'),
     ]);
   }
+  if (given?.doctor !== undefined && given.doctor !== null)
+    out.push([w('doctor: '), ...givenFileText(given.doctor)]);
+  if (meta.manifest !== undefined)
+    out.push([
+      lit(meta.manifest),
+      w(': the SHA-256 of every other file of this bundle, written last; check them with '),
+      lit(`sha256sum -c ${meta.manifest}`),
+      w(" in the bundle's directory (to detect a deliberate change too, keep "),
+      lit(meta.manifest),
+      w("'s own SHA-256 with the incident)"),
+    ]);
   return out;
+}
+
+/** A file given by flag: its path, digest and the bundle's copy of it. */
+function givenFileText(f: GivenFile): Piece[] {
+  const out: Piece[] = [lit(f.file)];
+  if (f.sha256 === null) return [...out, w(' (could not be read: not hashed, not copied)')];
+  out.push(w(` — ${f.bytes ?? '?'} bytes, SHA-256 `), lit(f.sha256));
+  if (f.copy !== null)
+    out.push(
+      ...(f.verbatim
+        ? [w("; copied byte for byte as the bundle's "), lit(f.copy)]
+        : [
+            w("; the bundle's "),
+            lit(f.copy),
+            w(' holds it as parsed and re-serialised, so its digest differs'),
+          ]),
+    );
+  return out;
+}
+
+/**
+ * What the report was made with: the reproduce command's `hoptrace` is this version, on this
+ * Node, with or without the native decoder (null: not recorded, as for a live capture).
+ */
+export function madeWithLine(meta: ReportMeta): Piece[] | null {
+  const r = meta.runtime;
+  if (r === undefined) return null;
+  const decoder =
+    r.nativeDecoder === 'loaded'
+      ? 'the native decoder loaded (capture files read through its fast path)'
+      : 'the native decoder not loaded (the TypeScript reader and decoder: the same verdict, slower)';
+  const version = meta.hoptraceVersion ?? 'unknown';
+  return [
+    w(`Made with hoptrace ${version} on Node ${r.node}, ${decoder}. Where `),
+    lit('hoptrace'),
+    w(' is not on PATH, put '),
+    lit('node /path/to/hoptrace/bin/hoptrace'),
+    w(` (of hoptrace ${version}) in its place.`),
+  ];
 }

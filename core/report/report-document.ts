@@ -75,6 +75,36 @@ export interface EvidenceSummary {
   note: string;
 }
 
+/**
+ * A file given by a flag beside the captures (`--inventory`, `--doctor`): the file as given and
+ * its copy in the bundle, which the reproduce command names.
+ */
+export interface GivenFile {
+  /** The absolute path given. */
+  file: string;
+  /** SHA-256 (hex) and size of the bytes read from it; null: it could not be read. */
+  sha256: string | null;
+  bytes: number | null;
+  /** The copy's name in the bundle; null: none (not read). */
+  copy: string | null;
+  /** The copy holds the very bytes hashed (doctor.json); false: re-serialised (inventory.json). */
+  verbatim: boolean;
+}
+
+/** The files given by flag, as given (absent: none given). */
+export interface GivenFiles {
+  inventory: GivenFile | null;
+  doctor: GivenFile | null;
+}
+
+/** What ran the analysis: the reproduce command's `hoptrace` is this one, on this Node. */
+export interface ReportRuntime {
+  /** process.version, e.g. `v20.11.1`. */
+  node: string;
+  /** The native addon's decoder loaded (its fast path read the files), or the TypeScript path. */
+  nativeDecoder: 'loaded' | 'not-loaded';
+}
+
 /** What produced the report, so a reader can check and reproduce it. */
 export interface ReportMeta {
   /** ISO 8601 time, passed in (the renderer reads no clock). */
@@ -100,6 +130,12 @@ export interface ReportMeta {
   reproduce?: ReproduceCommand | undefined;
   /** evidence.pcapng of the bundle (absent: not written with this report). */
   evidence?: EvidenceSummary | undefined;
+  /** The `--inventory` and `--doctor` files as given, with their copies in the bundle. */
+  givenFiles?: GivenFiles | undefined;
+  /** The Node and decoder the analysis ran on (absent: not recorded, a live capture). */
+  runtime?: ReportRuntime | undefined;
+  /** The bundle's checksum file (`SHA256SUMS`), covering every other file of the bundle. */
+  manifest?: string | undefined;
 }
 
 /** A file input as report.json holds it. */
@@ -133,6 +169,10 @@ export interface ReportDocument extends AnalysisResult {
   reproduce: ReproduceCommand;
   /** evidence.pcapng: what it holds; null: no packets were written with this report. */
   evidence?: EvidenceSummary | null;
+  givenFiles?: GivenFiles;
+  runtime?: ReportRuntime;
+  /** The bundle's checksum file (absent: the report was not written with one). */
+  manifest?: string;
 }
 
 const NOT_RUN: DoctorEvidence = { status: 'not-run', detail: 'doctor was not run' };
@@ -197,6 +237,9 @@ export function reportDocument(result: AnalysisResult, meta: ReportMeta): Report
     whatToChange: whatToChange(result, doctor, meta.inventoryUsed),
     reproduce: reproduceOf(meta),
     evidence: meta.evidence ?? null,
+    ...(meta.givenFiles === undefined ? {} : { givenFiles: meta.givenFiles }),
+    ...(meta.runtime === undefined ? {} : { runtime: meta.runtime }),
+    ...(meta.manifest === undefined ? {} : { manifest: meta.manifest }),
     ...result,
   };
 }

@@ -28,7 +28,7 @@ import { renderReproSvg, VERDICT_CODES, type ReproSvgOptions } from './repro-svg
 import { renderSequenceSvg, type SequenceSvgOptions } from './sequence-svg';
 import { durationText, utcMicros, utcMillis } from './times';
 import { lossPhrase } from './capture-health';
-import { inputsLead, inputsLines } from './inputs-text';
+import { inputsLead, inputsLines, madeWithLine, type Piece } from './inputs-text';
 import { doctorOf, reproduceOf, type ReportMeta as DocMeta } from './report-document';
 import { whatToChange, type ChangeStep } from './what-to-change';
 import { tunnelRangeText } from './what-to-change-md';
@@ -351,17 +351,19 @@ export function renderReportHtml(
   body.push('<h2>What to do</h2>', `<p class="hint">${esc(v.hint)}</p>`);
   body.push(...whatToChangeHtml(result, meta));
   const notes = reproduceOf(meta).notes;
+  const made = madeWithLine(meta);
+  const pieces = (line: Piece[]): string =>
+    line.map((p) => ('code' in p ? code(p.code) : esc(p.text))).join('');
   body.push(
     '<h2>Reproduce</h2>',
     `<pre class="command"><code>${esc(reproduceCommand(meta))}</code></pre>`,
+    ...(made === null ? [] : [`<p>${pieces(made)}</p>`]),
     ...(notes.length === 0
       ? []
       : ['<ul class="notes">', ...notes.map((n) => `<li>${esc(n)}</li>`), '</ul>']),
     `<p>${esc(inputsLead(meta))}</p>`,
     '<ul class="inputs">',
-    ...inputsLines(meta).map(
-      (line) => `<li>${line.map((p) => ('code' in p ? code(p.code) : esc(p.text))).join('')}</li>`,
-    ),
+    ...inputsLines(meta).map((line) => `<li>${pieces(line)}</li>`),
     '</ul>',
     '<p>Repeat with a fresh connection (not a reused one), then once more while the VPN pod is being rescheduled (delete it), and once from a source that should be denied, to confirm the refusal comes from policy and not from a missing route.</p>',
   );

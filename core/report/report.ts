@@ -16,7 +16,8 @@ import { timingMarkdown, timingTextLines, utcOrEmpty } from './timing-section';
 import { whatToChange, type DoctorEvidence } from './what-to-change';
 import { whatToChangeMarkdown } from './what-to-change-md';
 import { partialTexts } from './identity-text';
-import { inputsLead, inputsLines } from './inputs-text';
+import { inputsLead, inputsLines, madeWithLine, type Piece } from './inputs-text';
+import { mdCode, mdFence, mdProse, mdText } from './md-escape';
 
 export type { ReportMeta };
 
@@ -109,28 +110,21 @@ export function renderVerdictText(result: AnalysisResult, doctor?: DoctorEvidenc
   return lines.join('\n') + '\n';
 }
 
-/** Markdown table cells must not contain raw pipes or newlines. */
-function cell(s: string): string {
-  return s.replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
-}
-
 const yesNo = (b: boolean): string => (b ? 'yes' : 'no');
 
 function pointRow(p: PointSummary): string {
   const counts = packetCounts(p);
   return `| ${[
-    p.name,
-    p.status + (p.proxied ? ' (proxied)' : ''),
+    mdText(p.name),
+    mdText(p.status + (p.proxied ? ' (proxied)' : '')),
     yesNo(p.seenRequest),
     yesNo(p.seenReply),
-    `\`${formatEndpoint(p.observed)}\``,
+    mdCode(formatEndpoint(p.observed)),
     utcOrEmpty(p.firstTsNs),
     utcOrEmpty(p.lastTsNs),
-    p.matchedBy.join(', '),
-    counts,
-  ]
-    .map(cell)
-    .join(' | ')} |`;
+    mdText(p.matchedBy.join(', ')),
+    mdText(counts),
+  ].join(' | ')} |`;
 }
 
 /** What each point's capture file recorded about the capture (`hoptrace analyze`). */
@@ -157,7 +151,7 @@ function fileHealthSection(health: CaptureHealth[]): string[] {
         ? 'not recorded'
         : `${countText(h.kernelDrops)}${h.dropsGiven === true ? ' (given)' : ''}`,
     ];
-    out.push(`| ${row.map(cell).join(' | ')} |`);
+    out.push(`| ${row.map(mdText).join(' | ')} |`);
   }
   out.push('');
   return out;
@@ -189,36 +183,34 @@ function healthSection(health: CaptureHealth[] | undefined): string[] {
       countText(h.queueDrops),
       countText(h.lost),
     ];
-    out.push(`| ${row.map(cell).join(' | ')} |`);
+    out.push(`| ${row.map(mdText).join(' | ')} |`);
   }
   out.push('');
   return out;
 }
 
 const tupleCell = (t: { src: string; sport: number; dst: string; dport: number }): string =>
-  `\`${formatEndpoint(t)}\``;
+  mdCode(formatEndpoint(t));
 
 /** The conntrack entries of the flow (original vs reply tuple), when the agents read them. */
 function conntrackSection(v: Verdict): string[] {
   const ct = v.conntrack;
   if (ct === undefined) return [];
-  const out = ['', '## Conntrack', '', `**${ct.status}**: ${ct.detail}`, ''];
+  const out = ['', '## Conntrack', '', `**${mdText(ct.status)}**: ${mdProse(ct.detail)}`, ''];
   if (ct.entries.length === 0) return out;
   out.push('| namespace | node | state | original | reply | SNAT | DNAT |');
   out.push('| --- | --- | --- | --- | --- | --- | --- |');
   for (const e of ct.entries) {
     out.push(
       `| ${[
-        e.name,
-        e.node,
-        e.state,
+        mdText(e.name),
+        mdText(e.node),
+        mdText(e.state),
         tupleCell(e.orig),
         tupleCell(e.reply),
         yesNo(e.snat),
         yesNo(e.dnat),
-      ]
-        .map(cell)
-        .join(' | ')} |`,
+      ].join(' | ')} |`,
     );
   }
   return out;
@@ -231,17 +223,19 @@ export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): 
   out.push(`# hoptrace: ${v.layer}`, '');
   out.push(`**${LAYER_WORDS[v.layer]}**`, '');
   out.push(`- generated: ${meta.generatedAt}`);
-  if (v.client !== null) out.push(`- request at the first point: \`${formatEndpoint(v.client)}\``);
+  if (v.client !== null)
+    out.push(`- request at the first point: ${mdCode(formatEndpoint(v.client))}`);
   const shape = shapeText(v);
   if (shape !== null) out.push(`- request: ${shape}`);
-  if (v.outer !== undefined) out.push(`- outer connection (${v.outer.class}): ${v.outer.detail}`);
+  if (v.outer !== undefined)
+    out.push(`- outer connection (${v.outer.class}): ${mdProse(v.outer.detail)}`);
   const where = whereText(v);
-  if (where !== null) out.push(`- where: ${where}`);
+  if (where !== null) out.push(`- where: ${mdProse(where)}`);
   if (v.before !== undefined || v.after !== undefined) {
-    out.push(`- source: \`${formatEndpoint(v.before)}\` → \`${formatEndpoint(v.after)}\``);
+    out.push(`- source: ${mdCode(formatEndpoint(v.before))} → ${mdCode(formatEndpoint(v.after))}`);
   }
-  if (v.reason !== undefined) out.push(`- why: ${v.reason}`);
-  for (const c of result.caveats ?? []) out.push(`- **caution**: ${c}`);
+  if (v.reason !== undefined) out.push(`- why: ${mdProse(v.reason)}`);
+  for (const c of result.caveats ?? []) out.push(`- **caution**: ${mdProse(c)}`);
   out.push('');
   out.push('## Capture points (in path order)', '');
   out.push(
@@ -254,20 +248,25 @@ export function renderReportMarkdown(result: AnalysisResult, meta: ReportMeta): 
   out.push('## Evidence', '');
   for (const e of v.evidence) {
     out.push(
-      `- **${e.point}** (${e.matchedBy.length > 0 ? e.matchedBy.join(', ') : 'no match'}): ${e.detail}`,
+      `- **${mdText(e.point)}** (${e.matchedBy.length > 0 ? e.matchedBy.join(', ') : 'no match'}): ${mdProse(e.detail)}`,
     );
   }
   out.push(...conntrackSection(v));
   if (v.secondary !== undefined && v.secondary.length > 0) {
     out.push('', '## Also found', '');
-    for (const s of v.secondary) out.push(`- **${s.layer}**: ${s.detail} — ${s.hint}`);
+    for (const s of v.secondary)
+      out.push(`- **${s.layer}**: ${mdProse(s.detail)} — ${mdProse(s.hint)}`);
   }
   out.push('');
   out.push(...packetsSection(meta));
-  out.push(...timingMarkdown(result, cell));
+  out.push(...timingMarkdown(result));
   const doctor = doctorOf(meta);
   out.push(
-    ...whatToChangeMarkdown(whatToChange(result, doctor, meta.inventoryUsed), doctor, v.hint, cell),
+    ...whatToChangeMarkdown(
+      whatToChange(result, doctor, meta.inventoryUsed),
+      doctor,
+      mdProse(v.hint),
+    ),
   );
   out.push(...reproduceSection(meta));
   return out.join('\n');
@@ -280,17 +279,17 @@ export function packetsSection(meta: ReportMeta): string[] {
   const out = ['## Packets (evidence.pcapng)', ''];
   out.push(
     e.file === null
-      ? `No evidence.pcapng: ${e.note}`
-      : `\`${e.file}\`: ${e.packets} packets of the matched connection, ${e.headersOnly ? 'headers only (each frame cut after its innermost transport header; no payload bytes)' : 'with the payload bytes as captured'}. ${e.note}`,
+      ? `No evidence.pcapng: ${mdProse(e.note)}`
+      : `${mdCode(e.file)}: ${e.packets} packets of the matched connection, ${e.headersOnly ? 'headers only (each frame cut after its innermost transport header; no payload bytes)' : 'with the payload bytes as captured'}. ${mdProse(e.note)}`,
     '',
   );
   if (e.interfaces.length > 0) {
     out.push('| point | interface in the file | packets |', '| --- | --- | --- |');
     for (const i of e.interfaces)
-      out.push(`| ${[i.point, i.name, String(i.packets)].map(cell).join(' | ')} |`);
+      out.push(`| ${[i.point, i.name, String(i.packets)].map(mdText).join(' | ')} |`);
     out.push('');
   }
-  for (const p of e.problems) out.push(`- **${p.point}**: ${p.code}: ${p.detail}`);
+  for (const p of e.problems) out.push(`- **${mdText(p.point)}**: ${p.code}: ${mdProse(p.detail)}`);
   if (e.problems.length > 0) out.push('');
   return out;
 }
@@ -298,12 +297,15 @@ export function packetsSection(meta: ReportMeta): string[] {
 /** The Reproduce section: the command, what it cannot carry, the inputs with their digests. */
 function reproduceSection(meta: ReportMeta): string[] {
   const r = reproduceOf(meta);
-  const out = ['## Reproduce', '', '```sh', r.command, '```', ''];
-  for (const n of r.notes) out.push(`- ${n}`);
+  const md = (line: Piece[]): string =>
+    line.map((p) => ('code' in p ? mdCode(p.code) : mdText(p.text))).join('');
+  const out = ['## Reproduce', '', ...mdFence('sh', r.command), ''];
+  const made = madeWithLine(meta);
+  if (made !== null) out.push(md(made), '');
+  for (const n of r.notes) out.push(`- ${mdProse(n)}`);
   if (r.notes.length > 0) out.push('');
-  out.push(inputsLead(meta), '');
-  for (const line of inputsLines(meta))
-    out.push(`- ${line.map((p) => ('code' in p ? `\`${p.code}\`` : p.text)).join('')}`);
+  out.push(mdText(inputsLead(meta)), '');
+  for (const line of inputsLines(meta)) out.push(`- ${md(line)}`);
   out.push(
     '',
     'Repeat with a fresh connection (not a reused one), then once more while the VPN pod is being ' +

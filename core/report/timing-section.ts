@@ -5,6 +5,7 @@
  */
 import type { AnalysisResult } from './analysis-result';
 import { durationText, utcMicros, type ClockOffset, type HopLatency } from './times';
+import { mdText } from './md-escape';
 
 /** `+1.234 ms`, `−12 µs`, `+0 ns`. */
 export function signedDuration(ns: bigint): string {
@@ -60,7 +61,7 @@ function firstSeen(r: AnalysisResult): { point: string; utc: string } | null {
 }
 
 /** The Markdown "Timing" section (empty when the result carries no times). */
-export function timingMarkdown(r: AnalysisResult, cell: (s: string) => string): string[] {
+export function timingMarkdown(r: AnalysisResult): string[] {
   const clock = r.clock ?? [];
   const hops = r.hops ?? [];
   if (clock.length === 0 && hops.length === 0) return [];
@@ -73,14 +74,16 @@ export function timingMarkdown(r: AnalysisResult, cell: (s: string) => string): 
     );
   if (hops.length > 0) {
     out.push('| hop | latency of the request |', '| --- | --- |');
-    for (const h of hops) out.push(`| ${cell(`${h.from} → ${h.to}`)} | ${cell(h.detail)} |`);
+    for (const h of hops) out.push(`| ${mdText(`${h.from} → ${h.to}`)} | ${mdText(h.detail)} |`);
     out.push('');
   }
   if (clock.length > 0) {
     const ref = clock[0]?.reference ?? '';
-    out.push(`| point | node | clock against ${cell(ref)} |`, '| --- | --- | --- |');
+    out.push(`| point | node | clock against ${mdText(ref)} |`, '| --- | --- | --- |');
     for (const o of clock)
-      out.push(`| ${cell(o.point)} | ${cell(o.node ?? 'unknown')} | ${cell(offsetText(o))} |`);
+      out.push(
+        `| ${mdText(o.point)} | ${mdText(o.node ?? 'unknown')} | ${mdText(offsetText(o))} |`,
+      );
     out.push('');
   }
   return out;

@@ -1,6 +1,7 @@
 /** The "What to change" section (what-to-change.ts) and doctor's findings as Markdown. */
 import type { Finding } from '../doctor/checks';
 import type { ChangeQuestion, ChangeStep, DoctorEvidence, WhatToChange } from './what-to-change';
+import { mdCode, mdFence, mdLine, mdProse, mdText } from './md-escape';
 
 const ANSWER: Record<ChangeQuestion['answer'], string> = {
   yes: 'yes',
@@ -18,27 +19,29 @@ const SEVERITY: Record<Finding['severity'], string> = { error: 'ERROR', warning:
 
 /** One doctor finding as a list item. */
 export function findingLine(f: Finding): string {
-  const fix = f.fix === '' ? '' : ` — fix: \`${f.fix.replace(/`/g, "'")}\``;
-  return `**${SEVERITY[f.severity]} ${f.check}** on node ${f.node || '?'} (${f.namespace || 'no namespace'}): \`${f.subject.replace(/`/g, "'")}\`: ${f.detail}${fix}`;
+  // Every field is the doctor file's: set as text or code, never read as Markdown.
+  const fix = f.fix === '' ? '' : ` — fix: ${mdCode(f.fix)}`;
+  return `**${SEVERITY[f.severity]} ${mdText(f.check)}** on node ${mdText(f.node || '?')} (${mdText(f.namespace || 'no namespace')}): ${mdCode(f.subject)}: ${mdText(f.detail)}${fix}`;
 }
 
 function stepLines(n: number, s: ChangeStep): string[] {
-  const out = [`${n}. ${s.text}${s.basis === 'guide' ? '' : ` *(from the ${s.basis})*`}`];
-  if (s.command !== undefined) out.push('', '   ```sh', `   ${s.command}`, '   ```', '');
+  const out = [`${n}. ${mdProse(s.text)}${s.basis === 'guide' ? '' : ` *(from the ${s.basis})*`}`];
+  if (s.command !== undefined)
+    out.push('', ...mdFence('sh', mdLine(s.command)).map((l) => `   ${l}`), '');
   for (const k of s.knobs ?? []) out.push(`   - ${k.cni}: ${k.knob}`);
   for (const f of s.findings ?? []) out.push(`   - doctor: ${findingLine(f)}`);
   return out;
 }
 
 /** The doctor table: every finding doctor gave (they were read), or the plain reason there are none. */
-function doctorLines(d: DoctorEvidence, text: string, cell: (s: string) => string): string[] {
-  const out = ['### Doctor', '', `${sentence(text)}.`, ''];
+function doctorLines(d: DoctorEvidence, text: string): string[] {
+  const out = ['### Doctor', '', `${mdProse(sentence(text))}.`, ''];
   if (d.status !== 'given' || d.result.findings.length === 0) return out;
   out.push('| severity | check | node | namespace | subject | detail | fix |');
   out.push('| --- | --- | --- | --- | --- | --- | --- |');
   for (const f of d.result.findings)
     out.push(
-      `| ${[SEVERITY[f.severity], f.check, f.node, f.namespace, f.subject, f.detail, f.fix].map(cell).join(' | ')} |`,
+      `| ${[SEVERITY[f.severity], f.check, f.node, f.namespace, f.subject, f.detail, f.fix].map(mdText).join(' | ')} |`,
     );
   out.push('');
   return out;
@@ -58,7 +61,6 @@ export function whatToChangeMarkdown(
   w: WhatToChange,
   doctor: DoctorEvidence,
   hint: string,
-  cell: (s: string) => string,
 ): string[] {
   const out = ['## What to change', '', `In short: ${hint}`, '', `${tunnelRangeText(w)}.`, ''];
   out.push(
@@ -66,17 +68,27 @@ export function whatToChangeMarkdown(
     '',
   );
   for (const [i, q] of w.questions.entries()) {
-    out.push(`### ${i + 1}. ${q.question} — ${ANSWER[q.answer]}`, '', sentence(q.detail), '');
+    out.push(
+      `### ${i + 1}. ${mdProse(q.question)} — ${ANSWER[q.answer]}`,
+      '',
+      mdProse(sentence(q.detail)),
+      '',
+    );
     for (const f of q.findings) out.push(`- doctor: ${findingLine(f)}`);
     if (q.findings.length > 0) out.push('');
   }
-  out.push('### Preserve mode: the client address survives every hop', '', w.preserve.applies, '');
+  out.push(
+    '### Preserve mode: the client address survives every hop',
+    '',
+    mdProse(w.preserve.applies),
+    '',
+  );
   for (const [i, s] of w.preserve.steps.entries()) out.push(...stepLines(i + 1, s));
   if (w.preserve.steps.length > 0) out.push('');
-  out.push('### SNAT mode: shared attribution, written down', '', w.snat.applies, '');
-  out.push('For the runbook:', '', `> ${w.snat.runbook}`, '');
+  out.push('### SNAT mode: shared attribution, written down', '', mdProse(w.snat.applies), '');
+  out.push('For the runbook:', '', `> ${mdProse(w.snat.runbook)}`, '');
   for (const [i, s] of w.snat.steps.entries()) out.push(...stepLines(i + 1, s));
   out.push('');
-  out.push(...doctorLines(doctor, w.doctor.text, cell));
+  out.push(...doctorLines(doctor, w.doctor.text));
   return out;
 }

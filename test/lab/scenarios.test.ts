@@ -23,7 +23,7 @@ const SHIFT_NS = 3_500_000_000n;
  * The Reproduce line's analysis again with the backend's file moved SHIFT_NS later: the backend's
  * clock offset is bounded around the shift, and the verdict is the same.
  */
-function shiftedBackend(t: Test, args: readonly string[], layer: string): void {
+function shiftedBackend(t: Test, args: readonly string[], layer: string, cwd: string): void {
   const i = args.findIndex((a) => a.startsWith('backend='));
   const file = args[i]?.slice('backend='.length);
   t.ok(file !== undefined, 'the backend file in the Reproduce line');
@@ -36,6 +36,7 @@ function shiftedBackend(t: Test, args: readonly string[], layer: string): void {
     const r = spawnSync(process.execPath, [bin, 'analyze', ...argv, '--json'], {
       encoding: 'utf8',
       timeout: 60_000,
+      cwd,
     });
     t.equal(r.status, 0, `analyze with the backend 3.5 s ahead (${r.stderr.trim()})`);
     if (r.status !== 0) return;
@@ -123,9 +124,11 @@ if (missing.length > 0) {
         );
         const [cmd, sub, ...args] = doc.reproduce.argv;
         t.same([cmd, sub], ['hoptrace', 'analyze'], `Reproduce: ${doc.reproduce.command}`);
+        // It names the bundle's inventory.json by that name: run in the bundle's directory.
         const again = spawnSync(process.execPath, [bin, 'analyze', ...args, '--json'], {
           encoding: 'utf8',
           timeout: 60_000,
+          cwd: run.bundleDir,
         });
         // analyze's exit code: 0 a conclusive verdict, 3 unknown (cli/exit-codes.ts).
         const exit = s.expect.layer === 'unknown' ? 3 : 0;
@@ -143,7 +146,7 @@ if (missing.length > 0) {
               BigInt(c.lowNs ?? '1') <= 0n && 0n <= BigInt(c.highNs ?? '-1'),
               `clock of ${c.point}: [${c.lowNs ?? '?'}, ${c.highNs ?? '?'}] ns brackets 0 (one host clock)`,
             );
-        if (s.name === 'preserve') shiftedBackend(t, args, s.expect.layer);
+        if (s.name === 'preserve') shiftedBackend(t, args, s.expect.layer, run.bundleDir);
       }
       t.notOk(
         (await listNamespaces()).some((n) => n.startsWith(lab.prefix)),

@@ -8,7 +8,16 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -121,29 +130,87 @@ void t.test('the Reproduce line reproduces, --inventory and --client included', 
   const { doc, md } = readReport(t, out);
   t.equal(doc.verdict.layer, 'cni-masquerade');
 
-  // The printed command is report.json's, and names the copy of the inventory as used.
+  // The printed command is report.json's; it names the bundle's copies of the inventory as used
+  // and of doctor's file by their names in the bundle, the captures by their absolute paths.
   const printed = /## Reproduce\n\n```sh\n(.*)\n```/.exec(md)?.[1];
   t.equal(printed, doc.reproduce.command, 'report.md prints report.json reproduce.command');
   t.same(doc.reproduce.argv.slice(0, 2), ['hoptrace', 'analyze']);
   for (const [name, file] of files) t.ok(doc.reproduce.argv.includes(`${name}=${file}`));
   const argv = doc.reproduce.argv.join('\n');
-  t.match(argv, `--inventory\n${join(out, 'inventory.json')}\n`);
+  t.match(argv, '--inventory\ninventory.json\n');
   t.match(argv, `--client\n${CLIENT}`);
   t.match(argv, '--drops\nbackend=0');
-  t.match(argv, `--doctor\n${doctor}`);
+  t.match(argv, /--doctor\ndoctor\.json$/);
+  t.notMatch(argv, out, 'no path into the bundle: it still runs once moved');
+  t.match(doc.reproduce.notes, [
+    /^run it in the bundle's directory: inventory\.json and doctor\.json/,
+  ]);
+  t.match(md, /\n- run it in the bundle's directory: /);
   t.same(JSON.parse(readFileSync(join(out, 'inventory.json'), 'utf8')), INVENTORY);
 
-  // Run it as printed (a shell reads the quoting), without the original inventory file.
+  // Which hoptrace and Node made it: `hoptrace` of the command may not be on PATH.
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
+  const native = existsSync(
+    join(root, 'native', 'pcap-batch', 'build', 'Release', 'pcap_batch.node'),
+  );
+  t.same(doc.runtime, { node: process.version, nativeDecoder: native ? 'loaded' : 'not-loaded' });
+  t.match(
+    md,
+    `\`\`\`\n\nMade with hoptrace ${pkg.version} on Node ${process.version}, the native decoder ${native ? 'loaded' : 'not loaded'}`,
+  );
+
+  // Doctor's file is an input: hashed, copied byte for byte; the inventory's digest is the file's
+  // as given (the bundle's inventory.json is re-serialised).
+  t.same(doc.givenFiles, {
+    inventory: {
+      file: inv,
+      sha256: sha256(inv),
+      bytes: readFileSync(inv).length,
+      copy: 'inventory.json',
+      verbatim: false,
+    },
+    doctor: {
+      file: doctor,
+      sha256: sha256(doctor),
+      bytes: readFileSync(doctor).length,
+      copy: 'doctor.json',
+      verbatim: true,
+    },
+  });
+  t.ok(
+    readFileSync(join(out, 'doctor.json')).equals(readFileSync(doctor)),
+    'doctor.json: as given',
+  );
+  t.not(sha256(join(out, 'inventory.json')), sha256(inv), 'inventory.json hashes differently');
+  t.match(
+    md,
+    `- doctor: \`${doctor}\` — ${readFileSync(doctor).length} bytes, SHA-256 \`${sha256(doctor)}\`; copied byte for byte as the bundle's \`doctor.json\``,
+  );
+  t.match(
+    md,
+    `, from \`${inv}\` — ${readFileSync(inv).length} bytes, SHA-256 \`${sha256(inv)}\`; the bundle's \`inventory.json\` holds it as parsed and re-serialised`,
+  );
+
+  // Run it as printed (a shell reads the quoting) in the bundle moved elsewhere, without the
+  // original inventory, and with doctor's file changed: the same verdict and the same answers.
   rmSync(inv);
+  writeFileSync(doctor, JSON.stringify({ ...DOCTOR, findings: [] }));
+  const moved = join(base, 'attached to the incident');
+  renameSync(out, moved);
   const again = spawnSync(
     '/bin/sh',
     ['-c', `${printed?.replace(/^hoptrace /, `'${process.execPath}' '${bin}' `) ?? ''} --json`],
-    { encoding: 'utf8', timeout: 60_000 },
+    { encoding: 'utf8', timeout: 60_000, cwd: moved },
   );
   t.equal(again.status, 0, again.stderr);
   const rerun = JSON.parse(again.stdout) as ReportDocument;
   t.same(rerun.verdict, doc.verdict, 'the same verdict');
   t.same(rerun.points, doc.points, 'the same points');
+  t.match(
+    rerun.doctor,
+    { status: 'given', result: DOCTOR },
+    "the bundle's doctor.json, not the file",
+  );
   t.end();
 });
 
@@ -253,7 +320,7 @@ void t.test('what to change: the three questions in order, doctor findings in', 
   t.match(md, /the rule doctor found is ip-masq-agent's/);
   // SNAT mode: what it costs and what carries the identity, as a runbook paragraph.
   t.match(md, /> 10\.244\.2\.5:8080 sees 192\.168\.50\.1 for every VPN client; .*What it costs/);
-  t.match(md, /a PROXY protocol line written by a proxy we control> — trusted only because/);
+  t.match(md, /a PROXY protocol line written by a proxy we control&gt; — trusted only because/);
   // Doctor's findings reach the report, ok ones included (they were read).
   t.match(md, /### Doctor\n\nDoctor findings from .*doctor\.json \(tunnel range 10\.90\.0\.0\/24/);
   t.match(md, /\| ERROR \| return-route \| backend-node \|/);
@@ -273,6 +340,61 @@ void t.test('what to change: the three questions in order, doctor findings in', 
   t.equal(b.doc.whatToChange.questions[1]?.answer, 'unknown', 'nothing read: not known');
   const gone = hoptrace('analyze', ...args, '--doctor', join(caps, 'missing.json'));
   t.match(gone.stdout, /doctor: could not read .*missing\.json: ENOENT/);
+  t.end();
+});
+
+void t.test('SHA256SUMS: every other file of the bundle, as sha256sum -c checks it', (t) => {
+  const caps = join(base, 'sums');
+  mkdirSync(caps);
+  const files = writePointFiles(caps, { rewriteTo: VPN_NODE });
+  const doctor = join(caps, 'doctor.json');
+  writeFileSync(doctor, JSON.stringify(DOCTOR));
+  const out = join(base, 'out-sums');
+  const args = [...pointArgs(files), '--client', CLIENT, '--report-dir', out];
+  t.equal(hoptrace('analyze', ...args, '--doctor', doctor).code, 3);
+  const { doc, md } = readReport(t, out);
+  t.equal(doc.manifest, 'SHA256SUMS');
+  const listed = (): string[] =>
+    readFileSync(join(out, 'SHA256SUMS'), 'utf8')
+      .trimEnd()
+      .split('\n')
+      .map((l) => /^[0-9a-f]{64} {2}(\S+)$/.exec(l)?.[1] ?? `bad line: ${l}`)
+      .sort();
+  const others = (): string[] =>
+    readdirSync(out)
+      .filter((f) => f !== 'SHA256SUMS')
+      .sort();
+  t.same(listed(), others(), 'every other file of the bundle, and only those');
+  t.ok(others().includes('doctor.json'));
+  const check = (): { status: number | null; stdout: string } =>
+    spawnSync('sha256sum', ['-c', 'SHA256SUMS'], { cwd: out, encoding: 'utf8' });
+  t.equal(check().status, 0, 'sha256sum -c: every file as written');
+  t.match(
+    md,
+    /\n- `SHA256SUMS`: the SHA-256 of every other file of this bundle, written last; check them with `sha256sum -c SHA256SUMS`/,
+  );
+  writeFileSync(join(out, 'report.md'), md.replace('# hoptrace: unknown', '# hoptrace: preserved'));
+  const altered = check();
+  t.not(altered.status, 0, 'an altered file is found');
+  t.match(altered.stdout, 'report.md: FAILED');
+
+  // Again into the same directory, with a --doctor file that cannot be read: the earlier run's
+  // doctor.json goes (the manifest covers the whole directory again), nothing is copied, and the
+  // command names the file given.
+  const missing = join(caps, 'missing.json');
+  t.equal(hoptrace('analyze', ...args, '--doctor', missing).code, 3);
+  t.notOk(existsSync(join(out, 'doctor.json')), "the earlier run's doctor.json is removed");
+  t.same(listed(), others());
+  t.equal(check().status, 0);
+  const again = readReport(t, out).doc;
+  t.same(again.givenFiles?.doctor, {
+    file: missing,
+    sha256: null,
+    bytes: null,
+    copy: null,
+    verbatim: true,
+  });
+  t.match(again.reproduce.argv.join('\n'), `--doctor\n${missing}`);
   t.end();
 });
 
@@ -337,7 +459,7 @@ void t.test('other verdicts are valid report.json too: no-return, unknown', (t) 
   t.equal(n.doc.verdict.layer, 'no-return');
   t.equal(n.doc.whatToChange.questions[1]?.answer, 'no');
   t.equal(n.doc.inventory?.nodes && Object.keys(n.doc.inventory.nodes).length, 0);
-  t.match(n.doc.reproduce.command, /--inventory .*out-no-return\/inventory\.json/);
+  t.match(n.doc.reproduce.command, / --inventory inventory\.json$/);
   const rewritten = writePointFiles(caps, { rewriteTo: VPN_NODE });
   const out2 = join(base, 'out-unknown');
   t.equal(

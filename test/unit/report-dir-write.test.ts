@@ -37,6 +37,7 @@ void t.test('a bundle that cannot be written whole leaves the directory as it wa
   t.equal(analyze([...points, '--report-dir', out]).code, 0);
   const before = new Map(readdirSync(out).map((f) => [f, readFileSync(join(out, f))]));
   t.same([...before.keys()].sort(), [
+    'SHA256SUMS',
     'evidence.pcapng',
     'inventory.json',
     'report.html',

@@ -65,6 +65,136 @@ void t.test('markdown cells escape pipes', (t) => {
   t.end();
 });
 
+/** A line without its code spans (CommonMark §6.1: a run of N backticks closes at the next run of N). */
+function withoutCodeSpans(line: string): string {
+  let out = '';
+  let i = 0;
+  while (i < line.length) {
+    const open = /`+/.exec(line.slice(i));
+    if (open === null) break;
+    const start = i + open.index;
+    const fence = open[0];
+    const close = new RegExp(`(?<!\`)${fence}(?!\`)`, 'g');
+    close.lastIndex = start + fence.length;
+    const m = close.exec(line);
+    out += line.slice(i, start);
+    if (m === null) return out + line.slice(start);
+    i = m.index + fence.length;
+  }
+  return out + line.slice(i);
+}
+
+/** The text of Markdown lines outside fenced code blocks and code spans (CommonMark §4.5). */
+function outsideCode(lines: readonly string[]): string {
+  const out: string[] = [];
+  let fence: string | null = null;
+  for (const l of lines) {
+    const f = /^ {0,3}(`{3,})/.exec(l)?.[1];
+    if (fence === null && f !== undefined) fence = f;
+    else if (fence !== null && f !== undefined && f.length >= fence.length) fence = null;
+    else if (fence === null) out.push(withoutCodeSpans(l));
+  }
+  return out.join('\n');
+}
+
+/** The unescaped `|` of a Markdown line (GFM: `\\|` is a pipe inside the cell). */
+const pipes = (line: string): number => (line.replace(/\\./g, '').match(/\|/g) ?? []).length;
+
+void t.test(
+  'markdown: names from outside cannot break a code span, a list item or a table',
+  (t) => {
+    const r = structuredClone(cni);
+    const html = '/caps/a|b <i>x&amp;.pcap';
+    const ticks = '/caps/e`g``ress\n- injected.pcap';
+    const node = 'vpn|node <b>x</b>';
+    r.verdict.node = node;
+    r.captureHealth = [html, ticks, '/caps/backend.pcap'].map((iface, i) => ({
+      point: ['decap', 'egress', 'backend'][i] ?? '',
+      node: null,
+      iface,
+      state: 'read',
+      confirmed: true,
+      packets: 4,
+      kernelDrops: null,
+      queueDrops: 0,
+      lost: 0,
+      file: 'pcap',
+    }));
+    for (const c of r.clock ?? []) c.node = node;
+    const md = renderReportMarkdown(r, {
+      generatedAt: '2026-11-29T10:00:00.000Z',
+      inputs: [
+        { name: 'decap', file: html, sha256: 'a'.repeat(64), bytes: 10 },
+        { name: 'egress', file: ticks, sha256: null, bytes: null },
+        { name: 'backend', file: '/caps/backend.pcap', sha256: null, bytes: null },
+      ],
+      inventoryUsed: { nodes: { [node]: ['192.168.50.1'] }, pods: {} },
+      evidence: {
+        file: 'evidence.pcapng',
+        packets: 2,
+        headersOnly: true,
+        interfaces: [{ point: 'decap', name: `decap@file/${html}`, packets: 2 }],
+        problems: [],
+        note: 'n',
+      },
+      doctor: {
+        status: 'given',
+        source: '/caps/doctor.json',
+        result: {
+          tunnelRange: '10.90.0.0/24',
+          client: CLIENT,
+          findings: [
+            {
+              severity: 'error',
+              check: 'masquerade',
+              node,
+              namespace: 'ns\nx',
+              subject: 'a ``b` c',
+              detail: 'd|e <script>',
+              fix: 'ip route replace 10.90.0.0/24 via <next hop>',
+            },
+          ],
+          summary: { errors: 1, warnings: 0, ok: 0 },
+        },
+      },
+    });
+    const lines = md.split('\n');
+    // The inputs: each path a code span that holds it whole, on one line.
+    t.ok(lines.includes(`- decap: \`${html}\` — 10 bytes, SHA-256 \`${'a'.repeat(64)}\``), md);
+    t.ok(lines.includes('- egress: ```/caps/e`g``ress\u2424- injected.pcap``` (not hashed)'));
+    // Only the shell command (a fenced block, where a quoted newline is the shell's) breaks a line.
+    t.same(
+      lines.filter((l) => l.startsWith('- injected')),
+      ["- injected.pcap' --point backend=/caps/backend.pcap"],
+      'a newline starts no list item',
+    );
+    t.match(
+      md,
+      /\n```sh\nhoptrace analyze .*'egress=\/caps\/e`g``ress\n- injected\.pcap' .*\n```\n/,
+    );
+    // Every table row has its header's cells; a name's `|` is escaped, its HTML shown as text.
+    for (const [i, l] of lines.entries())
+      if (l.startsWith('| ') && !(lines[i - 1] ?? '').startsWith('|'))
+        for (let j = i + 1; (lines[j] ?? '').startsWith('|'); j++)
+          t.equal(pipes(lines[j] ?? ''), pipes(l), `table row ${lines[j]}`);
+    t.match(md, '| decap | /caps/a\\|b &lt;i&gt;x&amp;amp;.pcap | pcap |');
+    t.match(md, '| decap | decap@file//caps/a\\|b &lt;i&gt;x&amp;amp;.pcap | 2 |');
+    t.match(md, '| ERROR | masquerade | vpn\\|node &lt;b&gt;x&lt;/b&gt; | ns\u2424x |');
+    t.match(md, '- where: between egress and backend on node vpn\\|node &lt;b&gt;x&lt;/b&gt;');
+    t.match(
+      md,
+      '**ERROR masquerade** on node vpn\\|node &lt;b&gt;x&lt;/b&gt; (ns\u2424x): ```a ``b` c```',
+    );
+    t.match(md, 'fix: `ip route replace 10.90.0.0/24 via <next hop>`');
+    // A node name inside hoptrace's own sentences (What to change) is escaped too, its code kept.
+    t.match(md, 'On vpn\\|node &lt;b&gt;x&lt;/b&gt; the route on to the VPN pod');
+    t.match(md, '(`hoptrace repro`)');
+    // HTML from a name appears only inside code spans (the inputs' and doctor's fix), never as markup.
+    t.notMatch(outsideCode(lines), /<\/?(i|b|script)>/, "no name's HTML outside code");
+    t.end();
+  },
+);
+
 void t.test('json: the analysis beside its evidence, round-trips, no bigint', (t) => {
   const meta = {
     generatedAt: '2026-11-29T10:00:00.000Z',
