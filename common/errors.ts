@@ -57,6 +57,8 @@ export const ERRORS = {
   TARGET_INVALID: 'a capture target must be a namespace path, a PID or a pod IP address',
   TARGET_NOT_FOUND: 'no network namespace matches the capture target',
   TARGET_AMBIGUOUS: 'several network namespaces hold the target pod IP',
+  TARGET_OUT_OF_SCOPE:
+    "a path or PID target is not a network namespace in the agent's scope (--netns-glob, and processes' namespaces unless --no-proc-scan)",
   NETNS_QUERY_FAILED: 'listing the interfaces and addresses of a network namespace failed',
   AGENT_NOT_PERMITTED:
     'the kernel refused the agent an operation: a Linux capability it lacks (CAP_SYS_ADMIN to enter a namespace, CAP_SYS_PTRACE to open the namespace file of another process), or a seccomp or LSM policy',
