@@ -53,6 +53,8 @@ export const ERRORS = {
   CAPTURE_NAMESPACE_GONE: 'the target network namespace disappeared while capturing',
   CAPTURE_WORKER_FAILED:
     'the capture worker inside the target namespace could not start or ended unexpectedly',
+  CAPTURE_BAD_DEADLINE:
+    "the capture's deadline is already past by the agent's clock (its clock ahead of the collector's) or more than 7 days ahead; nothing was started",
   // Capture targets (agent/netns).
   TARGET_INVALID: 'a capture target must be a namespace path, a PID or a pod IP address',
   TARGET_NOT_FOUND: 'no network namespace matches the capture target',
@@ -60,6 +62,8 @@ export const ERRORS = {
   TARGET_OUT_OF_SCOPE:
     "a path or PID target is not a network namespace in the agent's scope (--netns-glob, and processes' namespaces unless --no-proc-scan)",
   NETNS_QUERY_FAILED: 'listing the interfaces and addresses of a network namespace failed',
+  AGENT_BUSY:
+    'the agent already runs as many captures (--max-captures) or answers as many requests as it takes at once; retry once one has ended',
   AGENT_NOT_PERMITTED:
     'the kernel refused the agent an operation: a Linux capability it lacks (CAP_SYS_ADMIN to enter a namespace, CAP_SYS_PTRACE to open the namespace file of another process), or a seccomp or LSM policy',
   // Collector API, sessions and data directory (collector/http.ts, sessions.ts, store.ts).
