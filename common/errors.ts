@@ -78,7 +78,8 @@ export const ERRORS = {
   AGENT_NOT_CONNECTED: 'the agent for a capture point is not connected to the collector',
   STORE_IO: 'reading or writing the collector data directory failed',
   COLLECTOR_TLS: 'the TLS certificate or key cannot be used (not PEM, or not a pair)',
-  AGENT_TLS: "the agent's --ca is not a PEM CA certificate",
+  AGENT_TLS:
+    "the agent's --ca, --cert or --key cannot be used (not PEM, or the key does not match the certificate)",
   COLLECTOR_LISTEN: 'the collector cannot listen on the given address',
   COLLECTOR_BUSY:
     'the collector holds as many open connections as it allows (agents included); new ones are closed at once until some close',
@@ -98,7 +99,8 @@ export const ERRORS = {
   HELLO_TOO_LARGE:
     "the agent's hello lists more namespaces, addresses or interfaces (or bytes) than the collector keeps; the message names which and the limit",
   AUTH_REFUSED: 'the collector refused the agent token (HTTP 401)',
-  AUTH_NO_TOKEN: 'no bearer token is configured (token file missing or empty, variable unset)',
+  AUTH_NO_TOKEN:
+    'no bearer token is configured (token file missing, empty, too large or not a regular file; variable unset)',
   AGENT_REPLACED:
     'a newer connection of the same agent id (or of the same node identity) replaced this one',
   AGENT_NODE_TAKEN:
