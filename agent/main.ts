@@ -21,6 +21,7 @@ import {
 import { InventoryCache } from './netns/inventory-cache';
 import { resolveTarget } from './netns/resolve';
 import { answerRequest } from './doctor/serve';
+import { serveRequests } from './requests';
 import { AgentRuntime, buildHello } from './runtime';
 import { HoptraceError, isHoptraceError } from '../common/errors';
 import { agentIdProblem, nodeNameProblem } from '../common/agent-names';
@@ -29,8 +30,8 @@ import { hoptraceVersion } from '../common/version';
 /**
  * Events per link message (EventBatch). Every WebSocket message costs the agent about the same
  * whatever it carries — its Envelope, spool entry, ws frame and write, and the collector's ack —
- * so 2048 (~200 KiB) divides that by 8 against the capture's 256, far below the collector's
- * 16 MiB maxPayload. The worker's frames are still handed on as each arrives: no added latency.
+ * so 2048 (~200 KiB) divides that by 8 against the capture's 256, far below the 16 MiB either
+ * side takes (common/command-limits.ts MAX_MESSAGE_BYTES). The worker's frames are still handed on as each arrives: no added latency.
  */
 export const LINK_BATCH_EVENTS = 2048;
 
@@ -51,6 +52,8 @@ export interface AgentOptions {
   /** Which namespaces this agent owns and searches for targets. */
   scope?: NetnsScope;
   spoolLimit?: number;
+  /** Captures live at once (default 4, runtime.ts DEFAULT_MAX_CAPTURES); more are AGENT_BUSY. */
+  maxCaptures?: number;
   heartbeatMs?: number;
   /** How often the namespace inventory is refreshed (default 5 s). */
   refreshMs?: number;
@@ -167,6 +170,7 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       ...(retention === undefined ? {} : { retention }),
     },
     log.child({ agentId }),
+    opts.maxCaptures === undefined ? {} : { maxCaptures: opts.maxCaptures },
   );
   onChange = () => {
     link.refreshHello();
@@ -174,18 +178,19 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   link.onCommand((cmd) => {
     runtime.handle(cmd);
   });
-  const reply = (body: AgentReplyBody): void => {
-    if (!link.reply(body)) log.warn({ agentId, kind: body.kind }, 'reply not sent: not connected');
-  };
-  link.onRequest((req) => {
-    if (req.kind === 'framesRequest') {
-      void runtime.frames(req.framesRequest).then((framesReply) => {
-        reply({ kind: 'framesReply', framesReply });
-      });
-      return;
-    }
-    void answerRequest(req, agentId, { node, nodeNetns: opts.nodeNetns, scope }).then(reply);
-  });
+  link.onRequest(
+    serveRequests({
+      answer: (req) => answerRequest(req, agentId, { node, nodeNetns: opts.nodeNetns, scope }),
+      frames: (req) => runtime.frames(req),
+      reply: (body: AgentReplyBody) => {
+        if (!link.reply(body))
+          log.warn({ agentId, kind: body.kind }, 'reply not sent: not connected');
+      },
+      agentId: () => agentId,
+      node,
+      logger: log.child({ agentId }),
+    }),
+  );
 
   const timer = setInterval(() => void refresh(), opts.refreshMs ?? 5000);
   timer.unref();

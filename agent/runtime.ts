@@ -4,6 +4,11 @@
  * over the CollectorLink. Live capture always runs in a worker process, also in the agent's own
  * namespace: a `cap` fault (an interface removed mid-capture aborts the process) then ends one
  * capture, not the agent.
+ *
+ * Nothing the collector asks grows the agent without bound: at most `maxCaptures` captures live
+ * at once (more are refused, AGENT_BUSY), a capture is forgotten once its last status is sent
+ * (a short history answers a resent command), and a deadline is checked against this node's
+ * clock before anything starts (CAPTURE_BAD_DEADLINE).
  */
 import pino from 'pino';
 import type { NsCapture } from './capture/ns-capture';
@@ -79,21 +84,74 @@ export const COUNTS_INTERVAL_MS = 5000;
  */
 export const FRAMES_WAIT_MS = 15_000;
 
+/**
+ * Captures live at once by default (`--max-captures`). Each is an nsenter and a Node worker
+ * (~50 MiB), a 32 MiB ring and a 2 MiB batch: ~85 MiB. The DaemonSet's limit is 512 MiB
+ * (deploy/base/agent.yaml) and the agent itself holds ~60 MiB with up to 4 MiB of spool in
+ * flight, so 4 captures (~340 MiB) leave room for the doctor's and conntrack's child processes
+ * (agent/requests.ts) and frames replies, where a fifth would put the agent near its limit, and
+ * the kernel would kill the agent, with every capture of the node, instead of refusing one.
+ */
+export const DEFAULT_MAX_CAPTURES = 4;
+/** Final statuses kept to answer a resent command of a finished capture (not to re-run it). */
+export const FINISHED_KEPT = 64;
+/**
+ * A deadline further ahead than this is refused (CAPTURE_BAD_DEADLINE): the collector's longest
+ * is a repro's 24 h (plus 10 s); 7 days leaves room for clocks that disagree by days.
+ */
+export const MAX_DEADLINE_AHEAD_MS = 7 * 86_400_000;
+/**
+ * A deadline timer wakes at least this often and looks at the clock again: setTimeout holds at
+ * most 2^31 - 1 ms (~24.8 days; longer fires after 1 ms), and a clock stepped by NTP is followed.
+ */
+export const DEADLINE_STEP_MS = 3_600_000;
+
+/** Options of the runtime (tests shorten the deadline step). */
+export interface RuntimeOptions {
+  maxCaptures?: number;
+  deadlineStepMs?: number;
+}
+
+/** A time as ISO text when Date can say it (9e15 ms cannot be one). */
+function isoTime(ms: number): string {
+  return Math.abs(ms) <= 8.64e15 ? new Date(ms).toISOString() : `${ms} ms after 1970`;
+}
+
+/** `95.0 s`, `3.2 h`, `12.5 days`. */
+function spanText(ms: number): string {
+  if (ms < 120_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 2 * 86_400_000) return `${(ms / 3_600_000).toFixed(1)} h`;
+  return `${(ms / 86_400_000).toFixed(1)} days`;
+}
+
+/** Stopped or failed (a call, so that TypeScript does not narrow the state across awaits). */
+function ended(r: Running): boolean {
+  return r.state === 'stopped' || r.state === 'failed';
+}
+
 function key(captureId: string, point: string): string {
   return `${captureId}\u0000${point}`;
 }
 
 /** Runs captures on behalf of the collector. */
 export class AgentRuntime {
+  /** Captures arming or capturing; a capture leaves once its last status is sent. */
   private readonly running = new Map<string, Running>();
+  /** The last statuses of finished captures, oldest first (FINISHED_KEPT). */
+  private readonly finished = new Map<string, CaptureStatus>();
   private readonly log: pino.Logger;
+  private readonly maxCaptures: number;
+  private readonly deadlineStepMs: number;
 
   constructor(
     private readonly node: string,
     private readonly deps: AgentDeps,
     logger?: pino.Logger,
+    opts: RuntimeOptions = {},
   ) {
     this.log = logger ?? pino({ enabled: false });
+    this.maxCaptures = opts.maxCaptures ?? DEFAULT_MAX_CAPTURES;
+    this.deadlineStepMs = Math.min(opts.deadlineStepMs ?? DEADLINE_STEP_MS, 2 ** 31 - 1);
   }
 
   /** Entry point for commands from the collector. */
@@ -102,7 +160,7 @@ export class AgentRuntime {
     else void this.stopCapture(cmd.stop);
   }
 
-  /** Captures in progress (for tests and status). */
+  /** Captures in progress, arming or capturing (for tests and status). */
   active(): { captureId: string; point: string; state: CaptureState }[] {
     return [...this.running.values()].map((r) => ({
       captureId: r.cmd.captureId,
@@ -156,12 +214,52 @@ export class AgentRuntime {
     this.deps.send('status', status);
   }
 
+  /** Why a capture command is refused before anything starts, or null. */
+  private refusal(cmd: CaptureCommand): HoptraceError | null {
+    if (this.running.size >= this.maxCaptures)
+      return new HoptraceError(
+        'AGENT_BUSY',
+        `this agent already runs ${this.running.size} captures, its most at once (each a capture worker of ~85 MiB within the agent's memory)`,
+        {
+          where: this.node,
+          hint: 'retry once a capture on this node has ended, or start the agent with a higher --max-captures and memory limit',
+        },
+      );
+    if (cmd.deadlineUnixMs <= 0) return null;
+    const now = this.deps.nowMs();
+    const left = cmd.deadlineUnixMs - now;
+    if (left <= 0)
+      return new HoptraceError(
+        'CAPTURE_BAD_DEADLINE',
+        `the capture's deadline ${isoTime(cmd.deadlineUnixMs)} is ${spanText(-left)} before this agent's clock (${isoTime(now)}): it would stop at once`,
+        {
+          where: this.node,
+          hint: "this node's clock is ahead of the collector's, or the command came after the capture's end; check the nodes' time sync (chrony, NTP)",
+        },
+      );
+    if (left > MAX_DEADLINE_AHEAD_MS)
+      return new HoptraceError(
+        'CAPTURE_BAD_DEADLINE',
+        `the capture's deadline ${isoTime(cmd.deadlineUnixMs)} is ${spanText(left)} after this agent's clock (${isoTime(now)}), beyond the ${MAX_DEADLINE_AHEAD_MS / 86_400_000} days an agent takes`,
+        {
+          where: this.node,
+          hint: "the collector's clock is far ahead of this node's, or the command is not the collector's",
+        },
+      );
+    return null;
+  }
+
   private async startCapture(cmd: CaptureCommand): Promise<void> {
     const k = key(cmd.captureId, cmd.point);
     // A command resent after a reconnect is not a second capture.
-    if (this.running.has(k)) {
-      const r = this.running.get(k);
-      if (r) this.report(r);
+    const live = this.running.get(k);
+    if (live !== undefined) {
+      this.report(live);
+      return;
+    }
+    const last = this.finished.get(k);
+    if (last !== undefined) {
+      this.deps.send('status', last);
       return;
     }
     let markDone = (): void => undefined;
@@ -182,9 +280,15 @@ export class AgentRuntime {
       done,
       markDone,
     };
+    const log = this.log.child({ captureId: cmd.captureId, point: cmd.point });
+    const refused = this.refusal(cmd);
+    if (refused !== null) {
+      log.warn({ code: refused.code, state: 'failed' }, refused.message);
+      this.finish(r, refused);
+      return;
+    }
     this.running.set(k, r);
     this.report(r);
-    const log = this.log.child({ captureId: cmd.captureId, point: cmd.point });
     try {
       const target = await this.deps.resolveTarget(cmd.target);
       r.netns = target.path;
@@ -206,6 +310,8 @@ export class AgentRuntime {
       // Only a collector that reads flow counters asks for them (an older one would take each
       // counter for a packet).
       if (cmd.foldFlows !== true) spec.foldFirst = 0;
+      // Stopped while its namespace was resolved: nothing may start now (it would run on, unowned).
+      if (ended(r)) return;
       // Every frame of the capture is retained (bounded) for the evidence frames.
       const retain = this.deps.retention?.open(
         cmd.captureId,
@@ -236,7 +342,7 @@ export class AgentRuntime {
         : capture.start((events) => {
             this.deps.send('events', { captureId: cmd.captureId, point: cmd.point, events });
           }, onEnd));
-      if (r.state !== 'arming') return; // stopped or failed while opening
+      if (ended(r)) return; // stopped or failed while opening
       r.state = 'capturing';
       log.info({ state: 'capturing', netns: r.netns, iface: cmd.iface }, 'capture started');
       this.report(r);
@@ -245,11 +351,7 @@ export class AgentRuntime {
       r.stopStatus = joinTicker(STATUS_INTERVAL_MS, () => {
         this.report(r, true);
       });
-      const left = cmd.deadlineUnixMs > 0 ? cmd.deadlineUnixMs - this.deps.nowMs() : 0;
-      if (cmd.deadlineUnixMs > 0) {
-        r.deadlineTimer = setTimeout(() => void this.stopOne(r), Math.max(0, left));
-        r.deadlineTimer.unref();
-      }
+      if (cmd.deadlineUnixMs > 0) this.armDeadline(r);
     } catch (e) {
       const err = isHoptraceError(e)
         ? e
@@ -257,6 +359,25 @@ export class AgentRuntime {
       log.warn({ code: err.code, state: 'failed' }, 'capture failed');
       this.finish(r, err);
     }
+  }
+
+  /**
+   * Stops the capture at its deadline, by this node's clock, waking at least every
+   * deadlineStepMs to look again (refusal() took the deadline: at most 7 days ahead).
+   */
+  private armDeadline(r: Running): void {
+    const left = r.cmd.deadlineUnixMs - this.deps.nowMs();
+    if (left <= 0) {
+      void this.stopOne(r);
+      return;
+    }
+    r.deadlineTimer = setTimeout(
+      () => {
+        this.armDeadline(r);
+      },
+      Math.min(left, this.deadlineStepMs),
+    );
+    r.deadlineTimer.unref();
   }
 
   private finish(r: Running, err: HoptraceError | null): void {
@@ -285,6 +406,15 @@ export class AgentRuntime {
       r.capture?.finalStats === true,
     );
     r.markDone();
+    // Its last status is sent: forgotten, but for a short history that answers a resent command.
+    const k = key(r.cmd.captureId, r.cmd.point);
+    if (this.running.get(k) === r) this.running.delete(k);
+    this.finished.delete(k);
+    this.finished.set(k, this.status(r));
+    for (const old of this.finished.keys()) {
+      if (this.finished.size <= FINISHED_KEPT) break;
+      this.finished.delete(old);
+    }
   }
 
   /**

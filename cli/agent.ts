@@ -1,14 +1,65 @@
 /** `hoptrace agent`: parse the flags, start the agent, run until SIGTERM/SIGINT. */
 import { X509Certificate } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
 import pino from 'pino';
 import { startAgent, type AgentOptions } from '../agent';
 import { loadToken } from '../common/auth';
+import { readBoundedText, sizeText } from '../common/bounded-file';
 import { HoptraceError } from '../common/errors';
-import { parseCommandLine, readFileArg } from './args';
+import { parseCommandLine } from './args';
 
 export const USAGE =
-  'hoptrace agent --collector ws://HOST:PORT/v1/agents [--node NAME] [--agent-id ID] [--token-file FILE] [--ca FILE] [--cert FILE --key FILE] [--node-netns PATH] [--netns-glob GLOB] [--no-proc-scan] [--refresh-ms N] [--spool N] [--retention-dir DIR | --no-retention] [--log-level LEVEL]';
+  'hoptrace agent --collector ws://HOST:PORT/v1/agents [--node NAME] [--agent-id ID] [--token-file FILE] [--ca FILE] [--cert FILE --key FILE] [--node-netns PATH] [--netns-glob GLOB] [--no-proc-scan] [--refresh-ms N] [--spool N] [--max-captures N] [--retention-dir DIR | --no-retention] [--log-level LEVEL]';
+
+/** pino's levels, the most severe first, and 'silent'. */
+export const AGENT_LOG_LEVELS: readonly string[] = [
+  ...Object.entries(pino.levels.values)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name]) => name),
+  'silent',
+];
+
+/** A PEM file (a CA bundle, a certificate, a key) is far smaller than this. */
+const PEM_MAX_BYTES = 1024 * 1024;
+
+/** A PEM file named by a flag, read bounded (CLI_USAGE when it cannot be read). */
+function readPem(flag: string, file: string): Buffer {
+  try {
+    return Buffer.from(readBoundedText(file, PEM_MAX_BYTES), 'utf8');
+  } catch (e) {
+    throw new HoptraceError(
+      'CLI_USAGE',
+      `cannot read ${file} (${e instanceof Error ? e.message : String(e)})`,
+      { where: flag, hint: `a PEM file of at most ${sizeText(PEM_MAX_BYTES)}` },
+    );
+  }
+}
+
+/**
+ * The collector URL, checked whole (a port beyond 65535 made `new WebSocket` throw at start, an
+ * "internal error" with a stack trace).
+ */
+function collectorUrl(url: string | undefined): string {
+  const bad = (why: string): HoptraceError =>
+    new HoptraceError(
+      'CLI_USAGE',
+      `${why}: give the collector as ws://HOST:PORT/v1/agents (or wss://)`,
+      {
+        where: '--collector',
+      },
+    );
+  if (url === undefined) throw bad('no collector');
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw bad(`'${url}' is not a URL (a port is 1-65535)`);
+  }
+  if (u.protocol !== 'ws:' && u.protocol !== 'wss:')
+    throw bad(`'${u.protocol}' is not ws: or wss:`);
+  if (u.hostname === '') throw bad(`'${url}' names no host`);
+  return url;
+}
 
 /** The agent options from the command line and the environment. */
 export function parseAgentArgs(
@@ -27,6 +78,7 @@ export function parseAgentArgs(
     'netns-glob': { type: 'string' },
     'no-proc-scan': { type: 'boolean' },
     spool: { type: 'string' },
+    'max-captures': { type: 'string' },
     'retention-dir': { type: 'string' },
     'no-retention': { type: 'boolean' },
     'refresh-ms': { type: 'string' },
@@ -38,16 +90,13 @@ export function parseAgentArgs(
       hint: `usage: ${USAGE}`,
     });
   }
-  const url = values.collector;
-  if (url === undefined || !/^wss?:\/\/[^/]+/.test(url)) {
-    throw new HoptraceError(
-      'CLI_USAGE',
-      'give the collector as ws://HOST:PORT/v1/agents (or wss://)',
-      {
-        where: '--collector',
-      },
-    );
-  }
+  const url = collectorUrl(values.collector);
+  const logLevel = values['log-level'] ?? 'info';
+  if (!AGENT_LOG_LEVELS.includes(logLevel))
+    throw new HoptraceError('CLI_USAGE', `unknown log level '${logLevel}'`, {
+      where: '--log-level',
+      hint: `one of ${AGENT_LOG_LEVELS.join(', ')}`,
+    });
   const certFile = values.cert;
   const keyFile = values.key;
   if ((certFile === undefined) !== (keyFile === undefined))
@@ -56,11 +105,12 @@ export function parseAgentArgs(
     });
   const tokenFile = values['token-file'];
   // A token file is read now (a wrong path fails at start) and again on every connection: a
-  // projected ServiceAccount token is rotated in place by the kubelet.
+  // projected ServiceAccount token is rotated in place by the kubelet. A regular file only: a
+  // FIFO would be waited on, and read once.
   let token: string | (() => string);
   if (tokenFile !== undefined) {
-    loadToken({ file: tokenFile });
-    token = () => loadToken({ file: tokenFile });
+    loadToken({ file: tokenFile, regularOnly: true });
+    token = () => loadToken({ file: tokenFile, regularOnly: true });
   } else if (certFile !== undefined && (env['HOPTRACE_TOKEN'] ?? '').trim() === '') {
     token = ''; // the client certificate is the identity
   } else {
@@ -69,7 +119,7 @@ export function parseAgentArgs(
   const opts: AgentOptions & { logLevel: string } = {
     collectorUrl: url,
     token,
-    logLevel: values['log-level'] ?? 'info',
+    logLevel,
     scope: {
       ...(values['netns-glob'] !== undefined ? { netnsGlob: values['netns-glob'] } : {}),
       scanProc: values['no-proc-scan'] !== true,
@@ -79,21 +129,12 @@ export function parseAgentArgs(
   if (values['agent-id'] !== undefined) opts.agentId = values['agent-id'];
   if (values['node-netns'] !== undefined) opts.nodeNetns = values['node-netns'];
   if (certFile !== undefined && keyFile !== undefined) {
-    opts.cert = readFileArg('--cert', certFile);
-    opts.key = readFileArg('--key', keyFile);
+    opts.cert = readPem('--cert', certFile);
+    opts.key = readPem('--key', keyFile);
+    checkClientPair(certFile, opts.cert, keyFile, opts.key);
   }
   if (values.ca !== undefined) {
-    try {
-      opts.ca = readFileSync(values.ca);
-    } catch (e) {
-      throw new HoptraceError(
-        'CLI_USAGE',
-        `cannot read ${values.ca} (${e instanceof Error ? e.message : String(e)})`,
-        {
-          where: '--ca',
-        },
-      );
-    }
+    opts.ca = readPem('--ca', values.ca);
     checkCaPem(values.ca, opts.ca);
   }
   if (values['refresh-ms'] !== undefined) {
@@ -128,16 +169,28 @@ export function parseAgentArgs(
     }
     opts.spoolLimit = n;
   }
+  const maxCaptures = values['max-captures'];
+  if (maxCaptures !== undefined) {
+    const n = Number(maxCaptures);
+    if (!/^[0-9]+$/.test(maxCaptures) || !Number.isSafeInteger(n) || n < 1)
+      throw new HoptraceError(
+        'CLI_USAGE',
+        `'${maxCaptures}' is not a whole number of captures ≥ 1`,
+        {
+          where: '--max-captures',
+          hint: "each capture is ~85 MiB of the agent's memory; the default, 4, fits its 512 MiB limit",
+        },
+      );
+    opts.maxCaptures = n;
+  }
   return opts;
 }
 
 export async function runAgent(argv: string[], out: (line: string) => void): Promise<number> {
   const opts = parseAgentArgs(argv, process.env);
   const logger = pino({ level: opts.logLevel, base: { role: 'agent' } });
+  // Link problems are logged by the link itself, once per change (agent/link/collector-link.ts).
   const agent = await startAgent({ ...opts, logger });
-  agent.onError((err) => {
-    logger.error({ code: err.code, agentId: agent.agentId }, err.message);
-  });
   void agent.connected.then(() => {
     out(`hoptrace agent ${agent.agentId} (node ${agent.node}) connected to ${opts.collectorUrl}`);
   });
@@ -150,6 +203,30 @@ export async function runAgent(argv: string[], out: (line: string) => void): Pro
   });
   await agent.close();
   return 0;
+}
+
+/**
+ * Refuses a --cert/--key pair that TLS cannot use (AGENT_TLS): not PEM, or a key that is not the
+ * certificate's. Taken as they were, every handshake failed and the agent retried for ever.
+ */
+export function checkClientPair(
+  certFile: string,
+  cert: Buffer,
+  keyFile: string,
+  key: Buffer,
+): void {
+  try {
+    createSecureContext({ cert, key });
+  } catch (e) {
+    throw new HoptraceError(
+      'AGENT_TLS',
+      `${certFile} and ${keyFile}: ${e instanceof Error ? e.message : String(e)}`,
+      {
+        where: '--cert/--key',
+        hint: "give the agent's client certificate and its private key, in PEM",
+      },
+    );
+  }
 }
 
 /**

@@ -18,6 +18,7 @@ import type { Duplex } from 'node:stream';
 import pino from 'pino';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { sharedTokenAuth, type AgentAuthenticator, type AgentIdentity } from './agent-auth';
+import { MAX_MESSAGE_BYTES } from '../common/command-limits';
 import { AGENT_KINDS, CLOSE_CODES, decodeEnvelope, encodeEnvelope } from '../common/envelope';
 import { isHoptraceError, type ErrorCode } from '../common/errors';
 import { agentIdProblem, nodeNameProblem } from '../common/agent-names';
@@ -159,7 +160,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   const heartbeatMs = opts.heartbeatMs ?? 10_000;
   const helloTimeoutMs = opts.helloTimeoutMs ?? 5_000;
   const store = opts.lastSeqStore;
-  const maxPayload = opts.maxPayloadBytes ?? 16 * 1024 * 1024;
+  const maxPayload = opts.maxPayloadBytes ?? MAX_MESSAGE_BYTES;
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload,

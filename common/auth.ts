@@ -3,29 +3,42 @@
  * compared in constant time. Tokens are secrets: never log them.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { NotRegularError, readBoundedText, sizeText, TooLargeError } from './bounded-file';
 import { HoptraceError } from './errors';
 
 /** The environment variable read when no token file is given. */
 export const TOKEN_ENV = 'HOPTRACE_TOKEN';
 
+/** A token file's largest size: a projected ServiceAccount token (a JWT) is 1-2 KiB. */
+export const TOKEN_FILE_MAX_BYTES = 64 * 1024;
+
 /**
  * The token from `file` (surrounding whitespace trimmed, so `echo secret > file` works) or else
- * from `env[envName]`. Throws AUTH_NO_TOKEN when neither yields a non-empty token.
+ * from `env[envName]`. Throws AUTH_NO_TOKEN when neither yields a non-empty token. A file is read
+ * up to TOKEN_FILE_MAX_BYTES (/dev/zero once grew the agent to 1.5 GB); with `regularOnly` (the
+ * agent, which reads it again on every connection) it must be a regular file, so a FIFO is refused
+ * instead of waited on for ever.
  */
 export function loadToken(
-  opts: { file?: string; envName?: string; env?: NodeJS.ProcessEnv } = {},
+  opts: { file?: string; envName?: string; env?: NodeJS.ProcessEnv; regularOnly?: boolean } = {},
 ): string {
   const envName = opts.envName ?? TOKEN_ENV;
   if (opts.file !== undefined) {
     let text: string;
     try {
-      text = readFileSync(opts.file, 'utf8');
+      text = readBoundedText(opts.file, TOKEN_FILE_MAX_BYTES, {
+        regularOnly: opts.regularOnly === true,
+      });
     } catch (e) {
-      const reason = e instanceof Error && 'code' in e ? String(e.code) : 'unreadable';
+      const bounded = e instanceof TooLargeError || e instanceof NotRegularError;
+      const reason = bounded
+        ? e.message
+        : e instanceof Error && 'code' in e
+          ? String(e.code)
+          : 'unreadable';
       throw new HoptraceError('AUTH_NO_TOKEN', `cannot read the token file (${reason})`, {
         where: opts.file,
-        hint: 'give a readable file holding the token',
+        hint: `give a readable regular file holding the token (at most ${sizeText(TOKEN_FILE_MAX_BYTES)})`,
       });
     }
     const token = text.trim();

@@ -4,6 +4,8 @@
  * Envelope with a body throws HoptraceError WIRE_MALFORMED.
  */
 import { decodeAckEnvelope, encodeAckEnvelope } from './ack-wire';
+import protobuf from 'protobufjs';
+import { COMMAND_LIMITS } from './command-limits';
 import { HoptraceError } from './errors';
 import { decodeEventsEnvelope, encodeEventsEnvelope, malformed } from './events-wire';
 import {
@@ -44,6 +46,35 @@ import type {
   NamespaceInfo,
   StopCommand,
 } from './wire';
+
+/**
+ * What a refused Envelope was about, when that much could be read: a newer peer's body kind (its
+ * field number), or the capture or request whose command broke a bound (so the agent can answer
+ * it instead of leaving the collector waiting).
+ */
+export interface RefusedEnvelope {
+  /** A body field number this version does not know (proto Envelope.body). */
+  unknownField?: number;
+  kind?: string;
+  captureId?: string;
+  point?: string;
+  requestId?: string;
+}
+
+/** The WIRE_MALFORMED error of an Envelope refused with what it was about (RefusedEnvelope). */
+export class EnvelopeRefused extends HoptraceError {
+  constructor(
+    detail: string,
+    readonly refused: RefusedEnvelope,
+  ) {
+    super('WIRE_MALFORMED', detail, { where: 'envelope' });
+  }
+}
+
+/** What a decode error was about, when decodeEnvelope could tell (else undefined). */
+export function refusedEnvelopeOf(e: unknown): RefusedEnvelope | undefined {
+  return e instanceof EnvelopeRefused ? e.refused : undefined;
+}
 
 /**
  * WebSocket close codes the collector uses towards agents (RFC 6455 §7.4.2: 4000-4999 are for
@@ -243,6 +274,55 @@ function objs(o: Obj, k: string): Obj[] {
   return Array.isArray(v) ? (v as Obj[]) : [];
 }
 
+/**
+ * Refuses a collector → agent body beyond COMMAND_LIMITS (common/command-limits.ts), naming the
+ * field; `about` says which capture or request, when its own names are within bounds.
+ */
+function checkBounds(kind: string, o: Obj, checks: [string, number, number][]): void {
+  for (const [field, length, limit] of checks) {
+    if (length <= limit) continue;
+    const about: RefusedEnvelope = { kind };
+    const name = (k: string): string | undefined => {
+      const v = str(o, k);
+      return v.length <= COMMAND_LIMITS.name ? v : undefined;
+    };
+    const captureId = name('captureId');
+    const point = name('point');
+    const requestId = name('requestId');
+    if (captureId !== undefined) about.captureId = captureId;
+    if (point !== undefined) about.point = point;
+    if (requestId !== undefined) about.requestId = requestId;
+    throw new EnvelopeRefused(
+      `the ${kind} body's ${field} is ${length} long (at most ${limit})`,
+      about,
+    );
+  }
+}
+
+/** The length of the longest string (a loop: a list may be long). */
+function longest(list: readonly string[]): number {
+  let n = 0;
+  for (const x of list) n = Math.max(n, x.length);
+  return n;
+}
+
+/** The bounds of a DoctorTarget list (doctorRequest, conntrackQuery). */
+function targetChecks(o: Obj): [string, number, number][] {
+  const L = COMMAND_LIMITS;
+  const targets = objs(o, 'targets');
+  const checks: [string, number, number][] = [['targets', targets.length, L.targets]];
+  for (const t of targets.slice(0, L.targets)) {
+    const routeTo = strs(t, 'routeTo');
+    checks.push(
+      ['target name', str(t, 'name').length, L.name],
+      ['target', str(t, 'target').length, L.target],
+      ['routeTo', routeTo.length, L.routeTo],
+      ['routeTo address', longest(routeTo), L.address],
+    );
+  }
+  return checks;
+}
+
 function helloFromWire(o: Obj): Hello {
   const namespaces: NamespaceInfo[] = objs(o, 'namespaces').map((n) => ({
     path: str(n, 'path'),
@@ -404,6 +484,14 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
       return { seq, kind, helloAck };
     }
     case 'capture': {
+      const L = COMMAND_LIMITS;
+      checkBounds(kind, o, [
+        ['captureId', str(o, 'captureId').length, L.name],
+        ['point', str(o, 'point').length, L.name],
+        ['target', str(o, 'target').length, L.target],
+        ['iface', str(o, 'iface').length, L.iface],
+        ['filter', str(o, 'filter').length, L.filter],
+      ]);
       const capture: CaptureCommand = {
         captureId: str(o, 'captureId'),
         point: str(o, 'point'),
@@ -420,6 +508,10 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
       return { seq, kind, capture };
     }
     case 'stop': {
+      checkBounds(kind, o, [
+        ['captureId', str(o, 'captureId').length, COMMAND_LIMITS.name],
+        ['point', str(o, 'point').length, COMMAND_LIMITS.name],
+      ]);
       const stop: StopCommand = { captureId: str(o, 'captureId'), point: str(o, 'point') };
       return { seq, kind, stop };
     }
@@ -456,6 +548,10 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
     case 'ack':
       return { seq, kind, ack: { seq: seqNum(o.seq, 'ack seq') } };
     case 'doctorRequest': {
+      checkBounds(kind, o, [
+        ['requestId', str(o, 'requestId').length, COMMAND_LIMITS.name],
+        ...targetChecks(o),
+      ]);
       const doctorRequest: DoctorRequest = {
         requestId: str(o, 'requestId'),
         targets: targetsFromWire(o),
@@ -473,6 +569,19 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
       return { seq, kind, doctorReport };
     }
     case 'conntrackQuery': {
+      const L = COMMAND_LIMITS;
+      const tuples = objs(o, 'tuples');
+      checkBounds(kind, o, [
+        ['requestId', str(o, 'requestId').length, L.name],
+        ['captureId', str(o, 'captureId').length, L.name],
+        ...targetChecks(o),
+        ['tuples', tuples.length, L.tuples],
+        [
+          'tuple address',
+          longest(tuples.flatMap((t) => [str(t, 'src'), str(t, 'dst')])),
+          L.address,
+        ],
+      ]);
       const conntrackQuery: ConntrackQuery = {
         requestId: str(o, 'requestId'),
         captureId: str(o, 'captureId'),
@@ -529,7 +638,18 @@ export function decodeEnvelopeReflect(bytes: Uint8Array): Envelope {
   }
   // Oneof members get no defaults: the member that is present is the body.
   const kind = (T.oneofs.body?.oneof ?? []).find((f) => o[f] !== undefined);
-  if (kind === undefined) throw malformed('the Envelope has no body');
+  if (kind === undefined) {
+    // protobufjs skips fields it does not know: a body kind of a newer peer looks like none.
+    const field = unknownField(bytes);
+    if (field !== undefined)
+      throw new EnvelopeRefused(
+        `body field ${field} is not one this version knows (a newer peer)`,
+        {
+          unknownField: field,
+        },
+      );
+    throw malformed('the Envelope has no body');
+  }
   const body = o[kind];
   if (typeof body !== 'object' || body === null) throw malformed(`the ${kind} body is empty`);
   try {
@@ -539,4 +659,21 @@ export function decodeEnvelopeReflect(bytes: Uint8Array): Envelope {
     if (e instanceof HoptraceError) throw e;
     throw malformed(`the ${kind} body is invalid (${e instanceof Error ? e.message : String(e)})`);
   }
+}
+
+/** The first top-level field number of `bytes` that Envelope does not declare, if any. */
+function unknownField(bytes: Uint8Array): number | undefined {
+  const T = protoType('Envelope');
+  const r = protobuf.Reader.create(bytes);
+  try {
+    while (r.pos < r.len) {
+      const tag = r.uint32();
+      const field = tag >>> 3;
+      if (T.fieldsById[field] === undefined) return field;
+      r.skipType(tag & 7);
+    }
+  } catch {
+    // Already decoded once by protobufjs: cannot fail here; if it did, there is no answer.
+  }
+  return undefined;
 }

@@ -53,11 +53,17 @@ export const ERRORS = {
   CAPTURE_NAMESPACE_GONE: 'the target network namespace disappeared while capturing',
   CAPTURE_WORKER_FAILED:
     'the capture worker inside the target namespace could not start or ended unexpectedly',
+  CAPTURE_BAD_DEADLINE:
+    "the capture's deadline is already past by the agent's clock (its clock ahead of the collector's) or more than 7 days ahead; nothing was started",
   // Capture targets (agent/netns).
   TARGET_INVALID: 'a capture target must be a namespace path, a PID or a pod IP address',
   TARGET_NOT_FOUND: 'no network namespace matches the capture target',
   TARGET_AMBIGUOUS: 'several network namespaces hold the target pod IP',
+  TARGET_OUT_OF_SCOPE:
+    "a path or PID target is not a network namespace in the agent's scope (--netns-glob, and processes' namespaces unless --no-proc-scan)",
   NETNS_QUERY_FAILED: 'listing the interfaces and addresses of a network namespace failed',
+  AGENT_BUSY:
+    'the agent already runs as many captures (--max-captures) or answers as many requests as it takes at once; retry once one has ended',
   AGENT_NOT_PERMITTED:
     'the kernel refused the agent an operation: a Linux capability it lacks (CAP_SYS_ADMIN to enter a namespace, CAP_SYS_PTRACE to open the namespace file of another process), or a seccomp or LSM policy',
   // Collector API, sessions and data directory (collector/http.ts, sessions.ts, store.ts).
@@ -72,7 +78,8 @@ export const ERRORS = {
   AGENT_NOT_CONNECTED: 'the agent for a capture point is not connected to the collector',
   STORE_IO: 'reading or writing the collector data directory failed',
   COLLECTOR_TLS: 'the TLS certificate or key cannot be used (not PEM, or not a pair)',
-  AGENT_TLS: "the agent's --ca is not a PEM CA certificate",
+  AGENT_TLS:
+    "the agent's --ca, --cert or --key cannot be used (not PEM, or the key does not match the certificate)",
   COLLECTOR_LISTEN: 'the collector cannot listen on the given address',
   COLLECTOR_BUSY:
     'the collector holds as many open connections as it allows (agents included); new ones are closed at once until some close',
@@ -92,7 +99,8 @@ export const ERRORS = {
   HELLO_TOO_LARGE:
     "the agent's hello lists more namespaces, addresses or interfaces (or bytes) than the collector keeps; the message names which and the limit",
   AUTH_REFUSED: 'the collector refused the agent token (HTTP 401)',
-  AUTH_NO_TOKEN: 'no bearer token is configured (token file missing or empty, variable unset)',
+  AUTH_NO_TOKEN:
+    'no bearer token is configured (token file missing, empty, too large or not a regular file; variable unset)',
   AGENT_REPLACED:
     'a newer connection of the same agent id (or of the same node identity) replaced this one',
   AGENT_NODE_TAKEN:

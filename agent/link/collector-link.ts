@@ -8,8 +8,9 @@
  */
 import pino from 'pino';
 import WebSocket from 'ws';
+import { MAX_MESSAGE_BYTES } from '../../common/command-limits';
 import type { SpooledKind } from '../../common/envelope';
-import { decodeEnvelope, encodeEnvelope, MAX_SEQ } from '../../common/envelope';
+import { decodeEnvelope, encodeEnvelope, MAX_SEQ, refusedEnvelopeOf } from '../../common/envelope';
 import { ERRORS, HoptraceError, isHoptraceError, type ErrorCode } from '../../common/errors';
 import type {
   CaptureCommand,
@@ -60,6 +61,14 @@ export interface CollectorLinkOptions {
   /** Ping interval; a collector silent for a whole interval is considered dead (default 10 s). */
   heartbeatMs?: number;
   backoff?: BackoffOptions;
+  /**
+   * How long a connection must stay up before the backoff starts again from its minimum and
+   * lastError is cleared (default 30 s): a collector that answers hello and then drops or refuses
+   * the link every time is retried ever more slowly, not ~6 times a second, and stays visible.
+   */
+  healthyMs?: number;
+  /** Largest message taken from the collector (default 16 MiB, what the collector takes). */
+  maxPayloadBytes?: number;
   /** Time the collector has to answer hello (default 10 s). */
   helloTimeoutMs?: number;
   /** Stop writing while the socket buffers more than this many bytes (default 4 MiB). */
@@ -98,8 +107,15 @@ export interface LinkStats {
   lostEvents: number;
   /** Connection attempts after the first. */
   reconnects: number;
-  /** Code of the last connection problem, null after a successful hello. */
+  /**
+   * Code of the last link problem (cannot connect, refused, an undecodable message, a message too
+   * large); null once a connection has stayed up for healthyMs (30 s).
+   */
   lastError: ErrorCode | null;
+  /** Messages from the collector whose body kind this version does not know (ignored). */
+  unknownBodies: number;
+  /** Messages from the collector that did not decode or broke a bound (ignored, reported). */
+  malformed: number;
 }
 
 type Phase = 'idle' | 'connecting' | 'handshake' | 'ready' | 'closed';
@@ -140,9 +156,15 @@ export class CollectorLink {
   private attempt = 0;
   private alive = true;
   private blocked = false;
-  private timers: { reconnect?: NodeJS.Timeout; hello?: NodeJS.Timeout; beat?: NodeJS.Timeout } =
-    {};
-  private counts = { sent: 0, acked: 0, reconnects: 0 };
+  private timers: {
+    reconnect?: NodeJS.Timeout;
+    hello?: NodeJS.Timeout;
+    beat?: NodeJS.Timeout;
+    healthy?: NodeJS.Timeout;
+  } = {};
+  private counts = { sent: 0, acked: 0, reconnects: 0, unknownBodies: 0, malformed: 0 };
+  /** Unknown body field numbers already logged (each once; a few dozen at most). */
+  private readonly unknownLogged = new Set<number>();
   private lastError: ErrorCode | null = null;
   private readonly commandHandlers: ((cmd: CollectorCommand) => void)[] = [];
   private readonly requestHandlers: ((req: CollectorRequest) => void)[] = [];
@@ -203,8 +225,9 @@ export class CollectorLink {
   }
 
   /**
-   * Connection problems (AUTH_REFUSED, LINK_UNREACHABLE, WIRE_HELLO_TIMEOUT, …), reported once per
-   * change: the link keeps retrying by itself.
+   * Link problems (AUTH_REFUSED, LINK_UNREACHABLE, WIRE_HELLO_TIMEOUT, WIRE_MALFORMED,
+   * WIRE_TOO_LARGE, a code the collector closed with, …), reported and logged by the link once per
+   * change of code: the link keeps retrying by itself.
    */
   onError(handler: (err: HoptraceError) => void): void {
     this.errorHandlers.push(handler);
@@ -225,6 +248,8 @@ export class CollectorLink {
       lostEvents: this.spool.droppedEvents,
       reconnects: this.counts.reconnects,
       lastError: this.lastError,
+      unknownBodies: this.counts.unknownBodies,
+      malformed: this.counts.malformed,
     };
   }
 
@@ -292,6 +317,7 @@ export class CollectorLink {
   private clearTimers(): void {
     clearTimeout(this.timers.hello);
     clearInterval(this.timers.beat);
+    clearTimeout(this.timers.healthy);
   }
 
   private connect(): void {
@@ -314,6 +340,9 @@ export class CollectorLink {
       ...(this.opts.ca ? { ca: this.opts.ca } : {}),
       ...(this.opts.cert && this.opts.key ? { cert: this.opts.cert, key: this.opts.key } : {}),
       perMessageDeflate: false,
+      // ws's default is 100 MiB: a collector (or whoever holds its side) could make the agent
+      // buffer that much per message. Larger messages close the link (1009, WIRE_TOO_LARGE).
+      maxPayload: this.opts.maxPayloadBytes ?? MAX_MESSAGE_BYTES,
       ...maskOptionsFor(this.opts.url),
       handshakeTimeout: this.helloTimeoutMs,
     });
@@ -334,16 +363,22 @@ export class CollectorLink {
     });
     ws.on('message', (data: Buffer, isBinary) => {
       this.alive = true;
-      if (ws === this.ws && isBinary) this.onEnvelope(ws, data);
+      if (ws === this.ws && isBinary) this.onEnvelope(data);
     });
     ws.on('ping', () => (this.alive = true));
     ws.on('pong', () => (this.alive = true));
-    ws.on('error', (err) => {
+    ws.on('error', (err: Error & { code?: string }) => {
       if (reported || ws !== this.ws) return;
       if (ws.readyState === WebSocket.CONNECTING || this.phase === 'connecting') {
         this.report('LINK_UNREACHABLE', err.message);
+      } else if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') {
+        const limit = this.opts.maxPayloadBytes ?? MAX_MESSAGE_BYTES;
+        this.report('WIRE_TOO_LARGE', `the collector sent a message larger than ${limit} bytes`);
       } else {
-        this.log.warn({ code: 'LINK_UNREACHABLE', url: this.opts.url }, err.message);
+        // ws's own protocol errors (WS_ERR_*) are the peer's framing; the rest is the network.
+        const code =
+          err.code?.startsWith('WS_ERR_') === true ? 'WIRE_MALFORMED' : 'LINK_UNREACHABLE';
+        this.report(code, err.message);
       }
     });
     ws.on('close', (code, reason) => {
@@ -353,10 +388,18 @@ export class CollectorLink {
       this.blocked = false;
       if (this.phase === 'closed') return;
       if (this.phase === 'ready' || this.phase === 'handshake') {
-        this.log.warn(
-          { code: reason.toString() || 'LINK_UNREACHABLE', closeCode: code, url: this.opts.url },
-          'connection to the collector closed; reconnecting',
-        );
+        // The collector closes with its error code as the reason (common/envelope.ts CLOSE_CODES).
+        const why = reason.toString();
+        if (why in ERRORS)
+          this.report(
+            why as ErrorCode,
+            `the collector closed the connection (${code}); reconnecting`,
+          );
+        else
+          this.log.warn(
+            { code: why || 'LINK_UNREACHABLE', closeCode: code, url: this.opts.url },
+            'connection to the collector closed; reconnecting',
+          );
       }
       this.phase = 'idle';
       this.scheduleReconnect();
@@ -391,16 +434,12 @@ export class CollectorLink {
     }, this.heartbeatMs);
   }
 
-  private onEnvelope(ws: WebSocket, data: Buffer): void {
+  private onEnvelope(data: Buffer): void {
     let env: Envelope;
     try {
       env = decodeEnvelope(data);
     } catch (e) {
-      this.log.warn(
-        { code: isHoptraceError(e) ? e.code : 'WIRE_MALFORMED', url: this.opts.url },
-        isHoptraceError(e) ? e.message : 'undecodable message from the collector',
-      );
-      ws.terminate();
+      this.refused(e);
       return;
     }
     switch (env.kind) {
@@ -442,6 +481,40 @@ export class CollectorLink {
     }
   }
 
+  /**
+   * A message that did not decode. Messages are independent (ws frames them), so the link stays:
+   * cutting it made a reconnect storm, since the collector sends the same thing again. A body kind
+   * of a newer collector is ignored (logged once per kind, counted); anything else is reported
+   * (lastError) and counted, and a capture command refused for its bounds fails its point with
+   * the reason, so the collector does not wait for it.
+   */
+  private refused(e: unknown): void {
+    const what = refusedEnvelopeOf(e);
+    const field = what?.unknownField;
+    if (field !== undefined) {
+      this.counts.unknownBodies++;
+      if (this.unknownLogged.size < 64 && !this.unknownLogged.has(field)) {
+        this.unknownLogged.add(field);
+        this.log.warn(
+          { code: 'WIRE_MALFORMED', url: this.opts.url, field },
+          `the collector sent a message of a kind this agent does not know (Envelope field ${field}: a newer collector?); ignored, and so are later ones of it`,
+        );
+      }
+      return;
+    }
+    this.counts.malformed++;
+    const code: ErrorCode = isHoptraceError(e) ? e.code : 'WIRE_MALFORMED';
+    const detail = isHoptraceError(e) ? e.detail : 'undecodable message from the collector';
+    this.report(code, `${detail}; the message was ignored`);
+    if (what?.kind === 'capture' && what.captureId !== undefined && what.point !== undefined)
+      this.send('error', {
+        code,
+        message: `${code}: the capture command was refused: ${detail}`,
+        captureId: what.captureId,
+        point: what.point,
+      });
+  }
+
   private onHelloAck(ack: HelloAck): void {
     if (ack.lastSeq >= this.spool.nextSeq && ack.lastSeq + this.spool.length + 1 > MAX_SEQ) {
       this.report(
@@ -465,8 +538,13 @@ export class CollectorLink {
     if (this.phase !== 'handshake') return; // a repeated hello: only trims
     clearTimeout(this.timers.hello);
     this.phase = 'ready';
-    this.attempt = 0;
-    this.lastError = null;
+    // Healthy only once it stays up: a collector that acknowledges hello and then drops the link
+    // every time keeps the backoff growing and its last error visible.
+    this.timers.healthy = setTimeout(() => {
+      this.attempt = 0;
+      this.lastError = null;
+    }, this.opts.healthyMs ?? 30_000);
+    this.timers.healthy.unref();
     this.spool.rewind();
     this.log.info(
       { url: this.opts.url, collectorId: ack.collectorId, spooled: this.spool.length },

@@ -1,17 +1,35 @@
 /**
  * Capture target → network namespace file. A target is a path (`/run/netns/x`,
  * `/proc/<pid>/ns/net`), a PID, or a pod IP that the agent finds among the namespaces in its scope.
+ * Every form ends in a namespace of the agent's scope (--netns-glob, --no-proc-scan): a path or a
+ * PID must name a network namespace file (nsfs) that the scope holds, and a path that does not —
+ * missing, a regular file, a namespace outside the scope — is refused with one message, so the
+ * collector's side cannot learn from the answers which files exist on the node.
  */
-import { statSync } from 'node:fs';
+import { statfsSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { HoptraceError } from '../../common/errors';
 import { notPermitted } from '../capabilities';
 import {
   readInventory,
+  scanNamespaces,
   type InventoryRead,
+  type NamespaceFile,
   type NamespaceInfo,
   type NetnsScope,
 } from './addresses';
+
+/** statfs(2) f_type of nsfs, the namespace files' filesystem (linux/magic.h NSFS_MAGIC). */
+export const NSFS_MAGIC = 0x6e736673;
+
+/** True when `path` is a namespace file (bind mounts of one, as under /run/netns, included). */
+function isNsfs(path: string): boolean {
+  try {
+    return statfsSync(path).type === NSFS_MAGIC;
+  } catch {
+    return false;
+  }
+}
 
 /** A parsed target. */
 export type Target =
@@ -81,11 +99,33 @@ function searchedIn(scope: NetnsScope): string {
 /** Injection points for tests. */
 export interface ResolveDeps {
   inventory?: (scope: NetnsScope) => Promise<NamespaceInfo[]>;
+  /** The namespace files of the scope (default addresses.ts scanNamespaces). */
+  scan?: (scope: NetnsScope) => NamespaceFile[];
+}
+
+/** /proc/PID/ns/net: with the /proc scan on, a process's namespace is in scope by definition. */
+const PROC_NET = /^\/proc\/\d+\/ns\/net$/;
+
+/** True when the namespace `r` is one of the scope's (by device and inode). */
+function inScope(r: ResolvedTarget, scope: NetnsScope, deps: ResolveDeps): boolean {
+  if ((scope.scanProc ?? true) && PROC_NET.test(r.path)) return true;
+  return (deps.scan ?? scanNamespaces)(scope).some((f) => f.dev === r.dev && f.inode === r.inode);
+}
+
+function outOfScope(what: string, scope: NetnsScope): HoptraceError {
+  return new HoptraceError(
+    'TARGET_OUT_OF_SCOPE',
+    `${what} is not a network namespace in this agent's scope (${searchedIn(scope)})`,
+    {
+      hint: "give a namespace under the agent's --netns-glob, a PID or /proc/PID/ns/net (not with --no-proc-scan), or the pod IP",
+    },
+  );
 }
 
 /**
- * Resolves `target` to a namespace file. Throws TARGET_INVALID, TARGET_NOT_FOUND (says what was
- * searched and what to do) or TARGET_AMBIGUOUS (a pod IP held by several namespaces).
+ * Resolves `target` to a namespace file of the scope. Throws TARGET_INVALID, TARGET_NOT_FOUND
+ * (says what was searched and what to do), TARGET_OUT_OF_SCOPE (a path or PID outside the scope,
+ * or not a namespace) or TARGET_AMBIGUOUS (a pod IP held by several namespaces).
  */
 export async function resolveTarget(
   target: string,
@@ -95,12 +135,16 @@ export async function resolveTarget(
   const t = parseTarget(target);
   switch (t.kind) {
     case 'path': {
-      const r = statNs(t.path, 'path');
-      if (r === null) {
-        throw new HoptraceError('TARGET_NOT_FOUND', `no namespace file ${t.path}`, {
-          hint: 'list named namespaces with `ip netns list`, pods with `crictl pods`',
-        });
+      let r: ResolvedTarget | null = null;
+      try {
+        r = statNs(t.path, 'path');
+      } catch (e) {
+        // A process's namespace the agent may not open says so (its PID is no secret); any
+        // other path is answered like a missing one.
+        if (PROC_NET.test(t.path)) throw e;
       }
+      if (r === null || !isNsfs(t.path) || !inScope(r, scope, deps))
+        throw outOfScope(t.path, scope);
       return r;
     }
     case 'pid': {
@@ -110,6 +154,8 @@ export async function resolveTarget(
           hint: 'the process has exited; find the pod process again (crictl inspect, ps)',
         });
       }
+      if (!isNsfs(r.path) || !inScope(r, scope, deps))
+        throw outOfScope(`process ${t.pid}'s namespace`, scope);
       return r;
     }
     case 'ip': {

@@ -65,5 +65,34 @@ export function renderReliability(r: ReliabilityResults): string {
     '',
   ];
   for (const s of r.scenarios) lines.push(...scenario(s));
+  lines.push(...AGENT_BOUNDS);
   return lines.join('\n');
 }
+
+/**
+ * What an agent takes from its collector, and what it does past each bound: not measured by this
+ * run (its agents are simulated), checked by the unit tests named.
+ */
+const AGENT_BOUNDS = [
+  '## The agent against a collector that asks too much',
+  '',
+  'Not measured by this run (its agents are simulated): bounds of the real agent, each checked by ' +
+    "the unit test named, on a fake collector or fake captures. The agent's memory limit is 512 MiB " +
+    '(deploy/base/agent.yaml); a capture point costs ~85 MiB (an nsenter and a Node worker ~50 MiB, ' +
+    'a 32 MiB ring, a 2 MiB batch) and the agent itself ~60 MiB (BENCHMARKS.md).',
+  '',
+  '| what the collector sends | bound | past it | test |',
+  '| --- | --- | --- | --- |',
+  '| captures at once | 4 live (`--max-captures`): ~340 MiB | refused at once, nothing started (`AGENT_BUSY`) | agent-runtime.test |',
+  '| finished captures | forgotten once their last status is sent; the last 64 statuses answer a resent command | – (200,000 failed captures were all kept, +246 MiB) | agent-runtime.test |',
+  '| doctor and conntrack requests | 2 read at once (≤ 32 MiB of child output each), 8 waiting | answered at once, each namespace unread (`AGENT_BUSY`) | agent-requests.test |',
+  '| frames requests | 8 at once (a reply ≤ 4 MiB) | every frame missing (`AGENT_BUSY`) | agent-requests.test |',
+  "| one message | 16 MiB, the collector's own bound (ws's default: 100 MiB) | link closed and reported (`WIRE_TOO_LARGE`), reconnected with backoff | link-faults.test |",
+  "| a command's fields | names 256, a target 4,096, an interface 64, a filter 16,384 characters; 16 namespaces, 16 routeTo each, 256 tuples | refused whole (`WIRE_MALFORMED`); a capture's point fails with the reason | envelope.test, link-faults.test |",
+  '| a body kind the agent does not know | – | ignored, logged once per kind, counted; the link stays | link-faults.test |',
+  '| an undecodable message | – | ignored, counted, reported as `lastError`; the link stays | link-faults.test |',
+  '| a collector that drops every connection after helloAck | backoff reset only after 30 s connected | retried ever more slowly (200 ms doubling to 10 s), `lastError` kept | link-faults.test |',
+  "| a capture's deadline | past by the agent's clock, or > 7 days ahead | refused (`CAPTURE_BAD_DEADLINE`); a deadline timer looks at the clock at least hourly | agent-runtime.test |",
+  "| a path or PID target | a network namespace file in the agent's scope | `TARGET_OUT_OF_SCOPE`, one message whatever the file | netns-resolve.test |",
+  '',
+];

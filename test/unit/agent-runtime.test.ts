@@ -1,7 +1,14 @@
 /** The agent runtime without root or sockets: commands in, statuses/events/errors out. */
 import type { EncodedEvents } from '../../common/wire';
 import t from 'tap';
-import { AgentRuntime, COUNTS_INTERVAL_MS, type AgentDeps } from '../../agent/runtime';
+import {
+  AgentRuntime,
+  COUNTS_INTERVAL_MS,
+  DEFAULT_MAX_CAPTURES,
+  FINISHED_KEPT,
+  type AgentDeps,
+  type RuntimeOptions,
+} from '../../agent/runtime';
 import { HoptraceError } from '../../common/errors';
 import type { PacketEvent } from '../../common/event';
 import type { CaptureCommand, CaptureStatus } from '../../common/wire';
@@ -182,10 +189,7 @@ void t.test('a namespace that vanishes mid-capture ends the point with the reaso
   );
   t.equal(h.sent.statuses.at(-1)?.state, 'failed');
   t.equal(h.sent.statuses.at(-1)?.errorCode, 'CAPTURE_NAMESPACE_GONE');
-  t.same(
-    h.rt.active().map((a) => a.state),
-    ['failed'],
-  );
+  t.same(h.rt.active(), [], 'a failed capture is forgotten once its last status is sent');
 });
 
 void t.test(
@@ -262,4 +266,175 @@ void t.test('the status tick: news at once, running counts every 5 s, nothing id
   await settle();
   t.equal(h.sent.statuses.at(-1)?.state, 'stopped', 'the end is always sent');
   t.equal(h.sent.statuses.at(-1)?.packets, 11, 'with the final counts');
+});
+
+/**
+ * A runtime whose captures are each their own fake (stop ends that one): what several captures at
+ * once need. `startFails` makes every start reject; `resolve` replaces the target lookup.
+ */
+function fleet(
+  opts: {
+    startFails?: boolean;
+    now?: () => number;
+    resolve?: () => Promise<never>;
+    runtime?: RuntimeOptions;
+  } = {},
+) {
+  const out = {
+    statuses: [] as CaptureStatus[],
+    errors: [] as { code: string; captureId: string }[],
+  };
+  let made = 0;
+  let stops = 0;
+  const deps: AgentDeps = {
+    send: (kind: string, body: never) => {
+      if (kind === 'status') out.statuses.push(body);
+      else if (kind === 'error') out.errors.push(body);
+    },
+    resolveTarget: () =>
+      opts.resolve?.() ??
+      Promise.resolve({ path: '/run/netns/vpn', dev: 1, inode: 2, via: 'ip' } as never),
+    namespaceAddresses: () => Promise.resolve({ addresses: [] }),
+    makeCapture: () => {
+      made++;
+      let end: ((e: HoptraceError | null) => void) | undefined;
+      return {
+        start: (_ev, onEnd) => {
+          end = onEnd;
+          return opts.startFails === true
+            ? Promise.reject(new HoptraceError('CAPTURE_OPEN_FAILED', 'x'))
+            : Promise.resolve();
+        },
+        stop: () => {
+          stops++;
+          end?.(null);
+          return Promise.resolve();
+        },
+        stats: () => ({
+          packets: 0,
+          decodeErrors: 0,
+          kernelDrops: null,
+          ifaceDrops: null,
+          queueDrops: 0,
+        }),
+      };
+    },
+    nowMs: opts.now ?? (() => 1000),
+  };
+  const rt = new AgentRuntime('n1', deps, undefined, opts.runtime);
+  return { rt, out, made: () => made, stops: () => stops };
+}
+
+const capture = (captureId: string, over: Partial<CaptureCommand> = {}) =>
+  ({ kind: 'capture', capture: cmd({ captureId, ...over }) }) as const;
+
+void t.test(
+  'finished captures are forgotten; a short history answers a resent command (rt.js)',
+  async (t) => {
+    // The reviewer's 200,000 failed captures stayed in `running` (+246 MiB of heap); 2,000 here.
+    const f = fleet({ startFails: true });
+    for (let i = 0; i < 2000; i++) {
+      f.rt.handle(capture(`c${i}`));
+      await settle(); // one after the other: at most 4 would be taken at once
+    }
+    t.equal(f.made(), 2000);
+    t.same(f.rt.active(), [], 'none held once its failure was reported');
+    const last = f.out.statuses.length;
+    f.rt.handle(capture('c1999'));
+    await settle();
+    t.equal(f.made(), 2000, 'a resent command of a recent capture starts nothing');
+    t.match(f.out.statuses.slice(last), [
+      { captureId: 'c1999', state: 'failed', errorCode: 'CAPTURE_OPEN_FAILED' },
+    ]);
+    f.rt.handle(capture('c0'));
+    await settle();
+    t.equal(f.made(), 2001, `beyond the last ${FINISHED_KEPT}, a command is a new capture`);
+  },
+);
+
+void t.test(
+  `at most ${DEFAULT_MAX_CAPTURES} captures live; the next is refused AGENT_BUSY, nothing started`,
+  async (t) => {
+    const f = fleet();
+    for (let i = 0; i <= DEFAULT_MAX_CAPTURES; i++) f.rt.handle(capture(`c${i}`));
+    await settle();
+    t.equal(f.made(), DEFAULT_MAX_CAPTURES, 'no worker for the one too many');
+    t.equal(f.rt.active().length, DEFAULT_MAX_CAPTURES);
+    const busy = `c${DEFAULT_MAX_CAPTURES}`;
+    t.same(
+      f.out.errors.map((e) => [e.captureId, e.code]),
+      [[busy, 'AGENT_BUSY']],
+    );
+    t.match(
+      f.out.statuses.filter((s) => s.captureId === busy),
+      [{ state: 'failed', errorCode: 'AGENT_BUSY', message: /already runs 4 captures/ }],
+    );
+    // Once one ended there is room again.
+    f.rt.handle({ kind: 'stop', stop: { captureId: 'c0', point: '' } });
+    await settle();
+    f.rt.handle(capture('c-next'));
+    await settle();
+    t.equal(f.made(), DEFAULT_MAX_CAPTURES + 1);
+    t.equal(f.rt.active().at(-1)?.state, 'capturing');
+    const two = fleet({ runtime: { maxCaptures: 1 } });
+    two.rt.handle(capture('a'));
+    two.rt.handle(capture('b'));
+    await settle();
+    t.equal(two.made(), 1, '--max-captures 1');
+  },
+);
+
+void t.test('a capture stopped while its target resolves starts nothing', async (t) => {
+  let resolve: (v: never) => void = () => undefined;
+  const f = fleet({ resolve: () => new Promise<never>((r) => (resolve = r)) });
+  f.rt.handle(capture('c1'));
+  await settle();
+  f.rt.handle({ kind: 'stop', stop: { captureId: 'c1', point: '' } });
+  await settle();
+  resolve({ path: '/run/netns/vpn', dev: 1, inode: 2, via: 'ip' } as never);
+  await settle();
+  await settle();
+  t.equal(f.made(), 0, 'no capture worker left running with nobody to stop it');
+  t.same(f.rt.active(), []);
+});
+
+void t.test(
+  'deadlines: absurd ones and ones already past are refused and said (dl.js)',
+  async (t) => {
+    const now = 1_764_000_000_000;
+    const f = fleet({ now: () => now });
+    f.rt.handle(capture('thirty-days', { deadlineUnixMs: now + 30 * 86_400_000 }));
+    f.rt.handle(capture('huge', { deadlineUnixMs: 9e15 }));
+    f.rt.handle(capture('past', { deadlineUnixMs: now - 95_000 }));
+    await settle();
+    t.equal(f.made(), 0, 'nothing started');
+    t.equal(f.stops(), 0);
+    t.same(
+      f.out.errors.map((e) => [e.captureId, e.code]),
+      [
+        ['thirty-days', 'CAPTURE_BAD_DEADLINE'],
+        ['huge', 'CAPTURE_BAD_DEADLINE'],
+        ['past', 'CAPTURE_BAD_DEADLINE'],
+      ],
+    );
+    const msg = (id: string): string =>
+      f.out.statuses.find((s) => s.captureId === id && s.state === 'failed')?.message ?? '';
+    t.match(msg('thirty-days'), /30\.0 days after this agent's clock.*beyond the 7 days/);
+    t.match(msg('huge'), /9000000000000000 ms after 1970/);
+    t.match(msg('past'), /95\.0 s before this agent's clock.*clock is ahead of the collector's/);
+  },
+);
+
+void t.test('a deadline is followed in steps, by the clock, not by one long timer', async (t) => {
+  let now = 1_764_000_000_000;
+  const f = fleet({ now: () => now, runtime: { deadlineStepMs: 5 } });
+  f.rt.handle(capture('two-hours', { deadlineUnixMs: now + 2 * 3_600_000 }));
+  await settle();
+  await new Promise((r) => setTimeout(r, 40));
+  t.equal(f.stops(), 0, 'running while the deadline is ahead');
+  t.equal(f.rt.active()[0]?.state, 'capturing');
+  now += 2 * 3_600_000; // the clock reaches the deadline (or NTP stepped it there)
+  await new Promise((r) => setTimeout(r, 40));
+  t.equal(f.stops(), 1, 'stopped within a step of the deadline');
+  t.equal(f.out.statuses.at(-1)?.state, 'stopped');
 });

@@ -1,7 +1,8 @@
 import t from 'tap';
-import { MAX_SEQ, decodeEnvelope, encodeEnvelope } from '../../common/envelope';
+import { COMMAND_LIMITS } from '../../common/command-limits';
+import { MAX_SEQ, decodeEnvelope, encodeEnvelope, refusedEnvelopeOf } from '../../common/envelope';
 import { isHoptraceError } from '../../common/errors';
-import type { Envelope } from '../../common/wire';
+import type { CaptureCommand, Envelope } from '../../common/wire';
 import { batch, decodeFailure, hello } from './transport-fixtures';
 
 // Well beyond 32 bits, exact in a JS number, and at most MAX_SEQ (2^52), the largest seq accepted.
@@ -161,3 +162,128 @@ void t.test('every seq field beyond 2^52 is refused, on both decoders (issue 17 
   for (const env of cases) t.equal(decodeFailure(encodeEnvelope(env)), 'WIRE_MALFORMED', env.kind);
   t.end();
 });
+
+void t.test(
+  'collector → agent bodies are bounded at decode: refused whole, saying which capture or request',
+  (t) => {
+    const L = COMMAND_LIMITS;
+    const capture = (over: Partial<CaptureCommand>): Envelope => ({
+      seq: 0,
+      kind: 'capture',
+      capture: {
+        captureId: 'c1',
+        point: 'decap',
+        target: '10.244.1.10',
+        iface: 'eth0',
+        filter: '',
+        snaplen: 0,
+        deadlineUnixMs: 0,
+        ...over,
+      },
+    });
+    const refusal = (env: Envelope): { code: string; detail: string; about: unknown } => {
+      try {
+        decodeEnvelope(encodeEnvelope(env));
+        return { code: 'decoded', detail: '', about: undefined };
+      } catch (e) {
+        return {
+          code: isHoptraceError(e) ? e.code : String(e),
+          detail: isHoptraceError(e) ? e.detail : '',
+          about: refusedEnvelopeOf(e),
+        };
+      }
+    };
+    // At the bounds: taken.
+    t.equal(
+      refusal(capture({ filter: 'x'.repeat(L.filter), target: '/'.repeat(L.target) })).code,
+      'decoded',
+    );
+    // The reviewer's 40 MiB filter (fakecoll.js big), here just past the bound.
+    t.match(refusal(capture({ filter: 'x'.repeat(L.filter + 1) })), {
+      code: 'WIRE_MALFORMED',
+      detail: /capture body's filter is 16385 long \(at most 16384\)/,
+      about: { kind: 'capture', captureId: 'c1', point: 'decap' },
+    });
+    t.match(refusal(capture({ iface: 'e'.repeat(L.iface + 1) })), { detail: /iface/ });
+    t.match(refusal(capture({ captureId: 'c'.repeat(L.name + 1) })), {
+      detail: /captureId/,
+      about: { kind: 'capture', point: 'decap' },
+    });
+    t.notOk(
+      (refusal(capture({ captureId: 'c'.repeat(L.name + 1) })).about as { captureId?: string })
+        .captureId,
+      'an over-long capture id is not echoed',
+    );
+    const target = (routeTo: string[]) => ({ name: 'vpn', target: '', routeTo });
+    const doctor = (targets: ReturnType<typeof target>[]): Envelope => ({
+      seq: 0,
+      kind: 'doctorRequest',
+      doctorRequest: { requestId: 'q-1', targets, family: 4 },
+    });
+    t.equal(
+      refusal(doctor(Array.from({ length: L.targets }, () => target(['10.0.0.1'])))).code,
+      'decoded',
+    );
+    t.match(refusal(doctor(Array.from({ length: L.targets + 1 }, () => target([])))), {
+      code: 'WIRE_MALFORMED',
+      detail: /targets is 17 long \(at most 16\)/,
+      about: { kind: 'doctorRequest', requestId: 'q-1' },
+    });
+    t.match(refusal(doctor([target(Array.from({ length: L.routeTo + 1 }, () => '10.0.0.1'))])), {
+      detail: /routeTo is 17 long/,
+    });
+    t.match(refusal(doctor([target(['1'.repeat(L.address + 1)])])), { detail: /routeTo address/ });
+    const tuple = { src: '10.0.0.1', dst: '10.0.0.2', sport: 1, dport: 2 };
+    const conntrack = (tuples: (typeof tuple)[]): Envelope => ({
+      seq: 0,
+      kind: 'conntrackQuery',
+      conntrackQuery: { requestId: 'q-2', captureId: 'c1', targets: [target([])], tuples },
+    });
+    t.equal(refusal(conntrack(Array.from({ length: L.tuples }, () => tuple))).code, 'decoded');
+    t.match(refusal(conntrack(Array.from({ length: L.tuples + 1 }, () => tuple))), {
+      detail: /tuples is 257 long/,
+    });
+    t.match(refusal(conntrack([{ ...tuple, dst: 'x'.repeat(L.address + 1) }])), {
+      detail: /tuple address/,
+    });
+    t.match(
+      refusal({ seq: 0, kind: 'stop', stop: { captureId: 'c1', point: 'p'.repeat(L.name + 1) } }),
+      { code: 'WIRE_MALFORMED', detail: /point/ },
+    );
+    t.end();
+  },
+);
+
+void t.test('a body kind of a newer peer is told apart from no body (fakecoll.js unknown)', (t) => {
+  // Envelope{ field 26 (a body kind this version lacks) = empty message }
+  const unknown = Buffer.from([0xd2, 0x01, 0x00]);
+  let err: unknown;
+  try {
+    decodeEnvelope(unknown);
+  } catch (e) {
+    err = e;
+  }
+  t.equal(
+    isHoptraceError(err) ? err.code : '',
+    'WIRE_MALFORMED',
+    'still refused: the collector closes 4400',
+  );
+  t.same(refusedEnvelopeOf(err), { unknownField: 26 });
+  // With a seq before it.
+  t.same(
+    refusedEnvelopeOf(catchOf(() => decodeEnvelope(Buffer.from([0x08, 0x05, 0xfa, 0x01, 0x00])))),
+    { unknownField: 31 },
+  );
+  // A seq and nothing else is no body at all, not an unknown one.
+  t.equal(refusedEnvelopeOf(catchOf(() => decodeEnvelope(Buffer.from([0x08, 0x01])))), undefined);
+  t.end();
+});
+
+function catchOf(f: () => unknown): unknown {
+  try {
+    f();
+  } catch (e) {
+    return e;
+  }
+  return undefined;
+}

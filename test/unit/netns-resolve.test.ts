@@ -1,7 +1,16 @@
-// Target parsing, address parsing and pod-IP resolution against an injected inventory: no
-// namespaces needed (the live forms are in test/lab/live-capture.test.ts).
+// Target parsing, address parsing and pod-IP resolution against an injected inventory, and the
+// scope of path and PID targets against this process's own namespace: no namespaces created (the
+// live forms are in test/lab/live-capture.test.ts).
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
-import { globToRegExp, parseIpAddrJson, type NamespaceInfo } from '../../agent/netns/addresses';
+import {
+  globToRegExp,
+  parseIpAddrJson,
+  type NamespaceInfo,
+  type NetnsScope,
+} from '../../agent/netns/addresses';
 import { parseTarget, resolveTarget, sameAddress } from '../../agent/netns/resolve';
 import { isHoptraceError } from '../../common/errors';
 
@@ -99,7 +108,62 @@ void t.test('pod IP → the one namespace holding it', async (t) => {
   t.ok(isHoptraceError(amb) && amb.code === 'TARGET_AMBIGUOUS', String(amb));
 
   const gone: unknown = await resolveTarget('/run/netns/ht000000-none').catch((e: unknown) => e);
-  t.ok(isHoptraceError(gone) && gone.code === 'TARGET_NOT_FOUND', String(gone));
+  t.ok(isHoptraceError(gone) && gone.code === 'TARGET_OUT_OF_SCOPE', String(gone));
   const noPid: unknown = await resolveTarget('999999999').catch((e: unknown) => e);
   t.ok(isHoptraceError(noPid) && noPid.code === 'TARGET_NOT_FOUND', String(noPid));
 });
+
+void t.test(
+  "a path or PID target must be a network namespace in the agent's scope (res.js)",
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'ht-scope-'));
+    t.teardown(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    // A view of this process's own namespace under a glob, and a regular file beside it.
+    symlinkSync(`/proc/${process.pid}/ns/net`, join(dir, 'ns-own'));
+    writeFileSync(join(dir, 'ns-file'), 'not a namespace\n');
+    const pid = String(process.pid);
+    const code = async (target: string, scope: NetnsScope): Promise<string> => {
+      try {
+        const r = await resolveTarget(target, scope);
+        return `ok ${r.via}`;
+      } catch (e) {
+        return isHoptraceError(e) ? e.code : String(e);
+      }
+    };
+    const nothing = { netnsGlob: join(dir, 'none-*'), scanProc: false };
+    const procs = { netnsGlob: join(dir, 'none-*'), scanProc: true };
+    const view = { netnsGlob: join(dir, 'ns-*'), scanProc: false };
+    const cases: [string, NetnsScope, string][] = [
+      // The reviewer's: /etc/passwd was taken as a namespace, and the scope was not applied.
+      ['/etc/passwd', procs, 'TARGET_OUT_OF_SCOPE'],
+      ['/etc/passwd', view, 'TARGET_OUT_OF_SCOPE'],
+      [join(dir, 'ns-file'), view, 'TARGET_OUT_OF_SCOPE'],
+      // A namespace file, but a mount namespace: no process's network namespace.
+      ['/proc/self/ns/mnt', procs, 'TARGET_OUT_OF_SCOPE'],
+      // The agent's own namespace, only where the scope holds it.
+      ['/proc/self/ns/net', nothing, 'TARGET_OUT_OF_SCOPE'],
+      [`/proc/${pid}/ns/net`, nothing, 'TARGET_OUT_OF_SCOPE'],
+      [pid, nothing, 'TARGET_OUT_OF_SCOPE'],
+      ['/proc/self/ns/net', procs, 'ok path'],
+      [pid, procs, 'ok pid'],
+      [join(dir, 'ns-own'), view, 'ok path'],
+      // --no-proc-scan, but the process's namespace is one the glob names: in scope.
+      [pid, view, 'ok pid'],
+      [`/proc/${pid}/ns/net`, view, 'ok path'],
+    ];
+    for (const [target, scope, want] of cases)
+      t.equal(await code(target, scope), want, `${target} with ${JSON.stringify(scope)}`);
+    // Missing, a regular file, a namespace outside the scope: one answer, so the collector's side
+    // cannot tell which files exist on the node.
+    const say = async (target: string): Promise<string> => {
+      const e: unknown = await resolveTarget(target, view).catch((x: unknown) => x);
+      return isHoptraceError(e) ? e.message.replace(target, 'PATH') : String(e);
+    };
+    const missing = await say('/etc/no-such-file');
+    t.equal(await say('/etc/passwd'), missing);
+    t.equal(await say('/proc/self/ns/mnt'), missing);
+    t.match(missing, /PATH is not a network namespace in this agent's scope \(.*ns-\*\)/);
+  },
+);
