@@ -402,9 +402,11 @@ export interface PcapngInterface {
   linktype: number;
   snaplen: number;
   name: string | undefined;
-  /** Timestamp units → ns: ts * mul / div. */
+  /** Timestamp units → ns: ts * mul / div + offsetNs. */
   mul: bigint;
   div: bigint;
+  /** if_tsoffset (pcapng §4.2, option 14) in ns: seconds added to every time of the interface. */
+  offsetNs: bigint;
 }
 
 const BT_SHB = 0x0a0d0d0a;
@@ -418,6 +420,13 @@ const BOM = 0x1a2b3c4d;
 const ISB_IFDROP = 5;
 const ISB_OSDROP = 7;
 
+/** IDB options (pcapng §4.2): if_name, if_tsresol, if_tsoffset (a signed 64-bit count of seconds). */
+const IF_NAME = 2;
+const IF_TSRESOL = 9;
+const IF_TSOFFSET = 14;
+/** Times hoptrace carries (a u64 of ns: PacketEvent, summary records, the wire's fixed64). */
+const TIME_LIMIT_NS = 1n << 64n;
+
 /** if_tsresol (pcapng §4.2): high bit clear = 10^-n s, set = 2^-n s. Default 10^-6. */
 function resolution(v: number): { mul: bigint; div: bigint } {
   const n = v & 0x7f;
@@ -430,18 +439,30 @@ export interface PcapngPacket {
   /** The section's interface `ifaceId` (interfaces()[ifaceId]). */
   iface: PcapngInterface;
   ifaceId: number;
-  /** Timestamp in the interface's units (ns = ts * iface.mul / iface.div). */
+  /** Timestamp in the interface's units (packetTimeNs gives ns). */
   ts: bigint;
+  /** False for a Simple Packet Block, which has no time: 0, with no if_tsoffset added. */
+  timed: boolean;
   caplen: number;
   wireLength: number;
   at: number;
   len: number;
 }
 
+/**
+ * A packet's time in ns since the Unix epoch: its units scaled by if_tsresol, plus if_tsoffset. A
+ * Simple Packet Block has no time (0), and no offset is added to it.
+ */
+export function packetTimeNs(p: PcapngPacket): bigint {
+  if (!p.timed) return 0n;
+  const i = p.iface;
+  return (p.ts * i.mul) / i.div + i.offsetNs;
+}
+
 /*
  * pcapng block: type (32) | total length (32) | body | total length (32), lengths multiple of 4.
  * SHB body: byte-order magic 1a2b3c4d | major 1 | minor | section length (64) | options.
- * IDB: link type (16) | reserved (16) | snaplen | options (if_name 2, if_tsresol 9).
+ * IDB: link type (16) | reserved (16) | snaplen | options (if_name 2, if_tsresol 9, if_tsoffset 14).
  * EPB: interface id | ts high | ts low | caplen | orig len | data (padded) | options.
  * SPB: orig len | data.  Option: code (16) | length (16) | value padded to 32 bits; code 0 ends.
  * ISB: interface id | ts high | ts low | options (isb_ifdrop 5, isb_osdrop 7: u64 counters since
@@ -609,11 +630,21 @@ export class PcapngReader extends BaseReader {
       name: undefined,
       mul: 1000n,
       div: 1n,
+      offsetNs: 0n,
     };
+    let offsets = 0;
     this.options(16, len - 4, (code, at, olen) => {
-      if (code === 2)
+      if (code === IF_NAME)
         iface.name = Buffer.from(r.view(at, olen)).toString('utf8').replace(/\0+$/, '');
-      else if (code === 9 && olen >= 1) Object.assign(iface, resolution(r.u8(at)));
+      else if (code === IF_TSRESOL && olen >= 1) Object.assign(iface, resolution(r.u8(at)));
+      else if (code === IF_TSOFFSET) {
+        // libpcap (sf-pcapng.c) refuses these two; so does this reader.
+        if (olen !== 8) this.bad(`if_tsoffset option of length ${olen}, not 8`);
+        if (++offsets > 1) this.bad('more than one if_tsoffset option');
+        const hi = r.u32(this.le ? at + 4 : at, this.le);
+        const lo = r.u32(this.le ? at : at + 4, this.le);
+        iface.offsetNs = BigInt.asIntN(64, (BigInt(hi) << 32n) | BigInt(lo)) * 1_000_000_000n;
+      }
     });
     this.ifaces.push(iface);
   }
@@ -671,7 +702,7 @@ export class PcapngReader extends BaseReader {
     const f: CaptureFrame = {
       index,
       linktype: i.linktype,
-      tsNs: (p.ts * i.mul) / i.div,
+      tsNs: packetTimeNs(p),
       caplen: p.caplen,
       wireLength: p.wireLength,
       snaplen: i.snaplen,
@@ -737,6 +768,27 @@ export class PcapngReader extends BaseReader {
     this.framesRead += frames;
   }
 
+  /**
+   * FILE_TIME_RANGE when an interface's if_tsoffset takes a packet's time out of what hoptrace
+   * carries (0 to 2^64 − 1 ns): before 1970 or after July 2554. The summary records and the wire
+   * hold a u64, so such a time would wrap silently. (A time past 2^64 ns with no offset is left as
+   * it was: the JS reader keeps it whole, the fast path its low 64 bits.)
+   */
+  private checkTime(p: PcapngPacket): void {
+    const ns = packetTimeNs(p);
+    if (ns >= 0n && ns < TIME_LIMIT_NS) return;
+    const offset = p.iface.offsetNs / 1_000_000_000n;
+    fail(
+      'FILE_TIME_RANGE',
+      this.path,
+      `packet ${this.framesRead + 1} of interface ${p.ifaceId} (block at offset ${this.r.offset}): ` +
+        `its time with the interface's if_tsoffset of ${offset} s is ${ns} ns since 1970, ` +
+        `${ns < 0n ? 'before 1970' : 'past 2^64 ns (July 2554)'}, outside what hoptrace carries`,
+      "the interface's if_tsoffset (option 14 of its description block) does not fit its " +
+        "packets' times: the file is damaged, or its writer set a wrong offset",
+    );
+  }
+
   private packetBlock(): PcapngPacket | null {
     const r = this.r;
     for (;;) {
@@ -763,14 +815,16 @@ export class PcapngReader extends BaseReader {
         const caplen = r.u32(20, this.le);
         const wireLength = r.u32(24, this.le);
         if (28 + caplen > len - 4) this.bad(`captured length ${caplen} runs past its block`);
-        return { iface, ifaceId, ts, caplen, wireLength, at: 28, len };
+        const p = { iface, ifaceId, ts, timed: true, caplen, wireLength, at: 28, len };
+        if (iface.offsetNs !== 0n) this.checkTime(p);
+        return p;
       } else if (type === BT_SPB) {
         if (len < 16) this.bad(`simple packet block too short (${len})`);
         const iface = this.iface(0);
         const wireLength = r.u32(8, this.le);
         // No captured length in the block: the packet's, cut at the interface's snapshot.
         const caplen = Math.min(wireLength, len - 16, snapshotOf(iface.snaplen));
-        return { iface, ifaceId: 0, ts: 0n, caplen, wireLength, at: 12, len };
+        return { iface, ifaceId: 0, ts: 0n, timed: false, caplen, wireLength, at: 12, len };
       } else if (type === BT_ISB) {
         this.readISB(len);
       }

@@ -1101,6 +1101,11 @@ size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, ui
                              max_records, next_pos, stop, NULL);
 }
 
+/* An interface table entry's if_tsoffset: a signed count of seconds (i64 LE at 16). */
+static inline int64_t ng_tsoffset(const uint8_t *ifc) {
+  return (int64_t)(((uint64_t)rd32(ifc + 20, 1) << 32) | rd32(ifc + 16, 1));
+}
+
 size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int le,
                            uint32_t max_block, const uint8_t *ifaces, uint32_t n_ifaces,
                            const uint8_t *ports, uint8_t *out, size_t max_records,
@@ -1126,8 +1131,11 @@ size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int l
     if (pos + len > src_len) break; /* the rest of this block is in the next chunk */
     uint32_t caplen = rd32(b + 20, le), wirelen = rd32(b + 24, le);
     uint64_t units = ((uint64_t)rd32(b + 12, le) << 32) | rd32(b + 16, le);
-    unsigned __int128 ns = (unsigned __int128)units * rd32(ifc + 4, 1) / div;
-    if (rd32(b + len - 4, le) != len || (uint64_t)caplen + 32 > len || (ns >> 64) != 0) {
+    /* Below 2^96 scaled, and the offset's ns within ±2^93: no overflow in 128 bits. */
+    __int128 ns = (__int128)((unsigned __int128)units * rd32(ifc + 4, 1) / div) +
+                  (__int128)ng_tsoffset(ifc) * 1000000000;
+    if (rd32(b + len - 4, le) != len || (uint64_t)caplen + 32 > len || ns < 0 ||
+        (ns >> 64) != 0) {
       *stop = SUMMARY_STOP_BLOCK;
       break;
     }
