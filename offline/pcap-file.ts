@@ -43,10 +43,16 @@ export interface CaptureFileStats {
   statsBlocks: number;
   /**
    * Packets the capture lost, as the file recorded them: isb_ifdrop + isb_osdrop of each
-   * interface's last statistics block, summed over interfaces and sections; null when no block
-   * carried either (a classic pcap file, or a pcapng writer that does not count).
+   * interface's last statistics block, summed over interfaces and sections; null unless every
+   * interface that carried packets has such a block (a classic pcap file, a pcapng writer that
+   * does not count, or one that counted for some interfaces only: then dropsPartial).
    */
   dropped: number | null;
+  /**
+   * pcapng, when some interfaces recorded drops but others that carried packets did not (dropped
+   * is then null): those others and what the ones that did recorded.
+   */
+  dropsPartial?: DropsPartial;
   /** Set when the file ends inside a record (the frames before it were read): where and what. */
   truncated?: FileCut;
 }
@@ -71,6 +77,22 @@ export function damagedLength(
     'of that snaplen: its length is damaged, not the capture cut short'
   );
 }
+
+/** Drops a pcapng file recorded for some of its interfaces only. */
+export interface DropsPartial {
+  /** isb_ifdrop + isb_osdrop of the interfaces that recorded them (saturating). */
+  recorded: number;
+  /**
+   * The interfaces that carried packets with no drop count, as "interface 1 (eth1)" (its id and
+   * if_name; "of section 2" after the file's first section): the first UNRECORDED_NAMES of them.
+   */
+  unrecorded: string[];
+  /** How many such interfaces in all. */
+  count: number;
+}
+
+/** Interfaces named in DropsPartial.unrecorded at most (the rest are counted). */
+export const UNRECORDED_NAMES = 8;
 
 /** Where a file ends inside a record: a capture still being written, or cut by a full disk. */
 export interface FileCut {
@@ -129,9 +151,9 @@ export interface ResumePoint {
    * pcapng: the section's byte order and its interfaces — the section's one list, shared by all
    * of its points (a section only ever appends to it), of which the first `count` were described
    * before the offset. So a file that keeps describing interfaces costs one list, not a copy per
-   * point.
+   * point. `section`: the section's number in the file (1 when absent), for naming interfaces.
    */
-  ng?: { le: boolean; ifaces: readonly PcapngInterface[]; count: number };
+  ng?: { le: boolean; ifaces: readonly PcapngInterface[]; count: number; section?: number };
 }
 
 /** Bytes of a resume point's head: a pcap record header; a pcapng block's first four words. */
@@ -459,6 +481,16 @@ export function packetTimeNs(p: PcapngPacket): bigint {
   return (p.ts * i.mul) / i.div + i.offsetNs;
 }
 
+/** What PcapngReader counts of the drops of the sections read (see CaptureFileStats). */
+interface SectionDrops {
+  drops: number;
+  /** Some interface recorded a drop count. */
+  recorded: boolean;
+  /** Interfaces that carried packets but recorded none: the first names, and how many. */
+  unrecorded: string[];
+  count: number;
+}
+
 /*
  * pcapng block: type (32) | total length (32) | body | total length (32), lengths multiple of 4.
  * SHB body: byte-order magic 1a2b3c4d | major 1 | minor | section length (64) | options.
@@ -473,11 +505,20 @@ export class PcapngReader extends BaseReader {
   private le = true;
   private ifaces: PcapngInterface[] = [];
   private statsBlocks = 0;
+  /** This section's number in the file, from 1. */
+  private section = 0;
   /** This section's drops by interface id, from its latest statistics block that had any. */
   private sectionDrops = new Map<number, number>();
-  /** Drops of the sections before this one. */
-  private earlierDrops = 0;
-  private droppedKnown = false;
+  /** This section's interfaces (by id) that carried a packet this parser read. */
+  private carried: boolean[] = [];
+  /** The drops of the sections before this one. */
+  private earlier: SectionDrops = { drops: 0, recorded: false, unrecorded: [], count: 0 };
+  /**
+   * Whether interface `id` of the section's interface list `list` carried a packet that the fast
+   * path took from this reader's buffer (summary-file.ts: its addon marks them in its table).
+   * Asked when a section ends and by stats().
+   */
+  carriedElsewhere: ((list: readonly PcapngInterface[], id: number) => boolean) | undefined;
 
   constructor(
     path: string,
@@ -493,6 +534,7 @@ export class PcapngReader extends BaseReader {
     if (ng === undefined || ng.count > ng.ifaces.length || !this.seekTo(this.r, p)) return;
     this.le = ng.le;
     this.ifaces = ng.ifaces.slice(0, ng.count);
+    this.section = ng.section ?? 1;
   }
 
   /**
@@ -507,7 +549,12 @@ export class PcapngReader extends BaseReader {
       offset: r.offset,
       framesBefore: this.framesRead,
       head: Buffer.from(r.view(0, RESUME_HEAD_BYTES)).toString('hex'),
-      ng: { le: this.le, ifaces: this.ifaces, count: this.ifaces.length },
+      ng: {
+        le: this.le,
+        ifaces: this.ifaces,
+        count: this.ifaces.length,
+        section: this.section,
+      },
     };
   }
 
@@ -614,10 +661,12 @@ export class PcapngReader extends BaseReader {
       );
     }
     this.options(24, len - 4, () => undefined);
-    this.ifaces = [];
     // A new section numbers its interfaces afresh: keep what the last one counted.
-    for (const n of this.sectionDrops.values()) this.earlierDrops = addCount(this.earlierDrops, n);
+    this.earlier = this.dropsSoFar();
+    this.ifaces = [];
     this.sectionDrops.clear();
+    this.carried = [];
+    this.section++;
     r.skip(len);
   }
 
@@ -675,17 +724,48 @@ export class PcapngReader extends BaseReader {
     this.statsBlocks++;
     if (!drops.counted) return;
     this.sectionDrops.set(id, drops.sum);
-    this.droppedKnown = true;
+  }
+
+  /**
+   * The drops of the sections so far, this one included: the counts recorded, and the interfaces
+   * that carried packets but no count (an interface without packets needs none). O(interfaces of
+   * this section).
+   */
+  private dropsSoFar(): SectionDrops {
+    const out = { ...this.earlier, unrecorded: [...this.earlier.unrecorded] };
+    for (const n of this.sectionDrops.values()) out.drops = addCount(out.drops, n);
+    if (this.sectionDrops.size > 0) out.recorded = true;
+    const list = this.ifaces;
+    for (let id = 0; id < list.length; id++) {
+      if (this.sectionDrops.has(id)) continue;
+      if (this.carried[id] !== true && this.carriedElsewhere?.(list, id) !== true) continue;
+      out.count++;
+      if (out.unrecorded.length >= UNRECORDED_NAMES) continue;
+      const name = list[id]?.name;
+      out.unrecorded.push(
+        `interface ${id}${name === undefined || name === '' ? '' : ` (${name})`}` +
+          (this.section > 1 ? ` of section ${this.section}` : ''),
+      );
+    }
+    return out;
   }
 
   override stats(): CaptureFileStats {
-    let dropped = this.earlierDrops;
-    for (const n of this.sectionDrops.values()) dropped = addCount(dropped, n);
-    return this.withCut({
+    const d = this.dropsSoFar();
+    // Known only when every interface that carried packets recorded its drops.
+    const stats: CaptureFileStats = {
       frames: this.framesRead,
       statsBlocks: this.statsBlocks,
-      dropped: this.droppedKnown ? dropped : null,
-    });
+      dropped: d.recorded && d.count === 0 ? d.drops : null,
+    };
+    if (d.recorded && d.count > 0)
+      stats.dropsPartial = { recorded: d.drops, unrecorded: d.unrecorded, count: d.count };
+    return this.withCut(stats);
+  }
+
+  /** Frames read so far (stats().frames, without the work of the drop counts). */
+  get frameCount(): number {
+    return this.framesRead;
   }
 
   private iface(id: number): PcapngInterface {
@@ -811,6 +891,7 @@ export class PcapngReader extends BaseReader {
         const epb = type === BT_EPB;
         const ifaceId = epb ? r.u32(8, this.le) : r.u16(8, this.le);
         const iface = this.iface(ifaceId);
+        this.carried[ifaceId] = true;
         const ts = (BigInt(r.u32(12, this.le)) << 32n) | BigInt(r.u32(16, this.le));
         const caplen = r.u32(20, this.le);
         const wireLength = r.u32(24, this.le);
@@ -821,6 +902,7 @@ export class PcapngReader extends BaseReader {
       } else if (type === BT_SPB) {
         if (len < 16) this.bad(`simple packet block too short (${len})`);
         const iface = this.iface(0);
+        this.carried[0] = true;
         const wireLength = r.u32(8, this.le);
         // No captured length in the block: the packet's, cut at the interface's snapshot.
         const caplen = Math.min(wireLength, len - 16, snapshotOf(iface.snaplen));

@@ -345,10 +345,12 @@ export class SummaryPcapReader implements SummaryReader {
 const IFACE_BYTES = 24;
 
 /**
- * The addon's interface table (summary.h: link type, mul, div, if_tsoffset in seconds per
+ * The addon's interface table (summary.h: link type, mul, div, a flag, if_tsoffset in seconds per
  * interface; div 0 leaves an interface whose scale does not fit 32 bits to the JS parser), kept up
  * to date with a section's interfaces as they are described: appended to, grown by doubling, so a
- * file that interleaves many interface blocks with packets costs linear time.
+ * file that interleaves many interface blocks with packets costs linear time. The addon sets an
+ * entry's flag once its run walks a packet of that interface (drops are known only when every
+ * interface that carried packets recorded them: pcap-file.ts CaptureFileStats).
  */
 class InterfaceTable {
   private buf = Buffer.alloc(IFACE_BYTES * 8);
@@ -374,13 +376,18 @@ class InterfaceTable {
         this.buf.writeUInt32LE(native ? i.linktype : 0, at);
         this.buf.writeUInt32LE(native ? Number(i.mul) : 0, at + 4);
         this.buf.writeUInt32LE(native ? Number(i.div) : 0, at + 8);
-        this.buf.writeUInt32LE(0, at + 12);
+        this.buf.writeUInt32LE(0, at + 12); // the flag: no packet yet
         // if_tsoffset is a whole number of seconds (an i64 in the file), so this is exact.
         this.buf.writeBigInt64LE(native ? i.offsetNs / 1_000_000_000n : 0n, at + 16);
       }
       this.filled = list.length;
     }
     return this.buf.subarray(0, IFACE_BYTES * list.length);
+  }
+
+  /** Whether a run walked a packet of interface `id` of `list` (false for another list). */
+  carried(list: readonly PcapngInterface[], id: number): boolean {
+    return list === this.of && id < this.filled && this.buf[IFACE_BYTES * id + 12] !== 0;
   }
 }
 
@@ -407,6 +414,8 @@ export class SummaryPcapngReader implements SummaryReader {
   ) {
     this.ports = summaryPortTable(decode);
     this.block = emptyBlock(Buffer.alloc(0), 0);
+    // The packets the addon's runs take never pass through the JS parser: it asks the table.
+    ng.carriedElsewhere = (list, id) => this.table.carried(list, id);
   }
 
   stats(): CaptureFileStats {
@@ -426,7 +435,7 @@ export class SummaryPcapngReader implements SummaryReader {
       const p = ng.resumePoint();
       if (p !== null) this.seek.add(p);
     }
-    b.firstFrame = ng.stats().frames + 1;
+    b.firstFrame = ng.frameCount + 1;
     const list = ng.interfaces();
     b.byIface = list;
     // A run of Enhanced Packet Blocks, when the cursor is at one (the addon stops at anything else).

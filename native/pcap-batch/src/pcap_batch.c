@@ -100,7 +100,7 @@
 #include "retain.h"
 #include "summary.h"
 
-#define ADDON_VERSION 13
+#define ADDON_VERSION 14
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -1223,7 +1223,7 @@ static int read_gate(uint8_t *buf, size_t len, size_t max_records, SummaryGate *
  * Runs the C fast path (summary.c) over the records of src[pos, end); out receives
  * floor(out.length / 192) records at most; ports is a 65536-byte UDP port table. The pcapng
  * layouts take the Enhanced Packet Blocks of the interfaces in the table `ifaces` (24 bytes each:
- * link type, mul, div, zero, if_tsoffset; summary.h), and maxCaplen is then the largest block; linktype is unused
+ * link type, mul, div, carried (set here), if_tsoffset; summary.h), and maxCaplen is then the largest block; linktype is unused
  * (classic pcap: ifaces is undefined). With a gate (read_gate), only the frames it lets through
  * get a record; the gate receives the frames walked, the useful frames left out and each
  * record's frame.

@@ -1095,7 +1095,7 @@ size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layo
  * own error). Interfaces may alternate block by block (dumpcap -i a -i b).
  */
 size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, uint32_t max_block,
-                      const uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
+                      uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
                       size_t max_records, size_t *next_pos, int *stop) {
   return summary_run_ng_gate(src, src_len, pos, le, max_block, ifaces, n_ifaces, ports, out,
                              max_records, next_pos, stop, NULL);
@@ -1107,7 +1107,7 @@ static inline int64_t ng_tsoffset(const uint8_t *ifc) {
 }
 
 size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int le,
-                           uint32_t max_block, const uint8_t *ifaces, uint32_t n_ifaces,
+                           uint32_t max_block, uint8_t *ifaces, uint32_t n_ifaces,
                            const uint8_t *ports, uint8_t *out, size_t max_records,
                            size_t *next_pos, int *stop, SummaryGate *gate) {
   size_t n = 0;
@@ -1122,7 +1122,7 @@ size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int l
     if (pos + 32 > src_len) break;
     const uint8_t *b = src + pos;
     uint32_t len = rd32(b + 4, le), id = rd32(b + 8, le);
-    const uint8_t *ifc = id < n_ifaces ? ifaces + (size_t)id * SUMMARY_NG_IFACE_BYTES : NULL;
+    uint8_t *ifc = id < n_ifaces ? ifaces + (size_t)id * SUMMARY_NG_IFACE_BYTES : NULL;
     uint32_t div = ifc != NULL ? rd32(ifc + 8, 1) : 0;
     if (rd32(b, le) != 6 || len < 32 || (len & 3) != 0 || len > max_block || div == 0) {
       *stop = SUMMARY_STOP_BLOCK;
@@ -1141,6 +1141,7 @@ size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int l
     }
     uint8_t *rec = out + n * SUMMARY_BYTES;
     pos += len;
+    ifc[12] = 1; /* the interface carried a packet */
     if (gate == NULL) {
       emit(src, (uint32_t)(pos - len + 28), caplen, wirelen, (uint64_t)ns, rd32(ifc, 1), ports,
            rec);

@@ -119,7 +119,9 @@ size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layo
                         uint32_t linktype, uint32_t max_caplen, const uint8_t *ports, uint8_t *out,
                         size_t max_records, size_t *next_pos, int *stop, SummaryGate *gate);
 /* pcapng interface table entries for summary_run_ng (LE): u32 link type | u32 mul | u32 div |
- * u32 zero | i64 if_tsoffset (seconds); div 0 = the interface's packets are left to the caller. */
+ * u8 carried, 3 bytes zero | i64 if_tsoffset (seconds); div 0 = the interface's packets are left to
+ * the caller. summary_run_ng sets `carried` to 1 once it walks a packet of the interface (gated out
+ * or not), so the caller knows which interfaces carried packets (drop counts: pcap-file.ts). */
 #define SUMMARY_NG_IFACE_BYTES 24
 
 /* Summarizes the pcapng Enhanced Packet Blocks from pos (a section in byte order `le`) of the
@@ -129,11 +131,11 @@ size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layo
  * time is not in [0, 2^64) ns — the caller's reader handles that block (and refuses a time its
  * offset put out of range). Returns the number written to out. */
 size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, uint32_t max_block,
-                      const uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
+                      uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
                       size_t max_records, size_t *next_pos, int *stop);
 /* summary_run_ng with a gate (NULL: every frame gets a record, as summary_run_ng). */
 size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int le,
-                           uint32_t max_block, const uint8_t *ifaces, uint32_t n_ifaces,
+                           uint32_t max_block, uint8_t *ifaces, uint32_t n_ifaces,
                            const uint8_t *ports, uint8_t *out, size_t max_records,
                            size_t *next_pos, int *stop, SummaryGate *gate);
 /* Most bytes summary_wire writes besides the context (two IPv6 tuples, two tunnels, all keys). */
