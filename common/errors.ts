@@ -30,6 +30,8 @@ export const ERRORS = {
     'a pcapng block is malformed (bad length or one above 16 MiB, a packet above 262144 bytes, option beyond the block, or bad trailer)',
   FILE_BAD_RECORD:
     "a packet record claims more captured bytes than libpcap's maximum (262144), whatever the header's snaplen",
+  FILE_TIME_RANGE:
+    "a pcapng interface's if_tsoffset puts a packet's time before 1970 or past 2^64 ns (July 2554), outside what hoptrace carries",
   FILE_WRITE: 'a report or data directory hoptrace was told to write cannot be created or written',
   FILE_STREAM:
     'standard input or a pipe was read once, by the analysis: it cannot be read again (identity headers, evidence.pcapng)',

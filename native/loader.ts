@@ -193,8 +193,10 @@ export interface PcapBatchAddon {
    * The decoder's C fast path (summary.c): summarizes the records of src[pos, end) laid out as
    * `layout` (SUMMARY_LAYOUT in summary.ts) into out (summaryBytes each); returns
    * [records written, next position, stop reason]. The pcapng layouts take the Enhanced Packet
-   * Blocks of the interfaces in `ifaces` (12 bytes each, LE: link type, mul, div — time in ns =
-   * units * mul / div; div 0 leaves the interface out), maxCaplen being the largest block and
+   * Blocks of the interfaces in `ifaces` (24 bytes each, LE: link type, mul, div, a byte the addon
+   * sets to 1 once it walks a packet of the interface and 3 zero, i64 if_tsoffset in s — time in
+   * ns = units * mul / div + offset * 10^9, a block whose time falls outside [0, 2^64) left to the
+   * caller; div 0 leaves the interface out), maxCaplen being the largest block and
    * linktype unused; each record's interface id is at R.ifaceId. With a gate
    * (offline/summary-gate.ts) only the frames it lets through get a record, and the gate says
    * which frames those are and how many useful ones it left out.
@@ -266,7 +268,7 @@ export type NativeLoad =
   { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
 
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
-const ADDON_VERSION = 12;
+const ADDON_VERSION = 14;
 
 /** Where the built addon lives: native/pcap-batch/ beside this file, from dist/native or native. */
 export function nativeAddonPath(): string {

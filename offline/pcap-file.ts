@@ -43,10 +43,16 @@ export interface CaptureFileStats {
   statsBlocks: number;
   /**
    * Packets the capture lost, as the file recorded them: isb_ifdrop + isb_osdrop of each
-   * interface's last statistics block, summed over interfaces and sections; null when no block
-   * carried either (a classic pcap file, or a pcapng writer that does not count).
+   * interface's last statistics block, summed over interfaces and sections; null unless every
+   * interface that carried packets has such a block (a classic pcap file, a pcapng writer that
+   * does not count, or one that counted for some interfaces only: then dropsPartial).
    */
   dropped: number | null;
+  /**
+   * pcapng, when some interfaces recorded drops but others that carried packets did not (dropped
+   * is then null): those others and what the ones that did recorded.
+   */
+  dropsPartial?: DropsPartial;
   /** Set when the file ends inside a record (the frames before it were read): where and what. */
   truncated?: FileCut;
 }
@@ -71,6 +77,22 @@ export function damagedLength(
     'of that snaplen: its length is damaged, not the capture cut short'
   );
 }
+
+/** Drops a pcapng file recorded for some of its interfaces only. */
+export interface DropsPartial {
+  /** isb_ifdrop + isb_osdrop of the interfaces that recorded them (saturating). */
+  recorded: number;
+  /**
+   * The interfaces that carried packets with no drop count, as "interface 1 (eth1)" (its id and
+   * if_name; "of section 2" after the file's first section): the first UNRECORDED_NAMES of them.
+   */
+  unrecorded: string[];
+  /** How many such interfaces in all. */
+  count: number;
+}
+
+/** Interfaces named in DropsPartial.unrecorded at most (the rest are counted). */
+export const UNRECORDED_NAMES = 8;
 
 /** Where a file ends inside a record: a capture still being written, or cut by a full disk. */
 export interface FileCut {
@@ -129,9 +151,9 @@ export interface ResumePoint {
    * pcapng: the section's byte order and its interfaces — the section's one list, shared by all
    * of its points (a section only ever appends to it), of which the first `count` were described
    * before the offset. So a file that keeps describing interfaces costs one list, not a copy per
-   * point.
+   * point. `section`: the section's number in the file (1 when absent), for naming interfaces.
    */
-  ng?: { le: boolean; ifaces: readonly PcapngInterface[]; count: number };
+  ng?: { le: boolean; ifaces: readonly PcapngInterface[]; count: number; section?: number };
 }
 
 /** Bytes of a resume point's head: a pcap record header; a pcapng block's first four words. */
@@ -402,9 +424,11 @@ export interface PcapngInterface {
   linktype: number;
   snaplen: number;
   name: string | undefined;
-  /** Timestamp units → ns: ts * mul / div. */
+  /** Timestamp units → ns: ts * mul / div + offsetNs. */
   mul: bigint;
   div: bigint;
+  /** if_tsoffset (pcapng §4.2, option 14) in ns: seconds added to every time of the interface. */
+  offsetNs: bigint;
 }
 
 const BT_SHB = 0x0a0d0d0a;
@@ -418,6 +442,13 @@ const BOM = 0x1a2b3c4d;
 const ISB_IFDROP = 5;
 const ISB_OSDROP = 7;
 
+/** IDB options (pcapng §4.2): if_name, if_tsresol, if_tsoffset (a signed 64-bit count of seconds). */
+const IF_NAME = 2;
+const IF_TSRESOL = 9;
+const IF_TSOFFSET = 14;
+/** Times hoptrace carries (a u64 of ns: PacketEvent, summary records, the wire's fixed64). */
+const TIME_LIMIT_NS = 1n << 64n;
+
 /** if_tsresol (pcapng §4.2): high bit clear = 10^-n s, set = 2^-n s. Default 10^-6. */
 function resolution(v: number): { mul: bigint; div: bigint } {
   const n = v & 0x7f;
@@ -430,18 +461,40 @@ export interface PcapngPacket {
   /** The section's interface `ifaceId` (interfaces()[ifaceId]). */
   iface: PcapngInterface;
   ifaceId: number;
-  /** Timestamp in the interface's units (ns = ts * iface.mul / iface.div). */
+  /** Timestamp in the interface's units (packetTimeNs gives ns). */
   ts: bigint;
+  /** False for a Simple Packet Block, which has no time: 0, with no if_tsoffset added. */
+  timed: boolean;
   caplen: number;
   wireLength: number;
   at: number;
   len: number;
 }
 
+/**
+ * A packet's time in ns since the Unix epoch: its units scaled by if_tsresol, plus if_tsoffset. A
+ * Simple Packet Block has no time (0), and no offset is added to it.
+ */
+export function packetTimeNs(p: PcapngPacket): bigint {
+  if (!p.timed) return 0n;
+  const i = p.iface;
+  return (p.ts * i.mul) / i.div + i.offsetNs;
+}
+
+/** What PcapngReader counts of the drops of the sections read (see CaptureFileStats). */
+interface SectionDrops {
+  drops: number;
+  /** Some interface recorded a drop count. */
+  recorded: boolean;
+  /** Interfaces that carried packets but recorded none: the first names, and how many. */
+  unrecorded: string[];
+  count: number;
+}
+
 /*
  * pcapng block: type (32) | total length (32) | body | total length (32), lengths multiple of 4.
  * SHB body: byte-order magic 1a2b3c4d | major 1 | minor | section length (64) | options.
- * IDB: link type (16) | reserved (16) | snaplen | options (if_name 2, if_tsresol 9).
+ * IDB: link type (16) | reserved (16) | snaplen | options (if_name 2, if_tsresol 9, if_tsoffset 14).
  * EPB: interface id | ts high | ts low | caplen | orig len | data (padded) | options.
  * SPB: orig len | data.  Option: code (16) | length (16) | value padded to 32 bits; code 0 ends.
  * ISB: interface id | ts high | ts low | options (isb_ifdrop 5, isb_osdrop 7: u64 counters since
@@ -452,11 +505,20 @@ export class PcapngReader extends BaseReader {
   private le = true;
   private ifaces: PcapngInterface[] = [];
   private statsBlocks = 0;
+  /** This section's number in the file, from 1. */
+  private section = 0;
   /** This section's drops by interface id, from its latest statistics block that had any. */
   private sectionDrops = new Map<number, number>();
-  /** Drops of the sections before this one. */
-  private earlierDrops = 0;
-  private droppedKnown = false;
+  /** This section's interfaces (by id) that carried a packet this parser read. */
+  private carried: boolean[] = [];
+  /** The drops of the sections before this one. */
+  private earlier: SectionDrops = { drops: 0, recorded: false, unrecorded: [], count: 0 };
+  /**
+   * Whether interface `id` of the section's interface list `list` carried a packet that the fast
+   * path took from this reader's buffer (summary-file.ts: its addon marks them in its table).
+   * Asked when a section ends and by stats().
+   */
+  carriedElsewhere: ((list: readonly PcapngInterface[], id: number) => boolean) | undefined;
 
   constructor(
     path: string,
@@ -472,6 +534,7 @@ export class PcapngReader extends BaseReader {
     if (ng === undefined || ng.count > ng.ifaces.length || !this.seekTo(this.r, p)) return;
     this.le = ng.le;
     this.ifaces = ng.ifaces.slice(0, ng.count);
+    this.section = ng.section ?? 1;
   }
 
   /**
@@ -486,7 +549,12 @@ export class PcapngReader extends BaseReader {
       offset: r.offset,
       framesBefore: this.framesRead,
       head: Buffer.from(r.view(0, RESUME_HEAD_BYTES)).toString('hex'),
-      ng: { le: this.le, ifaces: this.ifaces, count: this.ifaces.length },
+      ng: {
+        le: this.le,
+        ifaces: this.ifaces,
+        count: this.ifaces.length,
+        section: this.section,
+      },
     };
   }
 
@@ -593,10 +661,12 @@ export class PcapngReader extends BaseReader {
       );
     }
     this.options(24, len - 4, () => undefined);
-    this.ifaces = [];
     // A new section numbers its interfaces afresh: keep what the last one counted.
-    for (const n of this.sectionDrops.values()) this.earlierDrops = addCount(this.earlierDrops, n);
+    this.earlier = this.dropsSoFar();
+    this.ifaces = [];
     this.sectionDrops.clear();
+    this.carried = [];
+    this.section++;
     r.skip(len);
   }
 
@@ -609,11 +679,21 @@ export class PcapngReader extends BaseReader {
       name: undefined,
       mul: 1000n,
       div: 1n,
+      offsetNs: 0n,
     };
+    let offsets = 0;
     this.options(16, len - 4, (code, at, olen) => {
-      if (code === 2)
+      if (code === IF_NAME)
         iface.name = Buffer.from(r.view(at, olen)).toString('utf8').replace(/\0+$/, '');
-      else if (code === 9 && olen >= 1) Object.assign(iface, resolution(r.u8(at)));
+      else if (code === IF_TSRESOL && olen >= 1) Object.assign(iface, resolution(r.u8(at)));
+      else if (code === IF_TSOFFSET) {
+        // libpcap (sf-pcapng.c) refuses these two; so does this reader.
+        if (olen !== 8) this.bad(`if_tsoffset option of length ${olen}, not 8`);
+        if (++offsets > 1) this.bad('more than one if_tsoffset option');
+        const hi = r.u32(this.le ? at + 4 : at, this.le);
+        const lo = r.u32(this.le ? at : at + 4, this.le);
+        iface.offsetNs = BigInt.asIntN(64, (BigInt(hi) << 32n) | BigInt(lo)) * 1_000_000_000n;
+      }
     });
     this.ifaces.push(iface);
   }
@@ -644,17 +724,48 @@ export class PcapngReader extends BaseReader {
     this.statsBlocks++;
     if (!drops.counted) return;
     this.sectionDrops.set(id, drops.sum);
-    this.droppedKnown = true;
+  }
+
+  /**
+   * The drops of the sections so far, this one included: the counts recorded, and the interfaces
+   * that carried packets but no count (an interface without packets needs none). O(interfaces of
+   * this section).
+   */
+  private dropsSoFar(): SectionDrops {
+    const out = { ...this.earlier, unrecorded: [...this.earlier.unrecorded] };
+    for (const n of this.sectionDrops.values()) out.drops = addCount(out.drops, n);
+    if (this.sectionDrops.size > 0) out.recorded = true;
+    const list = this.ifaces;
+    for (let id = 0; id < list.length; id++) {
+      if (this.sectionDrops.has(id)) continue;
+      if (this.carried[id] !== true && this.carriedElsewhere?.(list, id) !== true) continue;
+      out.count++;
+      if (out.unrecorded.length >= UNRECORDED_NAMES) continue;
+      const name = list[id]?.name;
+      out.unrecorded.push(
+        `interface ${id}${name === undefined || name === '' ? '' : ` (${name})`}` +
+          (this.section > 1 ? ` of section ${this.section}` : ''),
+      );
+    }
+    return out;
   }
 
   override stats(): CaptureFileStats {
-    let dropped = this.earlierDrops;
-    for (const n of this.sectionDrops.values()) dropped = addCount(dropped, n);
-    return this.withCut({
+    const d = this.dropsSoFar();
+    // Known only when every interface that carried packets recorded its drops.
+    const stats: CaptureFileStats = {
       frames: this.framesRead,
       statsBlocks: this.statsBlocks,
-      dropped: this.droppedKnown ? dropped : null,
-    });
+      dropped: d.recorded && d.count === 0 ? d.drops : null,
+    };
+    if (d.recorded && d.count > 0)
+      stats.dropsPartial = { recorded: d.drops, unrecorded: d.unrecorded, count: d.count };
+    return this.withCut(stats);
+  }
+
+  /** Frames read so far (stats().frames, without the work of the drop counts). */
+  get frameCount(): number {
+    return this.framesRead;
   }
 
   private iface(id: number): PcapngInterface {
@@ -671,7 +782,7 @@ export class PcapngReader extends BaseReader {
     const f: CaptureFrame = {
       index,
       linktype: i.linktype,
-      tsNs: (p.ts * i.mul) / i.div,
+      tsNs: packetTimeNs(p),
       caplen: p.caplen,
       wireLength: p.wireLength,
       snaplen: i.snaplen,
@@ -737,6 +848,27 @@ export class PcapngReader extends BaseReader {
     this.framesRead += frames;
   }
 
+  /**
+   * FILE_TIME_RANGE when an interface's if_tsoffset takes a packet's time out of what hoptrace
+   * carries (0 to 2^64 − 1 ns): before 1970 or after July 2554. The summary records and the wire
+   * hold a u64, so such a time would wrap silently. (A time past 2^64 ns with no offset is left as
+   * it was: the JS reader keeps it whole, the fast path its low 64 bits.)
+   */
+  private checkTime(p: PcapngPacket): void {
+    const ns = packetTimeNs(p);
+    if (ns >= 0n && ns < TIME_LIMIT_NS) return;
+    const offset = p.iface.offsetNs / 1_000_000_000n;
+    fail(
+      'FILE_TIME_RANGE',
+      this.path,
+      `packet ${this.framesRead + 1} of interface ${p.ifaceId} (block at offset ${this.r.offset}): ` +
+        `its time with the interface's if_tsoffset of ${offset} s is ${ns} ns since 1970, ` +
+        `${ns < 0n ? 'before 1970' : 'past 2^64 ns (July 2554)'}, outside what hoptrace carries`,
+      "the interface's if_tsoffset (option 14 of its description block) does not fit its " +
+        "packets' times: the file is damaged, or its writer set a wrong offset",
+    );
+  }
+
   private packetBlock(): PcapngPacket | null {
     const r = this.r;
     for (;;) {
@@ -759,18 +891,22 @@ export class PcapngReader extends BaseReader {
         const epb = type === BT_EPB;
         const ifaceId = epb ? r.u32(8, this.le) : r.u16(8, this.le);
         const iface = this.iface(ifaceId);
+        this.carried[ifaceId] = true;
         const ts = (BigInt(r.u32(12, this.le)) << 32n) | BigInt(r.u32(16, this.le));
         const caplen = r.u32(20, this.le);
         const wireLength = r.u32(24, this.le);
         if (28 + caplen > len - 4) this.bad(`captured length ${caplen} runs past its block`);
-        return { iface, ifaceId, ts, caplen, wireLength, at: 28, len };
+        const p = { iface, ifaceId, ts, timed: true, caplen, wireLength, at: 28, len };
+        if (iface.offsetNs !== 0n) this.checkTime(p);
+        return p;
       } else if (type === BT_SPB) {
         if (len < 16) this.bad(`simple packet block too short (${len})`);
         const iface = this.iface(0);
+        this.carried[0] = true;
         const wireLength = r.u32(8, this.le);
         // No captured length in the block: the packet's, cut at the interface's snapshot.
         const caplen = Math.min(wireLength, len - 16, snapshotOf(iface.snaplen));
-        return { iface, ifaceId: 0, ts: 0n, caplen, wireLength, at: 12, len };
+        return { iface, ifaceId: 0, ts: 0n, timed: false, caplen, wireLength, at: 12, len };
       } else if (type === BT_ISB) {
         this.readISB(len);
       }

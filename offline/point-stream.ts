@@ -142,6 +142,9 @@ export class FilePointStream implements PointStream {
       lost: 0,
       file: this.recorded.format,
       ...(given === undefined ? {} : { dropsGiven: true }),
+      ...(given !== undefined || this.recorded.stats.dropsPartial === undefined
+        ? {}
+        : { dropsPartial: this.recorded.stats.dropsPartial }),
       ...(this.recorded.stats.truncated === undefined
         ? {}
         : { truncated: this.recorded.stats.truncated }),

@@ -12,11 +12,13 @@
  *
  * pcapng (what dumpcap, tshark and Wireshark write): the JS reader's own PcapngReader reads the
  * file, and the C side takes the runs of Enhanced Packet Blocks from its buffer (summary_run_ng,
- * with a table of the section's interfaces: link type and time scale; records carry their
+ * with a table of the section's interfaces: link type, time scale and if_tsoffset; records carry their
  * interface id, read with linktypeAt / ifaceAt); every other block — sections, interfaces, statistics, simple packet blocks, a
  * block cut by the chunk end, anything malformed — goes through the JS parser, one block at a
  * time, so the two paths share one parser and one set of errors. A packet block the JS parser reads
- * is summarized on its own. One difference is left: a timestamp past 2^64 ns (after the year 2554)
+ * is summarized on its own. Both add an interface's if_tsoffset, and refuse a time it takes out
+ * of 0 … 2^64 − 1 ns (FILE_TIME_RANGE: the C side stops at that block, the JS parser throws). One
+ * difference is left: in a file with no offset, a timestamp past 2^64 ns (after the year 2554)
  * keeps its low 64 bits here; the JS reader keeps it whole.
  *
  * Hosts where the addon does not load get `null` from openSummaryPcap and stay on the JS reader +
@@ -35,6 +37,7 @@ import {
   MAX_SNAPLEN,
   openCaptureFile,
   PcapngReader,
+  packetTimeNs,
   RESUME_HEAD_BYTES,
   type CaptureFileStats,
   type ResumePoint,
@@ -338,14 +341,19 @@ export class SummaryPcapReader implements SummaryReader {
   }
 }
 
+/** Bytes of an interface table entry (summary.h SUMMARY_NG_IFACE_BYTES). */
+const IFACE_BYTES = 24;
+
 /**
- * The addon's interface table (summary.h: link type, mul, div per interface; div 0 leaves an
- * interface whose scale does not fit 32 bits to the JS parser), kept up to date with a section's
- * interfaces as they are described: appended to, grown by doubling, so a file that interleaves
- * many interface blocks with packets costs linear time.
+ * The addon's interface table (summary.h: link type, mul, div, a flag, if_tsoffset in seconds per
+ * interface; div 0 leaves an interface whose scale does not fit 32 bits to the JS parser), kept up
+ * to date with a section's interfaces as they are described: appended to, grown by doubling, so a
+ * file that interleaves many interface blocks with packets costs linear time. The addon sets an
+ * entry's flag once its run walks a packet of that interface (drops are known only when every
+ * interface that carried packets recorded them: pcap-file.ts CaptureFileStats).
  */
 class InterfaceTable {
-  private buf = Buffer.alloc(12 * 8);
+  private buf = Buffer.alloc(IFACE_BYTES * 8);
   private of: readonly PcapngInterface[] = [];
   private filled = 0;
 
@@ -356,21 +364,30 @@ class InterfaceTable {
       this.filled = 0;
     }
     if (list.length > this.filled) {
-      if (12 * list.length > this.buf.length) {
-        const bigger = Buffer.alloc(Math.max(12 * list.length, 2 * this.buf.length));
-        this.buf.copy(bigger, 0, 0, 12 * this.filled);
+      if (IFACE_BYTES * list.length > this.buf.length) {
+        const bigger = Buffer.alloc(Math.max(IFACE_BYTES * list.length, 2 * this.buf.length));
+        this.buf.copy(bigger, 0, 0, IFACE_BYTES * this.filled);
         this.buf = bigger;
       }
       for (let k = this.filled; k < list.length; k++) {
         const i = list[k];
         const native = i !== undefined && i.mul <= 0xffffffffn && i.div <= 0xffffffffn;
-        this.buf.writeUInt32LE(native ? i.linktype : 0, 12 * k);
-        this.buf.writeUInt32LE(native ? Number(i.mul) : 0, 12 * k + 4);
-        this.buf.writeUInt32LE(native ? Number(i.div) : 0, 12 * k + 8);
+        const at = IFACE_BYTES * k;
+        this.buf.writeUInt32LE(native ? i.linktype : 0, at);
+        this.buf.writeUInt32LE(native ? Number(i.mul) : 0, at + 4);
+        this.buf.writeUInt32LE(native ? Number(i.div) : 0, at + 8);
+        this.buf.writeUInt32LE(0, at + 12); // the flag: no packet yet
+        // if_tsoffset is a whole number of seconds (an i64 in the file), so this is exact.
+        this.buf.writeBigInt64LE(native ? i.offsetNs / 1_000_000_000n : 0n, at + 16);
       }
       this.filled = list.length;
     }
-    return this.buf.subarray(0, 12 * list.length);
+    return this.buf.subarray(0, IFACE_BYTES * list.length);
+  }
+
+  /** Whether a run walked a packet of interface `id` of `list` (false for another list). */
+  carried(list: readonly PcapngInterface[], id: number): boolean {
+    return list === this.of && id < this.filled && this.buf[IFACE_BYTES * id + 12] !== 0;
   }
 }
 
@@ -397,6 +414,8 @@ export class SummaryPcapngReader implements SummaryReader {
   ) {
     this.ports = summaryPortTable(decode);
     this.block = emptyBlock(Buffer.alloc(0), 0);
+    // The packets the addon's runs take never pass through the JS parser: it asks the table.
+    ng.carriedElsewhere = (list, id) => this.table.carried(list, id);
   }
 
   stats(): CaptureFileStats {
@@ -416,7 +435,7 @@ export class SummaryPcapngReader implements SummaryReader {
       const p = ng.resumePoint();
       if (p !== null) this.seek.add(p);
     }
-    b.firstFrame = ng.stats().frames + 1;
+    b.firstFrame = ng.frameCount + 1;
     const list = ng.interfaces();
     b.byIface = list;
     // A run of Enhanced Packet Blocks, when the cursor is at one (the addon stops at anything else).
@@ -454,7 +473,7 @@ export class SummaryPcapngReader implements SummaryReader {
     const one = this.one;
     one.writeUInt32LE(p.caplen, 0);
     one.writeUInt32LE(p.wireLength, 4);
-    const ns = (p.ts * p.iface.mul) / p.iface.div;
+    const ns = packetTimeNs(p);
     one.writeBigUInt64LE(BigInt.asUintN(64, ns), 8);
     const w2 = ng.buffered();
     w2.buf.copy(one, 16, w2.start + p.at, w2.start + p.at + p.caplen);

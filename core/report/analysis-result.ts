@@ -173,6 +173,12 @@ export interface CaptureHealth {
    */
   dropsGiven?: boolean;
   /**
+   * A pcapng file some of whose interfaces recorded drop counts while others that carried packets
+   * did not (kernelDrops is then null: the drops are not known): what the ones that did recorded,
+   * and the others ("interface 1 (eth1)"; the first 8 named, `count` in all).
+   */
+  dropsPartial?: { recorded: number; unrecorded: string[]; count: number };
+  /**
    * A capture file that ends inside a record: the file offset of that record and what was cut
    * (the FILE_TRUNCATED detail). `packets` are the frames before it, which the analysis used.
    */

@@ -17,11 +17,19 @@ export type { CaptureHealth };
 export function lossPhrase(
   h: Pick<
     CaptureHealth,
-    'confirmed' | 'state' | 'kernelDrops' | 'queueDrops' | 'lost' | 'file' | 'dropsGiven'
+    | 'confirmed'
+    | 'state'
+    | 'kernelDrops'
+    | 'queueDrops'
+    | 'lost'
+    | 'file'
+    | 'dropsGiven'
+    | 'dropsPartial'
   >,
 ): string | null {
   if (!h.confirmed) return `never reported that it was capturing (state ${h.state})`;
-  if (h.file !== undefined) return fileLossPhrase(h.file, h.kernelDrops, h.dropsGiven === true);
+  if (h.file !== undefined)
+    return fileLossPhrase(h.file, h.kernelDrops, h.dropsGiven === true, h.dropsPartial);
   const parts: string[] = [];
   if (h.kernelDrops !== null && h.kernelDrops > 0)
     parts.push(`${countText(h.kernelDrops)} in the kernel`);
@@ -32,15 +40,41 @@ export function lossPhrase(
   return null;
 }
 
+/** The interfaces of a file that recorded no drop count: "interface 1 (eth1) and 3 more". */
+function unrecordedText(p: NonNullable<CaptureHealth['dropsPartial']>): string {
+  const more = p.count - p.unrecorded.length;
+  return p.unrecorded.join(', ') + (more > 0 ? ` and ${countText(more)} more` : '');
+}
+
+/** A capture file's "dropped" cell in the health tables (report.md, report.html). */
+export function fileDroppedCell(
+  h: Pick<CaptureHealth, 'kernelDrops' | 'dropsGiven' | 'dropsPartial'>,
+): string {
+  if (h.kernelDrops !== null)
+    return `${countText(h.kernelDrops)}${h.dropsGiven === true ? ' (given)' : ''}`;
+  const p = h.dropsPartial;
+  if (p === undefined) return 'not recorded';
+  return `not recorded for ${unrecordedText(p)}; ${countText(p.recorded)} on the others`;
+}
+
 function fileLossPhrase(
   format: 'pcap' | 'pcapng',
   dropped: number | null,
   given: boolean,
+  partial: CaptureHealth['dropsPartial'],
 ): string | null {
   if (dropped !== null && given)
     return dropped > 0 ? `dropped ${countText(dropped)} packets (--drops)` : null;
   if (dropped !== null)
     return dropped > 0 ? `recorded ${countText(dropped)} packets dropped` : null;
+  if (partial !== undefined) {
+    // A count for some interfaces is no count for the file: the others may have lost anything.
+    return (
+      `recorded drops for some interfaces only: not recorded for ${unrecordedText(partial)} ` +
+      `(no Interface Statistics Block with isb_ifdrop/isb_osdrop for ` +
+      `${partial.count === 1 ? 'it' : 'them'}; ${countText(partial.recorded)} dropped on the others)`
+    );
+  }
   return format === 'pcap'
     ? 'is a classic pcap file, which records no drop counts (tcpdump prints "packets dropped by ' +
         'kernel" when it stops; give that count with --drops)'

@@ -27,7 +27,7 @@ import {
 import { renderReproSvg, VERDICT_CODES, type ReproSvgOptions } from './repro-svg';
 import { renderSequenceSvg, type SequenceSvgOptions } from './sequence-svg';
 import { durationText, utcMicros, utcMillis } from './times';
-import { lossPhrase } from './capture-health';
+import { fileDroppedCell, lossPhrase } from './capture-health';
 import { inputsLead, inputsLines, madeWithLine, type Piece } from './inputs-text';
 import { doctorOf, reproduceOf, type ReportMeta as DocMeta } from './report-document';
 import { whatToChange, type ChangeStep } from './what-to-change';
@@ -194,11 +194,7 @@ function healthSection(health: readonly CaptureHealth[] | undefined): string[] {
               ? countText(h.packets)
               : `${countText(h.packets)} (the file ends inside a record at byte ${h.truncated.offset})`,
           ),
-          esc(
-            h.kernelDrops === null
-              ? 'not recorded'
-              : `${countText(h.kernelDrops)}${h.dropsGiven === true ? ' (given)' : ''}`,
-          ),
+          esc(fileDroppedCell(h)),
         ]),
       ),
     );

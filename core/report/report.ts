@@ -7,7 +7,7 @@
 import { packetCounts } from './packet-counts';
 import type { AnalysisResult, PointSummary } from './analyze';
 import type { Layer, Verdict } from '../attribute/attribute';
-import type { CaptureHealth } from './capture-health';
+import { fileDroppedCell, type CaptureHealth } from './capture-health';
 import type { Endpoint } from '../correlate/correlate';
 import { tupleText } from '../../common/endpoint';
 import { countText } from '../../common/counters';
@@ -147,9 +147,7 @@ function fileHealthSection(health: CaptureHealth[]): string[] {
       h.truncated === undefined
         ? countText(h.packets)
         : `${countText(h.packets)} (the file ends inside a record at byte ${h.truncated.offset})`,
-      h.kernelDrops === null
-        ? 'not recorded'
-        : `${countText(h.kernelDrops)}${h.dropsGiven === true ? ' (given)' : ''}`,
+      fileDroppedCell(h),
     ];
     out.push(`| ${row.map(mdText).join(' | ')} |`);
   }

@@ -6,7 +6,7 @@
  * path with its gates, the JS reader and decoder, no gates, the later points on a worker thread).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -17,6 +17,9 @@ import { loadNativeAddon } from '../../native/loader';
 import type { Inventory } from '../../common/inventory';
 import { checkBundle } from './bundle-check';
 import type { ReportDocument } from '../../core/report/report-document';
+import { shiftPcapTimes } from './pcap-shift';
+import { pcapWithTsoffset } from './pcapng-writer';
+import { tsharkColumn } from './tshark';
 
 const root = join(__dirname, '..', '..', '..');
 const bin = join(root, 'bin', 'hoptrace');
@@ -132,5 +135,90 @@ void t.test('the bundle says it: report.json (valid against the schema), report.
   });
   t.equal(doc.points[2]?.outsideWindowNs, String(30_000_060_000));
   t.match(readFileSync(join(dir, 'report.md'), 'utf8'), /found \+30\.0 s from its time at decap/);
+  t.end();
+});
+
+/** if_tsoffset 1800000000 s: 2027-01-15T08:00:00Z. */
+const OFFSET_S = 1_800_000_000n;
+
+/**
+ * The three points at 2027 (the benchmark files moved by 10^8 s), decap written as pcapng whose
+ * IDB carries if_tsoffset = 1800000000 and whose packets hold their times minus it (1970 times
+ * read without the offset); egress and backend classic pcap at the right times.
+ */
+function tsoffsetFiles(t: { teardown(fn: () => void): void }) {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-tsoffset-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return (['decap', 'egress', 'backend'] as const).map((name) => {
+    const raw = join(dir, `${name}-raw.pcap`);
+    writeBenchPcap(raw, FRAMES, 'tsoff0001', 'pcap', BENCH_POINTS[name], PROBE_AT);
+    const at2027 = shiftPcapTimes(readFileSync(raw), (OFFSET_S - 1_700_000_000n) * 1_000_000_000n);
+    const file = join(dir, name === 'decap' ? 'decap.pcapng' : `${name}.pcap`);
+    writeFileSync(file, name === 'decap' ? pcapWithTsoffset(at2027, OFFSET_S) : at2027);
+    return { name, file };
+  });
+}
+
+for (const way of WAYS) {
+  void t.test(
+    `decap pcapng with if_tsoffset 1800000000: 2027, no clock caution (${way.name})`,
+    (t) => {
+      if (way.native && !native) {
+        t.fail('the native addon does not load');
+        t.end();
+        return;
+      }
+      const points = tsoffsetFiles(t);
+      const r = analyzeFiles({ points, inventory: EMPTY, selector: {} }, way.opts);
+      t.equal(r.verdict.layer, 'preserved');
+      const decap = BigInt(r.points[0]?.firstTsNs ?? '0');
+      t.ok(decap >= OFFSET_S * 1_000_000_000n, `decap's times are in 2027 (${String(decap)} ns)`);
+      t.ok(decap < (OFFSET_S + 60n) * 1_000_000_000n, 'within the minute the files cover');
+      for (const p of r.points)
+        t.equal(p.outsideWindowNs, undefined, `${p.name} within the window`);
+      t.notMatch(r.caveats?.join('\n') ?? '', /outside the|clock/, 'no clock caution');
+      for (const c of r.clock ?? []) {
+        const off = BigInt(c.offsetNs ?? '0');
+        t.ok(
+          off > -1_000_000n && off < 1_000_000n,
+          `${c.point}: offset below 1 ms (${c.offsetNs})`,
+        );
+      }
+      t.end();
+    },
+  );
+}
+
+void t.test('if_tsoffset: report.md in 2027 and evidence.pcapng on the same clock', (t) => {
+  const points = tsoffsetFiles(t);
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-tsoffset-bundle-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  execFileSync(
+    process.execPath,
+    [
+      bin,
+      'analyze',
+      ...points.flatMap((p) => ['--point', `${p.name}=${p.file}`]),
+      '--report-dir',
+      dir,
+    ],
+    { stdio: 'pipe' },
+  );
+  t.match(readFileSync(join(dir, 'report.md'), 'utf8'), /2027-01-15T08:00:00\.0/);
+  const doc = JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as ReportDocument;
+  t.same(doc.evidence?.problems ?? [], [], 'every point in evidence.pcapng (no frame "changed")');
+  t.same(
+    doc.evidence?.interfaces.map((i) => i.point),
+    ['decap', 'egress', 'backend'],
+    'one interface per point',
+  );
+  // tshark's times of the evidence packets: all on decap's clock, in 2027, seconds apart at most.
+  const epoch = tsharkColumn(join(dir, 'evidence.pcapng'), 'frame.time_epoch').map(Number);
+  t.ok(epoch.length >= 9, `packets of the three points (${epoch.length})`);
+  for (const s of epoch) t.ok(s >= 1_800_000_000 && s < 1_800_000_060, `${s}: 2027`);
   t.end();
 });

@@ -54,16 +54,18 @@ export function shb(le: boolean): Buffer {
   return block(0x0a0d0d0a, body, le);
 }
 
-/** Interface Description Block with if_name and if_tsresol when given. */
+/** Interface Description Block with if_name, if_tsresol and if_tsoffset (seconds) when given. */
 export function idb(
   le: boolean,
   linktype: number,
   name: string | null,
   tsresol: number | null,
+  tsoffset: bigint | null = null,
 ): Buffer {
   const opts: Buffer[] = [];
   if (name !== null) opts.push(option(2, Buffer.from(name), le));
   if (tsresol !== null) opts.push(option(9, Buffer.from([tsresol]), le));
+  if (tsoffset !== null) opts.push(option(14, u64(BigInt.asUintN(64, tsoffset), le), le));
   if (opts.length > 0) opts.push(END(le));
   return block(1, Buffer.concat([u16(linktype, le), u16(0, le), u32(262144, le), ...opts]), le);
 }
@@ -98,4 +100,37 @@ export function isb(
   if (counts.osdrop !== undefined) opts.push(option(7, u64(counts.osdrop, le), le));
   if (opts.length > 0) opts.push(END(le));
   return block(5, Buffer.concat([u32(iface, le), u32(0, le), u32(0, le), ...opts]), le);
+}
+
+/**
+ * A classic pcap file (little-endian, µs: what bench/pcap-writer.ts and tcpdump -w write) as
+ * pcapng with one interface whose IDB carries if_tsoffset = `tsoffset` seconds (and if_tsresol
+ * `tsresol`, 6 when null): each packet's time is written as its time in the pcap minus the offset,
+ * in the interface's units, so a reader that honours the offset gives the pcap's times back.
+ */
+export function pcapWithTsoffset(
+  pcap: Buffer,
+  tsoffset: bigint,
+  opts: { le?: boolean; tsresol?: number | null; name?: string | null } = {},
+): Buffer {
+  if (pcap.readUInt32LE(0) !== 0xa1b2c3d4) throw new Error('not a little-endian µs pcap');
+  const le = opts.le ?? true;
+  const tsresol = opts.tsresol ?? null;
+  // ns per unit: 10^-tsresol s (decimal resolutions only).
+  const unitNs = 10n ** BigInt(9 - (tsresol ?? 6));
+  const out: Buffer[] = [
+    shb(le),
+    idb(le, pcap.readUInt32LE(20), opts.name ?? null, tsresol, tsoffset),
+  ];
+  for (let at = 24; at + 16 <= pcap.length;) {
+    const caplen = pcap.readUInt32LE(at + 8);
+    const ns =
+      BigInt(pcap.readUInt32LE(at)) * 1_000_000_000n + BigInt(pcap.readUInt32LE(at + 4)) * 1000n;
+    const units = (ns - tsoffset * 1_000_000_000n) / unitNs;
+    if (units < 0n) throw new Error('a time before the offset: choose a smaller one');
+    const data = pcap.subarray(at + 16, at + 16 + caplen);
+    out.push(epb(le, 0, units, data, pcap.readUInt32LE(at + 12)));
+    at += 16 + caplen;
+  }
+  return Buffer.concat(out);
 }

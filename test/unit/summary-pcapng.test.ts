@@ -419,13 +419,16 @@ void t.test('the addon on pcapng blocks: where a run stops, and why', (t) => {
   const e = (iface: number, ts: bigint): Buffer => epb(true, iface, ts, frame);
   const file = Buffer.concat([e(0, 1n), e(1, 2n), e(1, 3n), e(2, 4n), e(0, 5n)]);
   const one = e(0, 1n).length;
-  /** Interface table entries: [link type, mul, div]. */
-  const table = (...rows: [number, number, number][]): Buffer => {
-    const b = Buffer.alloc(12 * rows.length);
-    rows.forEach(([lt, mul, div], k) => {
-      b.writeUInt32LE(lt, 12 * k);
-      b.writeUInt32LE(mul, 12 * k + 4);
-      b.writeUInt32LE(div, 12 * k + 8);
+  /** Interface table entries: [link type, mul, div, if_tsoffset in s (0 unless given)]. */
+  const table = (
+    ...rows: ([number, number, number] | [number, number, number, bigint])[]
+  ): Buffer => {
+    const b = Buffer.alloc(24 * rows.length);
+    rows.forEach(([lt, mul, div, offset], k) => {
+      b.writeUInt32LE(lt, 24 * k);
+      b.writeUInt32LE(mul, 24 * k + 4);
+      b.writeUInt32LE(div, 24 * k + 8);
+      b.writeBigInt64LE(offset ?? 0n, 24 * k + 16);
     });
     return b;
   };
@@ -458,6 +461,25 @@ void t.test('the addon on pcapng blocks: where a run stops, and why', (t) => {
     () => addon.summarize(file, 0, file.length, SUMMARY_LAYOUT.pcapngLe, 1, 1 << 26, ports, out),
     /interface table/,
   );
-  t.throws(() => run(file, 0, Buffer.alloc(13)), /12 bytes an interface/);
+  t.throws(() => run(file, 0, Buffer.alloc(13)), /24 bytes an interface/);
+  // if_tsoffset: seconds added to the scaled time; a time it takes below 0 or to 2^64 ns or
+  // beyond stops the run at that block (the JS parser refuses it: FILE_TIME_RANGE).
+  const ahead = table([1, 1000, 1, 1_800_000_000n], [1, 1, 1, 0n]);
+  t.same(run(file, 0, ahead), [3, 3 * one, SUMMARY_STOP.block], 'offsets taken');
+  t.same(
+    [0, 1, 2].map(rec),
+    [
+      { ts: 1_800_000_000_000_001_000n, iface: 0 },
+      { ts: 2n, iface: 1 },
+      { ts: 3n, iface: 1 },
+    ],
+    'time = units × mul / div + if_tsoffset × 10^9, per interface',
+  );
+  const behind = table([1, 1000, 1, 0n], [1, 1, 1, -1n]);
+  t.same(run(file, 0, behind), [1, one, SUMMARY_STOP.block], 'stops at a time below 0');
+  const top = table([1, 1, 1, 18_446_744_073n], [1, 1, 1, 18_446_744_073n]);
+  const last = Buffer.concat([e(0, 709_551_615n), e(1, 709_551_616n)]);
+  t.same(run(last, 0, top), [1, one, SUMMARY_STOP.block], 'stops at a time of 2^64 ns');
+  t.equal(rec(0).ts, 2n ** 64n - 1n, 'and takes 2^64 − 1');
   t.end();
 });

@@ -100,7 +100,7 @@
 #include "retain.h"
 #include "summary.h"
 
-#define ADDON_VERSION 12
+#define ADDON_VERSION 14
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -1222,8 +1222,8 @@ static int read_gate(uint8_t *buf, size_t len, size_t max_records, SummaryGate *
  *   -> [count, nextPos, stop]
  * Runs the C fast path (summary.c) over the records of src[pos, end); out receives
  * floor(out.length / 192) records at most; ports is a 65536-byte UDP port table. The pcapng
- * layouts take the Enhanced Packet Blocks of the interfaces in the table `ifaces` (12 bytes each:
- * link type, mul, div; summary.h), and maxCaplen is then the largest block; linktype is unused
+ * layouts take the Enhanced Packet Blocks of the interfaces in the table `ifaces` (24 bytes each:
+ * link type, mul, div, carried (set here), if_tsoffset; summary.h), and maxCaplen is then the largest block; linktype is unused
  * (classic pcap: ifaces is undefined). With a gate (read_gate), only the frames it lets through
  * get a record; the gate receives the frames walked, the useful frames left out and each
  * record's frame.
@@ -1250,7 +1250,7 @@ static napi_value summarize(napi_env env, napi_callback_info info) {
              napi_get_buffer_info(env, argv[8], (void **)&ifaces, &ifaces_len) != napi_ok ||
              ifaces_len % SUMMARY_NG_IFACE_BYTES != 0))
     return throw_code(env, "BAD_ARGUMENT",
-                      "summarize: a pcapng layout needs an interface table (12 bytes an interface)");
+                      "summarize: a pcapng layout needs an interface table (24 bytes an interface)");
   if (ports_len < 65536 || end > src_len || pos > end || layout > SUMMARY_LAYOUT_PCAPNG_BE)
     return throw_code(env, "BAD_ARGUMENT", "summarize: ports must hold 65536 bytes; pos <= end <= src.length");
   SummaryGate gate;

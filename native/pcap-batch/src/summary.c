@@ -1095,14 +1095,19 @@ size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layo
  * own error). Interfaces may alternate block by block (dumpcap -i a -i b).
  */
 size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, uint32_t max_block,
-                      const uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
+                      uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
                       size_t max_records, size_t *next_pos, int *stop) {
   return summary_run_ng_gate(src, src_len, pos, le, max_block, ifaces, n_ifaces, ports, out,
                              max_records, next_pos, stop, NULL);
 }
 
+/* An interface table entry's if_tsoffset: a signed count of seconds (i64 LE at 16). */
+static inline int64_t ng_tsoffset(const uint8_t *ifc) {
+  return (int64_t)(((uint64_t)rd32(ifc + 20, 1) << 32) | rd32(ifc + 16, 1));
+}
+
 size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int le,
-                           uint32_t max_block, const uint8_t *ifaces, uint32_t n_ifaces,
+                           uint32_t max_block, uint8_t *ifaces, uint32_t n_ifaces,
                            const uint8_t *ports, uint8_t *out, size_t max_records,
                            size_t *next_pos, int *stop, SummaryGate *gate) {
   size_t n = 0;
@@ -1117,7 +1122,7 @@ size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int l
     if (pos + 32 > src_len) break;
     const uint8_t *b = src + pos;
     uint32_t len = rd32(b + 4, le), id = rd32(b + 8, le);
-    const uint8_t *ifc = id < n_ifaces ? ifaces + (size_t)id * SUMMARY_NG_IFACE_BYTES : NULL;
+    uint8_t *ifc = id < n_ifaces ? ifaces + (size_t)id * SUMMARY_NG_IFACE_BYTES : NULL;
     uint32_t div = ifc != NULL ? rd32(ifc + 8, 1) : 0;
     if (rd32(b, le) != 6 || len < 32 || (len & 3) != 0 || len > max_block || div == 0) {
       *stop = SUMMARY_STOP_BLOCK;
@@ -1126,13 +1131,17 @@ size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int l
     if (pos + len > src_len) break; /* the rest of this block is in the next chunk */
     uint32_t caplen = rd32(b + 20, le), wirelen = rd32(b + 24, le);
     uint64_t units = ((uint64_t)rd32(b + 12, le) << 32) | rd32(b + 16, le);
-    unsigned __int128 ns = (unsigned __int128)units * rd32(ifc + 4, 1) / div;
-    if (rd32(b + len - 4, le) != len || (uint64_t)caplen + 32 > len || (ns >> 64) != 0) {
+    /* Below 2^96 scaled, and the offset's ns within ±2^93: no overflow in 128 bits. */
+    __int128 ns = (__int128)((unsigned __int128)units * rd32(ifc + 4, 1) / div) +
+                  (__int128)ng_tsoffset(ifc) * 1000000000;
+    if (rd32(b + len - 4, le) != len || (uint64_t)caplen + 32 > len || ns < 0 ||
+        (ns >> 64) != 0) {
       *stop = SUMMARY_STOP_BLOCK;
       break;
     }
     uint8_t *rec = out + n * SUMMARY_BYTES;
     pos += len;
+    ifc[12] = 1; /* the interface carried a packet */
     if (gate == NULL) {
       emit(src, (uint32_t)(pos - len + 28), caplen, wirelen, (uint64_t)ns, rd32(ifc, 1), ports,
            rec);

@@ -118,21 +118,24 @@ size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, u
 size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layout,
                         uint32_t linktype, uint32_t max_caplen, const uint8_t *ports, uint8_t *out,
                         size_t max_records, size_t *next_pos, int *stop, SummaryGate *gate);
-/* pcapng interface table entries for summary_run_ng: u32 link type | u32 mul | u32 div (LE);
- * div 0 = the interface's packets are left to the caller. */
-#define SUMMARY_NG_IFACE_BYTES 12
+/* pcapng interface table entries for summary_run_ng (LE): u32 link type | u32 mul | u32 div |
+ * u8 carried, 3 bytes zero | i64 if_tsoffset (seconds); div 0 = the interface's packets are left to
+ * the caller. summary_run_ng sets `carried` to 1 once it walks a packet of the interface (gated out
+ * or not), so the caller knows which interfaces carried packets (drop counts: pcap-file.ts). */
+#define SUMMARY_NG_IFACE_BYTES 24
 
 /* Summarizes the pcapng Enhanced Packet Blocks from pos (a section in byte order `le`) of the
- * interfaces in the table (n_ifaces entries), timestamps in ns = units * mul / div, each record's
- * interface id at offset 188; stops at any other block, a block not wholly in src, a block of an
- * interface the table leaves out, or one that is not well formed or whose time does not fit 64 bits
- * — the caller's reader handles that block. Returns the number written to out. */
+ * interfaces in the table (n_ifaces entries), timestamps in ns = units * mul / div + if_tsoffset
+ * * 10^9, each record's interface id at offset 188; stops at any other block, a block not wholly
+ * in src, a block of an interface the table leaves out, or one that is not well formed or whose
+ * time is not in [0, 2^64) ns — the caller's reader handles that block (and refuses a time its
+ * offset put out of range). Returns the number written to out. */
 size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, uint32_t max_block,
-                      const uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
+                      uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
                       size_t max_records, size_t *next_pos, int *stop);
 /* summary_run_ng with a gate (NULL: every frame gets a record, as summary_run_ng). */
 size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int le,
-                           uint32_t max_block, const uint8_t *ifaces, uint32_t n_ifaces,
+                           uint32_t max_block, uint8_t *ifaces, uint32_t n_ifaces,
                            const uint8_t *ports, uint8_t *out, size_t max_records,
                            size_t *next_pos, int *stop, SummaryGate *gate);
 /* Most bytes summary_wire writes besides the context (two IPv6 tuples, two tunnels, all keys). */
