@@ -304,6 +304,75 @@ void t.test('rp_filter: strict on a path interface warns with the sysctl to run'
   t.end();
 });
 
+// A reviewer's reproduction: `br+lan` is a legal interface name (anything but '/', ':' and white
+// space); its strict rp_filter was dropped by the parser and the missing value read as 0 → "ok".
+void t.test('rp_filter: any interface name; a value not read is never ok', (t) => {
+  const out =
+    'net.ipv4.conf.all.rp_filter = 0\nnet.ipv4.conf.default.rp_filter = 0\nnet.ipv4.conf.br+lan.rp_filter = 1\nnet.ipv4.conf.wg@x.rp_filter = 2\nnet.ipv4.conf.a=b.rp_filter = 2\nnet.ipv4.conf.vl/7.rp_filter = 1\n';
+  const rp = rpFilterValues(parseSysctlOutput(out));
+  t.same(
+    rp.map((v) => `${v.iface}=${v.value}`),
+    ['a=b=2', 'all=0', 'br+lan=1', 'default=0', 'vl.7=1', 'wg@x=2'],
+  );
+  t.equal(effectiveRpFilter(rp, 'br+lan'), 1);
+  t.equal(effectiveRpFilter(rp, 'eth9'), null, 'all known, the interface not: unknown, not all');
+  const at = (dev: string, rpFilter: { iface: string; value: number }[]) =>
+    runDoctorChecks({
+      facts: [
+        facts('vpn-node', 'n1', {
+          target: '',
+          rpFilter,
+          lookups: [{ to: '10.90.0.42', route: route('10.90.0.42', '', dev), error: '' }],
+        }),
+      ],
+      tunnelRange: '10.90.0.0/24',
+      client: '10.90.0.42',
+      liveAddresses: [],
+      nodeAddresses: {},
+    }).findings.filter((f) => f.check === 'rp-filter');
+  const strict = at('br+lan', rp);
+  t.same(
+    strict.map((f) => [f.severity, f.subject]),
+    [['warning', 'br+lan']],
+  );
+  t.match(strict[0]?.fix, /^sysctl -w net\.ipv4\.conf\.br\+lan\.rp_filter=2/);
+  t.match(at('vl.7', rp)[0]?.fix, /^sysctl -w net\.ipv4\.conf\.vl\/7\.rp_filter=2/, "'.' as '/'");
+  // The path interface's value not in sysctl's output: not checked, never "ok".
+  const missing = at('br+lan', [
+    { iface: 'all', value: 0 },
+    { iface: 'default', value: 0 },
+  ]);
+  t.same(
+    missing.map((f) => f.severity),
+    ['warning'],
+  );
+  t.match(missing[0]?.detail, /^not checked: reverse path filtering on br\+lan is unknown/);
+  t.match(missing[0]?.detail, /net\.ipv4\.conf\.br\+lan\.rp_filter=not read/);
+  // Nothing at all read (an empty output): the same, not silence and not ok.
+  t.same(
+    at('up0', []).map((f) => [f.severity, f.subject]),
+    [['warning', 'up0']],
+  );
+  // `all` not read: the maximum is unknown whatever the interface's own value.
+  t.same(
+    at('up0', [{ iface: 'up0', value: 0 }]).map((f) => f.severity),
+    ['warning'],
+  );
+  t.same(
+    at('up0', [
+      { iface: 'all', value: 0 },
+      { iface: 'up0', value: 2 },
+    ]).map((f) => f.severity),
+    ['ok'],
+  );
+  t.same(
+    at('up0', [{ iface: 'all', value: 2 }]).map((f) => f.severity),
+    ['ok'],
+    'all=2: loose whatever the interface says',
+  );
+  t.end();
+});
+
 void t.test('masquerade finding on the VPN node names the rule and the fix', (t) => {
   const nat = parseIptablesSave(
     '*nat\n:MASQ - [0:0]\n-A POSTROUTING -s 10.90.0.0/24 -o up0 -j MASQ\n-A MASQ -j MASQUERADE\nCOMMIT\n',
