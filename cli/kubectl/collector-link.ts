@@ -119,9 +119,11 @@ export async function linkCollector(cluster: Cluster, namespace: string): Promis
     health: {},
   };
   // One request first, so a refused forward or a certificate says so with its own code.
+  let res: Response;
+  let text: string;
   try {
-    const res = await doFetch(`${base}/healthz`);
-    link.health = (await res.json()) as CollectorLink['health'];
+    res = await doFetch(`${base}/healthz`);
+    text = await res.text();
   } catch (e) {
     const cause = e instanceof TypeError ? e.cause : e;
     if (cause instanceof HoptraceError) throw cause;
@@ -136,5 +138,31 @@ export async function linkCollector(cluster: Cluster, namespace: string): Promis
       },
     );
   }
+  link.health = healthOf(res.status, text, link.label);
   return link;
+}
+
+/** GET /healthz's reply: 200 and a JSON object, else COLLECTOR_BAD_RESPONSE (never a TypeError later). */
+function healthOf(status: number, text: string, where: string): CollectorLink['health'] {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  if (status !== 200 || typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new HoptraceError(
+      'COLLECTOR_BAD_RESPONSE',
+      `GET /healthz answered HTTP ${status}${body === undefined ? ', not JSON' : ', not a JSON object'}`,
+      {
+        where,
+        hint: 'the pod behind the port-forward is not this version of the hoptrace collector; check its image and its api port',
+      },
+    );
+  }
+  const h = body as Record<string, unknown>;
+  const health: CollectorLink['health'] = {};
+  if (typeof h['collectorId'] === 'string') health.collectorId = h['collectorId'];
+  if (typeof h['agentsConnected'] === 'number') health.agentsConnected = h['agentsConnected'];
+  return health;
 }

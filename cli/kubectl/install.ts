@@ -13,7 +13,6 @@ import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { loadClientLibrary } from '../../collector';
-import type { AgentView } from '../../collector';
 import { HoptraceError } from '../../common/errors';
 import { parseDuration } from '../capture';
 import { EXIT } from '../exit-codes';
@@ -28,7 +27,7 @@ import {
 } from './collector-link';
 import { HOPTRACE_NAMESPACE, KUBE_USAGE, parseKubectlArgs, type KubectlDeps } from './flags';
 import { loadManifests, type Manifest } from './manifests';
-import { summarizeNodes, type NodeStatus } from './status';
+import { readAgents, summarizeNodes, type AgentRow, type NodeStatus } from './status';
 import { makeTlsMaterial } from './tls-material';
 
 export const INSTALL_USAGE = `kubectl hoptrace install --image IMAGE [--timeout 5m] [--tls-dir ./hoptrace-tls] ${KUBE_USAGE}`;
@@ -84,10 +83,10 @@ async function installState(cluster: Cluster, ns: string): Promise<InstallState>
       collectorPod: null,
     };
   }
-  let agents: AgentView[];
+  let agents: AgentRow[];
   try {
     const link = await linkCollector(cluster, ns);
-    agents = (await link.client.json<{ agents: AgentView[] }>('GET', '/v1/agents')).agents;
+    agents = await readAgents(link.client);
   } catch (e) {
     // Ready, but its port not answering through the forward yet: keep waiting.
     if (e instanceof HoptraceError && /PORT_FORWARD|UNREACHABLE/.test(e.code))
