@@ -182,3 +182,39 @@ void t.test(
     t.match(ok.out.join('\n'), /captures running: 1/);
   },
 );
+
+void t.test('capture: every flag is checked before the API server is asked', async (t) => {
+  const base = ['capture', '--decap', 'vpn/wg-0:tun0', '--backend', 'web/web-1:eth0'];
+  const cases: [string[], RegExp][] = [
+    [['--client', '999.1.1.1'], /CLI_USAGE: --client: '999\.1\.1\.1' is not an IP address/],
+    [['--dst', '10.96.0.10:70000'], /CLI_USAGE: --dst: '10\.96\.0\.10:70000' is not IP or IP:PORT/],
+    [['--timeout', '100d'], /CLI_USAGE: --timeout: '100d' is not a duration/],
+    [['--timeout', '2h'], /CLI_USAGE: --timeout: .*is not a duration/],
+    [['--timeout', '61m'], /CLI_USAGE: --timeout: '61m' is out of range: from 100ms to 60m/],
+    [['--timeout', '10ms'], /CLI_USAGE: --timeout: '10ms' is out of range/],
+    [['--settle', 'soon'], /CLI_USAGE: --settle: 'soon' is not a duration/],
+    [['--filter', 'x'.repeat(4097)], /CLI_USAGE: --filter: the filter is longer than 4096/],
+    [['--evidence-wait', '1d'], /CLI_USAGE: --evidence-wait: '1d' is not a duration/],
+    [['--doctor-tunnel-range', '10.90.0.0/99'], /CLI_USAGE: --doctor-tunnel-range: /],
+    [['--out', ''], /CLI_USAGE: .*--out: the path is empty/],
+    [['--egress', 'vpn/wg-0'], /CLI_BAD_POINT: --egress: 'vpn\/wg-0': no :IFACE/],
+    [['--egress', 'a/b/c/d:eth0'], /CLI_BAD_POINT: --egress: /],
+  ];
+  for (const [extra, want] of cases) {
+    let asked = 0;
+    const code = await runKubectl([...base, ...extra], {
+      out: () => undefined,
+      err: (l) => {
+        t.match(l, want, extra.join(' ').slice(0, 40));
+      },
+      env: {},
+      cwd: '/nonexistent',
+      connect: () => {
+        asked++;
+        return Promise.reject(new Error('the API server was asked'));
+      },
+    });
+    t.equal(code, 2, `${extra.join(' ').slice(0, 40)}: exit 2`);
+    t.equal(asked, 0, `${extra.join(' ').slice(0, 40)}: no API server asked`);
+  }
+});
