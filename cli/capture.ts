@@ -23,14 +23,18 @@ import {
 } from '../collector';
 import { canonicalIP } from '../common/address';
 import { parseDstArg } from './analyze-args';
-import { parseCommandLine } from './args';
-import { CollectorClient } from './collector-client';
+import { parseCommandLine, parseDuration } from './args';
+
+export { parseDuration } from './args';
+import { CollectorClient, type CollectorLimits } from './collector-client';
 import { EXIT } from './exit-codes';
 
 export const USAGE =
   'hoptrace capture --collector URL --point NAME=[NODE/]TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] [--inventory FILE] [--evidence-payload] [--per-packet] [--doctor-tunnel-range CIDR] [--json] [--token-file FILE]';
 
 const FINAL = new Set(['resolved', 'timeout', 'cancelled', 'failed']);
+/** How long polls may fail as a restarting collector's do before the capture is given up. */
+const RESTART_GRACE_MS = 15_000;
 /** The longest capture filter the collector takes (collector/capture-request.ts). */
 const MAX_FILTER_CHARS = 4096;
 
@@ -79,20 +83,6 @@ export function parseCapturePoint(value: string): PointSpec {
     p.node = node;
   }
   return p;
-}
-
-/** `30s`, `500ms`, `2m`, `1.5s`; a bare number is seconds. */
-export function parseDuration(value: string, flag: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
-  if (m === null) {
-    throw new HoptraceError('CLI_USAGE', `'${value}' is not a duration`, {
-      where: flag,
-      hint: 'e.g. 30s, 500ms, 2m',
-    });
-  }
-  const n = Number(m[1]);
-  const unit = m[2] ?? 's';
-  return Math.round(unit === 'ms' ? n : unit === 's' ? n * 1000 : n * 60_000);
 }
 
 /** The options of a capture request besides its points, as `hoptrace capture` takes them. */
@@ -163,6 +153,8 @@ export interface CaptureDeps {
   err?: (line: string) => void;
   env?: NodeJS.ProcessEnv;
   fetch?: typeof fetch;
+  /** Each request's deadline and reply cap (default DEFAULT_COLLECTOR_LIMITS). */
+  limits?: CollectorLimits;
   pollMs?: number;
   /** Told the capture's last view once it is final (kubectl hoptrace then downloads its bundle). */
   onFinal?: (view: CaptureView) => void;
@@ -236,13 +228,14 @@ export async function runCapture(
   const tokenFile = values['token-file'];
   const token = loadToken(tokenFile === undefined ? { env } : { file: tokenFile, env });
 
-  const client = new CollectorClient(base, token, deps.fetch ?? fetch);
+  const client = new CollectorClient(base, token, deps.fetch ?? fetch, deps.limits);
   let view = await client.json<CaptureView>('POST', '/v1/captures', body);
   const started = Date.now();
   err(`capture ${view.id} armed on ${base}`);
   for (const line of targetNoteLines(view)) err(line);
   let last = '';
   let failures = 0;
+  let lastAnswer = Date.now();
   const pollMs = deps.pollMs ?? 200;
   while (!FINAL.has(view.state)) {
     const line = progressLine(view, Date.now() - started);
@@ -252,9 +245,16 @@ export async function runCapture(
     try {
       view = await client.json<CaptureView>('GET', `/v1/captures/${view.id}`);
       failures = 0;
+      lastAnswer = Date.now();
     } catch (e) {
-      // A collector restart is survivable: it resumes the session; give it a few seconds.
-      if (!(e instanceof HoptraceError) || e.code !== 'COLLECTOR_UNREACHABLE' || ++failures > 25)
+      // A collector restart is survivable: it resumes the session; give it a few seconds — by the
+      // clock too, so that requests that each wait out their deadline do not add up to minutes.
+      if (
+        !(e instanceof HoptraceError) ||
+        e.code !== 'COLLECTOR_UNREACHABLE' ||
+        ++failures > 25 ||
+        Date.now() - lastAnswer > RESTART_GRACE_MS
+      )
         throw e;
     }
   }

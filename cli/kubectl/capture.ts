@@ -124,6 +124,7 @@ export async function runKubeCapture(argv: string[], deps: KubectlDeps): Promise
     },
     env: { HOPTRACE_TOKEN: link.token },
     fetch: link.fetch,
+    limits: link.limits,
     ...(deps.pollMs === undefined ? {} : { pollMs: deps.pollMs }),
     onFinal: (v) => {
       final = v;

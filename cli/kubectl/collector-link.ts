@@ -6,7 +6,11 @@
  */
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
-import { CollectorClient } from '../collector-client';
+import {
+  CollectorClient,
+  DEFAULT_COLLECTOR_LIMITS,
+  type CollectorLimits,
+} from '../collector-client';
 import type { Cluster } from './cluster';
 import { streamFetch, withTls, type Connector } from './stream-fetch';
 
@@ -27,6 +31,8 @@ export interface CollectorLink {
   /** Where it is, for people: `pod hoptrace/NAME via port-forward`. */
   label: string;
   fetch: typeof fetch;
+  /** Each request's deadline (the cluster's request timeout) and reply cap. */
+  limits: CollectorLimits;
   client: CollectorClient;
   /** The API token from the Secret (for `hoptrace capture`, which reads it from HOPTRACE_TOKEN). */
   token: string;
@@ -105,7 +111,12 @@ export async function linkCollector(cluster: Cluster, namespace: string): Promis
   let open: Connector = () => cluster.portForward(namespace, podName, port);
   const host = `${SERVICE}.${namespace}.svc`;
   if (tls) open = withTls(open, await secretKey(cluster, namespace, TLS_SECRET, 'ca.crt'), host);
-  const doFetch = streamFetch(open);
+  // Each request to the collector ends within the request timeout, its reply capped.
+  const limits: CollectorLimits = {
+    timeoutMs: cluster.requestTimeoutMs,
+    maxReplyBytes: DEFAULT_COLLECTOR_LIMITS.maxReplyBytes,
+  };
+  const doFetch = streamFetch(open, limits);
   const base = `${tls ? 'https' : 'http'}://${host}:${port}`;
   const link: CollectorLink = {
     namespace,
@@ -114,7 +125,8 @@ export async function linkCollector(cluster: Cluster, namespace: string): Promis
     base,
     label: `pod ${namespace}/${podName} via port-forward`,
     fetch: doFetch,
-    client: new CollectorClient(base, token, doFetch),
+    limits,
+    client: new CollectorClient(base, token, doFetch, limits),
     token,
     health: {},
   };

@@ -174,7 +174,18 @@ export async function runInstall(argv: string[], deps: KubectlDeps): Promise<num
   const deadline = Date.now() + timeoutMs;
   let last = '';
   for (;;) {
-    const st = await installState(cluster, ns);
+    // The wait ends at --timeout even inside a look (the command's end then aborts its requests).
+    const st = await beforeDeadline(installState(cluster, ns), deadline);
+    if (st === null) {
+      throw new HoptraceError(
+        'KUBECTL_INSTALL_FAILED',
+        `not ready within ${values.timeout ?? '5m'}: ${last === '' ? 'the first look at the cluster did not finish' : `${last} (the last look did not finish)`}`,
+        {
+          where: `namespace ${ns}`,
+          hint: `kubectl -n ${ns} get pods -o wide; kubectl -n ${ns} logs deploy/hoptrace-collector`,
+        },
+      );
+    }
     if (st.line !== last) deps.err(st.line);
     last = st.line;
     if (st.done) {
@@ -197,7 +208,25 @@ export async function runInstall(argv: string[], deps: KubectlDeps): Promise<num
         },
       );
     }
-    await delay(deps.pollMs ?? 1000);
+    await delay(Math.min(deps.pollMs ?? 1000, Math.max(0, deadline - Date.now())));
+  }
+}
+
+/** The promise's value, or null once `deadline` (ms since the epoch) has passed. */
+async function beforeDeadline<T>(p: Promise<T>, deadline: number): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<null>((resolve) => {
+    timer = setTimeout(
+      () => {
+        resolve(null);
+      },
+      Math.max(0, deadline - Date.now()),
+    );
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
