@@ -45,3 +45,17 @@ export function wantsHelp(argv: readonly string[]): boolean {
   const head = end < 0 ? argv : argv.slice(0, end);
   return head.includes('--help') || head.includes('-h');
 }
+
+/** `30s`, `500ms`, `2m`, `1.5s`; a bare number is seconds. */
+export function parseDuration(value: string, flag: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
+  if (m === null) {
+    throw new HoptraceError('CLI_USAGE', `'${value}' is not a duration`, {
+      where: flag,
+      hint: 'e.g. 30s, 500ms, 2m',
+    });
+  }
+  const n = Number(m[1]);
+  const unit = m[2] ?? 's';
+  return Math.round(unit === 'ms' ? n : unit === 's' ? n * 1000 : n * 60_000);
+}

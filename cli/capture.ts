@@ -13,17 +13,30 @@ import { HoptraceError } from '../common/errors';
 import { readInventoryFile } from '../common/inventory-file';
 import type { AnalysisResult } from '../core/report/analyze';
 import { renderVerdictText } from '../core/report/report';
-import { isValidTarget, parsePodTarget, type CaptureView, type PointSpec } from '../collector';
+import {
+  isValidTarget,
+  MAX_CAPTURE_TIMEOUT_MS,
+  MIN_CAPTURE_TIMEOUT_MS,
+  parsePodTarget,
+  type CaptureView,
+  type PointSpec,
+} from '../collector';
 import { canonicalIP } from '../common/address';
 import { parseDstArg } from './analyze-args';
-import { parseCommandLine } from './args';
-import { CollectorClient } from './collector-client';
+import { parseCommandLine, parseDuration } from './args';
+
+export { parseDuration } from './args';
+import { CollectorClient, type CollectorLimits } from './collector-client';
 import { EXIT } from './exit-codes';
 
 export const USAGE =
   'hoptrace capture --collector URL --point NAME=[NODE/]TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] [--inventory FILE] [--evidence-payload] [--per-packet] [--doctor-tunnel-range CIDR] [--json] [--token-file FILE]';
 
 const FINAL = new Set(['resolved', 'timeout', 'cancelled', 'failed']);
+/** How long polls may fail as a restarting collector's do before the capture is given up. */
+const RESTART_GRACE_MS = 15_000;
+/** The longest capture filter the collector takes (collector/capture-request.ts). */
+const MAX_FILTER_CHARS = 4096;
 
 /**
  * Parses `NAME=[NODE/]TARGET:IFACE`. TARGET is an IPv4 address, `[IPv6]`, a namespace path or a
@@ -72,18 +85,67 @@ export function parseCapturePoint(value: string): PointSpec {
   return p;
 }
 
-/** `30s`, `500ms`, `2m`, `1.5s`; a bare number is seconds. */
-export function parseDuration(value: string, flag: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
-  if (m === null) {
-    throw new HoptraceError('CLI_USAGE', `'${value}' is not a duration`, {
-      where: flag,
-      hint: 'e.g. 30s, 500ms, 2m',
-    });
+/** The options of a capture request besides its points, as `hoptrace capture` takes them. */
+export interface CaptureOptionValues {
+  client?: string | undefined;
+  dst?: string | undefined;
+  timeout?: string | undefined;
+  settle?: string | undefined;
+  /** Checked only (each point carries it). */
+  filter?: string | undefined;
+  inventory?: string | undefined;
+  'evidence-payload'?: boolean | undefined;
+  'per-packet'?: boolean | undefined;
+  'doctor-tunnel-range'?: string | undefined;
+}
+
+/**
+ * The request body's options (all but `points`), every one checked: CLI_USAGE here, before any
+ * request — also for `kubectl hoptrace capture`, which calls this before it asks the API server.
+ * Timeout and settle within what the collector takes (API_BAD_REQUEST otherwise, after the fact).
+ */
+export function captureOptions(
+  values: CaptureOptionValues,
+  usageText: string,
+): Record<string, unknown> {
+  const usage = (detail: string, where: string): HoptraceError =>
+    new HoptraceError('CLI_USAGE', detail, { where, hint: `usage: ${usageText}` });
+  const body: Record<string, unknown> = {};
+  if (values.client !== undefined) {
+    const client = canonicalIP(values.client);
+    if (client === null) throw usage(`'${values.client}' is not an IP address`, '--client');
+    body['client'] = client;
   }
-  const n = Number(m[1]);
-  const unit = m[2] ?? 's';
-  return Math.round(unit === 'ms' ? n : unit === 's' ? n * 1000 : n * 60_000);
+  if (values.dst !== undefined) {
+    const d = parseDstArg(values.dst);
+    body['dst'] = d.dst;
+    if (d.dport !== undefined) body['dport'] = d.dport;
+  }
+  const within = (flag: string, text: string, min: number): number => {
+    const ms = parseDuration(text, flag);
+    if (ms < min || ms > MAX_CAPTURE_TIMEOUT_MS)
+      throw usage(
+        `'${text}' is out of range: from ${min === 0 ? '0s' : `${min}ms`} to ${MAX_CAPTURE_TIMEOUT_MS / 60_000}m`,
+        flag,
+      );
+    return ms;
+  };
+  body['timeoutMs'] = within('--timeout', values.timeout ?? '30s', MIN_CAPTURE_TIMEOUT_MS);
+  if (values.settle !== undefined) body['settleMs'] = within('--settle', values.settle, 0);
+  if (values.filter !== undefined && values.filter.length > MAX_FILTER_CHARS)
+    throw usage(`the filter is longer than ${MAX_FILTER_CHARS} characters`, '--filter');
+  if (values.inventory !== undefined) body['inventory'] = readInventoryFile(values.inventory);
+  // Whole frames retained for evidence.pcapng (payload kept), not the first 256 bytes.
+  if (values['evidence-payload'] === true) body['evidencePayload'] = true;
+  if (values['per-packet'] === true) body['perPacket'] = true;
+  // Doctor's checks through the agents when the capture ends, its findings in the report.
+  const range = values['doctor-tunnel-range'];
+  if (range !== undefined) {
+    if (parseCidr(range) === null)
+      throw usage(`'${range}' is not an IPv4 or IPv6 CIDR`, '--doctor-tunnel-range');
+    body['doctor'] = { tunnelRange: range };
+  }
+  return body;
 }
 
 export interface CaptureDeps {
@@ -91,6 +153,8 @@ export interface CaptureDeps {
   err?: (line: string) => void;
   env?: NodeJS.ProcessEnv;
   fetch?: typeof fetch;
+  /** Each request's deadline and reply cap (default DEFAULT_COLLECTOR_LIMITS). */
+  limits?: CollectorLimits;
   pollMs?: number;
   /** Told the capture's last view once it is final (kubectl hoptrace then downloads its bundle). */
   onFinal?: (view: CaptureView) => void;
@@ -159,42 +223,19 @@ export async function runCapture(
   if (names.size !== points.length)
     throw new HoptraceError('CLI_BAD_POINT', 'a point name is given twice', { where: '--point' });
   if (values.filter !== undefined) for (const p of points) p.filter = values.filter;
-  const body: Record<string, unknown> = { points };
-  if (values.client !== undefined) {
-    const client = canonicalIP(values.client);
-    if (client === null) throw usage(`'${values.client}' is not an IP address`, '--client');
-    body['client'] = client;
-  }
-  if (values.dst !== undefined) {
-    const d = parseDstArg(values.dst);
-    body['dst'] = d.dst;
-    if (d.dport !== undefined) body['dport'] = d.dport;
-  }
-  const timeoutMs = parseDuration(values.timeout ?? '30s', '--timeout');
-  body['timeoutMs'] = timeoutMs;
-  if (values.settle !== undefined) body['settleMs'] = parseDuration(values.settle, '--settle');
-  if (values.inventory !== undefined) body['inventory'] = readInventoryFile(values.inventory);
-  // Whole frames retained for evidence.pcapng (payload kept), not the first 256 bytes.
-  if (values['evidence-payload'] === true) body['evidencePayload'] = true;
-  if (values['per-packet'] === true) body['perPacket'] = true;
-  // Doctor's checks through the agents when the capture ends, its findings in the report.
-  const range = values['doctor-tunnel-range'];
-  if (range !== undefined) {
-    if (parseCidr(range) === null)
-      throw usage(`'${range}' is not an IPv4 or IPv6 CIDR`, '--doctor-tunnel-range');
-    body['doctor'] = { tunnelRange: range };
-  }
+  const body: Record<string, unknown> = { points, ...captureOptions(values, USAGE) };
   const env = deps.env ?? process.env;
   const tokenFile = values['token-file'];
   const token = loadToken(tokenFile === undefined ? { env } : { file: tokenFile, env });
 
-  const client = new CollectorClient(base, token, deps.fetch ?? fetch);
+  const client = new CollectorClient(base, token, deps.fetch ?? fetch, deps.limits);
   let view = await client.json<CaptureView>('POST', '/v1/captures', body);
   const started = Date.now();
   err(`capture ${view.id} armed on ${base}`);
   for (const line of targetNoteLines(view)) err(line);
   let last = '';
   let failures = 0;
+  let lastAnswer = Date.now();
   const pollMs = deps.pollMs ?? 200;
   while (!FINAL.has(view.state)) {
     const line = progressLine(view, Date.now() - started);
@@ -204,9 +245,16 @@ export async function runCapture(
     try {
       view = await client.json<CaptureView>('GET', `/v1/captures/${view.id}`);
       failures = 0;
+      lastAnswer = Date.now();
     } catch (e) {
-      // A collector restart is survivable: it resumes the session; give it a few seconds.
-      if (!(e instanceof HoptraceError) || e.code !== 'COLLECTOR_UNREACHABLE' || ++failures > 25)
+      // A collector restart is survivable: it resumes the session; give it a few seconds — by the
+      // clock too, so that requests that each wait out their deadline do not add up to minutes.
+      if (
+        !(e instanceof HoptraceError) ||
+        e.code !== 'COLLECTOR_UNREACHABLE' ||
+        ++failures > 25 ||
+        Date.now() - lastAnswer > RESTART_GRACE_MS
+      )
         throw e;
     }
   }

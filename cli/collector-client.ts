@@ -3,6 +3,9 @@
  * `repro` in cluster mode): bearer token, JSON bodies, and one mapping of failures to errors that
  * say what, where and what to do — unreachable, token refused, the collector's own error (its
  * code, message, where and hint), or a reply that is not the API's.
+ *
+ * Every call ends: it is aborted past its deadline (COLLECTOR_UNREACHABLE, "no reply within …"),
+ * and a reply body longer than the cap is not read further (COLLECTOR_BAD_RESPONSE).
  */
 import { detailOf, ERRORS, HoptraceError, type ErrorCode } from '../common/errors';
 
@@ -12,11 +15,23 @@ interface ApiErrorBody {
 
 const NOT_HOPTRACE = 'check --collector points at a hoptrace collector';
 
+/** How long one call may take, and the longest reply kept (a bundle file is the largest). */
+export interface CollectorLimits {
+  timeoutMs: number;
+  maxReplyBytes: number;
+}
+
+export const DEFAULT_COLLECTOR_LIMITS: CollectorLimits = {
+  timeoutMs: 30_000,
+  maxReplyBytes: 256 * 1024 * 1024,
+};
+
 export class CollectorClient {
   constructor(
     private readonly base: string,
     private readonly token: string,
     private readonly doFetch: typeof fetch = fetch,
+    private readonly limits: CollectorLimits = DEFAULT_COLLECTOR_LIMITS,
   ) {}
 
   /** One call; throws HoptraceError when unreachable or on HTTP ≥ 400. */
@@ -40,26 +55,55 @@ export class CollectorClient {
     body?: unknown,
   ): Promise<{ status: number; bytes: Buffer }> {
     const url = new URL(path, this.base).toString();
-    let res: Response;
+    const ac = new AbortController();
+    const timer = setTimeout(() => {
+      ac.abort(new Error(`no reply within ${this.limits.timeoutMs / 1000} s`));
+    }, this.limits.timeoutMs);
     try {
-      res = await this.doFetch(url, {
-        method,
-        headers: {
-          authorization: `Bearer ${this.token}`,
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
-    } catch (e) {
-      const cause = e instanceof Error && e.cause instanceof Error ? e.cause.message : String(e);
-      throw new HoptraceError('COLLECTOR_UNREACHABLE', `${method} ${url} failed (${cause})`, {
-        where: this.base,
-        hint: 'check --collector and that `hoptrace collector` runs and is reachable from here',
-      });
+      let res: Response;
+      try {
+        res = await this.doFetch(url, {
+          method,
+          headers: {
+            authorization: `Bearer ${this.token}`,
+            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          signal: ac.signal,
+        });
+      } catch (e) {
+        throw this.failed(e, method, url, ac.signal);
+      }
+      let bytes: Buffer;
+      try {
+        bytes = await readCapped(res, this.limits.maxReplyBytes, `${method} ${url}`);
+      } catch (e) {
+        throw this.failed(e, method, url, ac.signal);
+      }
+      if (res.status >= 400) throw apiError(res.status, bytes.toString('utf8'), `${method} ${url}`);
+      return { status: res.status, bytes };
+    } finally {
+      clearTimeout(timer);
+      ac.abort(); // nothing is left reading (a no-op once the reply is whole)
     }
-    const bytes = Buffer.from(await res.arrayBuffer());
-    if (res.status >= 400) throw apiError(res.status, bytes.toString('utf8'), `${method} ${url}`);
-    return { status: res.status, bytes };
+  }
+
+  /** A failed fetch or reply: its own coded cause, the deadline, or unreachable. */
+  private failed(e: unknown, method: string, url: string, signal: AbortSignal): HoptraceError {
+    if (e instanceof HoptraceError) return e;
+    const inner = e instanceof Error ? e.cause : undefined;
+    if (inner instanceof HoptraceError && inner.code === 'COLLECTOR_BAD_RESPONSE') return inner;
+    const cause = signal.aborted
+      ? (signal.reason as Error).message
+      : inner instanceof Error
+        ? inner.message
+        : e instanceof Error
+          ? e.message
+          : String(e);
+    return new HoptraceError('COLLECTOR_UNREACHABLE', `${method} ${url} failed (${cause})`, {
+      where: this.base,
+      hint: 'check --collector and that `hoptrace collector` runs and is reachable from here',
+    });
   }
 
   /** One call whose reply must be JSON. */
@@ -74,6 +118,34 @@ export class CollectorClient {
       });
     }
   }
+}
+
+/** The reply's body, read up to `max` bytes; past it the read stops: COLLECTOR_BAD_RESPONSE. */
+async function readCapped(res: Response, max: number, request: string): Promise<Buffer> {
+  const tooLong = (): HoptraceError =>
+    new HoptraceError('COLLECTOR_BAD_RESPONSE', `the reply is longer than ${max} bytes`, {
+      where: request,
+      hint: NOT_HOPTRACE,
+    });
+  if (Number(res.headers.get('content-length') ?? 0) > max) {
+    await res.body?.cancel();
+    throw tooLong();
+  }
+  if (res.body === null) return Buffer.alloc(0);
+  const chunks: Buffer[] = [];
+  let length = 0;
+  const reader = res.body.getReader() as ReadableStreamDefaultReader<Uint8Array>;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    length += value.length;
+    if (length > max) {
+      await reader.cancel();
+      throw tooLong();
+    }
+    chunks.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+  }
+  return Buffer.concat(chunks);
 }
 
 function apiError(status: number, text: string, request: string): HoptraceError {

@@ -25,7 +25,7 @@ import { assertLabPrerequisites } from '../lab/prereq';
 import { printLabRepros } from '../lab/repro-print';
 import { ReproProgress, reproEndLines } from '../core/repro/repro-progress';
 import { parseCommandLine } from './args';
-import { CollectorClient } from './collector-client';
+import { CollectorClient, type CollectorLimits } from './collector-client';
 import { parseDuration } from './capture';
 
 export const USAGE =
@@ -55,6 +55,8 @@ export interface ClusterReproOptions {
   settleMs?: number;
   /** How requests reach the collector (kubectl hoptrace: through the API server's port-forward). */
   fetch?: typeof fetch;
+  /** Each request's deadline and reply cap (default DEFAULT_COLLECTOR_LIMITS). */
+  limits?: CollectorLimits;
 }
 
 /** What one probe got: its HTTP status, or its error (with the errno code when there is one). */
@@ -152,7 +154,11 @@ function api(
   path: string,
   body?: unknown,
 ): Promise<ReproView> {
-  return new CollectorClient(o.collector, o.token, o.fetch).json<ReproView>(method, path, body);
+  return new CollectorClient(o.collector, o.token, o.fetch, o.limits).json<ReproView>(
+    method,
+    path,
+    body,
+  );
 }
 
 const capturing = (v: ReproView): boolean =>

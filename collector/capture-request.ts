@@ -18,7 +18,10 @@ import {
 const POINT_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 // Linux interface names: up to 15 bytes, no '/', ':' or whitespace ('any' is libpcap's pseudo device).
 const IFACE = /^[A-Za-z0-9_.@-]{1,15}$/;
-const MAX_TIMEOUT_MS = 3_600_000;
+/** The longest capture (timeoutMs) and settle time the API takes. */
+export const MAX_TIMEOUT_MS = 3_600_000;
+/** The shortest capture timeout the API takes. */
+export const MIN_TIMEOUT_MS = 100;
 const MAX_POINTS = 8;
 
 function bad(field: string, detail: string, hint?: string): HoptraceError {
@@ -167,7 +170,7 @@ export function parseCaptureRequest(body: unknown): CaptureSpec {
   }
   const spec: CaptureSpec = {
     points: parsed,
-    timeoutMs: optInt(body, 'timeoutMs', 100, MAX_TIMEOUT_MS) ?? DEFAULT_TIMEOUT_MS,
+    timeoutMs: optInt(body, 'timeoutMs', MIN_TIMEOUT_MS, MAX_TIMEOUT_MS) ?? DEFAULT_TIMEOUT_MS,
     settleMs: optInt(body, 'settleMs', 0, MAX_TIMEOUT_MS) ?? DEFAULT_SETTLE_MS,
     stopOnFirstMatch: true,
   };

@@ -14,7 +14,12 @@ export { LOG_LEVELS, type LogLevel } from './logger';
 export { DEFAULT_MAX_LIVE_CAPTURES } from './sessions';
 export type { AgentView, CaptureView, PointView } from './capture-views';
 export { accounted, FINAL_STATES, type PointSpec, type SessionState } from './session';
-export { isValidTarget, parsePodTarget } from './capture-request';
+export {
+  isValidTarget,
+  parsePodTarget,
+  MAX_TIMEOUT_MS as MAX_CAPTURE_TIMEOUT_MS,
+  MIN_TIMEOUT_MS as MIN_CAPTURE_TIMEOUT_MS,
+} from './capture-request';
 export type { ReproView } from './repro';
 export { REPRO_FILES, type ReproFileName } from './repro-bundle';
 export { loadClientLibrary } from './k8s/client';

@@ -6,9 +6,8 @@
  */
 import { resolve } from 'node:path';
 import type { CaptureView } from '../../collector';
-import { parseCidr } from '../../common/cidr';
 import { HoptraceError } from '../../common/errors';
-import { parseDuration, runCapture } from '../capture';
+import { captureOptions, parseDuration, runCapture } from '../capture';
 import { linkCollector } from './collector-link';
 import { KUBE_USAGE, parseKubectlArgs, type KubectlDeps } from './flags';
 import { downloadBundle, downloadedLines } from './report';
@@ -66,11 +65,18 @@ export async function runKubeCapture(argv: string[], deps: KubectlDeps): Promise
   if (values.backend === undefined) throw usage('give --backend TARGET:IFACE');
   if (values.decap === undefined && values.egress === undefined)
     throw usage('give --decap and/or --egress TARGET:IFACE (the VPN pod) besides --backend');
+  // Every flag is checked here, before the API server is asked anything: a typo costs no
+  // port-forward (hoptrace capture checks them again with the same function).
   const evidenceWaitMs = parseDuration(values['evidence-wait'] ?? '30s', '--evidence-wait');
+  captureOptions(values, USAGE);
   const range = values['doctor-tunnel-range'];
-  // Checked here too, so that a typo never reaches the API server.
-  if (range !== undefined && parseCidr(range) === null)
-    throw usage(`--doctor-tunnel-range: '${range}' is not an IPv4 or IPv6 CIDR`);
+  if (values.out === '')
+    throw usage('--out: the path is empty (give the directory for the bundle, or . for this one)');
+  // The targets' syntax (their namespace is filled in once the context's is known).
+  for (const [flag] of POINTS) {
+    const v = values[flag];
+    if (v !== undefined) parseKubeTarget(`--${flag}`, v, namespace ?? 'default');
+  }
 
   const cluster = await deps.connect(kube);
   const defaultNs = namespace ?? cluster.defaultNamespace;
@@ -118,6 +124,7 @@ export async function runKubeCapture(argv: string[], deps: KubectlDeps): Promise
     },
     env: { HOPTRACE_TOKEN: link.token },
     fetch: link.fetch,
+    limits: link.limits,
     ...(deps.pollMs === undefined ? {} : { pollMs: deps.pollMs }),
     onFinal: (v) => {
       final = v;

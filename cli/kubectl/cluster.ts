@@ -2,13 +2,22 @@
  * What `kubectl hoptrace` asks of the API server, with the user's kubeconfig: pods, nodes,
  * Secrets, port-forwards. The one place in cli/ that touches @kubernetes/client-node. Failures are
  * K8S_FORBIDDEN (401/403, naming what was refused), K8S_API_UNREACHABLE (no answer, 5xx) or, for
- * what was asked by name, null on 404.
+ * what was asked by name, null on 404; a credential that cannot be had (an exec plugin that is
+ * missing, fails, prints no ExecCredential or does not finish) is K8S_CONFIG.
+ *
+ * Nothing outlives its deadline: each request carries an AbortSignal (set on the library's request
+ * where the credentials are applied, from an AsyncLocalStorage, so every API class gets it) that
+ * destroys its socket at `--request-timeout`; an exec credential plugin still running then is
+ * killed; `close()` ends whatever is still open when the command is done.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { ChildProcess, spawn } from 'node:child_process';
 import type { Duplex } from 'node:stream';
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
 import { loadClientLibrary } from '../../collector';
-import { loadKubeConfig, type KubeFlags } from './kube-config';
+import { DEFAULT_REQUEST_TIMEOUT_MS } from './flags';
+import { loadKubeConfig, type KubeFlags, type LoadedConfig } from './kube-config';
 import type { Manifest } from './manifests';
 import { openPortForward } from './port-forward';
 
@@ -31,11 +40,14 @@ export interface Cluster {
   apply(o: Manifest): Promise<void>;
   /** Deletes the object; false when it was not there. */
   remove(o: Manifest): Promise<boolean>;
+  /** The longest one request may take (`--request-timeout`); the collector's requests use it too. */
+  readonly requestTimeoutMs: number;
+  /** Ends what is still open: aborts API requests, destroys port-forwards, kills exec plugins. */
+  close(): void;
 }
 
 export type WorkloadKind = 'deployment' | 'statefulset' | 'daemonset';
 
-const TIMEOUT_MS = 15_000;
 /** Who owns the fields install applies (server-side apply's field manager). */
 const FIELD_MANAGER = 'kubectl-hoptrace';
 
@@ -45,6 +57,20 @@ export async function connectCluster(
 ): Promise<Cluster> {
   const k8s = await loadClientLibrary();
   const cfg = loadKubeConfig(k8s, flags, env);
+  const timeoutMs = flags.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const plugins = watchExecPlugins(cfg.kc, timeoutMs);
+  const inflight = new Set<AbortController>();
+  const forwards = new Set<Duplex>();
+  // The request's signal, set on the library's RequestContext where it applies the credentials:
+  // every API class (core, apps, the object API) passes there, inside the call's async context.
+  const signals = new AsyncLocalStorage<AbortSignal>();
+  const applyAuth = cfg.kc.applySecurityAuthentication.bind(cfg.kc);
+  cfg.kc.applySecurityAuthentication = async (context) => {
+    await applyAuth(context);
+    const signal = signals.getStore();
+    if (signal !== undefined) context.setSignal(signal);
+  };
+  await checkCredentials(cfg, plugins, timeoutMs);
   const core = cfg.kc.makeApiClient(k8s.CoreV1Api);
   const apps = cfg.kc.makeApiClient(k8s.AppsV1Api);
   const objects = k8s.KubernetesObjectApi.makeApiClient(cfg.kc);
@@ -53,18 +79,24 @@ export async function connectCluster(
   const where = `${cfg.server} (context ${cfg.context})`;
 
   const call = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
+    const ac = new AbortController();
+    inflight.add(ac);
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
+    // Settles at the deadline even while the library is still inside an exec plugin.
+    const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        reject(new Error(`no answer within ${TIMEOUT_MS / 1000} s`));
-      }, TIMEOUT_MS);
+        const e = new Error(`no answer within ${seconds(timeoutMs)}`);
+        ac.abort(e);
+        reject(e);
+      }, timeoutMs);
     });
     try {
-      return await Promise.race([fn(), timeout]);
+      return await Promise.race([signals.run(ac.signal, fn), deadline]);
     } catch (e) {
-      throw apiError(k8s, e, what, where);
+      throw apiError(k8s, ac.signal.aborted ? (ac.signal.reason as unknown) : e, what, where);
     } finally {
       clearTimeout(timer);
+      inflight.delete(ac);
     }
   };
   const orNull = async <T>(p: Promise<T>): Promise<T | null> => {
@@ -119,7 +151,12 @@ export async function connectCluster(
         .map(([k, v]) => `${k}=${v}`)
         .join(',');
     },
-    portForward: (namespace, pod, port) => openPortForward(k8s, cfg.kc, namespace, pod, port),
+    portForward: (namespace, pod, port) => {
+      const d = openPortForward(k8s, cfg.kc, namespace, pod, port, timeoutMs);
+      forwards.add(d);
+      d.once('close', () => forwards.delete(d));
+      return d;
+    },
     apply: async (o) => {
       await call(`apply ${named(o)}`, () =>
         objects.patch(
@@ -136,7 +173,134 @@ export async function connectCluster(
       (await orNull(
         call(`delete ${named(o)}`, () => objects.delete(o as K8s.KubernetesObject)),
       )) !== null,
+    requestTimeoutMs: timeoutMs,
+    close: () => {
+      for (const ac of inflight) ac.abort(new Error('the command ended'));
+      for (const d of forwards) d.destroy();
+      plugins.killAll();
+    },
   };
+}
+
+const seconds = (ms: number): string => `${ms % 1000 === 0 ? ms / 1000 : (ms / 1000).toFixed(1)} s`;
+
+/** What became of the last exec credential plugin run (for K8S_CONFIG's message). */
+interface PluginRun {
+  killed: boolean;
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+interface ExecPlugins {
+  last(): PluginRun | undefined;
+  killAll(): void;
+}
+
+/**
+ * client-node runs an exec credential plugin with spawn and waits for it without a limit: its
+ * spawn function (ExecAuth.execFn) is wrapped so that a plugin running past the deadline is killed
+ * (SIGKILL: a plugin waiting for a browser login ignores nothing less), what it printed is kept for
+ * the message, and close() kills any still running.
+ */
+function watchExecPlugins(kc: K8s.KubeConfig, timeoutMs: number): ExecPlugins {
+  const running = new Set<ChildProcess>();
+  let last: PluginRun | undefined;
+  const authenticators = (kc as unknown as { authenticators?: unknown[] }).authenticators ?? [];
+  const exec = authenticators.find(
+    (a): a is { execFn: typeof spawn } =>
+      typeof (a as { execFn?: unknown } | null)?.execFn === 'function',
+  );
+  if (exec !== undefined) {
+    const original = exec.execFn;
+    exec.execFn = ((...args: Parameters<typeof spawn>) => {
+      const child = original(...args);
+      const run: PluginRun = { killed: false, code: null, stdout: '', stderr: '' };
+      last = run;
+      running.add(child);
+      const timer = setTimeout(() => {
+        run.killed = true;
+        child.kill('SIGKILL');
+      }, timeoutMs);
+      child.stdout?.on('data', (d: Buffer | string) => {
+        if (run.stdout.length < 200) run.stdout += d.toString();
+      });
+      child.stderr?.on('data', (d: Buffer | string) => {
+        if (run.stderr.length < 400) run.stderr += d.toString();
+      });
+      child.once('close', (code) => {
+        run.code = code;
+        clearTimeout(timer);
+        running.delete(child);
+      });
+      child.once('error', () => {
+        clearTimeout(timer);
+        running.delete(child);
+      });
+      return child;
+    }) as typeof spawn;
+  }
+  return {
+    last: () => last,
+    killAll: () => {
+      for (const c of running) {
+        const run = last;
+        if (run !== undefined) run.killed = true;
+        c.kill('SIGKILL');
+      }
+    },
+  };
+}
+
+/**
+ * The credentials, got once before any request (the exec plugin run, the files read): what fails
+ * here is the configuration's — K8S_CONFIG naming the user's exec plugin or the source — not an
+ * API server that does not answer.
+ */
+async function checkCredentials(
+  cfg: LoadedConfig,
+  plugins: ExecPlugins,
+  timeoutMs: number,
+): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      plugins.killAll();
+      reject(new Error(`did not finish within ${seconds(timeoutMs)} (killed)`));
+    }, timeoutMs);
+  });
+  try {
+    await Promise.race([cfg.kc.applyToHTTPSOptions({}), deadline]);
+  } catch (e) {
+    const user = cfg.kc.getCurrentUser();
+    const exec = user?.exec as { command?: unknown; args?: unknown } | null | undefined;
+    const text = e instanceof Error ? e.message : String(e);
+    if (user === null || exec === undefined || exec === null) {
+      throw new HoptraceError('K8S_CONFIG', `cannot use the credentials (${text})`, {
+        where: cfg.source,
+        hint: 'check the user of the context (kubectl config view --minify)',
+      });
+    }
+    const run = plugins.last();
+    const args = Array.isArray(exec.args) ? exec.args.map(String) : [];
+    const command = [String(exec.command), ...args].join(' ');
+    const reason =
+      run?.killed === true
+        ? `did not finish within ${seconds(timeoutMs)} (killed)`
+        : e instanceof SyntaxError
+          ? `printed something that is not JSON, not an ExecCredential: '${(run?.stdout ?? '').trim().slice(0, 80)}'`
+          : run?.code !== null && run?.code !== undefined && run.code !== 0
+            ? `exited with code ${run.code}${run.stderr.trim() === '' ? '' : `: ${run.stderr.trim().slice(0, 200)}`}`
+            : e instanceof TypeError
+              ? `printed JSON that is not an ExecCredential (${text})`
+              : text;
+    throw new HoptraceError('K8S_CONFIG', `users[${user.name}].exec (${command}): ${reason}`, {
+      where: cfg.source,
+      hint: 'the credential plugin must print an ExecCredential (client.authentication.k8s.io) on stdout and exit 0; run it by hand to see why it does not',
+    });
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** 401/403 → K8S_FORBIDDEN naming what; 404 → API_NOT_FOUND (turned into null above); else unreachable. */

@@ -6,7 +6,11 @@
  */
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
-import { CollectorClient } from '../collector-client';
+import {
+  CollectorClient,
+  DEFAULT_COLLECTOR_LIMITS,
+  type CollectorLimits,
+} from '../collector-client';
 import type { Cluster } from './cluster';
 import { streamFetch, withTls, type Connector } from './stream-fetch';
 
@@ -27,6 +31,8 @@ export interface CollectorLink {
   /** Where it is, for people: `pod hoptrace/NAME via port-forward`. */
   label: string;
   fetch: typeof fetch;
+  /** Each request's deadline (the cluster's request timeout) and reply cap. */
+  limits: CollectorLimits;
   client: CollectorClient;
   /** The API token from the Secret (for `hoptrace capture`, which reads it from HOPTRACE_TOKEN). */
   token: string;
@@ -105,7 +111,12 @@ export async function linkCollector(cluster: Cluster, namespace: string): Promis
   let open: Connector = () => cluster.portForward(namespace, podName, port);
   const host = `${SERVICE}.${namespace}.svc`;
   if (tls) open = withTls(open, await secretKey(cluster, namespace, TLS_SECRET, 'ca.crt'), host);
-  const doFetch = streamFetch(open);
+  // Each request to the collector ends within the request timeout, its reply capped.
+  const limits: CollectorLimits = {
+    timeoutMs: cluster.requestTimeoutMs,
+    maxReplyBytes: DEFAULT_COLLECTOR_LIMITS.maxReplyBytes,
+  };
+  const doFetch = streamFetch(open, limits);
   const base = `${tls ? 'https' : 'http'}://${host}:${port}`;
   const link: CollectorLink = {
     namespace,
@@ -114,14 +125,17 @@ export async function linkCollector(cluster: Cluster, namespace: string): Promis
     base,
     label: `pod ${namespace}/${podName} via port-forward`,
     fetch: doFetch,
-    client: new CollectorClient(base, token, doFetch),
+    limits,
+    client: new CollectorClient(base, token, doFetch, limits),
     token,
     health: {},
   };
   // One request first, so a refused forward or a certificate says so with its own code.
+  let res: Response;
+  let text: string;
   try {
-    const res = await doFetch(`${base}/healthz`);
-    link.health = (await res.json()) as CollectorLink['health'];
+    res = await doFetch(`${base}/healthz`);
+    text = await res.text();
   } catch (e) {
     const cause = e instanceof TypeError ? e.cause : e;
     if (cause instanceof HoptraceError) throw cause;
@@ -136,5 +150,31 @@ export async function linkCollector(cluster: Cluster, namespace: string): Promis
       },
     );
   }
+  link.health = healthOf(res.status, text, link.label);
   return link;
+}
+
+/** GET /healthz's reply: 200 and a JSON object, else COLLECTOR_BAD_RESPONSE (never a TypeError later). */
+function healthOf(status: number, text: string, where: string): CollectorLink['health'] {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  if (status !== 200 || typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new HoptraceError(
+      'COLLECTOR_BAD_RESPONSE',
+      `GET /healthz answered HTTP ${status}${body === undefined ? ', not JSON' : ', not a JSON object'}`,
+      {
+        where,
+        hint: 'the pod behind the port-forward is not this version of the hoptrace collector; check its image and its api port',
+      },
+    );
+  }
+  const h = body as Record<string, unknown>;
+  const health: CollectorLink['health'] = {};
+  if (typeof h['collectorId'] === 'string') health.collectorId = h['collectorId'];
+  if (typeof h['agentsConnected'] === 'number') health.agentsConnected = h['agentsConnected'];
+  return health;
 }

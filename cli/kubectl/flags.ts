@@ -3,7 +3,8 @@
  * context, `-n` for the namespace of targets written without one; and where hoptrace is installed.
  */
 import type { ParseArgsConfig } from 'node:util';
-import { parseCommandLine } from '../args';
+import { HoptraceError } from '../../common/errors';
+import { parseCommandLine, parseDuration } from '../args';
 import type { Cluster } from './cluster';
 import type { KubeFlags } from './kube-config';
 
@@ -12,10 +13,19 @@ export const KUBE_OPTIONS = {
   context: { type: 'string' },
   namespace: { type: 'string', short: 'n' },
   'hoptrace-namespace': { type: 'string' },
+  'request-timeout': { type: 'string' },
 } as const satisfies NonNullable<ParseArgsConfig['options']>;
 
 export const KUBE_USAGE =
-  '[--kubeconfig FILE] [--context NAME] [-n NAMESPACE] [--hoptrace-namespace hoptrace]';
+  '[--kubeconfig FILE] [--context NAME] [-n NAMESPACE] [--hoptrace-namespace hoptrace] [--request-timeout 30s]';
+
+/**
+ * How long one request may take (`--request-timeout`, kubectl's flag): each API server request, an
+ * exec credential plugin's run, a port-forward's handshake, each request to the collector through
+ * it. Past it the request is aborted (its socket destroyed, the plugin killed) and the command ends
+ * with the error, never waits on.
+ */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
 /** Where hoptrace runs unless --hoptrace-namespace says otherwise (deploy/base/namespace.yaml). */
 export const HOPTRACE_NAMESPACE = 'hoptrace';
@@ -48,7 +58,22 @@ export function parseKubectlArgs<O extends NonNullable<ParseArgsConfig['options'
   );
   const v = parsed.values as Record<string, string | boolean | string[] | undefined>;
   const str = (k: string): string | undefined => (typeof v[k] === 'string' ? v[k] : undefined);
-  const kube: KubeFlags = { kubeconfig: str('kubeconfig'), context: str('context') };
+  const timeout = str('request-timeout');
+  const requestTimeoutMs =
+    timeout === undefined
+      ? DEFAULT_REQUEST_TIMEOUT_MS
+      : parseDuration(timeout, '--request-timeout');
+  if (requestTimeoutMs <= 0) {
+    throw new HoptraceError('CLI_USAGE', `'${timeout ?? ''}' is not above 0`, {
+      where: '--request-timeout',
+      hint: 'e.g. 30s; every request ends within it',
+    });
+  }
+  const kube: KubeFlags = {
+    kubeconfig: str('kubeconfig'),
+    context: str('context'),
+    requestTimeoutMs,
+  };
   return {
     ...parsed,
     kube,

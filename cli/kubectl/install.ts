@@ -13,7 +13,6 @@ import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { loadClientLibrary } from '../../collector';
-import type { AgentView } from '../../collector';
 import { HoptraceError } from '../../common/errors';
 import { parseDuration } from '../capture';
 import { EXIT } from '../exit-codes';
@@ -28,7 +27,7 @@ import {
 } from './collector-link';
 import { HOPTRACE_NAMESPACE, KUBE_USAGE, parseKubectlArgs, type KubectlDeps } from './flags';
 import { loadManifests, type Manifest } from './manifests';
-import { summarizeNodes, type NodeStatus } from './status';
+import { readAgents, summarizeNodes, type AgentRow, type NodeStatus } from './status';
 import { makeTlsMaterial } from './tls-material';
 
 export const INSTALL_USAGE = `kubectl hoptrace install --image IMAGE [--timeout 5m] [--tls-dir ./hoptrace-tls] ${KUBE_USAGE}`;
@@ -84,10 +83,10 @@ async function installState(cluster: Cluster, ns: string): Promise<InstallState>
       collectorPod: null,
     };
   }
-  let agents: AgentView[];
+  let agents: AgentRow[];
   try {
     const link = await linkCollector(cluster, ns);
-    agents = (await link.client.json<{ agents: AgentView[] }>('GET', '/v1/agents')).agents;
+    agents = await readAgents(link.client);
   } catch (e) {
     // Ready, but its port not answering through the forward yet: keep waiting.
     if (e instanceof HoptraceError && /PORT_FORWARD|UNREACHABLE/.test(e.code))
@@ -175,7 +174,18 @@ export async function runInstall(argv: string[], deps: KubectlDeps): Promise<num
   const deadline = Date.now() + timeoutMs;
   let last = '';
   for (;;) {
-    const st = await installState(cluster, ns);
+    // The wait ends at --timeout even inside a look (the command's end then aborts its requests).
+    const st = await beforeDeadline(installState(cluster, ns), deadline);
+    if (st === null) {
+      throw new HoptraceError(
+        'KUBECTL_INSTALL_FAILED',
+        `not ready within ${values.timeout ?? '5m'}: ${last === '' ? 'the first look at the cluster did not finish' : `${last} (the last look did not finish)`}`,
+        {
+          where: `namespace ${ns}`,
+          hint: `kubectl -n ${ns} get pods -o wide; kubectl -n ${ns} logs deploy/hoptrace-collector`,
+        },
+      );
+    }
     if (st.line !== last) deps.err(st.line);
     last = st.line;
     if (st.done) {
@@ -198,7 +208,25 @@ export async function runInstall(argv: string[], deps: KubectlDeps): Promise<num
         },
       );
     }
-    await delay(deps.pollMs ?? 1000);
+    await delay(Math.min(deps.pollMs ?? 1000, Math.max(0, deadline - Date.now())));
+  }
+}
+
+/** The promise's value, or null once `deadline` (ms since the epoch) has passed. */
+async function beforeDeadline<T>(p: Promise<T>, deadline: number): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<null>((resolve) => {
+    timer = setTimeout(
+      () => {
+        resolve(null);
+      },
+      Math.max(0, deadline - Date.now()),
+    );
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

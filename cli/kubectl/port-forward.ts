@@ -7,16 +7,64 @@
  * client-node never ends its output when the WebSocket closes (only v5's close frame would), so
  * the stream ends itself on the socket's close; an error text on channel 1 makes it fail with
  * KUBECTL_PORT_FORWARD, a refused upgrade (401/403) with K8S_FORBIDDEN.
+ *
+ * The WebSocket is made here (forwardSocketHandler, given to client-node's PortForward) rather than
+ * inside client-node, so that it is held from the start: destroying the stream terminates it even
+ * while its handshake is under way, and a handshake that does not finish within the request
+ * timeout fails (ws's handshakeTimeout) instead of waiting for ever.
  */
 import { Duplex, PassThrough, Writable } from 'node:stream';
 import type * as K8s from '@kubernetes/client-node';
+import WebSocket from 'ws';
 import { HoptraceError } from '../../common/errors';
 
-/** What of the WebSocket client-node returns is used here (isomorphic-ws is ws in Node). */
-interface ForwardSocket {
-  readyState: number;
-  close(): void;
-  on(event: 'close', fn: () => void): void;
+/** The subprotocols client-node's WebSocketHandler offers, in its order. */
+const PROTOCOLS = [
+  'v5.channel.k8s.io',
+  'v4.channel.k8s.io',
+  'v3.channel.k8s.io',
+  'v2.channel.k8s.io',
+  'channel.k8s.io',
+];
+
+type ForwardHandler = NonNullable<ConstructorParameters<typeof K8s.PortForward>[2]>;
+
+/**
+ * client-node's WebSocketHandler.connect as port-forward uses it (binary frames: the first byte is
+ * the channel), with the socket handed to `onSocket` as soon as it exists and a handshake timeout.
+ */
+function forwardSocketHandler(
+  kc: K8s.KubeConfig,
+  timeoutMs: number,
+  onSocket: (ws: WebSocket) => void,
+): ForwardHandler {
+  return {
+    connect: async (path, _textHandler, binaryHandler) => {
+      const cluster = kc.getCurrentCluster();
+      if (cluster === null) throw new Error('no cluster in the kubeconfig');
+      const uri = cluster.server.replace(/^http/, 'ws') + path;
+      const opts: WebSocket.ClientOptions = {};
+      await kc.applyToHTTPSOptions(opts);
+      const ws = new WebSocket(uri, PROTOCOLS, { ...opts, handshakeTimeout: timeoutMs });
+      onSocket(ws);
+      return new Promise((resolve, reject) => {
+        let open = false;
+        ws.once('open', () => {
+          open = true;
+          resolve(ws);
+        });
+        // Before the open: the forward fails with it; after: the 'close' that follows ends it.
+        ws.on('error', (e) => {
+          if (!open) reject(e);
+        });
+        ws.on('message', (data: Buffer, isBinary) => {
+          if (!isBinary || data.length < 1) return;
+          if (binaryHandler !== null && !binaryHandler(data.readUint8(0), data.subarray(1)))
+            ws.close();
+        });
+      });
+    },
+  };
 }
 
 /** The failure of opening the forward, as a coded error. */
@@ -41,10 +89,11 @@ export function openPortForward(
   namespace: string,
   name: string,
   port: number,
+  timeoutMs: number,
 ): Duplex {
   const where = `port-forward ${namespace}/${name}:${port}`;
   const input = new PassThrough(); // written before the socket is open: buffered until then
-  let socket: ForwardSocket | undefined;
+  let socket: WebSocket | undefined;
   let errorText = '';
   const stream = new Duplex({
     write(chunk: Buffer, _enc, cb) {
@@ -59,7 +108,9 @@ export function openPortForward(
     },
     destroy(err, cb) {
       input.destroy();
-      if (socket !== undefined && socket.readyState <= 1) socket.close();
+      // terminate(): also while the handshake is under way (it is aborted), and without waiting
+      // for the peer's close frame, which a silent server never sends.
+      if (socket !== undefined && socket.readyState <= WebSocket.OPEN) socket.terminate();
       cb(err);
     },
   });
@@ -75,15 +126,18 @@ export function openPortForward(
       cb();
     },
   });
-  const forward = new k8s.PortForward(kc, true);
+  const forward = new k8s.PortForward(
+    kc,
+    true,
+    forwardSocketHandler(kc, timeoutMs, (ws) => {
+      socket = ws;
+      if (stream.destroyed) ws.terminate();
+    }),
+  );
   forward.portForward(namespace, name, [port], output, errors, input).then(
     (ws) => {
-      socket = ws as unknown as ForwardSocket;
-      if (stream.destroyed) {
-        socket.close();
-        return;
-      }
-      socket.on('close', () => {
+      if (stream.destroyed) return;
+      (ws as unknown as WebSocket).on('close', () => {
         if (errorText !== '') stream.destroy(forwardError(new Error(errorText.trim()), where));
         else stream.push(null);
       });

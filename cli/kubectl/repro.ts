@@ -121,6 +121,7 @@ export async function runKubeRepro(argv: string[], deps: KubectlDeps): Promise<n
       collector: link.base,
       token: link.token,
       fetch: link.fetch,
+      limits: link.limits,
       workload: { namespace: wl.namespace, labelSelector },
       backend,
       ...plan,

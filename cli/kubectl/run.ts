@@ -6,6 +6,7 @@ import { isHoptraceError } from '../../common/errors';
 import { hoptraceVersion } from '../../common/version';
 import { wantsHelp } from '../args';
 import { EXIT } from '../exit-codes';
+import type { Cluster } from './cluster';
 import { KUBE_USAGE, type KubectlDeps } from './flags';
 
 export const USAGE = `usage: kubectl hoptrace <command> [options]
@@ -79,8 +80,29 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
 /** Errors that mean the command line itself is wrong: exit 2. */
 const USAGE_CODES = new Set(['CLI_USAGE', 'CLI_BAD_POINT']);
 
-/** Runs one command line; never throws (a bug is reported as one, exit 70). */
+/**
+ * Runs one command line; never throws (a bug is reported as one, exit 70). Whatever the command
+ * left open on the clusters it connected to (requests, port-forwards, exec plugins) is ended
+ * when it returns, so the process exits with its error instead of waiting on a silent peer.
+ */
 export async function runKubectl(argv: string[], deps: KubectlDeps): Promise<number> {
+  const connected: Cluster[] = [];
+  const tracked: KubectlDeps = {
+    ...deps,
+    connect: async (flags) => {
+      const c = await deps.connect(flags);
+      connected.push(c);
+      return c;
+    },
+  };
+  try {
+    return await runCommand(argv, tracked);
+  } finally {
+    for (const c of connected) c.close();
+  }
+}
+
+async function runCommand(argv: string[], deps: KubectlDeps): Promise<number> {
   try {
     const [command, ...rest] = argv;
     if (command === undefined || command === 'help' || command === '--help' || command === '-h') {

@@ -12,6 +12,7 @@ import { LEGACY_PREFIX } from './iptables-save';
 import { findTunnelMasquerade } from './nat';
 import { NFT_ENTRY } from './nft';
 import { ipvsText } from './ipvs';
+import { effectiveRpFilter } from './sysctl';
 import { STABLE_NEXT_HOP } from '../attribute/hints';
 
 export type Severity = 'error' | 'warning' | 'ok';
@@ -140,28 +141,45 @@ function readFinding(f: NamespaceFacts, unread: Set<FactPart>, family: Family): 
 }
 
 function rpFilterFindings(f: NamespaceFacts): Finding[] {
-  if (f.rpFilter.length === 0) return [];
   // The interfaces the path uses here: where the lookups for the client and the backend lead.
   const ifaces = [
     ...new Set(f.lookups.map((l) => l.route?.dev ?? '').filter((d) => d !== '' && d !== 'lo')),
   ];
-  const all = f.rpFilter.find((v) => v.iface === 'all')?.value ?? 0;
+  // sysctl's key for an interface: a '.' in its name is written '/' (eth0.100 → eth0/100).
+  const key = (iface: string): string => `net.ipv4.conf.${iface.replace(/\./g, '/')}.rp_filter`;
+  const valueOf = (iface: string): string =>
+    String(f.rpFilter.find((v) => v.iface === iface)?.value ?? 'not read');
+  const all = valueOf('all');
   const out: Finding[] = [];
   const loose: string[] = [];
+  const unknown: string[] = [];
   for (const iface of ifaces) {
-    const own = f.rpFilter.find((v) => v.iface === iface)?.value ?? 0;
-    const eff = Math.max(all, own);
-    if (eff === 1) {
+    const own = valueOf(iface);
+    const eff = effectiveRpFilter(f.rpFilter, iface);
+    if (eff === null) unknown.push(iface);
+    else if (eff === 1) {
       out.push({
         severity: 'warning',
         check: 'rp-filter',
         node: f.node,
         namespace: where(f),
         subject: iface,
-        detail: `strict reverse path filtering on ${iface} (net.ipv4.conf.all.rp_filter=${all}, net.ipv4.conf.${iface}.rp_filter=${own}; the kernel applies the maximum): on a preserved path, a packet from the tunnel range is dropped whenever the route back to it leaves by another interface`,
-        fix: `sysctl -w net.ipv4.conf.${iface}.rp_filter=2${all === 1 ? ' (enough even with all=1: the kernel applies max(all, iface))' : ''}`,
+        detail: `strict reverse path filtering on ${iface} (net.ipv4.conf.all.rp_filter=${all}, ${key(iface)}=${own}; the kernel applies the maximum): on a preserved path, a packet from the tunnel range is dropped whenever the route back to it leaves by another interface`,
+        fix: `sysctl -w ${key(iface)}=2${all === '1' ? ' (enough even with all=1: the kernel applies max(all, iface))' : ''}`,
       });
     } else loose.push(`${iface}=${eff}`);
+  }
+  // A value that was not read is never taken for 0: the check says it could not judge.
+  if (unknown.length > 0) {
+    out.push({
+      severity: 'warning',
+      check: 'rp-filter',
+      node: f.node,
+      namespace: where(f),
+      subject: unknown.join(', '),
+      detail: `not checked: reverse path filtering on ${unknown.join(', ')} is unknown — ${unknown.map((i) => `${key(i)}=${valueOf(i)}`).join(', ')}, net.ipv4.conf.all.rp_filter=${all} (the kernel applies max(all, iface); sysctl's output held no value for what says 'not read')`,
+      fix: `read it by hand: sysctl net.ipv4.conf.all.rp_filter ${unknown.map(key).join(' ')} (1 is strict: set 2)`,
+    });
   }
   if (out.length === 0 && loose.length > 0) {
     out.push({

@@ -1,9 +1,13 @@
 /**
  * The seed's denied-source test, classified: one request from a source policy should refuse, with
  * captures at the client and at the backend's node (the policy point: NetworkPolicy is enforced on
- * the backend's node). A refusal by policy shows as a RST or an ICMP "administratively prohibited"
- * (type 3 code 9, 10 or 13, RFC 1812 §5.2.7.1) back at the client, or as the SYN arriving at the
- * node and going no further; a missing route shows as the SYN never arriving at the node.
+ * the backend's node). A refusal by policy shows as an ICMP "administratively prohibited" (type 3
+ * code 9, 10 or 13, RFC 1812 §5.2.7.1; the type and code are read from the decoder's keys) or a RST
+ * that the backend pod never sent back at the client, or as the SYN arriving at the node and going
+ * no further; a missing route shows as the SYN never arriving at the node, or as ICMP network/host
+ * unreachable. A SYN that reached the backend pod was not refused by policy, whatever came back
+ * (a RST then is the pod's: nothing listens on the port). What cannot be told apart — an ICMP
+ * error whose code is unknown or says neither, a RST with the pod not captured — is inconclusive.
  * The SYN is followed by its ISN, which NAT leaves alone.
  */
 import type { PacketEvent } from '../../common/event';
@@ -25,12 +29,64 @@ export interface DeniedCaptures {
   backend?: PacketEvent[] | undefined;
   /** Whether the client got an HTTP answer. */
   answered: boolean;
-  /** ICMP type/code per event, when the decoder's keys do not carry it (read from the capture). */
-  icmpCode?: (e: PacketEvent) => { type: number; code: number } | null;
 }
 
 const flags = (e: PacketEvent): number => e.keys.tcpFlags ?? 0;
 const isSyn = (e: PacketEvent): boolean => (flags(e) & (SYN | ACK)) === SYN;
+
+/**
+ * What an ICMP error quoting the SYN says, by its type and code (the decoder's keys; an ICMP
+ * error's own type/code are `keys`, the packet it quotes is `related`). Policy: RFC 1812 §5.2.7.1's
+ * administratively prohibited codes (3/9, 3/10, 3/13) and ICMPv6's (1/1, and 1/5 source address
+ * failed ingress/egress policy, 1/6 reject route, RFC 4443 §3.1). No route: network or host
+ * unreachable (3/0, 3/1, 3/6, 3/7, 3/11, 3/12; ICMPv6 1/0 no route, 1/3 address unreachable).
+ * Anything else — port unreachable (what iptables' REJECT sends unless told otherwise, whether a
+ * policy rule or kube-proxy's for a Service without endpoints), fragmentation needed, a code not
+ * captured — says neither.
+ */
+function icmpMeaning(
+  e: PacketEvent,
+): { kind: 'policy' | 'no-route' | 'other'; text: string } | null {
+  const type = e.keys.icmpType;
+  const code = e.keys.icmpCode;
+  if (type === undefined || code === undefined) return null;
+  const v6 = e.inner?.proto === 'icmpv6';
+  if (!v6 && type === 3) {
+    if (PROHIBITED.has(code))
+      return { kind: 'policy', text: `type 3 code ${code} (administratively prohibited)` };
+    const noRoute = V4_NO_ROUTE.get(code);
+    if (noRoute !== undefined)
+      return { kind: 'no-route', text: `type 3 code ${code} (${noRoute})` };
+    return {
+      kind: 'other',
+      text: `type 3 code ${code}${code === 3 ? ' (port unreachable)' : code === 4 ? ' (fragmentation needed)' : ''}`,
+    };
+  }
+  if (v6 && type === 1) {
+    if (code === 1 || code === 5 || code === 6)
+      return { kind: 'policy', text: `ICMPv6 type 1 code ${code} (${V6_POLICY.get(code) ?? ''})` };
+    if (code === 0 || code === 3)
+      return {
+        kind: 'no-route',
+        text: `ICMPv6 type 1 code ${code} (${code === 0 ? 'no route to destination' : 'address unreachable'})`,
+      };
+  }
+  return { kind: 'other', text: `${v6 ? 'ICMPv6 ' : ''}type ${type} code ${code}` };
+}
+
+const V4_NO_ROUTE = new Map([
+  [0, 'network unreachable'],
+  [1, 'host unreachable'],
+  [6, 'destination network unknown'],
+  [7, 'destination host unknown'],
+  [11, 'network unreachable for the type of service'],
+  [12, 'host unreachable for the type of service'],
+]);
+const V6_POLICY = new Map([
+  [1, 'administratively prohibited'],
+  [5, 'source address failed ingress/egress policy'],
+  [6, 'reject route to destination'],
+]);
 
 /** Classifies the test; never throws. */
 export function classifyDenied(c: DeniedCaptures): DeniedOutcome {
@@ -50,9 +106,9 @@ export function classifyDenied(c: DeniedCaptures): DeniedOutcome {
   const sameSyn = (e: PacketEvent): boolean => isSyn(e) && e.keys.tcpSeq === isn;
   const atNode = c.backendNode.filter(sameSyn);
   const atPod = c.backend?.filter(sameSyn) ?? [];
-  const rst = c.client.find(
-    (e) => (flags(e) & RST) !== 0 && e.inner?.dst === c.source && e.inner.sport === c.target.port,
-  );
+  const isRst = (e: PacketEvent): boolean =>
+    (flags(e) & RST) !== 0 && e.inner?.dst === c.source && e.inner.sport === c.target.port;
+  const rst = c.client.find(isRst);
   const icmp = c.client.find(
     (e) =>
       (e.inner?.proto === 'icmp' || e.inner?.proto === 'icmpv6') &&
@@ -60,31 +116,66 @@ export function classifyDenied(c: DeniedCaptures): DeniedOutcome {
       e.related.dport === c.target.port,
   );
   const arrived = atNode.length > 0 ? `the SYN (ISN ${isn}) arrived at node ${c.node}` : '';
+  const rstFrom = (e: PacketEvent): string =>
+    e.inner?.sport === undefined ? (e.inner?.src ?? '?') : hostPort(e.inner.src, e.inner.sport);
   if (c.answered) {
     return { ...base, refusedBy: 'allowed', detail: `${target} answered ${c.source}` };
   }
+  if (atPod.length > 0) {
+    // The SYN got into the backend pod: policy (enforced before the pod) let it through, whatever
+    // came back. A RST then is the pod's own answer — nothing listens on the port — not a refusal.
+    if (rst !== undefined) {
+      const podRst = c.backend?.some(isRst) === true;
+      return {
+        ...base,
+        refusedBy: 'allowed',
+        detail: `the SYN (ISN ${isn}) reached the backend pod and ${podRst ? 'the pod answered it with a RST' : `a RST from ${rstFrom(rst)} came back`}: nothing accepts connections on port ${c.target.port} there, so this is the pod refusing the connection, not a policy refusal — policy let the denied source through to the pod`,
+      };
+    }
+    return {
+      ...base,
+      refusedBy: 'inconclusive',
+      detail: `${arrived === '' ? `the SYN (ISN ${isn})` : arrived} and reached the backend pod, but no answer came back to the client${icmp === undefined ? '' : ` (an ICMP error from ${icmp.inner?.src ?? '?'} quoted the SYN)`} (a missing return route, not policy)`,
+    };
+  }
   if (icmp !== undefined) {
-    const tc = c.icmpCode?.(icmp) ?? null;
-    if (tc === null || (tc.type === 3 && PROHIBITED.has(tc.code))) {
+    const from = icmp.inner?.src ?? '?';
+    const m = icmpMeaning(icmp);
+    if (m === null) {
+      return {
+        ...base,
+        refusedBy: 'inconclusive',
+        detail: `an ICMP error from ${from} quoted the SYN, but its type and code were not captured: a refusal by policy and a missing route cannot be told apart`,
+      };
+    }
+    if (m.kind === 'policy') {
       return {
         ...base,
         refusedBy: 'policy-icmp',
-        detail: `ICMP ${tc === null ? 'error' : `type ${tc.type} code ${tc.code} (administratively prohibited)`} from ${icmp.inner?.src ?? '?'} quoting the SYN${arrived === '' ? '' : `; ${arrived}`}`,
+        detail: `ICMP ${m.text} from ${from} quoting the SYN${arrived === '' ? '' : `; ${arrived}`}`,
       };
     }
-    if (tc.type === 3 && (tc.code === 0 || tc.code === 1)) {
-      return {
-        ...base,
-        refusedBy: 'no-route',
-        detail: `ICMP ${tc.code === 0 ? 'network' : 'host'} unreachable from ${icmp.inner?.src ?? '?'}`,
-      };
+    if (m.kind === 'no-route') {
+      return { ...base, refusedBy: 'no-route', detail: `ICMP ${m.text} from ${from}` };
     }
+    return {
+      ...base,
+      refusedBy: 'inconclusive',
+      detail: `ICMP ${m.text} from ${from} quoted the SYN: neither administratively prohibited nor network/host unreachable, so it does not say whether policy refused the request`,
+    };
   }
   if (rst !== undefined) {
+    if (c.backend === undefined && atNode.length > 0) {
+      return {
+        ...base,
+        refusedBy: 'inconclusive',
+        detail: `a RST from ${rstFrom(rst)} answered the SYN${arrived === '' ? '' : `; ${arrived}`}, but the backend pod was not captured: a policy's reset and the pod's own (nothing listening on port ${c.target.port}) look the same from the client`,
+      };
+    }
     return {
       ...base,
       refusedBy: 'policy-reset',
-      detail: `a RST from ${rst.inner?.sport === undefined ? (rst.inner?.src ?? '?') : hostPort(rst.inner.src, rst.inner.sport)} answered the SYN${arrived === '' ? '' : `; ${arrived}`}`,
+      detail: `a RST from ${rstFrom(rst)} answered the SYN${arrived === '' ? '' : `; ${arrived}`}, and ${c.backend === undefined ? `the SYN never reached the backend's node, so the RST is not the pod's` : 'the backend pod never saw it'}`,
     };
   }
   if (atNode.length === 0) {
@@ -92,13 +183,6 @@ export function classifyDenied(c: DeniedCaptures): DeniedOutcome {
       ...base,
       refusedBy: 'no-route',
       detail: `the SYN (ISN ${isn ?? '?'}) left the client and was never seen at node ${c.node} (${c.backendNode.length} packets captured there)`,
-    };
-  }
-  if (c.backend !== undefined && atPod.length > 0) {
-    return {
-      ...base,
-      refusedBy: 'inconclusive',
-      detail: `${arrived} and reached the backend pod, but no answer came back to the client (a missing return route, not policy)`,
     };
   }
   return {

@@ -4,11 +4,16 @@
  * both are kept; `default` is only what new interfaces inherit.
  */
 
-/** `key = value` lines → map. Lines that are not `key = value` are skipped. */
+/**
+ * `key = value` lines → map. Lines that are not `key = value` are skipped. A key is anything but
+ * white space: an interface name may hold any character but '/', ':' and white space (the kernel's
+ * dev_valid_name), so `br+lan`, `wg@x` or even `a=b` appear in keys; the key is the longest run of
+ * non-space characters before the `=` (procps prints ` = ` between key and value).
+ */
 export function parseSysctlOutput(text: string): Map<string, string> {
   const out = new Map<string, string>();
   for (const line of text.split('\n')) {
-    const m = /^\s*([\w./-]+)\s*=\s*(.*?)\s*$/.exec(line);
+    const m = /^\s*(\S+)\s*=\s*(.*?)\s*$/.exec(line);
     if (m?.[1] !== undefined && m[2] !== undefined) out.set(m[1], m[2]);
   }
   return out;
@@ -16,7 +21,8 @@ export function parseSysctlOutput(text: string): Map<string, string> {
 
 /**
  * rp_filter per interface from parsed sysctl output. sysctl prints a dot in an interface name
- * (VLAN `eth0.100`) as `/`, so it is turned back.
+ * (VLAN `eth0.100`) as `/` (procps swaps '.' and '/' between the /proc/sys path and the key; a
+ * name cannot hold '/' itself), so it is turned back.
  */
 export function rpFilterValues(sysctls: Map<string, string>): { iface: string; value: number }[] {
   const out: { iface: string; value: number }[] = [];
@@ -29,13 +35,17 @@ export function rpFilterValues(sysctls: Map<string, string>): { iface: string; v
   return out.sort((a, b) => a.iface.localeCompare(b.iface));
 }
 
-/** The value the kernel applies on `iface`: max(all, iface); null when neither is known. */
+/**
+ * The value the kernel applies on `iface`: max(all, iface); null when it cannot be known (a value
+ * that was not read is not 0). Only 1 is strict (fib_validate_source), so with `all` ≥ 2 the
+ * maximum is loose whatever the interface's own value: then `all` is returned even without it.
+ */
 export function effectiveRpFilter(
   values: readonly { iface: string; value: number }[],
   iface: string,
 ): number | null {
   const all = values.find((v) => v.iface === 'all')?.value;
   const own = values.find((v) => v.iface === iface)?.value;
-  if (all === undefined && own === undefined) return null;
-  return Math.max(all ?? 0, own ?? 0);
+  if (all !== undefined && own !== undefined) return Math.max(all, own);
+  return all !== undefined && all >= 2 ? all : null;
 }

@@ -304,6 +304,75 @@ void t.test('rp_filter: strict on a path interface warns with the sysctl to run'
   t.end();
 });
 
+// A reviewer's reproduction: `br+lan` is a legal interface name (anything but '/', ':' and white
+// space); its strict rp_filter was dropped by the parser and the missing value read as 0 → "ok".
+void t.test('rp_filter: any interface name; a value not read is never ok', (t) => {
+  const out =
+    'net.ipv4.conf.all.rp_filter = 0\nnet.ipv4.conf.default.rp_filter = 0\nnet.ipv4.conf.br+lan.rp_filter = 1\nnet.ipv4.conf.wg@x.rp_filter = 2\nnet.ipv4.conf.a=b.rp_filter = 2\nnet.ipv4.conf.vl/7.rp_filter = 1\n';
+  const rp = rpFilterValues(parseSysctlOutput(out));
+  t.same(
+    rp.map((v) => `${v.iface}=${v.value}`),
+    ['a=b=2', 'all=0', 'br+lan=1', 'default=0', 'vl.7=1', 'wg@x=2'],
+  );
+  t.equal(effectiveRpFilter(rp, 'br+lan'), 1);
+  t.equal(effectiveRpFilter(rp, 'eth9'), null, 'all known, the interface not: unknown, not all');
+  const at = (dev: string, rpFilter: { iface: string; value: number }[]) =>
+    runDoctorChecks({
+      facts: [
+        facts('vpn-node', 'n1', {
+          target: '',
+          rpFilter,
+          lookups: [{ to: '10.90.0.42', route: route('10.90.0.42', '', dev), error: '' }],
+        }),
+      ],
+      tunnelRange: '10.90.0.0/24',
+      client: '10.90.0.42',
+      liveAddresses: [],
+      nodeAddresses: {},
+    }).findings.filter((f) => f.check === 'rp-filter');
+  const strict = at('br+lan', rp);
+  t.same(
+    strict.map((f) => [f.severity, f.subject]),
+    [['warning', 'br+lan']],
+  );
+  t.match(strict[0]?.fix, /^sysctl -w net\.ipv4\.conf\.br\+lan\.rp_filter=2/);
+  t.match(at('vl.7', rp)[0]?.fix, /^sysctl -w net\.ipv4\.conf\.vl\/7\.rp_filter=2/, "'.' as '/'");
+  // The path interface's value not in sysctl's output: not checked, never "ok".
+  const missing = at('br+lan', [
+    { iface: 'all', value: 0 },
+    { iface: 'default', value: 0 },
+  ]);
+  t.same(
+    missing.map((f) => f.severity),
+    ['warning'],
+  );
+  t.match(missing[0]?.detail, /^not checked: reverse path filtering on br\+lan is unknown/);
+  t.match(missing[0]?.detail, /net\.ipv4\.conf\.br\+lan\.rp_filter=not read/);
+  // Nothing at all read (an empty output): the same, not silence and not ok.
+  t.same(
+    at('up0', []).map((f) => [f.severity, f.subject]),
+    [['warning', 'up0']],
+  );
+  // `all` not read: the maximum is unknown whatever the interface's own value.
+  t.same(
+    at('up0', [{ iface: 'up0', value: 0 }]).map((f) => f.severity),
+    ['warning'],
+  );
+  t.same(
+    at('up0', [
+      { iface: 'all', value: 0 },
+      { iface: 'up0', value: 2 },
+    ]).map((f) => f.severity),
+    ['ok'],
+  );
+  t.same(
+    at('up0', [{ iface: 'all', value: 2 }]).map((f) => f.severity),
+    ['ok'],
+    'all=2: loose whatever the interface says',
+  );
+  t.end();
+});
+
 void t.test('masquerade finding on the VPN node names the rule and the fix', (t) => {
   const nat = parseIptablesSave(
     '*nat\n:MASQ - [0:0]\n-A POSTROUTING -s 10.90.0.0/24 -o up0 -j MASQ\n-A MASQ -j MASQUERADE\nCOMMIT\n',
@@ -436,24 +505,26 @@ void t.test('denied source: policy drop, reset, ICMP, missing route, allowed', (
   );
   const rst = ev({ inner: tcp('10.244.2.5', '10.90.0.66', 8080, 40000), flags: 0x14 });
   t.equal(
-    classifyDenied({ ...base, client: [syn, rst], backendNode: [syn] }).refusedBy,
+    classifyDenied({ ...base, client: [syn, rst], backendNode: [syn], backend: [] }).refusedBy,
     'policy-reset',
+    'a RST the backend pod never sent',
   );
-  const icmp = ev({
-    inner: { proto: 'icmp', ipProto: 1, src: '192.168.50.2', dst: '10.90.0.66' },
-    related: tcp('10.90.0.66', '10.244.2.5', 40000, 8080),
-  });
+  const icmpOf = (type?: number, code?: number): PacketEvent =>
+    ev({
+      inner: { proto: 'icmp', ipProto: 1, src: '192.168.50.2', dst: '10.90.0.66' },
+      related: tcp('10.90.0.66', '10.244.2.5', 40000, 8080),
+      keys: {
+        payloadLength: 0,
+        ...(type === undefined ? {} : { icmpType: type }),
+        ...(code === undefined ? {} : { icmpCode: code }),
+      },
+    });
   t.equal(
-    classifyDenied({ ...base, client: [syn, icmp], backendNode: [syn] }).refusedBy,
+    classifyDenied({ ...base, client: [syn, icmpOf(3, 13)], backendNode: [syn] }).refusedBy,
     'policy-icmp',
   );
   t.equal(
-    classifyDenied({
-      ...base,
-      client: [syn, icmp],
-      backendNode: [],
-      icmpCode: () => ({ type: 3, code: 0 }),
-    }).refusedBy,
+    classifyDenied({ ...base, client: [syn, icmpOf(3, 0)], backendNode: [] }).refusedBy,
     'no-route',
   );
   t.equal(
@@ -461,6 +532,132 @@ void t.test('denied source: policy drop, reset, ICMP, missing route, allowed', (
     'allowed',
   );
   t.equal(classifyDenied({ ...base, client: [], backendNode: [] }).refusedBy, 'inconclusive');
+  t.end();
+});
+
+// A reviewer's reproductions: each said "ok, refused by policy" about something that was not.
+void t.test('denied source: ICMP read by its type and code, never assumed policy', (t) => {
+  const tcp = (src: string, dst: string, sport: number, dport: number) => ({
+    proto: 'tcp' as const,
+    ipProto: 6,
+    src,
+    dst,
+    sport,
+    dport,
+  });
+  const src = '10.99.0.5';
+  const syn = ev({ inner: tcp(src, '10.96.0.10', 40000, 80), flags: 0x02, seq: 1234 });
+  const base = { source: src, target: { ip: '10.96.0.10', port: 80 }, node: 'node-b' };
+  const icmp = (keys: { icmpType?: number; icmpCode?: number }): PacketEvent =>
+    ev({
+      inner: { proto: 'icmp', ipProto: 1, src: '10.99.0.1', dst: src },
+      related: tcp(src, '10.96.0.10', 40000, 80),
+      keys: { payloadLength: 0, ...keys },
+    });
+  const run = (e: PacketEvent) =>
+    classifyDenied({ ...base, client: [syn, e], backendNode: [], answered: false });
+  // Type 3 code 1 (host unreachable) from the client's gateway, quoting the SYN: the call
+  // cli/doctor.ts makes (the codes only in the event's keys).
+  const host = run(icmp({ icmpType: 3, icmpCode: 1 }));
+  t.equal(host.refusedBy, 'no-route');
+  t.match(host.detail, /^ICMP type 3 code 1 \(host unreachable\) from 10\.99\.0\.1$/);
+  const r = runDoctorChecks({
+    facts: [],
+    tunnelRange: '10.99.0.0/24',
+    client: src,
+    liveAddresses: [],
+    nodeAddresses: {},
+    denied: host,
+  });
+  t.equal(r.findings.find((x) => x.check === 'denied-source')?.severity, 'error');
+  t.notMatch(renderDoctorText(r), /refused by policy/);
+  t.equal(run(icmp({ icmpType: 3, icmpCode: 10 })).refusedBy, 'policy-icmp');
+  t.match(run(icmp({ icmpType: 3, icmpCode: 10 })).detail, /administratively prohibited/);
+  const unknown = run(icmp({}));
+  t.equal(unknown.refusedBy, 'inconclusive', 'no type/code: not policy');
+  t.match(unknown.detail, /type and code were not captured/);
+  const port = run(icmp({ icmpType: 3, icmpCode: 3 }));
+  t.equal(port.refusedBy, 'inconclusive', 'port unreachable says neither');
+  t.match(port.detail, /type 3 code 3 \(port unreachable\)/);
+  t.equal(
+    classifyDenied({
+      ...base,
+      client: [
+        syn,
+        ev({
+          inner: { proto: 'icmpv6', ipProto: 58, src: 'fd00::1', dst: src },
+          related: tcp(src, '10.96.0.10', 40000, 80),
+          keys: { payloadLength: 0, icmpType: 1, icmpCode: 1 },
+        }),
+      ],
+      backendNode: [],
+      answered: false,
+    }).refusedBy,
+    'policy-icmp',
+    'ICMPv6 administratively prohibited',
+  );
+  t.end();
+});
+
+void t.test('denied source: a RST after the SYN reached the pod is the pod, not policy', (t) => {
+  const tcp = (src: string, dst: string, sport: number, dport: number) => ({
+    proto: 'tcp' as const,
+    ipProto: 6,
+    src,
+    dst,
+    sport,
+    dport,
+  });
+  const src = '10.99.0.5';
+  const syn = ev({ inner: tcp(src, '10.96.0.10', 40000, 80), flags: 0x02, seq: 1234 });
+  const rst = ev({ inner: tcp('10.96.0.10', src, 80, 40000), flags: 0x14 });
+  const base = {
+    source: src,
+    target: { ip: '10.96.0.10', port: 80 },
+    node: 'node-b',
+    answered: false,
+  };
+  const d = classifyDenied({
+    ...base,
+    client: [syn, rst],
+    backendNode: [{ ...syn, point: 'backend-node' }],
+    backend: [
+      { ...syn, point: 'backend' },
+      { ...rst, point: 'backend' },
+    ],
+  });
+  t.equal(d.refusedBy, 'allowed');
+  t.match(d.detail, /reached the backend pod and the pod answered it with a RST/);
+  t.match(d.detail, /not a policy refusal/);
+  const f = runDoctorChecks({
+    facts: [],
+    tunnelRange: '10.99.0.0/24',
+    client: src,
+    liveAddresses: [],
+    nodeAddresses: {},
+    denied: d,
+  }).findings.find((x) => x.check === 'denied-source');
+  t.equal(f?.severity, 'error', 'policy let the denied source through');
+  t.notMatch(f?.detail, /refused by policy/);
+  // The RST seen only at the client, the SYN at the pod: still not a refusal.
+  t.equal(
+    classifyDenied({
+      ...base,
+      client: [syn, rst],
+      backendNode: [syn],
+      backend: [syn],
+    }).refusedBy,
+    'allowed',
+  );
+  // No pod capture and the SYN at the node: the pod's RST and a policy's look the same.
+  const blind = classifyDenied({ ...base, client: [syn, rst], backendNode: [syn] });
+  t.equal(blind.refusedBy, 'inconclusive');
+  t.match(blind.detail, /backend pod was not captured/);
+  // No pod capture, but the SYN never reached the backend's node: not the pod's RST.
+  t.equal(
+    classifyDenied({ ...base, client: [syn, rst], backendNode: [] }).refusedBy,
+    'policy-reset',
+  );
   t.end();
 });
 
