@@ -8,7 +8,7 @@
  */
 import pino from 'pino';
 import { HoptraceError } from '../common/errors';
-import { FACT_PARTS } from '../common/wire';
+import { FACT_PARTS, emptyNamespaceFacts } from '../common/wire';
 import type { FramesReply, FramesRequest, NamespaceFacts } from '../common/wire';
 import type { AgentReplyBody, CollectorRequest } from './link/collector-link';
 
@@ -142,19 +142,7 @@ export function readRefused(
   }
   const d = req.doctorRequest;
   const facts: NamespaceFacts[] = d.targets.map((t) => ({
-    name: t.name,
-    target: t.target,
-    netns: '',
-    node,
-    addresses: [],
-    rpFilter: [],
-    routes: [],
-    lookups: [],
-    natChains: [],
-    natRules: [],
-    ipvsState: 'unread',
-    ipvs: [],
-    family: d.family,
+    ...emptyNamespaceFacts(t, node, d.family),
     errorCode: err.code,
     message: err.message,
     unread: [...FACT_PARTS],

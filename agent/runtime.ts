@@ -29,6 +29,7 @@ import type { CollectorCommand } from './link/collector-link';
 import type { NamespaceInfo, NetnsScope } from './netns/addresses';
 import type { ResolvedTarget } from './netns/resolve';
 import { joinTicker } from './ticker';
+import { framesRefused } from './requests';
 
 /** What the runtime needs of a capture (NsCapture; tests give fakes, startEncoded optional). */
 type RuntimeCapture = Pick<NsCapture, 'start' | 'stop' | 'stats'> &
@@ -440,13 +441,12 @@ export class AgentRuntime {
     const store = this.deps.retention;
     const reply: FramesReply =
       store === undefined
-        ? framesNotKept(req, 'RETENTION_OFF', 'this agent retains no frames')
+        ? framesRefused(req, { code: 'RETENTION_OFF', message: 'this agent retains no frames' })
         : live()
-          ? framesNotKept(
-              req,
-              'FRAMES_CAPTURE_RUNNING',
-              `the capture had not stopped ${FRAMES_WAIT_MS} ms after the request`,
-            )
+          ? framesRefused(req, {
+              code: 'FRAMES_CAPTURE_RUNNING',
+              message: `the capture had not stopped ${FRAMES_WAIT_MS} ms after the request`,
+            })
           : store.answer(req);
     const answered = reply.records.length + reply.missing.length;
     if (store !== undefined && req.release && !live() && answered >= new Set(req.frames).size)
@@ -471,24 +471,6 @@ export class AgentRuntime {
   async close(): Promise<void> {
     await Promise.all([...this.running.values()].map((r) => this.stopOne(r)));
   }
-}
-
-/** A reply naming every frame asked for as missing, for one reason. */
-function framesNotKept(req: FramesRequest, code: string, message: string): FramesReply {
-  const frames = [...new Set(req.frames)].sort((a, b) => a - b);
-  return {
-    requestId: req.requestId,
-    captureId: req.captureId,
-    point: req.point,
-    linkType: null,
-    snaplen: 0,
-    records: [],
-    missing: frames.map((frame) => ({ frame, reason: code })),
-    retained: 0,
-    retentionDropped: 0,
-    errorCode: code,
-    message,
-  };
 }
 
 /** The hello an agent sends: who it is and every address it can see. */

@@ -243,6 +243,32 @@ export interface NamespaceFacts {
 export const FACT_PARTS = ['addresses', 'rp_filter', 'routes', 'nat', 'nft', 'ipvs'] as const;
 export type FactPart = (typeof FACT_PARTS)[number];
 
+/** A namespace's facts before anything is read: every list empty, nothing marked unread yet. */
+export function emptyNamespaceFacts(
+  t: { name: string; target: string },
+  node: string,
+  family: 4 | 6,
+): NamespaceFacts {
+  return {
+    name: t.name,
+    target: t.target,
+    netns: '',
+    node,
+    addresses: [],
+    rpFilter: [],
+    routes: [],
+    lookups: [],
+    natChains: [],
+    natRules: [],
+    ipvsState: 'unread',
+    ipvs: [],
+    family,
+    errorCode: '',
+    message: '',
+    unread: [],
+  };
+}
+
 /** Agent -> collector: the facts for one DoctorRequest. */
 export interface DoctorReport {
   requestId: string;

@@ -7,7 +7,7 @@
 import { execFile } from 'node:child_process';
 import type { Family } from '../../common/cidr';
 import { HoptraceError, isHoptraceError, type ErrorCode } from '../../common/errors';
-import { FACT_PARTS } from '../../common/wire';
+import { FACT_PARTS, emptyNamespaceFacts } from '../../common/wire';
 import type {
   ConntrackEntry,
   ConntrackTuple,
@@ -132,24 +132,7 @@ export async function readNamespaceFacts(
   family: Family,
   ctx: ReadContext,
 ): Promise<NamespaceFacts> {
-  const facts: NamespaceFacts = {
-    name: t.name,
-    target: t.target,
-    netns: '',
-    node: ctx.node,
-    addresses: [],
-    rpFilter: [],
-    routes: [],
-    lookups: [],
-    natChains: [],
-    natRules: [],
-    ipvsState: 'unread',
-    ipvs: [],
-    family,
-    errorCode: '',
-    message: '',
-    unread: [],
-  };
+  const facts: NamespaceFacts = emptyNamespaceFacts(t, ctx.node, family);
   let netns: string | undefined;
   try {
     netns = await namespaceOf(t, ctx);
