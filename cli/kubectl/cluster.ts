@@ -16,8 +16,12 @@ import type { Duplex } from 'node:stream';
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
 import { loadClientLibrary } from '../../collector';
-import { DEFAULT_REQUEST_TIMEOUT_MS } from './flags';
-import { loadKubeConfig, type KubeFlags, type LoadedConfig } from './kube-config';
+import {
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  loadKubeConfig,
+  type KubeFlags,
+  type LoadedConfig,
+} from './kube-config';
 import type { Manifest } from './manifests';
 import { openPortForward } from './port-forward';
 

@@ -6,7 +6,7 @@ import type { ParseArgsConfig } from 'node:util';
 import { HoptraceError } from '../../common/errors';
 import { parseCommandLine, parseDuration } from '../args';
 import type { Cluster } from './cluster';
-import type { KubeFlags } from './kube-config';
+import { DEFAULT_REQUEST_TIMEOUT_MS, type KubeFlags } from './kube-config';
 
 export const KUBE_OPTIONS = {
   kubeconfig: { type: 'string' },
@@ -18,14 +18,6 @@ export const KUBE_OPTIONS = {
 
 export const KUBE_USAGE =
   '[--kubeconfig FILE] [--context NAME] [-n NAMESPACE] [--hoptrace-namespace hoptrace] [--request-timeout 30s]';
-
-/**
- * How long one request may take (`--request-timeout`, kubectl's flag): each API server request, an
- * exec credential plugin's run, a port-forward's handshake, each request to the collector through
- * it. Past it the request is aborted (its socket destroyed, the plugin killed) and the command ends
- * with the error, never waits on.
- */
-export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
 /** Where hoptrace runs unless --hoptrace-namespace says otherwise (deploy/base/namespace.yaml). */
 export const HOPTRACE_NAMESPACE = 'hoptrace';

@@ -12,11 +12,19 @@ import { delimiter, isAbsolute, join, resolve } from 'node:path';
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
 
+/**
+ * How long one request may take (`--request-timeout`, kubectl's flag): each API server request, an
+ * exec credential plugin's run, a port-forward's handshake, each request to the collector through
+ * it. Past it the request is aborted (its socket destroyed, the plugin killed) and the command ends
+ * with the error, never waits on.
+ */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+
 /** The flags every subcommand takes (kubectl's global ones that matter here). */
 export interface KubeFlags {
   kubeconfig?: string | undefined;
   context?: string | undefined;
-  /** `--request-timeout` (flags.ts DEFAULT_REQUEST_TIMEOUT_MS when not given). */
+  /** `--request-timeout` (DEFAULT_REQUEST_TIMEOUT_MS when not given). */
   requestTimeoutMs?: number | undefined;
 }
 
