@@ -23,6 +23,7 @@ import {
   type LoadedConfig,
 } from './kube-config';
 import type { Manifest } from './manifests';
+import { byDeadline } from './deadline';
 import { openPortForward } from './port-forward';
 
 export interface Cluster {
@@ -85,21 +86,16 @@ export async function connectCluster(
   const call = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
     const ac = new AbortController();
     inflight.add(ac);
-    let timer: NodeJS.Timeout | undefined;
-    // Settles at the deadline even while the library is still inside an exec plugin.
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
+    try {
+      // Settles at the deadline even while the library is still inside an exec plugin.
+      return await byDeadline(signals.run(ac.signal, fn), timeoutMs, () => {
         const e = new Error(`no answer within ${seconds(timeoutMs)}`);
         ac.abort(e);
-        reject(e);
-      }, timeoutMs);
-    });
-    try {
-      return await Promise.race([signals.run(ac.signal, fn), deadline]);
+        throw e;
+      });
     } catch (e) {
       throw apiError(k8s, ac.signal.aborted ? (ac.signal.reason as unknown) : e, what, where);
     } finally {
-      clearTimeout(timer);
       inflight.delete(ac);
     }
   };
@@ -266,15 +262,11 @@ async function checkCredentials(
   plugins: ExecPlugins,
   timeoutMs: number,
 ): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      plugins.killAll();
-      reject(new Error(`did not finish within ${seconds(timeoutMs)} (killed)`));
-    }, timeoutMs);
-  });
   try {
-    await Promise.race([cfg.kc.applyToHTTPSOptions({}), deadline]);
+    await byDeadline(cfg.kc.applyToHTTPSOptions({}), timeoutMs, () => {
+      plugins.killAll();
+      throw new Error(`did not finish within ${seconds(timeoutMs)} (killed)`);
+    });
   } catch (e) {
     const user = cfg.kc.getCurrentUser();
     const exec = user?.exec as { command?: unknown; args?: unknown } | null | undefined;
@@ -302,8 +294,6 @@ async function checkCredentials(
       where: cfg.source,
       hint: 'the credential plugin must print an ExecCredential (client.authentication.k8s.io) on stdout and exit 0; run it by hand to see why it does not',
     });
-  } finally {
-    clearTimeout(timer);
   }
 }
 

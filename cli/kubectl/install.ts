@@ -17,6 +17,7 @@ import { HoptraceError } from '../../common/errors';
 import { parseDuration } from '../capture';
 import { EXIT } from '../exit-codes';
 import type { Cluster } from './cluster';
+import { byDeadline } from './deadline';
 import {
   AGENT_SELECTOR,
   COLLECTOR_SELECTOR,
@@ -175,7 +176,11 @@ export async function runInstall(argv: string[], deps: KubectlDeps): Promise<num
   let last = '';
   for (;;) {
     // The wait ends at --timeout even inside a look (the command's end then aborts its requests).
-    const st = await beforeDeadline(installState(cluster, ns), deadline);
+    const st = await byDeadline(
+      installState(cluster, ns),
+      Math.max(0, deadline - Date.now()),
+      () => null,
+    );
     if (st === null) {
       throw new HoptraceError(
         'KUBECTL_INSTALL_FAILED',
@@ -209,24 +214,6 @@ export async function runInstall(argv: string[], deps: KubectlDeps): Promise<num
       );
     }
     await delay(Math.min(deps.pollMs ?? 1000, Math.max(0, deadline - Date.now())));
-  }
-}
-
-/** The promise's value, or null once `deadline` (ms since the epoch) has passed. */
-async function beforeDeadline<T>(p: Promise<T>, deadline: number): Promise<T | null> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<null>((resolve) => {
-    timer = setTimeout(
-      () => {
-        resolve(null);
-      },
-      Math.max(0, deadline - Date.now()),
-    );
-  });
-  try {
-    return await Promise.race([p, late]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 
