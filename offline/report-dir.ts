@@ -58,11 +58,12 @@ export const MANIFEST = 'SHA256SUMS';
 /** The files a bundle may hold besides the ones always written: an earlier run's is removed. */
 const OPTIONAL_FILES = ['doctor.json'] as const;
 
+const sha256Hex = (body: string | Buffer): string =>
+  createHash('sha256').update(body).digest('hex');
+
 /** `sha256sum`'s lines for `files`: `<hex>  <name>` (text mode; the names are plain). */
 function manifestOf(files: readonly (readonly [string, string | Buffer])[]): string {
-  return files
-    .map(([name, body]) => `${createHash('sha256').update(body).digest('hex')}  ${name}\n`)
-    .join('');
+  return files.map(([name, body]) => `${sha256Hex(body)}  ${name}\n`).join('');
 }
 
 /**
@@ -179,7 +180,6 @@ export function reportRuntime(): ReportRuntime {
 export function writeReportDir(r: AnalysisResult, o: ReportDirInput): string[] {
   const inventoryJson = JSON.stringify(o.inventory, null, 2) + '\n';
   const doctorBytes = o.doctorFile === undefined ? null : (o.doctorBytes ?? null);
-  const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
   const givenFiles: GivenFiles = {
     inventory:
       o.inventoryFile === undefined
@@ -196,7 +196,7 @@ export function writeReportDir(r: AnalysisResult, o: ReportDirInput): string[] {
         ? null
         : {
             file: resolve(o.doctorFile),
-            sha256: doctorBytes === null ? null : sha(doctorBytes),
+            sha256: doctorBytes === null ? null : sha256Hex(doctorBytes),
             bytes: doctorBytes === null ? null : doctorBytes.length,
             copy: doctorBytes === null ? null : 'doctor.json',
             verbatim: true,
