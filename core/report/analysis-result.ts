@@ -30,7 +30,10 @@ export interface PointSummary {
   firstTsNs: string | null;
   lastTsNs: string | null;
   detail: string;
-  /** Node and interface of the packet that proved the match (null when none did). */
+  /**
+   * Node and interface of the packet that proved the match (null when none did); node is null too
+   * when not known (a capture file names no node).
+   */
   node: string | null;
   iface: string | null;
   /** The matched connection's packets here in time order (the first MAX_FLOW_PACKETS). */
@@ -152,15 +155,15 @@ export interface CaptureHealth {
   node: string | null;
   iface: string;
   state: string;
-  /** A status from the agent said the capture runs (counts below are its; else defaults). */
+  /** A status from the agent said the capture runs (counts below are its; else defaults); a file: true. */
   confirmed: boolean;
   /** Packets the capture delivered. */
   packets: number;
   /** Dropped by the kernel for lack of ring space; null = the source cannot count them. */
   kernelDrops: number | null;
-  /** Dropped inside the agent (its queues, the worker's frame ring). */
+  /** Dropped inside the agent (its queues, the worker's frame ring); 0 for a file (no agent). */
   queueDrops: number;
-  /** Events the agent reported lost on the way to the collector (spool full). */
+  /** Events the agent reported lost on the way to the collector (spool full); 0 for a file. */
   lost: number;
   /**
    * A capture file's format: kernelDrops is then what the file recorded (pcapng Interface

@@ -77,7 +77,8 @@ export function summarizePoints(journey: Journey): PointSummary[] {
     firstTsNs: p.firstTsNs === null ? null : p.firstTsNs.toString(),
     lastTsNs: p.lastTsNs === null ? null : p.lastTsNs.toString(),
     detail: p.detail,
-    node: p.packet?.node ?? null,
+    // A file's packets carry no node (''): null, as captureHealth and clockOffsets say it.
+    node: p.packet === null || p.packet.node === '' ? null : p.packet.node,
     iface: p.packet?.iface ?? null,
     flow: p.flow.map((f) => ({ ...f, tsNs: f.tsNs.toString() })),
     flowOmitted: p.flowOmitted,

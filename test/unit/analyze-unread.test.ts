@@ -55,3 +55,24 @@ for (const fast of [true, false]) {
     t.end();
   });
 }
+
+// A capture file names no node: points[].node is null (unknown), as captureHealth and
+// clockOffsets say it, never "" (the events' empty context). A first version wrote "".
+for (const fast of [true, false]) {
+  void t.test(`files name no node: null everywhere (${fast ? 'fast' : 'JS'})`, (t) => {
+    const r = analyzeFiles(
+      { points: points(t, (b) => b), inventory: EMPTY, selector: {} },
+      { fast },
+    );
+    t.equal(r.points[0]?.frame !== null, true, 'decap matched a packet');
+    t.same(
+      r.points.map((p) => p.node),
+      [null, null, null],
+    );
+    t.same(
+      r.captureHealth?.map((h) => h.node),
+      [null, null, null],
+    );
+    t.end();
+  });
+}
