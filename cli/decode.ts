@@ -1,12 +1,14 @@
 /**
  * `hoptrace decode [--json] [--vxlan-port N]... [--geneve-port N]... [--wireguard-port N]... FILE`
- * One line per frame: a human summary, or with --json one NDJSON object per frame.
+ * One line per frame: a human summary, or with --json one NDJSON object per frame. Times are UTC,
+ * with the digits the file recorded (µs, or ns when it has them).
  */
 import { ERRORS, HoptraceError, isHoptraceError } from '../common/errors';
 import type { Tuple } from '../common/event';
 import { openCaptureFile } from '../offline/pcap-file';
 import { decodeFrame, type DecodedFrame, type DecodeOptions } from '../core/decode/frame';
 import { hostPort } from '../common/endpoint';
+import { utcPacketTime } from '../core/report/times';
 import { EXIT } from './exit-codes';
 
 export const DECODE_USAGE =
@@ -92,9 +94,9 @@ export function tcpFlagText(flags: number): string {
   return s === '' ? 'none' : s;
 }
 
-/** The human one-line summary of a decoded frame. */
-export function formatFrameLine(n: number, d: DecodedFrame): string {
-  const parts: string[] = [String(n)];
+/** The human one-line summary of a decoded frame: number, UTC time, layers, tuples, keys. */
+export function formatFrameLine(n: number, tsNs: bigint, d: DecodedFrame): string {
+  const parts: string[] = [String(n), utcPacketTime(tsNs)];
   if (d.layers.length === 0) parts.push(d.linktype);
   for (const l of d.layers) parts.push(l.kind);
   if (d.inner !== null) parts.push(tupleText(d.inner));
@@ -127,9 +129,10 @@ function jsonTuple(t: Tuple | null): object | null {
 }
 
 /** The --json object of a decoded frame (exactly the documented keys). */
-export function frameJSON(n: number, d: DecodedFrame): string {
+export function frameJSON(n: number, tsNs: bigint, d: DecodedFrame): string {
   const o: Record<string, unknown> = {
     frame: n,
+    time: utcPacketTime(tsNs),
     linktype: d.linktype,
     layers: d.layers.map((l) => l.kind),
     outer: jsonTuple(d.outer),
@@ -164,7 +167,7 @@ export function runDecode(argv: string[], out: (line: string) => void): number {
     const reader = openCaptureFile(args.file);
     for (const f of reader.frames()) {
       const d = decodeFrame(f.linktype, f.data, args.opts);
-      out(args.json ? frameJSON(f.index, d) : formatFrameLine(f.index, d));
+      out(args.json ? frameJSON(f.index, f.tsNs, d) : formatFrameLine(f.index, f.tsNs, d));
     }
     return EXIT.ok;
   } catch (e) {

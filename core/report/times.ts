@@ -37,6 +37,16 @@ export function utcMicros(tsNs: bigint | string): string {
 }
 
 /**
+ * A packet's time with every digit it has: `2026-12-02T04:39:48.123456789Z` when the nanoseconds
+ * are not a whole microsecond (a nanosecond pcap, a pcapng with if_tsresol 9), else as utcMicros.
+ */
+export function utcPacketTime(tsNs: bigint): string {
+  const micros = utcMicros(tsNs);
+  const ns = ((tsNs % 1000n) + 1000n) % 1000n;
+  return ns === 0n ? micros : `${micros.slice(0, -1)}${String(ns).padStart(3, '0')}Z`;
+}
+
+/**
  * `2026-12-02T04:39:48.123Z` from milliseconds since the Unix epoch: a time read from a clock in
  * ms (a prober's, the collector's), printed with the digits it has — never padded to microseconds
  * that were not measured.

@@ -14,6 +14,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { runDecode } from '../../cli/decode';
+import { utcPacketTime } from '../../core/report/times';
 import { writeBenchPcap } from '../../bench/pcap-writer';
 import { loadNativeAddon } from '../../native/loader';
 import { openCaptureFile } from '../../offline/pcap-file';
@@ -139,6 +141,18 @@ for (const le of [true, false]) {
       const tshark = tsharkColumn(path, 'frame.time_epoch').map(epochNs);
       t.equal(firstDifference(tshark, want), 'same', 'tshark gives the times it was made from');
       t.ok((want[0] ?? 0n) >= OFFSET * S, 'which are in 2027');
+      const lines: string[] = [];
+      t.equal(
+        runDecode(['--json', path], (l) => lines.push(l)),
+        0,
+        'hoptrace decode reads it',
+      );
+      t.same(
+        lines.slice(0, 3).map((l) => (JSON.parse(l) as { time: string }).time),
+        want.slice(0, 3).map((ns) => utcPacketTime(ns)),
+        'hoptrace decode prints the 2027 times',
+      );
+      t.match(lines[0] ?? '', /"time":"2027-/);
       for (const chunk of [undefined, 100, 1500]) {
         const got = times(path, chunk);
         const at = `chunk ${chunk ?? 'default'}`;
