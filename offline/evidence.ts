@@ -41,7 +41,7 @@ import { writePcapng, type PcapngInterfaceInfo } from '../core/report/pcapng';
 import { formatEndpoint } from '../core/report/report';
 import { toReferenceClock, utcMicros, type ClockOffset } from '../core/report/times';
 import type { PointFile } from './analyze-files';
-import { openCaptureFile, type ResumePoint } from './pcap-file';
+import { isFileStop, openCaptureFile, type ResumePoint } from './pcap-file';
 import { resumeFor } from './seek-points';
 import { isStreamInput, readOnceText } from './point-inputs';
 
@@ -178,9 +178,12 @@ function readPoint(
     }
   } catch (e) {
     if (!isHoptraceError(e)) throw e;
-    // Cut shorter than when it was analysed: the frames before the cut were read.
-    if (e.code !== 'FILE_TRUNCATED') return { problem: { code: e.code, detail: e.detail } };
-    cut = ` (it now ends inside a record: ${e.detail})`;
+    // Cut shorter than when it was analysed: the frames before the cut were read. Damaged right
+    // after the flow's last frame (where the analysis stopped too): every frame was read.
+    const readAll = isFileStop(e) && frames.length === want.size;
+    if (e.code !== 'FILE_TRUNCATED' && !readAll)
+      return { problem: { code: e.code, detail: e.detail } };
+    if (e.code === 'FILE_TRUNCATED') cut = ` (it now ends inside a record: ${e.detail})`;
   }
   if (frames.length < want.size) {
     const found = new Set(frames.map((f) => f.entry.frame));

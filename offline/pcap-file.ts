@@ -53,7 +53,10 @@ export interface CaptureFileStats {
    * is then null): those others and what the ones that did recorded.
    */
   dropsPartial?: DropsPartial;
-  /** Set when the file ends inside a record (the frames before it were read): where and what. */
+  /**
+   * Set when the reading stopped inside the file (FileStopCode: cut, or a damaged record or
+   * block; the frames before it were read): where and what.
+   */
   truncated?: FileCut;
 }
 
@@ -94,12 +97,33 @@ export interface DropsPartial {
 /** Interfaces named in DropsPartial.unrecorded at most (the rest are counted). */
 export const UNRECORDED_NAMES = 8;
 
-/** Where a file ends inside a record: a capture still being written, or cut by a full disk. */
+/**
+ * The errors after which the frames before are still good (the reading stops there): the file ends
+ * inside a record (FILE_TRUNCATED: still being written, cut by a full disk), or a record or block
+ * is damaged (a length no writer gives, a time out of range). Neither format can be resynchronized
+ * past a damaged length (no sync marker; tcpdump and tshark stop there too).
+ */
+export type FileStopCode =
+  'FILE_TRUNCATED' | 'FILE_BAD_RECORD' | 'FILE_BAD_BLOCK' | 'FILE_TIME_RANGE';
+
+/** Where the reading of a file stopped after good frames, and why (FileStopCode). */
 export interface FileCut {
-  /** File offset of the record (pcapng: block) that the end of the file cuts. */
+  /** File offset of the record (pcapng: block) that is cut or damaged. */
   offset: number;
-  /** What was cut, as the FILE_TRUNCATED error says it. */
+  /** What was cut or damaged, as the error says it. */
   detail: string;
+  code: FileStopCode;
+}
+
+/** Whether `e` stopped a reader after good frames (FileStopCode): the frames before it count. */
+export function isFileStop(e: unknown): e is HoptraceError & { code: FileStopCode } {
+  return (
+    isHoptraceError(e) &&
+    (e.code === 'FILE_TRUNCATED' ||
+      e.code === 'FILE_BAD_RECORD' ||
+      e.code === 'FILE_BAD_BLOCK' ||
+      e.code === 'FILE_TIME_RANGE')
+  );
 }
 
 export interface CaptureFileReader {
@@ -228,7 +252,7 @@ abstract class BaseReader {
   resumed = false;
   /** Frames yielded so far. */
   protected framesRead = 0;
-  /** Where the file ended inside a record, once it has. */
+  /** Where the reading stopped inside the file (cut or damaged), once it has. */
   protected cutAt: FileCut | undefined;
   /** Frames numbered below this are read past, not yielded (skipUntil). */
   protected skipBelow = 0;
@@ -266,8 +290,13 @@ abstract class BaseReader {
 
   /** FILE_TRUNCATED: the file ends inside the record at `offset`; stats() keeps where. */
   protected cut(offset: number, detail: string): never {
-    this.cutAt = { offset, detail };
-    return fail('FILE_TRUNCATED', this.path, detail, HINT_CUT);
+    return this.stop('FILE_TRUNCATED', offset, detail, HINT_CUT);
+  }
+
+  /** Throws a FileStopCode error for the record or block at `offset`; stats() keeps where. */
+  protected stop(code: FileStopCode, offset: number, detail: string, hint: string): never {
+    this.cutAt = { offset, detail, code };
+    return fail(code, this.path, detail, hint);
   }
 
   /** The stats with the cut, if the file ended inside a record. */
@@ -381,9 +410,9 @@ class PcapReader extends BaseReader {
       const caplen = r.u32(8, le);
       // Checked before a byte of the record is buffered, so a claim never costs memory.
       if (caplen > MAX_SNAPLEN) {
-        fail(
+        this.stop(
           'FILE_BAD_RECORD',
-          this.path,
+          r.offset,
           `record ${index} at offset ${r.offset} claims ${caplen} captured bytes, above ` +
             `libpcap's maximum of ${MAX_SNAPLEN} (the header's snaplen is ${this.snaplen})`,
           HINT_DAMAGED,
@@ -392,7 +421,7 @@ class PcapReader extends BaseReader {
       if (!r.fill(16 + caplen)) {
         const left = r.available - 16;
         const damaged = damagedLength(index, r.offset, caplen, this.snaplen, left);
-        if (damaged !== null) fail('FILE_BAD_RECORD', this.path, damaged, HINT_DAMAGED);
+        if (damaged !== null) this.stop('FILE_BAD_RECORD', r.offset, damaged, HINT_DAMAGED);
         this.cut(
           r.offset,
           `record ${index} at offset ${r.offset} needs ${caplen} bytes, the file has ${left}`,
@@ -559,9 +588,9 @@ export class PcapngReader extends BaseReader {
   }
 
   private bad(detail: string): never {
-    return fail(
+    return this.stop(
       'FILE_BAD_BLOCK',
-      this.path,
+      this.r.offset,
       `${detail} (block at offset ${this.r.offset})`,
       HINT_DAMAGED,
     );
@@ -858,9 +887,9 @@ export class PcapngReader extends BaseReader {
     const ns = packetTimeNs(p);
     if (ns >= 0n && ns < TIME_LIMIT_NS) return;
     const offset = p.iface.offsetNs / 1_000_000_000n;
-    fail(
+    this.stop(
       'FILE_TIME_RANGE',
-      this.path,
+      this.r.offset,
       `packet ${this.framesRead + 1} of interface ${p.ifaceId} (block at offset ${this.r.offset}): ` +
         `its time with the interface's if_tsoffset of ${offset} s is ${ns} ns since 1970, ` +
         `${ns < 0n ? 'before 1970' : 'past 2^64 ns (July 2554)'}, outside what hoptrace carries`,

@@ -5,24 +5,42 @@
  *
  * A file that ends inside a record (FILE_TRUNCATED: a capture still being written, a full disk)
  * is analysed up to there, as `decode` prints the frames before the cut: the error ends the pass,
- * and the cut goes into the point's capture health (where, and what was cut), which says so.
+ * and the cut goes into the point's capture health (where, and what was cut), which says so. A
+ * record or block damaged after good frames (FILE_BAD_RECORD, FILE_BAD_BLOCK, FILE_TIME_RANGE) is
+ * the same: no reader can find the next record past a damaged length, so the frames before it
+ * are the capture, and the health says where it is damaged. Damage before any frame is the
+ * file's error: there is no capture to analyse.
  */
 import { countText } from '../common/counters';
-import { isHoptraceError } from '../common/errors';
 import { openSummaryPcap } from './summary-file';
 import { isStreamInput } from './point-inputs';
 import { toPacketEvent, type EventContext } from '../core/decode/event';
 import { decodeFrame } from '../core/decode/frame';
-import { openCaptureFile, type CaptureFileStats, type ResumePoint } from './pcap-file';
+import {
+  isFileStop,
+  openCaptureFile,
+  type CaptureFileStats,
+  type FileCut,
+  type ResumePoint,
+} from './pcap-file';
 import { type PassPlan, type PointStream, isUsefulEvent } from '../core/report/analyze';
 import type { CaptureHealth } from '../core/report/capture-health';
 import type { PacketEvent } from '../common/event';
 import { type Scan, SelectScan, SelectFlowScan, RequestScan, LaterScan } from './record-scans';
 import type { PassPool, PassTicket } from './pass-pool';
 
-/** The file ended inside a record, after every frame before it was read. */
-function isCut(e: unknown): boolean {
-  return isHoptraceError(e) && e.code === 'FILE_TRUNCATED';
+/** The reading stopped inside the file after the frames before it (a cut; damage after a frame). */
+function isStop(e: unknown, read: CaptureFileStats): boolean {
+  return isFileStop(e) && (e.code === 'FILE_TRUNCATED' || read.frames > 0);
+}
+
+/** Where the reading stopped, as capture health: `truncated` (a cut) or `damaged`. */
+function stopHealth(at: FileCut | undefined): Pick<CaptureHealth, 'truncated' | 'damaged'> {
+  if (at === undefined) return {};
+  const { offset, detail, code } = at;
+  return code === 'FILE_TRUNCATED'
+    ? { truncated: { offset, detail } }
+    : { damaged: { offset, detail, code } };
 }
 
 /** The useful events of every frame through the JS reader and decoder, up to a cut. */
@@ -38,7 +56,7 @@ function* usefulEvents(
       if (isUsefulEvent(ev)) yield ev;
     }
   } catch (e) {
-    if (!isCut(e)) throw e;
+    if (!isStop(e, reader.stats())) throw e;
   }
   onEnd(reader.format, reader.stats());
 }
@@ -145,9 +163,7 @@ export class FilePointStream implements PointStream {
       ...(given !== undefined || this.recorded.stats.dropsPartial === undefined
         ? {}
         : { dropsPartial: this.recorded.stats.dropsPartial }),
-      ...(this.recorded.stats.truncated === undefined
-        ? {}
-        : { truncated: this.recorded.stats.truncated }),
+      ...stopHealth(this.recorded.stats.truncated),
     };
   }
 
@@ -225,7 +241,7 @@ export class FilePointStream implements PointStream {
           }
         }
       } catch (e) {
-        if (!isCut(e)) throw e;
+        if (!isStop(e, reader.stats())) throw e;
       }
       yield* scan.finish();
       this.recorded = { format: reader.format, stats: reader.stats() };

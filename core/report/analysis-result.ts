@@ -186,6 +186,16 @@ export interface CaptureHealth {
    * (the FILE_TRUNCATED detail). `packets` are the frames before it, which the analysis used.
    */
   truncated?: { offset: number; detail: string };
+  /**
+   * A capture file damaged after good frames (a record or block no reader can step past): the
+   * file offset of that record or block, the error's code and detail. `packets` are the frames
+   * before it, which the analysis used.
+   */
+  damaged?: {
+    offset: number;
+    detail: string;
+    code: 'FILE_BAD_RECORD' | 'FILE_BAD_BLOCK' | 'FILE_TIME_RANGE';
+  };
   /** The target came from a stale pod list (session.ts PointRecord.targetNote). */
   targetNote?: string;
 }

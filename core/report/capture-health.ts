@@ -46,6 +46,18 @@ function unrecordedText(p: NonNullable<CaptureHealth['dropsPartial']>): string {
   return p.unrecorded.join(', ') + (more > 0 ? ` and ${countText(more)} more` : '');
 }
 
+/** A capture file's "frames" cell in the health tables: its frames, and where reading stopped. */
+export function fileFramesCell(
+  h: Pick<CaptureHealth, 'packets' | 'truncated' | 'damaged'>,
+): string {
+  const n = countText(h.packets);
+  if (h.truncated !== undefined)
+    return `${n} (the file ends inside a record at byte ${h.truncated.offset})`;
+  if (h.damaged !== undefined)
+    return `${n} (then damaged at byte ${h.damaged.offset}: ${h.damaged.code}; not read past)`;
+  return n;
+}
+
 /** A capture file's "dropped" cell in the health tables (report.md, report.html). */
 export function fileDroppedCell(
   h: Pick<CaptureHealth, 'kernelDrops' | 'dropsGiven' | 'dropsPartial'>,
@@ -104,6 +116,14 @@ export function healthCaveats(points: PointSummary[], health: CaptureHealth[]): 
       out.push(
         `${p.name}: ${h.iface} ends inside a record (${h.truncated.detail}): the verdict uses ` +
           `the ${h.packets} frames before it; nothing after them was read`,
+      );
+    }
+    if (h.damaged !== undefined) {
+      out.push(
+        `${p.name}: ${h.iface} is damaged at byte ${h.damaged.offset} (${h.damaged.code}: ` +
+          `${h.damaged.detail}): no reader can find the next record past it, so the verdict uses ` +
+          `the ${h.packets} frames before it; nothing after them was read — check the file with ` +
+          'tshark -r, or capture again',
       );
     }
     if (!p.seenRequest && h.targetNote !== undefined) {

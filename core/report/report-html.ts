@@ -27,7 +27,7 @@ import {
 import { renderReproSvg, VERDICT_CODES, type ReproSvgOptions } from './repro-svg';
 import { renderSequenceSvg, type SequenceSvgOptions } from './sequence-svg';
 import { durationText, utcMicros, utcMillis } from './times';
-import { fileDroppedCell, lossPhrase } from './capture-health';
+import { fileDroppedCell, fileFramesCell, lossPhrase } from './capture-health';
 import { inputsLead, inputsLines, madeWithLine, type Piece } from './inputs-text';
 import { doctorOf, reproduceOf, type ReportMeta as DocMeta } from './report-document';
 import { whatToChange, type ChangeStep } from './what-to-change';
@@ -189,11 +189,7 @@ function healthSection(health: readonly CaptureHealth[] | undefined): string[] {
           esc(h.point),
           code(h.iface),
           esc(h.file ?? '?'),
-          esc(
-            h.truncated === undefined
-              ? countText(h.packets)
-              : `${countText(h.packets)} (the file ends inside a record at byte ${h.truncated.offset})`,
-          ),
+          esc(fileFramesCell(h)),
           esc(fileDroppedCell(h)),
         ]),
       ),

@@ -7,7 +7,7 @@
 import { packetCounts } from './packet-counts';
 import type { AnalysisResult, PointSummary } from './analyze';
 import type { Layer, Verdict } from '../attribute/attribute';
-import { fileDroppedCell, type CaptureHealth } from './capture-health';
+import { fileDroppedCell, fileFramesCell, type CaptureHealth } from './capture-health';
 import type { Endpoint } from '../correlate/correlate';
 import { tupleText } from '../../common/endpoint';
 import { countText } from '../../common/counters';
@@ -140,15 +140,7 @@ function fileHealthSection(health: CaptureHealth[]): string[] {
   out.push('| point | file | format | frames | dropped |');
   out.push('| --- | --- | --- | --- | --- |');
   for (const h of health) {
-    const row = [
-      h.point,
-      h.iface,
-      h.file ?? '?',
-      h.truncated === undefined
-        ? countText(h.packets)
-        : `${countText(h.packets)} (the file ends inside a record at byte ${h.truncated.offset})`,
-      fileDroppedCell(h),
-    ];
+    const row = [h.point, h.iface, h.file ?? '?', fileFramesCell(h), fileDroppedCell(h)];
     out.push(`| ${row.map(mdText).join(' | ')} |`);
   }
   out.push('');

@@ -213,3 +213,133 @@ void t.test('hoptrace analyze: exit 0, the verdict, and the cut in the report', 
   t.match(r.captureHealth?.[2], { point: 'backend', iface: cut, truncated: { offset: at } });
   t.end();
 });
+
+/**
+ * `file`'s record (pcap) or packet block (pcapng) number `nth` (from 1; -1 the last) given a
+ * length no writer gives: a pcap caplen above libpcap's maximum (FILE_BAD_RECORD), a pcapng block
+ * length that is not a multiple of 4 (FILE_BAD_BLOCK). Also the file cut cleanly before it.
+ */
+function damage(file: string, nth: number): { bad: string; clean: string; at: number } {
+  const bytes = Buffer.from(readFileSync(file));
+  const starts = recordStarts(bytes);
+  const at = (nth < 0 ? starts.at(nth) : starts[nth - 1]) ?? 0;
+  if (file.endsWith('.pcapng')) bytes.writeUInt32LE(bytes.readUInt32LE(at + 4) + 2, at + 4);
+  else bytes.writeUInt32LE(0x7fff_fff0, at + 8);
+  const bad = file.replace(/(\.pcapng|\.pcap)$/, `.bad${nth}$1`);
+  const clean = file.replace(/(\.pcapng|\.pcap)$/, `.before${nth}$1`);
+  writeFileSync(bad, bytes);
+  writeFileSync(clean, bytes.subarray(0, at));
+  return { bad, clean, at };
+}
+
+// A record or block damaged after good frames is read as a cut there (no reader can find the
+// next record past a damaged length; tcpdump and tshark stop there too): the verdict of the frames
+// before it, the damage in the capture health and a caution. A first version threw the file's
+// error and gave no verdict at all, however many good frames came before.
+for (const format of ['pcap', 'pcapng'] as const) {
+  const code = format === 'pcap' ? 'FILE_BAD_RECORD' : 'FILE_BAD_BLOCK';
+  void t.test(`${format}: damaged after good frames: the verdict of the frames before it`, (t) => {
+    const { points, pkts } = kubeProxy(['req', 'reply']);
+    const ps =
+      format === 'pcap'
+        ? points
+        : points.map((p, i) => ({ ...p, file: asPcapng(p.file, pkts[i] ?? []) }));
+    for (const which of [0, 2]) {
+      const p = ps[which];
+      if (p === undefined) throw new Error('no point');
+      const { bad, clean, at } = damage(p.file, -1);
+      const with_ = (file: string): PointFile[] =>
+        ps.map((q, i) => (i === which ? { ...q, file } : q));
+      const got = analyze(t, with_(bad), SEL);
+      const want = analyze(t, with_(clean), SEL);
+      t.same(got?.verdict, want?.verdict, `${p.name}: the verdict of the frames before it`);
+      t.same(got?.points, want?.points, `${p.name}: the same view at every point`);
+      const h = got?.captureHealth?.[which];
+      t.match(h, { point: p.name, iface: bad, damaged: { offset: at, code } });
+      t.notOk(h !== undefined && 'truncated' in h, 'damaged, not cut');
+      t.equal(h?.packets, want?.captureHealth?.[which]?.packets, 'the frames before it counted');
+      const caution = (got?.caveats ?? []).find((c) => c.includes('is damaged at byte'));
+      t.match(caution, `${p.name}: ${bad} is damaged at byte ${at} (${code}: `);
+      t.match(caution, `the verdict uses the ${String(h?.packets)} frames before it`);
+      const md = got === null ? '' : renderReportMarkdown(got, { generatedAt: 'x', inputs: [] });
+      t.match(md, `(then damaged at byte ${at}: ${code}; not read past)`);
+    }
+    t.end();
+  });
+
+  void t.test(`${format}: damaged in the middle: what came after is not claimed`, (t) => {
+    // The backend's reply lies after the damaged record: unread, so not seen — and the report
+    // says the file was not read past the damage.
+    const { points, pkts } = kubeProxy(['req', 'reply']);
+    const ps =
+      format === 'pcap'
+        ? points
+        : points.map((p, i) => ({ ...p, file: asPcapng(p.file, pkts[i] ?? []) }));
+    const backend = ps[2];
+    if (backend === undefined) throw new Error('no backend');
+    const whole = analyze(t, ps, SEL);
+    t.equal(whole?.points[2]?.seenReply, true, 'the whole file holds the reply');
+    const { bad } = damage(backend.file, -2);
+    const r = analyze(
+      t,
+      ps.map((q, i) => (i === 2 ? { ...q, file: bad } : q)),
+      SEL,
+    );
+    t.equal(r?.points[2]?.seenReply, false, 'the reply was after the damage');
+    t.ok((r?.caveats ?? []).some((c) => c.includes('nothing after them was read')));
+    t.end();
+  });
+
+  void t.test(`${format}: damaged at the first frame: the file's error, no verdict`, (t) => {
+    const { points, pkts } = kubeProxy();
+    const ps =
+      format === 'pcap'
+        ? points
+        : points.map((p, i) => ({ ...p, file: asPcapng(p.file, pkts[i] ?? []) }));
+    const backend = ps[2];
+    if (backend === undefined) throw new Error('no backend');
+    const { bad } = damage(backend.file, 1);
+    const args = [
+      'analyze',
+      ...ps.flatMap((p) => ['--point', `${p.name}=${p.name === 'backend' ? bad : p.file}`]),
+    ];
+    const r = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 60_000 });
+    t.not(r.status, 0, 'not a verdict');
+    t.match(r.stderr, code);
+    t.notMatch(r.stderr, /\n\s+at /, 'no stack trace');
+    t.end();
+  });
+}
+
+void t.test(
+  'hoptrace analyze --report-dir: exit 0, the damage in report.md, evidence written',
+  (t) => {
+    const { points } = kubeProxy(['req', 'reply']);
+    const backend = points[2];
+    if (backend === undefined) throw new Error('no backend');
+    const { bad, at } = damage(backend.file, -1);
+    const out = backend.file.replace(/\.pcap$/, '.damaged-out');
+    const inventory = backend.file.replace(/\.pcap$/, '.damaged.inventory.json');
+    writeFileSync(inventory, JSON.stringify(INV));
+    const args = [
+      'analyze',
+      ...points.flatMap((p) => ['--point', `${p.name}=${p.name === 'backend' ? bad : p.file}`]),
+      '--inventory',
+      inventory,
+      '--client',
+      SEL.client ?? '',
+      '--dst',
+      SEL.dst ?? '',
+      '--report-dir',
+      out,
+    ];
+    const r = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 60_000 });
+    t.equal(r.status, 0, r.stderr + r.stdout);
+    t.match(r.stdout, /^verdict: kube-proxy/);
+    t.match(r.stdout, `caution: backend: ${bad} is damaged at byte ${at} (FILE_BAD_RECORD: `);
+    t.match(readFileSync(join(out, 'report.md'), 'utf8'), `then damaged at byte ${at}`);
+    t.ok(readFileSync(join(out, 'evidence.pcapng')).length > 0, 'evidence.pcapng written');
+    t.notMatch(readFileSync(join(out, 'report.md'), 'utf8'), /EVIDENCE_FILE_CHANGED/);
+    t.end();
+  },
+);

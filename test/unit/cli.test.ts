@@ -270,8 +270,9 @@ void t.test('decode --json prints one object per frame with the documented keys'
     .split('\n')
     .map((l) => JSON.parse(l) as Record<string, unknown>);
   t.equal(lines.length, 14);
-  t.same(Object.keys(lines[0]!).slice(0, 6), [
+  t.same(Object.keys(lines[0]!).slice(0, 7), [
     'frame',
+    'time',
     'linktype',
     'layers',
     'outer',
@@ -398,7 +399,7 @@ void t.test('a reader that goes away ends decode quietly (EPIPE), no stack trace
     { encoding: 'utf8', timeout: 60_000 },
   );
   t.equal(r.status, 0, `the pipeline succeeds: ${r.stderr}`);
-  t.match(r.stdout, /^1 ethernet ipv4 tcp /);
+  t.match(r.stdout, /^1 2013-03-07T21:42:06.869344Z ethernet ipv4 tcp /);
   t.equal(r.stderr, '', 'nothing on stderr');
   t.end();
 });

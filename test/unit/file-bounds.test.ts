@@ -5,8 +5,9 @@
  * Block claiming ~4 GiB captured bytes — through every path that reads files: the JS reader, the
  * native fast path (summary-file.ts), `analyzeFiles` on both paths, the file capture sources
  * (FileSource, PcapParserSource) and the `decode` / `analyze` commands. Each gives its coded
- * error (code, file, record and offset) after the frames before it, and no Buffer above a few MiB
- * is allocated on the way (every Buffer allocation is watched, and arrayBuffers measured).
+ * error (code, file, record and offset) after the frames before it — analyze analyses those
+ * frames and names the damage in the capture health and a caution — and no Buffer above a few
+ * MiB is allocated on the way (every Buffer allocation is watched, and arrayBuffers measured).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,6 +19,7 @@ import { FileSource } from '../../agent/capture/file-source';
 import { PcapParserSource } from '../../agent/capture/pcap-parser-source';
 import type { CaptureSource } from '../../agent/capture/source';
 import { analyzeFiles } from '../../offline/analyze-files';
+import type { AnalysisResult } from '../../core/report/analysis-result';
 import { openCaptureFile } from '../../offline/pcap-file';
 import { openSummaryPcap } from '../../offline/summary-file';
 import { loadNativeAddon } from '../../native/loader';
@@ -259,9 +261,10 @@ for (const c of files) {
     for (const fastPath of [true, false]) {
       const label = `analyzeFiles (${fastPath ? 'fast' : 'JS'} path)`;
       err = null;
+      let result: AnalysisResult | null = null;
       const m = await watchAllocations(() => {
         try {
-          analyzeFiles(
+          result = analyzeFiles(
             {
               points: [
                 { name: 'decap', file: good },
@@ -276,10 +279,13 @@ for (const c of files) {
           err = e;
         }
       });
-      if (c.code === 'FILE_TRUNCATED') {
-        // Analysed up to the cut (analyze-cut.test.ts); what matters here is the memory.
-        t.equal(err, null, `${label}: analysed up to the cut`);
-      } else isTheError(t, c, err, label);
+      // Analysed up to the cut or the damage, after the good frame (analyze-cut.test.ts): the
+      // capture health says where reading stopped and why.
+      t.equal(err, null, `${label}: analysed up to where reading stopped`);
+      const h = (result as AnalysisResult | null)?.captureHealth?.[1];
+      t.equal(h?.packets, 1, `${label}: the good frame`);
+      if (c.code === 'FILE_TRUNCATED') t.ok(h?.truncated !== undefined, `${label}: cut`);
+      else t.match(h?.damaged, { code: c.code, detail: c.detail }, `${label}: damaged`);
       bounded(t, m, label);
     }
   });
@@ -368,7 +374,7 @@ function hoptrace(...args: string[]): { code: number | null; stdout: string; std
 }
 
 for (const c of files.filter((f) => f.code !== 'FILE_TRUNCATED')) {
-  void t.test(`${c.name}: decode and analyze exit 1 with the coded error`, (t) => {
+  void t.test(`${c.name}: decode exits 1 with the coded error; analyze says it`, (t) => {
     const want = `${c.code}: ${c.path}: `;
     const detail = new RegExp(c.detail.source.replace(/^\^/, '').replace(/\$$/, ''));
     const decode = hoptrace('decode', c.path);
@@ -376,10 +382,13 @@ for (const c of files.filter((f) => f.code !== 'FILE_TRUNCATED')) {
     t.ok(decode.stderr.includes(want), decode.stderr);
     t.match(decode.stderr.split(want)[1] ?? '', detail, 'decode: what and where');
     t.equal(decode.stdout.split('\n').filter((l) => l !== '').length, 1, 'decode: the good frame');
+    // analyze uses the frame before the damage (a verdict: exit 0 or 3) and says where it stopped.
     const analyze = hoptrace('analyze', '--point', `decap=${good}`, '--point', `backend=${c.path}`);
-    t.equal(analyze.code, 1, 'analyze exits 1');
-    t.ok(analyze.stderr.includes(want), analyze.stderr);
-    t.match(analyze.stderr.split(want)[1] ?? '', detail, 'analyze: what and where');
+    t.ok(analyze.code === 0 || analyze.code === 3, `analyze gives a verdict: ${analyze.stderr}`);
+    const caution = `caution: backend: ${c.path} is damaged at byte `;
+    t.ok(analyze.stdout.includes(caution), analyze.stdout);
+    t.match(analyze.stdout.split(caution)[1] ?? '', `(${c.code}: `, 'analyze: the code');
+    t.match(analyze.stdout.split(`(${c.code}: `)[1] ?? '', detail, 'analyze: what and where');
     t.notMatch(analyze.stderr + decode.stderr, /FILE_NOT_FOUND|out of range|\n\s+at /, 'no stack');
     t.end();
   });

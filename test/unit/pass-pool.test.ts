@@ -2,7 +2,8 @@
  * Later points read on another thread (offline/pass-pool.ts, pass-worker.ts): `hoptrace analyze`
  * gives the same result with workers as on one thread — three and four bench points (four: more
  * later points than workers, the rest read here), pcap and pcapng —; a damaged later file gives
- * the same error (code and message) as in-thread; a worker that never answers, or whose script
+ * the same result (damaged after good frames) or error (damaged at its first record, code and
+ * message) as in-thread; a worker that never answers, or whose script
  * fails to load, is given up after the stall time and the pass runs here, with the same result.
  * Fails (never skips) without the addon.
  */
@@ -67,7 +68,7 @@ void t.test('workers: the same analysis as one thread', (t) => {
   t.end();
 });
 
-void t.test('a damaged later file: the same error from a worker', (t) => {
+void t.test('a damaged later file: the same result, or error, from a worker', (t) => {
   const pts = points('pcap', false);
   const bad = join(dir, 'bad-backend.pcap');
   const bytes = readFileSync(pts[2]?.file ?? '');
@@ -79,9 +80,20 @@ void t.test('a damaged later file: the same error from a worker', (t) => {
   const damaged = [pts[0], pts[1], { name: 'backend', file: bad }].filter(
     (p): p is PointFile => p !== undefined,
   );
+  // Damaged after good frames: analysed up to the damage, which the capture health names.
   const one = outcome(damaged, false);
-  t.match(one, /^error: FILE_BAD_RECORD/, 'one thread: FILE_BAD_RECORD');
-  t.equal(outcome(damaged, true), one, 'a worker: the same error and message');
+  t.match(one, /"damaged":\{"offset":\d+,"detail":"record 10001 at offset \d+ claims 10000000/);
+  t.match(one, /"code":"FILE_BAD_RECORD"/, 'one thread: the damage named');
+  t.equal(outcome(damaged, true), one, 'a worker: the same result');
+  // Damaged at its first record: the file's error, the same from a worker.
+  const first = Buffer.from(bytes);
+  first.writeUInt32LE(10_000_000, 24 + 8);
+  const badFirst = join(dir, 'bad-first-backend.pcap');
+  writeFileSync(badFirst, first);
+  const atFirst = damaged.map((p) => (p.name === 'backend' ? { ...p, file: badFirst } : p));
+  const err = outcome(atFirst, false);
+  t.match(err, /^error: FILE_BAD_RECORD/, 'one thread: FILE_BAD_RECORD');
+  t.equal(outcome(atFirst, true), err, 'a worker: the same error and message');
   t.end();
 });
 
