@@ -221,7 +221,7 @@ export function openCaptureFile(path: string, opts: OpenCaptureOptions = {}): Ca
     fd = path === '-' ? 0 : openSync(path, 'r');
     // A directory opens, then fails its first read with EISDIR: say so here, plainly.
     if (fstatSync(fd).isDirectory()) {
-      closeSync(fd);
+      release(fd);
       throw new Error('it is a directory, not a capture file');
     }
   } catch (e) {
@@ -242,9 +242,18 @@ export function openCaptureFile(path: string, opts: OpenCaptureOptions = {}): Ca
     if (opts.resume !== undefined && path !== '-') reader.resumeAt(opts.resume);
     return reader;
   } catch (e) {
-    closeSync(fd);
+    release(fd);
     throw e;
   }
+}
+
+/**
+ * Closes a file the reader opened; standard input (fd 0) stays open: closed, the next open()
+ * would be given fd 0, and libuv aborts the process when it closes a handle on fd 0–2
+ * (`uv__close: Assertion fd > STDERR_FILENO`, seen once in the unit suite).
+ */
+function release(fd: number): void {
+  if (fd !== 0) closeSync(fd);
 }
 
 abstract class BaseReader {
@@ -264,7 +273,7 @@ abstract class BaseReader {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    closeSync(this.fd);
+    release(this.fd);
   }
 
   *frames(): Generator<CaptureFrame, void, undefined> {

@@ -4,7 +4,8 @@
  * buffer's chunk boundary, the refusals (each with its FILE_* code), and the drop counts pcapng
  * Interface Statistics Blocks carry.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -14,6 +15,7 @@ import {
   type CaptureFrame,
   type OpenCaptureOptions,
 } from '../../offline/pcap-file';
+import { PCAPS } from './corpus';
 import { block, END, epb, idb, isb, option, shb, spb, u16, u32, u64 } from './pcapng-writer';
 
 const dir = mkdtempSync(join(tmpdir(), 'hoptrace-pcap-'));
@@ -472,5 +474,29 @@ void t.test('pcapng refusals', (t) => {
     codeOf(() => readAll(write(whole.subarray(0, whole.length - 10)))),
     'FILE_TRUNCATED',
   );
+  t.end();
+});
+
+// Standard input read as a capture (`-`) is not closed after: closed, the next open() is given
+// fd 0, and libuv aborts the process when it closes a handle on fd 0-2. A first version closed it
+// (`uv__close: Assertion fd > STDERR_FILENO` crashed a unit test run once).
+void t.test('`-`: standard input is read, and left open', (t) => {
+  const script = [
+    `const { openCaptureFile } = require(${JSON.stringify(join(__dirname, '..', '..', 'offline', 'pcap-file.js'))});`,
+    "const { openSync } = require('node:fs');",
+    "const r = openCaptureFile('-');",
+    'let n = 0; for (const f of r.frames()) n += f.caplen > 0 ? 1 : 0;',
+    'r.close();',
+    "process.stdout.write(`${n} ${openSync('/dev/null', 'r')}`);",
+  ].join('\n');
+  const r = spawnSync(process.execPath, ['-e', script], {
+    input: readFileSync(join(PCAPS, 'zeek_http-get.pcap')),
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  t.equal(r.status, 0, r.stderr);
+  const [frames, fd] = r.stdout.split(' ').map(Number);
+  t.equal(frames, 14, 'every frame read from standard input');
+  t.ok((fd ?? 0) > 2, `the next file opened is not given fd 0-2 (got ${String(fd)})`);
   t.end();
 });
