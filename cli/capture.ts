@@ -11,9 +11,9 @@ import { loadToken } from '../common/auth';
 import { parseCidr } from '../common/cidr';
 import { HoptraceError } from '../common/errors';
 import { readInventoryFile } from '../common/inventory-file';
-import type { AnalysisResult } from '../core/report/analyze';
 import { renderVerdictText } from '../core/report/report';
 import {
+  FINAL_STATES,
   isValidTarget,
   MAX_CAPTURE_TIMEOUT_MS,
   MIN_CAPTURE_TIMEOUT_MS,
@@ -26,15 +26,23 @@ import { parseDstArg } from './analyze-args';
 import { parseCommandLine, parseDuration } from './args';
 
 export { parseDuration } from './args';
-import { CollectorClient, type CollectorLimits } from './collector-client';
+import { CollectorClient, NOT_HOPTRACE, type CollectorLimits } from './collector-client';
+import { ANALYSIS, CAPTURE_VIEW } from './collector-replies';
+import { ofId } from './reply-shapes';
 import { EXIT } from './exit-codes';
 
 export const USAGE =
   'hoptrace capture --collector URL --point NAME=[NODE/]TARGET:IFACE ... [--client IP] [--dst IP[:PORT]] [--timeout 30s] [--settle 2s] [--filter EXPR] [--inventory FILE] [--evidence-payload] [--per-packet] [--doctor-tunnel-range CIDR] [--json] [--token-file FILE]';
 
-const FINAL = new Set(['resolved', 'timeout', 'cancelled', 'failed']);
+const FINAL = new Set<string>(FINAL_STATES);
 /** How long polls may fail as a restarting collector's do before the capture is given up. */
 const RESTART_GRACE_MS = 15_000;
+/**
+ * How long past the capture's timeout a collector may take to end it: a restart's grace (the
+ * collector waits for its agents' resent events, up to its settle time or 15 s) and the final
+ * analysis of a large capture. Past it the collector is not ending the capture as it must.
+ */
+const FINISH_GRACE_MS = 75_000;
 /** The longest capture filter the collector takes (collector/capture-request.ts). */
 const MAX_FILTER_CHARS = 4096;
 
@@ -156,6 +164,8 @@ export interface CaptureDeps {
   /** Each request's deadline and reply cap (default DEFAULT_COLLECTOR_LIMITS). */
   limits?: CollectorLimits;
   pollMs?: number;
+  /** How long past `--timeout` (and `--settle`) to wait for a final state (default 75 s). */
+  finishGraceMs?: number;
   /** Told the capture's last view once it is final (kubectl hoptrace then downloads its bundle). */
   onFinal?: (view: CaptureView) => void;
 }
@@ -184,6 +194,24 @@ function progressLine(v: CaptureView, elapsedMs: number): string {
     ? `request seen (${v.progress.layer ?? '?'})`
     : 'waiting for the request';
   return `[${(elapsedMs / 1000).toFixed(1)}s] ${v.state}, ${req} — ${pts}`;
+}
+
+/** A capture the collector keeps live past its timeout and every grace: it is not ending it. */
+function notEnding(
+  v: CaptureView,
+  base: string,
+  elapsedMs: number,
+  timeoutMs: number,
+): HoptraceError {
+  const s = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+  return new HoptraceError(
+    'COLLECTOR_BAD_RESPONSE',
+    `capture ${v.id} is still ${v.state} ${s(elapsedMs)} after it was armed with a ${s(timeoutMs)} timeout: a hoptrace collector ends a capture at its timeout`,
+    {
+      where: `GET ${new URL(`/v1/captures/${v.id}`, base).toString()}`,
+      hint: `${NOT_HOPTRACE}; it may still end: GET /v1/captures/${v.id}`,
+    },
+  );
 }
 
 export async function runCapture(
@@ -229,9 +257,14 @@ export async function runCapture(
   const token = loadToken(tokenFile === undefined ? { env } : { file: tokenFile, env });
 
   const client = new CollectorClient(base, token, deps.fetch ?? fetch, deps.limits);
-  let view = await client.json<CaptureView>('POST', '/v1/captures', body);
+  let view = await client.json('POST', '/v1/captures', CAPTURE_VIEW, body);
+  const id = view.id;
   const started = Date.now();
-  err(`capture ${view.id} armed on ${base}`);
+  // The collector ends the capture at its timeout; a reply that stays live for ever ends here.
+  const timeoutMs = Number(body['timeoutMs']);
+  const waitMs =
+    timeoutMs + Number(body['settleMs'] ?? 0) + (deps.finishGraceMs ?? FINISH_GRACE_MS);
+  err(`capture ${id} armed on ${base}`);
   for (const line of targetNoteLines(view)) err(line);
   let last = '';
   let failures = 0;
@@ -241,9 +274,11 @@ export async function runCapture(
     const line = progressLine(view, Date.now() - started);
     if (line.replace(/^\[[^\]]*\] /, '') !== last.replace(/^\[[^\]]*\] /, '')) err(line);
     last = line;
+    const elapsed = Date.now() - started;
+    if (elapsed > waitMs) throw notEnding(view, base, elapsed, timeoutMs);
     await delay(pollMs);
     try {
-      view = await client.json<CaptureView>('GET', `/v1/captures/${view.id}`);
+      view = await client.json('GET', `/v1/captures/${id}`, ofId(CAPTURE_VIEW, id));
       failures = 0;
       lastAnswer = Date.now();
     } catch (e) {
@@ -260,10 +295,8 @@ export async function runCapture(
   }
   err(progressLine(view, Date.now() - started));
   deps.onFinal?.(view);
-  let result: AnalysisResult | null = null;
-  if (view.reportUrls !== null) {
-    result = await client.json<AnalysisResult>('GET', view.reportUrls.json);
-  }
+  const result =
+    view.reportUrls === null ? null : await client.json('GET', view.reportUrls.json, ANALYSIS);
   if (values.json === true) {
     out(JSON.stringify({ capture: view, analysis: result }));
   } else {

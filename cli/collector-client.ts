@@ -5,15 +5,20 @@
  * code, message, where and hint), or a reply that is not the API's.
  *
  * Every call ends: it is aborted past its deadline (COLLECTOR_UNREACHABLE, "no reply within …"),
- * and a reply body longer than the cap is not read further (COLLECTOR_BAD_RESPONSE).
+ * and a reply body longer than the cap is not read further (COLLECTOR_BAD_RESPONSE). A JSON reply
+ * is read as the reply kind the caller names (collector-replies.ts): one of another shape is
+ * COLLECTOR_BAD_RESPONSE too.
  */
 import { detailOf, ERRORS, HoptraceError, type ErrorCode } from '../common/errors';
+import type { Reply } from './reply-shapes';
 
 interface ApiErrorBody {
   error?: { code?: unknown; message?: unknown; where?: unknown; hint?: unknown };
 }
 
-const NOT_HOPTRACE = 'check --collector points at a hoptrace collector';
+/** What to check when the URL answered, but not as the hoptrace API of this version does. */
+export const NOT_HOPTRACE =
+  "check --collector points at a hoptrace collector of this command's version; kubectl hoptrace: check the collector pod's image, kubectl hoptrace install --image";
 
 /** How long one call may take, and the longest reply kept (a bundle file is the largest). */
 export interface CollectorLimits {
@@ -106,17 +111,25 @@ export class CollectorClient {
     });
   }
 
-  /** One call whose reply must be JSON. */
-  async json<T>(method: string, path: string, body?: unknown): Promise<T> {
+  /** One call whose reply must be JSON of the `reply` kind. */
+  async json<T>(method: string, path: string, reply: Reply<T>, body?: unknown): Promise<T> {
     const { text } = await this.call(method, path, body);
+    let parsed: unknown;
     try {
-      return JSON.parse(text) as T;
+      parsed = JSON.parse(text);
     } catch {
       throw new HoptraceError('COLLECTOR_BAD_RESPONSE', `${method} ${path} did not return JSON`, {
         where: this.base,
         hint: NOT_HOPTRACE,
       });
     }
+    const r = reply.read(parsed);
+    if ('why' in r)
+      throw new HoptraceError('COLLECTOR_BAD_RESPONSE', `not ${reply.what}: ${r.why}`, {
+        where: `${method} ${new URL(path, this.base).toString()}`,
+        hint: NOT_HOPTRACE,
+      });
+    return r.value;
   }
 }
 

@@ -8,6 +8,7 @@ import { familyOf, firstHost, isIP, parseCidr, type Family } from '../common/cid
 import { HoptraceError } from '../common/errors';
 import { renderDoctorText, type DoctorResult } from '../core/doctor/checks';
 import type { CollectorClient } from './collector-client';
+import { DOCTOR_REPORT } from './collector-replies';
 import { EXIT } from './exit-codes';
 
 /** What POST /v1/doctor takes: targets are pod IPs or NODE/PATH. */
@@ -51,9 +52,9 @@ export function checkDoctorFlags(o: Omit<DoctorRequest, 'vpn' | 'backend'>): Fam
   return family;
 }
 
-/** POST /v1/doctor. */
+/** POST /v1/doctor, its reply checked (its summary counted again from its findings). */
 export function postDoctor(client: CollectorClient, r: DoctorRequest): Promise<DoctorResult> {
-  return client.json<DoctorResult>('POST', '/v1/doctor', r);
+  return client.json('POST', '/v1/doctor', DOCTOR_REPORT, r);
 }
 
 /** Prints the report as `hoptrace doctor` does; 4 with an error finding, else 0. */

@@ -26,6 +26,8 @@ import { printLabRepros } from '../lab/repro-print';
 import { ReproProgress, reproEndLines } from '../core/repro/repro-progress';
 import { parseCommandLine } from './args';
 import { CollectorClient, type CollectorLimits } from './collector-client';
+import { REPRO_VIEW } from './collector-replies';
+import { ofId } from './reply-shapes';
 import { parseDuration } from './capture';
 
 export const USAGE =
@@ -148,15 +150,18 @@ export function probeUrl(base: string, id: string): URL {
   return u;
 }
 
+/** One call of /v1/repros…: its reply a repro view, of repro `id` once there is one. */
 function api(
   o: ClusterReproOptions,
   method: 'GET' | 'POST',
   path: string,
   body?: unknown,
+  id?: string,
 ): Promise<ReproView> {
-  return new CollectorClient(o.collector, o.token, o.fetch, o.limits).json<ReproView>(
+  return new CollectorClient(o.collector, o.token, o.fetch, o.limits).json(
     method,
     path,
+    id === undefined ? REPRO_VIEW : ofId(REPRO_VIEW, id),
     body,
   );
 }
@@ -185,7 +190,7 @@ export async function runClusterRepro(
   let v = created;
   while (!capturing(v) && Date.now() < armUntil) {
     await delay(250);
-    v = await api(o, 'GET', `/v1/repros/${id}`);
+    v = await api(o, 'GET', `/v1/repros/${id}`, undefined, id);
   }
   if (!capturing(v)) {
     const states = [v.backend, ...(v.attachments.at(-1)?.points ?? [])]
@@ -204,26 +209,27 @@ export async function runClusterRepro(
       ports,
       o.maxTimeMs,
     );
-    await api(o, 'POST', `/v1/repros/${id}/probes`, {
-      probeId,
-      sport,
-      startedAtMs: t0,
-      endedAtMs: Date.now(),
-      ...res,
-    });
+    await api(
+      o,
+      'POST',
+      `/v1/repros/${id}/probes`,
+      { probeId, sport, startedAtMs: t0, endedAtMs: Date.now(), ...res },
+      id,
+    );
     if (n === o.deleteAfter) {
-      const d = await api(o, 'POST', `/v1/repros/${id}/delete`);
+      const d = await api(o, 'POST', `/v1/repros/${id}/delete`, undefined, id);
       const mark = d.marks.filter((m) => m.kind === 'deleted').at(-1);
       out(`after probe ${n}: ${mark?.detail ?? 'pod deleted'}`);
     }
     // Each probe's row once the next one was sent: its packets had an interval to arrive.
-    for (const line of progress.update(await api(o, 'GET', `/v1/repros/${id}`), n - 1)) out(line);
+    const now = await api(o, 'GET', `/v1/repros/${id}`, undefined, id);
+    for (const line of progress.update(now, n - 1)) out(line);
     const wait = t0 + o.intervalMs - Date.now();
     if (wait > 0) await delay(wait);
   }
   // Events of the last probes are still on their way from the agents (batching, FIN/ACK).
   await delay(o.settleMs ?? 1000);
-  const view = await api(o, 'POST', `/v1/repros/${id}/finish`, {});
+  const view = await api(o, 'POST', `/v1/repros/${id}/finish`, {}, id);
   for (const line of reproEndLines(progress, view)) out(line);
   return view;
 }

@@ -23,4 +23,4 @@ export {
 export type { ReproView } from './repro';
 export { REPRO_FILES, type ReproFileName } from './repro-bundle';
 export { loadClientLibrary } from './k8s/client';
-export { BUNDLE_FILES, type BundleFileName } from './store';
+export { BUNDLE_FILES, CAPTURE_ID_RE, REPRO_ID_RE, type BundleFileName } from './store';

@@ -15,6 +15,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { loadClientLibrary } from '../../collector';
 import { HoptraceError } from '../../common/errors';
 import { parseDuration } from '../capture';
+import type { AgentRow } from '../collector-replies';
 import { EXIT } from '../exit-codes';
 import type { Cluster } from './cluster';
 import { byDeadline } from './deadline';
@@ -28,7 +29,7 @@ import {
 } from './collector-link';
 import { HOPTRACE_NAMESPACE, KUBE_USAGE, parseKubectlArgs, type KubectlDeps } from './flags';
 import { loadManifests, type Manifest } from './manifests';
-import { readAgents, summarizeNodes, type AgentRow, type NodeStatus } from './status';
+import { readAgents, summarizeNodes, type NodeStatus } from './status';
 import { makeTlsMaterial } from './tls-material';
 
 export const INSTALL_USAGE = `kubectl hoptrace install --image IMAGE [--timeout 5m] [--tls-dir ./hoptrace-tls] ${KUBE_USAGE}`;

@@ -8,7 +8,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { BUNDLE_FILES, REPRO_FILES } from '../../collector';
+import { BUNDLE_FILES, CAPTURE_ID_RE, REPRO_FILES, REPRO_ID_RE } from '../../collector';
 import { HoptraceError } from '../../common/errors';
 import { parseDuration } from '../capture';
 import type { CollectorClient } from '../collector-client';
@@ -17,8 +17,6 @@ import { linkCollector } from './collector-link';
 import { KUBE_USAGE, parseKubectlArgs, type KubectlDeps } from './flags';
 
 export const USAGE = `kubectl hoptrace report ID [--out DIR] [--evidence-wait 30s] ${KUBE_USAGE}`;
-
-const ID_RE = /^[cr]-[a-z0-9]{1,16}-[a-f0-9]{8}$/;
 
 export interface Downloaded {
   dir: string;
@@ -82,7 +80,7 @@ export async function runReport(argv: string[], deps: KubectlDeps): Promise<numb
     'evidence-wait': { type: 'string' },
   });
   const [id, ...extra] = positionals;
-  if (id === undefined || extra.length > 0 || !ID_RE.test(id)) {
+  if (id === undefined || extra.length > 0 || !(CAPTURE_ID_RE.test(id) || REPRO_ID_RE.test(id))) {
     throw new HoptraceError(
       'CLI_USAGE',
       id === undefined

@@ -5,9 +5,9 @@
  * agent is connected, 3 when some node has none, 1 on an error (no collector: KUBECTL_NO_COLLECTOR).
  */
 import type * as K8s from '@kubernetes/client-node';
-import { FINAL_STATES, type AgentView, type CaptureView } from '../../collector';
-import { HoptraceError } from '../../common/errors';
+import { FINAL_STATES } from '../../collector';
 import type { CollectorClient } from '../collector-client';
+import { AGENT_LIST, CAPTURE_LIST, type AgentRow, type CaptureRow } from '../collector-replies';
 import { EXIT } from '../exit-codes';
 import { AGENT_SELECTOR, linkCollector } from './collector-link';
 import { KUBE_USAGE, parseKubectlArgs, type KubectlDeps } from './flags';
@@ -37,78 +37,14 @@ export interface StatusSummary {
   running: { id: string; state: string; points: string[]; createdAt: string }[];
 }
 
-/** What status reads of an agent in GET /v1/agents. */
-export type AgentRow = Pick<AgentView, 'node' | 'connected'> & {
-  version?: string | undefined;
-  identity?: { method?: string | undefined } | undefined;
-};
-
-/** What status reads of a capture in GET /v1/captures. */
-export type CaptureRow = Pick<CaptureView, 'id' | 'state' | 'createdAt'> & {
-  points: { name: string }[];
-};
-
-const isObject = (x: unknown): x is Record<string, unknown> =>
-  typeof x === 'object' && x !== null && !Array.isArray(x);
-const optString = (x: unknown): boolean => x === undefined || typeof x === 'string';
-
-/**
- * A reply that is JSON but not the shape this plugin reads (a collector of another version, or
- * another server behind the port): COLLECTOR_BAD_RESPONSE naming what is wrong, never a TypeError.
- */
-function badShape(request: string, detail: string): HoptraceError {
-  return new HoptraceError('COLLECTOR_BAD_RESPONSE', `${request}: ${detail}`, {
-    where: request,
-    hint: 'the pod behind the port-forward answered, but not as this version of the hoptrace collector does; check its image (kubectl hoptrace install --image, the same version as this plugin)',
-  });
-}
-
-/** Each element of `list` checked by `ok`; the first one that is not is named. */
-function checkList<T>(
-  reply: unknown,
-  key: string,
-  request: string,
-  ok: (x: Record<string, unknown>) => boolean,
-  shape: string,
-): T[] {
-  const list = isObject(reply) ? reply[key] : undefined;
-  if (!Array.isArray(list)) throw badShape(request, `the reply has no '${key}' list`);
-  list.forEach((x: unknown, i) => {
-    if (!isObject(x) || !ok(x)) throw badShape(request, `${key}[${i}] is not ${shape}`);
-  });
-  return list as T[];
-}
-
 /** GET /v1/agents, its shape checked. */
 export async function readAgents(client: CollectorClient): Promise<AgentRow[]> {
-  return checkList<AgentRow>(
-    await client.json<unknown>('GET', '/v1/agents'),
-    'agents',
-    'GET /v1/agents',
-    (a) =>
-      typeof a['node'] === 'string' &&
-      typeof a['connected'] === 'boolean' &&
-      optString(a['version']) &&
-      (a['identity'] === undefined ||
-        (isObject(a['identity']) && optString(a['identity']['method']))),
-    'an agent ({node, connected, version, identity})',
-  );
+  return (await client.json('GET', '/v1/agents', AGENT_LIST)).agents;
 }
 
 /** GET /v1/captures, its shape checked. */
 export async function readCaptures(client: CollectorClient): Promise<CaptureRow[]> {
-  return checkList<CaptureRow>(
-    await client.json<unknown>('GET', '/v1/captures'),
-    'captures',
-    'GET /v1/captures',
-    (c) =>
-      typeof c['id'] === 'string' &&
-      typeof c['state'] === 'string' &&
-      typeof c['createdAt'] === 'string' &&
-      Array.isArray(c['points']) &&
-      c['points'].every((p: unknown) => isObject(p) && typeof p['name'] === 'string'),
-    'a capture ({id, state, createdAt, points: [{name}]})',
-  );
+  return (await client.json('GET', '/v1/captures', CAPTURE_LIST)).captures;
 }
 
 /** Joins the API's nodes and agent pods with the collector's agents (pure). */

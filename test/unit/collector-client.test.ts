@@ -5,6 +5,11 @@ import t from 'tap';
 import { CollectorClient } from '../../cli/collector-client';
 import { HoptraceError, isHoptraceError } from '../../common/errors';
 import { errorResponse } from '../../collector/http';
+import { DOCTOR_REPORT } from '../../cli/collector-replies';
+import type { Reply as ReplyKind } from '../../cli/reply-shapes';
+
+/** Any JSON, read as it is: these tests are about the transport. */
+const ANY: ReplyKind<unknown> = { what: 'JSON', read: (v) => ({ value: v }) };
 
 type Reply = { status: number; body: string } | Error;
 
@@ -19,7 +24,7 @@ function fakeFetch(reply: Reply, seen: { url?: string; init?: RequestInit } = {}
 
 async function failure(client: CollectorClient): Promise<unknown> {
   try {
-    await client.json('POST', '/v1/doctor', { vpn: 'a' });
+    await client.json('POST', '/v1/doctor', ANY, { vpn: 'a' });
   } catch (e) {
     return e;
   }
@@ -33,7 +38,7 @@ void t.test('a JSON reply: parsed; the token, method and body are sent', async (
     'tok',
     fakeFetch({ status: 200, body: '{"ok":1}' }, seen),
   );
-  t.same(await c.json('POST', '/v1/doctor', { vpn: 'a' }), { ok: 1 });
+  t.same(await c.json('POST', '/v1/doctor', ANY, { vpn: 'a' }), { ok: 1 });
   t.equal(seen.url, 'http://127.0.0.1:7070/v1/doctor');
   t.equal(seen.init?.method, 'POST');
   t.same(seen.init?.headers, { authorization: 'Bearer tok', 'content-type': 'application/json' });
@@ -128,5 +133,17 @@ void t.test(
     t.equal(e.message, original.message, 'the same one line');
     t.notMatch(e.message, /POST \/v1\/captures: POST \/v1\/captures/);
     t.equal(e.detail, 'decap: no agent reaches 10.244.1.10');
+  },
+);
+
+void t.test(
+  'JSON of another shape: COLLECTOR_BAD_RESPONSE with the URL and what is wrong',
+  async (t) => {
+    const c = new CollectorClient('http://c', 'tok', fakeFetch({ status: 200, body: '{"id":5}' }));
+    await t.rejects(c.json('POST', '/v1/doctor', DOCTOR_REPORT, { vpn: 'a' }), {
+      code: 'COLLECTOR_BAD_RESPONSE',
+      where: 'POST http://c/v1/doctor',
+      message: /: not a doctor report .*: tunnelRange is not a string \(check --collector/,
+    });
   },
 );

@@ -14,6 +14,7 @@ import { Duplex } from 'node:stream';
 import t from 'tap';
 import type * as K8s from '@kubernetes/client-node';
 import { CollectorClient } from '../../cli/collector-client';
+import { AGENT_LIST } from '../../cli/collector-replies';
 import { connectCluster, type Cluster } from '../../cli/kubectl/cluster';
 import { runKubectl } from '../../cli/kubectl/run';
 import { streamFetch } from '../../cli/kubectl/stream-fetch';
@@ -132,30 +133,30 @@ void t.test(
       {
         name: '{} for /v1/agents',
         agents: '{}',
-        want: /GET \/v1\/agents: the reply has no 'agents' list/,
+        want: /GET \S+\/v1\/agents: not the agent list .*: agents is missing/,
       },
-      { name: 'agents not a list', agents: '{"agents":{}}', want: /no 'agents' list/ },
+      { name: 'agents not a list', agents: '{"agents":{}}', want: /agents is not a list/ },
       {
         name: 'an agent without a node',
         agents: '{"agents":[{"connected":true}]}',
-        want: /agents\[0\] is not an agent/,
+        want: /agents\[0\]\.node is missing/,
       },
       {
         name: 'an agent whose identity is a string',
         agents: '{"agents":[{"node":"n1","connected":true,"identity":"x"}]}',
-        want: /agents\[0\] is not an agent/,
+        want: /agents\[0\]\.identity is not an object/,
       },
       {
         name: '{} for /v1/captures',
         agents: '{"agents":[]}',
         captures: '{}',
-        want: /GET \/v1\/captures: the reply has no 'captures' list/,
+        want: /GET \S+\/v1\/captures: not the capture list .*: captures is missing/,
       },
       {
         name: 'a capture without points',
         agents: '{"agents":[]}',
         captures: '{"captures":[{"id":"c","state":"armed","createdAt":"x"}]}',
-        want: /captures\[0\] is not a capture/,
+        want: /captures\[0\]\.points is missing/,
       },
       {
         name: 'healthz null',
@@ -199,6 +200,82 @@ void t.test(
     );
     t.equal(ok.code, 0, ok.err.join('\n'));
     t.match(ok.out.join('\n'), /captures running: 1/);
+  },
+);
+
+void t.test(
+  'capture, doctor, repro: a reply of another shape is COLLECTOR_BAD_RESPONSE, not a TypeError',
+  async (t) => {
+    const id = 'c-mb2x8k1a-0123abcd';
+    const view = {
+      id,
+      state: 'resolved',
+      points: [],
+      progress: { requestSeen: true, layer: 'preserved' },
+      finalReason: 'settled',
+      reportUrls: {
+        markdown: `/v1/captures/${id}/report.md`,
+        json: `/v1/captures/${id}/report.json`,
+      },
+    };
+    const capture = ['capture', '--decap', '10.244.1.10:tun0', '--backend', '10.244.2.5:eth0'];
+    const cases: { name: string; argv: string[]; reply: (path: string) => string; want: RegExp }[] =
+      [
+        {
+          name: 'capture: {} for POST /v1/captures',
+          argv: capture,
+          reply: () => '{}',
+          want: /POST \S+\/v1\/captures: not a capture view .*: id is missing/,
+        },
+        {
+          name: 'capture: a final view without reportUrls',
+          argv: capture,
+          reply: () => JSON.stringify({ ...view, reportUrls: undefined }),
+          want: /reportUrls is missing/,
+        },
+        {
+          name: 'capture: report.json without its verdict',
+          argv: capture,
+          reply: (path) => (path.endsWith('/report.json') ? '{"points":[]}' : JSON.stringify(view)),
+          want: /GET \S+\/report\.json: not an analysis .*: verdict is missing/,
+        },
+        {
+          name: 'doctor: [] for POST /v1/doctor',
+          argv: ['doctor', '--vpn', '10.244.1.10', '--backend', '10.244.2.5'],
+          reply: () => '[]',
+          want: /POST \S+\/v1\/doctor: not a doctor report .*: the top level is not an object/,
+        },
+        {
+          name: 'repro: {"id": 5} for POST /v1/repros',
+          argv: [
+            'repro',
+            '--vpn-workload',
+            'vpn/app=wg',
+            '--backend',
+            '10.244.2.5:eth0',
+            '--decap-iface',
+            'wg0',
+            '--egress-iface',
+            'eth0',
+            '--client',
+            '127.0.0.1',
+            '--url',
+            'http://127.0.0.1:1/probe',
+          ],
+          reply: () => '{"id":5}',
+          want: /POST \S+\/v1\/repros: not a repro view .*: id is not a repro id/,
+        },
+      ];
+    for (const c of cases) {
+      const r = await run(
+        c.argv,
+        fakeCluster((path) => (path === '/healthz' ? HEALTH : c.reply(path))),
+      );
+      t.equal(r.code, 1, `${c.name}: exit 1 (an error), not 70`);
+      t.match(r.err.join('\n'), /^kubectl hoptrace: COLLECTOR_BAD_RESPONSE: /m, c.name);
+      t.match(r.err.join('\n'), c.want, c.name);
+      t.notMatch(r.err.join('\n'), /TypeError|internal error|\n\s+at /, `${c.name}: no stack`);
+    }
   },
 );
 
@@ -493,7 +570,7 @@ void t.test('a reply longer than the cap is cut off: COLLECTOR_BAD_RESPONSE', as
     timeoutMs: 10_000,
     maxReplyBytes: 1 << 20,
   });
-  await t.rejects(client.json('GET', '/v1/agents'), {
+  await t.rejects(client.json('GET', '/v1/agents', AGENT_LIST), {
     code: 'COLLECTOR_BAD_RESPONSE',
     message: /longer than 1048576 bytes/,
   });
@@ -519,7 +596,9 @@ void t.test('a reply longer than the cap is cut off: COLLECTOR_BAD_RESPONSE', as
     timeoutMs: 10_000,
     maxReplyBytes: 1 << 20,
   });
-  await t.rejects(viaForward.json('GET', '/v1/agents'), { code: 'COLLECTOR_BAD_RESPONSE' });
+  await t.rejects(viaForward.json('GET', '/v1/agents', AGENT_LIST), {
+    code: 'COLLECTOR_BAD_RESPONSE',
+  });
   t.ok(conn?.destroyed, 'the forward was destroyed');
   // A declared length over the cap is refused before its body.
   const declared = streamFetch(
@@ -535,9 +614,12 @@ void t.test('a reply longer than the cap is cut off: COLLECTOR_BAD_RESPONSE', as
       }),
     { timeoutMs: 10_000, maxReplyBytes: 1 << 20 },
   );
-  await t.rejects(new CollectorClient('http://c', 't', declared).json('GET', '/v1/agents'), {
-    code: 'COLLECTOR_BAD_RESPONSE',
-  });
+  await t.rejects(
+    new CollectorClient('http://c', 't', declared).json('GET', '/v1/agents', AGENT_LIST),
+    {
+      code: 'COLLECTOR_BAD_RESPONSE',
+    },
+  );
 });
 
 void t.test(
@@ -549,7 +631,7 @@ void t.test(
       maxReplyBytes: 1 << 20,
     });
     const started = Date.now();
-    await t.rejects(client.json('GET', '/v1/agents'), {
+    await t.rejects(client.json('GET', '/v1/agents', AGENT_LIST), {
       code: 'COLLECTOR_UNREACHABLE',
       message: /no reply within 0\.5 s/,
     });
