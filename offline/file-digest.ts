@@ -3,8 +3,9 @@
  * computed from. Read in 1 MiB chunks into one buffer, so memory stays flat whatever the file.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { HoptraceError } from '../common/errors';
+import { isStreamInput } from './point-inputs';
 
 export interface FileDigest {
   /** Hex SHA-256 of every byte of the file. */
@@ -17,17 +18,12 @@ export interface FileDigest {
 }
 
 /**
- * Whether `path` is an input to hash: a regular file, or one that cannot be read (hashing it
- * throws FILE_NOT_FOUND). Standard input ('-') and pipes (`<(…)`, /dev/stdin) cannot be read
- * twice, so they are not.
+ * Whether `path` is an input to hash: anything but a stream (point-inputs.ts isStreamInput:
+ * standard input, pipes, sockets, devices cannot be read twice) — a regular file, or one that
+ * cannot be read (hashing it throws FILE_NOT_FOUND, which names it).
  */
 export function hashableInput(path: string): boolean {
-  if (path === '-') return false;
-  try {
-    return statSync(path).isFile();
-  } catch {
-    return true;
-  }
+  return !isStreamInput(path);
 }
 
 /** The digest of `path`; FILE_NOT_FOUND when it cannot be read. */
