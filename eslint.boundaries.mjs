@@ -57,11 +57,15 @@ const IO_MODULES = [
   'pcap-parser',
   '@kubernetes/*',
 ];
-/** common/ modules that read files (the token, the .proto, inventory files, package.json). */
+/**
+ * common/ modules that read files (the token, the .proto, inventory files, package.json) or the
+ * process, or hash with node:crypto (a bundle's SHA256SUMS: the shells hash, core is handed data).
+ */
 const COMMON_IO = [
   '**/common/auth',
   '**/common/codec',
   '**/common/inventory-file',
+  '**/common/sha256sums',
   '**/common/version',
 ];
 

@@ -9,10 +9,15 @@ import { renderReportJson, renderReportMarkdown, type ReportMeta } from '../core
 import { renderReportHtml } from '../core/report/report-html';
 import { findingNotes } from '../core/report/finding-notes';
 import { renderSequenceSvg, type LaneLabel } from '../core/report/sequence-svg';
-import type { LiveCaptureMeta, ReportInput } from '../core/report/report-document';
+import type {
+  CollectorRuntime,
+  LiveCaptureMeta,
+  ReportInput,
+} from '../core/report/report-document';
 import { captureCommand, type ReproduceCommand } from '../core/report/reproduce';
 import type { Inventory } from '../common/inventory';
-import { hoptraceVersion } from '../common/version';
+import { MANIFEST } from '../common/sha256sums';
+import { hoptraceVersion, processRuntime } from '../common/version';
 import type { AgentInfo } from './hub-types';
 import type { CaptureSession, PointSpec, SessionRecord } from './session';
 import type { DoctorSpec } from './doctor-remote';
@@ -87,22 +92,27 @@ export function liveLanes(points: readonly LivePointLabel[]): LaneLabel[] {
   }));
 }
 
-/** (Re)writes verdict.json, report.md, report.json and report-inputs.json; throws on I/O errors. */
+/**
+ * (Re)writes verdict.json, the bundle's reports and report-inputs.json, and the store its
+ * SHA256SUMS after them (which the reports name); throws on I/O errors.
+ */
 export function writeCaptureReports(store: CaptureStore, s: CaptureSession, f: FinalReport): void {
   const result = withCaptureHealth(f.result, pointHealth(s));
   const lanes = liveLanes(s.record.points);
-  const d = f.meta.doctor;
+  // Also for the inputs of a capture an older collector finished: this one writes SHA256SUMS.
+  const meta: ReportMeta = { ...f.meta, manifest: MANIFEST };
+  const d = meta.doctor;
   const notes = d?.status === 'given' ? findingNotes(result.points, d.result.findings) : [];
   store.writeFinal(s.id, {
     verdict:
       JSON.stringify({ state: f.state, reason: f.reason, verdict: result.verdict }, null, 2) + '\n',
-    markdown: renderReportMarkdown(result, f.meta),
-    json: renderReportJson(result, f.meta),
-    html: renderReportHtml(result, f.meta, { lanes, notes }),
+    markdown: renderReportMarkdown(result, meta),
+    json: renderReportJson(result, meta),
+    html: renderReportHtml(result, meta, { lanes, notes }),
     svg: renderSequenceSvg(result, { lanes, notes }),
-    ...(f.meta.inventoryUsed === undefined
+    ...(meta.inventoryUsed === undefined
       ? {}
-      : { inventory: JSON.stringify(f.meta.inventoryUsed, null, 2) + '\n' }),
+      : { inventory: JSON.stringify(meta.inventoryUsed, null, 2) + '\n' }),
     // The inputs without the capture health, so a collector started again can rewrite the
     // reports when an agent's final counters arrive after the restart.
     inputs: inputsJson(f),
@@ -131,7 +141,11 @@ export function reproduceCommand(
   });
 }
 
-/** The report's inputs of a live capture: each point's agent, node, target, interface, filter. */
+/**
+ * The report's inputs of a live capture: each point's agent (its version as its hello announced
+ * it, while the hub remembers the agent), node, target, interface, filter, and the events the
+ * collector received from it.
+ */
 export function liveInputs(r: SessionRecord, agents: readonly AgentInfo[]): ReportInput[] {
   const byId = new Map(agents.map((a) => [a.agentId, a]));
   return r.points.map((p) => {
@@ -147,6 +161,7 @@ export function liveInputs(r: SessionRecord, agents: readonly AgentInfo[]): Repo
         netns: p.netns,
         iface: p.iface,
         filter: spec?.filter ?? null,
+        eventsReceived: p.events,
       },
     };
   });
@@ -218,6 +233,11 @@ export function liveCaptureMeta(
   };
 }
 
+/** What this collector analyses with: its Node and platform (a live report's runtime line). */
+export function collectorRuntime(): CollectorRuntime {
+  return { analyzedBy: 'collector', ...processRuntime() };
+}
+
 /** A finished live capture's report meta: the same forms as `hoptrace analyze --report-dir`. */
 export function liveReportMeta(o: {
   record: SessionRecord;
@@ -250,5 +270,6 @@ export function liveReportMeta(o: {
           },
     capture: liveCaptureMeta(r, o.collector, o.state, o.reason),
     reproduce: reproduceCommand(r, o.collector),
+    runtime: collectorRuntime(),
   };
 }

@@ -7,7 +7,7 @@
  *   POST   /v1/captures                      201 CaptureView | 400 | 409 API_NO_AGENT | 429 API_TOO_MANY_CAPTURES
  *   GET    /v1/captures                      {captures: CaptureView[]}
  *   GET    /v1/captures/:id                  CaptureView | 404
- *   GET    /v1/captures/:id/<bundle file>    report.md, .json, .html, sequence.svg, evidence.pcapng, inventory.json; 404 until the verdict
+ *   GET    /v1/captures/:id/<bundle file>    report.md, .json, .html, sequence.svg, evidence.pcapng, inventory.json, SHA256SUMS; 404 until the verdict
  *   DELETE /v1/captures/:id                  cancels (stop to the agents)
  *   /v1/repros…                              collector/repro-http.ts
  *   POST   /v1/doctor                        DoctorResult (collector/doctor-remote.ts) | 400 | 409
@@ -163,7 +163,7 @@ export function createApi(opts: ApiOptions): Api {
       const view = await sessions.create(parseCaptureRequest(body));
       return json(201, view, { location: `/v1/captures/${view.id}` });
     }
-    const m = /^\/v1\/captures\/([^/]+)(?:\/([a-z.]+))?$/.exec(path);
+    const m = /^\/v1\/captures\/([^/]+)(?:\/([A-Za-z0-9.]+))?$/.exec(path);
     if (m !== null) {
       const id = decodeSegment(m[1] ?? '', path);
       if (!CAPTURE_ID_RE.test(id)) throw noSuchCapture(path);
@@ -181,7 +181,9 @@ export function createApi(opts: ApiOptions): Api {
             'not there yet',
             name === 'evidence.pcapng'
               ? 'evidence.pcapng exists once the verdict is known and the agents answered for their frames'
-              : 'the report exists once the capture has a verdict',
+              : name === 'SHA256SUMS'
+                ? 'SHA256SUMS is written with the report once the capture has a verdict (a capture a collector older than this one finished has none)'
+                : 'the report exists once the capture has a verdict',
           );
         return bundleResponse(BUNDLE_TYPES[name], body);
       }
@@ -236,7 +238,7 @@ export function createApi(opts: ApiOptions): Api {
       }
       if (path.startsWith('/v1/repros')) {
         authorize(req, path);
-        const file = /^\/v1\/repros\/([^/]+)\/([a-z.]+)$/.exec(path);
+        const file = /^\/v1\/repros\/([^/]+)\/([A-Za-z0-9.]+)$/.exec(path);
         if (file !== null && isReproFile(file[2] ?? '')) {
           if (headAsGet(req.method) !== 'GET')
             throw new MethodNotAllowed(req.method.toUpperCase(), path, ['GET']);

@@ -3,16 +3,22 @@
  * repro-report.schema.json, `schemaVersion`), report.html (one self-contained page with the
  * timeline picture), timeline.svg (the picture alone: the probes across the pod deletion, each by
  * its verdict, the broken window shaded, the deletion and the replacement marked),
- * evidence.pcapng (core/repro/repro-evidence.ts) and inventory.json (the inventory the verdicts
- * were computed from). Every text form carries the hoptrace version, the inputs (each capture's
- * agent, node, target, interface, filter) and each capture's health.
+ * evidence.pcapng (core/repro/repro-evidence.ts), inventory.json (the inventory the verdicts
+ * were computed from) and SHA256SUMS (common/sha256sums.ts: the digest of every other file).
+ * Every text form carries the hoptrace version and the collector's runtime, the inputs (each
+ * capture's agent and its version, node, target, interface, filter, the events received) and
+ * each capture's health.
  *
  * Written once when the repro finishes (collector/repro.ts), after the agents answered for the
- * evidence frames; while it runs, the text forms and inventory.json are rendered on request and
- * evidence.pcapng does not exist yet. Pure: the view and what the shell gathered in, files out.
+ * evidence frames; while it runs, the text forms and inventory.json are rendered on request, and
+ * neither evidence.pcapng nor SHA256SUMS exists yet (a rendering is not a fixed set of bytes).
+ * Pure but for hashing: the view and what the shell gathered in, files out.
  */
 import type { Inventory } from '../common/inventory';
+import { MANIFEST, manifestOf, sha256Hex } from '../common/sha256sums';
 import { hoptraceVersion } from '../common/version';
+import { collectorRuntimeText } from '../core/report/inputs-text';
+import type { CollectorRuntime } from '../core/report/report-document';
 import type { ReproEvidenceSummary } from '../core/repro/repro-evidence';
 import { renderReproHtml, type ReproHtmlSection } from '../core/report/report-html';
 import { renderReproSvg } from '../core/report/repro-svg';
@@ -26,6 +32,7 @@ export const REPRO_FILES = [
   'timeline.svg',
   'evidence.pcapng',
   'inventory.json',
+  'SHA256SUMS',
 ] as const;
 export type ReproFileName = (typeof REPRO_FILES)[number];
 
@@ -39,6 +46,7 @@ export const REPRO_TYPES: Record<ReproFileName, string> = {
   'timeline.svg': 'image/svg+xml; charset=utf-8',
   'evidence.pcapng': 'application/vnd.tcpdump.pcap',
   'inventory.json': 'application/json; charset=utf-8',
+  SHA256SUMS: 'text/plain; charset=utf-8',
 };
 
 /** What each file is, for the web view's download list. */
@@ -49,6 +57,7 @@ export const REPRO_FILE_LABELS: Record<ReproFileName, string> = {
   'timeline.svg': 'the picture alone',
   'evidence.pcapng': "the probes' packets, as the agents retained them (headers only)",
   'inventory.json': 'the inventory the verdicts were computed from',
+  SHA256SUMS: 'the SHA-256 of every other file, for sha256sum -c',
 };
 
 export function isReproFile(name: string): name is ReproFileName {
@@ -89,6 +98,10 @@ export interface ReproBundleInput {
   evidenceMissing?: string;
   /** The version each agent's hello named. */
   agentVersions?: ReadonlyMap<string, string>;
+  /** What analysed the repro: this collector's Node and platform. */
+  runtime: CollectorRuntime;
+  /** The files are written as a bundle with SHA256SUMS (false: one rendered on request). */
+  manifest?: boolean;
 }
 
 /** Every capture of the repro, backend first, then each attachment's decap and egress. */
@@ -149,6 +162,7 @@ export function reproReportDocument(input: ReproBundleInput): Record<string, unk
     schemaVersion: REPRO_REPORT_SCHEMA_VERSION,
     kind: 'repro',
     hoptraceVersion: hoptraceVersion(),
+    runtime: input.runtime,
     generatedAt: input.generatedAt,
     id: v.id,
     state: v.state,
@@ -201,10 +215,25 @@ export function reproReportDocument(input: ReproBundleInput): Record<string, unk
     evidence: input.evidence,
     evidenceMissing: input.evidence === null ? (input.evidenceMissing ?? 'not gathered') : null,
     inventoryFile: input.inventory === null ? null : 'inventory.json',
+    ...(input.manifest === true ? { manifest: MANIFEST } : {}),
   };
 }
 
 const dash = (x: string | number | null): string => (x === null ? '—' : String(x));
+
+/** Who analysed the repro and what its captures were, in one sentence (report.md and .html). */
+function runtimeLine(input: ReproBundleInput): string {
+  return `Analysed by the collector: ${collectorRuntimeText(hoptraceVersion(), input.runtime)}; the agents captured and decoded the packets (each capture's agent and its version as its hello announced it below; the events are those the collector received from it).`;
+}
+
+/** What SHA256SUMS is, when the bundle has one. */
+function manifestLine(input: ReproBundleInput): string[] {
+  return input.manifest === true
+    ? [
+        `${MANIFEST}: the SHA-256 of every other file of this bundle, written with it; check them with \`sha256sum -c ${MANIFEST}\` in the bundle's directory`,
+      ]
+    : [];
+}
 
 function healthCells(c: ReproCaptureRow): string[] {
   return [
@@ -222,8 +251,9 @@ function healthCells(c: ReproCaptureRow): string[] {
 function evidenceLines(input: ReproBundleInput): string[] {
   const e = input.evidence;
   if (e === null) return [`evidence.pcapng: none (${input.evidenceMissing ?? 'not gathered'})`];
+  const digest = e.sha256 === undefined ? '' : `; ${e.bytes ?? '?'} bytes, SHA-256 ${e.sha256}`;
   return [
-    `evidence.pcapng: ${e.packets} packets in ${e.interfaces.length} interfaces (${e.interfaces.map((i) => `${i.name} ${i.packets}`).join(', ') || 'none'}); headers only`,
+    `evidence.pcapng: ${e.packets} packets in ${e.interfaces.length} interfaces (${e.interfaces.map((i) => `${i.name} ${i.packets}`).join(', ') || 'none'}); headers only${digest}`,
     ...e.problems.map((p) => `missing at ${p.capture}: ${p.code} — ${p.detail}`),
     ...(e.probesWithoutPackets.length === 0
       ? []
@@ -252,11 +282,13 @@ function renderMarkdown(input: ReproBundleInput): string {
     '',
     '## Inputs',
     '',
-    '| capture | capture id | agent | node | target | interface | filter |',
-    '|---|---|---|---|---|---|---|',
+    runtimeLine(input),
+    '',
+    '| capture | capture id | agent | node | target | interface | filter | events received |',
+    '|---|---|---|---|---|---|---|---|',
     ...caps.map(
       (c) =>
-        `| ${cell(c.capture)} | ${dash(c.captureId)} | ${cell(c.agentId === null ? '—' : `${c.agentId}${c.agentVersion === null ? '' : ` (${c.agentVersion})`}`)} | ${dash(c.node)} | ${cell(dash(c.target))} | ${dash(c.iface)} | ${c.filter === '' ? '(every packet)' : cell(c.filter)} |`,
+        `| ${cell(c.capture)} | ${dash(c.captureId)} | ${cell(c.agentId === null ? '—' : `${c.agentId}${c.agentVersion === null ? '' : ` (${c.agentVersion})`}`)} | ${dash(c.node)} | ${cell(dash(c.target))} | ${dash(c.iface)} | ${c.filter === '' ? '(every packet)' : cell(c.filter)} | ${c.events} |`,
     ),
     '',
     '## Capture health',
@@ -269,6 +301,7 @@ function renderMarkdown(input: ReproBundleInput): string {
     '',
     ...evidenceLines(input).map((l) => `- ${l}`),
     `- inventory.json: ${input.inventory === null ? 'not known' : 'the inventory the verdicts were computed from'}`,
+    ...manifestLine(input).map((l) => `- ${l}`),
     '',
   ].join('\n');
 }
@@ -280,7 +313,17 @@ function htmlSections(input: ReproBundleInput): ReproHtmlSection[] {
     {
       title: 'Inputs',
       cls: 'inputs',
-      head: ['capture', 'capture id', 'agent', 'node', 'target', 'interface', 'filter'],
+      note: [runtimeLine(input), ...manifestLine(input)].join(' '),
+      head: [
+        'capture',
+        'capture id',
+        'agent',
+        'node',
+        'target',
+        'interface',
+        'filter',
+        'events received',
+      ],
       rows: caps.map((c) => [
         c.capture,
         dash(c.captureId),
@@ -291,6 +334,7 @@ function htmlSections(input: ReproBundleInput): ReproHtmlSection[] {
         dash(c.target),
         dash(c.iface),
         c.filter === '' ? '(every packet)' : c.filter,
+        String(c.events),
       ]),
     },
     {
@@ -324,24 +368,39 @@ function htmlSections(input: ReproBundleInput): ReproHtmlSection[] {
   ];
 }
 
-/** Every file of the bundle (`evidence`: evidence.pcapng's bytes; absent: not in the bundle). */
+/**
+ * Every file of the bundle (`evidence`: evidence.pcapng's bytes; null: not in the bundle), the
+ * reports naming evidence.pcapng's digest and SHA256SUMS, which comes last and lists the others.
+ */
 export function renderReproBundle(
   input: ReproBundleInput,
   evidence: Buffer | null,
 ): Map<ReproFileName, Buffer> {
+  const full: ReproBundleInput = {
+    ...input,
+    manifest: true,
+    evidence:
+      input.evidence === null || evidence === null
+        ? input.evidence
+        : { ...input.evidence, sha256: sha256Hex(evidence), bytes: evidence.length },
+  };
   const out = new Map<ReproFileName, Buffer>();
   for (const name of REPRO_FILES) {
     if (name === 'evidence.pcapng') {
       if (evidence !== null) out.set(name, evidence);
       continue;
     }
-    const body = renderReproFile(input, name);
+    const body = renderReproFile(full, name);
     if (body !== null) out.set(name, Buffer.from(body, 'utf8'));
   }
+  out.set(MANIFEST, Buffer.from(manifestOf(out), 'utf8'));
   return out;
 }
 
-/** One text file of the bundle; null for evidence.pcapng, and inventory.json when not known. */
+/**
+ * One text file of the bundle; null for evidence.pcapng and SHA256SUMS (only as written, by
+ * renderReproBundle), and for inventory.json when not known.
+ */
 export function renderReproFile(input: ReproBundleInput, name: ReproFileName): string | null {
   const v = input.view;
   const picture = {
@@ -370,6 +429,7 @@ export function renderReproFile(input: ReproBundleInput, name: ReproFileName): s
     case 'inventory.json':
       return input.inventory === null ? null : JSON.stringify(input.inventory, null, 2) + '\n';
     case 'evidence.pcapng':
+    case 'SHA256SUMS':
       return null;
   }
 }

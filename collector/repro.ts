@@ -60,6 +60,8 @@ import {
 } from '../core/repro/repro-evidence';
 import type { RetainedFrames } from '../core/report/live-evidence';
 import { hoptraceVersion } from '../common/version';
+import { MANIFEST } from '../common/sha256sums';
+import { collectorRuntime } from './capture-reports';
 import {
   renderReproBundle,
   renderReproFile,
@@ -412,6 +414,7 @@ export class ReproManager {
             ? 'the repro is still running: evidence.pcapng is written when it finishes'
             : (v.bundle?.detail ?? 'this repro finished before its bundle was written as files'),
         agentVersions: this.agentVersions(),
+        runtime: collectorRuntime(),
       },
       name,
     );
@@ -426,9 +429,9 @@ export class ReproManager {
     const stored = REPRO_FILES.filter((n) => (this.store?.readReproFile?.(id, n) ?? null) !== null);
     if (stored.length > 0) return stored;
     // Not written (yet): the text forms are rendered on request; inventory.json of a live one.
-    if (r !== undefined) return REPRO_FILES.filter((n) => n !== 'evidence.pcapng');
-    if (this.restored.has(id))
-      return REPRO_FILES.filter((n) => n !== 'evidence.pcapng' && n !== 'inventory.json');
+    const rendered = REPRO_FILES.filter((n) => n !== 'evidence.pcapng' && n !== MANIFEST);
+    if (r !== undefined) return rendered;
+    if (this.restored.has(id)) return rendered.filter((n) => n !== 'inventory.json');
     return [];
   }
 
@@ -721,6 +724,7 @@ export class ReproManager {
         evidence: evidence?.summary ?? null,
         evidenceMissing,
         agentVersions: this.agentVersions(),
+        runtime: collectorRuntime(),
       },
       evidence?.bytes ?? null,
     );

@@ -32,6 +32,7 @@ import { doctorViaAgents } from './doctor-remote';
 import { fetchCaptureFrames } from './frames-fetch';
 import { liveEvidencePcapng, type RetainedFrames } from '../core/report/live-evidence';
 import { liveIdentityHeaders } from '../core/report/identity-scan';
+import { sha256Hex } from '../common/sha256sums';
 import { hoptraceVersion } from '../common/version';
 import { withConntrackEvidence } from '../core/attribute/conntrack-evidence';
 import { CaptureSession, MAX_HELD_EVENTS, type CaptureSpec } from './session';
@@ -920,7 +921,9 @@ export class SessionManager {
       );
       return;
     }
-    final.meta = { ...final.meta, evidence: ev.summary };
+    // The digest of the very bytes written, for the report's inputs (SHA256SUMS lists it too).
+    const written = { sha256: sha256Hex(ev.bytes), bytes: ev.bytes.length };
+    final.meta = { ...final.meta, evidence: { ...ev.summary, ...written } };
     this.writeReports(s, final, 'cannot rewrite the report with its evidence');
     this.emit(s);
   }

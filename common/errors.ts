@@ -87,6 +87,8 @@ export const ERRORS = {
     'the collector holds as many open connections as it allows (agents included); new ones are closed at once until some close',
   COLLECTOR_UNREACHABLE: 'the collector did not answer at the given URL',
   COLLECTOR_BAD_RESPONSE: 'the collector answered with something that is not the hoptrace API',
+  BUNDLE_CHECKSUM:
+    "a downloaded bundle file does not match the SHA256SUMS the collector served with it (cut short or altered on the way, or changed on the collector's disk since it was written); nothing was written",
   // Agent <-> collector transport (common/envelope.ts, agent/link, collector/hub.ts).
   WIRE_NOT_READING:
     'the peer stopped reading what the collector sent it; the connection was cut to bound memory',

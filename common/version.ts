@@ -21,3 +21,8 @@ export function hoptraceVersion(): string {
   }
   return cached;
 }
+
+/** What this process runs on, for a report's runtime line: Node's version, the OS and CPU. */
+export function processRuntime(): { node: string; platform: string } {
+  return { node: process.version, platform: `${process.platform} ${process.arch}` };
+}

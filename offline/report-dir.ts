@@ -5,7 +5,6 @@
  * line names), doctor.json (`--doctor`'s file as read) and SHA256SUMS (every other file's
  * digest). A shell: it hashes the inputs and writes files; the documents are built by core/report.
  */
-import { createHash } from 'node:crypto';
 import { renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { renderReportJson, renderReportMarkdown, type ReportMeta } from '../core/report/report';
@@ -23,7 +22,8 @@ import { findingNotes } from '../core/report/finding-notes';
 import type { AnalysisResult } from '../core/report/analysis-result';
 import { HoptraceError } from '../common/errors';
 import type { Inventory } from '../common/inventory';
-import { hoptraceVersion } from '../common/version';
+import { MANIFEST, manifestOf, sha256Hex } from '../common/sha256sums';
+import { hoptraceVersion, processRuntime } from '../common/version';
 import { loadNativeAddon } from '../native/loader';
 import { fileDigest, fileStamp, hashableInput, type FileDigest } from './file-digest';
 import { PendingDigests } from './digest-pool';
@@ -52,19 +52,8 @@ function writeError(dir: string, name: string, e: unknown, renamed: string[] = [
   );
 }
 
-/** The bundle's checksum file, in `sha256sum -c` format. */
-export const MANIFEST = 'SHA256SUMS';
-
 /** The files a bundle may hold besides the ones always written: an earlier run's is removed. */
 const OPTIONAL_FILES = ['doctor.json'] as const;
-
-const sha256Hex = (body: string | Buffer): string =>
-  createHash('sha256').update(body).digest('hex');
-
-/** `sha256sum`'s lines for `files`: `<hex>  <name>` (text mode; the names are plain). */
-function manifestOf(files: readonly (readonly [string, string | Buffer])[]): string {
-  return files.map(([name, body]) => `${sha256Hex(body)}  ${name}\n`).join('');
-}
 
 /**
  * Writes the bundle's files into `dir`, all or none: a bundle's files name each other (report.json
@@ -166,9 +155,13 @@ export interface ReportDirInput {
   seek?: ReadonlyMap<string, readonly ResumePoint[]>;
 }
 
-/** The Node and decoder this process analysed with (native/loader.ts caches the load). */
+/** The Node, platform and decoder this process analysed with (native/loader.ts caches the load). */
 export function reportRuntime(): ReportRuntime {
-  return { node: process.version, nativeDecoder: loadNativeAddon().ok ? 'loaded' : 'not-loaded' };
+  return {
+    analyzedBy: 'analyze',
+    ...processRuntime(),
+    nativeDecoder: loadNativeAddon().ok ? 'loaded' : 'not-loaded',
+  };
 }
 
 /**
@@ -268,6 +261,8 @@ export function writeReportDir(r: AnalysisResult, o: ReportDirInput): string[] {
     interfaces: ev.interfaces.map((i) => ({ point: i.point, name: i.name, packets: i.packets })),
     problems: ev.problems.map((p) => ({ point: p.point, code: p.code, detail: p.detail })),
     note: ev.note,
+    sha256: sha256Hex(ev.bytes),
+    bytes: ev.bytes.length,
   };
   const full = { ...meta, evidence };
   const notes = o.doctor.status === 'given' ? findingNotes(r.points, o.doctor.result.findings) : [];

@@ -10,7 +10,7 @@ import { HoptraceError } from '../../common/errors';
 import { captureOptions, parseDuration, runCapture } from '../capture';
 import { linkCollector } from './collector-link';
 import { KUBE_USAGE, parseKubectlArgs, type KubectlDeps } from './flags';
-import { downloadBundle, downloadedLines } from './report';
+import { downloadBundle, downloadedLines } from './bundle-download';
 import { parseKubeTarget, resolveKubeTarget } from './targets';
 
 export const USAGE =

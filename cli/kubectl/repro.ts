@@ -23,7 +23,7 @@ import {
 import type { Cluster } from './cluster';
 import { linkCollector } from './collector-link';
 import { KUBE_USAGE, parseKubectlArgs, type KubectlDeps } from './flags';
-import { downloadBundle, downloadedLines } from './report';
+import { downloadBundle, downloadedLines } from './bundle-download';
 import { parseKubeRef, parseKubeTarget, resolvePodIp, workloadSelector } from './targets';
 
 export const USAGE =

@@ -155,7 +155,7 @@ export function routeUi(req: ApiRequest, deps: UiDeps): ApiResponse | null {
           };
     }
     const name = decodeSegment(sub.slice('files/'.length), path);
-    const f = /^[a-z0-9._-]{1,64}$/.test(name) ? source.file(id, name) : null;
+    const f = /^[A-Za-z0-9._-]{1,64}$/.test(name) ? source.file(id, name) : null;
     if (f === null) return html(404, errorPage(404, `${name} of ${id} not found`));
     return download(id, name, f);
   }

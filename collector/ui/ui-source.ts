@@ -18,6 +18,7 @@ const LABELS: Record<BundleFileName, string> = {
   'sequence.svg': 'the sequence picture alone',
   'evidence.pcapng': 'the packets of the matched connection at every point, for Wireshark',
   'inventory.json': 'the inventory the verdict was computed from',
+  SHA256SUMS: 'the SHA-256 of every other file, for sha256sum -c',
 };
 
 export function sessionsUiSource(sessions: SessionManager): UiSource {

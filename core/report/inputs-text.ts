@@ -1,8 +1,10 @@
 /**
  * The words of a report's inputs (the Reproduce section): each file with its digest, or each live
- * point's agent, version, node, target, interface and filter; the capture and its collector; the
- * inventory as used. report.md and report.html both render these pieces, so the two forms always
- * list the same facts. Pure.
+ * point's agent, version, node, target, interface, filter and the events the collector received,
+ * then the evidence frames and evidence.pcapng as written; the capture and its collector; the
+ * inventory as used; SHA256SUMS; and the runtime line (what analysed it, on which Node and
+ * platform). report.md and report.html both render these pieces, so the two forms always list the
+ * same facts. Pure.
  */
 import { sourceOf, type GivenFile, type ReportMeta } from './report-document';
 
@@ -35,9 +37,12 @@ export function inputsLines(meta: ReportMeta): Piece[][] {
         ),
         l.filter === null ? w('none') : lit(l.filter),
       );
+      if (l.eventsReceived !== undefined)
+        line.push(w(`; ${l.eventsReceived} events received from it and stored`));
     }
     out.push(line);
   }
+  if (live) out.push(liveEvidenceLine(meta));
   const c = meta.capture;
   if (c !== undefined)
     out.push([
@@ -76,6 +81,30 @@ export function inputsLines(meta: ReportMeta): Piece[][] {
   return out;
 }
 
+/**
+ * A live capture's other input: the frames the points' agents gave for evidence.pcapng, and the
+ * file as the collector wrote it (never a digest of bytes it did not write).
+ */
+function liveEvidenceLine(meta: ReportMeta): Piece[] {
+  const e = meta.evidence;
+  if (e === undefined || e.file === null)
+    return [
+      w(
+        'evidence frames: none were in hand when this report was written (a collector that fetches them asks the agents after the verdict, and rewrites the report): no evidence.pcapng with it',
+      ),
+    ];
+  const missing = e.problems.map((p) => `${p.point} ${p.code}`);
+  const line: Piece[] = [
+    w(
+      `evidence frames: asked of each point's agent after the verdict; ${e.packets} packets of the matched connection written as `,
+    ),
+    lit(e.file),
+  ];
+  if (e.sha256 !== undefined) line.push(w(` — ${e.bytes ?? '?'} bytes, SHA-256 `), lit(e.sha256));
+  if (missing.length > 0) line.push(w(`; not given: ${missing.join(', ')}`));
+  return line;
+}
+
 /** A file given by flag: its path, digest and the bundle's copy of it. */
 function givenFileText(f: GivenFile): Piece[] {
   const out: Piece[] = [lit(f.file)];
@@ -94,20 +123,36 @@ function givenFileText(f: GivenFile): Piece[] {
   return out;
 }
 
+/** The collector's runtime in words: `hoptrace 0.3.0 on Node v20.11.1 (linux x64)`. */
+export function collectorRuntimeText(
+  version: string,
+  r: { node: string; platform: string },
+): string {
+  return `hoptrace ${version} on Node ${r.node} (${r.platform})`;
+}
+
 /**
- * What the report was made with: the reproduce command's `hoptrace` is this version, on this
- * Node, with or without the native decoder (null: not recorded, as for a live capture).
+ * What the report was made with: files analysed by this version on this Node, with or without
+ * the native decoder (the reproduce command's `hoptrace`), or a live capture analysed by the
+ * collector (null: not recorded).
  */
 export function madeWithLine(meta: ReportMeta): Piece[] | null {
   const r = meta.runtime;
   if (r === undefined) return null;
+  const version = meta.hoptraceVersion ?? 'unknown';
+  if (r.analyzedBy === 'collector')
+    return [
+      w(
+        `Analysed by the collector: ${collectorRuntimeText(version, r)}; the agents captured and decoded the packets (each agent's version under Inputs).`,
+      ),
+    ];
   const decoder =
     r.nativeDecoder === 'loaded'
       ? 'the native decoder loaded (capture files read through its fast path)'
       : 'the native decoder not loaded (the TypeScript reader and decoder: the same verdict, slower)';
-  const version = meta.hoptraceVersion ?? 'unknown';
+  const on = r.platform === undefined ? '' : ` (${r.platform})`;
   return [
-    w(`Made with hoptrace ${version} on Node ${r.node}, ${decoder}. Where `),
+    w(`Made with hoptrace ${version} on Node ${r.node}${on}, ${decoder}. Where `),
     lit('hoptrace'),
     w(' is not on PATH, put '),
     lit('node /path/to/hoptrace/bin/hoptrace'),

@@ -25,6 +25,11 @@ export interface LivePointInput {
   iface: string;
   /** The BPF filter given for the point (null: none). */
   filter: string | null;
+  /**
+   * The events the collector received from the point's agent and stored, at the verdict (absent:
+   * a report written before it was recorded).
+   */
+  eventsReceived?: number;
 }
 
 /** One input of a report: a capture file (with its digest) or a live capture point. */
@@ -73,6 +78,9 @@ export interface EvidenceSummary {
   problems: { point: string; code: string; detail: string }[];
   /** One paragraph: what the file holds, how its times were corrected. */
   note: string;
+  /** SHA-256 (hex) and size of the file as written (absent: not recorded, an older report). */
+  sha256?: string;
+  bytes?: number;
 }
 
 /**
@@ -97,13 +105,30 @@ export interface GivenFiles {
   doctor: GivenFile | null;
 }
 
-/** What ran the analysis: the reproduce command's `hoptrace` is this one, on this Node. */
-export interface ReportRuntime {
+/** What analysed files: `hoptrace analyze` (the reproduce command's `hoptrace`), on this Node. */
+export interface AnalyzeRuntime {
+  /** Absent in reports written before the collector recorded its own. */
+  analyzedBy?: 'analyze';
   /** process.version, e.g. `v20.11.1`. */
   node: string;
+  /** process.platform and process.arch, e.g. `linux x64` (absent: an older report). */
+  platform?: string;
   /** The native addon's decoder loaded (its fast path read the files), or the TypeScript path. */
   nativeDecoder: 'loaded' | 'not-loaded';
 }
+
+/**
+ * What analysed a live capture: the collector, on this Node (the agents captured and decoded the
+ * packets; their versions are the inputs').
+ */
+export interface CollectorRuntime {
+  analyzedBy: 'collector';
+  node: string;
+  platform: string;
+}
+
+/** What ran the analysis: `hoptrace analyze` on files, or the collector of a live capture. */
+export type ReportRuntime = AnalyzeRuntime | CollectorRuntime;
 
 /** What produced the report, so a reader can check and reproduce it. */
 export interface ReportMeta {
@@ -132,7 +157,7 @@ export interface ReportMeta {
   evidence?: EvidenceSummary | undefined;
   /** The `--inventory` and `--doctor` files as given, with their copies in the bundle. */
   givenFiles?: GivenFiles | undefined;
-  /** The Node and decoder the analysis ran on (absent: not recorded, a live capture). */
+  /** What ran the analysis: `hoptrace analyze` or the collector (absent: not recorded). */
   runtime?: ReportRuntime | undefined;
   /** The bundle's checksum file (`SHA256SUMS`), covering every other file of the bundle. */
   manifest?: string | undefined;
@@ -146,10 +171,11 @@ export interface FileInputRecord {
   bytes: number | null;
 }
 
-/** A live point input as report.json holds it. */
-export interface LiveInputRecord extends LivePointInput {
+/** A live point input as report.json holds it (`eventsReceived` null: not recorded). */
+export interface LiveInputRecord extends Omit<LivePointInput, 'eventsReceived'> {
   name: string;
   file: string;
+  eventsReceived: number | null;
 }
 
 /** report.json (proto/report.schema.json): the analysis's members, then the evidence around it. */
@@ -212,6 +238,7 @@ function inputRecord(i: ReportInput, live: boolean): FileInputRecord | LiveInput
     netns: l?.netns ?? null,
     iface: l?.iface ?? '',
     filter: l?.filter ?? null,
+    eventsReceived: l?.eventsReceived ?? null,
   };
 }
 

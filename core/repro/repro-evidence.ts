@@ -74,6 +74,9 @@ export interface ReproEvidenceSummary {
   /** Probes with no matched packet at any capture (nothing of theirs to keep). */
   probesWithoutPackets: string[];
   note: string;
+  /** SHA-256 (hex) and size of the file as written (set by the shell that writes it). */
+  sha256?: string;
+  bytes?: number;
 }
 
 export interface ReproEvidence {

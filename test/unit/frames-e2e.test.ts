@@ -7,101 +7,27 @@
  * retention fills after two frames, the other agent retains nothing — every frame it cannot give
  * is named with its reason, and none is invented.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import type { RetentionStoreOptions } from '../../agent/capture/retention-store';
-import { createAgentHub } from '../../collector/hub';
-import { silentLogger } from '../../collector/logger';
-import { SessionManager } from '../../collector/sessions';
-import { CaptureStore, type PointFrames } from '../../collector/store';
+import type { CaptureStore, PointFrames } from '../../collector/store';
 import { reportInputs } from '../../collector/capture-reports';
 import { framesToFetch } from '../../collector/frames-fetch';
 import { payloadOffset } from '../../core/decode/frame';
 import { openCaptureFile } from '../../offline/pcap-file';
-import { PCAPS } from './corpus';
+import {
+  PCAP,
+  POINTS,
+  capture,
+  collector,
+  startAgent,
+  tempDir,
+  waitAgents,
+  type LoopbackCollector,
+} from './live-capture-fixtures';
 import { CLIENT, writePointFiles } from './report-pcaps';
 import { reportSchemaErrors } from './report-schema';
-import { startReplayAgent } from './replay-agent';
-import { Signal, TOKEN, closeServer, listen } from './transport-fixtures';
 import { tsharkFields } from './tshark';
-
-const PCAP = join(PCAPS, 'zeek_http-get.pcap');
-const POINTS = [
-  { name: 'decap', target: '10.244.1.10', iface: 'tun0' },
-  { name: 'egress', target: '10.244.1.10', iface: 'eth0' },
-  { name: 'backend', target: '10.244.2.5', iface: 'eth0' },
-];
-
-function tempDir(t: { teardown(fn: () => void): void }, name: string): string {
-  const dir = mkdtempSync(join(tmpdir(), `hoptrace-${name}-`));
-  t.teardown(() => {
-    rmSync(dir, { recursive: true, force: true });
-  });
-  return dir;
-}
-
-/** One agent: its link, its runtime; captures replay PCAP and retain as they go. */
-function startAgent(
-  t: { teardown(fn: () => Promise<void>): void },
-  port: number,
-  agentId: string,
-  node: string,
-  ns: { path: string; address: string },
-  retention: (Partial<RetentionStoreOptions> & { dir: string }) | null,
-  pcapOf: (point: string) => string = () => PCAP,
-): void {
-  startReplayAgent(t, {
-    url: `ws://127.0.0.1:${port}/v1/agents`,
-    token: TOKEN,
-    agentId,
-    node,
-    ns,
-    pcap: pcapOf,
-    retention,
-  });
-}
-
-/** A collector on loopback with its data directory; resolves once both agents are connected. */
-async function collector(
-  t: { teardown(fn: () => Promise<void>): void },
-  dir: string,
-): Promise<{
-  sessions: SessionManager;
-  store: CaptureStore;
-  port: number;
-  stored: Signal;
-  frames: string[];
-}> {
-  const { server, port } = await listen();
-  const store = new CaptureStore({ dir, fsync: false });
-  const hub = createAgentHub({
-    server,
-    tokens: [TOKEN],
-    collectorId: store.collectorId,
-    lastSeqStore: store.lastSeq,
-  });
-  const sessions = new SessionManager({ hub, store, logger: silentLogger(), debounceMs: 0 });
-  sessions.start();
-  const stored = new Signal();
-  const frames: string[] = [];
-  sessions.onFrames((id, point) => {
-    frames.push(`${id}/${point}`);
-    stored.notify();
-  });
-  t.teardown(async () => {
-    await sessions.close();
-    await hub.close();
-    await closeServer(server);
-  });
-  return { sessions, store, port, stored, frames };
-}
-
-async function waitAgents(sessions: SessionManager, n: number): Promise<void> {
-  while (sessions.agents().filter((a) => a.connected).length < n)
-    await new Promise((r) => setTimeout(r, 10));
-}
 
 const FILE = [...openCaptureFile(PCAP).frames()].map((f) => ({
   frame: f.index,
@@ -127,18 +53,6 @@ function framesOf(store: CaptureStore, id: string, point: string): PointFrames {
   const f = store.loadFrames(id, point);
   if (f === null) throw new Error(`no frames stored for ${point}`);
   return f;
-}
-
-async function capture(c: Awaited<ReturnType<typeof collector>>): Promise<string> {
-  const view = await c.sessions.create({
-    points: POINTS,
-    client: '141.142.228.5',
-    timeoutMs: 20_000,
-    stopOnFirstMatch: true,
-    settleMs: 30_000,
-  });
-  await c.stored.wait(() => POINTS.every((p) => c.frames.includes(`${view.id}/${p.name}`)));
-  return view.id;
 }
 
 void t.test(
@@ -229,7 +143,7 @@ void t.test(
 
 /** Waits for a finished capture's report.json to say what its evidence.pcapng holds. */
 async function evidenceDoc(
-  c: Awaited<ReturnType<typeof collector>>,
+  c: LoopbackCollector,
   id: string,
 ): Promise<Record<string, unknown> & EvidenceDoc> {
   const until = Date.now() + 10_000;

@@ -33,6 +33,7 @@ import {
 } from '../../core/repro/repro-core';
 import { routeRepro } from '../../collector/repro-http';
 import { renderReproFile, type ReproFileName } from '../../collector/repro-bundle';
+import { collectorRuntime } from '../../collector/capture-reports';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
 import { isHoptraceError, HoptraceError } from '../../common/errors';
@@ -683,7 +684,10 @@ void t.test('hoptrace repro --collector: probes, deletion, replacement, timeline
   // The repro's bundle, as GET /v1/repros/:id/<file> and the web view serve it.
   const at = '2026-12-02T06:00:00.000Z';
   const file = (name: ReproFileName): string =>
-    renderReproFile({ view, generatedAt: at, inventory: null, evidence: null }, name) ?? '';
+    renderReproFile(
+      { view, generatedAt: at, inventory: null, evidence: null, runtime: collectorRuntime() },
+      name,
+    ) ?? '';
   const html = file('report.html');
   const svg = file('timeline.svg');
   const probeMarks = (x: string): number => (x.match(/class="probe /g) ?? []).length;

@@ -374,6 +374,9 @@ void t.test('capture: arguments to verdict to the bundle in ./hoptrace-<id>/', a
   );
   for (const f of ['report.md', 'report.json', 'report.html', 'sequence.svg', 'inventory.json'])
     t.ok(existsSync(join(dir, f)), f);
+  // Checked against the collector's SHA256SUMS, which comes home beside them.
+  t.match(text, /^ {2}verified [45] files against SHA256SUMS$/m);
+  t.ok(existsSync(join(dir, 'SHA256SUMS')), 'SHA256SUMS');
   t.match(JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')), {
     verdict: { layer: 'preserved' },
   });
@@ -388,6 +391,7 @@ void t.test('capture: arguments to verdict to the bundle in ./hoptrace-<id>/', a
   // report ID brings the same bundle home again, elsewhere.
   const again = await s.run(['report', id, '--out', 'copy', '--evidence-wait', '0s', ...kc(s)]);
   t.equal(again.code, 0, again.err.join('\n'));
+  t.match(again.out.join('\n'), /^ {2}verified [45] files against SHA256SUMS$/m);
   t.equal(
     readFileSync(join(s.dir, 'copy', 'report.md'), 'utf8'),
     readFileSync(join(dir, 'report.md'), 'utf8'),

@@ -24,6 +24,8 @@ export interface ReplayAgentOptions {
   pcap: string | ((point: string) => string);
   /** Where captures retain their frames; null: no retention. */
   retention: (Partial<RetentionStoreOptions> & { dir: string }) | null;
+  /** The version its hello announces (default `test`). */
+  version?: string;
 }
 
 /** Starts the agent; it is closed at teardown. Returns its link (a test may close it early). */
@@ -34,7 +36,7 @@ export function startReplayAgent(
   const hello: Hello = {
     agentId: o.agentId,
     node: o.node,
-    version: 'test',
+    version: o.version ?? 'test',
     nodeAddresses: [],
     namespaces: [
       { path: o.ns.path, inode: 1, addresses: [o.ns.address], interfaces: ['eth0', 'tun0'] },

@@ -153,10 +153,16 @@ void t.test('the Reproduce line reproduces, --inventory and --client included', 
   const native = existsSync(
     join(root, 'native', 'pcap-batch', 'build', 'Release', 'pcap_batch.node'),
   );
-  t.same(doc.runtime, { node: process.version, nativeDecoder: native ? 'loaded' : 'not-loaded' });
+  const platform = `${process.platform} ${process.arch}`;
+  t.same(doc.runtime, {
+    analyzedBy: 'analyze',
+    node: process.version,
+    platform,
+    nativeDecoder: native ? 'loaded' : 'not-loaded',
+  });
   t.match(
     md,
-    `\`\`\`\n\nMade with hoptrace ${pkg.version} on Node ${process.version}, the native decoder ${native ? 'loaded' : 'not loaded'}`,
+    `\`\`\`\n\nMade with hoptrace ${pkg.version} on Node ${process.version} (${platform}), the native decoder ${native ? 'loaded' : 'not loaded'}`,
   );
 
   // Doctor's file is an input: hashed, copied byte for byte; the inventory's digest is the file's
@@ -354,6 +360,12 @@ void t.test('SHA256SUMS: every other file of the bundle, as sha256sum -c checks 
   t.equal(hoptrace('analyze', ...args, '--doctor', doctor).code, 3);
   const { doc, md } = readReport(t, out);
   t.equal(doc.manifest, 'SHA256SUMS');
+  const ev = join(out, 'evidence.pcapng');
+  t.same(
+    [doc.evidence?.sha256, doc.evidence?.bytes],
+    [sha256(ev), readFileSync(ev).length],
+    "report.json names evidence.pcapng's digest as written",
+  );
   const listed = (): string[] =>
     readFileSync(join(out, 'SHA256SUMS'), 'utf8')
       .trimEnd()

@@ -224,15 +224,19 @@ void t.test('a live capture: the inputs list what report.md lists, item by item'
   ].map((m) => m[1] ?? '');
   t.match(
     items[0],
-    /^decap: <code>live vpn-node:10\.244\.1\.10 tun0 \(capture c-0001\)<\/code> — agent agent-vpn \(0\.1\.0\) on node vpn-node, 10\.244\.1\.10 tun0, filter <code>tcp<\/code>$/,
+    /^decap: <code>live vpn-node:10\.244\.1\.10 tun0 \(capture c-0001\)<\/code> — agent agent-vpn \(0\.1\.0\) on node vpn-node, 10\.244\.1\.10 tun0, filter <code>tcp<\/code>; 4 events received from it and stored$/,
   );
   t.match(
     items[2],
-    /^backend: .* — agent agent-backend on node backend-node, fd00::5 eth0, filter none$/,
+    /^backend: .* — agent agent-backend on node backend-node, fd00::5 eth0, filter none; 4 events received from it and stored$/,
   );
-  t.match(items[3], /^capture c-0001 on http:\/\/127\.0\.0\.1:7070: resolved \(conclusive\)$/);
   t.match(
-    items[4],
+    items[3],
+    /^evidence frames: none were in hand when this report was written .*: no evidence\.pcapng with it$/,
+  );
+  t.match(items[4], /^capture c-0001 on http:\/\/127\.0\.0\.1:7070: resolved \(conclusive\)$/);
+  t.match(
+    items[5],
     /^inventory as used: 2 node\(s\), 3 pod\(s\); in report\.json <code>inventory<\/code>$/,
   );
   // The same facts as report.md's list: its items with code spans as the page sets them.
@@ -241,6 +245,6 @@ void t.test('a live capture: the inputs list what report.md lists, item by item'
     .split('\n')
     .map((l) => esc(l.slice(2)).replace(/`([^`]*)`/g, '<code>$1</code>'));
   t.strictSame(items, mdItems, 'report.html and report.md list the same inputs');
-  t.equal(items.length, 5, 'three points, the capture, the inventory');
+  t.equal(items.length, 6, 'three points, the evidence frames, the capture, the inventory');
   t.end();
 });

@@ -56,6 +56,46 @@ void t.test('valid: files (doctor given, not run, unreadable) and a live capture
     inventoryGiven: INVENTORY,
   });
   t.same(doc['inventory'], INVENTORY);
+  t.same(doc['runtime'], {
+    analyzedBy: 'collector',
+    node: process.version,
+    platform: `${process.platform} ${process.arch}`,
+  });
+  t.match(doc['inputs'], [{ eventsReceived: 4 }, {}, {}]);
+  t.end();
+});
+
+void t.test('runtime: hoptrace analyze with its decoder, the collector without one', (t) => {
+  const analyze = { analyzedBy: 'analyze', node: 'v20.1.0', platform: 'linux x64' };
+  const collector = { analyzedBy: 'collector', node: 'v20.1.0', platform: 'linux arm64' };
+  const files = docOf(FILES);
+  const liveDoc = docOf(live);
+  for (const [what, doc, runtime, valid] of [
+    ['analyze', files, { ...analyze, nativeDecoder: 'loaded' }, true],
+    [
+      'an older analyze (node and decoder only)',
+      files,
+      { node: 'v20.1.0', nativeDecoder: 'not-loaded' },
+      true,
+    ],
+    ['the collector', liveDoc, collector, true],
+    ['analyze without its decoder', files, analyze, false],
+    ['the collector with a decoder', liveDoc, { ...collector, nativeDecoder: 'loaded' }, false],
+    [
+      'the collector without its platform',
+      liveDoc,
+      { analyzedBy: 'collector', node: 'v20.1.0' },
+      false,
+    ],
+    ['someone else', liveDoc, { ...collector, analyzedBy: 'agent' }, false],
+  ] as const) {
+    const errors = reportSchemaErrors({ ...doc, runtime });
+    t.equal(
+      errors.length === 0,
+      valid,
+      `${what}: ${valid ? 'valid' : 'refused'} (${errors.join('; ')})`,
+    );
+  }
   t.end();
 });
 

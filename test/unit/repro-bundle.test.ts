@@ -22,12 +22,15 @@ import type { FramesReply, FramesRequest, NamespaceInfo } from '../../common/wir
 import { REPRO_EVIDENCE_MAX_FRAMES, reproFramesToFetch } from '../../core/repro/repro-evidence';
 import { REPRO_TIMES_NOTE, type ProbeFlow } from '../../core/repro/repro-core';
 import { esc } from '../../core/report/markup';
+import { sha256Hex } from '../../common/sha256sums';
+import { hoptraceVersion } from '../../common/version';
 import { FakeHub, status } from './collector-fixtures';
 import { ADDR, CLIENT, DIRECT, INVENTORY, MS, T0, exchange } from './fixtures-events';
 import { tcp } from './frames';
 import { markupErrors } from './markup-check';
 import { reproReportSchemaErrors } from './report-schema';
 import { tsharkColumn } from './tshark';
+import { checkSums, listedNames } from './sums-check';
 
 function ns(path: string, ...ips: string[]): NamespaceInfo {
   return { path, inode: 1, addresses: ['127.0.0.1', ...ips], interfaces: ['lo', 'eth0'] };
@@ -189,6 +192,9 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
   t.same(reproReportSchemaErrors(running), [], 'a running repro’s report.json is valid');
   t.equal(running.state, 'running');
   t.match(running.evidenceMissing, /still running/);
+  t.equal(repros.bundleFile(v.id, 'SHA256SUMS'), null, 'no SHA256SUMS of a rendering');
+  t.notOk('manifest' in running, 'and report.json names none');
+  t.notOk(repros.bundleNames(v.id).includes('SHA256SUMS'));
 
   // The pod goes; a probe finds no one; the replacement comes.
   addMark(repros, v.id, 'deleted', T + 1000);
@@ -236,7 +242,7 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
   const doc = JSON.parse(file('report.json')) as {
     schemaVersion: number;
     inputs: { captures: { capture: string; node: string; iface: string; agentVersion: string }[] };
-    captureHealth: { capture: string; packets: number }[];
+    captureHealth: { capture: string; packets: number; events: number }[];
     evidence: { packets: number; interfaces: { name: string }[]; probesWithoutPackets: string[] };
     timeline: { probeId: string; verdict: string }[];
   };
@@ -327,6 +333,42 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
   t.match(
     tsharkColumn(pcap, 'frame.comment').join('\n'),
     /probe p1 \(preserved\): decap \(vpn-pod\) frame 1: request SYN/,
+  );
+
+  // SHA256SUMS: every other file as written, checked in the bundle's directory; the collector's
+  // runtime and evidence.pcapng's digest in every text form.
+  const bundleDir = join(dir, 'repros', v.id);
+  t.same(
+    listedNames(file('SHA256SUMS')),
+    REPRO_FILES.filter((n) => n !== 'SHA256SUMS').sort(),
+    'SHA256SUMS lists every other file of the bundle',
+  );
+  const sums = checkSums(bundleDir);
+  t.ok(sums.ok, `${sums.how} in the bundle's directory: ${sums.out}`);
+  t.equal(repros.bundleFile(v.id, 'SHA256SUMS')?.body.toString(), file('SHA256SUMS'));
+  t.equal(repros.bundleFile(v.id, 'SHA256SUMS')?.contentType, 'text/plain; charset=utf-8');
+  const platform = `${process.platform} ${process.arch}`;
+  const withRuntime = doc as typeof doc & {
+    runtime?: unknown;
+    manifest?: string;
+    evidence: { sha256?: string; bytes?: number };
+  };
+  t.same(withRuntime.runtime, { analyzedBy: 'collector', node: process.version, platform });
+  t.equal(withRuntime.manifest, 'SHA256SUMS');
+  const pcapBytes = readFileSync(join(bundleDir, 'evidence.pcapng'));
+  t.same(
+    [withRuntime.evidence.sha256, withRuntime.evidence.bytes],
+    [sha256Hex(pcapBytes), pcapBytes.length],
+  );
+  const made = `Analysed by the collector: hoptrace ${hoptraceVersion()} on Node ${process.version} (${platform})`;
+  t.match(md, made, 'report.md: the runtime line');
+  t.match(html, made, 'report.html: the runtime line');
+  t.match(md, `SHA-256 ${sha256Hex(pcapBytes)}`, "report.md: evidence.pcapng's digest");
+  t.match(md, /\n- SHA256SUMS: the SHA-256 of every other file of this bundle/);
+  const events = doc.captureHealth.find((c) => c.capture === 'backend')?.events;
+  t.match(
+    md,
+    new RegExp(`\\| backend \\| r-\\S+ \\| a-web \\(test\\) \\| .* \\| ${events} \\|\\n`),
   );
 
   // A collector started again serves the bundle as written.
