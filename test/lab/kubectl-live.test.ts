@@ -179,6 +179,8 @@ if (missing.length > 0) {
       // The bundle on disk, evidence.pcapng with the packets of every point.
       const bundle = join(dir, `hoptrace-${id}`);
       for (const f of BUNDLE_FILES) t.ok(existsSync(join(bundle, f)), `${f} downloaded`);
+      // Every file checked against the collector's SHA256SUMS on the way (bundle-download.ts).
+      t.match(err.join('\n'), /^ {2}verified [1-9]\d* files against SHA256SUMS$/m);
       t.match(
         err.join('\n'),
         new RegExp(`^bundle: ${bundle.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}/`, 'm'),
