@@ -29,7 +29,7 @@ import type { CollectorCommand } from './link/collector-link';
 import type { NamespaceInfo, NetnsScope } from './netns/addresses';
 import type { ResolvedTarget } from './netns/resolve';
 import { joinTicker } from './ticker';
-import { framesRefused } from './requests';
+import { framesRefused } from './link/request-refusal';
 
 /** What the runtime needs of a capture (NsCapture; tests give fakes, startEncoded optional). */
 type RuntimeCapture = Pick<NsCapture, 'start' | 'stop' | 'stats'> &

@@ -10,7 +10,7 @@
  *   GET    /v1/captures/:id/<bundle file>    report.md, .json, .html, sequence.svg, evidence.pcapng, inventory.json; 404 until the verdict
  *   DELETE /v1/captures/:id                  cancels (stop to the agents)
  *   /v1/repros…                              collector/repro-http.ts
- *   POST   /v1/doctor                        DoctorResult (collector/doctor-remote.ts) | 400 | 409
+ *   POST   /v1/doctor                        DoctorResult (collector/doctor-remote.ts) | 400 (DOCTOR_BAD_REQUEST: an agent refused it) | 409
  *
  * Authentication: `Authorization: Bearer <token>` with an agent token or an API token. Errors are
  * `{"error": {"code", "message", "where", "hint"}}`.
@@ -59,6 +59,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   API_NO_AGENT: 409,
   API_TOO_MANY_CAPTURES: 429,
   DOCTOR_NO_AGENT: 409,
+  DOCTOR_BAD_REQUEST: 400,
   REPRO_NO_WORKLOAD: 409,
   REPRO_NOT_SUPPORTED: 501,
   STORE_IO: 503,

@@ -142,6 +142,8 @@ export const ERRORS = {
     'reading rp_filter, routes or the nat table inside a namespace failed; the checks are partial',
   DOCTOR_DENIED_TEST_FAILED: 'the denied-source test could not capture or send its request',
   DOCTOR_NO_AGENT: 'no connected agent can read a namespace the doctor needs',
+  DOCTOR_BAD_REQUEST:
+    "a doctor request or conntrack query breaks a bound of the agent's (common/command-limits.ts: a target of 4,096 characters, 16 namespaces, 16 routeTo addresses, 256 tuples, names of 256) or does not decode; the agent read nothing and said so at once",
   CONNTRACK_READ_FAILED: 'listing the conntrack table inside a namespace failed',
   // Evidence frames (agent/capture/retention*.ts, common/frames-wire.ts, collector/frames-fetch.ts).
   RETENTION_FULL:

@@ -275,6 +275,9 @@ export interface DoctorReport {
   agentId: string;
   node: string;
   facts: NamespaceFacts[];
+  /** The request was refused whole, nothing read (facts empty): its stable code and why. */
+  errorCode?: string;
+  message?: string;
 }
 
 /** An address:port pair in one direction of a conntrack entry. */
@@ -319,6 +322,9 @@ export interface ConntrackReport {
   entries: ConntrackEntry[];
   /** Per namespace read errors: `name: CODE message`. */
   errors: string[];
+  /** The query was refused whole, nothing read: its stable code and why. */
+  errorCode?: string;
+  message?: string;
 }
 
 // --- evidence frames (issue 16) ---------------------------------------------------------------

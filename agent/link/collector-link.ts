@@ -32,6 +32,7 @@ import type {
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff';
 import { Spool } from './spool';
 import { maskOptionsFor } from './frame-mask';
+import { requestRefused } from './request-refusal';
 
 export interface CollectorLinkOptions {
   /** ws:// or wss:// URL of the collector's agent endpoint (…/v1/agents). */
@@ -485,8 +486,9 @@ export class CollectorLink {
    * A message that did not decode. Messages are independent (ws frames them), so the link stays:
    * cutting it made a reconnect storm, since the collector sends the same thing again. A body kind
    * of a newer collector is ignored (logged once per kind, counted); anything else is reported
-   * (lastError) and counted, and a capture command refused for its bounds fails its point with
-   * the reason, so the collector does not wait for it.
+   * (lastError) and counted, and what it asked is answered when it can be told which it was: a
+   * capture command fails its point with the reason, a doctor, conntrack or frames request gets
+   * a refused reply (request-refusal.ts), so the collector does not wait for either.
    */
   private refused(e: unknown): void {
     const what = refusedEnvelopeOf(e);
@@ -506,13 +508,20 @@ export class CollectorLink {
     const code: ErrorCode = isHoptraceError(e) ? e.code : 'WIRE_MALFORMED';
     const detail = isHoptraceError(e) ? e.detail : 'undecodable message from the collector';
     this.report(code, `${detail}; the message was ignored`);
-    if (what?.kind === 'capture' && what.captureId !== undefined && what.point !== undefined)
-      this.send('error', {
-        code,
-        message: `${code}: the capture command was refused: ${detail}`,
-        captureId: what.captureId,
-        point: what.point,
-      });
+    if (what === undefined) return;
+    if (what.kind === 'capture') {
+      if (what.captureId !== undefined && what.point !== undefined)
+        this.send('error', {
+          code,
+          message: `${code}: the capture command was refused: ${detail}`,
+          captureId: what.captureId,
+          point: what.point,
+        });
+      return;
+    }
+    const hello = this.opts.hello();
+    const reply = requestRefused(what, { agentId: hello.agentId, node: hello.node }, code, detail);
+    if (reply !== null) this.reply(reply);
   }
 
   private onHelloAck(ack: HelloAck): void {

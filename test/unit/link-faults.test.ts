@@ -193,6 +193,108 @@ void t.test(
 );
 
 void t.test(
+  'a doctor, conntrack or frames request that breaks a bound is answered at once, refused',
+  async (t) => {
+    const target = { name: 'vpn', target: '/'.repeat(5000), routeTo: [] };
+    const tuple = { src: '10.0.0.1', dst: '10.0.0.2', sport: 1, dport: 2 };
+    const fake = await fakeCollector((ws) => {
+      ws.send(
+        encodeEnvelope({
+          seq: 0,
+          kind: 'doctorRequest',
+          doctorRequest: { requestId: 'q-d', targets: [target], family: 4 },
+        }),
+      );
+      ws.send(
+        encodeEnvelope({
+          seq: 0,
+          kind: 'conntrackQuery',
+          conntrackQuery: {
+            requestId: 'q-c',
+            captureId: 'c1',
+            targets: [],
+            tuples: Array.from({ length: 257 }, () => tuple),
+          },
+        }),
+      );
+      ws.send(
+        encodeEnvelope({
+          seq: 0,
+          kind: 'framesRequest',
+          framesRequest: {
+            requestId: 'q-f',
+            captureId: 'c1',
+            point: 'decap',
+            frames: Array.from({ length: 300 }, (_, i) => i + 1),
+            release: true,
+          },
+        }),
+      );
+      // One whose request id is itself past the bound: nothing to answer to.
+      ws.send(
+        encodeEnvelope({
+          seq: 0,
+          kind: 'doctorRequest',
+          doctorRequest: { requestId: 'q'.repeat(300), targets: [], family: 4 },
+        }),
+      );
+    });
+    const l = linkTo(fake);
+    const requests: unknown[] = [];
+    l.link.onRequest((r) => requests.push(r));
+    t.teardown(async () => {
+      await l.link.close();
+      await fake.close();
+    });
+    const replies = (): Envelope[] =>
+      fake.got.filter((e) => ['doctorReport', 'conntrackReport', 'framesReply'].includes(e.kind));
+    // The old link answered none of them: the collector waited out its 10 s.
+    t.ok(await within(fake, () => replies().length === 3), 'three replies');
+    t.match(replies(), [
+      {
+        kind: 'doctorReport',
+        doctorReport: {
+          requestId: 'q-d',
+          agentId: 'agent-f',
+          node: 'node-agent-f',
+          facts: [],
+          errorCode: 'DOCTOR_BAD_REQUEST',
+          message:
+            /^DOCTOR_BAD_REQUEST: node-agent-f: the doctorRequest was refused whole, nothing read: the doctorRequest body's target is 5000 long \(at most 4096\) \(the collector asked more/,
+        },
+      },
+      {
+        kind: 'conntrackReport',
+        conntrackReport: {
+          requestId: 'q-c',
+          captureId: 'c1',
+          entries: [],
+          errorCode: 'DOCTOR_BAD_REQUEST',
+          message: /tuples is 257 long \(at most 256\)/,
+        },
+      },
+      {
+        kind: 'framesReply',
+        framesReply: {
+          requestId: 'q-f',
+          captureId: 'c1',
+          point: 'decap',
+          records: [],
+          missing: [],
+          errorCode: 'FRAMES_MALFORMED',
+          message: /^FRAMES_MALFORMED: the frames request was refused: 300 frames \(at most 256\)/,
+        },
+      },
+    ]);
+    t.same(requests, [], 'none reached the request handlers');
+    await sleep(100);
+    t.equal(replies().length, 3, 'the one without a readable id is not answered');
+    t.equal(fake.conns.length, 1, 'the link stays');
+    t.match(l.link.stats(), { malformed: 4 });
+  },
+);
+
+void t.test(
   'a message over 16 MiB closes the link as WIRE_TOO_LARGE (ws default: 100 MiB)',
   async (t) => {
     const fake = await fakeCollector((ws, n) => {
