@@ -69,6 +69,8 @@ export interface AgentView {
   lastSeen: string;
   nodeAddresses: string[];
   namespaces: { path: string; addresses: string[]; interfaces: string[] }[];
+  /** Messages of a kind this collector does not know (a newer agent's), ignored. */
+  unknownMessages: number;
 }
 
 export function captureView(s: CaptureSession): CaptureView {
@@ -141,5 +143,6 @@ export function agentView(a: AgentInfo): AgentView {
       addresses: n.addresses,
       interfaces: n.interfaces,
     })),
+    unknownMessages: a.unknownMessages,
   };
 }

@@ -49,12 +49,17 @@ import type {
 
 /**
  * What a refused Envelope was about, when that much could be read: a newer peer's body kind (its
- * field number), or the capture or request whose body broke a bound or
+ * field number, and the seq it came with), or the capture or request whose body broke a bound or
  * did not decode (so the agent can answer it instead of leaving the collector waiting).
  */
 export interface RefusedEnvelope {
-  /** A body field number this version does not know (proto Envelope.body). */
+  /**
+   * A body field number this version does not know (proto Envelope.body): a well-formed Envelope
+   * of a newer peer, which a receiver ignores (proto/hoptrace.proto Envelope).
+   */
   unknownField?: number;
+  /** With unknownField: the Envelope's seq (> 0: a spooled message, to acknowledge). */
+  seq?: number;
   kind?: string;
   captureId?: string;
   point?: string;
@@ -666,6 +671,7 @@ export function decodeEnvelopeReflect(bytes: Uint8Array): Envelope {
         `body field ${field} is not one this version knows (a newer peer)`,
         {
           unknownField: field,
+          seq: seqNum(o.seq, 'seq'),
         },
       );
     throw malformed('the Envelope has no body');

@@ -94,6 +94,8 @@ export const ERRORS = {
     'a transport message is not a valid hoptrace Envelope (garbage, text frame, no body)',
   WIRE_UNEXPECTED:
     'a valid transport message that this peer must not send now (wrong direction, before hello, no seq)',
+  WIRE_UNKNOWN_KIND:
+    "a well-formed transport message of a kind this version does not know (a newer peer's, in a rolling upgrade): ignored, counted and logged once, the link kept",
   WIRE_TOO_LARGE: 'a transport message exceeds the maximum payload size',
   WIRE_HELLO_TIMEOUT: 'the agent did not send hello (or the collector helloAck) in time',
   AGENT_BAD_NAME:

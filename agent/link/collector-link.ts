@@ -113,8 +113,12 @@ export interface LinkStats {
    * large); null once a connection has stayed up for healthyMs (30 s).
    */
   lastError: ErrorCode | null;
-  /** Messages from the collector whose body kind this version does not know (ignored). */
-  unknownBodies: number;
+  /**
+   * Messages from the collector whose body kind this version does not know (a newer collector's:
+   * ignored, logged once per kind with code WIRE_UNKNOWN_KIND; the collector does the same with a
+   * newer agent's, its agent record's unknownMessages).
+   */
+  unknownMessages: number;
   /** Messages from the collector that did not decode or broke a bound (ignored, reported). */
   malformed: number;
 }
@@ -163,7 +167,7 @@ export class CollectorLink {
     beat?: NodeJS.Timeout;
     healthy?: NodeJS.Timeout;
   } = {};
-  private counts = { sent: 0, acked: 0, reconnects: 0, unknownBodies: 0, malformed: 0 };
+  private counts = { sent: 0, acked: 0, reconnects: 0, unknownMessages: 0, malformed: 0 };
   /** Unknown body field numbers already logged (each once; a few dozen at most). */
   private readonly unknownLogged = new Set<number>();
   private lastError: ErrorCode | null = null;
@@ -249,7 +253,7 @@ export class CollectorLink {
       lostEvents: this.spool.droppedEvents,
       reconnects: this.counts.reconnects,
       lastError: this.lastError,
-      unknownBodies: this.counts.unknownBodies,
+      unknownMessages: this.counts.unknownMessages,
       malformed: this.counts.malformed,
     };
   }
@@ -494,11 +498,11 @@ export class CollectorLink {
     const what = refusedEnvelopeOf(e);
     const field = what?.unknownField;
     if (field !== undefined) {
-      this.counts.unknownBodies++;
+      this.counts.unknownMessages++;
       if (this.unknownLogged.size < 64 && !this.unknownLogged.has(field)) {
         this.unknownLogged.add(field);
         this.log.warn(
-          { code: 'WIRE_MALFORMED', url: this.opts.url, field },
+          { code: 'WIRE_UNKNOWN_KIND', url: this.opts.url, unknownField: field },
           `the collector sent a message of a kind this agent does not know (Envelope field ${field}: a newer collector?); ignored, and so are later ones of it`,
         );
       }

@@ -12,7 +12,13 @@
  * it is (agents.json not quarantined).
  */
 import WebSocket from 'ws';
-import { AGENT_KINDS, decodeEnvelope, encodeEnvelope, isSpooledKind } from '../../common/envelope';
+import {
+  AGENT_KINDS,
+  decodeEnvelope,
+  encodeEnvelope,
+  isSpooledKind,
+  refusedEnvelopeOf,
+} from '../../common/envelope';
 import type { Hello } from '../../common/wire';
 import { agentIdProblem, nodeNameProblem } from '../../common/agent-names';
 import { helloTooLarge } from '../../common/hello-limits';
@@ -51,14 +57,17 @@ function helloRefused(h: Hello): boolean {
 
 /**
  * What the hub does with a frame, as foreseen from its decoding: go on (with the seq of a spooled
- * frame, else 0), or refuse it.
+ * frame, else 0), or refuse it. A well-formed Envelope of a body kind the hub does not know (a
+ * newer agent's) is ignored and, spooled, acknowledged: the hub goes on.
  */
 function foresee(bytes: Uint8Array, agentId: string): { on: boolean; seq: number } {
   let env;
   try {
     // As the hub gets it from ws: a Buffer (protobufjs reads Buffers and Uint8Arrays apart).
     env = decodeEnvelope(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-  } catch {
+  } catch (e) {
+    const unknown = refusedEnvelopeOf(e);
+    if (unknown?.unknownField !== undefined) return { on: true, seq: unknown.seq ?? 0 };
     return { on: false, seq: 0 };
   }
   if (!AGENT_KINDS.includes(env.kind)) return { on: false, seq: 0 };

@@ -89,7 +89,7 @@ const AGENT_BOUNDS = [
   '| frames requests | 8 at once (a reply ≤ 4 MiB) | every frame missing (`AGENT_BUSY`) | agent-requests.test |',
   "| one message | 16 MiB, the collector's own bound (ws's default: 100 MiB) | link closed and reported (`WIRE_TOO_LARGE`), reconnected with backoff | link-faults.test |",
   "| a command's fields | names 256, a target 4,096, an interface 64, a filter 16,384 characters; 16 namespaces, 16 routeTo each, 256 tuples | refused whole (`WIRE_MALFORMED`), answered at once when its id can be read: a capture's point fails with the reason, a doctor request or conntrack query is answered refused (`DOCTOR_BAD_REQUEST`: a 400 from `POST /v1/doctor`), a frames request names no frame | envelope.test, link-faults.test, request-refusal.test |",
-  '| a body kind the agent does not know | – | ignored, logged once per kind, counted; the link stays | link-faults.test |',
+  "| a body kind the agent does not know | – | ignored, logged once per kind (`WIRE_UNKNOWN_KIND`), counted; the link stays — as the collector does with a newer agent's body kind (counted on its record, acknowledged) | link-faults.test, hub.test |",
   '| an undecodable message | – | ignored, counted, reported as `lastError`; the link stays | link-faults.test |',
   '| a collector that drops every connection after helloAck | backoff reset only after 30 s connected | retried ever more slowly (200 ms doubling to 10 s), `lastError` kept | link-faults.test |',
   "| a capture's deadline | past by the agent's clock, or > 7 days ahead | refused (`CAPTURE_BAD_DEADLINE`); a deadline timer looks at the clock at least hourly | agent-runtime.test |",
