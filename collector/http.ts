@@ -4,7 +4,7 @@
  *
  *   GET    /healthz                          no token needed
  *   GET    /v1/agents
- *   POST   /v1/captures                      201 CaptureView | 400 | 409 API_NO_AGENT | 429 API_TOO_MANY_CAPTURES
+ *   POST   /v1/captures                      201 CaptureView | 400 | 409 API_NO_AGENT | 429 API_TOO_MANY_CAPTURES, API_AGENT_BUSY
  *   GET    /v1/captures                      {captures: CaptureView[]}
  *   GET    /v1/captures/:id                  CaptureView | 404
  *   GET    /v1/captures/:id/<bundle file>    report.md, .json, .html, sequence.svg, evidence.pcapng, inventory.json; 404 until the verdict
@@ -58,6 +58,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   API_METHOD_NOT_ALLOWED: 405,
   API_NO_AGENT: 409,
   API_TOO_MANY_CAPTURES: 429,
+  API_AGENT_BUSY: 429,
   DOCTOR_NO_AGENT: 409,
   DOCTOR_BAD_REQUEST: 400,
   REPRO_NO_WORKLOAD: 409,

@@ -168,6 +168,7 @@ function bodyToWire(env: Envelope): [string, Record<string, unknown>] {
           nodeAddresses: h.nodeAddresses,
           namespaces: h.namespaces.map((n) => ({ ...n, inode: u64(n.inode) })),
           spoolFirstSeq: u64(h.spoolFirstSeq),
+          ...(h.maxCaptures === undefined ? {} : { maxCaptures: h.maxCaptures }),
         },
       ];
     }
@@ -341,6 +342,7 @@ function targetChecks(o: Obj): [string, number, number][] {
 }
 
 function helloFromWire(o: Obj): Hello {
+  const maxCaptures = num(o.maxCaptures ?? 0, 'maxCaptures');
   const namespaces: NamespaceInfo[] = objs(o, 'namespaces').map((n) => ({
     path: str(n, 'path'),
     inode: num(n.inode, 'namespace inode'),
@@ -354,6 +356,8 @@ function helloFromWire(o: Obj): Hello {
     nodeAddresses: strs(o, 'nodeAddresses'),
     namespaces,
     spoolFirstSeq: seqNum(o.spoolFirstSeq, 'spoolFirstSeq'),
+    // 0: an agent older than the field (proto Hello.max_captures).
+    ...(maxCaptures > 0 ? { maxCaptures } : {}),
   };
 }
 

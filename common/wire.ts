@@ -18,6 +18,11 @@ export interface Hello {
   nodeAddresses: string[];
   namespaces: NamespaceInfo[];
   spoolFirstSeq: number;
+  /**
+   * Captures the agent runs at once at most (its --max-captures); absent from an agent older than
+   * the field (the collector takes HELLO_DEFAULT_MAX_CAPTURES, common/hello-limits.ts).
+   */
+  maxCaptures?: number;
 }
 
 export interface HelloAck {

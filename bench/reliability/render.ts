@@ -83,7 +83,7 @@ const AGENT_BOUNDS = [
   '',
   '| what the collector sends | bound | past it | test |',
   '| --- | --- | --- | --- |',
-  '| captures at once | 4 live (`--max-captures`): ~340 MiB | refused at once, nothing started (`AGENT_BUSY`) | agent-runtime.test |',
+  '| captures at once | 4 live (`--max-captures`): ~340 MiB | refused at once, nothing started (`AGENT_BUSY`); the hello says the number, and the collector refuses a capture that needs more of a node before arming it (`API_AGENT_BUSY`; 4 for an agent that does not say) | agent-runtime.test, capture-limit.test |',
   '| finished captures | forgotten once their last status is sent; the last 64 statuses answer a resent command | – (200,000 failed captures were all kept, +246 MiB) | agent-runtime.test |',
   '| doctor and conntrack requests | 2 read at once (≤ 32 MiB of child output each), 8 waiting | answered at once, each namespace unread (`AGENT_BUSY`) | agent-requests.test |',
   '| frames requests | 8 at once (a reply ≤ 4 MiB) | every frame missing (`AGENT_BUSY`) | agent-requests.test |',

@@ -362,3 +362,11 @@ void t.test("a report's refusal crosses the wire; a report without one has none"
   t.notOk(plain.kind === 'doctorReport' && 'errorCode' in plain.doctorReport, 'not refused');
   t.end();
 });
+
+void t.test("a hello's max captures cross the wire; an older agent's hello has none", (t) => {
+  const h = round({ seq: 0, kind: 'hello', hello: { ...hello('a1'), maxCaptures: 6 } });
+  t.equal(h.kind === 'hello' ? h.hello.maxCaptures : -1, 6);
+  const old = round({ seq: 0, kind: 'hello', hello: hello('a1') });
+  t.notOk(old.kind === 'hello' && 'maxCaptures' in old.hello, 'an older agent says nothing');
+  t.end();
+});
