@@ -22,7 +22,7 @@ import { InventoryCache } from './netns/inventory-cache';
 import { resolveTarget } from './netns/resolve';
 import { answerRequest } from './doctor/serve';
 import { serveRequests } from './requests';
-import { AgentRuntime, buildHello } from './runtime';
+import { AgentRuntime, buildHello, DEFAULT_MAX_CAPTURES } from './runtime';
 import { HoptraceError, isHoptraceError } from '../common/errors';
 import { agentIdProblem, nodeNameProblem } from '../common/agent-names';
 import { hoptraceVersion } from '../common/version';
@@ -128,12 +128,13 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   };
   await refresh();
 
+  const maxCaptures = opts.maxCaptures ?? DEFAULT_MAX_CAPTURES;
   const link = new CollectorLink({
     url: opts.collectorUrl,
     token: opts.token,
     ...(opts.ca ? { ca: opts.ca } : {}),
     ...(opts.cert && opts.key ? { cert: opts.cert, key: opts.key } : {}),
-    hello: () => buildHello(agentId, node, hoptraceVersion(), nodeAddrs, namespaces),
+    hello: () => buildHello(agentId, node, hoptraceVersion(), nodeAddrs, namespaces, maxCaptures),
     onSeqExhausted: () => {
       agentId = newId();
     },
@@ -170,7 +171,7 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       ...(retention === undefined ? {} : { retention }),
     },
     log.child({ agentId }),
-    opts.maxCaptures === undefined ? {} : { maxCaptures: opts.maxCaptures },
+    { maxCaptures },
   );
   onChange = () => {
     link.refreshHello();

@@ -11,6 +11,7 @@ import { HoptraceError } from '../common/errors';
 import { FACT_PARTS, emptyNamespaceFacts } from '../common/wire';
 import type { FramesReply, FramesRequest, NamespaceFacts } from '../common/wire';
 import type { AgentReplyBody, CollectorRequest } from './link/collector-link';
+import { framesRefused } from './link/request-refusal';
 
 /**
  * Doctor and conntrack requests answered at once (2: ≤ 64 MiB of child output) and waiting
@@ -96,27 +97,6 @@ export function serveRequests(
     void run.then((body) => {
       deps.reply(body);
     });
-  };
-}
-
-/** A reply naming every frame asked for as missing, for one reason. */
-export function framesRefused(
-  req: FramesRequest,
-  err: { code: string; message: string },
-): FramesReply {
-  const frames = [...new Set(req.frames)].sort((a, b) => a - b);
-  return {
-    requestId: req.requestId,
-    captureId: req.captureId,
-    point: req.point,
-    linkType: null,
-    snaplen: 0,
-    records: [],
-    missing: frames.map((frame) => ({ frame, reason: err.code })),
-    retained: 0,
-    retentionDropped: 0,
-    errorCode: err.code,
-    message: err.message,
   };
 }
 

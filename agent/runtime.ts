@@ -29,7 +29,7 @@ import type { CollectorCommand } from './link/collector-link';
 import type { NamespaceInfo, NetnsScope } from './netns/addresses';
 import type { ResolvedTarget } from './netns/resolve';
 import { joinTicker } from './ticker';
-import { framesRefused } from './requests';
+import { framesRefused } from './link/request-refusal';
 
 /** What the runtime needs of a capture (NsCapture; tests give fakes, startEncoded optional). */
 type RuntimeCapture = Pick<NsCapture, 'start' | 'stop' | 'stats'> &
@@ -92,6 +92,8 @@ export const FRAMES_WAIT_MS = 15_000;
  * flight, so 4 captures (~340 MiB) leave room for the doctor's and conntrack's child processes
  * (agent/requests.ts) and frames replies, where a fifth would put the agent near its limit, and
  * the kernel would kill the agent, with every capture of the node, instead of refusing one.
+ * The hello announces the agent's number (Hello.max_captures); agents from before that field ran
+ * this default, which collectors assume for them (common/hello-limits.ts).
  */
 export const DEFAULT_MAX_CAPTURES = 4;
 /** Final statuses kept to answer a resent command of a finished capture (not to re-run it). */
@@ -473,13 +475,17 @@ export class AgentRuntime {
   }
 }
 
-/** The hello an agent sends: who it is and every address it can see. */
+/**
+ * The hello an agent sends: who it is, every address it can see, and how many captures it runs at
+ * once (the collector refuses a capture beyond it up front).
+ */
 export function buildHello(
   agentId: string,
   node: string,
   version: string,
   nodeAddresses: string[],
   namespaces: NamespaceInfo[],
+  maxCaptures: number,
 ): Hello {
   return {
     agentId,
@@ -493,6 +499,7 @@ export function buildHello(
       interfaces: n.ifaces,
     })),
     spoolFirstSeq: 0,
+    maxCaptures,
   };
 }
 

@@ -2,10 +2,11 @@
  * Request/reply with agents over the hub for `hoptrace doctor`, conntrack evidence and evidence
  * frames: a DoctorRequest, ConntrackQuery or FramesRequest goes out with a fresh requestId, the
  * agent's answer comes back unspooled, and a missing answer is a timeout (the caller reports it,
- * nothing is retried).
+ * nothing is retried). A doctor or conntrack answer that says the agent refused the request
+ * (error_code: DOCTOR_BAD_REQUEST, a bound broken) rejects at once with that code and why.
  */
 import { randomBytes } from 'node:crypto';
-import { HoptraceError, type ErrorCode } from '../common/errors';
+import { detailOf, ERRORS, HoptraceError, type ErrorCode } from '../common/errors';
 import type {
   ConntrackReport,
   ConntrackTuple,
@@ -20,6 +21,33 @@ interface Pending {
   agentId: string;
   resolve: (r: AgentReply) => void;
   timer: NodeJS.Timeout;
+}
+
+/** The most of an agent's refusal message the collector passes on (the agent is not trusted). */
+const MAX_REFUSAL_CHARS = 1024;
+
+/**
+ * The error of a report in which the agent refused the request whole (its errorCode), or null:
+ * the agent's code when the catalog has it (else WIRE_UNEXPECTED) and its message, cut to
+ * MAX_REFUSAL_CHARS.
+ */
+function refusalOf(
+  agentId: string,
+  what: string,
+  r: { errorCode?: string; message?: string },
+): HoptraceError | null {
+  const code = r.errorCode;
+  if (code === undefined || code === '') return null;
+  const known = code in ERRORS ? (code as ErrorCode) : null;
+  const said = detailOf(r.message ?? '', code, undefined, undefined);
+  const cut = said.length > MAX_REFUSAL_CHARS ? `${said.slice(0, MAX_REFUSAL_CHARS)}…` : said;
+  return new HoptraceError(
+    known ?? 'WIRE_UNEXPECTED',
+    known === null
+      ? `refused the ${what} with a code this collector does not know (${code.slice(0, 64)}): ${cut}`
+      : `refused the ${what}: ${cut}`,
+    { where: `agent ${agentId}` },
+  );
 }
 
 /** Sends requests to agents and matches their replies. One per hub. */
@@ -90,7 +118,10 @@ export class AgentRequests {
     return r.report;
   }
 
-  /** Asks one agent for the doctor facts of `targets`, read for `family`. Rejects with DOCTOR_NO_AGENT. */
+  /**
+   * Asks one agent for the doctor facts of `targets`, read for `family`. Rejects with
+   * DOCTOR_NO_AGENT (not connected, no answer in time) or the agent's refusal (DOCTOR_BAD_REQUEST).
+   */
   async doctor(agentId: string, targets: DoctorTarget[], family: 4 | 6): Promise<DoctorReport> {
     const r = await this.ask(
       agentId,
@@ -103,10 +134,15 @@ export class AgentRequests {
     );
     if (r.kind !== 'doctorReport')
       throw new HoptraceError('WIRE_UNEXPECTED', `${r.kind} for a doctor request`);
+    const refused = refusalOf(agentId, 'doctor request', r.report);
+    if (refused !== null) throw refused;
     return r.report;
   }
 
-  /** Asks one agent for the conntrack entries of a flow. Rejects with DOCTOR_NO_AGENT. */
+  /**
+   * Asks one agent for the conntrack entries of a flow. Rejects with DOCTOR_NO_AGENT or the
+   * agent's refusal (DOCTOR_BAD_REQUEST).
+   */
   async conntrack(
     agentId: string,
     captureId: string,
@@ -124,6 +160,8 @@ export class AgentRequests {
     );
     if (r.kind !== 'conntrackReport')
       throw new HoptraceError('WIRE_UNEXPECTED', `${r.kind} for a conntrack query`);
+    const refused = refusalOf(agentId, 'conntrack query', r.report);
+    if (refused !== null) throw refused;
     return r.report;
   }
 }

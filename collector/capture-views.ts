@@ -4,6 +4,7 @@
  * read these shapes through collector/index.ts.
  */
 import type { Verdict } from '../core/attribute/attribute';
+import { helloMaxCaptures } from '../common/hello-limits';
 import type { AgentInfo } from './hub-types';
 import type { CaptureSession, PointState, SessionState } from './session';
 
@@ -69,6 +70,12 @@ export interface AgentView {
   lastSeen: string;
   nodeAddresses: string[];
   namespaces: { path: string; addresses: string[]; interfaces: string[] }[];
+  /** Captures the agent runs at once at most (its hello's; 4 for an agent that does not say). */
+  maxCaptures: number;
+  /** Capture points it runs for this collector now (live captures and repros). */
+  liveCaptures: number;
+  /** Messages of a kind this collector does not know (a newer agent's), ignored. */
+  unknownMessages: number;
 }
 
 export function captureView(s: CaptureSession): CaptureView {
@@ -126,7 +133,7 @@ export function captureView(s: CaptureSession): CaptureView {
 }
 
 /** One agent as `GET /v1/agents` lists it. */
-export function agentView(a: AgentInfo): AgentView {
+export function agentView(a: AgentInfo, liveCaptures: number): AgentView {
   return {
     agentId: a.agentId,
     node: a.node,
@@ -141,5 +148,8 @@ export function agentView(a: AgentInfo): AgentView {
       addresses: n.addresses,
       interfaces: n.interfaces,
     })),
+    maxCaptures: helloMaxCaptures(a.hello),
+    liveCaptures,
+    unknownMessages: a.unknownMessages,
   };
 }

@@ -4,13 +4,13 @@
  *
  *   GET    /healthz                          no token needed
  *   GET    /v1/agents
- *   POST   /v1/captures                      201 CaptureView | 400 | 409 API_NO_AGENT | 429 API_TOO_MANY_CAPTURES
+ *   POST   /v1/captures                      201 CaptureView | 400 | 409 API_NO_AGENT | 429 API_TOO_MANY_CAPTURES, API_AGENT_BUSY
  *   GET    /v1/captures                      {captures: CaptureView[]}
  *   GET    /v1/captures/:id                  CaptureView | 404
  *   GET    /v1/captures/:id/<bundle file>    report.md, .json, .html, sequence.svg, evidence.pcapng, inventory.json, SHA256SUMS; 404 until the verdict
  *   DELETE /v1/captures/:id                  cancels (stop to the agents)
  *   /v1/repros…                              collector/repro-http.ts
- *   POST   /v1/doctor                        DoctorResult (collector/doctor-remote.ts) | 400 | 409
+ *   POST   /v1/doctor                        DoctorResult (collector/doctor-remote.ts) | 400 (DOCTOR_BAD_REQUEST: an agent refused it) | 409
  *
  * Authentication: `Authorization: Bearer <token>` with an agent token or an API token. Errors are
  * `{"error": {"code", "message", "where", "hint"}}`.
@@ -58,7 +58,9 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   API_METHOD_NOT_ALLOWED: 405,
   API_NO_AGENT: 409,
   API_TOO_MANY_CAPTURES: 429,
+  API_AGENT_BUSY: 429,
   DOCTOR_NO_AGENT: 409,
+  DOCTOR_BAD_REQUEST: 400,
   REPRO_NO_WORKLOAD: 409,
   REPRO_NOT_SUPPORTED: 501,
   STORE_IO: 503,

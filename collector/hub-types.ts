@@ -39,6 +39,11 @@ export interface AgentInfo {
   connected: boolean;
   connectedAtMs: number;
   lastSeenMs: number;
+  /**
+   * Well-formed messages of a kind this collector does not know (a newer agent's, in a rolling
+   * upgrade): ignored, counted here, logged once per agent (WIRE_UNKNOWN_KIND).
+   */
+  unknownMessages: number;
 }
 
 /**

@@ -19,7 +19,13 @@ import pino from 'pino';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { sharedTokenAuth, type AgentAuthenticator, type AgentIdentity } from './agent-auth';
 import { MAX_MESSAGE_BYTES } from '../common/command-limits';
-import { AGENT_KINDS, CLOSE_CODES, decodeEnvelope, encodeEnvelope } from '../common/envelope';
+import {
+  AGENT_KINDS,
+  CLOSE_CODES,
+  decodeEnvelope,
+  encodeEnvelope,
+  refusedEnvelopeOf,
+} from '../common/envelope';
 import { isHoptraceError, type ErrorCode } from '../common/errors';
 import { agentIdProblem, nodeNameProblem } from '../common/agent-names';
 import { HELLO_MAX_BYTES, helloHeapBytes, helloTooLarge } from '../common/hello-limits';
@@ -121,6 +127,8 @@ interface Conn {
   pendingMsgs: number;
   /** Reading is paused until the chain has done enough of them (maxPendingBytes). */
   paused: boolean;
+  /** Messages of an unknown kind before the hello: its agent's record counts them then. */
+  unknownBeforeHello: number;
 }
 
 interface AgentState {
@@ -130,6 +138,8 @@ interface AgentState {
   conn: Conn | undefined;
   /** Every message of this agent, across its connections, is processed in this one chain. */
   chain: Promise<void>;
+  /** A message of an unknown kind was logged for this agent (once per agent). */
+  unknownLogged: boolean;
 }
 
 type Spooled = Extract<Envelope, { kind: AgentMessage['kind'] }>;
@@ -265,25 +275,36 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       });
   };
 
-  const processSpooled = async (conn: Conn, agentId: string, env: Spooled): Promise<void> => {
+  /**
+   * Applies one spooled message (`env`; null: one of a kind this collector does not know, only
+   * recorded, so the agent does not keep it) and acknowledges it.
+   */
+  const processSpooled = async (
+    conn: Conn,
+    agentId: string,
+    seq: number,
+    env: Spooled | null,
+  ): Promise<void> => {
     const ack = (): void => {
-      sendEnv(conn, { seq: 0, kind: 'ack', ack: { seq: env.seq } });
+      sendEnv(conn, { seq: 0, kind: 'ack', ack: { seq } });
     };
-    if (env.seq <= store.get(agentId)) {
+    if (seq <= store.get(agentId)) {
       counters.duplicatesDropped++;
       ack();
       return;
     }
     try {
-      if (!handler) throw new Error('no message handler is registered');
-      await handler(toAgentMessage(agentId, env));
-      store.set(agentId, env.seq);
+      if (env !== null) {
+        if (!handler) throw new Error('no message handler is registered');
+        await handler(toAgentMessage(agentId, env));
+      }
+      store.set(agentId, seq);
     } catch (e) {
       // Not acknowledged: the agent keeps it and resends after reconnecting. Later messages of
       // this connection are skipped (conn.failed) so the stored seq never jumps over this one.
       conn.failed = true;
       log.error(
-        { agentId, remote: conn.remote, code: 'HUB_HANDLER_FAILED', seq: env.seq, err: e },
+        { agentId, remote: conn.remote, code: 'HUB_HANDLER_FAILED', seq, err: e },
         'storing an agent message failed; closing so the agent resends it',
       );
       conn.ws.close(CLOSE_CODES.HANDLER_FAILED, 'HUB_HANDLER_FAILED');
@@ -407,14 +428,16 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       connected: true,
       connectedAtMs: first ? now : (agent?.info.connectedAtMs ?? now),
       lastSeenMs: now,
+      unknownMessages: (agent?.info.unknownMessages ?? 0) + conn.unknownBeforeHello,
     };
+    conn.unknownBeforeHello = 0;
     const heapBytes = helloHeapBytes(hello);
     if (agent) {
       agent.info = info;
       agent.conn = conn;
       agent.heapBytes = heapBytes;
     } else {
-      agent = { info, conn, heapBytes, chain: Promise.resolve() };
+      agent = { info, conn, heapBytes, chain: Promise.resolve(), unknownLogged: false };
       agents.set(hello.agentId, agent);
     }
     if (first) log.info({ agentId: hello.agentId, remote: conn.remote }, 'agent connected');
@@ -428,6 +451,35 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       });
     });
     emitAgent(agent);
+  };
+
+  /**
+   * A well-formed Envelope whose body kind this collector does not know (a newer agent's; proto
+   * Envelope): ignored, never a refusal — a rolling upgrade that reaches the agents first would
+   * otherwise cut every upgraded agent off. Counted on the agent's record (before its hello: once
+   * it said hello), logged once per agent; a spooled one (seq > 0) is acknowledged in its turn,
+   * so the agent's spool does not hold it and resend it at every reconnect.
+   */
+  const onUnknownKind = (conn: Conn, field: number, seq: number): void => {
+    const agentId = conn.agentId;
+    const agent = agentId === undefined ? undefined : agents.get(agentId);
+    if (agentId === undefined || agent === undefined) {
+      conn.unknownBeforeHello++;
+      return;
+    }
+    agent.info.unknownMessages++;
+    agent.info.lastSeenMs = Date.now();
+    if (!agent.unknownLogged) {
+      agent.unknownLogged = true;
+      log.warn(
+        { agentId, remote: conn.remote, code: 'WIRE_UNKNOWN_KIND', unknownField: field },
+        `the agent sent a message of a kind this collector does not know (Envelope field ${field}: a newer agent?); ignored and counted in its unknownMessages, logged once per agent`,
+      );
+    }
+    if (seq > 0)
+      enqueue(agent, conn, async () => {
+        await processSpooled(conn, agentId, seq, null);
+      });
   };
 
   const onFrame = (conn: Conn, data: RawData, isBinary: boolean): void => {
@@ -449,6 +501,11 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     try {
       env = decodeEnvelope(bytes);
     } catch (e) {
+      const unknown = refusedEnvelopeOf(e);
+      if (unknown?.unknownField !== undefined) {
+        onUnknownKind(conn, unknown.unknownField, unknown.seq ?? 0);
+        return;
+      }
       // The decoder's own error, without its code: refuse() puts the code in front once.
       const detail = isHoptraceError(e)
         ? `${e.where === undefined ? '' : `${e.where}: `}${e.detail}`
@@ -522,7 +579,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     }
     enqueue(agent, conn, async () => {
       try {
-        await processSpooled(conn, agentId, env);
+        await processSpooled(conn, agentId, env.seq, env);
       } finally {
         conn.pendingBytes -= size;
         conn.pendingMsgs--;
@@ -567,6 +624,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       pendingBytes: 0,
       pendingMsgs: 0,
       paused: false,
+      unknownBeforeHello: 0,
     };
     conns.add(conn);
     conn.helloTimer = setTimeout(() => {

@@ -255,6 +255,22 @@ export class ReproManager {
     return v;
   }
 
+  /**
+   * The agent of each capture point a running repro has on an agent now (arming or capturing, a
+   * detached one until its agent says it stopped), once per point: what the agents' capacity
+   * counts (sessions.ts).
+   */
+  liveCaptureAgents(): string[] {
+    const out: string[] = [];
+    for (const r of this.repros.values()) {
+      if (r.finishedAtMs !== null) continue;
+      for (const p of [r.backend, ...r.attachments.flatMap((a) => a.points)])
+        if (p.agentId !== null && (p.state === 'arming' || p.state === 'capturing'))
+          out.push(p.agentId);
+    }
+    return out;
+  }
+
   get(id: string): ReproView | undefined {
     const r = this.repros.get(id);
     return r ? reproView(r, this.inventory(r)) : this.restored.get(id);

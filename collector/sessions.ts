@@ -47,6 +47,7 @@ import {
 } from './capture-reports';
 import { agentView, captureView, type AgentView, type CaptureView } from './capture-views';
 import { AnalysisOffload } from './analysis-offload';
+import { countByAgent, refuseBeyondAgentCapacity } from './agent-capacity';
 import { logInvalidAgentRecords } from './agent-records';
 import type { AnalysisResult } from '../core/report/analysis-result';
 
@@ -287,6 +288,12 @@ export class SessionManager {
     }
     // Again: other requests may have started captures while the pods were read.
     this.refuseBeyondLiveCap();
+    // Each agent runs at most its own number (its hello's maxCaptures): one more would fail its
+    // point with AGENT_BUSY once the capture started. From here to the commands nothing waits.
+    refuseBeyondAgentCapacity(
+      resolved.flatMap(({ r }) => (r.ok ? [r.agent] : [])),
+      this.liveCapturesByAgent(),
+    );
     const id = `c-${now.toString(36)}-${randomBytes(4).toString('hex')}`;
     const s = CaptureSession.create(id, spec, now);
     this.sessions.set(id, s);
@@ -427,7 +434,23 @@ export class SessionManager {
   }
 
   agents(): AgentView[] {
-    return this.hub.agents().map(agentView);
+    const live = this.liveCapturesByAgent();
+    return this.hub.agents().map((a) => agentView(a, live.get(a.agentId) ?? 0));
+  }
+
+  /**
+   * Capture points live on each agent: those of captures not finished (arming or capturing) and
+   * of running repros. A point whose capture finished is not counted (its stop went out).
+   */
+  liveCapturesByAgent(): Map<string, number> {
+    const ids = this.repros.liveCaptureAgents();
+    for (const s of this.sessions.values()) {
+      if (s.isFinal()) continue;
+      for (const p of s.record.points)
+        if (p.agentId !== null && (p.state === 'arming' || p.state === 'capturing'))
+          ids.push(p.agentId);
+    }
+    return countByAgent(ids);
   }
 
   /** Called for every view change that matters (state, verdict). */

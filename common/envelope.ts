@@ -49,25 +49,37 @@ import type {
 
 /**
  * What a refused Envelope was about, when that much could be read: a newer peer's body kind (its
- * field number), or the capture or request whose command broke a bound (so the agent can answer
- * it instead of leaving the collector waiting).
+ * field number, and the seq it came with), or the capture or request whose body broke a bound or
+ * did not decode (so the agent can answer it instead of leaving the collector waiting).
  */
 export interface RefusedEnvelope {
-  /** A body field number this version does not know (proto Envelope.body). */
+  /**
+   * A body field number this version does not know (proto Envelope.body): a well-formed Envelope
+   * of a newer peer, which a receiver ignores (proto/hoptrace.proto Envelope).
+   */
   unknownField?: number;
+  /** With unknownField: the Envelope's seq (> 0: a spooled message, to acknowledge). */
+  seq?: number;
   kind?: string;
   captureId?: string;
   point?: string;
   requestId?: string;
 }
 
-/** The WIRE_MALFORMED error of an Envelope refused with what it was about (RefusedEnvelope). */
+/**
+ * The error of an Envelope refused with what it was about (RefusedEnvelope): WIRE_MALFORMED, or
+ * the body's own error (`from`: FRAMES_MALFORMED), its code, where and hint kept.
+ */
 export class EnvelopeRefused extends HoptraceError {
   constructor(
     detail: string,
     readonly refused: RefusedEnvelope,
+    from?: HoptraceError,
   ) {
-    super('WIRE_MALFORMED', detail, { where: 'envelope' });
+    const opts: { where?: string; hint?: string } = from === undefined ? { where: 'envelope' } : {};
+    if (from?.where !== undefined) opts.where = from.where;
+    if (from?.hint !== undefined) opts.hint = from.hint;
+    super(from?.code ?? 'WIRE_MALFORMED', detail, opts);
   }
 }
 
@@ -156,6 +168,7 @@ function bodyToWire(env: Envelope): [string, Record<string, unknown>] {
           nodeAddresses: h.nodeAddresses,
           namespaces: h.namespaces.map((n) => ({ ...n, inode: u64(n.inode) })),
           spoolFirstSeq: u64(h.spoolFirstSeq),
+          ...(h.maxCaptures === undefined ? {} : { maxCaptures: h.maxCaptures }),
         },
       ];
     }
@@ -274,27 +287,32 @@ function objs(o: Obj, k: string): Obj[] {
   return Array.isArray(v) ? (v as Obj[]) : [];
 }
 
+/** Which capture or request a body of `kind` is about: its names that are within bounds. */
+function aboutOf(kind: string, o: Obj): RefusedEnvelope {
+  const about: RefusedEnvelope = { kind };
+  const name = (k: string): string | undefined => {
+    const v = str(o, k);
+    return v.length <= COMMAND_LIMITS.name ? v : undefined;
+  };
+  const captureId = name('captureId');
+  const point = name('point');
+  const requestId = name('requestId');
+  if (captureId !== undefined) about.captureId = captureId;
+  if (point !== undefined) about.point = point;
+  if (requestId !== undefined) about.requestId = requestId;
+  return about;
+}
+
 /**
  * Refuses a collector → agent body beyond COMMAND_LIMITS (common/command-limits.ts), naming the
- * field; `about` says which capture or request, when its own names are within bounds.
+ * field and which capture or request it was (aboutOf).
  */
 function checkBounds(kind: string, o: Obj, checks: [string, number, number][]): void {
   for (const [field, length, limit] of checks) {
     if (length <= limit) continue;
-    const about: RefusedEnvelope = { kind };
-    const name = (k: string): string | undefined => {
-      const v = str(o, k);
-      return v.length <= COMMAND_LIMITS.name ? v : undefined;
-    };
-    const captureId = name('captureId');
-    const point = name('point');
-    const requestId = name('requestId');
-    if (captureId !== undefined) about.captureId = captureId;
-    if (point !== undefined) about.point = point;
-    if (requestId !== undefined) about.requestId = requestId;
     throw new EnvelopeRefused(
       `the ${kind} body's ${field} is ${length} long (at most ${limit})`,
-      about,
+      aboutOf(kind, o),
     );
   }
 }
@@ -324,6 +342,7 @@ function targetChecks(o: Obj): [string, number, number][] {
 }
 
 function helloFromWire(o: Obj): Hello {
+  const maxCaptures = num(o.maxCaptures ?? 0, 'maxCaptures');
   const namespaces: NamespaceInfo[] = objs(o, 'namespaces').map((n) => ({
     path: str(n, 'path'),
     inode: num(n.inode, 'namespace inode'),
@@ -337,6 +356,8 @@ function helloFromWire(o: Obj): Hello {
     nodeAddresses: strs(o, 'nodeAddresses'),
     namespaces,
     spoolFirstSeq: seqNum(o.spoolFirstSeq, 'spoolFirstSeq'),
+    // 0: an agent older than the field (proto Hello.max_captures).
+    ...(maxCaptures > 0 ? { maxCaptures } : {}),
   };
 }
 
@@ -472,6 +493,12 @@ function entryFromWire(e: Obj): ConntrackEntry {
   };
 }
 
+/** A report's refusal (error_code, message), when it carries one; '' (not refused): none. */
+function refusalFromWire(o: Obj): { errorCode?: string; message?: string } {
+  const errorCode = str(o, 'errorCode');
+  return errorCode === '' ? {} : { errorCode, message: str(o, 'message') };
+}
+
 function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
   switch (kind) {
     case 'hello':
@@ -565,6 +592,7 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
         agentId: str(o, 'agentId'),
         node: str(o, 'node'),
         facts: objs(o, 'facts').map(factsFromWire),
+        ...refusalFromWire(o),
       };
       return { seq, kind, doctorReport };
     }
@@ -597,6 +625,7 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
         agentId: str(o, 'agentId'),
         entries: objs(o, 'entries').map(entryFromWire),
         errors: strs(o, 'errors'),
+        ...refusalFromWire(o),
       };
       return { seq, kind, conntrackReport };
     }
@@ -646,18 +675,25 @@ export function decodeEnvelopeReflect(bytes: Uint8Array): Envelope {
         `body field ${field} is not one this version knows (a newer peer)`,
         {
           unknownField: field,
+          seq: seqNum(o.seq, 'seq'),
         },
       );
     throw malformed('the Envelope has no body');
   }
   const body = o[kind];
   if (typeof body !== 'object' || body === null) throw malformed(`the ${kind} body is empty`);
+  const seq = seqNum(o.seq, 'seq');
   try {
-    return bodyFromWire(kind, body as Obj, seqNum(o.seq, 'seq'));
+    return bodyFromWire(kind, body as Obj, seq);
   } catch (e) {
-    // A decoded PacketEvent can still hold values our types refuse (BigInt of a bad string).
-    if (e instanceof HoptraceError) throw e;
-    throw malformed(`the ${kind} body is invalid (${e instanceof Error ? e.message : String(e)})`);
+    if (e instanceof EnvelopeRefused) throw e;
+    // Refused, with which capture or request it was: a command or request the agent can identify
+    // is answered (a point failed, a refused reply), not left for the collector to wait on. A
+    // decoded PacketEvent can still hold values our types refuse (BigInt of a bad string).
+    const about = aboutOf(kind, body as Obj);
+    if (e instanceof HoptraceError) throw new EnvelopeRefused(e.detail, about, e);
+    const why = e instanceof Error ? e.message : String(e);
+    throw new EnvelopeRefused(`the ${kind} body is invalid (${why})`, about);
   }
 }
 

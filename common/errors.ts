@@ -77,6 +77,8 @@ export const ERRORS = {
   API_NO_AGENT: 'no connected agent can reach any of the capture points',
   API_TOO_MANY_CAPTURES:
     'the collector already runs as many live captures as it allows (--max-live-captures); wait for one to finish or cancel one',
+  API_AGENT_BUSY:
+    "a node the capture needs already runs as many captures as its agent takes (the agent's --max-captures, said in its hello; 4 for an agent that does not say); wait for one there to finish, or raise --max-captures on that node's agent",
   AGENT_NOT_CONNECTED: 'the agent for a capture point is not connected to the collector',
   STORE_IO: 'reading or writing the collector data directory failed',
   COLLECTOR_TLS: 'the TLS certificate or key cannot be used (not PEM, or not a pair)',
@@ -96,6 +98,8 @@ export const ERRORS = {
     'a transport message is not a valid hoptrace Envelope (garbage, text frame, no body)',
   WIRE_UNEXPECTED:
     'a valid transport message that this peer must not send now (wrong direction, before hello, no seq)',
+  WIRE_UNKNOWN_KIND:
+    "a well-formed transport message of a kind this version does not know (a newer peer's, in a rolling upgrade): ignored, counted and logged once, the link kept",
   WIRE_TOO_LARGE: 'a transport message exceeds the maximum payload size',
   WIRE_HELLO_TIMEOUT: 'the agent did not send hello (or the collector helloAck) in time',
   AGENT_BAD_NAME:
@@ -144,6 +148,8 @@ export const ERRORS = {
     'reading rp_filter, routes or the nat table inside a namespace failed; the checks are partial',
   DOCTOR_DENIED_TEST_FAILED: 'the denied-source test could not capture or send its request',
   DOCTOR_NO_AGENT: 'no connected agent can read a namespace the doctor needs',
+  DOCTOR_BAD_REQUEST:
+    "a doctor request or conntrack query breaks a bound of the agent's (common/command-limits.ts: a target of 4,096 characters, 16 namespaces, 16 routeTo addresses, 256 tuples, names of 256) or does not decode; the agent read nothing and said so at once",
   CONNTRACK_READ_FAILED: 'listing the conntrack table inside a namespace failed',
   // Evidence frames (agent/capture/retention*.ts, common/frames-wire.ts, collector/frames-fetch.ts).
   RETENTION_FULL:

@@ -25,6 +25,17 @@ export const HELLO_LIMITS = {
 } as const;
 
 /**
+ * The captures an agent whose hello names none runs at once: agents older than Hello.max_captures
+ * ran at most 4 unless started with --max-captures, which they did not announce.
+ */
+export const HELLO_DEFAULT_MAX_CAPTURES = 4;
+
+/** The captures the agent of `h` runs at once at most, as it says (or HELLO_DEFAULT_MAX_CAPTURES). */
+export function helloMaxCaptures(h: Hello): number {
+  return h.maxCaptures ?? HELLO_DEFAULT_MAX_CAPTURES;
+}
+
+/**
  * A hello's encoded size at most (1 MiB): within the count caps a 16 MiB hello still kept ~133 MiB
  * of heap per agent id (issue 17); a real one is a few KiB per namespace.
  */

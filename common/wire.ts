@@ -18,6 +18,11 @@ export interface Hello {
   nodeAddresses: string[];
   namespaces: NamespaceInfo[];
   spoolFirstSeq: number;
+  /**
+   * Captures the agent runs at once at most (its --max-captures); absent from an agent older than
+   * the field (the collector takes HELLO_DEFAULT_MAX_CAPTURES, common/hello-limits.ts).
+   */
+  maxCaptures?: number;
 }
 
 export interface HelloAck {
@@ -275,6 +280,9 @@ export interface DoctorReport {
   agentId: string;
   node: string;
   facts: NamespaceFacts[];
+  /** The request was refused whole, nothing read (facts empty): its stable code and why. */
+  errorCode?: string;
+  message?: string;
 }
 
 /** An address:port pair in one direction of a conntrack entry. */
@@ -319,6 +327,9 @@ export interface ConntrackReport {
   entries: ConntrackEntry[];
   /** Per namespace read errors: `name: CODE message`. */
   errors: string[];
+  /** The query was refused whole, nothing read: its stable code and why. */
+  errorCode?: string;
+  message?: string;
 }
 
 // --- evidence frames (issue 16) ---------------------------------------------------------------

@@ -32,6 +32,7 @@ import type {
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff';
 import { Spool } from './spool';
 import { maskOptionsFor } from './frame-mask';
+import { requestRefused } from './request-refusal';
 
 export interface CollectorLinkOptions {
   /** ws:// or wss:// URL of the collector's agent endpoint (…/v1/agents). */
@@ -112,8 +113,12 @@ export interface LinkStats {
    * large); null once a connection has stayed up for healthyMs (30 s).
    */
   lastError: ErrorCode | null;
-  /** Messages from the collector whose body kind this version does not know (ignored). */
-  unknownBodies: number;
+  /**
+   * Messages from the collector whose body kind this version does not know (a newer collector's:
+   * ignored, logged once per kind with code WIRE_UNKNOWN_KIND; the collector does the same with a
+   * newer agent's, its agent record's unknownMessages).
+   */
+  unknownMessages: number;
   /** Messages from the collector that did not decode or broke a bound (ignored, reported). */
   malformed: number;
 }
@@ -162,7 +167,7 @@ export class CollectorLink {
     beat?: NodeJS.Timeout;
     healthy?: NodeJS.Timeout;
   } = {};
-  private counts = { sent: 0, acked: 0, reconnects: 0, unknownBodies: 0, malformed: 0 };
+  private counts = { sent: 0, acked: 0, reconnects: 0, unknownMessages: 0, malformed: 0 };
   /** Unknown body field numbers already logged (each once; a few dozen at most). */
   private readonly unknownLogged = new Set<number>();
   private lastError: ErrorCode | null = null;
@@ -248,7 +253,7 @@ export class CollectorLink {
       lostEvents: this.spool.droppedEvents,
       reconnects: this.counts.reconnects,
       lastError: this.lastError,
-      unknownBodies: this.counts.unknownBodies,
+      unknownMessages: this.counts.unknownMessages,
       malformed: this.counts.malformed,
     };
   }
@@ -485,18 +490,19 @@ export class CollectorLink {
    * A message that did not decode. Messages are independent (ws frames them), so the link stays:
    * cutting it made a reconnect storm, since the collector sends the same thing again. A body kind
    * of a newer collector is ignored (logged once per kind, counted); anything else is reported
-   * (lastError) and counted, and a capture command refused for its bounds fails its point with
-   * the reason, so the collector does not wait for it.
+   * (lastError) and counted, and what it asked is answered when it can be told which it was: a
+   * capture command fails its point with the reason, a doctor, conntrack or frames request gets
+   * a refused reply (request-refusal.ts), so the collector does not wait for either.
    */
   private refused(e: unknown): void {
     const what = refusedEnvelopeOf(e);
     const field = what?.unknownField;
     if (field !== undefined) {
-      this.counts.unknownBodies++;
+      this.counts.unknownMessages++;
       if (this.unknownLogged.size < 64 && !this.unknownLogged.has(field)) {
         this.unknownLogged.add(field);
         this.log.warn(
-          { code: 'WIRE_MALFORMED', url: this.opts.url, field },
+          { code: 'WIRE_UNKNOWN_KIND', url: this.opts.url, unknownField: field },
           `the collector sent a message of a kind this agent does not know (Envelope field ${field}: a newer collector?); ignored, and so are later ones of it`,
         );
       }
@@ -506,13 +512,20 @@ export class CollectorLink {
     const code: ErrorCode = isHoptraceError(e) ? e.code : 'WIRE_MALFORMED';
     const detail = isHoptraceError(e) ? e.detail : 'undecodable message from the collector';
     this.report(code, `${detail}; the message was ignored`);
-    if (what?.kind === 'capture' && what.captureId !== undefined && what.point !== undefined)
-      this.send('error', {
-        code,
-        message: `${code}: the capture command was refused: ${detail}`,
-        captureId: what.captureId,
-        point: what.point,
-      });
+    if (what === undefined) return;
+    if (what.kind === 'capture') {
+      if (what.captureId !== undefined && what.point !== undefined)
+        this.send('error', {
+          code,
+          message: `${code}: the capture command was refused: ${detail}`,
+          captureId: what.captureId,
+          point: what.point,
+        });
+      return;
+    }
+    const hello = this.opts.hello();
+    const reply = requestRefused(what, { agentId: hello.agentId, node: hello.node }, code, detail);
+    if (reply !== null) this.reply(reply);
   }
 
   private onHelloAck(ack: HelloAck): void {

@@ -1,7 +1,10 @@
 /**
  * Live captures are capped (adversarial review F6: one API token holder armed 1,000 one-hour
  * captures in 3 s, each a real packet capture on the agents): past the cap POST /v1/captures is
- * 429 API_TOO_MANY_CAPTURES, nothing is armed, and a finished capture makes room again.
+ * 429 API_TOO_MANY_CAPTURES, nothing is armed, and a finished capture makes room again. And per
+ * node: an agent runs at most its --max-captures (its hello says how many; 4 for an older agent
+ * whose hello does not), so a capture that needs one more there is 429 API_AGENT_BUSY up front,
+ * not a point that fails with AGENT_BUSY once the capture has started.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -33,8 +36,11 @@ function tempDir(t: { teardown(fn: () => void): void }): string {
   return dir;
 }
 
-function setup(t: { teardown(fn: () => Promise<void> | void): void }, maxLiveCaptures: number) {
-  const hub = twoNodeHub();
+function setup(
+  t: { teardown(fn: () => Promise<void> | void): void },
+  maxLiveCaptures: number,
+  hub = twoNodeHub(),
+) {
   const store = new CaptureStore({ dir: tempDir(t), fsync: false });
   const sessions = new SessionManager({ hub, store, logger: silentLogger(), maxLiveCaptures });
   sessions.start();
@@ -50,7 +56,7 @@ function setup(t: { teardown(fn: () => Promise<void> | void): void }, maxLiveCap
     return { status: r.status, json: JSON.parse(r.body.toString()) as unknown };
   };
   const armed = (): number => hub.sent.filter((s) => s.cmd.kind === 'capture').length;
-  return { req, armed };
+  return { req, armed, hub };
 }
 
 const errorOf = (j: unknown): { code: string; message: string; where: string; hint: string } =>
@@ -122,3 +128,68 @@ void t.test('--max-live-captures sets the cap of a started collector', async (t)
   t.equal(second.status, 429);
   t.match(await second.text(), /API_TOO_MANY_CAPTURES/);
 });
+
+/** A capture of `points` points, all on the VPN node's pod. */
+const onVpnNode = (points: number) => ({
+  points: Array.from({ length: points }, (_, i) => ({
+    name: `p${i}`,
+    target: '10.244.1.10',
+    iface: 'eth0',
+  })),
+  timeoutMs: 3_600_000,
+});
+
+void t.test(
+  "a capture that needs more of a node than its agent's --max-captures is refused up front (429)",
+  async (t) => {
+    const hub = twoNodeHub();
+    const vpn = hub.list[0];
+    if (vpn === undefined) throw new Error('no agent');
+    vpn.hello.maxCaptures = 3;
+    const { req, armed } = setup(t, 32, hub);
+    const a = await req('POST', '/v1/captures', onVpnNode(2));
+    t.equal(a.status, 201);
+    t.equal(armed(), 2);
+    // Two more points on the VPN node: 4 > 3. The old collector armed them (its cap is 32) and the
+    // agent failed the second with AGENT_BUSY.
+    const b = await req('POST', '/v1/captures', onVpnNode(2));
+    t.equal(b.status, 429);
+    const e = errorOf(b.json);
+    t.equal(e.code, 'API_AGENT_BUSY');
+    t.match(
+      e.message,
+      /node vpn-node runs 2 capture points for this collector and its agent agent-vpn takes 3 at once \(its --max-captures\); this capture needs 2 more there/,
+    );
+    t.match(e.hint, /wait for a capture on vpn-node to finish.*higher --max-captures/);
+    t.equal(armed(), 2, 'nothing armed for it');
+    t.equal((await req('POST', '/v1/captures', SPEC)).status, 201, 'one more there fits');
+    t.equal((await req('POST', '/v1/captures', SPEC)).status, 429, 'then not even one');
+    const agents = (await req('GET', '/v1/agents')).json as {
+      agents: { agentId: string; maxCaptures: number; liveCaptures: number }[];
+    };
+    t.match(agents.agents, [
+      { agentId: 'agent-vpn', maxCaptures: 3, liveCaptures: 3 },
+      { agentId: 'agent-backend', maxCaptures: 4, liveCaptures: 1 },
+    ]);
+    // A finished capture frees its points.
+    t.equal((await req('DELETE', `/v1/captures/${(a.json as CaptureView).id}`)).status, 200);
+    t.equal((await req('POST', '/v1/captures', onVpnNode(2))).status, 201, 'room again');
+  },
+);
+
+void t.test(
+  'an older agent whose hello says nothing of its captures is taken to run 4 at once',
+  async (t) => {
+    const { req, armed, hub } = setup(t, 32);
+    t.equal(hub.list[0]?.hello.maxCaptures, undefined, 'a hello without the field');
+    for (let i = 0; i < 4; i++) t.equal((await req('POST', '/v1/captures', SPEC)).status, 201);
+    const fifth = await req('POST', '/v1/captures', SPEC);
+    t.equal(fifth.status, 429);
+    t.match(errorOf(fifth.json), {
+      code: 'API_AGENT_BUSY',
+      message:
+        /runs 4 capture points .* takes 4 at once \(the default of an agent that does not say its --max-captures\)/,
+    });
+    t.equal(armed(), 8);
+  },
+);

@@ -51,6 +51,7 @@ export class FakeHub implements AgentHub {
       connected: true,
       connectedAtMs: 0,
       lastSeenMs: 0,
+      unknownMessages: 0,
       identity: { method: 'shared-token', subject: 'shared token' },
       hello: { agentId, node, version: 'test', nodeAddresses, namespaces, spoolFirstSeq: 1 },
     };

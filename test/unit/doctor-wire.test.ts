@@ -160,6 +160,7 @@ function agent(agentId: string, node: string, nodeAddresses: string[], pods: str
     connected: true,
     connectedAtMs: 0,
     lastSeenMs: 0,
+    unknownMessages: 0,
     identity: { method: 'shared-token', subject: 'shared token' },
     hello: {
       agentId,

@@ -266,13 +266,13 @@ void t.test('a body kind of a newer peer is told apart from no body (fakecoll.js
   t.equal(
     isHoptraceError(err) ? err.code : '',
     'WIRE_MALFORMED',
-    'still refused: the collector closes 4400',
+    'not decoded: the receiver tells it apart by what the error is about',
   );
-  t.same(refusedEnvelopeOf(err), { unknownField: 26 });
-  // With a seq before it.
+  t.same(refusedEnvelopeOf(err), { unknownField: 26, seq: 0 });
+  // With a seq before it: the receiver acknowledges a spooled one (collector/hub.ts).
   t.same(
     refusedEnvelopeOf(catchOf(() => decodeEnvelope(Buffer.from([0x08, 0x05, 0xfa, 0x01, 0x00])))),
-    { unknownField: 31 },
+    { unknownField: 31, seq: 5 },
   );
   // A seq and nothing else is no body at all, not an unknown one.
   t.equal(refusedEnvelopeOf(catchOf(() => decodeEnvelope(Buffer.from([0x08, 0x01])))), undefined);
@@ -287,3 +287,86 @@ function catchOf(f: () => unknown): unknown {
   }
   return undefined;
 }
+
+void t.test(
+  'a command or request whose body does not decode says which it was, beyond bounds too',
+  (t) => {
+    // A doctor request of an address family that is neither 4 nor 6.
+    const doctor = encodeEnvelope({
+      seq: 0,
+      kind: 'doctorRequest',
+      doctorRequest: { requestId: 'q-1', targets: [], family: 4 },
+    });
+    // Envelope.doctor_request (field 20) { request_id "q-1", family 5 }, by hand.
+    const family5 = Buffer.from([0xa2, 0x01, 0x07, 0x0a, 0x03, 0x71, 0x2d, 0x31, 0x18, 0x05]);
+    t.same(decodeEnvelope(Buffer.from(doctor)).kind, 'doctorRequest', 'the family 4 one decodes');
+    const e = catchOf(() => decodeEnvelope(family5));
+    t.match(e, { code: 'WIRE_MALFORMED', detail: /address family 5/ });
+    t.match(refusedEnvelopeOf(e), { kind: 'doctorRequest', requestId: 'q-1' });
+    // A frames request beyond its own bounds keeps its code (FRAMES_MALFORMED) and hint.
+    const frames = catchOf(() =>
+      decodeEnvelope(
+        encodeEnvelope({
+          seq: 0,
+          kind: 'framesRequest',
+          framesRequest: {
+            requestId: 'q-2',
+            captureId: 'c1',
+            point: 'decap',
+            frames: Array.from({ length: 257 }, (_, i) => i + 1),
+            release: false,
+          },
+        }),
+      ),
+    );
+    t.match(frames, { code: 'FRAMES_MALFORMED', hint: /same hoptrace version/ });
+    t.same(refusedEnvelopeOf(frames), {
+      kind: 'framesRequest',
+      requestId: 'q-2',
+      captureId: 'c1',
+      point: 'decap',
+    });
+    t.end();
+  },
+);
+
+/** An Envelope through both ends of the wire. */
+const round = (env: Envelope): Envelope => decodeEnvelope(encodeEnvelope(env));
+
+void t.test("a report's refusal crosses the wire; a report without one has none", (t) => {
+  const refusal = { errorCode: 'DOCTOR_BAD_REQUEST', message: 'DOCTOR_BAD_REQUEST: n1: why' };
+  const d = round({
+    seq: 0,
+    kind: 'doctorReport',
+    doctorReport: { requestId: 'q', agentId: 'a1', node: 'n1', facts: [], ...refusal },
+  });
+  t.match(d, { kind: 'doctorReport', doctorReport: refusal });
+  const c = round({
+    seq: 0,
+    kind: 'conntrackReport',
+    conntrackReport: {
+      requestId: 'q',
+      captureId: 'c',
+      agentId: 'a1',
+      entries: [],
+      errors: [],
+      ...refusal,
+    },
+  });
+  t.match(c, { kind: 'conntrackReport', conntrackReport: refusal });
+  const plain = round({
+    seq: 0,
+    kind: 'doctorReport',
+    doctorReport: { requestId: 'q', agentId: 'a1', node: 'n1', facts: [] },
+  });
+  t.notOk(plain.kind === 'doctorReport' && 'errorCode' in plain.doctorReport, 'not refused');
+  t.end();
+});
+
+void t.test("a hello's max captures cross the wire; an older agent's hello has none", (t) => {
+  const h = round({ seq: 0, kind: 'hello', hello: { ...hello('a1'), maxCaptures: 6 } });
+  t.equal(h.kind === 'hello' ? h.hello.maxCaptures : -1, 6);
+  const old = round({ seq: 0, kind: 'hello', hello: hello('a1') });
+  t.notOk(old.kind === 'hello' && 'maxCaptures' in old.hello, 'an older agent says nothing');
+  t.end();
+});

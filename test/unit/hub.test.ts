@@ -1,6 +1,8 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import pino from 'pino';
 import t from 'tap';
 import { CLOSE_CODES } from '../../common/envelope';
 import { createAgentHub, memoryLastSeqStore } from '../../collector/hub';
@@ -27,6 +29,7 @@ async function rig(
     forgetAfterMs?: number;
     maxPendingBytes?: number;
     maxRememberedAgents?: number;
+    logger?: pino.Logger;
   } = {},
   handler?: (msg: AgentMessage) => Promise<void>,
 ): Promise<Rig> {
@@ -138,6 +141,73 @@ void t.test(
     await good.next((e) => e.kind === 'ack');
     t.same(good.acks(), [1]);
     t.equal(r.messages.length, 1);
+  },
+);
+
+void t.test(
+  'a well-formed message of a kind this collector does not know is ignored and counted, the link kept (newer agents in a rolling upgrade); garbage is still refused',
+  async (t) => {
+    const lines: { level: number; code?: string; agentId?: string; unknownField?: number }[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        for (const l of chunk.toString().split('\n'))
+          if (l !== '') lines.push(JSON.parse(l) as (typeof lines)[number]);
+        cb();
+      },
+    });
+    const r = await rig(t, { logger: pino(sink) });
+    const a = RawAgent.connect(r.port, TOKEN);
+    await a.opened;
+    // Envelope{ field 26 = {} }: a body kind a newer agent might send, here before its hello.
+    const unknown = Buffer.from([0xd2, 0x01, 0x00]);
+    a.ws.send(unknown);
+    a.send({ seq: 0, kind: 'hello', hello: hello('newer') });
+    await a.next((e) => e.kind === 'helloAck');
+    a.ws.send(unknown);
+    // Envelope{ seq 3, field 31 = {} }: one the newer agent spooled.
+    a.ws.send(Buffer.from([0x08, 0x03, 0xfa, 0x01, 0x00]));
+    a.send({ seq: 4, kind: 'events', events: batch(1, 1) });
+    await a.signal.wait(() => a.acks().includes(4) || a.closeCode !== undefined);
+    t.same(a.acks(), [3, 4], 'the spooled one acknowledged in its turn, so the agent drops it');
+    t.equal(r.store.get('newer'), 4);
+    t.equal(r.messages.length, 1, 'only the events reached the handler');
+    t.equal(a.closeCode, undefined, 'the link stays (the old hub closed it with 4400)');
+    t.equal(r.hub.counters().refusedMalformed, 0);
+    t.equal(
+      r.hub.agents().find((x) => x.agentId === 'newer')?.unknownMessages,
+      3,
+      "counted on the agent's record, the one before its hello too",
+    );
+    const logged = lines.filter((l) => l.code === 'WIRE_UNKNOWN_KIND');
+    t.match(logged, [{ level: 40, agentId: 'newer', unknownField: 26 }], 'logged once per agent');
+
+    // Bytes that are no Envelope are refused as before.
+    a.ws.send(Buffer.from([0xff, 0xff, 0xff, 0xff]));
+    await a.closed;
+    t.equal(a.closeCode, CLOSE_CODES.MALFORMED, 'garbage: 4400');
+    t.equal(a.closeReason, 'WIRE_MALFORMED');
+    // An Envelope whose known body breaks a bound is no unknown kind either.
+    const b = await helloed(r.port, 'bounded');
+    b.send({
+      seq: 0,
+      kind: 'framesReply',
+      framesReply: {
+        requestId: 'q'.repeat(65),
+        captureId: 'c',
+        point: 'p',
+        linkType: null,
+        snaplen: 0,
+        records: [],
+        missing: [],
+        retained: 0,
+        retentionDropped: 0,
+        errorCode: '',
+        message: '',
+      },
+    });
+    await b.closed;
+    t.equal(b.closeCode, CLOSE_CODES.MALFORMED, 'a bound broken: 4400');
+    t.equal(b.closeReason, 'FRAMES_MALFORMED');
   },
 );
 

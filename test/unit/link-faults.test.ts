@@ -67,11 +67,11 @@ async function fakeCollector(script: Script): Promise<Fake> {
 
 /** A link to `fake` whose error log lines are kept (to count them). */
 function linkTo(fake: Fake, over: Partial<CollectorLinkOptions> = {}) {
-  const lines: { level: number; code?: string; msg: string }[] = [];
+  type Line = { level: number; code?: string; msg: string; unknownField?: number };
+  const lines: Line[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
-      for (const l of chunk.toString().split('\n'))
-        if (l !== '') lines.push(JSON.parse(l) as { level: number; code?: string; msg: string });
+      for (const l of chunk.toString().split('\n')) if (l !== '') lines.push(JSON.parse(l) as Line);
       cb();
     },
   });
@@ -131,9 +131,13 @@ void t.test('an unknown body kind is ignored and counted: no reconnect storm', a
   // The old link cut the connection and came back within its 10-20 ms backoff, ~6/s for ever.
   await sleep(150);
   t.equal(fake.conns.length, 1, 'one connection');
-  t.match(l.link.stats(), { connected: true, reconnects: 0, unknownBodies: 2, malformed: 0 });
+  t.match(l.link.stats(), { connected: true, reconnects: 0, unknownMessages: 2, malformed: 0 });
   t.same(l.errors, [], 'not a link failure');
-  t.equal(l.lines.filter((x) => /Envelope field 26/.test(x.msg)).length, 1, 'logged once per kind');
+  t.match(
+    l.lines.filter((x) => x.code === 'WIRE_UNKNOWN_KIND'),
+    [{ level: 40, unknownField: 26, msg: /Envelope field 26/ }],
+    'logged once per kind, with the log key the collector uses for a newer agent',
+  );
 });
 
 void t.test(
@@ -189,6 +193,108 @@ void t.test(
       'reported once per change of code',
     );
     t.equal(l.lines.filter((x) => x.level === 50).length, 1, 'one error line in the log');
+  },
+);
+
+void t.test(
+  'a doctor, conntrack or frames request that breaks a bound is answered at once, refused',
+  async (t) => {
+    const target = { name: 'vpn', target: '/'.repeat(5000), routeTo: [] };
+    const tuple = { src: '10.0.0.1', dst: '10.0.0.2', sport: 1, dport: 2 };
+    const fake = await fakeCollector((ws) => {
+      ws.send(
+        encodeEnvelope({
+          seq: 0,
+          kind: 'doctorRequest',
+          doctorRequest: { requestId: 'q-d', targets: [target], family: 4 },
+        }),
+      );
+      ws.send(
+        encodeEnvelope({
+          seq: 0,
+          kind: 'conntrackQuery',
+          conntrackQuery: {
+            requestId: 'q-c',
+            captureId: 'c1',
+            targets: [],
+            tuples: Array.from({ length: 257 }, () => tuple),
+          },
+        }),
+      );
+      ws.send(
+        encodeEnvelope({
+          seq: 0,
+          kind: 'framesRequest',
+          framesRequest: {
+            requestId: 'q-f',
+            captureId: 'c1',
+            point: 'decap',
+            frames: Array.from({ length: 300 }, (_, i) => i + 1),
+            release: true,
+          },
+        }),
+      );
+      // One whose request id is itself past the bound: nothing to answer to.
+      ws.send(
+        encodeEnvelope({
+          seq: 0,
+          kind: 'doctorRequest',
+          doctorRequest: { requestId: 'q'.repeat(300), targets: [], family: 4 },
+        }),
+      );
+    });
+    const l = linkTo(fake);
+    const requests: unknown[] = [];
+    l.link.onRequest((r) => requests.push(r));
+    t.teardown(async () => {
+      await l.link.close();
+      await fake.close();
+    });
+    const replies = (): Envelope[] =>
+      fake.got.filter((e) => ['doctorReport', 'conntrackReport', 'framesReply'].includes(e.kind));
+    // The old link answered none of them: the collector waited out its 10 s.
+    t.ok(await within(fake, () => replies().length === 3), 'three replies');
+    t.match(replies(), [
+      {
+        kind: 'doctorReport',
+        doctorReport: {
+          requestId: 'q-d',
+          agentId: 'agent-f',
+          node: 'node-agent-f',
+          facts: [],
+          errorCode: 'DOCTOR_BAD_REQUEST',
+          message:
+            /^DOCTOR_BAD_REQUEST: node-agent-f: the doctorRequest was refused whole, nothing read: the doctorRequest body's target is 5000 long \(at most 4096\) \(the collector asked more/,
+        },
+      },
+      {
+        kind: 'conntrackReport',
+        conntrackReport: {
+          requestId: 'q-c',
+          captureId: 'c1',
+          entries: [],
+          errorCode: 'DOCTOR_BAD_REQUEST',
+          message: /tuples is 257 long \(at most 256\)/,
+        },
+      },
+      {
+        kind: 'framesReply',
+        framesReply: {
+          requestId: 'q-f',
+          captureId: 'c1',
+          point: 'decap',
+          records: [],
+          missing: [],
+          errorCode: 'FRAMES_MALFORMED',
+          message: /^FRAMES_MALFORMED: the frames request was refused: 300 frames \(at most 256\)/,
+        },
+      },
+    ]);
+    t.same(requests, [], 'none reached the request handlers');
+    await sleep(100);
+    t.equal(replies().length, 3, 'the one without a readable id is not answered');
+    t.equal(fake.conns.length, 1, 'the link stays');
+    t.match(l.link.stats(), { malformed: 4 });
   },
 );
 

@@ -31,6 +31,7 @@ function agent(node: string, namespaces: { path: string; addresses: string[] }[]
     connected: true,
     connectedAtMs: 0,
     lastSeenMs: 0,
+    unknownMessages: 0,
     hello: {
       agentId: `${node}-a`,
       node,
