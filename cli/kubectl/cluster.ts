@@ -1,9 +1,10 @@
 /**
  * What `kubectl hoptrace` asks of the API server, with the user's kubeconfig: pods, nodes,
  * Secrets, port-forwards. The one place in cli/ that touches @kubernetes/client-node. Failures are
- * K8S_FORBIDDEN (401/403, naming what was refused), K8S_API_UNREACHABLE (no answer, 5xx) or, for
- * what was asked by name, null on 404; a credential that cannot be had (an exec plugin that is
- * missing, fails, prints no ExecCredential or does not finish) is K8S_CONFIG.
+ * K8S_FORBIDDEN (401/403, naming what was refused), K8S_API_UNREACHABLE (no answer, 5xx),
+ * K8S_BAD_RESPONSE (a reply past API_MAX_REPLY_BYTES, api-http.ts) or, for what was asked by name,
+ * null on 404; a credential that cannot be had (an exec plugin that is missing, fails, prints no
+ * ExecCredential or does not finish) is K8S_CONFIG.
  *
  * Nothing outlives its deadline: each request carries an AbortSignal (set on the library's request
  * where the credentials are applied, from an AsyncLocalStorage, so every API class gets it) that
@@ -16,6 +17,7 @@ import type { Duplex } from 'node:stream';
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
 import { loadClientLibrary } from '../../collector';
+import { API_MAX_REPLY_BYTES, apiHttpLibrary } from './api-http';
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   loadKubeConfig,
@@ -56,9 +58,16 @@ export type WorkloadKind = 'deployment' | 'statefulset' | 'daemonset';
 /** Who owns the fields install applies (server-side apply's field manager). */
 const FIELD_MANAGER = 'kubectl-hoptrace';
 
+/** What connectCluster bounds beyond the flags (tests give a smaller cap). */
+export interface ApiLimits {
+  /** The longest API server reply read (API_MAX_REPLY_BYTES). */
+  maxReplyBytes: number;
+}
+
 export async function connectCluster(
   flags: KubeFlags,
   env: NodeJS.ProcessEnv = process.env,
+  limits: ApiLimits = { maxReplyBytes: API_MAX_REPLY_BYTES },
 ): Promise<Cluster> {
   const k8s = await loadClientLibrary();
   const cfg = loadKubeConfig(k8s, flags, env);
@@ -76,9 +85,21 @@ export async function connectCluster(
     if (signal !== undefined) context.setSignal(signal);
   };
   await checkCredentials(cfg, plugins, timeoutMs);
-  const core = cfg.kc.makeApiClient(k8s.CoreV1Api);
-  const apps = cfg.kc.makeApiClient(k8s.AppsV1Api);
-  const objects = k8s.KubernetesObjectApi.makeApiClient(cfg.kc);
+  // As kc.makeApiClient builds them, but over api-http.ts: each reply under its deadline and cap.
+  const config = k8s.createConfiguration({
+    baseServer: new k8s.ServerConfiguration(cfg.server, {}),
+    authMethods: { default: cfg.kc },
+    httpApi: apiHttpLibrary(k8s, { timeoutMs, maxReplyBytes: limits.maxReplyBytes }),
+  });
+  const core = new k8s.CoreV1Api(config);
+  const apps = new k8s.AppsV1Api(config);
+  // KubernetesObjectApi.makeApiClient's work: the context's namespace for objects without one.
+  const objects = new (class extends k8s.KubernetesObjectApi {
+    constructor() {
+      super(config);
+      this.setDefaultNamespace(cfg.kc);
+    }
+  })();
   const named = (o: Manifest): string =>
     `${o.kind} ${o.metadata.namespace === undefined ? '' : `${o.metadata.namespace}/`}${o.metadata.name}`;
   const where = `${cfg.server} (context ${cfg.context})`;
@@ -94,6 +115,12 @@ export async function connectCluster(
         throw e;
       });
     } catch (e) {
+      // A reply api-http.ts refused (K8S_BAD_RESPONSE) says what was asked, where, what to do.
+      if (e instanceof HoptraceError && !ac.signal.aborted)
+        throw new HoptraceError(e.code, `${what}: ${e.detail}`, {
+          where,
+          ...(e.hint === undefined ? {} : { hint: e.hint }),
+        });
       throw apiError(k8s, ac.signal.aborted ? (ac.signal.reason as unknown) : e, what, where);
     } finally {
       inflight.delete(ac);
