@@ -9,10 +9,10 @@
  * Nothing outlives its deadline: each request carries an AbortSignal (set on the library's request
  * where the credentials are applied, from an AsyncLocalStorage, so every API class gets it) that
  * destroys its socket at `--request-timeout`; an exec credential plugin still running then is
- * killed; `close()` ends whatever is still open when the command is done.
+ * killed with what it started (exec-plugins.ts); `close()` ends whatever is still open when the
+ * command is done.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { ChildProcess, spawn } from 'node:child_process';
 import type { Duplex } from 'node:stream';
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
@@ -26,6 +26,7 @@ import {
 } from './kube-config';
 import type { Manifest } from './manifests';
 import { byDeadline } from './deadline';
+import { watchExecPlugins, type ExecPlugins } from './exec-plugins';
 import { openPortForward } from './port-forward';
 
 export interface Cluster {
@@ -210,74 +211,6 @@ export async function connectCluster(
 }
 
 const seconds = (ms: number): string => `${ms % 1000 === 0 ? ms / 1000 : (ms / 1000).toFixed(1)} s`;
-
-/** What became of the last exec credential plugin run (for K8S_CONFIG's message). */
-interface PluginRun {
-  killed: boolean;
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-interface ExecPlugins {
-  last(): PluginRun | undefined;
-  killAll(): void;
-}
-
-/**
- * client-node runs an exec credential plugin with spawn and waits for it without a limit: its
- * spawn function (ExecAuth.execFn) is wrapped so that a plugin running past the deadline is killed
- * (SIGKILL: a plugin waiting for a browser login ignores nothing less), what it printed is kept for
- * the message, and close() kills any still running.
- */
-function watchExecPlugins(kc: K8s.KubeConfig, timeoutMs: number): ExecPlugins {
-  const running = new Set<ChildProcess>();
-  let last: PluginRun | undefined;
-  const authenticators = (kc as unknown as { authenticators?: unknown[] }).authenticators ?? [];
-  const exec = authenticators.find(
-    (a): a is { execFn: typeof spawn } =>
-      typeof (a as { execFn?: unknown } | null)?.execFn === 'function',
-  );
-  if (exec !== undefined) {
-    const original = exec.execFn;
-    exec.execFn = ((...args: Parameters<typeof spawn>) => {
-      const child = original(...args);
-      const run: PluginRun = { killed: false, code: null, stdout: '', stderr: '' };
-      last = run;
-      running.add(child);
-      const timer = setTimeout(() => {
-        run.killed = true;
-        child.kill('SIGKILL');
-      }, timeoutMs);
-      child.stdout?.on('data', (d: Buffer | string) => {
-        if (run.stdout.length < 200) run.stdout += d.toString();
-      });
-      child.stderr?.on('data', (d: Buffer | string) => {
-        if (run.stderr.length < 400) run.stderr += d.toString();
-      });
-      child.once('close', (code) => {
-        run.code = code;
-        clearTimeout(timer);
-        running.delete(child);
-      });
-      child.once('error', () => {
-        clearTimeout(timer);
-        running.delete(child);
-      });
-      return child;
-    }) as typeof spawn;
-  }
-  return {
-    last: () => last,
-    killAll: () => {
-      for (const c of running) {
-        const run = last;
-        if (run !== undefined) run.killed = true;
-        c.kill('SIGKILL');
-      }
-    },
-  };
-}
 
 /**
  * The credentials, got once before any request (the exec plugin run, the files read): what fails

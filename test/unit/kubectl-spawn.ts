@@ -1,7 +1,7 @@
 /**
  * `kubectl-hoptrace` run as a process for the tests of what goes wrong outside it
- * (kubectl-faults.test.ts, kubectl-api-reply.test.ts): the process with a deadline of its own, a
- * listener that never answers, a kubeconfig written for one case.
+ * (kubectl-faults.test.ts, kubectl-api-reply.test.ts, kubectl-exec-plugin.test.ts): the process
+ * with a deadline of its own, a listener that never answers, a kubeconfig written for one case.
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
