@@ -26,7 +26,7 @@ import {
 } from './kube-config';
 import type { Manifest } from './manifests';
 import { byDeadline } from './deadline';
-import { watchExecPlugins, type ExecPlugins } from './exec-plugins';
+import { MAX_PLUGIN_OUTPUT, watchExecPlugins, type ExecPlugins } from './exec-plugins';
 import { openPortForward } from './port-forward';
 
 export interface Cluster {
@@ -241,15 +241,17 @@ async function checkCredentials(
     const args = Array.isArray(exec.args) ? exec.args.map(String) : [];
     const command = [String(exec.command), ...args].join(' ');
     const reason =
-      run?.killed === true
-        ? `did not finish within ${seconds(timeoutMs)} (killed)`
-        : e instanceof SyntaxError
-          ? `printed something that is not JSON, not an ExecCredential: '${(run?.stdout ?? '').trim().slice(0, 80)}'`
-          : run?.code !== null && run?.code !== undefined && run.code !== 0
-            ? `exited with code ${run.code}${run.stderr.trim() === '' ? '' : `: ${run.stderr.trim().slice(0, 200)}`}`
-            : e instanceof TypeError
-              ? `printed JSON that is not an ExecCredential (${text})`
-              : text;
+      run?.overflow !== undefined
+        ? `printed more than ${MAX_PLUGIN_OUTPUT} bytes on ${run.overflow} (killed)`
+        : run?.killed === true
+          ? `did not finish within ${seconds(timeoutMs)} (killed)`
+          : e instanceof SyntaxError
+            ? `printed something that is not JSON, not an ExecCredential: '${(run?.stdout ?? '').trim().slice(0, 80)}'`
+            : run?.code !== null && run?.code !== undefined && run.code !== 0
+              ? `exited with code ${run.code}${run.stderr.trim() === '' ? '' : `: ${run.stderr.trim().slice(0, 200)}`}`
+              : e instanceof TypeError
+                ? `printed JSON that is not an ExecCredential (${text})`
+                : text;
     throw new HoptraceError('K8S_CONFIG', `users[${user.name}].exec (${command}): ${reason}`, {
       where: cfg.source,
       hint: 'the credential plugin must print an ExecCredential (client.authentication.k8s.io) on stdout and exit 0; run it by hand to see why it does not',

@@ -12,7 +12,8 @@
  *   command alive;
  * - a plugin that exits with an error or by a signal has its group killed at once: its children
  *   neither outlive it nor hold its output open, and its error is reported at once;
- * - what it printed is kept (the start of it) for the message.
+ * - what it printed is kept (the start of it) for the message, and a plugin that prints more than
+ *   MAX_PLUGIN_OUTPUT on either stream is killed the same way.
  * A plugin in a session of its own has no controlling terminal, and a signal sent to the
  * terminal's process group (Ctrl-C, a hang-up) no longer reaches it: while one runs, SIGINT,
  * SIGTERM and SIGHUP kill its group first, then take their course.
@@ -23,10 +24,20 @@ import type * as K8s from '@kubernetes/client-node';
 /** What became of the last exec credential plugin run (for K8S_CONFIG's message). */
 export interface PluginRun {
   killed: boolean;
+  /** The stream it printed more than MAX_PLUGIN_OUTPUT bytes on (it was killed for it). */
+  overflow: 'stdout' | 'stderr' | undefined;
   code: number | null;
   stdout: string;
   stderr: string;
 }
+
+/**
+ * The most a plugin may print on stdout, and on stderr: client-node keeps each whole in a string,
+ * which past V8's limit (512 MiB: `yes` gets there in a second) throws a RangeError from a stream
+ * callback — a crash with a stack trace. An ExecCredential, a client certificate and key included,
+ * is a few KiB.
+ */
+export const MAX_PLUGIN_OUTPUT = 1024 * 1024;
 
 export interface ExecPlugins {
   last(): PluginRun | undefined;
@@ -87,19 +98,32 @@ export function watchExecPlugins(kc: K8s.KubeConfig, timeoutMs: number): ExecPlu
     ) => ChildProcess;
     exec.execFn = ((command: string, args?: readonly string[], options: SpawnOptions = {}) => {
       const child = original(command, args, { ...options, detached: true });
-      const run: PluginRun = { killed: false, code: null, stdout: '', stderr: '' };
+      const run: PluginRun = {
+        killed: false,
+        overflow: undefined,
+        code: null,
+        stdout: '',
+        stderr: '',
+      };
       last = run;
       if (running.size === 0) for (const s of PASSED_ON) process.on(s, onSignal);
       running.set(child, run);
       const timer = setTimeout(() => {
         stop(child, run);
       }, timeoutMs);
-      child.stdout?.on('data', (d: Buffer | string) => {
-        if (run.stdout.length < 200) run.stdout += d.toString();
-      });
-      child.stderr?.on('data', (d: Buffer | string) => {
-        if (run.stderr.length < 400) run.stderr += d.toString();
-      });
+      // Registered before client-node's own listeners: past the bound, the chunk at hand is the
+      // last one it gets.
+      const printed = { stdout: 0, stderr: 0 };
+      const keep = (stream: 'stdout' | 'stderr', start: number) => (d: Buffer | string) => {
+        printed[stream] += typeof d === 'string' ? Buffer.byteLength(d) : d.length;
+        if (run[stream].length < start) run[stream] += d.toString();
+        if (printed[stream] > MAX_PLUGIN_OUTPUT && !run.killed) {
+          run.overflow = stream;
+          stop(child, run);
+        }
+      };
+      child.stdout?.on('data', keep('stdout', 200));
+      child.stderr?.on('data', keep('stderr', 400));
       child.once('exit', (code) => {
         // An error or a signal: what it started goes with it (a plugin that exits 0 may leave a
         // helper of its own running; one that holds the output open is killed at the deadline).

@@ -3,9 +3,11 @@
  * child — as `aws eks get-token` starts python — does not leave the child behind: past
  * `--request-timeout`, when the plugin fails, or when the command is stopped by a signal, the
  * plugin's whole process group is killed, the command ends in bounded time with its error, and
- * the child (which held the plugin's stdout open) is gone. A plugin that works is used as before.
+ * the child (which held the plugin's stdout open) is gone. A plugin that prints without end is
+ * killed past a bound, not kept in memory until a RangeError. A plugin that works is used as
+ * before.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -157,6 +159,40 @@ void t.test(
     cli.kill('SIGTERM');
     t.equal(await ended, 'SIGTERM', 'the command ends by the signal, as it would without a plugin');
     t.ok(await goneSoon(pid), `the plugin's child (sleep, pid ${pid}) is gone`);
+  },
+);
+
+void t.test(
+  'a plugin that prints without end is killed past 1 MiB: K8S_CONFIG, not a RangeError',
+  { skip: spawnSync('yes', ['--version'], { stdio: 'ignore' }).status !== 0 },
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-execyes-'));
+    for (const [stream, command, args] of [
+      ['stdout', 'yes', []],
+      ['stderr', 'sh', ['-c', 'yes >&2']],
+    ] as const) {
+      const file = kubeconfig(
+        dir,
+        stream,
+        { server: 'https://127.0.0.1:1' },
+        { exec: { apiVersion: API_VERSION, command, args } },
+      );
+      const r = await spawnPlugin(
+        ['status', '--kubeconfig', file, '--request-timeout', '25s'],
+        {},
+        40_000,
+      );
+      t.notOk(r.hung, `${stream}: the process exits by itself (${r.ms} ms)`);
+      t.equal(r.code, 1, stream);
+      t.match(
+        r.stderr,
+        new RegExp(
+          `^kubectl hoptrace: K8S_CONFIG: .*users\\[u\\]\\.exec \\(${command}.*\\): printed more than 1048576 bytes on ${stream} \\(killed\\)`,
+        ),
+        stream,
+      );
+      t.notMatch(r.stderr, /RangeError|\n\s+at /, `${stream}: no stack trace`);
+    }
   },
 );
 
