@@ -1,21 +1,23 @@
 /**
  * What `kubectl hoptrace` asks of the API server, with the user's kubeconfig: pods, nodes,
  * Secrets, port-forwards. The one place in cli/ that touches @kubernetes/client-node. Failures are
- * K8S_FORBIDDEN (401/403, naming what was refused), K8S_API_UNREACHABLE (no answer, 5xx) or, for
- * what was asked by name, null on 404; a credential that cannot be had (an exec plugin that is
- * missing, fails, prints no ExecCredential or does not finish) is K8S_CONFIG.
+ * K8S_FORBIDDEN (401/403, naming what was refused), K8S_API_UNREACHABLE (no answer, 5xx),
+ * K8S_BAD_RESPONSE (a reply past API_MAX_REPLY_BYTES, api-http.ts) or, for what was asked by name,
+ * null on 404; a credential that cannot be had (an exec plugin that is missing, fails, prints no
+ * ExecCredential or does not finish) is K8S_CONFIG.
  *
  * Nothing outlives its deadline: each request carries an AbortSignal (set on the library's request
  * where the credentials are applied, from an AsyncLocalStorage, so every API class gets it) that
  * destroys its socket at `--request-timeout`; an exec credential plugin still running then is
- * killed; `close()` ends whatever is still open when the command is done.
+ * killed with what it started (exec-plugins.ts); `close()` ends whatever is still open when the
+ * command is done.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { ChildProcess, spawn } from 'node:child_process';
 import type { Duplex } from 'node:stream';
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
 import { loadClientLibrary } from '../../collector';
+import { API_MAX_REPLY_BYTES, apiHttpLibrary } from './api-http';
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   loadKubeConfig,
@@ -24,6 +26,7 @@ import {
 } from './kube-config';
 import type { Manifest } from './manifests';
 import { byDeadline } from './deadline';
+import { MAX_PLUGIN_OUTPUT, watchExecPlugins, type ExecPlugins } from './exec-plugins';
 import { openPortForward } from './port-forward';
 
 export interface Cluster {
@@ -56,9 +59,16 @@ export type WorkloadKind = 'deployment' | 'statefulset' | 'daemonset';
 /** Who owns the fields install applies (server-side apply's field manager). */
 const FIELD_MANAGER = 'kubectl-hoptrace';
 
+/** What connectCluster bounds beyond the flags (tests give a smaller cap). */
+export interface ApiLimits {
+  /** The longest API server reply read (API_MAX_REPLY_BYTES). */
+  maxReplyBytes: number;
+}
+
 export async function connectCluster(
   flags: KubeFlags,
   env: NodeJS.ProcessEnv = process.env,
+  limits: ApiLimits = { maxReplyBytes: API_MAX_REPLY_BYTES },
 ): Promise<Cluster> {
   const k8s = await loadClientLibrary();
   const cfg = loadKubeConfig(k8s, flags, env);
@@ -76,9 +86,21 @@ export async function connectCluster(
     if (signal !== undefined) context.setSignal(signal);
   };
   await checkCredentials(cfg, plugins, timeoutMs);
-  const core = cfg.kc.makeApiClient(k8s.CoreV1Api);
-  const apps = cfg.kc.makeApiClient(k8s.AppsV1Api);
-  const objects = k8s.KubernetesObjectApi.makeApiClient(cfg.kc);
+  // As kc.makeApiClient builds them, but over api-http.ts: each reply under its deadline and cap.
+  const config = k8s.createConfiguration({
+    baseServer: new k8s.ServerConfiguration(cfg.server, {}),
+    authMethods: { default: cfg.kc },
+    httpApi: apiHttpLibrary(k8s, { timeoutMs, maxReplyBytes: limits.maxReplyBytes }),
+  });
+  const core = new k8s.CoreV1Api(config);
+  const apps = new k8s.AppsV1Api(config);
+  // KubernetesObjectApi.makeApiClient's work: the context's namespace for objects without one.
+  const objects = new (class extends k8s.KubernetesObjectApi {
+    constructor() {
+      super(config);
+      this.setDefaultNamespace(cfg.kc);
+    }
+  })();
   const named = (o: Manifest): string =>
     `${o.kind} ${o.metadata.namespace === undefined ? '' : `${o.metadata.namespace}/`}${o.metadata.name}`;
   const where = `${cfg.server} (context ${cfg.context})`;
@@ -94,6 +116,12 @@ export async function connectCluster(
         throw e;
       });
     } catch (e) {
+      // A reply api-http.ts refused (K8S_BAD_RESPONSE) says what was asked, where, what to do.
+      if (e instanceof HoptraceError && !ac.signal.aborted)
+        throw new HoptraceError(e.code, `${what}: ${e.detail}`, {
+          where,
+          ...(e.hint === undefined ? {} : { hint: e.hint }),
+        });
       throw apiError(k8s, ac.signal.aborted ? (ac.signal.reason as unknown) : e, what, where);
     } finally {
       inflight.delete(ac);
@@ -184,74 +212,6 @@ export async function connectCluster(
 
 const seconds = (ms: number): string => `${ms % 1000 === 0 ? ms / 1000 : (ms / 1000).toFixed(1)} s`;
 
-/** What became of the last exec credential plugin run (for K8S_CONFIG's message). */
-interface PluginRun {
-  killed: boolean;
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-interface ExecPlugins {
-  last(): PluginRun | undefined;
-  killAll(): void;
-}
-
-/**
- * client-node runs an exec credential plugin with spawn and waits for it without a limit: its
- * spawn function (ExecAuth.execFn) is wrapped so that a plugin running past the deadline is killed
- * (SIGKILL: a plugin waiting for a browser login ignores nothing less), what it printed is kept for
- * the message, and close() kills any still running.
- */
-function watchExecPlugins(kc: K8s.KubeConfig, timeoutMs: number): ExecPlugins {
-  const running = new Set<ChildProcess>();
-  let last: PluginRun | undefined;
-  const authenticators = (kc as unknown as { authenticators?: unknown[] }).authenticators ?? [];
-  const exec = authenticators.find(
-    (a): a is { execFn: typeof spawn } =>
-      typeof (a as { execFn?: unknown } | null)?.execFn === 'function',
-  );
-  if (exec !== undefined) {
-    const original = exec.execFn;
-    exec.execFn = ((...args: Parameters<typeof spawn>) => {
-      const child = original(...args);
-      const run: PluginRun = { killed: false, code: null, stdout: '', stderr: '' };
-      last = run;
-      running.add(child);
-      const timer = setTimeout(() => {
-        run.killed = true;
-        child.kill('SIGKILL');
-      }, timeoutMs);
-      child.stdout?.on('data', (d: Buffer | string) => {
-        if (run.stdout.length < 200) run.stdout += d.toString();
-      });
-      child.stderr?.on('data', (d: Buffer | string) => {
-        if (run.stderr.length < 400) run.stderr += d.toString();
-      });
-      child.once('close', (code) => {
-        run.code = code;
-        clearTimeout(timer);
-        running.delete(child);
-      });
-      child.once('error', () => {
-        clearTimeout(timer);
-        running.delete(child);
-      });
-      return child;
-    }) as typeof spawn;
-  }
-  return {
-    last: () => last,
-    killAll: () => {
-      for (const c of running) {
-        const run = last;
-        if (run !== undefined) run.killed = true;
-        c.kill('SIGKILL');
-      }
-    },
-  };
-}
-
 /**
  * The credentials, got once before any request (the exec plugin run, the files read): what fails
  * here is the configuration's — K8S_CONFIG naming the user's exec plugin or the source — not an
@@ -281,15 +241,17 @@ async function checkCredentials(
     const args = Array.isArray(exec.args) ? exec.args.map(String) : [];
     const command = [String(exec.command), ...args].join(' ');
     const reason =
-      run?.killed === true
-        ? `did not finish within ${seconds(timeoutMs)} (killed)`
-        : e instanceof SyntaxError
-          ? `printed something that is not JSON, not an ExecCredential: '${(run?.stdout ?? '').trim().slice(0, 80)}'`
-          : run?.code !== null && run?.code !== undefined && run.code !== 0
-            ? `exited with code ${run.code}${run.stderr.trim() === '' ? '' : `: ${run.stderr.trim().slice(0, 200)}`}`
-            : e instanceof TypeError
-              ? `printed JSON that is not an ExecCredential (${text})`
-              : text;
+      run?.overflow !== undefined
+        ? `printed more than ${MAX_PLUGIN_OUTPUT} bytes on ${run.overflow} (killed)`
+        : run?.killed === true
+          ? `did not finish within ${seconds(timeoutMs)} (killed)`
+          : e instanceof SyntaxError
+            ? `printed something that is not JSON, not an ExecCredential: '${(run?.stdout ?? '').trim().slice(0, 80)}'`
+            : run?.code !== null && run?.code !== undefined && run.code !== 0
+              ? `exited with code ${run.code}${run.stderr.trim() === '' ? '' : `: ${run.stderr.trim().slice(0, 200)}`}`
+              : e instanceof TypeError
+                ? `printed JSON that is not an ExecCredential (${text})`
+                : text;
     throw new HoptraceError('K8S_CONFIG', `users[${user.name}].exec (${command}): ${reason}`, {
       where: cfg.source,
       hint: 'the credential plugin must print an ExecCredential (client.authentication.k8s.io) on stdout and exit 0; run it by hand to see why it does not',

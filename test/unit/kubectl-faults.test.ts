@@ -4,10 +4,10 @@
  * flags that must be refused before any request. Each ends in one coded line and the process
  * exits — spawned children are given a deadline, so a hang fails the test instead of holding it.
  */
-import { execFile, spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Duplex } from 'node:stream';
@@ -19,9 +19,7 @@ import { connectCluster, type Cluster } from '../../cli/kubectl/cluster';
 import { runKubectl } from '../../cli/kubectl/run';
 import { streamFetch } from '../../cli/kubectl/stream-fetch';
 import { pod, startFakeApiServer } from './k8s-fixtures';
-
-const root = join(__dirname, '..', '..', '..');
-const BIN = join(root, 'bin', 'kubectl-hoptrace');
+import { hasSleep, kubeconfig, silentListener, spawnPlugin } from './kubectl-spawn';
 
 const COLLECTOR = {
   metadata: { name: 'hoptrace-collector-x' },
@@ -317,74 +315,6 @@ void t.test('capture: every flag is checked before the API server is asked', asy
 
 // ---- Nothing hangs: the process ends with the error (spawned, with a deadline of its own) ----
 
-interface Exit {
-  code: number | null;
-  /** The child outlived the test's deadline and was killed. */
-  hung: boolean;
-  stderr: string;
-  ms: number;
-}
-
-/**
- * `kubectl-hoptrace ARGV…` as a process, killed if it is still running after `deadlineMs` — far
- * above the 1 s request timeouts the tests give, so only a process that would never end reaches
- * it (the plugin's own start takes seconds on two busy cores).
- */
-function spawnPlugin(argv: string[], env: NodeJS.ProcessEnv, deadlineMs = 45_000): Promise<Exit> {
-  const started = Date.now();
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...argv],
-      { env: { PATH: process.env['PATH'], ...env }, timeout: deadlineMs, killSignal: 'SIGKILL' },
-      (e, _stdout, stderr) => {
-        resolve({
-          code: e === null ? 0 : typeof e.code === 'number' ? e.code : null,
-          hung: e?.killed === true,
-          stderr,
-          ms: Date.now() - started,
-        });
-      },
-    );
-  });
-}
-
-/** A TCP listener that accepts and never answers (an API server or collector that hangs). */
-async function silentListener(t: {
-  teardown(fn: () => unknown): void;
-}): Promise<{ port: number; sockets: Set<Socket> }> {
-  const sockets = new Set<Socket>();
-  const server = createServer((c) => {
-    sockets.add(c);
-    c.on('error', () => undefined);
-    c.on('close', () => sockets.delete(c));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => {
-    for (const c of sockets) c.destroy();
-    server.close();
-  });
-  return { port: (server.address() as AddressInfo).port, sockets };
-}
-
-function kubeconfig(dir: string, name: string, cluster: object, user: object): string {
-  const file = join(dir, `${name}.yaml`);
-  writeFileSync(
-    file,
-    JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: [{ name: 'c', cluster }],
-      users: [{ name: 'u', user }],
-      contexts: [{ name: 'ctx', context: { cluster: 'c', user: 'u', namespace: 'ns1' } }],
-      'current-context': 'ctx',
-    }),
-  );
-  return file;
-}
-
-const hasSleep = spawnSync('sleep', ['0']).status === 0;
-
 /** `kubectl hoptrace ARGV…` in this process with the real cluster connection and `env`. */
 async function runReal(argv: string[], env: NodeJS.ProcessEnv) {
   const err: string[] = [];
@@ -621,6 +551,36 @@ void t.test('a reply longer than the cap is cut off: COLLECTOR_BAD_RESPONSE', as
     },
   );
 });
+
+void t.test(
+  'through a port-forward, a status no fetch Response carries is COLLECTOR_BAD_RESPONSE',
+  async (t) => {
+    // 999: any three digits parse; 205: a status that may not have a body, sent with one.
+    for (const [status, want] of [
+      [999, /the reply to GET \/v1\/agents has HTTP status 999/],
+      [205, /GET \/v1\/agents did not return JSON/],
+    ] as const) {
+      const odd = streamFetch(
+        () =>
+          new Duplex({
+            read() {
+              // answered on write
+            },
+            write(_c, _e, cb) {
+              this.push(`HTTP/1.1 ${status} Odd\r\ncontent-length: 2\r\n\r\n{}`);
+              this.push(null);
+              cb();
+            },
+          }),
+        { timeoutMs: 10_000, maxReplyBytes: 1 << 20 },
+      );
+      await t.rejects(new CollectorClient('http://c', 't', odd).json('GET', '/v1/agents'), {
+        code: 'COLLECTOR_BAD_RESPONSE',
+        message: want,
+      });
+    }
+  },
+);
 
 void t.test(
   'hoptrace capture --collector URL: a silent collector is aborted at the deadline',
