@@ -574,10 +574,13 @@ void t.test(
           }),
         { timeoutMs: 10_000, maxReplyBytes: 1 << 20 },
       );
-      await t.rejects(new CollectorClient('http://c', 't', odd).json('GET', '/v1/agents'), {
-        code: 'COLLECTOR_BAD_RESPONSE',
-        message: want,
-      });
+      await t.rejects(
+        new CollectorClient('http://c', 't', odd).json('GET', '/v1/agents', AGENT_LIST),
+        {
+          code: 'COLLECTOR_BAD_RESPONSE',
+          message: want,
+        },
+      );
     }
   },
 );
