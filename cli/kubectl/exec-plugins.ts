@@ -4,8 +4,8 @@
  * close — which a child the plugin started and left holding them (a shell script's `sleep &`,
  * `aws eks get-token`'s python) can put off for ever, a child that a kill of the plugin alone
  * leaves running. Its spawn function (ExecAuth.execFn) is wrapped:
- * - the plugin starts in a process group of its own (`detached`: a new session), so that
- *   `process.kill(-pid)` reaches what it starts too;
+ * - without a terminal (scripts, CI, a pod), the plugin starts in a process group of its own
+ *   (`detached`: a new session), so that `process.kill(-pid)` reaches what it starts too;
  * - past the deadline, or at close(), the group is killed (SIGKILL: a plugin waiting for a browser
  *   login ignores nothing less), the pipes from it are destroyed (a process that left the group may
  *   still hold them: they are not waited for) and the child is unref'd, so nothing of it keeps the
@@ -17,8 +17,16 @@
  * A plugin in a session of its own has no controlling terminal, and a signal sent to the
  * terminal's process group (Ctrl-C, a hang-up) no longer reaches it: while one runs, SIGINT,
  * SIGTERM and SIGHUP kill its group first, then take their course.
+ *
+ * On a terminal (standard input a TTY) the plugin stays in the command's session, as kubectl runs
+ * it: a plugin that asks on /dev/tty (an MFA code, a device login) can ask, and Ctrl-C reaches it.
+ * Its tree is then killed by walking /proc (each process stopped, its children read from
+ * /proc/PID/task/TID/children, then all killed): what it started and left running is found while
+ * it runs; children of a plugin that already exited are init's and are not found (partial).
  */
 import type { ChildProcess, SpawnOptions, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { isatty } from 'node:tty';
 import type * as K8s from '@kubernetes/client-node';
 
 /** What became of the last exec credential plugin run (for K8S_CONFIG's message). */
@@ -59,13 +67,74 @@ function killGroup(child: ChildProcess): void {
   }
 }
 
+/** Processes a tree walk stops at (a fork bomb is not followed for ever). */
+const MAX_TREE = 1024;
+
+function signal(pid: number, s: NodeJS.Signals): boolean {
+  try {
+    process.kill(pid, s);
+    return true;
+  } catch {
+    return false; // gone already, or not ours
+  }
+}
+
+/** The children of `pid` as /proc lists them (every thread's), or none when it cannot be read. */
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const task of tasks) {
+    try {
+      for (const word of readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ')) {
+        const n = Number(word);
+        if (word !== '' && Number.isSafeInteger(n) && n > 1) out.push(n);
+      }
+    } catch {
+      // the thread ended while it was read
+    }
+  }
+  return out;
+}
+
+/**
+ * SIGKILL to `pid` and every process under it: each is stopped (SIGSTOP: it cannot start another
+ * or exit and hand its children to init) before its children are read, then all are killed. For a
+ * plugin in the command's own session (a terminal), where no process group holds just its tree.
+ */
+export function killTree(pid: number): void {
+  const seen = new Set<number>();
+  const todo = [pid];
+  while (todo.length > 0 && seen.size < MAX_TREE) {
+    const p = todo.pop() ?? pid;
+    if (seen.has(p) || !signal(p, 'SIGSTOP')) continue;
+    seen.add(p);
+    todo.push(...childrenOf(p));
+  }
+  for (const p of seen) signal(p, 'SIGKILL');
+}
+
+/** A session of its own for the plugin unless the command runs on a terminal (see the top). */
+function onTerminal(): boolean {
+  return isatty(0); // process.stdin would open a stream on it
+}
+
 export function watchExecPlugins(kc: K8s.KubeConfig, timeoutMs: number): ExecPlugins {
   const running = new Map<ChildProcess, PluginRun>();
   let last: PluginRun | undefined;
 
+  const detached = !onTerminal();
+  const kill = (child: ChildProcess): void => {
+    if (detached) killGroup(child);
+    else if (child.pid !== undefined) killTree(child.pid);
+  };
   const stop = (child: ChildProcess, run: PluginRun): void => {
     run.killed = true;
-    killGroup(child);
+    kill(child);
     child.stdin?.destroy();
     child.stdout?.destroy();
     child.stderr?.destroy();
@@ -97,7 +166,7 @@ export function watchExecPlugins(kc: K8s.KubeConfig, timeoutMs: number): ExecPlu
       options: SpawnOptions,
     ) => ChildProcess;
     exec.execFn = ((command: string, args?: readonly string[], options: SpawnOptions = {}) => {
-      const child = original(command, args, { ...options, detached: true });
+      const child = original(command, args, { ...options, detached });
       const run: PluginRun = {
         killed: false,
         overflow: undefined,
@@ -106,7 +175,8 @@ export function watchExecPlugins(kc: K8s.KubeConfig, timeoutMs: number): ExecPlu
         stderr: '',
       };
       last = run;
-      if (running.size === 0) for (const s of PASSED_ON) process.on(s, onSignal);
+      // On a terminal, Ctrl-C and a hang-up reach the plugin as they reach the command.
+      if (detached && running.size === 0) for (const s of PASSED_ON) process.on(s, onSignal);
       running.set(child, run);
       const timer = setTimeout(() => {
         stop(child, run);
@@ -127,7 +197,7 @@ export function watchExecPlugins(kc: K8s.KubeConfig, timeoutMs: number): ExecPlu
       child.once('exit', (code) => {
         // An error or a signal: what it started goes with it (a plugin that exits 0 may leave a
         // helper of its own running; one that holds the output open is killed at the deadline).
-        if (code !== 0 && !run.killed) killGroup(child);
+        if (code !== 0 && !run.killed && detached) killGroup(child);
       });
       child.once('close', (code) => {
         run.code = code;

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { connectCluster } from '../../cli/kubectl/cluster';
+import { killTree } from '../../cli/kubectl/exec-plugins';
 import { startFakeApiServer } from './k8s-fixtures';
 import { BIN, hasSleep, kubeconfig, spawnPlugin } from './kubectl-spawn';
 
@@ -222,3 +223,71 @@ void t.test('a plugin that prints its ExecCredential and exits 0 is used', async
   t.ok(fake.auth.has('Bearer from-the-plugin'), "the plugin's token was sent");
   t.equal(process.listenerCount('SIGINT'), signals, 'no signal listener is left behind');
 });
+
+// On a terminal the plugin stays in the command's session, as kubectl runs it (a plugin that
+// asks for an MFA code on /dev/tty can ask): past the deadline its tree is found through /proc
+// and killed. `script` gives the command a terminal. A first version put every plugin in a
+// session of its own, where opening /dev/tty fails.
+const hasScript = spawnSync('script', ['--version']).status === 0;
+void t.test(
+  'on a terminal: the plugin can open /dev/tty; past the deadline its child is killed',
+  { skip: !hasSleep || !hasProc || !hasScript },
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-exectty-'));
+    const ttyFile = join(dir, 'tty');
+    const { script, pidFile } = pluginScript(
+      dir,
+      'tty',
+      `if (: < /dev/tty) 2>/dev/null; then echo yes > '${ttyFile}'; else echo no > '${ttyFile}'; fi\nwait`,
+    );
+    const file = kubeconfig(
+      dir,
+      'tty',
+      { server: 'https://127.0.0.1:1' },
+      { exec: { apiVersion: API_VERSION, command: script } },
+    );
+    const command = [
+      process.execPath,
+      BIN,
+      'status',
+      '--kubeconfig',
+      file,
+      '--request-timeout',
+      '1s',
+    ]
+      .map((a) => `'${a}'`)
+      .join(' ');
+    const started = Date.now();
+    const r = spawnSync('script', ['-qec', command, '/dev/null'], {
+      encoding: 'utf8',
+      timeout: 40_000,
+      killSignal: 'SIGKILL',
+      env: { PATH: process.env['PATH'] },
+    });
+    t.equal(r.signal, null, `the command ended by itself (${Date.now() - started} ms)`);
+    t.match(r.stdout, /K8S_CONFIG: .*did not finish within 1 s \(killed\)/);
+    t.equal(readFileSync(ttyFile, 'utf8').trim(), 'yes', 'the plugin had the terminal');
+    const pid = childPid(pidFile);
+    t.ok(await goneSoon(pid), `the plugin's child (sleep, pid ${pid}) is gone`);
+  },
+);
+
+void t.test(
+  'killTree: a process and what it started, found through /proc',
+  { skip: !hasProc || !hasSleep },
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-killtree-'));
+    const pidFile = join(dir, 'grandchild.pid');
+    // sh → sh → sleep: two levels under the one killed.
+    const child = spawn('sh', ['-c', `sh -c 'sleep 1000 & echo $! > ${pidFile}; wait' & wait`], {
+      stdio: 'ignore',
+    });
+    const until = Date.now() + 10_000;
+    while (!existsSync(pidFile) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    const grandchild = childPid(pidFile);
+    t.ok(running(grandchild), 'the sleep runs');
+    killTree(child.pid ?? 0);
+    t.ok(await goneSoon(child.pid ?? 0), 'the process is gone');
+    t.ok(await goneSoon(grandchild), 'and the sleep two levels under it');
+  },
+);
