@@ -15,6 +15,7 @@ import { missingPrerequisites } from '../../lab/prereq';
 import { findScenario } from '../../lab/scenarios';
 import { DEFAULT_REPRO_OPTIONS, REPRO_SCENARIOS, runRepro } from '../../lab/repro';
 import type { ReproView } from '../../collector';
+import { checkManifest, parseManifest } from '../../common/sha256sums';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = join(__dirname, '..', '..', '..', 'lab-out', 'screenshots');
@@ -195,9 +196,29 @@ if (missing.length > 0) {
         'timeline.svg',
         'evidence.pcapng',
         'inventory.json',
+        'SHA256SUMS',
       ],
       'every file of the bundle to download',
     );
+    const sumsReply = await page.request.get(`${base}/ui/repros/${v.id}/files/SHA256SUMS`);
+    t.equal(sumsReply.status(), 200, 'SHA256SUMS downloads');
+    const parsed = parseManifest(await sumsReply.text());
+    if (!parsed.ok) t.fail(`SHA256SUMS reads: ${parsed.problem}`);
+    else {
+      const files = new Map<string, Uint8Array>();
+      for (const name of links.map((h) => h.split('/').at(-1) ?? '')) {
+        if (name === 'SHA256SUMS') continue;
+        const r = await page.request.get(`${base}/ui/repros/${v.id}/files/${name}`);
+        files.set(name, await r.body());
+      }
+      const check = checkManifest(parsed.sums, files);
+      t.same(
+        { mismatched: check.mismatched, absent: check.absent, unlisted: check.unlisted },
+        { mismatched: [], absent: [], unlisted: [] },
+        'every file the web view serves is the one SHA256SUMS lists',
+      );
+      t.equal(check.verified.length, files.size, 'each linked file verified');
+    }
     const pcap = await page.request.get(`${base}/ui/repros/${v.id}/files/evidence.pcapng`);
     t.equal(pcap.status(), 200, 'evidence.pcapng downloads');
     t.match(pcap.headers()['content-type'], /application\/vnd\.tcpdump\.pcap/);
