@@ -37,6 +37,8 @@ export interface DeniedOutcome {
   refusedBy:
     'policy-reset' | 'policy-icmp' | 'policy-drop' | 'no-route' | 'allowed' | 'inconclusive';
   node: string;
+  /** Whether the client's SYN was captured at the backend's node. */
+  reachedNode: boolean;
   detail: string;
 }
 
@@ -436,7 +438,7 @@ function deniedFinding(d: DeniedOutcome): Finding {
       return {
         ...base,
         severity: 'error',
-        detail: `the request from the denied source never reached the backend's node: it failed for lack of a route, not by policy, so the test proves nothing about the policy (${d.detail})`,
+        detail: `the request from the denied source ${d.reachedNode ? `reached the backend's node ${d.node} and an ICMP error said its destination is unreachable (no route), not prohibited` : "never reached the backend's node"}: it failed for lack of a route, not by policy, so the test proves nothing about the policy (${d.detail})`,
         fix: 'fix the path first (return route, masquerade), then repeat the denied-source test',
       };
     case 'allowed':

@@ -98,6 +98,7 @@ export function classifyDenied(c: DeniedCaptures): DeniedOutcome {
   if (syn === undefined) {
     return {
       ...base,
+      reachedNode: false,
       refusedBy: 'inconclusive',
       detail: `no SYN from ${c.source} to port ${c.target.port} was captured at the client`,
     };
@@ -105,6 +106,7 @@ export function classifyDenied(c: DeniedCaptures): DeniedOutcome {
   const isn = syn.keys.tcpSeq;
   const sameSyn = (e: PacketEvent): boolean => isSyn(e) && e.keys.tcpSeq === isn;
   const atNode = c.backendNode.filter(sameSyn);
+  const seen = { ...base, reachedNode: atNode.length > 0 };
   const atPod = c.backend?.filter(sameSyn) ?? [];
   const isRst = (e: PacketEvent): boolean =>
     (flags(e) & RST) !== 0 && e.inner?.dst === c.source && e.inner.sport === c.target.port;
@@ -119,7 +121,7 @@ export function classifyDenied(c: DeniedCaptures): DeniedOutcome {
   const rstFrom = (e: PacketEvent): string =>
     e.inner?.sport === undefined ? (e.inner?.src ?? '?') : hostPort(e.inner.src, e.inner.sport);
   if (c.answered) {
-    return { ...base, refusedBy: 'allowed', detail: `${target} answered ${c.source}` };
+    return { ...seen, refusedBy: 'allowed', detail: `${target} answered ${c.source}` };
   }
   if (atPod.length > 0) {
     // The SYN got into the backend pod: policy (enforced before the pod) let it through, whatever
@@ -127,13 +129,13 @@ export function classifyDenied(c: DeniedCaptures): DeniedOutcome {
     if (rst !== undefined) {
       const podRst = c.backend?.some(isRst) === true;
       return {
-        ...base,
+        ...seen,
         refusedBy: 'allowed',
         detail: `the SYN (ISN ${isn}) reached the backend pod and ${podRst ? 'the pod answered it with a RST' : `a RST from ${rstFrom(rst)} came back`}: nothing accepts connections on port ${c.target.port} there, so this is the pod refusing the connection, not a policy refusal — policy let the denied source through to the pod`,
       };
     }
     return {
-      ...base,
+      ...seen,
       refusedBy: 'inconclusive',
       detail: `${arrived === '' ? `the SYN (ISN ${isn})` : arrived} and reached the backend pod, but no answer came back to the client${icmp === undefined ? '' : ` (an ICMP error from ${icmp.inner?.src ?? '?'} quoted the SYN)`} (a missing return route, not policy)`,
     };
@@ -143,23 +145,27 @@ export function classifyDenied(c: DeniedCaptures): DeniedOutcome {
     const m = icmpMeaning(icmp);
     if (m === null) {
       return {
-        ...base,
+        ...seen,
         refusedBy: 'inconclusive',
         detail: `an ICMP error from ${from} quoted the SYN, but its type and code were not captured: a refusal by policy and a missing route cannot be told apart`,
       };
     }
     if (m.kind === 'policy') {
       return {
-        ...base,
+        ...seen,
         refusedBy: 'policy-icmp',
         detail: `ICMP ${m.text} from ${from} quoting the SYN${arrived === '' ? '' : `; ${arrived}`}`,
       };
     }
     if (m.kind === 'no-route') {
-      return { ...base, refusedBy: 'no-route', detail: `ICMP ${m.text} from ${from}` };
+      return {
+        ...seen,
+        refusedBy: 'no-route',
+        detail: `ICMP ${m.text} from ${from}${arrived === '' ? '' : `; ${arrived}`}`,
+      };
     }
     return {
-      ...base,
+      ...seen,
       refusedBy: 'inconclusive',
       detail: `ICMP ${m.text} from ${from} quoted the SYN: neither administratively prohibited nor network/host unreachable, so it does not say whether policy refused the request`,
     };
@@ -167,26 +173,26 @@ export function classifyDenied(c: DeniedCaptures): DeniedOutcome {
   if (rst !== undefined) {
     if (c.backend === undefined && atNode.length > 0) {
       return {
-        ...base,
+        ...seen,
         refusedBy: 'inconclusive',
         detail: `a RST from ${rstFrom(rst)} answered the SYN${arrived === '' ? '' : `; ${arrived}`}, but the backend pod was not captured: a policy's reset and the pod's own (nothing listening on port ${c.target.port}) look the same from the client`,
       };
     }
     return {
-      ...base,
+      ...seen,
       refusedBy: 'policy-reset',
       detail: `a RST from ${rstFrom(rst)} answered the SYN${arrived === '' ? '' : `; ${arrived}`}, and ${c.backend === undefined ? `the SYN never reached the backend's node, so the RST is not the pod's` : 'the backend pod never saw it'}`,
     };
   }
   if (atNode.length === 0) {
     return {
-      ...base,
+      ...seen,
       refusedBy: 'no-route',
       detail: `the SYN (ISN ${isn ?? '?'}) left the client and was never seen at node ${c.node} (${c.backendNode.length} packets captured there)`,
     };
   }
   return {
-    ...base,
+    ...seen,
     refusedBy: 'policy-drop',
     detail: `${arrived} (seen ${atNode.length}×, from ${atNode[0]?.inner?.src ?? '?'}) and went no further${c.backend === undefined ? '' : ': the backend pod never saw it'}, the drop at the policy point`,
   };

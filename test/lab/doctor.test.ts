@@ -33,6 +33,8 @@ interface LabRun {
   extra?: (lab: Netns) => Promise<void>;
   /** Run the denied-source test too. */
   denied?: boolean;
+  /** The denied-source test's port on the scenario's target (default: the scenario's). */
+  deniedPort?: number;
   /**
    * Run through the CLI (`hoptrace doctor --netns … --json`) with this PATH, restored after: the
    * tools doctor finds are the ones in it. The exit code is returned with the result.
@@ -68,7 +70,13 @@ async function doctorLab(
       client: v6 ? ADDR6.clientTunnel : ADDR.clientTunnel,
       dst: scenario.target.ip,
       knownNetns: `/run/netns/${lab.prefix}*`,
-      denied: run.denied === true ? { source: DENIED, target: scenario.target } : undefined,
+      denied:
+        run.denied === true
+          ? {
+              source: DENIED,
+              target: { ip: scenario.target.ip, port: run.deniedPort ?? scenario.target.port },
+            }
+          : undefined,
     };
     if (run.path === undefined) return await runLocalDoctor(opts);
     return await doctorCli(opts, run.path);
@@ -368,6 +376,59 @@ table ip kube-proxy {
     const d = of(r, 'denied-source')[0];
     t.equal(d?.severity, 'error', JSON.stringify(d));
     t.match(d?.detail, /never reached the backend's node: it failed for lack of a route/);
+  });
+
+  void t.test(
+    'denied source: ICMP host unreachable from the node is a missing route',
+    async (t) => {
+      // The backend's node answers the SYN that reached it with host unreachable (3/1): a route
+      // problem, not policy — and the finding says the SYN got to the node.
+      const r = await doctorLab('preserve', {
+        denied: true,
+        extra: async (lab) => {
+          await addDenied(lab);
+          await lab.iptables(
+            NS.backendNode,
+            '-I',
+            'FORWARD',
+            '-s',
+            DENIED,
+            '-j',
+            'REJECT',
+            '--reject-with',
+            'icmp-host-unreachable',
+          );
+        },
+      });
+      const d = of(r, 'denied-source')[0];
+      t.equal(d?.severity, 'error', JSON.stringify(d));
+      t.match(
+        d?.detail,
+        /reached the backend's node \S+ and an ICMP error said its destination is unreachable \(no route\), not prohibited: it failed for lack of a route/,
+      );
+      t.match(
+        d?.detail,
+        /ICMP type 3 code 1 \(host unreachable\) from [\d.]+; the SYN \(ISN \d+\) arrived at node/,
+      );
+      t.notMatch(d?.detail, /refused by policy|never reached/);
+    },
+  );
+
+  void t.test('denied source: a RST from the backend pod itself is not policy', async (t) => {
+    // Nothing listens on this port in the backend pod: its kernel answers the SYN with a RST.
+    // Policy let the source through to the pod, so the test must not say "refused by policy".
+    const r = await doctorLab('preserve', {
+      denied: true,
+      deniedPort: ADDR.backendPort + 1,
+      extra: addDenied,
+    });
+    const d = of(r, 'denied-source')[0];
+    t.equal(d?.severity, 'error', JSON.stringify(d));
+    t.match(
+      d?.detail,
+      /was answered: the SYN \(ISN \d+\) reached the backend pod and the pod answered it with a RST/,
+    );
+    t.notMatch(d?.detail, /refused by policy/);
   });
 
   // --- IPv6: the dual-stack preserve lab, the request to the backend pod's IPv6 address -------

@@ -571,6 +571,39 @@ void t.test('denied source: ICMP read by its type and code, never assumed policy
   });
   t.equal(r.findings.find((x) => x.check === 'denied-source')?.severity, 'error');
   t.notMatch(renderDoctorText(r), /refused by policy/);
+  t.match(
+    r.findings.find((x) => x.check === 'denied-source')?.detail,
+    /never reached the backend's node/,
+    'no SYN captured at the node: it never reached it',
+  );
+  // The same error sent by the backend's node after the SYN arrived there: the finding says it
+  // arrived, not that it never did.
+  const fromNode = classifyDenied({
+    ...base,
+    client: [syn, icmp({ icmpType: 3, icmpCode: 1 })],
+    backendNode: [syn],
+    answered: false,
+  });
+  t.equal(fromNode.refusedBy, 'no-route');
+  t.equal(fromNode.reachedNode, true);
+  t.match(
+    fromNode.detail,
+    /host unreachable\) from 10\.99\.0\.1; the SYN \(ISN 1234\) arrived at node node-b$/,
+  );
+  const atNode = runDoctorChecks({
+    facts: [],
+    tunnelRange: '10.99.0.0/24',
+    client: src,
+    liveAddresses: [],
+    nodeAddresses: {},
+    denied: fromNode,
+  }).findings.find((x) => x.check === 'denied-source');
+  t.equal(atNode?.severity, 'error');
+  t.match(
+    atNode?.detail,
+    /reached the backend's node node-b and an ICMP error said its destination is unreachable/,
+  );
+  t.notMatch(atNode?.detail, /never reached/);
   t.equal(run(icmp({ icmpType: 3, icmpCode: 10 })).refusedBy, 'policy-icmp');
   t.match(run(icmp({ icmpType: 3, icmpCode: 10 })).detail, /administratively prohibited/);
   const unknown = run(icmp({}));
