@@ -17,6 +17,7 @@ import { CollectorClient } from '../../cli/collector-client';
 import { AGENT_LIST } from '../../cli/collector-replies';
 import { connectCluster, type Cluster } from '../../cli/kubectl/cluster';
 import { runKubectl } from '../../cli/kubectl/run';
+import { loadClientLibrary } from '../../collector';
 import { streamFetch } from '../../cli/kubectl/stream-fetch';
 import { pod, startFakeApiServer } from './k8s-fixtures';
 import { hasSleep, kubeconfig, silentListener, spawnPlugin } from './kubectl-spawn';
@@ -446,6 +447,9 @@ void t.test(
 
 void t.test('install: --timeout ends the wait even inside a request that hangs', async (t) => {
   const cluster = fakeCluster(() => null); // every collector request hangs
+  // The Kubernetes client library is loaded first: under tap's module hooks its first load alone
+  // took 7–15 s on a loaded CI machine, which is not the wait --timeout bounds.
+  await loadClientLibrary();
   const started = Date.now();
   const r = await Promise.race([
     run(
