@@ -36,7 +36,8 @@ import { sha256Hex } from '../common/sha256sums';
 import { hoptraceVersion } from '../common/version';
 import { withConntrackEvidence } from '../core/attribute/conntrack-evidence';
 import { CaptureSession, MAX_HELD_EVENTS, type CaptureSpec } from './session';
-import type { BundleFileName, CaptureStore, ReportKind } from './store';
+import { BUNDLE_FILES, type BundleFileName, type CaptureStore, type ReportKind } from './store';
+import { dirBundleArchive, type ArchiveRefusal, type BundleArchive } from './bundle-archive';
 import { captureIdOf, ownEvents, pointOf } from './agent-messages';
 import {
   reportInputs,
@@ -431,6 +432,16 @@ export class SessionManager {
     const s = this.sessions.get(id);
     if (!s?.isFinal() || s.record.verdict === null) return null;
     return this.store.readBundleFile(id, name);
+  }
+
+  /**
+   * A finished capture's bundle as one archive (collector/bundle-archive.ts), its files opened
+   * now; a refusal while it has no SHA256SUMS, null until it has a verdict.
+   */
+  bundleArchive(id: string): BundleArchive | ArchiveRefusal | null {
+    const s = this.sessions.get(id);
+    if (!s?.isFinal() || s.record.verdict === null) return null;
+    return dirBundleArchive(id, this.store.sessionDir(id), BUNDLE_FILES);
   }
 
   agents(): AgentView[] {

@@ -735,6 +735,12 @@ export class CaptureStore {
     }
   }
 
+  /** Where a repro's bundle is written (repros/<id>/; there once it finished). */
+  reproBundleDir(id: string): string {
+    if (!REPRO_ID_RE.test(id)) throw new Error(`not a repro id: ${id}`);
+    return join(this.dir, 'repros', id);
+  }
+
   /** One file of a repro's written bundle, or null when it is not there. */
   readReproFile(id: string, name: string): Buffer | null {
     if (!REPRO_ID_RE.test(id) || !REPRO_FILE_RE.test(name)) return null;
