@@ -4,8 +4,9 @@
  * 2 s held their sockets for minutes (adversarial review F8; Node's defaults are 60 s for headers,
  * 300 s for a request, 120 s for a TLS handshake, checked every 30 s, and no connection cap).
  *
- * The API has no long-lived request: bodies are at most 1 MiB, nothing streams (no event stream,
- * no long poll). An upgraded connection is no longer a request to Node, so the agents'
+ * The API has no long-lived request: bodies are at most 1 MiB, no event stream, no long poll. One
+ * answer streams — a bundle as one archive (collector/bundle-archive.ts), sent as the client reads
+ * it — and these timeouts do not cut it: Node's request timeout ends once the request has arrived. An upgraded connection is no longer a request to Node, so the agents'
  * WebSockets — and an upgrade waiting for its authentication — are not cut by these timeouts
  * (test/unit/http-server.test.ts checks it); their liveness is the hub's heartbeat.
  */

@@ -16,6 +16,8 @@
  * `{"error": {"code", "message", "where", "hint"}}`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { bearerToken, tokenMatches } from '../common/auth';
 import { HoptraceError, isHoptraceError, type ErrorCode } from '../common/errors';
 import {
@@ -29,7 +31,7 @@ import { requestUrl } from './request-url';
 import { parseCaptureRequest } from './capture-request';
 import { doctorViaAgents, parseDoctorSpec } from './doctor-remote';
 import type { CollectorLogger } from './logger';
-import type { ApiRequest, ApiResponse } from './api-message';
+import { isStreamBody, type ApiRequest, type ApiResponse } from './api-message';
 import { isReproFile, type ReproFileName } from './repro-bundle';
 import { routeRepro } from './repro-http';
 import { MAX_LOGIN_BODY, routeUi, uiErrorResponse, type UiDeps } from './ui/ui-routes';
@@ -273,9 +275,34 @@ export function createApi(opts: ApiOptions): Api {
   function listener(): (req: IncomingMessage, res: ServerResponse) => void {
     return (req, res) => {
       const send = (r: ApiResponse): void => {
-        res.writeHead(r.status, r.headers);
-        // HEAD: the headers GET would send, no body.
-        res.end(req.method === 'HEAD' ? undefined : r.body);
+        const body = r.body;
+        if (!isStreamBody(body)) {
+          res.writeHead(r.status, r.headers);
+          // HEAD: the headers GET would send, no body.
+          res.end(req.method === 'HEAD' ? undefined : body);
+          return;
+        }
+        res.writeHead(r.status, { ...r.headers, 'content-length': String(body.length) });
+        if (req.method === 'HEAD') {
+          body.release();
+          res.end();
+          return;
+        }
+        // Written as the client reads it. A body that fails part-way destroys the response: the
+        // client sees it cut short against its Content-Length, never a whole-looking download.
+        void pipeline(Readable.from(body.chunks(), { objectMode: false }), res)
+          .catch((e: unknown) => {
+            // A client that went away is its own business; a body that failed is the collector's.
+            const gone = (e as NodeJS.ErrnoException).code === 'ERR_STREAM_PREMATURE_CLOSE';
+            const err = e instanceof Error ? e.message : String(e);
+            const fields = { err, ...(isHoptraceError(e) ? { code: e.code } : {}) };
+            const what = `${path}: the download was cut short`;
+            if (gone) logger.debug(fields, `${what} (the client went away)`);
+            else logger.warn(fields, what);
+          })
+          .finally(() => {
+            body.release();
+          });
       };
       // The token is checked before any body is read: a peer without one never makes the
       // collector hold a byte of what it sends.

@@ -168,6 +168,8 @@ export interface Repro {
   /** The bundle once finished (null before): its state, and its files once written. */
   bundle: NonNullable<ReproView['bundle']> | null;
   bundleFiles: ReadonlyMap<string, Buffer> | null;
+  /** When those files were rendered (null before): the time its archive stamps them with. */
+  bundleAtMs: number | null;
   /** Resolves when the bundle is written or failed (finish starts it). */
   bundleDone: Promise<void> | null;
 }
@@ -182,6 +184,8 @@ export interface ReproStore {
   /** A finished repro's bundle files (collector/repro-bundle.ts), and one of them read back. */
   writeReproBundle?(id: string, files: ReadonlyMap<string, Uint8Array>): void;
   readReproFile?(id: string, name: string): Buffer | null;
+  /** The directory a finished repro's bundle is written to (its whole-bundle archive reads it). */
+  reproBundleDir?(id: string): string;
 }
 
 export const POINTS = ['decap', 'egress', 'backend'] as const;

@@ -50,6 +50,12 @@ import {
 import { reproProbes, reproTimeline, reproView } from './repro-views';
 import type { AgentRequests } from './agent-requests';
 import { fetchPointFrames } from './frames-fetch';
+import {
+  dirBundleArchive,
+  memoryBundleArchive,
+  type ArchiveRefusal,
+  type BundleArchive,
+} from './bundle-archive';
 import { ownEvents } from './agent-messages';
 import {
   captureKey,
@@ -220,6 +226,7 @@ export class ReproManager {
       unsaved: false,
       bundle: null,
       bundleFiles: null,
+      bundleAtMs: null,
       bundleDone: null,
     };
     this.repros.set(id, r);
@@ -435,6 +442,20 @@ export class ReproManager {
       name,
     );
     return body === null ? null : { contentType: REPRO_TYPES[name], body: Buffer.from(body) };
+  }
+
+  /**
+   * A finished repro's bundle as one archive (collector/bundle-archive.ts): as written, in memory
+   * or in the data directory for a repro of an earlier run; a refusal while it has no SHA256SUMS,
+   * null for no such repro.
+   */
+  bundleArchive(id: string): BundleArchive | ArchiveRefusal | null {
+    const r = this.repros.get(id);
+    if (r?.bundleFiles && r.bundleAtMs !== null)
+      return memoryBundleArchive(id, r.bundleFiles, r.bundleAtMs, REPRO_FILES);
+    const dir = this.store?.reproBundleDir?.(id);
+    if (this.get(id) === undefined || dir === undefined) return null;
+    return dirBundleArchive(id, dir, REPRO_FILES);
   }
 
   /** The bundle files there are of a repro now (the web view's downloads). */
@@ -732,10 +753,11 @@ export class ReproManager {
         version: hoptraceVersion(),
       });
     }
+    const at = this.nowMs();
     const files = renderReproBundle(
       {
         view: reproView(r, inventory),
-        generatedAt: iso(this.nowMs()),
+        generatedAt: iso(at),
         inventory,
         evidence: evidence?.summary ?? null,
         evidenceMissing,
@@ -745,6 +767,7 @@ export class ReproManager {
       evidence?.bytes ?? null,
     );
     r.bundleFiles = files;
+    r.bundleAtMs = at;
     let detail = `${files.size} files${evidence === null ? ` (no evidence.pcapng: ${evidenceMissing})` : `; evidence.pcapng: ${evidence.summary.packets} packets, ${evidence.summary.problems.length === 0 ? 'nothing missing' : `missing: ${evidence.summary.problems.map((p) => `${p.capture} ${p.code}`).join(', ')}`}`}`;
     try {
       this.store?.writeReproBundle?.(r.id, files);

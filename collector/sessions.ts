@@ -30,13 +30,15 @@ import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
 import { doctorViaAgents } from './doctor-remote';
 import { fetchCaptureFrames } from './frames-fetch';
+import { storedEventsFiles, withEventsFiles } from './events-digest';
 import { liveEvidencePcapng, type RetainedFrames } from '../core/report/live-evidence';
 import { liveIdentityHeaders } from '../core/report/identity-scan';
 import { sha256Hex } from '../common/sha256sums';
 import { hoptraceVersion } from '../common/version';
 import { withConntrackEvidence } from '../core/attribute/conntrack-evidence';
 import { CaptureSession, MAX_HELD_EVENTS, type CaptureSpec } from './session';
-import type { BundleFileName, CaptureStore, ReportKind } from './store';
+import { BUNDLE_FILES, type BundleFileName, type CaptureStore, type ReportKind } from './store';
+import { dirBundleArchive, type ArchiveRefusal, type BundleArchive } from './bundle-archive';
 import { captureIdOf, ownEvents, pointOf } from './agent-messages';
 import {
   reportInputs,
@@ -431,6 +433,16 @@ export class SessionManager {
     const s = this.sessions.get(id);
     if (!s?.isFinal() || s.record.verdict === null) return null;
     return this.store.readBundleFile(id, name);
+  }
+
+  /**
+   * A finished capture's bundle as one archive (collector/bundle-archive.ts), its files opened
+   * now; a refusal while it has no SHA256SUMS, null until it has a verdict.
+   */
+  bundleArchive(id: string): BundleArchive | ArchiveRefusal | null {
+    const s = this.sessions.get(id);
+    if (!s?.isFinal() || s.record.verdict === null) return null;
+    return dirBundleArchive(id, this.store.sessionDir(id), BUNDLE_FILES);
   }
 
   agents(): AgentView[] {
@@ -870,6 +882,33 @@ export class SessionManager {
     if (this.conntrack && analysis.verdict.client !== null) void this.attachConntrack(s, final);
     if (s.record.spec.doctor !== undefined) void this.attachDoctor(s, final);
     if (this.frames) void this.fetchFrames(s, analysis);
+    void this.attachEventsFiles(s, final);
+  }
+
+  /**
+   * Each point's stored events file in the report's inputs (collector/events-digest.ts): hashed
+   * once the appends in flight at the verdict are on disk, then the reports rewritten with them.
+   * A file that cannot be read is logged; the inputs then name no digest for any point.
+   */
+  private async attachEventsFiles(s: CaptureSession, final: FinalReport): Promise<void> {
+    let files: Awaited<ReturnType<typeof storedEventsFiles>>;
+    try {
+      files = await storedEventsFiles(
+        this.store,
+        s.id,
+        s.record.points.map((p) => p.name),
+      );
+    } catch (e) {
+      this.log.warn(
+        { captureId: s.id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
+        'cannot hash the stored events for the report',
+      );
+      return;
+    }
+    if (this.closed) return;
+    final.meta = { ...final.meta, inputs: withEventsFiles(final.meta.inputs, files) };
+    this.writeReports(s, final, 'cannot rewrite the report with its events files');
+    this.emit(s);
   }
 
   /**

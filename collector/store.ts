@@ -440,6 +440,17 @@ export class CaptureStore {
   }
 
   /**
+   * A point's events file's path, once every append queued before this call is on disk (or
+   * failed); a finished capture takes no more, so its file stays as it is then.
+   */
+  async settledEventsPath(id: string, point: string): Promise<string> {
+    if (!POINT_RE.test(point)) throw new Error(`not a point name: ${point}`);
+    const path = join(this.sessionDir(id), `events-${point}.pb`);
+    await this.chains.get(path);
+    return path;
+  }
+
+  /**
    * Writes verdict.json, report.md, report.json (and report.html, sequence.svg, inventory.json
    * when given) of a finished session, then its SHA256SUMS (withManifest).
    */
@@ -733,6 +744,12 @@ export class CaptureStore {
       if (!REPRO_FILE_RE.test(name)) throw new Error(`not a bundle file name: ${name}`);
       writeAtomic(join(dir, name), bytes, this.fsync);
     }
+  }
+
+  /** Where a repro's bundle is written (repros/<id>/; there once it finished). */
+  reproBundleDir(id: string): string {
+    if (!REPRO_ID_RE.test(id)) throw new Error(`not a repro id: ${id}`);
+    return join(this.dir, 'repros', id);
   }
 
   /** One file of a repro's written bundle, or null when it is not there. */

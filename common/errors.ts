@@ -90,7 +90,9 @@ export const ERRORS = {
   COLLECTOR_UNREACHABLE: 'the collector did not answer at the given URL',
   COLLECTOR_BAD_RESPONSE: 'the collector answered with something that is not the hoptrace API',
   BUNDLE_CHECKSUM:
-    "a downloaded bundle file does not match the SHA256SUMS the collector served with it (cut short or altered on the way, or changed on the collector's disk since it was written); nothing was written",
+    "a downloaded bundle file does not match the SHA256SUMS the collector served with it (cut short or altered on the way, or changed on the collector's disk since it was written); nothing was written. Sending a bundle as one archive, the collector found such a file and cut the download after it",
+  BUNDLE_ARCHIVE:
+    'a bundle cannot be sent as one ustar archive (a path beyond 100 bytes or of other than portable characters, a file of 8 GiB or more, a file whose bytes were not as many as its header said, or SHA256SUMS naming a file that is not there): the download is refused, or cut where it failed',
   // Agent <-> collector transport (common/envelope.ts, agent/link, collector/hub.ts).
   WIRE_NOT_READING:
     'the peer stopped reading what the collector sent it; the connection was cut to bound memory',

@@ -6,7 +6,9 @@
  *   GET  /ui/                                          captures and repros
  *   GET  /ui/captures/:id                              progress, then verdict, picture, files
  *   GET  /ui/captures/:id/files/:name                  one form of the bundle (download)
+ *   GET  /ui/captures/:id/files/hoptrace-:id.tar       the whole bundle as one archive (download)
  *   GET  /ui/repros/:id                                the timeline
+ *   GET  /ui/repros/:id/files/:name, …/hoptrace-:id.tar  a repro's bundle, the same way
  *
  * Without a session a GET is sent to the login form (303) and anything else gets 401. Every page
  * is sent with a Content-Security-Policy that allows no script and nothing from elsewhere.
@@ -17,6 +19,7 @@ import type { AnalysisResult } from '../../core/report/analysis-result';
 import { decodeSegment } from '../api-errors';
 import type { CaptureView } from '../capture-views';
 import type { ApiRequest, ApiResponse } from '../api-message';
+import { archiveName, type ArchiveRefusal, type BundleArchive } from '../bundle-archive';
 import type { ReproView } from '../repro-state';
 import { isReproFile, type ReproFileName } from '../repro-bundle';
 import { CAPTURE_ID_RE } from '../store';
@@ -53,6 +56,12 @@ export interface UiSource {
   /** The bundle's files that exist for a repro now, and one of them. */
   reproFiles(id: string): BundleFile[];
   reproFile(id: string, name: ReproFileName): BundleBody | null;
+  /**
+   * The whole bundle of a capture or a repro as one archive (collector/bundle-archive.ts), or why
+   * it is not offered; null when there is no such capture with a verdict, or no such repro.
+   */
+  archive(id: string): BundleArchive | ArchiveRefusal | null;
+  reproArchive(id: string): BundleArchive | ArchiveRefusal | null;
 }
 
 export interface UiDeps {
@@ -106,6 +115,24 @@ const download = (id: string, name: string, f: BundleBody): ApiResponse => ({
   body: f.body,
 });
 
+/**
+ * The whole bundle as `hoptrace-<id>.tar` (no other name: it unpacks to `hoptrace-<id>/`), or the
+ * page saying why there is none.
+ */
+function archiveDownload(id: string, got: BundleArchive | ArchiveRefusal | null): ApiResponse {
+  if (got === null) return html(404, errorPage(404, `${archiveName(id)} not found`));
+  if ('status' in got) return html(got.status, errorPage(got.status, got.detail));
+  return {
+    status: 200,
+    headers: {
+      'content-type': 'application/x-tar',
+      'content-disposition': `attachment; filename="${got.fileName}"`,
+      ...UI_HEADERS,
+    },
+    body: got,
+  };
+}
+
 /** Answers a `/ui` request, or null when the path is not the web view's. */
 export function routeUi(req: ApiRequest, deps: UiDeps): ApiResponse | null {
   const url = requestUrl(req.url);
@@ -155,6 +182,7 @@ export function routeUi(req: ApiRequest, deps: UiDeps): ApiResponse | null {
           };
     }
     const name = decodeSegment(sub.slice('files/'.length), path);
+    if (name === archiveName(id)) return archiveDownload(id, source.archive(id));
     const f = /^[A-Za-z0-9._-]{1,64}$/.test(name) ? source.file(id, name) : null;
     if (f === null) return html(404, errorPage(404, `${name} of ${id} not found`));
     return download(id, name, f);
@@ -167,6 +195,7 @@ export function routeUi(req: ApiRequest, deps: UiDeps): ApiResponse | null {
     const name = rep[2] === undefined ? undefined : decodeSegment(rep[2], path);
     if (name === undefined)
       return html(200, reproPage(r, source.reproSvg(id), source.reproFiles(id)));
+    if (name === archiveName(id)) return archiveDownload(id, source.reproArchive(id));
     const f = isReproFile(name) ? source.reproFile(id, name) : null;
     if (f === null) return html(404, errorPage(404, `${name} of ${id} not found`));
     return download(id, name, f);

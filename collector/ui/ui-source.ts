@@ -10,6 +10,9 @@ import { BUNDLE_FILES, BUNDLE_TYPES, type BundleFileName } from '../store';
 import type { BundleBody, UiSource } from './ui-routes';
 import { REPRO_FILE_LABELS } from '../repro-bundle';
 import { liveLanes } from '../capture-reports';
+import { archiveName } from '../bundle-archive';
+import { MANIFEST } from '../../common/sha256sums';
+import type { BundleFile } from './ui-pages';
 
 const LABELS: Record<BundleFileName, string> = {
   'report.md': 'the report, to paste into a ticket',
@@ -20,6 +23,16 @@ const LABELS: Record<BundleFileName, string> = {
   'inventory.json': 'the inventory the verdict was computed from',
   SHA256SUMS: 'the SHA-256 of every other file, for sha256sum -c',
 };
+
+/**
+ * The bundle's files with the whole bundle first, when it has a SHA256SUMS to check it with (a
+ * bundle without one is not offered as an archive: collector/bundle-archive.ts).
+ */
+function withArchive(id: string, files: BundleFile[]): BundleFile[] {
+  if (!files.some((f) => f.name === MANIFEST)) return files;
+  const label = `the whole bundle: every file below in one archive, which unpacks to hoptrace-${id}/ — check it there with sha256sum -c ${MANIFEST}`;
+  return [{ name: archiveName(id), label }, ...files];
+}
 
 export function sessionsUiSource(sessions: SessionManager): UiSource {
   const result = (id: string): AnalysisResult | null => {
@@ -38,10 +51,13 @@ export function sessionsUiSource(sessions: SessionManager): UiSource {
     repros: () => sessions.repros.list(),
     repro: (id) => sessions.repros.get(id),
     files: (id) =>
-      BUNDLE_FILES.filter((name) => sessions.bundleFile(id, name) !== null).map((name) => ({
-        name,
-        label: LABELS[name],
-      })),
+      withArchive(
+        id,
+        BUNDLE_FILES.filter((name) => sessions.bundleFile(id, name) !== null).map((name) => ({
+          name,
+          label: LABELS[name],
+        })),
+      ),
     file: (id, name): BundleBody | null => {
       const n = BUNDLE_FILES.find((x) => x === name);
       if (n === undefined) return null;
@@ -55,8 +71,13 @@ export function sessionsUiSource(sessions: SessionManager): UiSource {
       return renderSequenceSvg(r, v === undefined ? {} : { lanes: liveLanes(v.points) });
     },
     reproFiles: (id) =>
-      sessions.repros.bundleNames(id).map((name) => ({ name, label: REPRO_FILE_LABELS[name] })),
+      withArchive(
+        id,
+        sessions.repros.bundleNames(id).map((name) => ({ name, label: REPRO_FILE_LABELS[name] })),
+      ),
     reproFile: (id, name) => sessions.repros.bundleFile(id, name),
+    archive: (id) => sessions.bundleArchive(id),
+    reproArchive: (id) => sessions.repros.bundleArchive(id),
     reproSvg: (id) => {
       const v = sessions.repros.get(id);
       if (v === undefined || v.timeline.length === 0) return null;

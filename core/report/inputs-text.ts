@@ -1,6 +1,7 @@
 /**
  * The words of a report's inputs (the Reproduce section): each file with its digest, or each live
- * point's agent, version, node, target, interface, filter and the events the collector received,
+ * point's agent, version, node, target, interface, filter and the events the collector received
+ * (and their file as stored, with its digest),
  * then the evidence frames and evidence.pcapng as written; the capture and its collector; the
  * inventory as used; SHA256SUMS; and the runtime line (what analysed it, on which Node and
  * platform). report.md and report.html both render these pieces, so the two forms always list the
@@ -39,6 +40,15 @@ export function inputsLines(meta: ReportMeta): Piece[][] {
       );
       if (l.eventsReceived !== undefined)
         line.push(w(`; ${l.eventsReceived} events received from it and stored`));
+      const f = l.eventsFile;
+      if (f === null) line.push(w('; the collector stored no events file for it'));
+      else if (f !== undefined)
+        line.push(
+          w('; its events as stored: '),
+          lit(f.file),
+          w(` — ${f.bytes} bytes, SHA-256 `),
+          lit(f.sha256),
+        );
     }
     out.push(line);
   }

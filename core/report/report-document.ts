@@ -30,6 +30,26 @@ export interface LivePointInput {
    * a report written before it was recorded).
    */
   eventsReceived?: number;
+  /**
+   * The point's events as the collector stored them, hashed once the appends in flight at the
+   * verdict were on disk (null: it stored none, no event arrived; absent: not recorded — a report
+   * written before they were hashed, or by an older collector).
+   */
+  eventsFile?: StoredEventsFile | null;
+}
+
+/**
+ * A point's events file as the collector stored it (collector/event-file.ts records), so someone
+ * holding the data directory can tell the events a report was made from. It may hold a batch
+ * that arrived while the capture finished (stored and acknowledged, not analysed, not counted in
+ * `eventsReceived`).
+ */
+export interface StoredEventsFile {
+  /** Its path in the collector's data directory (`--data-dir`): `captures/<id>/events-<point>.pb`. */
+  file: string;
+  /** Its size and SHA-256 (hex) as stored. */
+  bytes: number;
+  sha256: string;
 }
 
 /** One input of a report: a capture file (with its digest) or a live capture point. */
@@ -239,6 +259,7 @@ function inputRecord(i: ReportInput, live: boolean): FileInputRecord | LiveInput
     iface: l?.iface ?? '',
     filter: l?.filter ?? null,
     eventsReceived: l?.eventsReceived ?? null,
+    ...(l?.eventsFile === undefined ? {} : { eventsFile: l.eventsFile }),
   };
 }
 

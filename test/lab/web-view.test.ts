@@ -3,19 +3,24 @@
 // kernel NAT). Logs in through the form, checks the verdict text and the sequence picture's lanes
 // and arrows, opens the list and the bundle's HTML report; then a repro (the stable-gateway lab:
 // the VPN pod deleted and replaced) opened while it runs and once it finished: the timeline
-// picture's probe marks, broken window and deletion mark, the summary, every bundle download. Keeps
+// picture's probe marks, broken window and deletion mark, the summary, every bundle download (the
+// whole bundle first, unpacked with tar and checked with sha256sum -c). Keeps
 // screenshots in lab-out/screenshots/ (the README's come from here). Fails with the reason when chromium or the
 // lab's prerequisites are missing. Traffic stays inside the lab's namespaces and loopback.
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import t from 'tap';
+import type tap from 'tap';
 import { LiveCollector, runLiveScenario } from '../../lab/live';
 import { missingPrerequisites } from '../../lab/prereq';
 import { findScenario } from '../../lab/scenarios';
 import { DEFAULT_REPRO_OPTIONS, REPRO_SCENARIOS, runRepro } from '../../lab/repro';
 import type { ReproView } from '../../collector';
 import { checkManifest, parseManifest } from '../../common/sha256sums';
+import { untar } from '../unit/archive-check';
+import { checkSums } from '../unit/sums-check';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = join(__dirname, '..', '..', '..', 'lab-out', 'screenshots');
@@ -34,6 +39,39 @@ async function newPage(held: {
   held.browser = browser;
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   return { context, page: await context.newPage() };
+}
+
+/** The hrefs of the page's download list, in order. */
+async function hrefs(page: Page): Promise<string[]> {
+  const anchors = page.locator('ul.files a');
+  const out: string[] = [];
+  for (let i = 0; i < (await anchors.count()); i++)
+    out.push((await anchors.nth(i).getAttribute('href')) ?? '');
+  return out;
+}
+
+/**
+ * The whole-bundle download as the browser's session gets it: an attachment named
+ * hoptrace-<id>.tar that unpacks to hoptrace-<id>/, where `sha256sum -c SHA256SUMS` passes.
+ */
+async function checkArchive(
+  t: Pick<typeof tap, 'equal' | 'same' | 'ok' | 'teardown'>,
+  page: Page,
+  url: string,
+  id: string,
+): Promise<void> {
+  const r = await page.request.get(url);
+  t.equal(r.status(), 200, `hoptrace-${id}.tar downloads`);
+  t.equal(r.headers()['content-disposition'], `attachment; filename="hoptrace-${id}.tar"`);
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-web-view-tar-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const x = untar(await r.body(), dir);
+  t.equal(x.status, 0, `tar xf: ${x.stderr}`);
+  t.same(x.tops, [`hoptrace-${id}`], 'it unpacks to hoptrace-<id>/');
+  const sums = checkSums(join(x.root, `hoptrace-${id}`));
+  t.ok(sums.ok, `${sums.how} in hoptrace-${id}/: ${sums.out}`);
 }
 
 const missing = missingPrerequisites();
@@ -101,6 +139,18 @@ if (missing.length > 0) {
       'the capture is listed',
     );
     await page.screenshot({ path: join(SHOTS, 'web-view-list.png'), fullPage: true });
+
+    // The whole bundle, first of the downloads: through the browser's session, tar xf, then
+    // sha256sum -c in hoptrace-<id>/ with no file renamed.
+    await page.goto(`${base}/ui/captures/${run.captureId}`);
+    const capLinks = await hrefs(page);
+    t.equal(
+      capLinks[0],
+      `/ui/captures/${run.captureId}/files/hoptrace-${run.captureId}.tar`,
+      'the whole bundle is the first download',
+    );
+    t.ok(capLinks.length > 1, 'each file after it');
+    await checkArchive(t, page, `${base}${capLinks[0] ?? ''}`, run.captureId);
 
     // The bundle's HTML report, as a reader who was sent the file sees it.
     const html = await page.request.get(`${base}/ui/captures/${run.captureId}/files/report.html`);
@@ -183,13 +233,11 @@ if (missing.length > 0) {
       v.timeline.filter((r) => r.verdict === 'failed-to-connect').length,
       'the probes that could not connect drawn as such',
     );
-    const anchors = page.locator('ul.files a');
-    const links: string[] = [];
-    for (let i = 0; i < (await anchors.count()); i++)
-      links.push((await anchors.nth(i).getAttribute('href')) ?? '');
+    const links = await hrefs(page);
     t.same(
       links.map((h) => h.split('/').at(-1)),
       [
+        `hoptrace-${v.id}.tar`,
         'report.md',
         'report.json',
         'report.html',
@@ -198,15 +246,16 @@ if (missing.length > 0) {
         'inventory.json',
         'SHA256SUMS',
       ],
-      'every file of the bundle to download',
+      'the whole bundle, then every file of it to download',
     );
+    await checkArchive(t, page, `${base}${links[0] ?? ''}`, v.id);
     const sumsReply = await page.request.get(`${base}/ui/repros/${v.id}/files/SHA256SUMS`);
     t.equal(sumsReply.status(), 200, 'SHA256SUMS downloads');
     const parsed = parseManifest(await sumsReply.text());
     if (!parsed.ok) t.fail(`SHA256SUMS reads: ${parsed.problem}`);
     else {
       const files = new Map<string, Uint8Array>();
-      for (const name of links.map((h) => h.split('/').at(-1) ?? '')) {
+      for (const name of links.slice(1).map((h) => h.split('/').at(-1) ?? '')) {
         if (name === 'SHA256SUMS') continue;
         const r = await page.request.get(`${base}/ui/repros/${v.id}/files/${name}`);
         files.set(name, await r.body());

@@ -3,8 +3,9 @@
  * and `kubectl hoptrace report` brings it home (cli/kubectl/bundle-download.ts): SHA256SUMS lists
  * every other file and matches the bytes served (`sha256sum -c` in the downloaded directory), the
  * reports carry the collector's runtime line, and their inputs name the agents with the versions
- * their hellos announced, the events the collector received from each and evidence.pcapng's
- * digest as written. A file changed on the collector's disk after it was written is refused.
+ * their hellos announced, the events the collector received from each and their file as stored
+ * (its real size and SHA-256 in the data directory), and evidence.pcapng's digest as written. A
+ * file changed on the collector's disk after it was written is refused.
  */
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -111,6 +112,17 @@ void t.test(
     for (const i of doc.inputs) {
       const n = 'eventsReceived' in i ? i.eventsReceived : null;
       t.ok(n !== null && n > 0 && n === received.get(i.name), `${i.name}: ${n} events received`);
+      // The events as stored: the real size and SHA-256 of the file in the data directory.
+      const stored = readFileSync(join(c.store.dir, 'captures', id, `events-${i.name}.pb`));
+      t.same(
+        'eventsFile' in i ? i.eventsFile : undefined,
+        {
+          file: `captures/${id}/events-${i.name}.pb`,
+          bytes: stored.length,
+          sha256: sha256Hex(stored),
+        },
+        `${i.name}: its stored events file, ${stored.length} bytes, and their SHA-256`,
+      );
     }
     const evidence = readFileSync(join(dir, 'evidence.pcapng'));
     t.same(
@@ -130,6 +142,15 @@ void t.test(
       ),
     );
     t.match(md, /- backend: .* — agent agent-backend \(9\.9\.2\) on node backend-node/);
+    const decapFile =
+      doc.inputs[0] !== undefined && 'eventsFile' in doc.inputs[0]
+        ? doc.inputs[0].eventsFile
+        : null;
+    t.match(
+      md,
+      `events received from it and stored; its events as stored: \`captures/${id}/events-decap.pb\` — ${decapFile?.bytes} bytes, SHA-256 \`${decapFile?.sha256}\``,
+      "report.md: decap's stored events file and its digest",
+    );
     t.match(
       md,
       `- evidence frames: asked of each point's agent after the verdict; ${doc.evidence?.packets} packets of the matched connection written as \`evidence.pcapng\` — ${evidence.length} bytes, SHA-256 \`${sha256Hex(evidence)}\``,

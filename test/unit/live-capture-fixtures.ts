@@ -11,7 +11,9 @@ import { createAgentHub } from '../../collector/hub';
 import { silentLogger } from '../../collector/logger';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
+import type { ReportDocument } from '../../core/report/report-document';
 import { PCAPS } from './corpus';
+import { eventually } from './eventually';
 import { startReplayAgent } from './replay-agent';
 import { Signal, TOKEN, closeServer, listen } from './transport-fixtures';
 
@@ -95,7 +97,17 @@ export async function waitAgents(sessions: SessionManager, n: number): Promise<v
     await new Promise((r) => setTimeout(r, 10));
 }
 
-/** A capture of POINTS that resolves; returns its id once every point's frames are stored. */
+/** Whether capture `id`'s report names every point's stored events file (hashed after the verdict). */
+function eventsHashed(c: LoopbackCollector, id: string): boolean {
+  const doc = JSON.parse(c.sessions.report(id, 'json') ?? '{}') as Partial<ReportDocument>;
+  return doc.inputs?.every((i) => 'eventsFile' in i) === true;
+}
+
+/**
+ * A capture of POINTS that resolves; returns its id once every point's frames are stored and its
+ * reports name the stored events files — the rewrites after the verdict done, the bundle settled
+ * (a test then asserts what it holds).
+ */
 export async function capture(c: LoopbackCollector): Promise<string> {
   const view = await c.sessions.create({
     points: POINTS,
@@ -105,5 +117,6 @@ export async function capture(c: LoopbackCollector): Promise<string> {
     settleMs: 30_000,
   });
   await c.stored.wait(() => POINTS.every((p) => c.frames.includes(`${view.id}/${p.name}`)));
+  await eventually(() => eventsHashed(c, view.id), 10_000);
   return view.id;
 }

@@ -6,9 +6,11 @@
  * written: report.json against proto/repro-report.schema.json, report.html and timeline.svg
  * well-formed with one mark per probe, evidence.pcapng read back by tshark (one interface per
  * capture that gave frames), inventory.json. Then served again from the data directory by a
- * collector started after, and while running, the text forms rendered on request.
+ * collector started after, and while running, the text forms rendered on request. The whole bundle
+ * as one archive (from memory, and from the data directory) unpacks to hoptrace-<id>/ where
+ * sha256sum -c passes; a running repro has none.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -31,6 +33,7 @@ import { markupErrors } from './markup-check';
 import { reproReportSchemaErrors } from './report-schema';
 import { tsharkColumn } from './tshark';
 import { checkSums, listedNames } from './sums-check';
+import { archiveBytes, untar } from './archive-check';
 
 function ns(path: string, ...ips: string[]): NamespaceInfo {
   return { path, inode: 1, addresses: ['127.0.0.1', ...ips], interfaces: ['lo', 'eth0'] };
@@ -195,6 +198,7 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
   t.equal(repros.bundleFile(v.id, 'SHA256SUMS'), null, 'no SHA256SUMS of a rendering');
   t.notOk('manifest' in running, 'and report.json names none');
   t.notOk(repros.bundleNames(v.id).includes('SHA256SUMS'));
+  t.match(repros.bundleArchive(v.id), { status: 404 }, 'nor a whole-bundle archive');
 
   // The pod goes; a probe finds no one; the replacement comes.
   addMark(repros, v.id, 'deleted', T + 1000);
@@ -381,6 +385,31 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
     'evidence.pcapng from the data directory',
   );
   t.same(again.bundleNames(v.id), [...REPRO_FILES]);
+
+  // The whole bundle as one archive, from memory as written and from the data directory after a
+  // restart: it unpacks to hoptrace-<id>/ where sha256sum -c passes, stamped with the bundle's time.
+  for (const [from, m] of [
+    ['memory', repros],
+    ['the data directory', again],
+  ] as const) {
+    const x = untar(await archiveBytes(m.bundleArchive(v.id)), mkdtempSync(join(dir, 'tar-')));
+    t.equal(x.status, 0, `${from}: tar xf ${x.stderr}`);
+    t.same(x.tops, [`hoptrace-${v.id}`], `${from}: one directory, hoptrace-<id>`);
+    const out = join(x.root, `hoptrace-${v.id}`);
+    t.same(readdirSync(out).sort(), [...REPRO_FILES].sort(), `${from}: every file`);
+    const check = checkSums(out);
+    t.ok(check.ok, `${from}: ${check.how} in hoptrace-<id>/: ${check.out}`);
+  }
+  const memoryTar = untar(
+    await archiveBytes(repros.bundleArchive(v.id)),
+    mkdtempSync(join(dir, 'm-')),
+  );
+  t.equal(
+    statSync(join(memoryTar.root, `hoptrace-${v.id}`, 'report.md')).mtimeMs,
+    Math.floor((T + 5000) / 1000) * 1000,
+    "stamped with the time the bundle was written (the collector's clock then, to the second)",
+  );
+  t.equal(repros.bundleArchive('r-none-00000000'), null, 'no such repro: none');
 });
 
 void t.test('a capture whose frames are gone is named, never left out silently', async (t) => {
