@@ -126,7 +126,7 @@ export const ERRORS = {
   K8S_CONFIG: 'no usable Kubernetes client configuration (kubeconfig file or in-cluster account)',
   K8S_API_UNREACHABLE: 'the Kubernetes API server did not answer, or answered with an error',
   K8S_BAD_RESPONSE:
-    'the Kubernetes API server (or a proxy in front of it) answered with a reply kubectl hoptrace does not read: longer than its cap (384 MiB), or with an HTTP status outside 200-599',
+    'the Kubernetes API server (or a proxy in front of it) answered with a reply the collector or kubectl hoptrace does not read: longer than their cap (384 MiB), or with an HTTP status outside 200-599',
   K8S_FORBIDDEN:
     'the Kubernetes API refused the collector or kubectl hoptrace (HTTP 401/403): RBAC or credentials',
   K8S_POD_NOT_FOUND: 'no pod with this namespace/name is known to the Kubernetes API',
