@@ -137,7 +137,7 @@ export const ERRORS = {
   KUBECTL_NO_SECRET:
     "a Secret kubectl hoptrace reads is missing or lacks its key: hoptrace-token's token, or hoptrace-tls's ca.crt when the collector serves TLS",
   KUBECTL_PORT_FORWARD:
-    "the API server's port-forward to the collector pod failed or broke (refused by the kubelet, pod gone)",
+    "the API server's port-forward to the collector pod failed or broke (refused by the kubelet, pod gone, a message past its 8 MiB bound)",
   KUBECTL_INSTALL_FAILED:
     'kubectl hoptrace install could not finish: the TLS material could not be made, or the collector and the agents were not ready in time',
   // Repro during pod deletion (collector/repro.ts, cli/repro.ts).
