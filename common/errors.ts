@@ -78,7 +78,7 @@ export const ERRORS = {
   API_TOO_MANY_CAPTURES:
     'the collector already runs as many live captures as it allows (--max-live-captures); wait for one to finish or cancel one',
   API_AGENT_BUSY:
-    "a node the capture needs already runs as many captures as its agent takes (the agent's --max-captures, said in its hello; 4 for an agent that does not say); wait for one there to finish, or raise --max-captures on that node's agent",
+    "a node the capture or repro needs already runs as many captures as its agent takes (the agent's --max-captures, said in its hello; 4 for an agent that does not say); wait for one there to finish, or raise --max-captures on that node's agent",
   AGENT_NOT_CONNECTED: 'the agent for a capture point is not connected to the collector',
   STORE_IO: 'reading or writing the collector data directory failed',
   COLLECTOR_TLS: 'the TLS certificate or key cannot be used (not PEM, or not a pair)',
