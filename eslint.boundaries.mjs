@@ -59,13 +59,15 @@ const IO_MODULES = [
 ];
 /**
  * common/ modules that read files (the token, the .proto, inventory files, package.json) or the
- * process, or hash with node:crypto (a bundle's SHA256SUMS: the shells hash, core is handed data).
+ * process, hash with node:crypto (a bundle's SHA256SUMS: the shells hash, core is handed data), or
+ * send HTTP requests (stream-request: the collector's and the plugin's transport).
  */
 const COMMON_IO = [
   '**/common/auth',
   '**/common/codec',
   '**/common/inventory-file',
   '**/common/sha256sums',
+  '**/common/stream-request',
   '**/common/version',
 ];
 

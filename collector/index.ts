@@ -1,7 +1,9 @@
 /**
  * The collector's public face: what the `hoptrace` command, the lab and the bench may use of it.
  * Start one (startCollector), and the shapes of its HTTP API for clients: captures, agents,
- * repros, and the syntax of a capture target. Everything else in collector/ is internal.
+ * repros, and the syntax of a capture target; and the Kubernetes client pieces the kubectl plugin
+ * shares with it (client-node's loader, the capped transport). Everything else in collector/ is
+ * internal.
  */
 export {
   startCollector,
@@ -23,4 +25,5 @@ export {
 export type { ReproView } from './repro';
 export { REPRO_FILES, type ReproFileName } from './repro-bundle';
 export { loadClientLibrary } from './k8s/client';
+export { API_MAX_REPLY_BYTES, apiHttpLibrary } from './k8s/api-http';
 export { BUNDLE_FILES, CAPTURE_ID_RE, REPRO_ID_RE, type BundleFileName } from './store';

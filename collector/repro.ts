@@ -76,6 +76,7 @@ import {
   type ReproFileName,
 } from './repro-bundle';
 import { addCount } from '../common/counters';
+import { refuseBeyondAgentCapacity } from './agent-capacity';
 
 export type { ReproSpec, ReproView } from './repro-state';
 
@@ -97,6 +98,11 @@ export interface ReproManagerOptions {
   store?: ReproStore;
   /** Asks agents for retained frames (the bundle's evidence.pcapng); absent: no evidence. */
   frames?: Pick<AgentRequests, 'frames'>;
+  /**
+   * Capture points live on each agent now, captures' and repros' (SessionManager's count): a repro
+   * that would take an agent past its max captures is refused before it is armed. Absent: no check.
+   */
+  liveCaptures?: () => ReadonlyMap<string, number>;
 }
 
 /** Owns every repro session of the collector. */
@@ -113,6 +119,7 @@ export class ReproManager {
   private readonly restored = new Map<string, ReproView>();
   private readonly store: ReproStore | undefined;
   private readonly frames: Pick<AgentRequests, 'frames'> | undefined;
+  private readonly liveCaptures: (() => ReadonlyMap<string, number>) | undefined;
   private closing = false;
 
   constructor(opts: ReproManagerOptions) {
@@ -125,6 +132,7 @@ export class ReproManager {
     this.readRoutes = opts.readRoutes;
     this.store = opts.store;
     this.frames = opts.frames;
+    this.liveCaptures = opts.liveCaptures;
   }
 
   /**
@@ -200,6 +208,18 @@ export class ReproManager {
         },
       );
     }
+    const b = resolveTarget(spec.backend.target, spec.backend.node, agents);
+    // As a capture's points (sessions.ts): the backend point, and decap and egress on the
+    // workload's agent, each one of its max captures; one past it would fail with AGENT_BUSY once
+    // the repro had started. From here to the commands nothing waits.
+    if (this.liveCaptures !== undefined) {
+      const workloadAgent = agents.filter((a) => a.agentId === first.agentId);
+      refuseBeyondAgentCapacity(
+        [...(b.ok ? [b.agent] : []), ...workloadAgent, ...workloadAgent],
+        this.liveCaptures(),
+        'repro',
+      );
+    }
     const now = this.nowMs();
     const id = `r-${now.toString(36)}-${randomBytes(4).toString('hex')}`;
     const r: Repro = {
@@ -230,7 +250,6 @@ export class ReproManager {
       bundleDone: null,
     };
     this.repros.set(id, r);
-    const b = resolveTarget(spec.backend.target, spec.backend.node, agents);
     if (b.ok) {
       this.arm(
         r,

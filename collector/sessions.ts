@@ -184,6 +184,8 @@ export class SessionManager {
       store: opts.store,
       // The bundle's evidence.pcapng: the agents' retained frames of the probes' connections.
       ...(this.frames ? { frames: this.requests } : {}),
+      // A repro is refused up front, as a capture, when it needs more of a node than its agent runs.
+      liveCaptures: () => this.liveCapturesByAgent(),
       // With --kubernetes/--kubeconfig, repro selects, deletes and follows pods through the API.
       ...(opts.cluster instanceof K8sInventorySource
         ? { kubernetes: new K8sPodDeleter(opts.cluster.api) }

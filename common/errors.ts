@@ -78,7 +78,7 @@ export const ERRORS = {
   API_TOO_MANY_CAPTURES:
     'the collector already runs as many live captures as it allows (--max-live-captures); wait for one to finish or cancel one',
   API_AGENT_BUSY:
-    "a node the capture needs already runs as many captures as its agent takes (the agent's --max-captures, said in its hello; 4 for an agent that does not say); wait for one there to finish, or raise --max-captures on that node's agent",
+    "a node the capture or repro needs already runs as many captures as its agent takes (the agent's --max-captures, said in its hello; 4 for an agent that does not say); wait for one there to finish, or raise --max-captures on that node's agent",
   AGENT_NOT_CONNECTED: 'the agent for a capture point is not connected to the collector',
   STORE_IO: 'reading or writing the collector data directory failed',
   COLLECTOR_TLS: 'the TLS certificate or key cannot be used (not PEM, or not a pair)',
@@ -128,7 +128,7 @@ export const ERRORS = {
   K8S_CONFIG: 'no usable Kubernetes client configuration (kubeconfig file or in-cluster account)',
   K8S_API_UNREACHABLE: 'the Kubernetes API server did not answer, or answered with an error',
   K8S_BAD_RESPONSE:
-    'the Kubernetes API server (or a proxy in front of it) answered with a reply kubectl hoptrace does not read: longer than its cap (384 MiB), or with an HTTP status outside 200-599',
+    'the Kubernetes API server (or a proxy in front of it) answered with a reply the collector or kubectl hoptrace does not read: longer than their cap (384 MiB), or with an HTTP status outside 200-599',
   K8S_FORBIDDEN:
     'the Kubernetes API refused the collector or kubectl hoptrace (HTTP 401/403): RBAC or credentials',
   K8S_POD_NOT_FOUND: 'no pod with this namespace/name is known to the Kubernetes API',
@@ -139,7 +139,7 @@ export const ERRORS = {
   KUBECTL_NO_SECRET:
     "a Secret kubectl hoptrace reads is missing or lacks its key: hoptrace-token's token, or hoptrace-tls's ca.crt when the collector serves TLS",
   KUBECTL_PORT_FORWARD:
-    "the API server's port-forward to the collector pod failed or broke (refused by the kubelet, pod gone)",
+    "the API server's port-forward to the collector pod failed or broke (refused by the kubelet, pod gone, a message past its 8 MiB bound)",
   KUBECTL_INSTALL_FAILED:
     'kubectl hoptrace install could not finish: the TLS material could not be made, or the collector and the agents were not ready in time',
   // Repro during pod deletion (collector/repro.ts, cli/repro.ts).

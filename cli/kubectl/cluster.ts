@@ -2,9 +2,10 @@
  * What `kubectl hoptrace` asks of the API server, with the user's kubeconfig: pods, nodes,
  * Secrets, port-forwards. The one place in cli/ that touches @kubernetes/client-node. Failures are
  * K8S_FORBIDDEN (401/403, naming what was refused), K8S_API_UNREACHABLE (no answer, 5xx),
- * K8S_BAD_RESPONSE (a reply past API_MAX_REPLY_BYTES, api-http.ts) or, for what was asked by name,
- * null on 404; a credential that cannot be had (an exec plugin that is missing, fails, prints no
- * ExecCredential or does not finish) is K8S_CONFIG.
+ * K8S_BAD_RESPONSE (a reply past API_MAX_REPLY_BYTES: collector/k8s/api-http.ts, the transport
+ * the collector's client uses too) or, for what was asked by name, null on 404; a credential that
+ * cannot be had (an exec plugin that is missing, fails, prints no ExecCredential or does not
+ * finish) is K8S_CONFIG.
  *
  * Nothing outlives its deadline: each request carries an AbortSignal (set on the library's request
  * where the credentials are applied, from an AsyncLocalStorage, so every API class gets it) that
@@ -16,8 +17,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Duplex } from 'node:stream';
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
-import { loadClientLibrary } from '../../collector';
-import { API_MAX_REPLY_BYTES, apiHttpLibrary } from './api-http';
+import { API_MAX_REPLY_BYTES, apiHttpLibrary, loadClientLibrary } from '../../collector';
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   loadKubeConfig,
@@ -56,6 +56,10 @@ export interface Cluster {
 
 export type WorkloadKind = 'deployment' | 'statefulset' | 'daemonset';
 
+/** What K8S_BAD_RESPONSE tells the plugin's user to check. */
+const BAD_REPLY_HINT =
+  "no reply of a real API server to what kubectl hoptrace asks comes near this: check the kubeconfig's server (and proxy-url) lead to the Kubernetes API server (kubectl get --raw /readyz); for a workload of tens of thousands of pods, name one of its pods instead";
+
 /** Who owns the fields install applies (server-side apply's field manager). */
 const FIELD_MANAGER = 'kubectl-hoptrace';
 
@@ -86,11 +90,15 @@ export async function connectCluster(
     if (signal !== undefined) context.setSignal(signal);
   };
   await checkCredentials(cfg, plugins, timeoutMs);
-  // As kc.makeApiClient builds them, but over api-http.ts: each reply under its deadline and cap.
+  // As kc.makeApiClient builds them, but over apiHttpLibrary: each reply under its deadline and cap.
   const config = k8s.createConfiguration({
     baseServer: new k8s.ServerConfiguration(cfg.server, {}),
     authMethods: { default: cfg.kc },
-    httpApi: apiHttpLibrary(k8s, { timeoutMs, maxReplyBytes: limits.maxReplyBytes }),
+    httpApi: apiHttpLibrary(k8s, {
+      timeoutMs,
+      maxReplyBytes: limits.maxReplyBytes,
+      hint: BAD_REPLY_HINT,
+    }),
   });
   const core = new k8s.CoreV1Api(config);
   const apps = new k8s.AppsV1Api(config);
@@ -116,7 +124,7 @@ export async function connectCluster(
         throw e;
       });
     } catch (e) {
-      // A reply api-http.ts refused (K8S_BAD_RESPONSE) says what was asked, where, what to do.
+      // A reply apiHttpLibrary refused (K8S_BAD_RESPONSE) says what was asked, where, what to do.
       if (e instanceof HoptraceError && !ac.signal.aborted)
         throw new HoptraceError(e.code, `${what}: ${e.detail}`, {
           where,

@@ -12,7 +12,8 @@ import {
   type CollectorLimits,
 } from '../collector-client';
 import type { Cluster } from './cluster';
-import { streamFetch, withTls, type Connector } from './stream-fetch';
+import type { Connector } from '../../common/stream-request';
+import { streamFetch, withTls } from './stream-fetch';
 
 export const COLLECTOR_SELECTOR =
   'app.kubernetes.io/name=hoptrace,app.kubernetes.io/component=collector';

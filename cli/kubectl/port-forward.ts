@@ -11,7 +11,9 @@
  * The WebSocket is made here (forwardSocketHandler, given to client-node's PortForward) rather than
  * inside client-node, so that it is held from the start: destroying the stream terminates it even
  * while its handshake is under way, and a handshake that does not finish within the request
- * timeout fails (ws's handshakeTimeout) instead of waiting for ever.
+ * timeout fails (ws's handshakeTimeout) instead of waiting for ever. A message longer than
+ * PORT_FORWARD_MAX_MESSAGE_BYTES is not read (ws refuses it from its header, close code 1009): the
+ * stream fails with KUBECTL_PORT_FORWARD saying so and the socket is terminated.
  */
 import { Duplex, PassThrough, Writable } from 'node:stream';
 import type * as K8s from '@kubernetes/client-node';
@@ -30,6 +32,18 @@ const PROTOCOLS = [
 type ForwardHandler = NonNullable<ConstructorParameters<typeof K8s.PortForward>[2]>;
 
 /**
+ * The longest WebSocket message read from a port-forward (ws's default, 100 MiB, is held whole
+ * before it is handed on). What flows in is the collector's HTTP replies, capped at 256 MiB each by
+ * stream-fetch.ts, but never as one message: the runtime on the pod's node copies the pod's socket
+ * to the forward with io.Copy (containerd's portForward, CRI-O's alike), and the kubelet's
+ * WebSocket streams (wsstream) send each write as one message — one read of at most 32 KiB (Go's
+ * copy buffer) behind the channel byte. Even a copy with an unbounded buffer reads no more at once
+ * than the socket's receive buffer holds, which Linux caps at net.ipv4.tcp_rmem's max (6 MiB by
+ * default). 8 MiB is above both: only a peer that is not a port-forward sends more.
+ */
+export const PORT_FORWARD_MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
+
+/**
  * client-node's WebSocketHandler.connect as port-forward uses it (binary frames: the first byte is
  * the channel), with the socket handed to `onSocket` as soon as it exists and a handshake timeout.
  */
@@ -45,7 +59,11 @@ function forwardSocketHandler(
       const uri = cluster.server.replace(/^http/, 'ws') + path;
       const opts: WebSocket.ClientOptions = {};
       await kc.applyToHTTPSOptions(opts);
-      const ws = new WebSocket(uri, PROTOCOLS, { ...opts, handshakeTimeout: timeoutMs });
+      const ws = new WebSocket(uri, PROTOCOLS, {
+        ...opts,
+        handshakeTimeout: timeoutMs,
+        maxPayload: PORT_FORWARD_MAX_MESSAGE_BYTES,
+      });
       onSocket(ws);
       return new Promise((resolve, reject) => {
         let open = false;
@@ -82,6 +100,11 @@ export function forwardError(e: unknown, where: string): HoptraceError {
   });
 }
 
+/** A message past PORT_FORWARD_MAX_MESSAGE_BYTES, as ws reports it (its receiver's error). */
+function isTooLong(e: unknown): boolean {
+  return (e as { code?: unknown }).code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
+}
+
 /** Opens a connection to `port` of pod `namespace/name`; the stream fails with a coded error. */
 export function openPortForward(
   k8s: typeof K8s,
@@ -109,8 +132,9 @@ export function openPortForward(
     destroy(err, cb) {
       input.destroy();
       // terminate(): also while the handshake is under way (it is aborted), and without waiting
-      // for the peer's close frame, which a silent server never sends.
-      if (socket !== undefined && socket.readyState <= WebSocket.OPEN) socket.terminate();
+      // for the peer's close frame, which a silent server never sends (also once ws has begun a
+      // close of its own, after a message too long).
+      if (socket !== undefined && socket.readyState !== WebSocket.CLOSED) socket.terminate();
       cb(err);
     },
   });
@@ -132,12 +156,26 @@ export function openPortForward(
     forwardSocketHandler(kc, timeoutMs, (ws) => {
       socket = ws;
       if (stream.destroyed) ws.terminate();
+      ws.on('error', (e) => {
+        if (!isTooLong(e)) return;
+        stream.destroy(
+          new HoptraceError(
+            'KUBECTL_PORT_FORWARD',
+            `a WebSocket message longer than ${PORT_FORWARD_MAX_MESSAGE_BYTES} bytes (8 MiB) came through the port-forward, not read: a port-forward's messages are one read of the pod's socket each (32 KiB)`,
+            {
+              where,
+              hint: `the kubeconfig's server (or a proxy in front of it) does not forward as the API server does: check \`kubectl -n ${namespace} port-forward pod/${name} ${port}\` through it`,
+            },
+          ),
+        );
+      });
     }),
   );
   forward.portForward(namespace, name, [port], output, errors, input).then(
     (ws) => {
       if (stream.destroyed) return;
       (ws as unknown as WebSocket).on('close', () => {
+        if (stream.destroyed) return; // already failed (a message too long) or destroyed
         if (errorText !== '') stream.destroy(forwardError(new Error(errorText.trim()), where));
         else stream.push(null);
       });

@@ -1,7 +1,10 @@
 /**
  * The one place that touches @kubernetes/client-node: list nodes and pods, read one pod. Every
  * failure becomes a HoptraceError (K8S_CONFIG, K8S_FORBIDDEN, K8S_API_UNREACHABLE,
- * K8S_POD_NOT_FOUND) that says what to do.
+ * K8S_POD_NOT_FOUND, K8S_BAD_RESPONSE) that says what to do. Requests go through api-http.ts, as
+ * the kubectl plugin's do: each under the deadline and the reply cap (API_MAX_REPLY_BYTES), so an
+ * API server (or a proxy in front of it) that streams an endless reply is K8S_BAD_RESPONSE, its
+ * socket closed, not a collector that grows until it is killed.
  *
  * @kubernetes/client-node 1.x is an ES module only, and this project compiles to CommonJS, where
  * TypeScript rewrites `import()` into `require()` (which loads an ES module only from Node 20.19
@@ -12,6 +15,7 @@ import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
+import { API_MAX_REPLY_BYTES, apiHttpLibrary } from './api-http';
 import type { NodeObject, PodObject } from './facts';
 
 /** Where the client configuration comes from. */
@@ -66,10 +70,20 @@ export function loadClientLibrary(): Promise<typeof K8s> {
 
 const PAGE = 500;
 
+const BAD_REPLY_HINT =
+  'no reply of a real API server to what the collector asks (pages of 500 objects, one pod) comes near this: check that the in-cluster API address or --kubeconfig (its server and proxy-url) lead to the Kubernetes API server';
+
+/** How long a request may take (default 10 s) and how long its reply may be (tests: smaller). */
+export interface KubeApiOptions {
+  timeoutMs?: number;
+  /** The longest reply read (API_MAX_REPLY_BYTES). */
+  maxReplyBytes?: number;
+}
+
 /** Creates the API client; K8S_CONFIG when the configuration cannot be loaded. */
 export async function createKubeApi(
   source: KubeSource,
-  opts: { timeoutMs?: number } = {},
+  opts: KubeApiOptions = {},
 ): Promise<KubeApi> {
   const k8s = await loadClientLibrary();
   const kc = new k8s.KubeConfig();
@@ -100,9 +114,19 @@ export async function createKubeApi(
     });
   }
   const server = cluster.server;
-  const core = kc.makeApiClient(k8s.CoreV1Api);
-  const authn = kc.makeApiClient(k8s.AuthenticationV1Api);
   const timeoutMs = opts.timeoutMs ?? 10_000;
+  // As kc.makeApiClient builds them, but over apiHttpLibrary: each reply under its deadline and cap.
+  const config = k8s.createConfiguration({
+    baseServer: new k8s.ServerConfiguration(server, {}),
+    authMethods: { default: kc },
+    httpApi: apiHttpLibrary(k8s, {
+      timeoutMs,
+      maxReplyBytes: opts.maxReplyBytes ?? API_MAX_REPLY_BYTES,
+      hint: BAD_REPLY_HINT,
+    }),
+  });
+  const core = new k8s.CoreV1Api(config);
+  const authn = new k8s.AuthenticationV1Api(config);
 
   const call = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
     let timer: NodeJS.Timeout | undefined;
@@ -226,8 +250,16 @@ function errText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-/** Maps a client failure to a code: 401/403 → K8S_FORBIDDEN, 404 → K8S_POD_NOT_FOUND, else unreachable. */
+/**
+ * Maps a client failure to a code: 401/403 → K8S_FORBIDDEN, 404 → K8S_POD_NOT_FOUND, a reply the
+ * transport refused keeps its own (K8S_BAD_RESPONSE) with what was asked, else unreachable.
+ */
 function apiError(k8s: typeof K8s, e: unknown, what: string, server: string): HoptraceError {
+  if (e instanceof HoptraceError)
+    return new HoptraceError(e.code, `${what}: ${e.detail}`, {
+      where: server,
+      ...(e.hint === undefined ? {} : { hint: e.hint }),
+    });
   if (e instanceof k8s.ApiException) {
     const code = (e as K8s.ApiException<unknown>).code;
     if (code === 401 || code === 403) {

@@ -13,6 +13,7 @@ import { requestUrl } from '../../collector/request-url';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
 import { twoNodeHub } from './collector-fixtures';
+import { bodyText } from './api-body';
 
 const TOKEN = 'sekrit-token-0123';
 
@@ -28,7 +29,7 @@ function api(t: { teardown(fn: () => Promise<void> | void): void }) {
   const a = createApi({ sessions, tokens: [TOKEN], collectorId: 'c', logger: silentLogger() });
   return async (method: string, url: string) => {
     const r = await a.handle({ method, url, headers: { authorization: `Bearer ${TOKEN}` } });
-    const body = JSON.parse(r.body.toString()) as { error?: { message: string; where: string } };
+    const body = JSON.parse(bodyText(r.body)) as { error?: { message: string; where: string } };
     return { status: r.status, error: body.error };
   };
 }

@@ -4,7 +4,7 @@
  * 429 API_TOO_MANY_CAPTURES, nothing is armed, and a finished capture makes room again. And per
  * node: an agent runs at most its --max-captures (its hello says how many; 4 for an older agent
  * whose hello does not), so a capture that needs one more there is 429 API_AGENT_BUSY up front,
- * not a point that fails with AGENT_BUSY once the capture has started.
+ * not a point that fails with AGENT_BUSY once the capture has started; so is a repro.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,6 +18,7 @@ import type { CaptureView } from '../../collector/capture-views';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
 import { twoNodeHub } from './collector-fixtures';
+import { bodyText } from './api-body';
 
 const TOKEN = 'sekrit-token-0123';
 const SPEC = {
@@ -53,7 +54,7 @@ function setup(
       headers: { authorization: `Bearer ${TOKEN}` },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
-    return { status: r.status, json: JSON.parse(r.body.toString()) as unknown };
+    return { status: r.status, json: JSON.parse(bodyText(r.body)) as unknown };
   };
   const armed = (): number => hub.sent.filter((s) => s.cmd.kind === 'capture').length;
   return { req, armed, hub };
@@ -191,5 +192,53 @@ void t.test(
         /runs 4 capture points .* takes 4 at once \(the default of an agent that does not say its --max-captures\)/,
     });
     t.equal(armed(), 8);
+  },
+);
+
+/** A repro of the workload in /run/netns/vpn (decap and egress on the VPN node), backend elsewhere. */
+const REPRO = {
+  workload: { netns: 'vpn' },
+  decapIface: 'tun0',
+  egressIface: 'eth0',
+  backend: { target: '10.244.2.5', iface: 'eth0' },
+  client: '10.90.0.42',
+  timeoutMs: 600_000,
+};
+
+void t.test(
+  "a repro that needs more of a node than its agent's --max-captures is refused up front too (429)",
+  async (t) => {
+    const hub = twoNodeHub();
+    const vpn = hub.list[0];
+    if (vpn === undefined) throw new Error('no agent');
+    vpn.hello.maxCaptures = 3;
+    const { req, armed } = setup(t, 32, hub);
+    const a = await req('POST', '/v1/captures', onVpnNode(2));
+    t.equal(a.status, 201);
+    t.equal(armed(), 2);
+    // The repro's decap and egress points on the VPN node: 4 > 3. The old collector armed all
+    // three points and the agent failed one of the two there with AGENT_BUSY.
+    const b = await req('POST', '/v1/repros', REPRO);
+    t.equal(b.status, 429);
+    const e = errorOf(b.json);
+    t.equal(e.code, 'API_AGENT_BUSY');
+    t.match(
+      e.message,
+      /^API_AGENT_BUSY: POST \/v1\/repros: node vpn-node runs 2 capture points for this collector and its agent agent-vpn takes 3 at once \(its --max-captures\); this repro needs 2 more there/,
+    );
+    t.match(e.hint, /wait for a capture on vpn-node to finish.*higher --max-captures/);
+    t.equal(armed(), 2, 'nothing armed for it');
+    t.strictSame(
+      ((await req('GET', '/v1/repros')).json as { repros: unknown[] }).repros,
+      [],
+      'and no repro made',
+    );
+    // Room again: the repro runs, and its points count against the next capture.
+    t.equal((await req('DELETE', `/v1/captures/${(a.json as CaptureView).id}`)).status, 200);
+    t.equal((await req('POST', '/v1/repros', REPRO)).status, 201);
+    t.equal(armed(), 5, 'its three points armed');
+    const c = await req('POST', '/v1/captures', onVpnNode(2));
+    t.equal(c.status, 429);
+    t.match(errorOf(c.json).message, /node vpn-node runs 2 capture points/);
   },
 );

@@ -7,6 +7,7 @@ import { HoptraceError, isHoptraceError } from '../../common/errors';
 import { errorResponse } from '../../collector/http';
 import { DOCTOR_REPORT } from '../../cli/collector-replies';
 import type { Reply as ReplyKind } from '../../cli/reply-shapes';
+import { bodyText } from './api-body';
 
 /** Any JSON, read as it is: these tests are about the transport. */
 const ANY: ReplyKind<unknown> = { what: 'JSON', read: (v) => ({ value: v }) };
@@ -125,7 +126,7 @@ void t.test(
     const c = new CollectorClient(
       'http://c',
       'tok',
-      fakeFetch({ status: 409, body: errorResponse(original).body.toString() }),
+      fakeFetch({ status: 409, body: bodyText(errorResponse(original).body) }),
     );
     const e = await failure(c);
     t.ok(isHoptraceError(e));

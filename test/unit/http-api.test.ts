@@ -19,6 +19,7 @@ import type { NamespaceFacts, NatRule } from '../../common/wire';
 import { FakeHub, status, twoNodeHub } from './collector-fixtures';
 import { PCAPS } from './corpus';
 import { reportSchemaErrors } from './report-schema';
+import { bodyText } from './api-body';
 
 const TOKEN = 'sekrit-token';
 const PCAP = join(PCAPS, 'zeek_http-get.pcap');
@@ -83,7 +84,7 @@ function setup(
         ? {}
         : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
     });
-    const text = r.body.toString();
+    const text = bodyText(r.body);
     let json: unknown = null;
     try {
       json = JSON.parse(text);

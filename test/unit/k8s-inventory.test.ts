@@ -29,6 +29,7 @@ import {
   writeKubeconfig,
   type FakeApiServer,
 } from './k8s-fixtures';
+import { bodyText } from './api-body';
 
 function tmp(t: { teardown(fn: () => void): void }): string {
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-k8s-'));
@@ -405,7 +406,7 @@ void t.test('POST /v1/captures with namespace/pod targets', async (t) => {
       headers: { authorization: 'Bearer tk' },
       body: JSON.stringify({ points, timeoutMs: 5000 }),
     });
-    return { status: r.status, json: JSON.parse(r.body.toString()) };
+    return { status: r.status, json: JSON.parse(bodyText(r.body)) };
   };
 
   const ok = await post([

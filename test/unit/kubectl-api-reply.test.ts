@@ -3,8 +3,9 @@
  * collector: a reply longer than the cap (an API server, or a proxy in front of it, that streams
  * an endless body), one that declares such a length, or one with a status no fetch Response
  * carries is K8S_BAD_RESPONSE naming the request and its URL, its socket closed — not a process
- * that grows until it is killed. The transport that does it (api-http.ts over stream-fetch.ts)
- * also carries the cluster's CA and the user's client certificate, checked here over TLS.
+ * that grows until it is killed. The transport that does it (collector/k8s/api-http.ts over
+ * common/stream-request.ts, shared with the collector's client) also carries the cluster's CA and
+ * the user's client certificate, checked here over TLS.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -15,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TLSSocket } from 'node:tls';
 import t from 'tap';
-import { API_MAX_REPLY_BYTES } from '../../cli/kubectl/api-http';
+import { API_MAX_REPLY_BYTES } from '../../collector/k8s/api-http';
 import { connectCluster } from '../../cli/kubectl/cluster';
 import { makeTlsMaterial } from '../../cli/kubectl/tls-material';
 import { kubeconfig, spawnPlugin } from './kubectl-spawn';

@@ -18,6 +18,7 @@ import { silentLogger } from '../../collector/logger';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
 import { TOKEN, closeServer, hello, listen } from './transport-fixtures';
+import { bodyText } from './api-body';
 
 /** Well under the collector's timeout for agent requests (sessions.ts: 5 s). */
 const AT_ONCE_MS = 2000;
@@ -87,7 +88,7 @@ void t.test(
     const took = performance.now() - started;
     t.ok(took < AT_ONCE_MS, `answered in ${took.toFixed(0)} ms`);
     t.equal(res.status, 400);
-    const body = JSON.parse(res.body.toString()) as {
+    const body = JSON.parse(bodyText(res.body)) as {
       error: { code: string; message: string; where: string };
     };
     t.equal(body.error.code, 'DOCTOR_BAD_REQUEST');

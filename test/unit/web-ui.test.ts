@@ -21,6 +21,7 @@ import { SESSION_TTL_MS, UiSessions, cookieValue } from '../../collector/ui/ui-s
 import { twoNodeHub } from './collector-fixtures';
 import { cni } from './live-report-fixtures';
 import { CLIENT } from './fixtures-events';
+import { bodyText } from './api-body';
 
 const TOKEN = 'ui-test-token-0123456789';
 const POINTS = [
@@ -74,7 +75,7 @@ function setup(t: { teardown(fn: () => Promise<void> | void): void }): Env {
         headers,
         ...(o.body === undefined ? {} : { body: o.body }),
       });
-      return { ...r, text: r.body.toString() };
+      return { ...r, text: bodyText(r.body) };
     },
   };
 }
@@ -172,7 +173,7 @@ void t.test('the list and a running capture page (refreshing), 404s, methods', a
     body: JSON.stringify({ points: POINTS, client: CLIENT, timeoutMs: 60_000 }),
   });
   t.equal(created.status, 201);
-  const view = JSON.parse(created.body.toString()) as CaptureView;
+  const view = JSON.parse(bodyText(created.body)) as CaptureView;
   const list = await env.req('GET', '/ui/', { cookie });
   t.match(list.text, new RegExp(`<a href="/ui/captures/${view.id}">${view.id}</a>`));
   t.match(list.text, /decap → egress → backend/);

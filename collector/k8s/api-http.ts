@@ -1,17 +1,18 @@
 /**
- * How the API clients of cluster.ts send their requests: through streamRequest — the transport of
- * the collector's requests, with its deadline and reply cap — along the http.Agent client-node
- * builds for each request (the cluster's CA, the client certificate, proxy-url), in place of
- * client-node's own transport (node-fetch), which reads a reply whole however long it is: an API
- * server, or a proxy in front of it, that streams an endless body would grow the process until it
- * is killed. A reply past the cap, or with a status outside 200-599, is K8S_BAD_RESPONSE naming
- * the URL; the request and its socket are destroyed.
+ * How the Kubernetes API clients of the collector (client.ts) and of the kubectl plugin
+ * (cli/kubectl/cluster.ts) send their requests: through streamRequest (common/stream-request.ts)
+ * — a deadline and a reply cap — along the http.Agent client-node builds for each request (the
+ * cluster's CA, the client certificate, proxy-url), in place of client-node's own transport
+ * (node-fetch), which reads a reply whole however long it is: an API server, or a proxy in front of
+ * it, that streams an endless body would grow the process until it is killed. A reply past the
+ * cap, or with a status outside 200-599, is K8S_BAD_RESPONSE naming the URL; the request and its
+ * socket are destroyed.
  */
 import { globalAgent as httpAgent } from 'node:http';
 import { globalAgent as httpsAgent } from 'node:https';
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
-import { streamRequest, type BadReply, type StreamFetchLimits } from './stream-fetch';
+import { streamRequest, type BadReply, type StreamFetchLimits } from '../../common/stream-request';
 
 /**
  * The longest reply read from the API server. The longest the plugin asks for are lists it does
@@ -21,21 +22,25 @@ import { streamRequest, type BadReply, type StreamFetchLimits } from './stream-f
  * 50 KB, a heavy pod no more, so 5,000 of them make about 240 MiB. 384 MiB leaves half as much
  * again and stays below the longest string V8 makes (2^29 - 24 characters, 512 MiB), past which
  * the reply could not be read as text anyway. One object (a pod, a Secret, a workload) is far
- * below: etcd refuses to store one above 1.5 MiB.
+ * below: etcd refuses to store one above 1.5 MiB. The collector pages its lists (500 objects a
+ * reply, some 25 MB at most), but a server may answer a page with the whole list (one that
+ * ignores `limit`), so it takes the same cap.
  */
 export const API_MAX_REPLY_BYTES = 384 * 1024 * 1024;
 
-const HINT =
-  "no reply of a real API server to what kubectl hoptrace asks comes near this: check the kubeconfig's server (and proxy-url) lead to the Kubernetes API server (kubectl get --raw /readyz); for a workload of tens of thousands of pods, name one of its pods instead";
-
-const apiBadReply: BadReply = (problem, method, url) =>
-  new HoptraceError('K8S_BAD_RESPONSE', `the reply to ${method} ${url.href} ${problem}`, {
-    where: url.origin,
-    hint: HINT,
-  });
+/** The deadline and the cap of every request, and what a refused reply's error tells to do. */
+export interface ApiHttpLimits extends StreamFetchLimits {
+  /** The hint of K8S_BAD_RESPONSE: which client asked, and what to check. */
+  hint: string;
+}
 
 /** client-node's HttpLibrary over streamRequest, `limits` on every request. */
-export function apiHttpLibrary(k8s: typeof K8s, limits: StreamFetchLimits): K8s.HttpLibrary {
+export function apiHttpLibrary(k8s: typeof K8s, limits: ApiHttpLimits): K8s.HttpLibrary {
+  const badReply: BadReply = (problem, method, url) =>
+    new HoptraceError('K8S_BAD_RESPONSE', `the reply to ${method} ${url.href} ${problem}`, {
+      where: url.origin,
+      hint: limits.hint,
+    });
   const send = async (req: K8s.RequestContext): Promise<K8s.ResponseContext> => {
     const url = new URL(req.getUrl());
     const body = req.getBody();
@@ -46,7 +51,7 @@ export function apiHttpLibrary(k8s: typeof K8s, limits: StreamFetchLimits): K8s.
     const reply = await streamRequest(
       agent,
       limits,
-      apiBadReply,
+      badReply,
     )(url, {
       method: req.getHttpMethod(),
       headers: req.getHeaders(),
