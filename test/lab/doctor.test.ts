@@ -327,6 +327,23 @@ table ip kube-proxy {
   const addDenied = async (lab: Netns): Promise<void> => {
     await lab.ip(NS.client, 'addr', 'add', `${DENIED}/24`, 'dev', 'vx0');
   };
+  /** The denied source added, and the backend's node rejecting it with this ICMP error. */
+  const rejectedAtNode =
+    (icmp: string) =>
+    async (lab: Netns): Promise<void> => {
+      await addDenied(lab);
+      await lab.iptables(
+        NS.backendNode,
+        '-I',
+        'FORWARD',
+        '-s',
+        DENIED,
+        '-j',
+        'REJECT',
+        '--reject-with',
+        icmp,
+      );
+    };
 
   void t.test('denied source: a drop at the policy point is policy', async (t) => {
     const r = await doctorLab('preserve', {
@@ -344,20 +361,7 @@ table ip kube-proxy {
   void t.test('denied source: ICMP admin-prohibited is policy', async (t) => {
     const r = await doctorLab('preserve', {
       denied: true,
-      extra: async (lab) => {
-        await addDenied(lab);
-        await lab.iptables(
-          NS.backendNode,
-          '-I',
-          'FORWARD',
-          '-s',
-          DENIED,
-          '-j',
-          'REJECT',
-          '--reject-with',
-          'icmp-admin-prohibited',
-        );
-      },
+      extra: rejectedAtNode('icmp-admin-prohibited'),
     });
     const d = of(r, 'denied-source')[0];
     t.equal(d?.severity, 'ok', JSON.stringify(d));
@@ -385,20 +389,7 @@ table ip kube-proxy {
       // problem, not policy — and the finding says the SYN got to the node.
       const r = await doctorLab('preserve', {
         denied: true,
-        extra: async (lab) => {
-          await addDenied(lab);
-          await lab.iptables(
-            NS.backendNode,
-            '-I',
-            'FORWARD',
-            '-s',
-            DENIED,
-            '-j',
-            'REJECT',
-            '--reject-with',
-            'icmp-host-unreachable',
-          );
-        },
+        extra: rejectedAtNode('icmp-host-unreachable'),
       });
       const d = of(r, 'denied-source')[0];
       t.equal(d?.severity, 'error', JSON.stringify(d));
