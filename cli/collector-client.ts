@@ -93,11 +93,14 @@ export class CollectorClient {
     }
   }
 
-  /** A failed fetch or reply: its own coded cause, the deadline, or unreachable. */
+  /**
+   * A failed fetch or reply: its own coded cause (a reply cut off, a port-forward that failed —
+   * the transport knows more than "unreachable"), the deadline, or unreachable.
+   */
   private failed(e: unknown, method: string, url: string, signal: AbortSignal): HoptraceError {
     if (e instanceof HoptraceError) return e;
     const inner = e instanceof Error ? e.cause : undefined;
-    if (inner instanceof HoptraceError && inner.code === 'COLLECTOR_BAD_RESPONSE') return inner;
+    if (inner instanceof HoptraceError) return inner;
     const cause = signal.aborted
       ? (signal.reason as Error).message
       : inner instanceof Error

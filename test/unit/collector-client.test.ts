@@ -63,6 +63,24 @@ void t.test('unreachable: COLLECTOR_UNREACHABLE with the cause and what to check
   });
 });
 
+void t.test("a transport's coded cause is the error, not COLLECTOR_UNREACHABLE", async (t) => {
+  // What kubectl hoptrace's fetch throws when the port-forward under a later request fails.
+  const cause = new HoptraceError(
+    'KUBECTL_PORT_FORWARD',
+    'the port-forward to hoptrace/hoptrace-collector-0:7070 sent a message larger than 8 MiB',
+    {
+      where: 'port-forward',
+      hint: 'kubectl -n hoptrace port-forward pod/hoptrace-collector-0 7070',
+    },
+  );
+  const c = new CollectorClient(
+    'http://c',
+    'tok',
+    fakeFetch(new TypeError('fetch failed', { cause })),
+  );
+  t.equal(await failure(c), cause);
+});
+
 void t.test('401: API_UNAUTHORIZED naming the token flags', async (t) => {
   const c = new CollectorClient('http://c', 'bad', fakeFetch({ status: 401, body: '{}' }));
   t.match(await failure(c), {
