@@ -166,7 +166,18 @@ export function watchExecPlugins(kc: K8s.KubeConfig, timeoutMs: number): ExecPlu
       options: SpawnOptions,
     ) => ChildProcess;
     exec.execFn = ((command: string, args?: readonly string[], options: SpawnOptions = {}) => {
-      const child = original(command, args, { ...options, detached });
+      // Listening before the spawn, not after: a signal that arrives between the fork and this
+      // line would otherwise take its default course and leave the plugin's group running. One
+      // that arrives now waits for the event loop, when `running` holds the child.
+      const listen = detached && running.size === 0;
+      if (listen) for (const s of PASSED_ON) process.on(s, onSignal);
+      let child: ChildProcess;
+      try {
+        child = original(command, args, { ...options, detached });
+      } catch (e) {
+        if (listen) for (const s of PASSED_ON) process.off(s, onSignal);
+        throw e;
+      }
       const run: PluginRun = {
         killed: false,
         overflow: undefined,
@@ -176,7 +187,6 @@ export function watchExecPlugins(kc: K8s.KubeConfig, timeoutMs: number): ExecPlu
       };
       last = run;
       // On a terminal, Ctrl-C and a hang-up reach the plugin as they reach the command.
-      if (detached && running.size === 0) for (const s of PASSED_ON) process.on(s, onSignal);
       running.set(child, run);
       const timer = setTimeout(() => {
         stop(child, run);

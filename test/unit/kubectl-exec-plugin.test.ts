@@ -116,6 +116,54 @@ void t.test(
 );
 
 void t.test(
+  'a SIGTERM that arrives while the plugin is being spawned still kills its group',
+  { skip: !hasSleep || !hasProc },
+  async (t) => {
+    // The race a loaded machine opened (CI): the plugin started and wrote its child's pid before
+    // the command listened for signals, and a SIGTERM then took its default course, leaving the
+    // plugin's group running. Here the signal is sent from inside the spawn, deterministically.
+    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-execkids-'));
+    const { script, pidFile } = pluginScript(dir, 'racy', 'wait');
+    const code = `
+      const { spawn } = require('node:child_process');
+      const { watchExecPlugins } = require(${JSON.stringify(join(__dirname, '../../cli/kubectl/exec-plugins.js'))});
+      const auth = {
+        execFn: (command, args, options) => {
+          const child = spawn(command, args ?? [], options);
+          const until = Date.now() + 10000;
+          while (!require('node:fs').existsSync(${JSON.stringify(pidFile)}) && Date.now() < until);
+          process.kill(process.pid, 'SIGTERM');
+          return child;
+        },
+      };
+      watchExecPlugins({ authenticators: [auth] }, 60000);
+      auth.execFn(${JSON.stringify(script)}, [], { stdio: ['ignore', 'pipe', 'pipe'] });
+      setTimeout(() => undefined, 30000);
+    `;
+    const node = spawn(
+      'sh',
+      ['-c', 'unset NODE_OPTIONS; exec "$@"', 'sh', process.execPath, '-e', code],
+      {
+        env: { PATH: process.env['PATH'] },
+        stdio: 'ignore',
+      },
+    );
+    t.teardown(() => {
+      node.kill('SIGKILL');
+    });
+    const ended = await new Promise<string>((resolve) => {
+      node.once('exit', (c, signal) => {
+        resolve(signal ?? `exit code ${c}`);
+      });
+    });
+    t.equal(ended, 'SIGTERM', 'the process ends by the signal');
+    const pid = childPid(pidFile);
+    t.ok(pid > 1, `the plugin wrote its child's pid (${pid})`);
+    t.ok(await goneSoon(pid), `the plugin's child (sleep, pid ${pid}) is gone`);
+  },
+);
+
+void t.test(
   'SIGTERM to the command while its plugin runs kills the plugin and its child',
   { skip: !hasSleep || !hasProc },
   async (t) => {
