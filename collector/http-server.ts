@@ -6,7 +6,8 @@
  *
  * The API has no long-lived request: bodies are at most 1 MiB, no event stream, no long poll. One
  * answer streams — a bundle as one archive (collector/bundle-archive.ts), sent as the client reads
- * it — and these timeouts do not cut it: Node's request timeout ends once the request has arrived. An upgraded connection is no longer a request to Node, so the agents'
+ * it — and these timeouts do not cut it: Node's request timeout ends once the request has arrived.
+ * An upgraded connection is no longer a request to Node, so the agents'
  * WebSockets — and an upgrade waiting for its authentication — are not cut by these timeouts
  * (test/unit/http-server.test.ts checks it); their liveness is the hub's heartbeat.
  */

@@ -25,5 +25,5 @@ export {
 export type { ReproView } from './repro';
 export { REPRO_FILES, type ReproFileName } from './repro-bundle';
 export { loadClientLibrary } from './k8s/client';
-export { API_MAX_REPLY_BYTES, apiHttpLibrary } from './k8s/api-http';
+export { API_MAX_REPLY_BYTES, apiConfiguration } from './k8s/api-http';
 export { BUNDLE_FILES, CAPTURE_ID_RE, REPRO_ID_RE, type BundleFileName } from './store';

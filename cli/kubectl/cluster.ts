@@ -17,7 +17,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Duplex } from 'node:stream';
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
-import { API_MAX_REPLY_BYTES, apiHttpLibrary, loadClientLibrary } from '../../collector';
+import { API_MAX_REPLY_BYTES, apiConfiguration, loadClientLibrary } from '../../collector';
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   loadKubeConfig,
@@ -90,15 +90,10 @@ export async function connectCluster(
     if (signal !== undefined) context.setSignal(signal);
   };
   await checkCredentials(cfg, plugins, timeoutMs);
-  // As kc.makeApiClient builds them, but over apiHttpLibrary: each reply under its deadline and cap.
-  const config = k8s.createConfiguration({
-    baseServer: new k8s.ServerConfiguration(cfg.server, {}),
-    authMethods: { default: cfg.kc },
-    httpApi: apiHttpLibrary(k8s, {
-      timeoutMs,
-      maxReplyBytes: limits.maxReplyBytes,
-      hint: BAD_REPLY_HINT,
-    }),
+  const config = apiConfiguration(k8s, cfg.kc, cfg.server, {
+    timeoutMs,
+    maxReplyBytes: limits.maxReplyBytes,
+    hint: BAD_REPLY_HINT,
   });
   const core = new k8s.CoreV1Api(config);
   const apps = new k8s.AppsV1Api(config);
@@ -124,7 +119,7 @@ export async function connectCluster(
         throw e;
       });
     } catch (e) {
-      // A reply apiHttpLibrary refused (K8S_BAD_RESPONSE) says what was asked, where, what to do.
+      // A reply the transport refused (K8S_BAD_RESPONSE, collector/k8s/api-http.ts) says what was asked, where, what to do.
       if (e instanceof HoptraceError && !ac.signal.aborted)
         throw new HoptraceError(e.code, `${what}: ${e.detail}`, {
           where,

@@ -35,7 +35,7 @@ export interface ApiHttpLimits extends StreamFetchLimits {
 }
 
 /** client-node's HttpLibrary over streamRequest, `limits` on every request. */
-export function apiHttpLibrary(k8s: typeof K8s, limits: ApiHttpLimits): K8s.HttpLibrary {
+function apiHttpLibrary(k8s: typeof K8s, limits: ApiHttpLimits): K8s.HttpLibrary {
   const badReply: BadReply = (problem, method, url) =>
     new HoptraceError('K8S_BAD_RESPONSE', `the reply to ${method} ${url.href} ${problem}`, {
       where: url.origin,
@@ -68,4 +68,21 @@ export function apiHttpLibrary(k8s: typeof K8s, limits: ApiHttpLimits): K8s.Http
     });
   };
   return k8s.wrapHttpLibrary({ send });
+}
+
+/**
+ * The configuration of API classes (`new k8s.CoreV1Api(config)`) for `kc`'s `server`, as
+ * kc.makeApiClient builds it but over apiHttpLibrary: each reply under its deadline and cap.
+ */
+export function apiConfiguration(
+  k8s: typeof K8s,
+  kc: K8s.KubeConfig,
+  server: string,
+  limits: ApiHttpLimits,
+): K8s.Configuration {
+  return k8s.createConfiguration({
+    baseServer: new k8s.ServerConfiguration(server, {}),
+    authMethods: { default: kc },
+    httpApi: apiHttpLibrary(k8s, limits),
+  });
 }

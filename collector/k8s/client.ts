@@ -15,7 +15,7 @@ import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import type * as K8s from '@kubernetes/client-node';
 import { HoptraceError } from '../../common/errors';
-import { API_MAX_REPLY_BYTES, apiHttpLibrary } from './api-http';
+import { API_MAX_REPLY_BYTES, apiConfiguration } from './api-http';
 import type { NodeObject, PodObject } from './facts';
 
 /** Where the client configuration comes from. */
@@ -115,15 +115,10 @@ export async function createKubeApi(
   }
   const server = cluster.server;
   const timeoutMs = opts.timeoutMs ?? 10_000;
-  // As kc.makeApiClient builds them, but over apiHttpLibrary: each reply under its deadline and cap.
-  const config = k8s.createConfiguration({
-    baseServer: new k8s.ServerConfiguration(server, {}),
-    authMethods: { default: kc },
-    httpApi: apiHttpLibrary(k8s, {
-      timeoutMs,
-      maxReplyBytes: opts.maxReplyBytes ?? API_MAX_REPLY_BYTES,
-      hint: BAD_REPLY_HINT,
-    }),
+  const config = apiConfiguration(k8s, kc, server, {
+    timeoutMs,
+    maxReplyBytes: opts.maxReplyBytes ?? API_MAX_REPLY_BYTES,
+    hint: BAD_REPLY_HINT,
   });
   const core = new k8s.CoreV1Api(config);
   const authn = new k8s.AuthenticationV1Api(config);
