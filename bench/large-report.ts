@@ -218,7 +218,11 @@ ${table(['scale', 'frames per point', 'MiB in all', 'analyze wall s', 'peak RSS 
 What limits analyze here. Before a byte is read: Node's start (the \`node -e 0\` row; on this
 machine it includes parsing every certificate of NODE_EXTRA_CA_CERTS, which the environment sets —
 the "unset" rows show it) and loading analyze's modules (~40 ms; the text report and the bundle's
-modules are loaded only when asked for). Then the same copy out of the page cache that \`cat\`
+modules are loaded only when asked for; 69 modules, 36–48 ms, none above ~4 ms — the addon's
+load, \`node:net\`, \`node:worker_threads\` the largest. Measured by hand 2026-12-06 and not adopted:
+the whole CLI bundled into one file with esbuild loads slower, 232 against 175 ms for an analyze
+of small files, as V8 then parses every command's code; \`v8-compile-cache\` costs ~10 ms to load
+and saves none of the ~36 ms; Node 20 has no built-in compile cache). Then the same copy out of the page cache that \`cat\`
 makes, into a reused 2 MiB buffer per thread (a page touched for the first time costs ~10 µs on
 this VM, so buffers are reused across passes), and every frame's headers decoded once in C,
 because the report counts every useful frame at every point. The summarizer's gate
@@ -244,6 +248,20 @@ no decoding at all; in analyze's order on two cores, with Node's start, that flo
 ${floorWords(m)}. Not tried: splitting the first point's file between the two cores (a verified
 record boundary, the second half's SYNs and marks replayed in order) — at most ~half a point's pass
 (~50 ms) here, since a worker thread needs ~50 ms to start.
+
+The bound with every pass perfectly parallel (by hand, 2026-12-07, this VM, the 1.52 GiB files;
+NODE_EXTRA_CA_CERTS set as the environment has it): \`cat\` 0.11 s, analyze 0.40–0.42 s, so the
+goal is ≤ 0.22 s. Node is ready at ~86 ms and analyze's modules at ~135 ms; the first point's pass
+takes ~90–95 ms and a later point's ~118 ms when it runs alone (two-point analyses: decap+egress,
+decap+backend, egress+backend all ~118 ms), so the three passes are ~330 ms of one core. Spread
+perfectly over both cores from the moment the modules are loaded (the first point split in two, the
+later points overlapped with it, none of it verified), the passes end no sooner than ~135 + 165 =
+~300 ms, and the identity-header re-read (~11 ms) and the report (~17 ms) follow: ~0.33 s, 3×
+\`cat\`. Reading with mmap instead of copying does not lower it here: a C walk over the mmapped
+record headers of one 543 MB file took 0.42 s against the 128 KiB reads' ~65 ms (each record's
+first touch of a page costs a nested-paging TLB miss on this VM; 2,650 page faults only). Goal 2
+stays out of reach on this machine with a Node CLI: what remains above the bound is Node's start
+and the per-frame classification the counts need.
 
 What \`--report-dir\` adds: the SHA-256 of every input byte (the report's proof of which bytes the
 verdict came from) — Node's OpenSSL with the CPU's SHA instructions, ~0.6 ms per MiB here, several

@@ -315,6 +315,38 @@ before any work):
   latency), ~15–20 times a second at 20 k pps, ~250 µs each here: at 20 k pps a worker costs
   ~5 ms/s, at 100 k pps ~7–9 ms/s; tcpdump ~2.7 and ~14.5.
 
+What one of those wake-ups costs, measured by hand on 2026-12-06 (23:15 UTC, \`process.cpuUsage()\`
+and \`getrusage\`, 10–50 wake-ups each): a Node 20 process that does nothing but wait on a timer
+pays **~1.0 ms of CPU per wake-up after 1 s asleep** (0.95–1.24 ms with \`--no-memory-reducer\`,
+\`--single-threaded-gc\`, \`--no-flush-bytecode\` or \`--no-concurrent-recompilation\`: no flag changes
+it) and ~0.39 ms after 100 ms; a C program's \`nanosleep\` loop 110 µs and 53 µs. A TLS write of
+900 bytes once a second to a loopback peer costs ~0.8 ms inside \`write()\` and ~2.7 ms of the
+process's CPU per cycle (~0.9 ms at 100 ms gaps). So under traffic the agent process's
+~3.5–4.5 ms/s is its three or four wake-ups a second (a worker's frame, the collector's ack, the
+status tick and the link's timers), each paid cold, more than the work in them; a CPU profile
+(\`--cpu-prof\`, 50 µs) of it at 50 k pps shows no function above ~1 ms/s, the TLS \`writev\` the
+largest. Tried and taken out again: running the status tick in the wake-up of the worker's frame
+(it then followed each frame read, but the process's wake-ups a second did not fall — 25 against
+26–28 in 6.5 s — and the agent process measured 3.75–3.95 ms/s with it, 3.25–3.44 without).
+A slower busy-polling tick, measured by hand on 2026-12-07 (15:40 UTC, an idle machine) and not
+adopted: the worker read the ring every 20 ms once blocks retire closer than that; ticks of up to
+100 ms (the longest period at which the 32 MiB ring still holds four of them, doubling from the
+socket's pace; fewer wake-ups at 30–80 k pps) took the vrx worker from 76–79 to 58–71 ms of CPU in
+a 10 s flood of 70 k pps under the 1 % budget, three interleaved pairs; but 2 of the 3 new trials
+lost packets (0 of 3 before), and the same build with its longest tick set back to 20 ms lost in 1
+of 2 as well. The trials that lose are those whose agent process spent 62–103 ms instead of
+39–48 (the collector 181–280 instead of 136–172). The loss's own reporting explains part of that:
+while the ring overflows, a moved loss counter goes out at once, at most once a second — a worker
+frame, a status to the collector, its ack, each a wake-up. What tips a trial this near the limit
+was not found; ~10 % of the worker's cost does not decide it. A packet would have waited up to 100 ms in the ring instead of
+20 on a link that busy: not worth it.
+
+A rerun of the zero-loss searches alone (\`--share-only\`, 2026-12-07 15:12 UTC, load ~0.1 before)
+found the whole agent lossless up to 80 k pps at 1 % against tcpdump's 100 k (80 %, 45 % in the
+run above, made under a load of ~1), its idle cost 3.2 ms/s (2.7–3.7); at 5 % the sender reached
+only ~317 k pps that day, and tcpdump lost nothing up to it (the agent up to 298 k, first loss when
+320 k were asked): a sender limit, not a result. The table above is the full run's.
+
 Left: the worker's wake-up per retired block (a Node event loop around libpcap's poll), the agent
 process's few wake-ups a second under traffic, the 50 ms block timeout (a 200 ms one made no
 difference at 20 k pps: blocks then fill first).

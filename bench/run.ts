@@ -80,6 +80,8 @@ async function main(): Promise<number> {
     options: {
       quick: { type: 'boolean' },
       'share-only': { type: 'boolean' },
+      // Of the CPU budgets, only these shares (percent of one core, e.g. `1` or `1,5`).
+      'share-percent': { type: 'string' },
       only: { type: 'string' },
       out: { type: 'string' },
       // Where the raw results go (default bench/results.json).
@@ -171,6 +173,15 @@ async function main(): Promise<number> {
   // The whole agent, link included, against tcpdump: part of the capture section. Its search
   // under the CPU budget (goal 3's row) runs over the first scheme asked (wss by default).
   const shareScheme = schemes[0] as LinkScheme | undefined;
+  const percents = values['share-percent']?.split(',').map(Number);
+  const budgets = (quick ? SHARE_BUDGETS_QUICK : SHARE_BUDGETS).filter(
+    (b) => percents === undefined || percents.includes(b.percent),
+  );
+  if (budgets.length === 0) {
+    const known = SHARE_BUDGETS.map((b) => b.percent).join(', ');
+    process.stderr.write(`bench: --share-percent names no budget (known: ${known})\n`);
+    return 2;
+  }
   const link: LinkResult | undefined = await attempt('capture', () =>
     shareScheme === undefined
       ? Promise.resolve({ trials: [] })
@@ -181,7 +192,7 @@ async function main(): Promise<number> {
           floodSrc,
           scan: !shareOnly,
           share: {
-            budgets: quick ? SHARE_BUDGETS_QUICK : SHARE_BUDGETS,
+            budgets,
             scheme: shareScheme,
             ...(quick ? { durationS: 3 } : {}),
           },
