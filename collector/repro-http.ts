@@ -1,7 +1,7 @@
 /**
  * `/v1/repros` of the collector API (mounted by collector/http.ts, same token and error shape):
  *
- *   POST   /v1/repros                 201 ReproView | 400 | 409 REPRO_NO_WORKLOAD | 429 API_AGENT_BUSY | 501 REPRO_NOT_SUPPORTED (kubernetes without the API)
+ *   POST   /v1/repros                 201 ReproView | 400 | 409 REPRO_NO_WORKLOAD | 429 API_AGENT_BUSY, API_TOO_MANY_CAPTURES | 501 REPRO_NOT_SUPPORTED (kubernetes without the API)
  *   GET    /v1/repros                 {repros: ReproView[]}
  *   GET    /v1/repros/:id             ReproView (timeline computed from the events so far)
  *   POST   /v1/repros/:id/probes      one probe the prober sent {probeId, sport, startedAtMs, endedAtMs, ok, httpCode?, error?}

@@ -103,6 +103,11 @@ export interface ReproManagerOptions {
    * that would take an agent past its max captures is refused before it is armed. Absent: no check.
    */
   liveCaptures?: () => ReadonlyMap<string, number>;
+  /**
+   * Throws when the collector runs as many live captures and repros as it allows (SessionManager:
+   * `--max-live-captures` counts both). Absent: no limit.
+   */
+  refuseBeyondLive?: (where: string) => void;
 }
 
 /** Owns every repro session of the collector. */
@@ -120,6 +125,7 @@ export class ReproManager {
   private readonly store: ReproStore | undefined;
   private readonly frames: Pick<AgentRequests, 'frames'> | undefined;
   private readonly liveCaptures: (() => ReadonlyMap<string, number>) | undefined;
+  private readonly refuseBeyondLive: ((where: string) => void) | undefined;
   private closing = false;
 
   constructor(opts: ReproManagerOptions) {
@@ -133,6 +139,7 @@ export class ReproManager {
     this.store = opts.store;
     this.frames = opts.frames;
     this.liveCaptures = opts.liveCaptures;
+    this.refuseBeyondLive = opts.refuseBeyondLive;
   }
 
   /**
@@ -174,6 +181,8 @@ export class ReproManager {
   }
 
   async create(spec: ReproSpec): Promise<ReproView> {
+    // Before the Kubernetes API is asked anything for it; again below, after the last await.
+    this.refuseBeyondLive?.('POST /v1/repros');
     const kube = spec.workload.kubernetes;
     let pods: WorkloadPod[] = [];
     if (kube !== undefined) {
@@ -209,6 +218,10 @@ export class ReproManager {
       );
     }
     const b = resolveTarget(spec.backend.target, spec.backend.node, agents);
+    // A repro runs its three points for up to its timeout, as a capture does: it counts toward
+    // the collector's live limit (checked after the last await, so requests arriving together
+    // cannot pass it between them).
+    this.refuseBeyondLive?.('POST /v1/repros');
     // As a capture's points (sessions.ts): the backend point, and decap and egress on the
     // workload's agent, each one of its max captures; one past it would fail with AGENT_BUSY once
     // the repro had started. From here to the commands nothing waits.
@@ -295,6 +308,13 @@ export class ReproManager {
           out.push(p.agentId);
     }
     return out;
+  }
+
+  /** Repros not finished: what the collector's live limit counts of them. */
+  running(): number {
+    let n = 0;
+    for (const r of this.repros.values()) if (r.finishedAtMs === null) n++;
+    return n;
   }
 
   get(id: string): ReproView | undefined {

@@ -103,9 +103,10 @@ export interface SessionManagerOptions {
    */
   maxHeldEvents?: number;
   /**
-   * Captures that may be live (not finished) at once (default 32, `--max-live-captures`): each
-   * arms a packet capture on up to 8 agents, a capture worker process each, for up to an hour; past
-   * it a new one is refused (API_TOO_MANY_CAPTURES, 429). An API token holder made 1,000 in 3 s.
+   * Captures and repros that may be live (not finished) at once (default 32,
+   * `--max-live-captures`): each arms packet captures on up to 8 agents, a capture worker process
+   * each, for up to an hour; past it a new one is refused (API_TOO_MANY_CAPTURES, 429). An API
+   * token holder made 1,000 captures in 3 s.
    */
   maxLiveCaptures?: number;
 }
@@ -186,6 +187,9 @@ export class SessionManager {
       ...(this.frames ? { frames: this.requests } : {}),
       // A repro is refused up front, as a capture, when it needs more of a node than its agent runs.
       liveCaptures: () => this.liveCapturesByAgent(),
+      refuseBeyondLive: (where) => {
+        this.refuseBeyondLiveCap(where);
+      },
       // With --kubernetes/--kubeconfig, repro selects, deletes and follows pods through the API.
       ...(opts.cluster instanceof K8sInventorySource
         ? { kubernetes: new K8sPodDeleter(opts.cluster.api) }
@@ -271,7 +275,7 @@ export class SessionManager {
 
   /** Starts a capture. Throws API_NO_AGENT when no point can be armed. */
   async create(spec: CaptureSpec): Promise<CaptureView> {
-    this.refuseBeyondLiveCap();
+    this.refuseBeyondLiveCap('POST /v1/captures');
     // The inventory the verdict will use is listed again now, so it is as fresh as the capture
     // (the periodic list may be up to an interval old: a pod recreated since has a new IP). Not
     // awaited: arming does not wait for a cluster-wide list.
@@ -291,7 +295,7 @@ export class SessionManager {
       });
     }
     // Again: other requests may have started captures while the pods were read.
-    this.refuseBeyondLiveCap();
+    this.refuseBeyondLiveCap('POST /v1/captures');
     // Each agent runs at most its own number (its hello's maxCaptures): one more would fail its
     // point with AGENT_BUSY once the capture started. From here to the commands nothing waits.
     refuseBeyondAgentCapacity(
@@ -338,17 +342,26 @@ export class SessionManager {
     return captureView(s);
   }
 
-  /** Throws API_TOO_MANY_CAPTURES when maxLiveCaptures captures are not finished yet. */
-  private refuseBeyondLiveCap(): void {
-    let live = 0;
-    for (const s of this.sessions.values()) if (!s.isFinal()) live++;
+  /**
+   * Throws API_TOO_MANY_CAPTURES when maxLiveCaptures captures and repros together are not
+   * finished yet (`where`: the request refused).
+   */
+  private refuseBeyondLiveCap(where: string): void {
+    let captures = 0;
+    for (const s of this.sessions.values()) if (!s.isFinal()) captures++;
+    const repros = this.repros.running();
+    const live = captures + repros;
     if (live < this.maxLiveCaptures) return;
+    const what =
+      repros === 0
+        ? `${captures} captures are`
+        : `${captures} ${captures === 1 ? 'capture' : 'captures'} and ${repros} ${repros === 1 ? 'repro' : 'repros'} are`;
     throw new HoptraceError(
       'API_TOO_MANY_CAPTURES',
-      `${live} captures are live; this collector runs at most ${this.maxLiveCaptures} at once`,
+      `${what} live; this collector runs at most ${this.maxLiveCaptures} at once`,
       {
-        where: 'POST /v1/captures',
-        hint: "wait for one to finish or cancel one (GET /v1/captures lists them, DELETE /v1/captures/:id cancels); the collector's --max-live-captures sets the limit",
+        where,
+        hint: "wait for one to finish or cancel one (GET /v1/captures lists the captures, DELETE /v1/captures/:id cancels one; GET /v1/repros the repros, POST /v1/repros/:id/finish ends one); the collector's --max-live-captures sets the limit",
       },
     );
   }

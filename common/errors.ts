@@ -76,7 +76,7 @@ export const ERRORS = {
   API_NOT_FOUND: 'no such capture or endpoint, or the capture has no report yet',
   API_NO_AGENT: 'no connected agent can reach any of the capture points',
   API_TOO_MANY_CAPTURES:
-    'the collector already runs as many live captures as it allows (--max-live-captures); wait for one to finish or cancel one',
+    'the collector already runs as many live captures and repros as it allows (--max-live-captures); wait for one to finish or end one',
   API_AGENT_BUSY:
     "a node the capture or repro needs already runs as many captures as its agent takes (the agent's --max-captures, said in its hello; 4 for an agent that does not say); wait for one there to finish, or raise --max-captures on that node's agent",
   AGENT_NOT_CONNECTED: 'the agent for a capture point is not connected to the collector',

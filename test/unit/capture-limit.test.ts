@@ -242,3 +242,50 @@ void t.test(
     t.match(errorOf(c.json).message, /node vpn-node runs 2 capture points/);
   },
 );
+
+void t.test(
+  '--max-live-captures counts repros too: past it a repro or a capture is refused (429)',
+  async (t) => {
+    // Agents that take many captures: the collector's own limit is the one reached.
+    const hub = twoNodeHub();
+    for (const a of hub.list) a.hello.maxCaptures = 64;
+    const { req, armed } = setup(t, 2, hub);
+    t.equal((await req('POST', '/v1/captures', SPEC)).status, 201);
+    const r = await req('POST', '/v1/repros', REPRO);
+    t.equal(r.status, 201, 'one capture and one repro: the limit of 2');
+    t.equal(armed(), 5);
+
+    // The old collector made this repro (and any number more): each arms three capture points for
+    // up to its timeout.
+    const r2 = await req('POST', '/v1/repros', REPRO);
+    t.equal(r2.status, 429);
+    const e = errorOf(r2.json);
+    t.equal(e.code, 'API_TOO_MANY_CAPTURES');
+    t.match(
+      e.message,
+      /^API_TOO_MANY_CAPTURES: POST \/v1\/repros: 1 capture and 1 repro are live; this collector runs at most 2 at once/,
+    );
+    t.match(e.hint, /POST \/v1\/repros\/:id\/finish ends one.*--max-live-captures/);
+    const c = await req('POST', '/v1/captures', SPEC);
+    t.equal(c.status, 429, 'a capture counts the repro too');
+    t.match(errorOf(c.json), { where: 'POST /v1/captures', message: /1 capture and 1 repro/ });
+    t.equal(armed(), 5, 'nothing armed for either');
+    t.equal(
+      ((await req('GET', '/v1/repros')).json as { repros: unknown[] }).repros.length,
+      1,
+      'no second repro made',
+    );
+
+    // Repros arriving together cannot pass the limit between them.
+    const id = (r.json as { id: string }).id;
+    t.equal((await req('POST', `/v1/repros/${id}/finish`, {})).status, 200);
+    const all = await Promise.all(
+      Array.from({ length: 4 }, () => req('POST', '/v1/repros', REPRO)),
+    );
+    t.same(
+      all.map((x) => x.status).sort(),
+      [201, 429, 429, 429],
+      'a finished repro makes room for one',
+    );
+  },
+);
