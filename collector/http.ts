@@ -8,8 +8,9 @@
  *   GET    /v1/captures                      {captures: CaptureView[]}
  *   GET    /v1/captures/:id                  CaptureView | 404
  *   GET    /v1/captures/:id/<bundle file>    report.md, .json, .html, sequence.svg, evidence.pcapng, inventory.json, SHA256SUMS; 404 until the verdict
+ *   GET    /v1/captures/:id/bundle.tar       the whole bundle as hoptrace-<id>.tar (collector/bundle-archive.ts); 404 until SHA256SUMS
  *   DELETE /v1/captures/:id                  cancels (stop to the agents)
- *   /v1/repros…                              collector/repro-http.ts
+ *   /v1/repros…                              collector/repro-http.ts (and …/:id/<file>, …/:id/bundle.tar here)
  *   POST   /v1/doctor                        DoctorResult (collector/doctor-remote.ts) | 400 (DOCTOR_BAD_REQUEST: an agent refused it) | 409
  *
  * Authentication: `Authorization: Bearer <token>` with an agent token or an API token. Errors are
@@ -32,6 +33,7 @@ import { parseCaptureRequest } from './capture-request';
 import { doctorViaAgents, parseDoctorSpec } from './doctor-remote';
 import type { CollectorLogger } from './logger';
 import { isStreamBody, type ApiRequest, type ApiResponse } from './api-message';
+import type { ArchiveRefusal, BundleArchive } from './bundle-archive';
 import { isReproFile, type ReproFileName } from './repro-bundle';
 import { routeRepro } from './repro-http';
 import { MAX_LOGIN_BODY, routeUi, uiErrorResponse, type UiDeps } from './ui/ui-routes';
@@ -66,7 +68,46 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   REPRO_NO_WORKLOAD: 409,
   REPRO_NOT_SUPPORTED: 501,
   STORE_IO: 503,
+  BUNDLE_ARCHIVE: 503,
 };
+
+/** The name of the whole-bundle archive under a capture's or a repro's path. */
+const ARCHIVE_FILE = 'bundle.tar';
+
+/**
+ * A bundle's archive as the download (its name hoptrace-<id>.tar, which unpacks to hoptrace-<id>/),
+ * or the error saying why there is none: 404 while there is no SHA256SUMS to check it with, 503
+ * when the data directory's bundle cannot be archived.
+ */
+function archiveResponse(path: string, got: BundleArchive | ArchiveRefusal | null): ApiResponse {
+  if (got === null)
+    throw notFound(path, 'not there yet', 'the archive exists once there is a verdict');
+  if ('status' in got) {
+    if (got.status === 404)
+      throw notFound(
+        path,
+        got.detail,
+        'the archive exists once the bundle has its SHA256SUMS (a finished capture or repro); its files can be fetched one by one',
+      );
+    throw new HoptraceError(
+      /\(STORE_IO\)$/.test(got.detail) ? 'STORE_IO' : 'BUNDLE_ARCHIVE',
+      got.detail,
+      {
+        where: path,
+        hint: "the collector's log and data directory say more; the bundle's files can be fetched one by one",
+      },
+    );
+  }
+  return {
+    status: 200,
+    headers: {
+      'content-type': 'application/x-tar',
+      'content-disposition': `attachment; filename="${got.fileName}"`,
+      'x-content-type-options': 'nosniff',
+    },
+    body: got,
+  };
+}
 
 function json(status: number, value: unknown, extra: Record<string, string> = {}): ApiResponse {
   return {
@@ -172,6 +213,11 @@ export function createApi(opts: ApiOptions): Api {
       const id = decodeSegment(m[1] ?? '', path);
       if (!CAPTURE_ID_RE.test(id)) throw noSuchCapture(path);
       const file = m[2];
+      if (file === ARCHIVE_FILE) {
+        if (method !== 'GET') throw new MethodNotAllowed(method, path, ['GET']);
+        if (sessions.get(id) === undefined) throw noSuchCapture(path);
+        return archiveResponse(path, sessions.bundleArchive(id));
+      }
       if (file !== undefined) {
         if (!(BUNDLE_FILES as readonly string[]).includes(file))
           throw notFound(path, "not a file of a capture's bundle", 'see the API in README.md');
@@ -243,6 +289,13 @@ export function createApi(opts: ApiOptions): Api {
       if (path.startsWith('/v1/repros')) {
         authorize(req, path);
         const file = /^\/v1\/repros\/([^/]+)\/([A-Za-z0-9.]+)$/.exec(path);
+        if (file !== null && file[2] === ARCHIVE_FILE) {
+          if (headAsGet(req.method) !== 'GET')
+            throw new MethodNotAllowed(req.method.toUpperCase(), path, ['GET']);
+          const id = decodeSegment(file[1] ?? '', path);
+          if (sessions.repros.get(id) === undefined) throw noSuchRepro(path);
+          return archiveResponse(path, sessions.repros.bundleArchive(id));
+        }
         if (file !== null && isReproFile(file[2] ?? '')) {
           if (headAsGet(req.method) !== 'GET')
             throw new MethodNotAllowed(req.method.toUpperCase(), path, ['GET']);

@@ -71,11 +71,18 @@ async function serveUi(
 function get(
   port: number,
   path: string,
-  o: { method?: string; cookie?: string; body?: string; onHeaders?: () => void } = {},
+  o: {
+    method?: string;
+    cookie?: string;
+    token?: string;
+    body?: string;
+    onHeaders?: () => void;
+  } = {},
 ): Promise<Got> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string> = { connection: 'close' };
     if (o.cookie !== undefined) headers['cookie'] = o.cookie;
+    if (o.token !== undefined) headers['authorization'] = `Bearer ${o.token}`;
     if (o.body !== undefined) headers['content-type'] = 'application/x-www-form-urlencoded';
     const req = request(
       { host: '127.0.0.1', port, path, method: o.method ?? 'GET', headers, agent: false },
@@ -196,6 +203,17 @@ void t.test('the whole bundle from the web view: tar xf, then sha256sum -c', asy
   }
   t.ok(await eventually(() => openIn(bundleDir).length === 0), 'no bundle file left open');
 
+  // The same archive from the JSON API, for a bearer token (curl, scripts): the same bytes.
+  const apiTar = `/v1/captures/${id}/bundle.tar`;
+  const fromApi = await get(port, apiTar, { token: TOKEN });
+  t.equal(fromApi.status, 200, 'GET /v1/captures/:id/bundle.tar');
+  t.ok(fromApi.complete, 'whole');
+  t.equal(fromApi.headers['content-type'], 'application/x-tar');
+  t.equal(fromApi.headers['content-disposition'], `attachment; filename="hoptrace-${id}.tar"`);
+  t.ok(fromApi.body.equals(got.body), "the web view's archive, byte for byte");
+  t.equal((await get(port, apiTar)).status, 401, 'not without the token');
+  t.ok(await eventually(() => openIn(bundleDir).length === 0), 'no bundle file left open');
+
   // HEAD: the length, no body, nothing left open.
   const head = await get(port, tarPath, { cookie, method: 'HEAD' });
   t.equal(head.status, 200);
@@ -254,4 +272,9 @@ void t.test('the whole bundle from the web view: tar xf, then sha256sum -c', asy
   const none = await get(port, tarPath, { cookie });
   t.equal(none.status, 404);
   t.match(none.body.toString(), /the bundle has no SHA256SUMS/);
+  const noneApi = await get(port, apiTar, { token: TOKEN });
+  t.equal(noneApi.status, 404, 'nor from the JSON API');
+  t.match(JSON.parse(noneApi.body.toString()), {
+    error: { code: 'API_NOT_FOUND', message: /the bundle has no SHA256SUMS/, hint: /one by one/ },
+  });
 });

@@ -233,6 +233,8 @@ void t.test(
       ['POST', '/v1/captures/c-abc-0000aaaa/report.md', 'GET'],
       ['GET', '/v1/doctor', 'POST'],
       ['DELETE', '/v1/repros', 'GET, POST'],
+      ['POST', '/v1/captures/c-abc-0000aaaa/bundle.tar', 'GET'],
+      ['DELETE', '/v1/repros/r-abc-0000aaaa/bundle.tar', 'GET'],
     ] as const) {
       const r = await req(method, url);
       t.equal(r.status, 405, `${method} ${url}`);
@@ -290,6 +292,23 @@ void t.test('404 for unknown captures, paths and reports before the verdict', as
   const r = await req('GET', `/v1/captures/${id}/report.md`);
   t.equal(r.status, 404);
   t.match(errorOf(r.json).message, /report\.md/);
+  // The whole bundle as one archive: none before the verdict, none of an unknown capture or repro.
+  const tar = await req('GET', `/v1/captures/${id}/bundle.tar`);
+  t.equal(tar.status, 404, 'no archive before the verdict');
+  t.match(errorOf(tar.json), {
+    code: 'API_NOT_FOUND',
+    where: `/v1/captures/${id}/bundle.tar`,
+    message: /not there yet/,
+    hint: /once there is a verdict/,
+  });
+  for (const url of [
+    '/v1/captures/c-zzz-00000000/bundle.tar',
+    '/v1/repros/r-zzz-00000000/bundle.tar',
+  ]) {
+    const none = await req('GET', url);
+    t.equal(none.status, 404, url);
+    t.equal(errorOf(none.json).code, 'API_NOT_FOUND');
+  }
 });
 
 void t.test('409 API_NO_AGENT when no agent can reach any point', async (t) => {
