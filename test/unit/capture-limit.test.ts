@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import type tap from 'tap';
 import { parseCollectorArgs } from '../../cli/collector';
 import { createApi } from '../../collector/http';
 import { silentLogger } from '../../collector/logger';
@@ -62,6 +63,21 @@ function setup(
 
 const errorOf = (j: unknown): { code: string; message: string; where: string; hint: string } =>
   (j as { error: { code: string; message: string; where: string; hint: string } }).error;
+
+/** A 429 with `code`, its message and hint as given. */
+function refused(
+  t: Pick<typeof tap, 'equal' | 'match'>,
+  r: { status: number; json: unknown },
+  code: string,
+  message: RegExp,
+  hint: RegExp,
+): void {
+  t.equal(r.status, 429);
+  const e = errorOf(r.json);
+  t.equal(e.code, code);
+  t.match(e.message, message);
+  t.match(e.hint, hint, 'what to do');
+}
 
 void t.test(
   'past the cap a capture is refused with 429, nothing armed; a finished one makes room',
@@ -218,15 +234,13 @@ void t.test(
     t.equal(armed(), 2);
     // The repro's decap and egress points on the VPN node: 4 > 3. The old collector armed all
     // three points and the agent failed one of the two there with AGENT_BUSY.
-    const b = await req('POST', '/v1/repros', REPRO);
-    t.equal(b.status, 429);
-    const e = errorOf(b.json);
-    t.equal(e.code, 'API_AGENT_BUSY');
-    t.match(
-      e.message,
+    refused(
+      t,
+      await req('POST', '/v1/repros', REPRO),
+      'API_AGENT_BUSY',
       /^API_AGENT_BUSY: POST \/v1\/repros: node vpn-node runs 2 capture points for this collector and its agent agent-vpn takes 3 at once \(its --max-captures\); this repro needs 2 more there/,
+      /wait for a capture on vpn-node to finish.*higher --max-captures/,
     );
-    t.match(e.hint, /wait for a capture on vpn-node to finish.*higher --max-captures/);
     t.equal(armed(), 2, 'nothing armed for it');
     t.strictSame(
       ((await req('GET', '/v1/repros')).json as { repros: unknown[] }).repros,
@@ -257,15 +271,13 @@ void t.test(
 
     // The old collector made this repro (and any number more): each arms three capture points for
     // up to its timeout.
-    const r2 = await req('POST', '/v1/repros', REPRO);
-    t.equal(r2.status, 429);
-    const e = errorOf(r2.json);
-    t.equal(e.code, 'API_TOO_MANY_CAPTURES');
-    t.match(
-      e.message,
+    refused(
+      t,
+      await req('POST', '/v1/repros', REPRO),
+      'API_TOO_MANY_CAPTURES',
       /^API_TOO_MANY_CAPTURES: POST \/v1\/repros: 1 capture and 1 repro are live; this collector runs at most 2 at once/,
+      /POST \/v1\/repros\/:id\/finish ends one.*--max-live-captures/,
     );
-    t.match(e.hint, /POST \/v1\/repros\/:id\/finish ends one.*--max-live-captures/);
     const c = await req('POST', '/v1/captures', SPEC);
     t.equal(c.status, 429, 'a capture counts the repro too');
     t.match(errorOf(c.json), { where: 'POST /v1/captures', message: /1 capture and 1 repro/ });
