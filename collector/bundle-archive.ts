@@ -35,7 +35,16 @@ export interface BundleArchive extends StreamBody {
 export interface ArchiveRefusal {
   status: 404 | 503;
   detail: string;
+  /** A 503's error code: the data directory could not be read, or the bundle not archived. */
+  code?: 'STORE_IO' | 'BUNDLE_ARCHIVE';
 }
+
+/** 503: the data directory's bundle could not be read. */
+const storeError = (detail: string): ArchiveRefusal => ({
+  status: 503,
+  code: 'STORE_IO',
+  detail: `${detail} (STORE_IO)`,
+});
 
 /** The download's name of bundle `id`'s archive. */
 export const archiveName = (id: string): string => `hoptrace-${id}.tar`;
@@ -167,9 +176,15 @@ export function dirBundleArchive(
   } catch (e) {
     release();
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return NO_MANIFEST;
-    return { status: 503, detail: `${MANIFEST} cannot be read (${String(e)}) (STORE_IO)` };
+    return storeError(`${MANIFEST} cannot be read (${String(e)})`);
   }
-  const manifest = readFileSync(m.fd);
+  let manifest: Buffer;
+  try {
+    manifest = readFileSync(m.fd);
+  } catch (e) {
+    release();
+    return storeError(`${MANIFEST} cannot be read (${String(e)})`);
+  }
   const list = listed(manifest.toString('utf8'), known);
   if (!('sums' in list)) {
     release();
@@ -184,6 +199,7 @@ export function dirBundleArchive(
       release();
       return {
         status: 503,
+        code: 'BUNDLE_ARCHIVE',
         detail: `${MANIFEST} lists ${name}, which cannot be opened (${String(e)}) (BUNDLE_ARCHIVE)`,
       };
     }

@@ -66,6 +66,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   DOCTOR_NO_AGENT: 409,
   DOCTOR_BAD_REQUEST: 400,
   REPRO_NO_WORKLOAD: 409,
+  REPRO_FULL: 429,
   REPRO_NOT_SUPPORTED: 501,
   STORE_IO: 503,
   BUNDLE_ARCHIVE: 503,
@@ -79,7 +80,17 @@ const ARCHIVE_FILE = 'bundle.tar';
  * or the error saying why there is none: 404 while there is no SHA256SUMS to check it with, 503
  * when the data directory's bundle cannot be archived.
  */
-function archiveResponse(path: string, got: BundleArchive | ArchiveRefusal | null): ApiResponse {
+function archiveResponse(
+  path: string,
+  got: BundleArchive | ArchiveRefusal | null,
+  finishedWithout = false,
+): ApiResponse {
+  if (got === null && finishedWithout)
+    throw notFound(
+      path,
+      'the capture finished without a verdict: it has no report to archive',
+      'GET /v1/captures/:id says why it ended',
+    );
   if (got === null)
     throw notFound(path, 'not there yet', 'the archive exists once there is a verdict');
   if ('status' in got) {
@@ -89,14 +100,10 @@ function archiveResponse(path: string, got: BundleArchive | ArchiveRefusal | nul
         got.detail,
         'the archive exists once the bundle has its SHA256SUMS (a finished capture or repro); its files can be fetched one by one',
       );
-    throw new HoptraceError(
-      /\(STORE_IO\)$/.test(got.detail) ? 'STORE_IO' : 'BUNDLE_ARCHIVE',
-      got.detail,
-      {
-        where: path,
-        hint: "the collector's log and data directory say more; the bundle's files can be fetched one by one",
-      },
-    );
+    throw new HoptraceError(got.code ?? 'BUNDLE_ARCHIVE', got.detail, {
+      where: path,
+      hint: "the collector's log and data directory say more; the bundle's files can be fetched one by one",
+    });
   }
   return {
     status: 200,
@@ -215,8 +222,10 @@ export function createApi(opts: ApiOptions): Api {
       const file = m[2];
       if (file === ARCHIVE_FILE) {
         if (method !== 'GET') throw new MethodNotAllowed(method, path, ['GET']);
-        if (sessions.get(id) === undefined) throw noSuchCapture(path);
-        return archiveResponse(path, sessions.bundleArchive(id));
+        const v = sessions.get(id);
+        if (v === undefined) throw noSuchCapture(path);
+        const finished = v.state !== 'arming' && v.state !== 'capturing';
+        return archiveResponse(path, sessions.bundleArchive(id), finished && v.verdict === null);
       }
       if (file !== undefined) {
         if (!(BUNDLE_FILES as readonly string[]).includes(file))

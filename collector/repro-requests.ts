@@ -33,6 +33,24 @@ function num(o: Record<string, unknown>, k: string, where: string): number {
   return v;
 }
 
+/** The longest identifier a probe report carries (probeId, httpCode): the prober's are short. */
+export const MAX_REPRO_ID_CHARS = 200;
+/** Free text (a probe's error, a mark's detail) beyond this is cut, and says so. */
+export const MAX_REPRO_TEXT_CHARS = 2000;
+
+/** An identifier of at most MAX_REPRO_ID_CHARS; longer is API_BAD_REQUEST naming the field. */
+function shortId(v: string, where: string): string {
+  if (v.length > MAX_REPRO_ID_CHARS)
+    throw bad(where, `at most ${MAX_REPRO_ID_CHARS} characters (this one has ${v.length})`);
+  return v;
+}
+
+/** Free text kept to MAX_REPRO_TEXT_CHARS: a longer one is cut where the cut says so. */
+function text(v: string): string {
+  if (v.length <= MAX_REPRO_TEXT_CHARS) return v;
+  return `${v.slice(0, MAX_REPRO_TEXT_CHARS)}… (cut: ${v.length} characters)`;
+}
+
 /** A repro runs from one second to a day. */
 const MAX_REPRO_MS = 86_400_000;
 
@@ -97,13 +115,13 @@ export function parseProbeReport(body: unknown): ProbeReport {
   const http = body['httpCode'];
   const err = body['error'];
   return {
-    probeId: str(body, 'probeId', 'body'),
+    probeId: shortId(str(body, 'probeId', 'body'), 'body.probeId'),
     sport,
     startedAtMs: num(body, 'startedAtMs', 'body'),
     endedAtMs: num(body, 'endedAtMs', 'body'),
     ok: body['ok'] === true,
-    httpCode: typeof http === 'string' ? http : null,
-    error: typeof err === 'string' ? err : null,
+    httpCode: typeof http === 'string' ? shortId(http, 'body.httpCode') : null,
+    error: typeof err === 'string' ? text(err) : null,
   };
 }
 
@@ -116,7 +134,7 @@ export function parseMark(body: unknown): ReproMark {
   return {
     kind,
     atMs: num(body, 'atMs', 'body'),
-    detail: typeof body['detail'] === 'string' ? body['detail'] : '',
+    detail: typeof body['detail'] === 'string' ? text(body['detail']) : '',
   };
 }
 

@@ -108,6 +108,30 @@ export interface ReproManagerOptions {
    * `--max-live-captures` counts both). Absent: no limit.
    */
   refuseBeyondLive?: (where: string) => void;
+  /** What one repro keeps at most (MAX_REPRO_PROBES, MAX_REPRO_MARKS; tests: fewer). */
+  maxProbes?: number;
+  maxMarks?: number;
+}
+
+/**
+ * What one repro keeps of what its prober reports (each report also answers with the whole view,
+ * computed from them): `hoptrace repro` sends --count probes (20 by default) and a few marks, so
+ * these bound only a client that keeps posting — 10,000 probes is ~3 h at one a second.
+ */
+export const MAX_REPRO_PROBES = 10_000;
+export const MAX_REPRO_MARKS = 1_000;
+
+/** REPRO_FULL (429) when a repro already holds `max` of `what`. */
+function refuseWhenFull(held: number, max: number, what: string, id: string): void {
+  if (held < max) return;
+  throw new HoptraceError(
+    'REPRO_FULL',
+    `repro ${id} holds ${held} ${what}, as many as the collector keeps for one repro`,
+    {
+      where: `POST /v1/repros/${id}/${what}`,
+      hint: `finish it (POST /v1/repros/${id}/finish: its bundle keeps what it holds) and start another repro`,
+    },
+  );
 }
 
 /** Owns every repro session of the collector. */
@@ -126,6 +150,8 @@ export class ReproManager {
   private readonly frames: Pick<AgentRequests, 'frames'> | undefined;
   private readonly liveCaptures: (() => ReadonlyMap<string, number>) | undefined;
   private readonly refuseBeyondLive: ((where: string) => void) | undefined;
+  private readonly maxProbes: number;
+  private readonly maxMarks: number;
   private closing = false;
 
   constructor(opts: ReproManagerOptions) {
@@ -140,6 +166,8 @@ export class ReproManager {
     this.frames = opts.frames;
     this.liveCaptures = opts.liveCaptures;
     this.refuseBeyondLive = opts.refuseBeyondLive;
+    this.maxProbes = opts.maxProbes ?? MAX_REPRO_PROBES;
+    this.maxMarks = opts.maxMarks ?? MAX_REPRO_MARKS;
   }
 
   /**
@@ -333,6 +361,7 @@ export class ReproManager {
     const r = this.repros.get(id);
     if (!r) return this.restored.get(id);
     if (r.finishedAtMs === null) {
+      refuseWhenFull(r.probes.length, this.maxProbes, 'probes', id);
       r.probes.push(p);
       r.unsaved = true;
     }
@@ -344,7 +373,10 @@ export class ReproManager {
   addMark(id: string, m: ReproMark): ReproView | undefined {
     const r = this.repros.get(id);
     if (!r) return this.restored.get(id);
-    if (r.finishedAtMs === null) r.marks.push(m);
+    if (r.finishedAtMs === null) {
+      refuseWhenFull(r.marks.length, this.maxMarks, 'marks', id);
+      r.marks.push(m);
+    }
     this.reconcile(r);
     const v = reproView(r, this.inventory(r));
     this.persist(r, v);
@@ -492,8 +524,10 @@ export class ReproManager {
     const r = this.repros.get(id);
     if (r?.bundleFiles && r.bundleAtMs !== null)
       return memoryBundleArchive(id, r.bundleFiles, r.bundleAtMs, REPRO_FILES);
+    // Known first: the store's directory of an id that is not a repro's is an error of its own.
+    if (this.get(id) === undefined) return null;
     const dir = this.store?.reproBundleDir?.(id);
-    if (this.get(id) === undefined || dir === undefined) return null;
+    if (dir === undefined) return null;
     return dirBundleArchive(id, dir, REPRO_FILES);
   }
 

@@ -354,7 +354,7 @@ export class SessionManager {
     if (live < this.maxLiveCaptures) return;
     const what =
       repros === 0
-        ? `${captures} captures are`
+        ? `${captures} ${captures === 1 ? 'capture is' : 'captures are'}`
         : `${captures} ${captures === 1 ? 'capture' : 'captures'} and ${repros} ${repros === 1 ? 'repro' : 'repros'} are`;
     throw new HoptraceError(
       'API_TOO_MANY_CAPTURES',

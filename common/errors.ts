@@ -92,7 +92,7 @@ export const ERRORS = {
   BUNDLE_CHECKSUM:
     "a downloaded bundle file does not match the SHA256SUMS the collector served with it (cut short or altered on the way, or changed on the collector's disk since it was written); nothing was written. Sending a bundle as one archive, the collector found such a file and cut the download after it",
   BUNDLE_ARCHIVE:
-    'a bundle cannot be sent as one ustar archive (a path beyond 100 bytes or of other than portable characters, a file of 8 GiB or more, a file whose bytes were not as many as its header said, or SHA256SUMS naming a file that is not there): the download is refused, or cut where it failed',
+    "a bundle cannot be sent as one ustar archive (the web view's hoptrace-<id>.tar, the API's …/bundle.tar: a path beyond 100 bytes or of other than portable characters, a file of 8 GiB or more, a file whose bytes were not as many as its header said, or SHA256SUMS naming a file that is not there): the download is refused, or cut where it failed",
   // Agent <-> collector transport (common/envelope.ts, agent/link, collector/hub.ts).
   WIRE_NOT_READING:
     'the peer stopped reading what the collector sent it; the connection was cut to bound memory',
@@ -145,6 +145,8 @@ export const ERRORS = {
   // Repro during pod deletion (collector/repro.ts, cli/repro.ts).
   REPRO_NO_WORKLOAD:
     'no connected agent reports a namespace that matches the repro workload selector',
+  REPRO_FULL:
+    'the repro holds as many probes (10,000) or marks (1,000) as the collector keeps for one repro; finish it (POST /v1/repros/:id/finish) and start another',
   REPRO_NOT_SUPPORTED:
     'this repro needs the Kubernetes API: a workload selector or a pod deletion on a collector started without --kubernetes/--kubeconfig, or a deletion asked for a netns (lab) workload',
   // Path checks and conntrack evidence (agent/doctor, core/doctor/checks*.ts, cli/doctor.ts).

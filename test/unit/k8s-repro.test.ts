@@ -866,3 +866,92 @@ void t.test('a repro whose view cannot be saved goes on in memory, and says so',
   t.equal(repros.get(v.id)?.state, 'running');
   t.match(warnings, [/saving repro r-.* failed: STORE_IO: .*cannot write \(ENOSPC\)/]);
 });
+
+void t.test(
+  'the live limit is checked again after the pods are listed: repros arriving together cannot pass it',
+  async (t) => {
+    const { api } = await withApi(t);
+    // A limit of one running repro, as SessionManager's --max-live-captures check counts them.
+    const holder: { repros?: ReproManager } = {};
+    const checks: string[] = [];
+    const { repros } = clusterRepros(t, api, undefined, {
+      refuseBeyondLive: (where) => {
+        checks.push(where);
+        const running = holder.repros?.running() ?? 0;
+        if (running >= 1)
+          throw new HoptraceError('API_TOO_MANY_CAPTURES', `${running} repro is live`, { where });
+      },
+    });
+    holder.repros = repros;
+    // Both pass the check made before the API is asked (none runs yet), then wait for their
+    // listing; the one that resumes second must be refused by the check after it.
+    const got = await Promise.allSettled([
+      repros.create(parseReproRequest(SPEC)),
+      repros.create(parseReproRequest(SPEC)),
+    ]);
+    t.same(got.map((g) => g.status).sort(), ['fulfilled', 'rejected'], 'one made, one refused');
+    const no = got.find((g) => g.status === 'rejected');
+    const why = no === undefined ? undefined : (no.reason as unknown);
+    t.ok(isHoptraceError(why) && why.code === 'API_TOO_MANY_CAPTURES', 'API_TOO_MANY_CAPTURES');
+    t.equal(repros.running(), 1, 'one repro runs');
+    t.equal(checks.length, 4, 'each request checked before the listing and after it');
+  },
+);
+
+void t.test(
+  'a repro keeps a bounded number of probes and marks; long texts are cut, long ids refused',
+  async (t) => {
+    const hub = hubWithAgents();
+    const repros = new ReproManager({ hub, logger: silentLogger(), maxProbes: 3, maxMarks: 2 });
+    repros.start();
+    t.teardown(() => {
+      repros.close();
+    });
+    const v = await repros.create(parseReproRequest({ ...SPEC, workload: { netns: 'cni-aaa' } }));
+    const post = (what: string, body: unknown) =>
+      routeRepro(repros, 'POST', `/v1/repros/${v.id}/${what}`, JSON.stringify(body));
+    const probe = (i: number, more: Record<string, unknown> = {}) => ({
+      probeId: `p${i}`,
+      sport: 40000 + i,
+      startedAtMs: 1000 + i,
+      endedAtMs: 1001 + i,
+      ok: false,
+      ...more,
+    });
+    // Free text beyond 2,000 characters is kept cut, and says so.
+    await post('probes', probe(0, { error: 'e'.repeat(50_000) }));
+    const kept = repros.get(v.id);
+    t.match(
+      kept?.timeline[0],
+      { detail: /e{2000}… \(cut: 50000 characters\)/ },
+      "the prober's error, cut",
+    );
+    for (let i = 1; i < 3; i++) t.equal((await post('probes', probe(i)))?.status, 200);
+    // The fourth: refused, nothing added (the old collector kept every one a client sent, and
+    // answered each with the whole view computed from all of them).
+    await t.rejects(post('probes', probe(3)), {
+      code: 'REPRO_FULL',
+      where: `POST /v1/repros/${v.id}/probes`,
+      message: new RegExp(`repro ${v.id} holds 3 probes`),
+      hint: /finish it .* and start another repro/,
+    });
+    t.equal(repros.get(v.id)?.timeline.length, 3, 'three probes kept');
+    await t.rejects(post('probes', probe(4, { probeId: 'x'.repeat(201) })), {
+      code: 'API_BAD_REQUEST',
+      where: 'body.probeId',
+    });
+    await t.rejects(post('probes', probe(4, { httpCode: '2'.repeat(201) })), {
+      code: 'API_BAD_REQUEST',
+      where: 'body.httpCode',
+    });
+    const mark = { kind: 'note', atMs: 1500, detail: 'd'.repeat(3000) };
+    t.equal((await post('marks', mark))?.status, 200);
+    t.match(repros.get(v.id)?.marks[0], { detail: /^d{2000}… \(cut: 3000 characters\)$/ });
+    t.equal((await post('marks', { kind: 'note', atMs: 1600 }))?.status, 200);
+    await t.rejects(post('marks', { kind: 'note', atMs: 1700 }), {
+      code: 'REPRO_FULL',
+      message: /holds 2 marks/,
+    });
+    t.equal(repros.get(v.id)?.marks.length, 2, 'two marks kept');
+  },
+);
