@@ -23,6 +23,7 @@ import { HoptraceError } from '../common/errors';
 import type { ReproView } from '../collector';
 import { assertLabPrerequisites } from '../lab/prereq';
 import { printLabRepros } from '../lab/repro-print';
+import { MAX_REPRO_PROBES } from '../core/repro/repro-core';
 import { ReproProgress, reproEndLines } from '../core/repro/repro-progress';
 import { parseCommandLine } from './args';
 import { CollectorClient, type CollectorLimits } from './collector-client';
@@ -307,6 +308,12 @@ export function parseProbePlan(values: Record<string, string | boolean | undefin
       hint: "this machine's address inside the tunnel, e.g. 10.90.0.42",
     });
   const count = positiveInt(s('count'), '--count', 20) ?? 20;
+  if (count > MAX_REPRO_PROBES)
+    throw new HoptraceError(
+      'CLI_USAGE',
+      `--count ${count}: a collector keeps at most ${MAX_REPRO_PROBES} probes of one repro`,
+      { where: '--count', hint: 'run several repros of fewer probes' },
+    );
   const deleteAfter = positiveInt(s('delete-after'), '--delete-after', null);
   if (deleteAfter !== null && deleteAfter >= count)
     throw new HoptraceError('CLI_USAGE', '--delete-after must be below --count', {

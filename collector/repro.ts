@@ -19,6 +19,8 @@ import {
   instanceKey,
   matchK8sWorkload,
   matchWorkload,
+  MAX_REPRO_MARKS,
+  MAX_REPRO_PROBES,
   planAttachment,
   summarizeRepro,
   type LossSpan,
@@ -112,14 +114,6 @@ export interface ReproManagerOptions {
   maxProbes?: number;
   maxMarks?: number;
 }
-
-/**
- * What one repro keeps of what its prober reports (each report also answers with the whole view,
- * computed from them): `hoptrace repro` sends --count probes (20 by default) and a few marks, so
- * these bound only a client that keeps posting — 10,000 probes is ~3 h at one a second.
- */
-export const MAX_REPRO_PROBES = 10_000;
-export const MAX_REPRO_MARKS = 1_000;
 
 /** REPRO_FULL (429) when a repro already holds `max` of `what`. */
 function refuseWhenFull(held: number, max: number, what: string, id: string): void {

@@ -129,6 +129,14 @@ export interface ServedBy {
   node: string;
 }
 
+/**
+ * What the collector keeps of one repro (collector/repro.ts; past it REPRO_FULL): `hoptrace repro`
+ * sends --count probes (20 by default) and a few marks, so these bound only a client that keeps
+ * posting — 10,000 probes is ~3 h at one a second.
+ */
+export const MAX_REPRO_PROBES = 10_000;
+export const MAX_REPRO_MARKS = 1_000;
+
 /** One line of the timeline. */
 export interface TimelineRow {
   probeId: string;

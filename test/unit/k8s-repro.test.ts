@@ -539,6 +539,13 @@ void t.test('hoptrace repro --collector: flags', (t) => {
     { ...base, 'delete-after': '20' },
   ])
     t.throws(() => parseClusterRepro(bad, { HOPTRACE_TOKEN: 'tok' }), { code: 'CLI_USAGE' });
+  // More probes than a collector keeps of one repro: refused before anything starts.
+  t.throws(() => parseClusterRepro({ ...base, count: '10001' }, { HOPTRACE_TOKEN: 'tok' }), {
+    code: 'CLI_USAGE',
+    where: '--count',
+    message: /a collector keeps at most 10000 probes of one repro/,
+  });
+  t.equal(parseClusterRepro({ ...base, count: '10000' }, { HOPTRACE_TOKEN: 'tok' }).count, 10_000);
   t.end();
 });
 
