@@ -39,13 +39,6 @@ export interface ArchiveRefusal {
   code?: 'STORE_IO' | 'BUNDLE_ARCHIVE';
 }
 
-/** 503: the data directory's bundle could not be read. */
-const storeError = (detail: string): ArchiveRefusal => ({
-  status: 503,
-  code: 'STORE_IO',
-  detail: `${detail} (STORE_IO)`,
-});
-
 /** The download's name of bundle `id`'s archive. */
 export const archiveName = (id: string): string => `hoptrace-${id}.tar`;
 
@@ -171,19 +164,18 @@ export function dirBundleArchive(
   };
   // From here to the return nothing waits: SHA256SUMS and the files it lists are one version.
   let m: { fd: number; size: number; mtimeMs: number };
-  try {
-    m = open(MANIFEST);
-  } catch (e) {
-    release();
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return NO_MANIFEST;
-    return storeError(`${MANIFEST} cannot be read (${String(e)})`);
-  }
   let manifest: Buffer;
   try {
+    m = open(MANIFEST);
     manifest = readFileSync(m.fd);
   } catch (e) {
     release();
-    return storeError(`${MANIFEST} cannot be read (${String(e)})`);
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return NO_MANIFEST;
+    return {
+      status: 503,
+      code: 'STORE_IO',
+      detail: `${MANIFEST} cannot be read (${String(e)}) (STORE_IO)`,
+    };
   }
   const list = listed(manifest.toString('utf8'), known);
   if (!('sums' in list)) {

@@ -34,9 +34,10 @@ import { doctorViaAgents, parseDoctorSpec } from './doctor-remote';
 import type { CollectorLogger } from './logger';
 import { isStreamBody, type ApiRequest, type ApiResponse } from './api-message';
 import type { ArchiveRefusal, BundleArchive } from './bundle-archive';
-import { isReproFile, type ReproFileName } from './repro-bundle';
+import { isReproFile } from './repro-bundle';
 import { routeRepro } from './repro-http';
 import { MAX_LOGIN_BODY, routeUi, uiErrorResponse, type UiDeps } from './ui/ui-routes';
+import { FINAL_STATES } from './session';
 import type { SessionManager } from './sessions';
 import { BUNDLE_FILES, BUNDLE_TYPES, CAPTURE_ID_RE, type BundleFileName } from './store';
 
@@ -224,7 +225,7 @@ export function createApi(opts: ApiOptions): Api {
         if (method !== 'GET') throw new MethodNotAllowed(method, path, ['GET']);
         const v = sessions.get(id);
         if (v === undefined) throw noSuchCapture(path);
-        const finished = v.state !== 'arming' && v.state !== 'capturing';
+        const finished = FINAL_STATES.includes(v.state);
         return archiveResponse(path, sessions.bundleArchive(id), finished && v.verdict === null);
       }
       if (file !== undefined) {
@@ -298,19 +299,14 @@ export function createApi(opts: ApiOptions): Api {
       if (path.startsWith('/v1/repros')) {
         authorize(req, path);
         const file = /^\/v1\/repros\/([^/]+)\/([A-Za-z0-9.]+)$/.exec(path);
-        if (file !== null && file[2] === ARCHIVE_FILE) {
+        const name = file?.[2] ?? '';
+        if (file !== null && (name === ARCHIVE_FILE || isReproFile(name))) {
           if (headAsGet(req.method) !== 'GET')
             throw new MethodNotAllowed(req.method.toUpperCase(), path, ['GET']);
           const id = decodeSegment(file[1] ?? '', path);
           if (sessions.repros.get(id) === undefined) throw noSuchRepro(path);
-          return archiveResponse(path, sessions.repros.bundleArchive(id));
-        }
-        if (file !== null && isReproFile(file[2] ?? '')) {
-          if (headAsGet(req.method) !== 'GET')
-            throw new MethodNotAllowed(req.method.toUpperCase(), path, ['GET']);
-          const id = decodeSegment(file[1] ?? '', path);
-          const name = file[2] as ReproFileName;
-          if (sessions.repros.get(id) === undefined) throw noSuchRepro(path);
+          if (name === ARCHIVE_FILE)
+            return archiveResponse(path, sessions.repros.bundleArchive(id));
           const f = sessions.repros.bundleFile(id, name);
           if (f === null)
             throw notFound(

@@ -7,7 +7,7 @@
  * killed past a bound, not kept in memory until a RangeError. A plugin that works is used as
  * before.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -57,6 +57,35 @@ async function goneSoon(pid: number, ms = 3000): Promise<boolean> {
 }
 
 const childPid = (pidFile: string): number => Number(readFileSync(pidFile, 'utf8').trim());
+
+/**
+ * `node ARGS…` through sh, without NODE_OPTIONS: tap loads its process-info hook into node
+ * children it spawns, and that hook's exit handler (signal-exit) also listens for SIGTERM, which
+ * makes the command leave the signal to it; a user's command has no such listener. Killed at
+ * teardown; `ended` is the signal it ended by (or its exit code).
+ */
+function nodeWithoutTapHooks(
+  t: { teardown(fn: () => void): void },
+  args: string[],
+): { child: ChildProcess; ended: Promise<string> } {
+  const child = spawn(
+    'sh',
+    ['-c', 'unset NODE_OPTIONS; exec "$@"', 'sh', process.execPath, ...args],
+    {
+      env: { PATH: process.env['PATH'] },
+      stdio: 'ignore',
+    },
+  );
+  t.teardown(() => {
+    child.kill('SIGKILL');
+  });
+  const ended = new Promise<string>((resolve) => {
+    child.once('exit', (code, signal) => {
+      resolve(signal ?? `exit code ${code}`);
+    });
+  });
+  return { child, ended };
+}
 
 void t.test(
   'past --request-timeout the plugin is killed with its child; the command ends',
@@ -140,23 +169,8 @@ void t.test(
       auth.execFn(${JSON.stringify(script)}, [], { stdio: ['ignore', 'pipe', 'pipe'] });
       setTimeout(() => undefined, 30000);
     `;
-    const node = spawn(
-      'sh',
-      ['-c', 'unset NODE_OPTIONS; exec "$@"', 'sh', process.execPath, '-e', code],
-      {
-        env: { PATH: process.env['PATH'] },
-        stdio: 'ignore',
-      },
-    );
-    t.teardown(() => {
-      node.kill('SIGKILL');
-    });
-    const ended = await new Promise<string>((resolve) => {
-      node.once('exit', (c, signal) => {
-        resolve(signal ?? `exit code ${c}`);
-      });
-    });
-    t.equal(ended, 'SIGTERM', 'the process ends by the signal');
+    const { ended } = nodeWithoutTapHooks(t, ['-e', code]);
+    t.equal(await ended, 'SIGTERM', 'the process ends by the signal');
     const pid = childPid(pidFile);
     t.ok(pid > 1, `the plugin wrote its child's pid (${pid})`);
     t.ok(await goneSoon(pid), `the plugin's child (sleep, pid ${pid}) is gone`);
@@ -175,33 +189,14 @@ void t.test(
       { server: 'https://127.0.0.1:1' },
       { exec: { apiVersion: API_VERSION, command: script } },
     );
-    // Through sh, without NODE_OPTIONS: tap loads its process-info hook into node children it
-    // spawns, and that hook's exit handler (signal-exit) also listens for SIGTERM, which makes the
-    // command leave the signal to it; a user's command has no such listener.
-    const cli = spawn(
-      'sh',
-      [
-        '-c',
-        'unset NODE_OPTIONS; exec "$@"',
-        'sh',
-        process.execPath,
-        BIN,
-        'status',
-        '--kubeconfig',
-        file,
-        '--request-timeout',
-        '60s',
-      ],
-      { env: { PATH: process.env['PATH'] }, stdio: 'ignore' },
-    );
-    const ended = new Promise<string>((resolve) => {
-      cli.once('exit', (code, signal) => {
-        resolve(signal ?? `exit code ${code}`);
-      });
-    });
-    t.teardown(() => {
-      cli.kill('SIGKILL');
-    });
+    const { child: cli, ended } = nodeWithoutTapHooks(t, [
+      BIN,
+      'status',
+      '--kubeconfig',
+      file,
+      '--request-timeout',
+      '60s',
+    ]);
     const until = Date.now() + 30_000;
     while (!existsSync(pidFile) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
     const pid = childPid(pidFile);
