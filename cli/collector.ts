@@ -169,10 +169,14 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
   if (live !== undefined) {
     const n = Number(live);
     if (!/^[0-9]+$/.test(live) || !Number.isSafeInteger(n) || n < 1)
-      throw new HoptraceError('CLI_USAGE', `'${live}' is not a whole number of captures ≥ 1`, {
-        where: '--max-live-captures',
-        hint: `the default is ${DEFAULT_MAX_LIVE_CAPTURES}`,
-      });
+      throw new HoptraceError(
+        'CLI_USAGE',
+        `'${live}' is not a whole number ≥ 1 of live captures and repros`,
+        {
+          where: '--max-live-captures',
+          hint: `it bounds the captures and repros live at once together; the default is ${DEFAULT_MAX_LIVE_CAPTURES}`,
+        },
+      );
     opts.maxLiveCaptures = n;
   }
   const level = values['log-level'];

@@ -123,6 +123,7 @@ void t.test('--max-live-captures sets the cap of a started collector', async (t)
     t.throws(() => parseCollectorArgs(['--max-live-captures', bad], env), {
       code: 'CLI_USAGE',
       where: '--max-live-captures',
+      message: /live captures and repros/,
     });
   const opts = parseCollectorArgs(['--max-live-captures', '1', '--listen', '127.0.0.1:0'], env);
   t.equal(opts.maxLiveCaptures, 1);

@@ -14,9 +14,12 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { isStreamBody } from '../../collector/api-message';
+import { createApi } from '../../collector/http';
 import { silentLogger } from '../../collector/logger';
 import { ReproManager } from '../../collector/repro';
 import { REPRO_FILES } from '../../collector/repro-bundle';
+import { SessionManager } from '../../collector/sessions';
 import { parseReproRequest } from '../../collector/repro-requests';
 import { CaptureStore } from '../../collector/store';
 import type { PacketEvent } from '../../common/event';
@@ -410,6 +413,39 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
     "stamped with the time the bundle was written (the collector's clock then, to the second)",
   );
   t.equal(repros.bundleArchive('r-none-00000000'), null, 'no such repro: none');
+
+  // The same archive from the JSON API of a collector started again (curl with a bearer token):
+  // the bytes bundleArchive gives, as a tar download; not without the token.
+  const restarted = new SessionManager({ hub: new FakeHub(), store, logger: silentLogger() });
+  restarted.start();
+  t.teardown(() => restarted.close());
+  const api = createApi({
+    sessions: restarted,
+    tokens: ['repro-token'],
+    collectorId: store.collectorId,
+    logger: silentLogger(),
+  });
+  const url = `/v1/repros/${v.id}/bundle.tar`;
+  const got = await api.handle({
+    method: 'GET',
+    url,
+    headers: { authorization: 'Bearer repro-token' },
+  });
+  t.equal(got.status, 200, `GET ${url}`);
+  t.equal(got.headers['content-type'], 'application/x-tar');
+  t.equal(got.headers['content-disposition'], `attachment; filename="hoptrace-${v.id}.tar"`);
+  const stream = isStreamBody(got.body) ? got.body : null;
+  const body = await archiveBytes(stream);
+  t.ok(
+    body.equals(await archiveBytes(again.bundleArchive(v.id))),
+    'the archive bundleArchive gives, byte for byte',
+  );
+  t.equal(stream?.length, body.length, 'its length known up front (the Content-Length)');
+  const x = untar(body, mkdtempSync(join(dir, 'api-')));
+  t.equal(x.status, 0, `tar xf: ${x.stderr}`);
+  t.ok(checkSums(join(x.root, `hoptrace-${v.id}`)).ok, 'sha256sum -c passes in what it unpacks to');
+  const anonymous = await api.handle({ method: 'GET', url, headers: {} });
+  t.equal(anonymous.status, 401, 'not without the token');
 });
 
 void t.test('a capture whose frames are gone is named, never left out silently', async (t) => {
