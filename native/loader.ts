@@ -268,7 +268,7 @@ export type NativeLoad =
   { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
 
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
-const ADDON_VERSION = 14;
+const ADDON_VERSION = 15;
 
 /** Where the built addon lives: native/pcap-batch/ beside this file, from dist/native or native. */
 export function nativeAddonPath(): string {

@@ -13,6 +13,7 @@
 import { closeSync, fstatSync, openSync } from 'node:fs';
 import { addCount, u64Count } from '../common/counters';
 import { HoptraceError, isHoptraceError, type ErrorCode } from '../common/errors';
+import { TimeSpanTracker, type TimeSpan } from '../common/time-span';
 import { ChunkReader, DEFAULT_CHUNK_SIZE } from './chunk-reader';
 
 /** One captured frame. `data` is a view into the reader's buffer: copy it to keep it. */
@@ -58,6 +59,11 @@ export interface CaptureFileStats {
    * block; the frames before it were read): where and what.
    */
   truncated?: FileCut;
+  /**
+   * The earliest and latest time of the frames read (null: none), when the reading began at the
+   * file's first frame and yielded every frame; absent when it resumed or skipped further in.
+   */
+  span?: TimeSpan | null;
 }
 
 /**
@@ -265,6 +271,8 @@ abstract class BaseReader {
   protected cutAt: FileCut | undefined;
   /** Frames numbered below this are read past, not yielded (skipUntil). */
   protected skipBelow = 0;
+  /** The times of the frames yielded. */
+  protected readonly times = new TimeSpanTracker();
   constructor(
     readonly path: string,
     private readonly fd: number,
@@ -308,9 +316,14 @@ abstract class BaseReader {
     return fail(code, this.path, detail, hint);
   }
 
-  /** The stats with the cut, if the file ended inside a record. */
+  /**
+   * The stats with the cut, if the file ended inside a record, and the frames' span when every
+   * frame from the first was yielded.
+   */
   protected withCut(stats: CaptureFileStats): CaptureFileStats {
-    return this.cutAt === undefined ? stats : { ...stats, truncated: this.cutAt };
+    const whole = !this.resumed && this.skipBelow <= 1;
+    const spanned = whole ? { ...stats, span: this.times.span() } : stats;
+    return this.cutAt === undefined ? spanned : { ...spanned, truncated: this.cutAt };
   }
 
   stats(): CaptureFileStats {
@@ -443,10 +456,12 @@ class PcapReader extends BaseReader {
       }
       const sec = r.u32(0, le);
       const frac = r.u32(4, le);
+      const tsNs = BigInt(sec) * 1_000_000_000n + BigInt(frac) * unit;
+      this.times.add(tsNs);
       yield {
         index,
         linktype: this.linktype,
-        tsNs: BigInt(sec) * 1_000_000_000n + BigInt(frac) * unit,
+        tsNs,
         caplen,
         wireLength: r.u32(12, le),
         snaplen: this.snaplen,
@@ -817,10 +832,12 @@ export class PcapngReader extends BaseReader {
 
   private frame(index: number, p: PcapngPacket): CaptureFrame {
     const i = p.iface;
+    const tsNs = packetTimeNs(p);
+    this.times.add(tsNs);
     const f: CaptureFrame = {
       index,
       linktype: i.linktype,
-      tsNs: packetTimeNs(p),
+      tsNs,
       caplen: p.caplen,
       wireLength: p.wireLength,
       snaplen: i.snaplen,
@@ -887,23 +904,27 @@ export class PcapngReader extends BaseReader {
   }
 
   /**
-   * FILE_TIME_RANGE when an interface's if_tsoffset takes a packet's time out of what hoptrace
-   * carries (0 to 2^64 − 1 ns): before 1970 or after July 2554. The summary records and the wire
-   * hold a u64, so such a time would wrap silently. (A time past 2^64 ns with no offset is left as
-   * it was: the JS reader keeps it whole, the fast path its low 64 bits.)
+   * FILE_TIME_RANGE when a packet's time (its timestamp in the interface's if_tsresol units, plus
+   * its if_tsoffset) is out of what hoptrace carries (0 to 2^64 − 1 ns): before 1970 or after July
+   * 2554. The summary records and the wire hold a u64, so such a time would wrap silently (tcpdump
+   * refuses such a file too).
    */
   private checkTime(p: PcapngPacket): void {
     const ns = packetTimeNs(p);
     if (ns >= 0n && ns < TIME_LIMIT_NS) return;
     const offset = p.iface.offsetNs / 1_000_000_000n;
+    const withOffset = offset === 0n ? '' : ` with the interface's if_tsoffset of ${offset} s`;
     this.stop(
       'FILE_TIME_RANGE',
       this.r.offset,
       `packet ${this.framesRead + 1} of interface ${p.ifaceId} (block at offset ${this.r.offset}): ` +
-        `its time with the interface's if_tsoffset of ${offset} s is ${ns} ns since 1970, ` +
+        `its time${withOffset} is ${ns} ns since 1970, ` +
         `${ns < 0n ? 'before 1970' : 'past 2^64 ns (July 2554)'}, outside what hoptrace carries`,
-      "the interface's if_tsoffset (option 14 of its description block) does not fit its " +
-        "packets' times: the file is damaged, or its writer set a wrong offset",
+      offset === 0n
+        ? "the packet's timestamp or its interface's if_tsresol (option 9 of its description " +
+            'block) is damaged'
+        : "the interface's if_tsoffset (option 14 of its description block) does not fit its " +
+            "packets' times: the file is damaged, or its writer set a wrong offset",
     );
   }
 
@@ -935,7 +956,7 @@ export class PcapngReader extends BaseReader {
         const wireLength = r.u32(24, this.le);
         if (28 + caplen > len - 4) this.bad(`captured length ${caplen} runs past its block`);
         const p = { iface, ifaceId, ts, timed: true, caplen, wireLength, at: 28, len };
-        if (iface.offsetNs !== 0n) this.checkTime(p);
+        this.checkTime(p);
         return p;
       } else if (type === BT_SPB) {
         if (len < 16) this.bad(`simple packet block too short (${len})`);

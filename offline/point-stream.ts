@@ -26,6 +26,7 @@ import {
 import { type PassPlan, type PointStream, isUsefulEvent } from '../core/report/analyze';
 import type { CaptureHealth } from '../core/report/capture-health';
 import type { PacketEvent } from '../common/event';
+import type { TimeSpan } from '../common/time-span';
 import { type Scan, SelectScan, SelectFlowScan, RequestScan, LaterScan } from './record-scans';
 import type { PassPool, PassTicket } from './pass-pool';
 
@@ -133,6 +134,9 @@ export class FilePointStream implements PointStream {
 
   /** The file's frames, as the last pass that read it to the end counted them. */
   readonly capturedFrames = (): number | undefined => this.recorded?.stats.frames;
+
+  /** When they were captured (null: no frame), from the same pass; undefined when not known. */
+  readonly capturedSpan = (): TimeSpan | null | undefined => this.recorded?.stats.span;
 
   /** Resume points in the file (offline/seek-points.ts) from the fast path's passes; [] without. */
   readonly seekPoints = (): readonly ResumePoint[] => this.seek;

@@ -16,10 +16,9 @@
  * interface id, read with linktypeAt / ifaceAt); every other block — sections, interfaces, statistics, simple packet blocks, a
  * block cut by the chunk end, anything malformed — goes through the JS parser, one block at a
  * time, so the two paths share one parser and one set of errors. A packet block the JS parser reads
- * is summarized on its own. Both add an interface's if_tsoffset, and refuse a time it takes out
- * of 0 … 2^64 − 1 ns (FILE_TIME_RANGE: the C side stops at that block, the JS parser throws). One
- * difference is left: in a file with no offset, a timestamp past 2^64 ns (after the year 2554)
- * keeps its low 64 bits here; the JS reader keeps it whole.
+ * is summarized on its own. Both add an interface's if_tsoffset, and refuse a time out of
+ * 0 … 2^64 − 1 ns, with or without an offset (FILE_TIME_RANGE: the C side stops at that block,
+ * the JS parser throws), so no time is wrapped.
  *
  * Hosts where the addon does not load get `null` from openSummaryPcap and stay on the JS reader +
  * reference decoder; so does a stream (standard input, a pipe: offline/point-inputs.ts).
@@ -31,6 +30,7 @@ import type { DecodeOptions } from '../core/decode/frame';
 import type { EventContext } from '../core/decode/event';
 import { loadNativeAddon, type PcapBatchAddon } from '../native/loader';
 import type { SummaryGate } from './summary-gate';
+import { TimeSpanTracker } from '../common/time-span';
 import { SeekPoints } from './seek-points';
 import { isStreamInput } from './point-inputs';
 import {
@@ -153,6 +153,37 @@ const spare: { chunks: Buffer[]; records: ArrayBuffer[] } = { chunks: [], record
 const SPARE_MAX = 2;
 
 /** The last given back first: its pages are the likeliest still in cache. */
+/**
+ * Adds the times of the frames one summarize call walked: the gate's earliest and latest (it
+ * walks frames it gives no record), else every record's (each frame has one).
+ */
+function noteTimes(
+  times: TimeSpanTracker,
+  gate: SummaryGate | undefined,
+  words: Uint32Array,
+  n: number,
+): void {
+  if (gate !== undefined) {
+    const span = gate.span;
+    if (span !== null) times.addRange(span.earliestNs, span.latestNs);
+    return;
+  }
+  if (n === 0) return;
+  const lo = R.tsLo / 4;
+  let minHi = Infinity;
+  let minLo = 0;
+  let maxHi = -1;
+  let maxLo = 0;
+  for (let i = 0, o = 0; i < n; i++, o += SUMMARY_WORDS) {
+    const h = words[o + lo + 1] ?? 0;
+    const l = words[o + lo] ?? 0;
+    if (h < minHi || (h === minHi && l < minLo)) [minHi, minLo] = [h, l];
+    if (h > maxHi || (h === maxHi && l > maxLo)) [maxHi, maxLo] = [h, l];
+  }
+  const ns = (h: number, l: number): bigint => (BigInt(h) << 32n) | BigInt(l);
+  times.addRange(ns(minHi, minLo), ns(maxHi, maxLo));
+}
+
 function takeChunk(size: number): Buffer {
   let i = spare.chunks.length - 1;
   while (i >= 0 && spare.chunks[i]?.length !== size) i--;
@@ -201,6 +232,7 @@ export class SummaryPcapReader implements SummaryReader {
   /** The chunk buffer's size as taken (it grows only for a record larger than it). */
   private readonly chunkSize: number;
   private readonly seek = new SeekPoints();
+  private readonly times = new TimeSpanTracker();
 
   constructor(
     readonly path: string,
@@ -222,7 +254,12 @@ export class SummaryPcapReader implements SummaryReader {
 
   /** What the file recorded about its capture: a classic pcap file records no drop counts. */
   stats(): CaptureFileStats {
-    const stats = { frames: this.frame - 1, statsBlocks: 0, dropped: null };
+    const stats = {
+      frames: this.frame - 1,
+      statsBlocks: 0,
+      dropped: null,
+      span: this.times.span(),
+    };
     return this.cutAt === undefined ? stats : { ...stats, truncated: this.cutAt };
   }
 
@@ -258,6 +295,7 @@ export class SummaryPcapReader implements SummaryReader {
         const walked = gate === undefined ? n : gate.frames;
         if (walked > 0) {
           const b = this.block;
+          noteTimes(this.times, gate, b.words, n);
           b.count = n;
           b.src = this.buf;
           b.firstFrame = this.frame;
@@ -404,6 +442,8 @@ export class SummaryPcapngReader implements SummaryReader {
   private done = false;
   private readonly table = new InterfaceTable();
   private readonly seek = new SeekPoints();
+  /** The times of the frames walked (the JS parser yields none of them: ng's own span is empty). */
+  private readonly times = new TimeSpanTracker();
 
   constructor(
     readonly path: string,
@@ -419,7 +459,8 @@ export class SummaryPcapngReader implements SummaryReader {
   }
 
   stats(): CaptureFileStats {
-    return this.ng.stats();
+    const stats = this.ng.stats();
+    return stats.span === undefined ? stats : { ...stats, span: this.times.span() };
   }
 
   seekPoints(): readonly ResumePoint[] {
@@ -455,6 +496,7 @@ export class SummaryPcapngReader implements SummaryReader {
     const gate = this.gate;
     const walked = gate === undefined ? n : gate.frames;
     if (walked > 0) {
+      noteTimes(this.times, gate, b.words, n);
       ng.tookPackets(next - w.start, walked);
       b.count = n;
       b.src = w.buf;
@@ -474,11 +516,11 @@ export class SummaryPcapngReader implements SummaryReader {
     one.writeUInt32LE(p.caplen, 0);
     one.writeUInt32LE(p.wireLength, 4);
     const ns = packetTimeNs(p);
-    one.writeBigUInt64LE(BigInt.asUintN(64, ns), 8);
+    this.times.add(ns);
+    one.writeBigUInt64LE(ns, 8); // 0 … 2^64 − 1: the JS parser refuses any other (checkTime)
     const w2 = ng.buffered();
     w2.buf.copy(one, 16, w2.start + p.at, w2.start + p.at + p.caplen);
-    // Gated too, unless its time does not fit the record (past 2^64 ns): then it gets one.
-    const loneGate = ns >> 64n === 0n ? this.gate : undefined;
+    const loneGate = this.gate;
     const [lone] = this.addon.summarize(
       one,
       0,

@@ -14,10 +14,11 @@
  *
  * Buffer (little-endian; pcap_batch.c read_gate): 0 u32 flags | 4 u32 proto | 8 u64 lo | 16 u64 hi
  * | 24 u64 best ts | 32 u32 port count | 36 u32 ports[8] | 68 u32 frames walked (out) | 72 u32
- * useful frames left out (out) | 128 the 2^20-bit seen map (with SEEN) | the quiet region (with
+ * useful frames left out (out) | 80 u64 earliest and 88 u64 latest time walked (out) | 128 the 2^20-bit seen map (with SEEN) | the quiet region (with
  * QUIET: 16384 u32 hot, u32 seq / ack / data key counts, pad, 1024 u32 keys) | u32 frame of each
  * record.
  */
+import type { TimeSpan } from '../common/time-span';
 
 export const GATE = {
   window: 1,
@@ -148,6 +149,12 @@ export class SummaryGate {
   /** Frames the last call walked. */
   get frames(): number {
     return this.buf.readUInt32LE(68);
+  }
+
+  /** The earliest and latest time of the frames the last call walked; null when it walked none. */
+  get span(): TimeSpan | null {
+    if (this.frames === 0) return null;
+    return { earliestNs: this.buf.readBigUInt64LE(80), latestNs: this.buf.readBigUInt64LE(88) };
   }
 
   /** Frames of the last call left out whose inner transport is TCP or UDP. */

@@ -28,6 +28,8 @@ import type { Layer } from './layer';
 import { hostPort, tupleText } from '../../common/endpoint';
 import { icmpErrorsText } from '../correlate/icmp-errors';
 import { outerFinding, type OuterFinding } from './outer-finding';
+import { notCoveredText } from './coverage';
+import { DEFAULT_WINDOW_NS } from '../correlate/match-point';
 
 export type { Layer };
 
@@ -343,6 +345,25 @@ function attributeLayer(journey: Journey, inv: Inv, opts: AttributeOptions): Ver
     const lastIdx = last === undefined ? -1 : names.indexOf(last.point);
     const next = pts[lastIdx + 1] ?? backend;
     const from = last?.point ?? first.point;
+    // Not seen is a drop only where the capture ran then: a file of another hour, or of no frame
+    // at all, shows nothing about the request (core/attribute/coverage.ts).
+    // (A journey read back from JSON may carry its times as strings: then no span is checked.)
+    const uncovered =
+      typeof request.startTsNs === 'bigint'
+        ? notCoveredText(
+            next,
+            request.startTsNs,
+            first.point,
+            typeof journey.windowNs === 'bigint' ? journey.windowNs : DEFAULT_WINDOW_NS,
+          )
+        : null;
+    if (uncovered !== null) {
+      return verdict('unknown', {
+        reason:
+          `the request was seen at ${from} but not at ${next.point}, and ${uncovered}; ` +
+          `give the ${next.point} capture made while the request was sent`,
+      });
+    }
     const secondary = rewriteFinding(
       path.slice(0, bi).filter(seen),
       clientAddr ?? client.src,

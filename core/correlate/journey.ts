@@ -1,6 +1,7 @@
 /** The data model of correlation: what one request looked like at each capture point. */
 
 import type { PacketEvent, TunnelKind } from '../../common/event';
+import type { TimeSpan } from '../../common/time-span';
 
 /** The request direction of a flow (a TCP connection or a UDP exchange) as seen at one point. */
 export interface Endpoint {
@@ -144,6 +145,8 @@ export interface PointMatch {
   capturedEvents: number;
   /** Every frame the point captured, when known (PointEvents.capturedFrames). */
   capturedFrames?: number;
+  /** When its frames were captured, when known (PointEvents.capturedSpan; null: none). */
+  capturedSpan?: TimeSpan | null;
   matchedBy: MatchKey[];
   replyMatchedBy: MatchKey[];
   /** True when the point saw a different connection (or query) carrying the same request bytes. */
@@ -228,6 +231,12 @@ export interface PointEvents {
    * known: a point with frames but no event correlation can read is not an empty capture.
    */
   capturedFrames?: number | undefined;
+  /**
+   * The earliest and latest time of every frame the point captured (its own clock), when known:
+   * null when it holds none. Unknown (absent) for a live capture, which the collector armed before
+   * the request and stopped after it; known for a capture file, which may hold another time.
+   */
+  capturedSpan?: TimeSpan | null | undefined;
 }
 
 /** |a − b| of two timestamps (ns): how far apart, whichever is first. */

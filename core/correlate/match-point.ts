@@ -864,7 +864,8 @@ export function correlateIdentity(
   const out = [withErrors(firstMatch, first, id.tuple)];
   let last = id.tuple;
   for (const p of rest) {
-    const m = matchOutsideWindow(matchPoint(id, client, p, windowNs), id, client, p, windowNs);
+    const found = matchOutsideWindow(matchPoint(id, client, p, windowNs), id, client, p, windowNs);
+    const m = p.capturedSpan === undefined ? found : { ...found, capturedSpan: p.capturedSpan };
     out.push(withErrors(m, p, m.observed ?? last));
     if (m.observed !== null) last = m.observed;
   }

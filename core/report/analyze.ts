@@ -6,6 +6,7 @@
 import { HoptraceError } from '../../common/errors';
 import type { PacketEvent, PacketKeys } from '../../common/event';
 import type { Inventory } from '../../common/inventory';
+import type { TimeSpan } from '../../common/time-span';
 import { attributeSourceRewrite } from '../attribute/attribute';
 import {
   absDiff,
@@ -203,6 +204,8 @@ export interface PointStream {
   capturedEvents?: () => number;
   /** Every frame the point holds, whatever it is, read after a pass (a file's frames), if known. */
   capturedFrames?: () => number | undefined;
+  /** When those frames were captured (null: none), read after a pass, if known. */
+  capturedSpan?: () => TimeSpan | null | undefined;
   /** True when the point can be read only once (a stream): no pass after its first. */
   readOnce?: boolean;
   /**
@@ -724,6 +727,7 @@ function laterPoint(
       events: [...selection.result(), ...kept],
       capturedEvents: p.capturedEvents?.() ?? count,
       capturedFrames: p.capturedFrames?.(),
+      capturedSpan: p.capturedSpan?.(),
     },
     near: kept,
   };

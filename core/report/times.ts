@@ -23,18 +23,12 @@ import type {
   PointSummary,
 } from './analysis-result';
 
+import { durationText, utcMicros } from '../../common/time-text';
+
 // The shapes live with the analysis result (no import cycle); they are named here too.
 export type { ClockOffset, HopLatency, OffsetStatus };
-
-/** `2026-12-02T04:39:48.123456Z` from nanoseconds since the Unix epoch (decimal string or bigint). */
-export function utcMicros(tsNs: bigint | string): string {
-  const ns = typeof tsNs === 'bigint' ? tsNs : BigInt(tsNs);
-  const us = ns / 1000n;
-  const ms = Number(us / 1000n);
-  const micro = Number(((us % 1000000n) + 1000000n) % 1000000n);
-  const base = new Date(ms).toISOString(); // YYYY-MM-DDTHH:MM:SS.mmmZ
-  return `${base.slice(0, 19)}.${String(micro).padStart(6, '0')}Z`;
-}
+// The words for times live in common/ (core/attribute and the collector use them too).
+export { durationText, utcMicros };
 
 /**
  * A packet's time with every digit it has: `2026-12-02T04:39:48.123456789Z` when the nanoseconds
@@ -43,7 +37,8 @@ export function utcMicros(tsNs: bigint | string): string {
 export function utcPacketTime(tsNs: bigint): string {
   const micros = utcMicros(tsNs);
   const ns = ((tsNs % 1000n) + 1000n) % 1000n;
-  return ns === 0n ? micros : `${micros.slice(0, -1)}${String(ns).padStart(3, '0')}Z`;
+  if (ns === 0n || !micros.endsWith('Z')) return micros; // no date: the ns are all there
+  return `${micros.slice(0, -1)}${String(ns).padStart(3, '0')}Z`;
 }
 
 /**
@@ -53,16 +48,6 @@ export function utcPacketTime(tsNs: bigint): string {
  */
 export function utcMillis(ms: number): string {
   return new Date(ms).toISOString();
-}
-
-/** A signed nanosecond duration for people: `+1.234 ms`, `−12 µs`, `3.500 s`. */
-export function durationText(ns: bigint): string {
-  const sign = ns < 0n ? '−' : '';
-  const a = ns < 0n ? -ns : ns;
-  if (a < 1000n) return `${sign}${a} ns`;
-  if (a < 1000000n) return `${sign}${(Number(a) / 1e3).toFixed(a < 10000n ? 3 : 1)} µs`;
-  if (a < 1000000000n) return `${sign}${(Number(a) / 1e6).toFixed(3)} ms`;
-  return `${sign}${(Number(a) / 1e9).toFixed(3)} s`;
 }
 
 const SYN = 0x02;

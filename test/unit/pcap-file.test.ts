@@ -344,10 +344,23 @@ for (const le of [true, false]) {
       ]);
       const p = write(file);
       const r = openCaptureFile(p);
-      t.same(r.stats(), { frames: 0, statsBlocks: 0, dropped: null }, 'nothing read yet');
+      t.same(
+        r.stats(),
+        { frames: 0, statsBlocks: 0, dropped: null, span: null },
+        'nothing read yet: no frame, no span',
+      );
       const it = r.frames();
       it.next();
-      t.same(r.stats(), { frames: 1, statsBlocks: 0, dropped: null }, 'after the first frame');
+      t.same(
+        r.stats(),
+        {
+          frames: 1,
+          statsBlocks: 0,
+          dropped: null,
+          span: { earliestNs: 1000n, latestNs: 1000n },
+        },
+        'after the first frame: its time',
+      );
       for (let x = it.next(); x.done !== true; x = it.next());
       // eth1 carried a packet but its block counts no drops: the file's drops are not known
       // (they were 7 + 2^32 + 3 + 4, as if eth1 had lost none), only what the others recorded.
@@ -355,6 +368,7 @@ for (const le of [true, false]) {
         frames: 3,
         statsBlocks: 4,
         dropped: null,
+        span: { earliestNs: 1000n, latestNs: 3000n },
         dropsPartial: {
           recorded: 7 + 2 ** 32 + 3 + 4,
           unrecorded: ['interface 1 (eth1)'],
@@ -377,7 +391,9 @@ void t.test('pcapng: statistics blocks without drop counts, and sloppy ones, are
       write(Buffer.concat([shb(true), idb(true, 1, null, null), ...parts])),
     );
     drain(r);
-    return r.stats();
+    const counts = r.stats();
+    delete counts.span; // the drop counts only
+    return counts;
   };
   t.same(counted([epb(true, 0, 1n, DATA_A)]), { frames: 1, statsBlocks: 0, dropped: null });
   t.same(counted([isb(true, 0, { ifrecv: 9n })]), { frames: 0, statsBlocks: 1, dropped: null });
@@ -420,7 +436,12 @@ void t.test('a real dumpcap capture: the drops dumpcap printed are the ones read
     join(__dirname, '..', '..', '..', 'test', 'unit', 'data', 'dumpcap-drops.pcapng'),
   );
   drain(r);
-  t.same(r.stats(), { frames: 12, statsBlocks: 1, dropped: 43968 });
+  t.same(r.stats(), {
+    frames: 12,
+    statsBlocks: 1,
+    dropped: 43968,
+    span: { earliestNs: 1796043838700274666n, latestNs: 1796043840084286832n },
+  });
   t.end();
 });
 
@@ -429,7 +450,12 @@ void t.test('classic pcap records no drop counts', (t) => {
     write(pcap({ le: true, nanos: false }, [{ sec: 1, frac: 2, data: DATA_A }])),
   );
   drain(r);
-  t.same(r.stats(), { frames: 1, statsBlocks: 0, dropped: null });
+  t.same(r.stats(), {
+    frames: 1,
+    statsBlocks: 0,
+    dropped: null,
+    span: { earliestNs: 1_000_002_000n, latestNs: 1_000_002_000n },
+  });
   t.end();
 });
 

@@ -21,6 +21,8 @@ import { loadNativeAddon } from '../../native/loader';
 import { R, SUMMARY_BYTES } from '../../core/decode/summary';
 import { BLOCK_RECORDS, frameAt, openSummaryPcap } from '../../offline/summary-file';
 import { GATE_PROTO, SummaryGate } from '../../offline/summary-gate';
+import { openCaptureFile } from '../../offline/pcap-file';
+import type { TimeSpan } from '../../common/time-span';
 import { analyzeFiles, type PointFile, type RequestSelector } from '../../cli/analyze';
 import { epb, idb, shb } from './pcapng-writer';
 import { eth, icmpEcho, ipv4, tcp, udp, vxlan, writePcap, type Pkt } from './frames';
@@ -58,12 +60,14 @@ interface Read {
   records: { frame: number; ts: bigint; fast: boolean; transport: number }[];
   frames: number;
   skipped: number;
+  /** The earliest and latest time of every frame walked, as the reader's stats give them. */
+  span: TimeSpan | null | undefined;
 }
 
 function read(path: string, gate: SummaryGate | undefined): Read {
   const reader = openSummaryPcap(path, { gate });
   if (reader === null) throw new Error('no fast path');
-  const out: Read = { records: [], frames: 0, skipped: 0 };
+  const out: Read = { records: [], frames: 0, skipped: 0, span: undefined };
   for (let b = reader.next(); b !== null; b = reader.next()) {
     out.skipped += b.skipped;
     for (let i = 0; i < b.count; i++) {
@@ -77,6 +81,7 @@ function read(path: string, gate: SummaryGate | undefined): Read {
     }
   }
   out.frames = reader.stats().frames;
+  out.span = reader.stats().span;
   reader.close();
   return out;
 }
@@ -150,6 +155,17 @@ void t.test('a window: exactly the frames within it, with their frame numbers', 
       all.records.filter((r) => !r.fast),
       `${fmt}: no ports, only SLOW frames`,
     );
+    // The span of every frame walked, records or not, out of time order as the frames are: the
+    // same gated, ungated and through the JS reader (the coverage a verdict of "not seen" needs).
+    const span = { earliestNs: centre - 2n * W, latestNs: centre + 2n * W };
+    t.same(all.span, span, `${fmt}: ungated, the earliest and latest frame`);
+    t.same(gated.span, span, `${fmt}: gated, the frames left out counted in`);
+    t.same(none.span, span, `${fmt}: a gate that keeps no FAST frame, the same`);
+    const js = openCaptureFile(path);
+    let walked = 0;
+    for (const f of js.frames()) walked += f.caplen > 0 ? 1 : 0;
+    t.equal(walked, pkts.length);
+    t.same(js.stats().span, span, `${fmt}: the JS reader's`);
   }
   t.end();
 });

@@ -5,6 +5,7 @@ import {
   estimateClockOffsets,
   hopLatencies,
   utcMicros,
+  utcPacketTime,
 } from '../../core/report/times';
 import type { PacketEvent } from '../../common/event';
 import { ADDR, CLIENT, DIRECT, INVENTORY, MS, exchange, pt } from './fixtures-events';
@@ -16,6 +17,12 @@ void t.test('UTC with microseconds, from nanoseconds (string or bigint)', (t) =>
   t.equal(durationText(1_234_567n), '1.235 ms');
   t.equal(durationText(-12_000n), '−12.0 µs');
   t.equal(durationText(3_500_000_000n), '3.500 s');
+  // A damaged time never throws or loses its seconds (a first version cut every time to 19
+  // characters, and threw beyond the Date range).
+  const year54578 = (52_609n * 365n * 86_400n + 3_600n) * 1_000_000_000n;
+  t.match(utcMicros(year54578), /^\+05\d{4}-\d\d-\d\dT\d\d:00:00\.000000Z$/, 'expanded year');
+  t.equal(utcMicros(1n << 80n), `${1n << 80n} ns since 1970 (no date)`, 'beyond any date');
+  t.equal(utcPacketTime((1n << 80n) + 7n), `${(1n << 80n) + 7n} ns since 1970 (no date)`);
   t.end();
 });
 

@@ -100,7 +100,7 @@
 #include "retain.h"
 #include "summary.h"
 
-#define ADDON_VERSION 14
+#define ADDON_VERSION 15
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -1225,8 +1225,8 @@ static int read_gate(uint8_t *buf, size_t len, size_t max_records, SummaryGate *
  * layouts take the Enhanced Packet Blocks of the interfaces in the table `ifaces` (24 bytes each:
  * link type, mul, div, carried (set here), if_tsoffset; summary.h), and maxCaplen is then the largest block; linktype is unused
  * (classic pcap: ifaces is undefined). With a gate (read_gate), only the frames it lets through
- * get a record; the gate receives the frames walked, the useful frames left out and each
- * record's frame.
+ * get a record; the gate receives the frames walked, the useful frames left out, the earliest and
+ * latest time walked, and each record's frame.
  */
 static napi_value summarize(napi_env env, napi_callback_info info) {
   size_t argc = 10;
@@ -1279,6 +1279,8 @@ static napi_value summarize(napi_env env, napi_callback_info info) {
   if (g != NULL) {
     memcpy(gate_buf + 68, &gate.frames, 4);
     memcpy(gate_buf + 72, &gate.skipped_useful, 4);
+    memcpy(gate_buf + 80, &gate.ts_min, 8);
+    memcpy(gate_buf + 88, &gate.ts_max, 8);
   }
   napi_value res, v;
   CHECK(napi_create_array_with_length(env, 3, &res));

@@ -1019,6 +1019,8 @@ size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layo
   uint8_t taken[SUMMARY_GATE_HOT_BUCKETS / 8];
   if (gate != NULL) {
     gate->frames = gate->skipped_useful = 0;
+    gate->ts_min = UINT64_MAX;
+    gate->ts_max = 0;
     if (gate->flags & SUMMARY_GATE_QUIET_ON) memset(taken, 0, sizeof taken);
   }
   while (n < max_records) {
@@ -1057,6 +1059,8 @@ size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layo
       continue;
     }
     int stop_after = 0;
+    if (ts < gate->ts_min) gate->ts_min = ts;
+    if (ts > gate->ts_max) gate->ts_max = ts;
     if (gate_emit(src, data, caplen, wirelen, ts, linktype, ports, out + n * SUMMARY_BYTES, gate,
                   &stop_after, taken))
       gate->frame_of[n++] = gate->frames;
@@ -1116,6 +1120,8 @@ size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int l
   uint8_t taken[SUMMARY_GATE_HOT_BUCKETS / 8];
   if (gate != NULL) {
     gate->frames = gate->skipped_useful = 0;
+    gate->ts_min = UINT64_MAX;
+    gate->ts_max = 0;
     if (gate->flags & SUMMARY_GATE_QUIET_ON) memset(taken, 0, sizeof taken);
   }
   while (n < max_records) {
@@ -1150,6 +1156,8 @@ size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int l
       continue;
     }
     int stop_after = 0;
+    if ((uint64_t)ns < gate->ts_min) gate->ts_min = (uint64_t)ns;
+    if ((uint64_t)ns > gate->ts_max) gate->ts_max = (uint64_t)ns;
     if (gate_emit(src, (uint32_t)(pos - len + 28), caplen, wirelen, (uint64_t)ns, rd32(ifc, 1),
                   ports, rec, gate, &stop_after, taken)) {
       le32(rec + 188, id);

@@ -69,6 +69,10 @@ typedef struct {
   uint32_t n_seq, n_ack, n_data;
   uint32_t *frame_of; /* room for max_records */
   uint32_t frames, skipped_useful;
+  /* The earliest and latest time (ns) of the frames the run walked (UINT64_MAX and 0 when none):
+   * the span a capture file covers, so an analysis never reads "not seen" into a time it holds no
+   * frame near. */
+  uint64_t ts_min, ts_max;
 } SummaryGate;
 
 /* Summarizes one frame into rec; returns 1 (FAST) or 0 (SLOW: rec holds only caplen, wire
