@@ -4,6 +4,7 @@
  */
 import { HoptraceError } from '../common/errors';
 import { parseInventory } from '../common/inventory-file';
+import { cutText } from '../common/text-cut';
 import type {
   ProbeReport,
   ReproMark,
@@ -35,20 +36,22 @@ function num(o: Record<string, unknown>, k: string, where: string): number {
 
 /** The longest identifier a probe report carries (probeId, httpCode): the prober's are short. */
 export const MAX_REPRO_ID_CHARS = 200;
-/** Free text (a probe's error, a mark's detail) beyond this is cut, and says so. */
-export const MAX_REPRO_TEXT_CHARS = 2000;
+/**
+ * A workload's namespace glob: a namespace file's name is at most 255 bytes (Linux NAME_MAX), so a
+ * longer glob names nothing a shorter one would not; the bound also bounds what matching it costs
+ * on every agent hello (common/glob.ts: glob length × name length).
+ */
+export const MAX_WORKLOAD_GLOB_CHARS = 255;
 
-/** An identifier of at most MAX_REPRO_ID_CHARS; longer is API_BAD_REQUEST naming the field. */
-function shortId(v: string, where: string): string {
-  if (v.length > MAX_REPRO_ID_CHARS)
-    throw bad(where, `at most ${MAX_REPRO_ID_CHARS} characters (this one has ${v.length})`);
+/** A string of at most `limit` characters; longer is API_BAD_REQUEST naming the field. */
+function atMost(v: string, limit: number, where: string): string {
+  if (v.length > limit) throw bad(where, `at most ${limit} characters (this one has ${v.length})`);
   return v;
 }
 
-/** Free text kept to MAX_REPRO_TEXT_CHARS: a longer one is cut where the cut says so. */
-function text(v: string): string {
-  if (v.length <= MAX_REPRO_TEXT_CHARS) return v;
-  return `${v.slice(0, MAX_REPRO_TEXT_CHARS)}… (cut: ${v.length} characters)`;
+/** An identifier of at most MAX_REPRO_ID_CHARS; longer is API_BAD_REQUEST naming the field. */
+function shortId(v: string, where: string): string {
+  return atMost(v, MAX_REPRO_ID_CHARS, where);
 }
 
 /** A repro runs from one second to a day. */
@@ -71,7 +74,8 @@ export function parseReproRequest(body: unknown): ReproSpec {
       'workload must be {netns: GLOB} or {kubernetes: {namespace, labelSelector}}',
     );
   const workload: WorkloadSelector = {};
-  if (w['netns'] !== undefined) workload.netns = str(w, 'netns', 'workload');
+  if (w['netns'] !== undefined)
+    workload.netns = atMost(str(w, 'netns', 'workload'), MAX_WORKLOAD_GLOB_CHARS, 'workload.netns');
   if (w['podCidr'] !== undefined) workload.podCidr = str(w, 'podCidr', 'workload');
   const k = w['kubernetes'];
   if (k !== undefined) {
@@ -121,7 +125,7 @@ export function parseProbeReport(body: unknown): ProbeReport {
     endedAtMs: num(body, 'endedAtMs', 'body'),
     ok: body['ok'] === true,
     httpCode: typeof http === 'string' ? shortId(http, 'body.httpCode') : null,
-    error: typeof err === 'string' ? text(err) : null,
+    error: typeof err === 'string' ? cutText(err) : null,
   };
 }
 
@@ -134,7 +138,7 @@ export function parseMark(body: unknown): ReproMark {
   return {
     kind,
     atMs: num(body, 'atMs', 'body'),
-    detail: typeof body['detail'] === 'string' ? text(body['detail']) : '',
+    detail: typeof body['detail'] === 'string' ? cutText(body['detail']) : '',
   };
 }
 

@@ -150,7 +150,10 @@ export interface Repro {
   retired: Set<string>;
   events: Map<string, TaggedEvent[]>;
   probes: ProbeReport[];
-  /** When each capture lost packets (its counters rose), for the probes in flight then. */
+  /**
+   * When each capture lost packets (its counters rose), for the probes in flight then: spans that
+   * touch merged, MAX_REPRO_LOSS_SPANS at most (core/repro/loss-spans.ts addLossSpan).
+   */
   losses: LossSpan[];
   marks: ReproMark[];
   routes: ReturnRoute[];

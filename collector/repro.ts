@@ -78,6 +78,7 @@ import {
   type ReproFileName,
 } from './repro-bundle';
 import { addCount } from '../common/counters';
+import { addLossSpan } from '../core/repro/loss-spans';
 import { refuseBeyondAgentCapacity } from './agent-capacity';
 
 export type { ReproSpec, ReproView } from './repro-state';
@@ -883,7 +884,8 @@ export class ReproManager {
 
   /**
    * Records what a capture lost since its last status (or since it was armed): the span the
-   * probes in flight then are checked against (repro-core lossesInFlight).
+   * probes in flight then are checked against (repro-core lossesInFlight), merged with the
+   * capture's last one when they touch and bounded per repro (core/repro/loss-spans.ts).
    */
   private lossSpan(
     r: Repro,
@@ -892,7 +894,7 @@ export class ReproManager {
     counts: Pick<LossSpan, 'kernelDrops' | 'queueDrops' | 'lost'>,
   ): void {
     if (counts.kernelDrops + counts.queueDrops + counts.lost === 0) return;
-    r.losses.push({
+    addLossSpan(r.losses, {
       capture: att === undefined ? 'backend' : captureLabel(att, p),
       epoch: att?.epoch ?? 0,
       fromMs: p.reportedAtMs ?? att?.attachedAtMs ?? r.createdAtMs,

@@ -6,6 +6,8 @@
 import { decodeAckEnvelope, encodeAckEnvelope } from './ack-wire';
 import protobuf from 'protobufjs';
 import { COMMAND_LIMITS } from './command-limits';
+import { REPORT_LIMITS } from './report-limits';
+import { cutText } from './text-cut';
 import { HoptraceError } from './errors';
 import { decodeEventsEnvelope, encodeEventsEnvelope, malformed } from './events-wire';
 import {
@@ -278,6 +280,10 @@ function str(o: Obj, k: string): string {
   const v = o[k];
   return typeof v === 'string' ? v : '';
 }
+/** An agent's free text or name kept to `max` characters (common/report-limits.ts). */
+function cut(o: Obj, k: string, max: number): string {
+  return cutText(str(o, k), max);
+}
 function strs(o: Obj, k: string): string[] {
   const v = o[k];
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
@@ -376,12 +382,14 @@ function statusFromWire(o: Obj): CaptureStatus {
     kernelDrops: optNum(o.kernelDrops, 'kernelDrops'),
     ifaceDrops: optNum(o.ifaceDrops, 'ifaceDrops'),
     queueDrops: num(o.queueDrops, 'queueDrops'),
-    errorCode: str(o, 'errorCode'),
-    message: str(o, 'message'),
-    netns: str(o, 'netns'),
-    netnsAddresses: strs(o, 'netnsAddresses'),
-    iface: str(o, 'iface'),
-    linkType: str(o, 'linkType'),
+    errorCode: cut(o, 'errorCode', REPORT_LIMITS.code),
+    message: cut(o, 'message', REPORT_LIMITS.text),
+    netns: cut(o, 'netns', REPORT_LIMITS.netns),
+    netnsAddresses: strs(o, 'netnsAddresses')
+      .filter((a) => a.length <= REPORT_LIMITS.address)
+      .slice(0, REPORT_LIMITS.netnsAddresses),
+    iface: cut(o, 'iface', REPORT_LIMITS.iface),
+    linkType: cut(o, 'linkType', REPORT_LIMITS.iface),
   };
 }
 
@@ -557,14 +565,14 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
         captureId: str(o, 'captureId'),
         point: str(o, 'point'),
         count: num(o.count, 'count'),
-        reason: str(o, 'reason'),
+        reason: cut(o, 'reason', REPORT_LIMITS.text),
       };
       return { seq, kind, lost };
     }
     case 'error': {
       const error: ErrorReport = {
-        code: str(o, 'code'),
-        message: str(o, 'message'),
+        code: cut(o, 'code', REPORT_LIMITS.code),
+        message: cut(o, 'message', REPORT_LIMITS.text),
         captureId: str(o, 'captureId'),
         point: str(o, 'point'),
       };

@@ -18,6 +18,8 @@ import { utcMillis } from '../report/times';
 import { isIP } from '../../common/cidr';
 import type { Hello } from '../../common/wire';
 import { hostPort } from '../../common/endpoint';
+import { globMatches } from '../../common/glob';
+import { addCount } from '../../common/counters';
 
 /**
  * Which namespaces are the VPN workload. `netns`: a glob (`*`, `?`) on the namespace file's base
@@ -214,15 +216,6 @@ function usable(a: string): boolean {
   );
 }
 
-/** `*` and `?` glob → an anchored RegExp (every other character literal). */
-export function globToRegExp(glob: string): RegExp {
-  const body = glob
-    .split('')
-    .map((c) => (c === '*' ? '.*' : c === '?' ? '.' : c.replace(/[\\^$.|+()[\]{}]/g, '\\$&')))
-    .join('');
-  return new RegExp(`^${body}$`);
-}
-
 function baseName(path: string): string {
   return path.slice(path.lastIndexOf('/') + 1);
 }
@@ -251,7 +244,7 @@ export function matchWorkload(
   sel: WorkloadSelector,
 ): WorkloadInstance[] {
   if (sel.netns === undefined) return [];
-  const re = globToRegExp(sel.netns);
+  const glob = sel.netns;
   const out: WorkloadInstance[] = [];
   for (const a of agents) {
     if (!a.connected) continue;
@@ -260,7 +253,7 @@ export function matchWorkload(
       const addresses = ns.addresses.filter(usable);
       const cidr = sel.podCidr;
       const ip = cidr === undefined ? addresses[0] : addresses.find((x) => inCidr(x, cidr));
-      if (!re.test(name) || ip === undefined) continue;
+      if (!globMatches(glob, name) || ip === undefined) continue;
       out.push({ agentId: a.agentId, node: a.node, netns: ns.path, name, ip, addresses });
     }
   }
@@ -414,17 +407,42 @@ export function lossesInFlight(
   if (GOOD.includes(row.verdict)) return [];
   if (row.verdict === 'failed-to-connect' && couldNotConnect(probe)) return [];
   const epoch = row.servedBy?.epoch;
-  return losses
-    .filter(
-      (l) =>
-        (l.epoch === 0 || epoch === undefined || l.epoch === epoch) &&
-        l.fromMs <= probe.endedAtMs + LOSS_SLACK_MS &&
-        l.toMs >= probe.startedAtMs - LOSS_SLACK_MS,
-    )
-    .map(
-      (l) =>
-        `capture ${l.capture} ${lossPhrase({ confirmed: true, state: '', ...l }) ?? 'lost packets'} between ${clock(l.fromMs)} and ${clock(l.toMs)}`,
-    );
+  const hit = losses.filter(
+    (l) =>
+      (l.epoch === 0 || epoch === undefined || l.epoch === epoch) &&
+      l.fromMs <= probe.endedAtMs + LOSS_SLACK_MS &&
+      l.toMs >= probe.startedAtMs - LOSS_SLACK_MS,
+  );
+  if (hit.length <= MAX_LOSSES_IN_FLIGHT) return hit.map(lossLine);
+  const shown = hit.slice(0, MAX_LOSSES_IN_FLIGHT - 1);
+  return [...shown.map(lossLine), moreLossesLine(hit.slice(shown.length))];
+}
+
+/** A probe's sentences about losses at most: the rest are summed in the last one. */
+export const MAX_LOSSES_IN_FLIGHT = 10;
+
+function lossLine(l: LossSpan): string {
+  return `capture ${l.capture} ${lossPhrase({ confirmed: true, state: '', ...l }) ?? 'lost packets'} between ${clock(l.fromMs)} and ${clock(l.toMs)}`;
+}
+
+/** Several spans in one sentence: how many, whose, their summed counts, from first to last. */
+function moreLossesLine(rest: readonly LossSpan[]): string {
+  const sum = { kernelDrops: 0, queueDrops: 0, lost: 0 };
+  let fromMs = Infinity;
+  let toMs = -Infinity;
+  for (const l of rest) {
+    sum.kernelDrops = addCount(sum.kernelDrops, l.kernelDrops);
+    sum.queueDrops = addCount(sum.queueDrops, l.queueDrops);
+    sum.lost = addCount(sum.lost, l.lost);
+    fromMs = Math.min(fromMs, l.fromMs);
+    toMs = Math.max(toMs, l.toMs);
+  }
+  const names = [...new Set(rest.map((l) => l.capture))];
+  const who =
+    names.length === 1
+      ? `capture ${names[0] ?? ''}`
+      : `captures ${names.slice(0, 3).join(', ')}${names.length > 3 ? ` and ${names.length - 3} more` : ''}`;
+  return `${rest.length} more losses: ${who} ${lossPhrase({ confirmed: true, state: '', ...sum }) ?? 'lost packets'} between ${clock(fromMs)} and ${clock(toMs)}`;
 }
 
 /**

@@ -370,3 +370,76 @@ void t.test("a hello's max captures cross the wire; an older agent's hello has n
   t.notOk(old.kind === 'hello' && 'maxCaptures' in old.hello, 'an older agent says nothing');
   t.end();
 });
+
+void t.test(
+  "an agent's status, error and lost text is cut at decoding: messages, codes, namespaces, addresses",
+  (t) => {
+    const long = (c: string, n: number): string => c.repeat(n);
+    const cut = (c: string, keep: number, n: number): string =>
+      `${long(c, keep)}… (cut: ${n} characters)`;
+    const base = CASES.find((e) => e.kind === 'status');
+    if (base?.kind !== 'status') throw new Error('no status case');
+    const addresses = [
+      long('9', 65), // longer than any address: not one, dropped
+      ...Array.from({ length: 300 }, (_, i) => `10.0.${i >> 8}.${i & 255}`),
+    ];
+    const status = decodeEnvelope(
+      encodeEnvelope({
+        ...base,
+        status: {
+          ...base.status,
+          errorCode: long('C', 100_000),
+          message: long('m', 1_000_000),
+          netns: long('n', 100_000),
+          netnsAddresses: addresses,
+          iface: long('i', 1000),
+          linkType: long('l', 1000),
+        },
+      }),
+    );
+    if (status.kind !== 'status') throw new Error('not a status');
+    t.equal(status.status.errorCode, cut('C', 64, 100_000));
+    t.equal(status.status.message, cut('m', 2000, 1_000_000));
+    t.equal(status.status.netns, cut('n', 512, 100_000));
+    t.equal(status.status.iface, cut('i', 64, 1000));
+    t.equal(status.status.linkType, cut('l', 64, 1000));
+    t.same(status.status.netnsAddresses, addresses.slice(1, 257), 'the first 256 addresses');
+    t.equal(status.status.packets, 12, 'the counts are kept whole');
+
+    const lost = decodeEnvelope(
+      encodeEnvelope({
+        seq: 6,
+        kind: 'lost',
+        lost: { captureId: 'cap1', point: 'decap', count: 9, reason: long('r', 50_000) },
+      }),
+    );
+    t.match(lost, { kind: 'lost', lost: { count: 9, reason: cut('r', 2000, 50_000) } });
+
+    const error = decodeEnvelope(
+      encodeEnvelope({
+        seq: 7,
+        kind: 'error',
+        error: {
+          code: long('E', 5000),
+          message: long('x', 3000),
+          captureId: 'cap1',
+          point: 'x',
+        },
+      }),
+    );
+    t.match(error, {
+      kind: 'error',
+      error: { code: cut('E', 64, 5000), message: cut('x', 2000, 3000), captureId: 'cap1' },
+    });
+    // At the bound nothing is cut.
+    const exact = decodeEnvelope(
+      encodeEnvelope({
+        seq: 7,
+        kind: 'error',
+        error: { code: long('E', 64), message: long('x', 2000), captureId: 'c', point: 'p' },
+      }),
+    );
+    t.match(exact, { error: { code: long('E', 64), message: long('x', 2000) } });
+    t.end();
+  },
+);

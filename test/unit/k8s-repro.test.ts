@@ -422,6 +422,68 @@ void t.test('repro: losses while no probe judged by a missing packet was in flig
   t.end();
 });
 
+void t.test(
+  'repro: 20,000 lost messages are one loss span; losses every other status stay bounded',
+  async (t) => {
+    const { repros, v, T, at } = await clockedRepro(t);
+    const backend = (kernelDrops: number): AgentMessage => ({
+      kind: 'status',
+      agentId: 'a-web',
+      seq: 0,
+      status: status(`${v.id}-b`, 'backend', 'capturing', { packets: 1, kernelDrops }),
+    });
+    at(1000);
+    await repros.handle(backend(0));
+    await repros.handle({
+      kind: 'status',
+      agentId: 'a-vpn',
+      seq: 0,
+      status: status(`${v.id}-e1`, 'decap', 'capturing', { packets: 1, kernelDrops: 0 }),
+    });
+    // An agent that sends a `lost` per batch it could not deliver, each counting one event.
+    for (let i = 1; i <= 20_000; i++) {
+      at(1000 + i);
+      await repros.handle({
+        kind: 'lost',
+        agentId: 'a-vpn',
+        seq: 0,
+        lost: { captureId: `${v.id}-e1`, point: 'decap', count: 1, reason: 'spool full' },
+      });
+    }
+    // Then a backend that loses a packet every other status for 3,000 statuses.
+    let drops = 0;
+    for (let i = 0; i < 3000; i++) {
+      at(30_000 + i * 1000);
+      await repros.handle(backend(i % 2 === 0 ? ++drops : drops));
+    }
+    const probe = (id: string, fromMs: number, toMs: number): ProbeReport => ({
+      probeId: id,
+      sport: 40200,
+      startedAtMs: T + fromMs,
+      endedAtMs: T + toMs,
+      ok: false,
+      httpCode: null,
+      error: 'curl exit 28: Operation timed out',
+    });
+    repros.addProbe(v.id, probe('in-lost', 10_000, 10_200));
+    repros.addProbe(v.id, probe('whole-run', 0, 4_000_000));
+    const view = repros.get(v.id);
+    const [inLost, whole] = view?.timeline ?? [];
+    t.same(inLost?.lossesInFlight, [
+      'capture decap (vpn/wg-0) lost 20000 events on the way to the collector between 2026-11-30T12:00:01.000Z and 2026-11-30T12:00:21.000Z',
+      'capture backend lost 1 in the kernel between 2026-11-30T12:00:01.000Z and 2026-11-30T12:00:30.000Z',
+    ]);
+    t.equal(whole?.lossesInFlight.length, 10, 'a probe names ten losses at most');
+    const counted = (whole?.lossesInFlight ?? []).reduce(
+      (n, line) => n + [...line.matchAll(/lost (\d+)/g)].reduce((m, x) => m + Number(x[1]), 0),
+      0,
+    );
+    t.equal(counted, 20_000 + 1500, 'the lines still count every packet lost');
+    t.match(view?.text.join('\n'), /capture backend lost 1500 in the kernel/);
+    t.end();
+  },
+);
+
 void t.test('no pod of the workload on an agent → REPRO_NO_WORKLOAD', async (t) => {
   const { api } = await withApi(t);
   const hub = new FakeHub();

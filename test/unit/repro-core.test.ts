@@ -5,7 +5,7 @@ import type { AgentInfo } from '../../collector/hub-types';
 import {
   analyzeProbe,
   lossesInFlight,
-  globToRegExp,
+  MAX_LOSSES_IN_FLIGHT,
   inCidr,
   matchWorkload,
   planAttachment,
@@ -20,6 +20,8 @@ import {
   type TimelineRow,
 } from '../../core/repro/repro-core';
 import { parseReproRequest } from '../../collector/repro-requests';
+import { globMatches } from '../../common/glob';
+import { addLossSpan, MAX_REPRO_LOSS_SPANS } from '../../core/repro/loss-spans';
 import { isHoptraceError } from '../../common/errors';
 import { CLIENT, DIRECT, INVENTORY, MS, exchange } from './fixtures-events';
 
@@ -44,9 +46,9 @@ function agent(node: string, namespaces: { path: string; addresses: string[] }[]
 }
 
 void t.test('workload selector: name glob, pod IP by CIDR, new incarnation', (t) => {
-  t.ok(globToRegExp('ht1-vpn-pod*').test('ht1-vpn-pod-r1'));
-  t.notOk(globToRegExp('ht1-vpn-pod*').test('ht1-be-pod'));
-  t.notOk(globToRegExp('a.b').test('axb'), 'dots are literal');
+  t.ok(globMatches('ht1-vpn-pod*', 'ht1-vpn-pod-r1'));
+  t.notOk(globMatches('ht1-vpn-pod*', 'ht1-be-pod'));
+  t.notOk(globMatches('a.b', 'axb'), 'dots are literal');
   t.ok(inCidr('10.244.1.11', '10.244.0.0/16'));
   t.notOk(inCidr('172.31.255.1', '10.244.0.0/16'));
   const old = { path: '/v/ht1-vpn-pod', addresses: ['172.31.255.1', '10.90.0.1', '10.244.1.10'] };
@@ -115,6 +117,77 @@ void t.test(
     t.end();
   },
 );
+
+// A namespace name as containerd writes it: the name the adversarial globs below run against.
+const CNI = 'cni-5f0e7a1c-9d8b-4c5e-b1a2-3f4e5d6c7b8a';
+
+void t.test('workload globs: `*` any run, `?` one character, the rest literal, whole name', (t) => {
+  const cases: [string, string, boolean][] = [
+    ['', '', true],
+    ['', 'a', false],
+    ['*', '', true],
+    ['*', 'anything at all', true],
+    ['?', '', false],
+    ['?', 'a', true],
+    ['?', 'ab', false],
+    ['ht1-vpn-pod', 'ht1-vpn-pod', true],
+    ['ht1-vpn-pod', 'ht1-vpn-pod-r1', false],
+    ['ht1-vpn-pod*', 'ht1-vpn-pod', true],
+    ['*-pod', 'ht1-vpn-pod', true],
+    ['*-pod', 'ht1-vpn-pod-r1', false],
+    ['ht?-vpn-*', 'ht1-vpn-pod-r1', true],
+    ['ht?-vpn-*', 'ht12-vpn-pod', false],
+    ['*pod*r?', 'ht1-vpn-pod-r1', true],
+    ['*a*b', 'aXbXaXb', true],
+    ['*a*b', 'aXbXaX', false],
+    ['a*a*a', 'aa', false],
+    ['a*a*a', 'aaa', true],
+    ['**?**', 'x', true],
+    ['a.b', 'a.b', true],
+    ['a.b', 'axb', false],
+    ['a+b', 'aab', false],
+    ['(x)|[y]^$\\', '(x)|[y]^$\\', true],
+    ['cni-*', CNI, true],
+    ['cni-????????-*-3f4e5d6c7b8a', CNI, true],
+    // Adversarial: a RegExp of these backtracked for seconds (16, 18 characters) on CNI.
+    ['*?*?*?*?*?*?*?*!', CNI, false],
+    ['*?*?*?*?*?*?*?*?*!', CNI, false],
+    ['*?*?*?*?*?*?*?*a', CNI, true],
+    [`${'*?'.repeat(127)}!`, CNI, false],
+    [`${'*a'.repeat(127)}!`, 'a'.repeat(255), false],
+    [`${'*a'.repeat(127)}*`, 'a'.repeat(255), true],
+    ['?'.repeat(40), CNI, true],
+    ['?'.repeat(41), CNI, false],
+  ];
+  for (const [glob, name, want] of cases)
+    t.equal(globMatches(glob, name), want, `${JSON.stringify(glob)} ~ ${JSON.stringify(name)}`);
+  // Through the workload selector, as a hello or a create runs it. The RegExp took 274 s with 12
+  // `*?` and each more is ~3.5 times as long: 13 hang past tap's timeout (600 s).
+  const ns = [{ path: `/run/netns/${CNI}`, addresses: ['10.244.1.10'] }];
+  t.same(matchWorkload([agent('n', ns)], { netns: `${'*?'.repeat(13)}!` }), []);
+  t.same(
+    matchWorkload([agent('n', ns)], { netns: '*?*?*?*?*?*?*?*?*a' }).map((i) => i.name),
+    [CNI],
+  );
+  t.end();
+});
+
+void t.test('request parsing: a workload glob longer than a file name is refused', (t) => {
+  const body = (netns: string): unknown => ({
+    workload: { netns },
+    decapIface: 'tun0',
+    egressIface: 'eth0',
+    backend: { target: '10.244.2.5', iface: 'eth0' },
+    client: CLIENT,
+  });
+  t.equal(parseReproRequest(body('*'.repeat(255))).workload.netns, '*'.repeat(255));
+  t.throws(() => parseReproRequest(body(`${'*?'.repeat(128)}!`)), {
+    code: 'API_BAD_REQUEST',
+    where: 'workload.netns',
+    detail: 'at most 255 characters (this one has 257)',
+  });
+  t.end();
+});
 
 const POD1: ServedBy = { epoch: 1, name: 'vpn-pod', ip: '10.244.1.10', node: 'vpn-node' };
 const POD2: ServedBy = { epoch: 2, name: 'vpn-pod-r1', ip: '10.244.1.11', node: 'vpn-node' };
@@ -269,6 +342,81 @@ void t.test(
     t.end();
   },
 );
+
+void t.test(
+  'loss spans: touching ones merge, a repro keeps at most 1,000, counts stay exact',
+  (t) => {
+    const span = (capture: string, fromMs: number, toMs: number, lost: number): LossSpan => ({
+      capture,
+      epoch: capture === 'backend' ? 0 : 1,
+      fromMs,
+      toMs,
+      kernelDrops: 0,
+      queueDrops: 0,
+      lost,
+    });
+    // `lost` messages between two statuses all start at the last status: one span, summed.
+    const lost: LossSpan[] = [];
+    for (let i = 1; i <= 20_000; i++) addLossSpan(lost, span('decap (pod-1)', 1000, 1000 + i, 1));
+    t.same(lost, [span('decap (pod-1)', 1000, 21_000, 20_000)]);
+    // Statuses that each count drops touch end to end; another capture's are apart.
+    const touching: LossSpan[] = [];
+    addLossSpan(touching, span('backend', 0, 1000, 2));
+    addLossSpan(touching, span('decap (pod-1)', 500, 1500, 7));
+    addLossSpan(touching, span('backend', 1000, 2000, 3));
+    addLossSpan(touching, span('backend', 3000, 4000, 4)); // a clean status between: apart
+    t.same(touching, [
+      span('backend', 0, 2000, 5),
+      span('decap (pod-1)', 500, 1500, 7),
+      span('backend', 3000, 4000, 4),
+    ]);
+    // Losses every other status for long: past the bound the capture's last span widens.
+    const apart: LossSpan[] = [];
+    for (let i = 0; i < 3000; i++)
+      addLossSpan(apart, span('backend', i * 2000, i * 2000 + 1000, 1));
+    addLossSpan(apart, span('decap (pod-1)', 5, 6, 9)); // a capture with none yet: its first
+    addLossSpan(apart, span('decap (pod-1)', 8, 9, 1)); // and then its last, widened
+    t.equal(apart.length, MAX_REPRO_LOSS_SPANS + 1);
+    t.equal(
+      apart.reduce((n, l) => n + l.lost, 0),
+      3010,
+      'every packet lost is still counted',
+    );
+    t.same(
+      apart.at(-2),
+      span('backend', (MAX_REPRO_LOSS_SPANS - 1) * 2000, 2999 * 2000 + 1000, 2001),
+    );
+    t.same(apart.at(-1), span('decap (pod-1)', 5, 9, 10));
+    t.end();
+  },
+);
+
+void t.test('losses in flight: a probe names 10 at most, the rest summed in one line', (t) => {
+  const spans: LossSpan[] = Array.from({ length: 25 }, (_, i) => ({
+    capture: i % 2 === 0 ? 'backend' : 'decap (vpn-pod)',
+    epoch: i % 2 === 0 ? 0 : 1,
+    fromMs: i * 100,
+    toMs: i * 100 + 50,
+    kernelDrops: 1,
+    queueDrops: 0,
+    lost: 2,
+  }));
+  const lines = lossesInFlight(
+    { verdict: 'dropped', servedBy: POD1 },
+    { startedAtMs: 0, endedAtMs: 2500, error: null },
+    spans,
+  );
+  t.equal(lines.length, MAX_LOSSES_IN_FLIGHT);
+  t.equal(
+    lines.at(-1),
+    '16 more losses: captures decap (vpn-pod), backend lost 16 in the kernel, 32 events on the way to the collector between 1970-01-01T00:00:00.900Z and 1970-01-01T00:00:02.450Z',
+  );
+  t.equal(
+    lines[0],
+    'capture backend lost 1 in the kernel, 2 events on the way to the collector between 1970-01-01T00:00:00.000Z and 1970-01-01T00:00:00.050Z',
+  );
+  t.end();
+});
 
 function row(
   n: number,
