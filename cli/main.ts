@@ -3,6 +3,7 @@ import { isHoptraceError } from '../common/errors';
 import { hoptraceVersion } from '../common/version';
 import { wantsHelp } from './args';
 import { EXIT } from './exit-codes';
+import { outputError } from './output-error';
 
 const USAGE = `usage: hoptrace <command> [options]
 
@@ -98,10 +99,12 @@ async function main(argv: string[]): Promise<number> {
   return cmd.run(rest, out);
 }
 
-// A reader that goes away (`hoptrace decode f.pcap | head`) ends the output, not with a stack trace.
+// A reader that goes away (`hoptrace decode f.pcap | head`) ends the output, not with a stack
+// trace; a write that fails (a full disk: ENOSPC) is CLI_OUTPUT, exit 1, never a stack trace.
 process.stdout.on('error', (e: NodeJS.ErrnoException) => {
   if (e.code === 'EPIPE') process.exit(EXIT.ok);
-  throw e;
+  process.stderr.write(`hoptrace: ${outputError(e).message}\n`);
+  process.exit(EXIT.error);
 });
 
 main(process.argv.slice(2)).then(

@@ -46,6 +46,8 @@ export const ERRORS = {
     'a --point value must be NAME=FILE, each name and file once, the first one a file (not a stream)',
   CLI_BAD_INVENTORY: 'the inventory file is not valid JSON of the documented shape',
   CLI_NO_REQUEST: 'no new TCP connection from the client was found at the first point',
+  CLI_OUTPUT:
+    'standard output could not be written (a full disk, a file system error); what was written before is incomplete',
   // Live capture (agent/capture).
   CAPTURE_NO_INTERFACE: 'the capture interface does not exist in the target network namespace',
   CAPTURE_BAD_FILTER: 'libpcap refused the BPF capture filter',

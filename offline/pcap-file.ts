@@ -400,7 +400,7 @@ class PcapReader extends BaseReader {
         'FILE_BAD_VERSION',
         path,
         `pcap version ${major}.${minor}`,
-        'only pcap 2.4 files are read; rewrite with editcap -F pcap',
+        'only pcap 2.3 and 2.4 files are read, as libpcap reads them; rewrite with editcap -F pcap',
       );
     }
     this.snaplen = r.u32(16, this.le);

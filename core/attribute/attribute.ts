@@ -642,16 +642,26 @@ function rewriteFinding(
       : '';
   const dnat = dnatText !== '';
   if (inVpn.length > 0 && inBack.length > 0) {
+    // One node hosting both, or the address listed under two nodes (an inventory mistake, or an
+    // address every node carries, as a CNI's gateway): say which, never the first node alone.
+    const both = inVpn.find((n) => inBack.includes(n));
+    const whose =
+      both !== undefined
+        ? `an address of node ${both}, which hosts both the VPN pod and the backend`
+        : `an address the inventory lists under both the VPN pod's node ${inVpn[0] ?? '?'} and the backend's node ${inBack[0] ?? '?'}`;
     if (dnat) {
       return result(
         'unknown',
-        `source rewritten ${hop}, an address of node ${inVpn[0] ?? '?'}, which hosts both the VPN pod and the backend` +
+        `source rewritten ${hop}, ${whose}` +
           `${dnatText}: the CNI masquerade and kube-proxy's Service masquerade would both produce it`,
       );
     }
     return result(
       'cni-masquerade',
-      `source rewritten ${hop}, an address of the VPN pod's node ${inVpn[0] ?? '?'} (no Service DNAT seen)`,
+      `source rewritten ${hop}, an address of the VPN pod's node ${inVpn[0] ?? '?'} (no Service DNAT seen)` +
+        (both === undefined
+          ? `; the inventory lists it under the backend's node ${inBack[0] ?? '?'} too`
+          : ''),
       inVpn[0],
     );
   }

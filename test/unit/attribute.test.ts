@@ -359,6 +359,29 @@ const ROWS: Row[] = [
     reason: /hosts both the VPN pod and the backend/,
   },
   {
+    // A first version said "an address of node vpn-node, which hosts both the VPN pod and the
+    // backend" although the inventory put the backend on backend-node.
+    name: 'unknown: the address listed under both nodes (not one node hosting both), Service DNATed',
+    points: three(toService, toService, {
+      src: ADDR.vpnNodeUplink,
+      sport: 40000,
+      dst: '10.244.2.5',
+      dport: 8080,
+    }),
+    inventory: {
+      nodes: {
+        ...INVENTORY.nodes,
+        'backend-node': [...(INVENTORY.nodes['backend-node'] ?? []), ADDR.vpnNodeUplink],
+      },
+      pods: INVENTORY.pods,
+    },
+    layer: 'unknown',
+    between: ['egress', 'backend'],
+    backendSrc: ADDR.vpnNodeUplink,
+    reason:
+      /^(?!.*hosts both).*an address the inventory lists under both the VPN pod's node vpn-node and the backend's node backend-node/,
+  },
+  {
     name: 'unknown: two different connections at the backend share the ISN, nothing else decides',
     points: [
       pt('decap', exchange('decap', DIRECT)),

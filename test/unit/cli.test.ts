@@ -403,3 +403,31 @@ void t.test('a reader that goes away ends decode quietly (EPIPE), no stack trace
   t.equal(r.stderr, '', 'nothing on stderr');
   t.end();
 });
+
+void t.test('a full disk under the output is CLI_OUTPUT, exit 1, no stack trace', (t) => {
+  // /dev/full fails every write with ENOSPC (a first version threw Node's stack trace).
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-cli-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const copy = join(dir, 'backend.pcap');
+  writeFileSync(copy, readFileSync(httpGet));
+  for (const args of [
+    ['decode', httpGet],
+    ['analyze', '--point', `decap=${httpGet}`, '--point', `backend=${copy}`, '--json'],
+  ]) {
+    const r = spawnSync(
+      'bash',
+      ['-c', `"${process.execPath}" "${bin}" ${args.map((a) => `"${a}"`).join(' ')} > /dev/full`],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    t.equal(r.status, 1, `${args[0]}: exit 1`);
+    t.match(
+      r.stderr,
+      /^hoptrace: CLI_OUTPUT: stdout: standard output could not be written: ENOSPC .*what was written is incomplete/,
+      `${args[0]}: the code, what and what to do`,
+    );
+    t.notMatch(r.stderr, /\n\s+at /, `${args[0]}: no stack trace`);
+  }
+  t.end();
+});
