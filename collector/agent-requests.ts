@@ -3,7 +3,9 @@
  * frames: a DoctorRequest, ConntrackQuery or FramesRequest goes out with a fresh requestId, the
  * agent's answer comes back unspooled, and a missing answer is a timeout (the caller reports it,
  * nothing is retried). A doctor or conntrack answer that says the agent refused the request
- * (error_code: DOCTOR_BAD_REQUEST, a bound broken) rejects at once with that code and why.
+ * (error_code: DOCTOR_BAD_REQUEST, a bound broken) rejects at once with that code and why. Facts
+ * and entries are kept only for the targets sent to that agent, as its hello's node
+ * (own-replies.ts); the rest are dropped and logged (AGENT_UNASKED_FACTS).
  */
 import { randomBytes } from 'node:crypto';
 import { detailOf, ERRORS, HoptraceError, type ErrorCode } from '../common/errors';
@@ -15,6 +17,8 @@ import type {
   FramesReply,
 } from '../common/wire';
 import type { AgentHub, AgentReply } from './hub-types';
+import type { CollectorLogger } from './logger';
+import { ownEntries, ownFacts, type Owned } from './own-replies';
 
 interface Pending {
   /** Only the agent asked may answer. */
@@ -57,6 +61,7 @@ export class AgentRequests {
   constructor(
     private readonly hub: AgentHub,
     private readonly timeoutMs = 10_000,
+    private readonly log?: CollectorLogger,
   ) {
     if (hub.onReply === undefined) return;
     hub.onReply((r) => {
@@ -136,7 +141,10 @@ export class AgentRequests {
       throw new HoptraceError('WIRE_UNEXPECTED', `${r.kind} for a doctor request`);
     const refused = refusalOf(agentId, 'doctor request', r.report);
     if (refused !== null) throw refused;
-    return r.report;
+    const own = this.owned(agentId, 'doctor facts', (node) =>
+      ownFacts(r.report.facts, targets, node),
+    );
+    return { ...r.report, facts: own };
   }
 
   /**
@@ -162,6 +170,31 @@ export class AgentRequests {
       throw new HoptraceError('WIRE_UNEXPECTED', `${r.kind} for a conntrack query`);
     const refused = refusalOf(agentId, 'conntrack query', r.report);
     if (refused !== null) throw refused;
-    return r.report;
+    const own = this.owned(agentId, 'conntrack entries', (node) =>
+      ownEntries(r.report.entries, targets, node),
+    );
+    return { ...r.report, entries: own };
+  }
+
+  /**
+   * What `agentId` may speak for of its reply, as the node the hub knows it by (its hello's); the
+   * dropped part is logged, counted, under AGENT_UNASKED_FACTS.
+   */
+  private owned<T>(agentId: string, what: string, keep: (node: string | null) => Owned<T>): T[] {
+    const node = this.hub.agents().find((a) => a.agentId === agentId)?.node ?? null;
+    const { kept, dropped } = keep(node);
+    if (dropped.length > 0) {
+      const names = [...new Set(dropped)].slice(0, 4).map((n) => JSON.stringify(n.slice(0, 64)));
+      this.log?.warn(
+        {
+          agentId,
+          ...(node === null ? {} : { node }),
+          count: dropped.length,
+          code: 'AGENT_UNASKED_FACTS',
+        },
+        `${dropped.length} ${what} of agent ${agentId} name namespaces it was not asked for (${names.join(', ')}${dropped.length > names.length ? ', …' : ''}): dropped; what it was asked for is taken as node ${node ?? '(unknown)'}'s`,
+      );
+    }
+    return kept;
   }
 }

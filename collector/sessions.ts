@@ -166,7 +166,7 @@ export class SessionManager {
     this.debounceMs = opts.debounceMs ?? 100;
     this.snaplen = opts.snaplen ?? 65535;
     this.cluster = opts.cluster;
-    this.requests = new AgentRequests(opts.hub, 5_000);
+    this.requests = new AgentRequests(opts.hub, 5_000, this.log);
     this.conntrack = opts.conntrack ?? false;
     this.frames = (opts.frames ?? true) && opts.hub.onReply !== undefined;
     this.retainSnaplen = opts.retainSnaplen ?? 0;

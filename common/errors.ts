@@ -159,6 +159,8 @@ export const ERRORS = {
   DOCTOR_BAD_REQUEST:
     "a doctor request or conntrack query breaks a bound of the agent's (common/command-limits.ts: a target of 4,096 characters, 16 namespaces, 16 routeTo addresses, 256 tuples, names of 256) or does not decode; the agent read nothing and said so at once",
   CONNTRACK_READ_FAILED: 'listing the conntrack table inside a namespace failed',
+  AGENT_UNASKED_FACTS:
+    "an agent's doctor facts or conntrack entries named a namespace the collector did not ask that agent for (another node's role): dropped, counted and logged; the rest are taken as the agent's own node's",
   // Evidence frames (agent/capture/retention*.ts, common/frames-wire.ts, collector/frames-fetch.ts).
   RETENTION_FULL:
     "the capture's retention file reached its bound before this frame; its bytes were not kept (counted)",

@@ -6,6 +6,8 @@ import { AgentRequests } from '../../collector/agent-requests';
 import { conntrackForCapture } from '../../collector/conntrack-remote';
 import { agentFor, doctorViaAgents, parseDoctorSpec } from '../../collector/doctor-remote';
 import type { AgentCommand, AgentHub, AgentInfo, AgentReply } from '../../collector/hub-types';
+import type { CollectorLogger, LogFields } from '../../collector/logger';
+import { judgeConntrack } from '../../core/attribute/conntrack-evidence';
 import type { Verdict } from '../../core/attribute/attribute';
 import { decodeEnvelope, encodeEnvelope } from '../../common/envelope';
 import type { ConntrackEntry, Envelope, NamespaceFacts } from '../../common/wire';
@@ -230,6 +232,7 @@ void t.test('doctor via agents: one request per agent, findings from the reports
         : {
             ...FACTS,
             name: x.name,
+            target: x.target,
             node: 'n1',
             addresses: x.name === 'vpn' ? ['10.244.1.10'] : ['192.168.50.1'],
             natRules: [],
@@ -276,6 +279,7 @@ void t.test(
       const facts = cmd.doctorRequest.targets.map((x) => ({
         ...FACTS,
         name: x.name,
+        target: x.target,
         family: 4 as const,
       }));
       return {
@@ -392,5 +396,120 @@ void t.test(
         ['a2', ['backend-node']],
       ],
     );
+  },
+);
+
+/** A logger that keeps its warnings. */
+function warnings(): CollectorLogger & { warned: { fields: LogFields; msg: string }[] } {
+  const warned: { fields: LogFields; msg: string }[] = [];
+  const none = (): void => undefined;
+  return {
+    warned,
+    info: none,
+    error: none,
+    debug: none,
+    warn: (fields, msg) => warned.push({ fields, msg }),
+  };
+}
+
+void t.test(
+  "conntrack: an agent's entries count only for the namespaces it was asked, as its own node's",
+  async (t) => {
+    // The VPN node's agent (a1) answers for the backend node as well, and names another node.
+    const planted: ConntrackEntry = { ...ENTRY, name: 'backend-node', node: 'n2', snat: true };
+    const hub = new ReplyHub(AGENTS, (agentId, cmd) => {
+      if (cmd.kind !== 'conntrackQuery') return null;
+      const q = cmd.conntrackQuery;
+      const entries = agentId === 'a1' ? [{ ...ENTRY, node: 'n9' }, planted] : [];
+      return {
+        kind: 'conntrackReport',
+        agentId,
+        report: { requestId: q.requestId, captureId: q.captureId, agentId, entries, errors: [] },
+      };
+    });
+    const verdict = {
+      layer: 'kube-proxy',
+      client: ENTRY.orig,
+      observed: { backend: { src: '192.168.50.1', sport: 40000, dst: '10.244.2.5', dport: 8080 } },
+    } as unknown as Verdict;
+    const points = [
+      { name: 'egress', agentId: 'a1', target: '10.244.1.10' },
+      { name: 'backend', agentId: 'a2', target: '10.244.2.5' },
+    ];
+    const log = warnings();
+    const r = await conntrackForCapture(new AgentRequests(hub, 1000, log), 'c-1', points, verdict);
+    t.same(r.entries, [ENTRY], "a1's vpn-node entry, as node n1's (the hello's), not n9's");
+    t.notOk(
+      r.entries.some((e) => e.name === 'backend-node'),
+      'nothing of backend-node from the agent that was not asked for it',
+    );
+    t.not(
+      judgeConntrack(verdict, r.entries).status,
+      'confirms',
+      'the kube-proxy verdict is not confirmed by what a1 said of backend-node',
+    );
+    t.same(
+      log.warned.map((w) => w.fields),
+      [{ agentId: 'a1', node: 'n1', count: 1, code: 'AGENT_UNASKED_FACTS' }],
+    );
+    t.match(log.warned[0]?.msg, /1 conntrack entries of agent a1 .*\("backend-node"\): dropped/);
+  },
+);
+
+void t.test(
+  "doctor: an agent's facts count only for the targets it was sent, as its own node's",
+  async (t) => {
+    // A backend-node whose return route goes the VPN way: what the VPN agent would like said.
+    const clean: NamespaceFacts = {
+      ...FACTS,
+      node: 'n2',
+      routes: [{ ...FACTS.routes[0]!, gateway: '192.168.50.1' }],
+      lookups: [],
+    };
+    const hub = new ReplyHub(AGENTS, (agentId, cmd) => {
+      if (cmd.kind !== 'doctorRequest') return null;
+      const asked = cmd.doctorRequest.targets.map((x) =>
+        x.name === 'backend-node'
+          ? FACTS
+          : { ...FACTS, name: x.name, target: x.target, node: 'n7', routes: [], lookups: [] },
+      );
+      // a1 also answers for a target it was not sent, first, and for its vpn target twice.
+      const facts = agentId === 'a1' ? [clean, ...asked, asked[0]!] : asked;
+      return {
+        kind: 'doctorReport',
+        agentId,
+        report: { requestId: cmd.doctorRequest.requestId, agentId, node: 'n2', facts },
+      };
+    });
+    const log = warnings();
+    const req = new AgentRequests(hub, 1000, log);
+    const a1 = await req.doctor('a1', [{ name: 'vpn', target: '10.244.1.10', routeTo: [] }], 4);
+    t.same(
+      a1.facts.map((f) => [f.name, f.node]),
+      [['vpn', 'n1']],
+      'the one target sent, once, as n1 (its hello), not n7 or n2',
+    );
+    const r = await doctorViaAgents(
+      AGENTS,
+      req,
+      parseDoctorSpec(
+        JSON.stringify({ vpn: '10.244.1.10', backend: '10.244.2.5', client: '10.90.0.42' }),
+      ),
+    );
+    const routes = r.findings.filter((f) => f.check === 'return-route');
+    t.same(
+      routes.map((f) => [f.node, f.severity]),
+      [['n2', 'error']],
+      "only the backend agent's own facts are checked for its node, not a1's clean ones",
+    );
+    t.match(routes[0]?.detail, /still points at 10\.244\.3\.17/);
+    t.same(
+      log.warned.map((w) => w.fields),
+      [
+        { agentId: 'a1', node: 'n1', count: 2, code: 'AGENT_UNASKED_FACTS' },
+        { agentId: 'a1', node: 'n1', count: 2, code: 'AGENT_UNASKED_FACTS' },
+      ],
+    );
+    t.match(log.warned[0]?.msg, /2 doctor facts of agent a1 .*\("backend-node", "vpn"\)/);
   },
 );
