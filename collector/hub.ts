@@ -5,7 +5,9 @@
  * with 401 or 503 before a WebSocket exists), say hello, and then stream spooled messages with
  * increasing seq. The identity decides what the hello may claim: a node identity speaks only for
  * its node and for agent ids bound to that node (bound at first use, persisted); one agent per node
- * is connected at a time. The hub hands each one
+ * is connected at a time. A hello repeated on its connection (the agent's namespaces changed) is
+ * kept and acknowledged, and told to onAgent only when it changed, at most once a second
+ * (hello-repeats.ts). The hub hands each one
  * to the onMessage handler strictly in order per agent and acknowledges it only after the handler
  * resolved and lastSeqStore recorded it, so a collector restart loses nothing and a resend after
  * a reconnect is recognised as a duplicate. Close codes: CLOSE_CODES in common/envelope.ts.
@@ -29,6 +31,7 @@ import {
 import { isHoptraceError, type ErrorCode } from '../common/errors';
 import { agentIdProblem, nodeNameProblem } from '../common/agent-names';
 import { HELLO_MAX_BYTES, helloHeapBytes, helloTooLarge } from '../common/hello-limits';
+import { HelloPacer, helloChanged } from './hello-repeats';
 import type { Envelope, Hello } from '../common/wire';
 import type {
   AgentHub,
@@ -140,6 +143,8 @@ interface AgentState {
   chain: Promise<void>;
   /** A message of an unknown kind was logged for this agent (once per agent). */
   unknownLogged: boolean;
+  /** Tells a changed repeated hello to onAgent at most once a second (hello-repeats.ts). */
+  pacer: HelloPacer;
 }
 
 type Spooled = Extract<Envelope, { kind: AgentMessage['kind'] }>;
@@ -201,6 +206,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
   let pendingAuth = 0;
 
   const emitAgent = (a: AgentState): void => {
+    a.pacer.told();
     for (const h of agentHandlers) h({ ...a.info });
   };
 
@@ -329,6 +335,30 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     old.ws.close(CLOSE_CODES.REPLACED, 'AGENT_REPLACED');
   };
 
+  /** helloAck through the agent's chain: lastSeq must include every message still queued. */
+  const ackHello = (agent: AgentState, conn: Conn, agentId: string): void => {
+    enqueue(agent, conn, () => {
+      sendEnv(conn, {
+        seq: 0,
+        kind: 'helloAck',
+        helloAck: { collectorId: opts.collectorId, lastSeq: store.get(agentId) },
+      });
+    });
+  };
+
+  /**
+   * A hello again on the agent's current connection (its namespaces changed): kept and
+   * acknowledged, told to onAgent only when it changed anything but the spool position, and then
+   * at most once a second (hello-repeats.ts): back-to-back hellos made every repro re-plan.
+   */
+  const onRepeatHello = (conn: Conn, agent: AgentState, hello: Hello): void => {
+    const changed = helloChanged(agent.info.hello, hello);
+    agent.info = { ...agent.info, hello, lastSeenMs: Date.now() };
+    if (changed) agent.heapBytes = helloHeapBytes(hello);
+    ackHello(agent, conn, hello.agentId);
+    if (changed) agent.pacer.changed();
+  };
+
   const onHello = (conn: Conn, hello: Hello): void => {
     // Checked before anything is kept or bound: agents.json takes only names that load again.
     const badName = agentIdProblem(hello.agentId) ?? nodeNameProblem(hello.node);
@@ -354,6 +384,11 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
     if (id.node !== null && hello.node !== id.node) {
       const why = `${id.subject} may speak for node ${id.node}, not ${hello.node}`;
       refuse(conn, 'AUTH_WRONG_NODE', CLOSE_CODES.WRONG_NODE, why);
+      return;
+    }
+    const current = conn.agentId === undefined ? undefined : agents.get(conn.agentId);
+    if (current?.conn === conn) {
+      onRepeatHello(conn, current, hello);
       return;
     }
     const owner = store.nodeOf(hello.agentId);
@@ -437,19 +472,23 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       agent.conn = conn;
       agent.heapBytes = heapBytes;
     } else {
-      agent = { info, conn, heapBytes, chain: Promise.resolve(), unknownLogged: false };
-      agents.set(hello.agentId, agent);
+      const agentId = hello.agentId;
+      const state: AgentState = {
+        info,
+        conn,
+        heapBytes,
+        chain: Promise.resolve(),
+        unknownLogged: false,
+        pacer: new HelloPacer(() => {
+          // Told later: only while it is still this agent's connection (a disconnect was told).
+          if (agents.get(agentId) === state && state.conn !== undefined) emitAgent(state);
+        }),
+      };
+      agent = state;
+      agents.set(agentId, agent);
     }
     if (first) log.info({ agentId: hello.agentId, remote: conn.remote }, 'agent connected');
-    // Through the chain: lastSeq must include every message of an older connection still queued.
-    const agentId = hello.agentId;
-    enqueue(agent, conn, () => {
-      sendEnv(conn, {
-        seq: 0,
-        kind: 'helloAck',
-        helloAck: { collectorId: opts.collectorId, lastSeq: store.get(agentId) },
-      });
-    });
+    ackHello(agent, conn, hello.agentId);
     emitAgent(agent);
   };
 
@@ -755,6 +794,7 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
       closing = true;
       opts.server.off('upgrade', onUpgrade);
       clearInterval(heartbeat);
+      for (const a of agents.values()) a.pacer.cancel();
       const open = [...conns];
       for (const conn of open) conn.ws.close(CLOSE_CODES.GOING_AWAY, 'collector shutting down');
       // Messages being stored finish (and get their lastSeq) before close resolves.
