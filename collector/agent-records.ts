@@ -18,7 +18,10 @@ export interface AgentRecord {
 
 /** agents.json forgets an agent id this long after its last message (its spool is long gone). */
 export const AGENT_RECORD_TTL_MS = 7 * 24 * 3600_000;
-/** …and keeps at most this many ids (the least recently seen go first). */
+/**
+ * …and keeps at most this many ids (the least recently seen go first). It keeps one id a node (a
+ * node's new id drops its earlier ones), so only more nodes than this reach it.
+ */
 export const AGENT_RECORDS_MAX = 16_384;
 
 const isSeq = (v: unknown): v is number =>
@@ -41,8 +44,9 @@ export function parseAgentRecord(id: string, v: unknown): AgentRecord | string {
 }
 
 /**
- * The records of agents.json worth keeping at `nowMs` (the most recently seen first, at most
- * AGENT_RECORDS_MAX, none older than the TTL), and the ones dropped as not valid, with why.
+ * The records of agents.json worth keeping at `nowMs` (the most recently seen first, one a node —
+ * a file of an older collector may hold many —, at most AGENT_RECORDS_MAX, none older than the
+ * TTL), and the ones dropped as not valid, with why.
  */
 export function readAgentRecords(
   file: Record<string, unknown>,
@@ -56,7 +60,14 @@ export function readAgentRecords(
     else if (r.seenAt === 0 || nowMs - r.seenAt < AGENT_RECORD_TTL_MS) kept.push([id, r]);
   }
   kept.sort((a, b) => b[1].seenAt - a[1].seenAt);
-  return { kept: kept.slice(0, AGENT_RECORDS_MAX), invalid };
+  const nodes = new Set<string>();
+  const newest = kept.filter(([, r]) => {
+    if (r.node === '') return true;
+    if (nodes.has(r.node)) return false;
+    nodes.add(r.node);
+    return true;
+  });
+  return { kept: newest.slice(0, AGENT_RECORDS_MAX), invalid };
 }
 
 /** Records named one by one in the log at most; the rest are counted in one line. */

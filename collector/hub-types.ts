@@ -23,9 +23,15 @@ import type { IdentityMethod } from './agent-auth';
 export interface LastSeqStore {
   get(agentId: string): number;
   set(agentId: string, seq: number): void;
-  /** The node an agent id was first accepted for: it stays that node's for good. */
+  /**
+   * The node an agent id was first accepted for: it stays that node's until the node binds a newer
+   * id (then it is unbound, its seq forgotten).
+   */
   nodeOf(agentId: string): string | undefined;
-  /** Binds an id to its node, persisted before it returns; throws (STORE_IO) when it cannot be. */
+  /**
+   * Binds an id to its node, dropping the node's earlier ids (one id a node, as the hub keeps one
+   * agent a node), persisted before it returns; throws (STORE_IO) when it cannot be.
+   */
   bind(agentId: string, node: string): void;
 }
 

@@ -110,7 +110,15 @@ export function memoryLastSeqStore(): LastSeqStore & { map: Map<string, number> 
     get: (id) => map.get(id) ?? 0,
     set: (id, seq) => map.set(id, seq),
     nodeOf: (id) => nodes.get(id),
-    bind: (id, node) => nodes.set(id, node),
+    bind: (id, node) => {
+      // As CaptureStore's: one id a node, the node's earlier ids dropped.
+      for (const [other, n] of nodes)
+        if (n === node && other !== id) {
+          nodes.delete(other);
+          map.delete(other);
+        }
+      nodes.set(id, node);
+    },
   };
 }
 
@@ -304,7 +312,8 @@ export function createAgentHub(opts: AgentHubOptions): AgentHub {
         if (!handler) throw new Error('no message handler is registered');
         await handler(toAgentMessage(agentId, env));
       }
-      store.set(agentId, seq);
+      // Not for an id whose node bound a newer one meanwhile: its record is gone for good.
+      if (store.nodeOf(agentId) !== undefined) store.set(agentId, seq);
     } catch (e) {
       // Not acknowledged: the agent keeps it and resends after reconnecting. Later messages of
       // this connection are skipped (conn.failed) so the stored seq never jumps over this one.

@@ -3,7 +3,8 @@
  *
  *   <dir>/collector.json                 {"collectorId"}: stable across restarts (agents' spool keys)
  *   <dir>/agents.json                    {"<agentId>": {"seq", "node", "seenAt"}}: the last stored seq
- *                                        (what the hub may acknowledge) and the node the id is bound to
+ *                                        (what the hub may acknowledge) and the node the id is bound to;
+ *                                        one id a node (binding a new one drops the node's earlier)
  *   <dir>/captures/<id>/session.json     spec, state, per-point counters (SessionRecord)
  *   <dir>/captures/<id>/events-<point>.pb  append-only records, each [magic "HTE1"][u32 body length]
  *                                        [CRC-32C][hoptrace.v1.PacketEvent], every batch behind an
@@ -267,6 +268,13 @@ export class CaptureStore {
         // The hub checked them already; a record that would not load again is never written.
         const bad = agentIdProblem(agentId) ?? nodeNameProblem(node);
         if (bad !== null) throw new HoptraceError('AGENT_BAD_NAME', bad);
+        // One id a node, as the hub keeps one agent a node: the node's earlier ids are over (a
+        // restarted agent's, one replaced). Kept, one node's token bound ids up to the cap below,
+        // each bind rewriting every record, and then evicted the other nodes' (their seqs lost).
+        const earlier = [...this.agentRecords].filter(
+          ([id, x]) => x.node === node && id !== agentId,
+        );
+        for (const [id] of earlier) this.agentRecords.delete(id);
         this.agentRecords.set(agentId, { seq: r?.seq ?? 0, node, seenAt: Date.now() });
         let evicted: [string, AgentRecord] | undefined;
         if (this.agentRecords.size > AGENT_RECORDS_MAX) {
@@ -285,6 +293,7 @@ export class CaptureStore {
           if (r === undefined) this.agentRecords.delete(agentId);
           else this.agentRecords.set(agentId, r);
           if (evicted !== undefined) this.agentRecords.set(evicted[0], evicted[1]);
+          for (const [id, x] of earlier) this.agentRecords.set(id, x);
           // save() took over the seqs waiting for the timer: they wait for it again.
           if (pending) saveSoon();
           throw e;

@@ -510,7 +510,12 @@ void t.test(
     t.same(errors, ['WIRE_SEQ_EXHAUSTED']);
     t.equal(got[0]?.agentId, 'full-2', 'delivered under the new id');
     t.ok((got[0]?.seq ?? 0) <= MAX_SEQ);
-    t.equal(store.get('full-1'), MAX_SEQ, 'the old id is left as it was');
+    t.equal(
+      store.nodeOf('full-1'),
+      undefined,
+      "the old id is over: its node's new id took its place",
+    );
+    t.equal(store.get('full-1'), 0, 'its seq with it (one id a node)');
   },
 );
 

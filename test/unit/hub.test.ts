@@ -572,6 +572,117 @@ void t.test(
 );
 
 void t.test(
+  "a node's new agent id drops its earlier one from agents.json; the new id's seqs dedup as before",
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-hub-store-'));
+    t.teardown(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const store = new CaptureStore({ dir, fsync: false });
+    const { server, port } = await listen();
+    const hub = createAgentHub({
+      server,
+      tokens: [TOKEN],
+      collectorId: store.collectorId,
+      lastSeqStore: store.lastSeq,
+    });
+    hub.onMessage(() => Promise.resolve());
+    t.teardown(async () => {
+      await hub.close();
+      await closeServer(server);
+      await store.close();
+    });
+    const say = async (agentId: string, node: string): Promise<RawAgent> => {
+      const a = RawAgent.connect(port, TOKEN);
+      await a.opened;
+      a.send({ seq: 0, kind: 'hello', hello: { ...hello(agentId), node } });
+      await a.next((e) => e.kind === 'helloAck');
+      return a;
+    };
+    const other = await say('b-1', 'node-b');
+    other.send({ seq: 3, kind: 'events', events: batch(1, 1) });
+    await other.next((e) => e.kind === 'ack');
+    // One node's token, a new agent id on every connection (each a restarted agent, as it says).
+    for (let i = 0; i < 40; i++) {
+      const a = await say(`a-${i}`, 'node-a');
+      a.send({ seq: 1, kind: 'events', events: batch(1, 1) });
+      await a.next((e) => e.kind === 'ack');
+      a.ws.close();
+      await a.closed;
+    }
+    const saved = (): string[] =>
+      Object.keys(JSON.parse(readFileSync(join(dir, 'agents.json'), 'utf8')) as object).sort();
+    t.same(saved(), ['a-39', 'b-1'], 'one record for node-a, and node-b keeps its own');
+    t.equal(store.lastSeq.get('b-1'), 3);
+    // The restarted agent of node-a works, and a resend of what it stored is a duplicate.
+    const restarted = await say('a-new', 'node-a');
+    restarted.send({ seq: 1, kind: 'events', events: batch(1, 1) });
+    restarted.send({ seq: 2, kind: 'events', events: batch(2, 1) });
+    await restarted.signal.wait(() => restarted.acks().length === 2);
+    const before = hub.counters().duplicatesDropped;
+    restarted.send({ seq: 2, kind: 'events', events: batch(2, 1) });
+    await restarted.signal.wait(() => restarted.acks().length === 3);
+    t.equal(hub.counters().duplicatesDropped, before + 1, 'seq 2 again is dropped, acked');
+    t.same(saved(), ['a-new', 'b-1']);
+    t.equal(store.lastSeq.get('a-new'), 2);
+    other.ws.close();
+    restarted.ws.close();
+    await Promise.all([other.closed, restarted.closed]);
+  },
+);
+
+void t.test(
+  'a message still being stored when its node binds a newer id leaves no record of the old id',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-hub-store-'));
+    t.teardown(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const store = new CaptureStore({ dir, fsync: false });
+    const { server, port } = await listen();
+    const hub = createAgentHub({
+      server,
+      tokens: [TOKEN],
+      collectorId: store.collectorId,
+      lastSeqStore: store.lastSeq,
+    });
+    let release = (): void => undefined;
+    const entered = new Signal();
+    let storing = false;
+    hub.onMessage(async () => {
+      storing = true;
+      entered.notify();
+      await new Promise<void>((r) => (release = r));
+    });
+    t.teardown(async () => {
+      release();
+      await hub.close();
+      await closeServer(server);
+      await store.close();
+    });
+    const old = await helloed(port, 'a-0');
+    old.send({ seq: 1, kind: 'events', events: batch(1, 1) });
+    await entered.wait(() => storing);
+    old.ws.close();
+    await old.closed;
+    const restarted = RawAgent.connect(port, TOKEN);
+    await restarted.opened;
+    restarted.send({ seq: 0, kind: 'hello', hello: { ...hello('a-1'), node: 'node-a-0' } });
+    await restarted.next((e) => e.kind === 'helloAck');
+    release();
+    await eventually(() => store.lastSeq.nodeOf('a-1') === 'node-a-0');
+    await new Promise((r) => setImmediate(r));
+    t.equal(store.lastSeq.get('a-0'), 0, 'the old id keeps no seq: no record comes back for it');
+    restarted.ws.close();
+    await restarted.closed;
+    await store.close();
+    t.same(Object.keys(JSON.parse(readFileSync(join(dir, 'agents.json'), 'utf8')) as object), [
+      'a-1',
+    ]);
+  },
+);
+
+void t.test(
   'memory bound on remembered agents: hello bytes capped, disconnected agents capped, one entry a node (issue 17 High 2)',
   async (t) => {
     const r = await rig(t, { maxRememberedAgents: 5 });

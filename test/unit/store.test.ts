@@ -68,6 +68,66 @@ void t.test('sessions, events and lastSeq survive a restart', async (t) => {
   await b.close();
 });
 
+void t.test(
+  "one node binding id after id keeps one record in agents.json; another node's survives",
+  async (t) => {
+    const dir = tempDir(t);
+    const a = new CaptureStore({ dir, fsync: false });
+    a.lastSeq.bind('b-1', 'node-b');
+    a.lastSeq.set('b-1', 42);
+    a.lastSeq.bind('a-0', 'node-a');
+    a.lastSeq.set('a-0', 7);
+    // What one node's token could do: a new agent id on every connection.
+    for (let i = 1; i <= 300; i++) a.lastSeq.bind(`a-${i}`, 'node-a');
+    const file = (): Record<string, { seq: number; node: string }> =>
+      JSON.parse(readFileSync(join(dir, 'agents.json'), 'utf8')) as Record<
+        string,
+        { seq: number; node: string }
+      >;
+    t.same(Object.keys(file()).sort(), ['a-300', 'b-1'], 'node-a has one record: its newest id');
+    t.equal(a.lastSeq.nodeOf('a-0'), undefined, "node-a's earlier ids are unbound");
+    t.equal(a.lastSeq.get('a-0'), 0, 'and their seqs forgotten');
+    t.equal(a.lastSeq.nodeOf('b-1'), 'node-b', "node-b's record is untouched");
+    // A restarted agent: a new id on the same node starts from 0, and its seqs are kept.
+    a.lastSeq.bind('a-restarted', 'node-a');
+    t.equal(a.lastSeq.get('a-restarted'), 0);
+    a.lastSeq.set('a-restarted', 5);
+    a.lastSeq.set('a-restarted', 3); // never goes back
+    await a.close();
+    t.same(Object.keys(file()).sort(), ['a-restarted', 'b-1']);
+    t.match(file(), {
+      'a-restarted': { seq: 5, node: 'node-a' },
+      'b-1': { seq: 42, node: 'node-b' },
+    });
+    const b = new CaptureStore({ dir, fsync: false });
+    t.equal(b.lastSeq.get('a-restarted'), 5, "the current id's seq survives a restart");
+    t.equal(b.lastSeq.get('b-1'), 42);
+    await b.close();
+  },
+);
+
+void t.test(
+  "an older collector's agents.json with many ids of a node loads the newest",
+  async (t) => {
+    const dir = tempDir(t);
+    const now = Date.now();
+    const records: Record<string, unknown> = {
+      'b-1': { seq: 42, node: 'node-b', seenAt: now - 5_000 },
+      legacy: 9,
+    };
+    for (let i = 0; i < 50; i++)
+      records[`a-${i}`] = { seq: i, node: 'node-a', seenAt: now - 50 + i };
+    writeFileSync(join(dir, 'agents.json'), JSON.stringify(records));
+    const store = new CaptureStore({ dir, fsync: false });
+    t.equal(store.lastSeq.nodeOf('a-49'), 'node-a', 'the one seen last');
+    t.equal(store.lastSeq.get('a-49'), 49);
+    t.equal(store.lastSeq.nodeOf('a-48'), undefined, 'the others dropped');
+    t.equal(store.lastSeq.get('b-1'), 42);
+    t.equal(store.lastSeq.get('legacy'), 9, 'an unbound record (before ids were bound) is kept');
+    await store.close();
+  },
+);
+
 void t.test('a capture asked with evidencePayload keeps it across a restart', async (t) => {
   const dir = tempDir(t);
   const a = new CaptureStore({ dir });
