@@ -18,7 +18,7 @@ import { startCollector } from '../../collector/main';
 import type { CaptureView } from '../../collector/capture-views';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
-import { twoNodeHub } from './collector-fixtures';
+import { NETNS_REPRO, twoNodeHub } from './collector-fixtures';
 import { bodyText } from './api-body';
 
 const TOKEN = 'sekrit-token-0123';
@@ -212,16 +212,6 @@ void t.test(
   },
 );
 
-/** A repro of the workload in /run/netns/vpn (decap and egress on the VPN node), backend elsewhere. */
-const REPRO = {
-  workload: { netns: 'vpn' },
-  decapIface: 'tun0',
-  egressIface: 'eth0',
-  backend: { target: '10.244.2.5', iface: 'eth0' },
-  client: '10.90.0.42',
-  timeoutMs: 600_000,
-};
-
 void t.test(
   "a repro that needs more of a node than its agent's --max-captures is refused up front too (429)",
   async (t) => {
@@ -237,7 +227,7 @@ void t.test(
     // three points and the agent failed one of the two there with AGENT_BUSY.
     refused(
       t,
-      await req('POST', '/v1/repros', REPRO),
+      await req('POST', '/v1/repros', NETNS_REPRO),
       'API_AGENT_BUSY',
       /^API_AGENT_BUSY: POST \/v1\/repros: node vpn-node runs 2 capture points for this collector and its agent agent-vpn takes 3 at once \(its --max-captures\); this repro needs 2 more there/,
       /wait for a capture on vpn-node to finish.*higher --max-captures/,
@@ -250,7 +240,7 @@ void t.test(
     );
     // Room again: the repro runs, and its points count against the next capture.
     t.equal((await req('DELETE', `/v1/captures/${(a.json as CaptureView).id}`)).status, 200);
-    t.equal((await req('POST', '/v1/repros', REPRO)).status, 201);
+    t.equal((await req('POST', '/v1/repros', NETNS_REPRO)).status, 201);
     t.equal(armed(), 5, 'its three points armed');
     const c = await req('POST', '/v1/captures', onVpnNode(2));
     t.equal(c.status, 429);
@@ -266,7 +256,7 @@ void t.test(
     for (const a of hub.list) a.hello.maxCaptures = 64;
     const { req, armed } = setup(t, 2, hub);
     t.equal((await req('POST', '/v1/captures', SPEC)).status, 201);
-    const r = await req('POST', '/v1/repros', REPRO);
+    const r = await req('POST', '/v1/repros', NETNS_REPRO);
     t.equal(r.status, 201, 'one capture and one repro: the limit of 2');
     t.equal(armed(), 5);
 
@@ -274,7 +264,7 @@ void t.test(
     // up to its timeout.
     refused(
       t,
-      await req('POST', '/v1/repros', REPRO),
+      await req('POST', '/v1/repros', NETNS_REPRO),
       'API_TOO_MANY_CAPTURES',
       /^API_TOO_MANY_CAPTURES: POST \/v1\/repros: 1 capture and 1 repro are live; this collector runs at most 2 at once/,
       /POST \/v1\/repros\/:id\/finish ends one.*--max-live-captures/,
@@ -293,7 +283,7 @@ void t.test(
     const id = (r.json as { id: string }).id;
     t.equal((await req('POST', `/v1/repros/${id}/finish`, {})).status, 200);
     const all = await Promise.all(
-      Array.from({ length: 4 }, () => req('POST', '/v1/repros', REPRO)),
+      Array.from({ length: 4 }, () => req('POST', '/v1/repros', NETNS_REPRO)),
     );
     t.same(
       all.map((x) => x.status).sort(),

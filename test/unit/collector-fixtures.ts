@@ -182,6 +182,19 @@ export function twoNodeHub(): FakeHub {
 }
 
 /**
+ * A repro of the workload in /run/netns/vpn (decap and egress on twoNodeHub's VPN node), the
+ * backend on the other node.
+ */
+export const NETNS_REPRO = {
+  workload: { netns: 'vpn' },
+  decapIface: 'tun0',
+  egressIface: 'eth0',
+  backend: { target: '10.244.2.5', iface: 'eth0' },
+  client: '10.90.0.42',
+  timeoutMs: 600_000,
+};
+
+/**
  * Makes the hub's agents answer every capture command like a real agent replaying `pcap`: a
  * capturing status, then the file's events as one batch. `silent` points never answer.
  */

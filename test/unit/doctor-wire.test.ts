@@ -223,6 +223,34 @@ const AGENTS = [
   agent('a2', 'n2', ['192.168.50.2'], ['10.244.2.5']),
 ];
 
+/** A hub whose agents answer conntrack queries with `entriesOf(agentId)`. */
+function conntrackHub(entriesOf: (agentId: string) => ConntrackEntry[]): ReplyHub {
+  return new ReplyHub(AGENTS, (agentId, cmd) => {
+    if (cmd.kind !== 'conntrackQuery') return null;
+    const q = cmd.conntrackQuery;
+    return {
+      kind: 'conntrackReport',
+      agentId,
+      report: {
+        requestId: q.requestId,
+        captureId: q.captureId,
+        agentId,
+        entries: entriesOf(agentId),
+        errors: [],
+      },
+    };
+  });
+}
+
+/** A verdict of `layer` for ENTRY's flow, masqueraded to the VPN node's address at the backend. */
+function verdictOf(layer: string): Verdict {
+  return {
+    layer,
+    client: ENTRY.orig,
+    observed: { backend: { src: '192.168.50.1', sport: 40000, dst: '10.244.2.5', dport: 8080 } },
+  } as unknown as Verdict;
+}
+
 void t.test('doctor via agents: one request per agent, findings from the reports', async (t) => {
   const hub = new ReplyHub(AGENTS, (agentId, cmd) => {
     if (cmd.kind !== 'doctorRequest') return null;
@@ -358,26 +386,8 @@ void t.test('doctor via agents: errors', async (t) => {
 void t.test(
   'conntrack for a capture: egress and backend agents, node namespaces included',
   async (t) => {
-    const hub = new ReplyHub(AGENTS, (agentId, cmd) => {
-      if (cmd.kind !== 'conntrackQuery') return null;
-      const q = cmd.conntrackQuery;
-      return {
-        kind: 'conntrackReport',
-        agentId,
-        report: {
-          requestId: q.requestId,
-          captureId: q.captureId,
-          agentId,
-          entries: agentId === 'a1' ? [ENTRY] : [],
-          errors: [],
-        },
-      };
-    });
-    const verdict = {
-      layer: 'cni-masquerade',
-      client: ENTRY.orig,
-      observed: { backend: { src: '192.168.50.1', sport: 40000, dst: '10.244.2.5', dport: 8080 } },
-    } as unknown as Verdict;
+    const hub = conntrackHub((agentId) => (agentId === 'a1' ? [ENTRY] : []));
+    const verdict = verdictOf('cni-masquerade');
     const points = [
       { name: 'decap', agentId: 'a1', target: '10.244.1.10' },
       { name: 'egress', agentId: 'a1', target: '10.244.1.10' },
@@ -417,21 +427,10 @@ void t.test(
   async (t) => {
     // The VPN node's agent (a1) answers for the backend node as well, and names another node.
     const planted: ConntrackEntry = { ...ENTRY, name: 'backend-node', node: 'n2', snat: true };
-    const hub = new ReplyHub(AGENTS, (agentId, cmd) => {
-      if (cmd.kind !== 'conntrackQuery') return null;
-      const q = cmd.conntrackQuery;
-      const entries = agentId === 'a1' ? [{ ...ENTRY, node: 'n9' }, planted] : [];
-      return {
-        kind: 'conntrackReport',
-        agentId,
-        report: { requestId: q.requestId, captureId: q.captureId, agentId, entries, errors: [] },
-      };
-    });
-    const verdict = {
-      layer: 'kube-proxy',
-      client: ENTRY.orig,
-      observed: { backend: { src: '192.168.50.1', sport: 40000, dst: '10.244.2.5', dport: 8080 } },
-    } as unknown as Verdict;
+    const hub = conntrackHub((agentId) =>
+      agentId === 'a1' ? [{ ...ENTRY, node: 'n9' }, planted] : [],
+    );
+    const verdict = verdictOf('kube-proxy');
     const points = [
       { name: 'egress', agentId: 'a1', target: '10.244.1.10' },
       { name: 'backend', agentId: 'a2', target: '10.244.2.5' },

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { createAgentHub, memoryLastSeqStore } from '../../collector/hub';
-import type { AgentInfo } from '../../collector/hub-types';
+import type { AgentHub, AgentInfo } from '../../collector/hub-types';
 import { createApi } from '../../collector/http';
 import { silentLogger } from '../../collector/logger';
 import { SessionManager } from '../../collector/sessions';
@@ -17,7 +17,7 @@ import { CaptureStore } from '../../collector/store';
 import { REPEAT_HELLO_EMIT_MS } from '../../collector/hello-repeats';
 import type { Hello, NamespaceInfo } from '../../common/wire';
 import { RawAgent, Signal, TOKEN, closeServer, hello, listen } from './transport-fixtures';
-import { twoNodeHub } from './collector-fixtures';
+import { NETNS_REPRO, twoNodeHub } from './collector-fixtures';
 
 const pod = (ip: string, path = '/run/netns/vpn'): NamespaceInfo => ({
   path,
@@ -25,16 +25,6 @@ const pod = (ip: string, path = '/run/netns/vpn'): NamespaceInfo => ({
   addresses: [ip],
   interfaces: ['tun0', 'eth0'],
 });
-
-/** The repro of the workload in /run/netns/vpn that the tests below run. */
-const REPRO = {
-  workload: { netns: 'vpn' },
-  decapIface: 'tun0',
-  egressIface: 'eth0',
-  backend: { target: '10.244.2.5', iface: 'eth0' },
-  client: '10.90.0.42',
-  timeoutMs: 600_000,
-};
 
 /** A hub on a fresh port whose onAgent calls are recorded. */
 async function rig(t: { teardown(fn: () => Promise<void>): void }) {
@@ -57,6 +47,29 @@ async function rig(t: { teardown(fn: () => Promise<void>): void }) {
     await closeServer(server);
   });
   return { hub, port, told, seen };
+}
+
+/** Starts a collector's sessions on `hub` and POSTs REPRO to its API: the answer's status. */
+async function startRepro(
+  t: { teardown(fn: () => Promise<void>): void },
+  hub: AgentHub,
+): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-rehello-'));
+  const store = new CaptureStore({ dir, fsync: false });
+  const sessions = new SessionManager({ hub, store, logger: silentLogger() });
+  sessions.start();
+  t.teardown(async () => {
+    await sessions.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const api = createApi({ sessions, tokens: [TOKEN], collectorId: 'c', logger: silentLogger() });
+  const created = await api.handle({
+    method: 'POST',
+    url: '/v1/repros',
+    headers: { authorization: `Bearer ${TOKEN}` },
+    body: JSON.stringify(NETNS_REPRO),
+  });
+  return created.status;
 }
 
 /** Says `first`, then each of `more`, on one connection; resolves once every one is acknowledged. */
@@ -116,23 +129,7 @@ void t.test(
 );
 
 void t.test("back-to-back changed hellos do not churn a running repro's attachments", async (t) => {
-  const { server, port } = await listen();
-  const hub = createAgentHub({
-    server,
-    tokens: [TOKEN],
-    collectorId: 'c1',
-    lastSeqStore: memoryLastSeqStore(),
-  });
-  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-rehello-'));
-  const store = new CaptureStore({ dir, fsync: false });
-  const sessions = new SessionManager({ hub, store, logger: silentLogger() });
-  sessions.start();
-  t.teardown(async () => {
-    await sessions.close();
-    await hub.close();
-    await closeServer(server);
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const { hub, port } = await rig(t);
   const backendHello = {
     ...hello('agent-b'),
     namespaces: [pod('10.244.2.5', '/run/netns/web')],
@@ -140,14 +137,7 @@ void t.test("back-to-back changed hellos do not churn a running repro's attachme
   const backend = await helloes(port, backendHello, []);
   const vpnHello = { ...hello('agent-v'), namespaces: [pod('10.244.1.10')] };
   const vpn = await helloes(port, vpnHello, []);
-  const api = createApi({ sessions, tokens: [TOKEN], collectorId: 'c', logger: silentLogger() });
-  const created = await api.handle({
-    method: 'POST',
-    url: '/v1/repros',
-    headers: { authorization: `Bearer ${TOKEN}` },
-    body: JSON.stringify(REPRO),
-  });
-  t.equal(created.status, 201, 'the repro runs');
+  t.equal(await startRepro(t, hub), 201, 'the repro runs');
   const captures = (): number => vpn.received.filter((e) => e.kind === 'capture').length;
   await vpn.signal.wait(() => captures() === 2);
   // The workload's pod comes and goes with a new IP each time, 200 times back to back: each
@@ -176,22 +166,7 @@ void t.test(
   'a repro re-planned with the same namespaces neither detaches nor attaches',
   async (t) => {
     const hub = twoNodeHub();
-    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-rehello-'));
-    const store = new CaptureStore({ dir, fsync: false });
-    const sessions = new SessionManager({ hub, store, logger: silentLogger() });
-    sessions.start();
-    t.teardown(async () => {
-      await sessions.close();
-      rmSync(dir, { recursive: true, force: true });
-    });
-    const api = createApi({ sessions, tokens: [TOKEN], collectorId: 'c', logger: silentLogger() });
-    const created = await api.handle({
-      method: 'POST',
-      url: '/v1/repros',
-      headers: { authorization: `Bearer ${TOKEN}` },
-      body: JSON.stringify(REPRO),
-    });
-    t.equal(created.status, 201, 'the repro runs');
+    t.equal(await startRepro(t, hub), 201, 'the repro runs');
     const sent = hub.sent.length;
     for (let i = 0; i < 100; i++) hub.setConnected('agent-vpn', true);
     t.same(hub.sent.slice(sent), [], 'no stop, no capture');

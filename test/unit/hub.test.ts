@@ -56,6 +56,32 @@ async function rig(
   return { hub, port, store, messages, signal };
 }
 
+/** A hub whose seqs and bindings go to a CaptureStore in a fresh data directory. */
+async function storeRig(
+  t: { teardown(fn: () => Promise<void> | void): void },
+  handler: (msg: AgentMessage) => Promise<void>,
+): Promise<{ dir: string; store: CaptureStore; hub: AgentHub; port: number }> {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-hub-store-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const store = new CaptureStore({ dir, fsync: false });
+  const { server, port } = await listen();
+  const hub = createAgentHub({
+    server,
+    tokens: [TOKEN],
+    collectorId: store.collectorId,
+    lastSeqStore: store.lastSeq,
+  });
+  hub.onMessage(handler);
+  t.teardown(async () => {
+    await hub.close();
+    await closeServer(server);
+    await store.close();
+  });
+  return { dir, store, hub, port };
+}
+
 async function helloed(port: number, agentId: string): Promise<RawAgent> {
   const a = RawAgent.connect(port, TOKEN);
   await a.opened;
@@ -514,24 +540,7 @@ void t.test(
 void t.test(
   'agents.json cannot be written: a new agent id is refused with 1011, the collector stays up (issue 17)',
   async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-hub-store-'));
-    t.teardown(() => {
-      rmSync(dir, { recursive: true, force: true });
-    });
-    const store = new CaptureStore({ dir, fsync: false });
-    const { server, port } = await listen();
-    const hub = createAgentHub({
-      server,
-      tokens: [TOKEN],
-      collectorId: store.collectorId,
-      lastSeqStore: store.lastSeq,
-    });
-    hub.onMessage(() => Promise.resolve());
-    t.teardown(async () => {
-      await hub.close();
-      await closeServer(server);
-      await store.close();
-    });
+    const { dir, store, hub, port } = await storeRig(t, () => Promise.resolve());
     const known = await helloed(port, 'known');
     known.ws.close();
     await known.closed;
@@ -574,24 +583,7 @@ void t.test(
 void t.test(
   "a node's new agent id drops its earlier one from agents.json; the new id's seqs dedup as before",
   async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-hub-store-'));
-    t.teardown(() => {
-      rmSync(dir, { recursive: true, force: true });
-    });
-    const store = new CaptureStore({ dir, fsync: false });
-    const { server, port } = await listen();
-    const hub = createAgentHub({
-      server,
-      tokens: [TOKEN],
-      collectorId: store.collectorId,
-      lastSeqStore: store.lastSeq,
-    });
-    hub.onMessage(() => Promise.resolve());
-    t.teardown(async () => {
-      await hub.close();
-      await closeServer(server);
-      await store.close();
-    });
+    const { dir, store, hub, port } = await storeRig(t, () => Promise.resolve());
     const say = async (agentId: string, node: string): Promise<RawAgent> => {
       const a = RawAgent.connect(port, TOKEN);
       await a.opened;
@@ -634,31 +626,17 @@ void t.test(
 void t.test(
   'a message still being stored when its node binds a newer id leaves no record of the old id',
   async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'hoptrace-hub-store-'));
-    t.teardown(() => {
-      rmSync(dir, { recursive: true, force: true });
-    });
-    const store = new CaptureStore({ dir, fsync: false });
-    const { server, port } = await listen();
-    const hub = createAgentHub({
-      server,
-      tokens: [TOKEN],
-      collectorId: store.collectorId,
-      lastSeqStore: store.lastSeq,
-    });
     let release = (): void => undefined;
     const entered = new Signal();
     let storing = false;
-    hub.onMessage(async () => {
+    // Before the hub's teardown, whose close waits for the message being stored.
+    t.teardown(() => {
+      release();
+    });
+    const { dir, store, port } = await storeRig(t, async () => {
       storing = true;
       entered.notify();
       await new Promise<void>((r) => (release = r));
-    });
-    t.teardown(async () => {
-      release();
-      await hub.close();
-      await closeServer(server);
-      await store.close();
     });
     const old = await helloed(port, 'a-0');
     old.send({ seq: 1, kind: 'events', events: batch(1, 1) });
