@@ -18,6 +18,8 @@ import {
 const POINT_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 // Linux interface names: up to 15 bytes, no '/', ':' or whitespace ('any' is libpcap's pseudo device).
 const IFACE = /^[A-Za-z0-9_.@-]{1,15}$/;
+/** A Linux interface name as a capture point takes it (1-15 characters, no '/', ':' or space). */
+export const isIfaceName = (s: string): boolean => IFACE.test(s);
 /** The longest capture (timeoutMs) and settle time the API takes. */
 export const MAX_TIMEOUT_MS = 3_600_000;
 /** The shortest capture timeout the API takes. */

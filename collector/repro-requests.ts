@@ -2,6 +2,9 @@
  * The bodies of the repro endpoints (`POST /v1/repros`, `/probes`, `/marks`, `/finish`),
  * validated: any other shape is API_BAD_REQUEST naming the field.
  */
+import { isIP } from 'node:net';
+import { NODE_NAME_RE } from '../common/agent-names';
+import { parseCidr } from '../common/cidr';
 import { HoptraceError } from '../common/errors';
 import { parseInventory } from '../common/inventory-file';
 import { cutText } from '../common/text-cut';
@@ -11,6 +14,7 @@ import type {
   ReturnRoute,
   WorkloadSelector,
 } from '../core/repro/repro-core';
+import { isIfaceName, isValidTarget } from './capture-request';
 import type { ReproSpec } from './repro-state';
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>
@@ -54,6 +58,13 @@ function shortId(v: string, where: string): string {
   return atMost(v, MAX_REPRO_ID_CHARS, where);
 }
 
+/** An interface name, as a capture point takes it; anything else is API_BAD_REQUEST. */
+function iface(o: Record<string, unknown>, k: string, where: string): string {
+  const v = str(o, k, where);
+  if (!isIfaceName(v)) throw bad(`${where}.${k}`, 'must be an interface name (1-15 characters)');
+  return v;
+}
+
 /** A repro runs from one second to a day. */
 const MAX_REPRO_MS = 86_400_000;
 
@@ -76,7 +87,11 @@ export function parseReproRequest(body: unknown): ReproSpec {
   const workload: WorkloadSelector = {};
   if (w['netns'] !== undefined)
     workload.netns = atMost(str(w, 'netns', 'workload'), MAX_WORKLOAD_GLOB_CHARS, 'workload.netns');
-  if (w['podCidr'] !== undefined) workload.podCidr = str(w, 'podCidr', 'workload');
+  if (w['podCidr'] !== undefined) {
+    workload.podCidr = str(w, 'podCidr', 'workload');
+    if (parseCidr(workload.podCidr) === null)
+      throw bad('workload.podCidr', `"${cutText(workload.podCidr, 64)}" is not a CIDR`);
+  }
   const k = w['kubernetes'];
   if (k !== undefined) {
     if (!isRecord(k)) throw bad('workload.kubernetes', 'must be {namespace, labelSelector}');
@@ -91,15 +106,26 @@ export function parseReproRequest(body: unknown): ReproSpec {
   if (!isRecord(b)) throw bad('backend', 'backend must be {target, iface, node?}');
   const backend: ReproSpec['backend'] = {
     target: str(b, 'target', 'backend'),
-    iface: str(b, 'iface', 'backend'),
+    iface: iface(b, 'iface', 'backend'),
   };
-  if (b['node'] !== undefined) backend.node = str(b, 'node', 'backend');
+  if (!isValidTarget(backend.target))
+    throw bad(
+      'backend.target',
+      'must be a pod IP, a namespace path (/run/netns/…), a PID or namespace/pod',
+    );
+  if (b['node'] !== undefined) {
+    backend.node = str(b, 'node', 'backend');
+    if (!NODE_NAME_RE.test(backend.node)) throw bad('backend.node', 'is not a node name');
+  }
+  const client = str(body, 'client', 'body');
+  if (isIP(client) === 0)
+    throw bad('body.client', `"${cutText(client, 64)}" is not an IP address (the tunnel address)`);
   const spec: ReproSpec = {
     workload,
-    decapIface: str(body, 'decapIface', 'body'),
-    egressIface: str(body, 'egressIface', 'body'),
+    decapIface: iface(body, 'decapIface', 'body'),
+    egressIface: iface(body, 'egressIface', 'body'),
     backend,
-    client: str(body, 'client', 'body'),
+    client,
     timeoutMs: body['timeoutMs'] === undefined ? 600_000 : reproTimeout(body),
   };
   if (body['inventory'] !== undefined) {

@@ -189,6 +189,30 @@ void t.test('request parsing: a workload glob longer than a file name is refused
   t.end();
 });
 
+void t.test('request parsing: every field is checked as a capture point checks it', (t) => {
+  const ok = {
+    workload: { netns: 'cni-*', podCidr: '10.244.0.0/16' },
+    decapIface: 'tun0',
+    egressIface: 'eth0',
+    backend: { target: '10.244.2.5', iface: 'eth0', node: 'backend-node' },
+    client: CLIENT,
+  };
+  t.equal(parseReproRequest(ok).client, CLIENT, 'a valid request');
+  // A first version took any non-empty string for each (found by a review).
+  for (const [where, body] of [
+    ['body.client', { ...ok, client: 'not-an-address' }],
+    ['body.client', { ...ok, client: '10.90.0.0/24' }],
+    ['body.decapIface', { ...ok, decapIface: 'tun0; reboot' }],
+    ['body.egressIface', { ...ok, egressIface: 'x'.repeat(16) }],
+    ['backend.iface', { ...ok, backend: { ...ok.backend, iface: 'eth/0' } }],
+    ['backend.target', { ...ok, backend: { ...ok.backend, target: '../../etc' } }],
+    ['backend.node', { ...ok, backend: { ...ok.backend, node: 'Node With Spaces' } }],
+    ['workload.podCidr', { ...ok, workload: { netns: 'cni-*', podCidr: '10.244.0.0/99' } }],
+  ] as const)
+    t.throws(() => parseReproRequest(body), { code: 'API_BAD_REQUEST', where }, where);
+  t.end();
+});
+
 const POD1: ServedBy = { epoch: 1, name: 'vpn-pod', ip: '10.244.1.10', node: 'vpn-node' };
 const POD2: ServedBy = { epoch: 2, name: 'vpn-pod-r1', ip: '10.244.1.11', node: 'vpn-node' };
 const epochs = new Map([
