@@ -16,12 +16,33 @@ export function parseCommandLine<O extends Options>(
   try {
     return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (e) {
-    const detail = e instanceof Error ? e.message : String(e);
-    throw new HoptraceError('CLI_USAGE', detail, {
+    throw new HoptraceError('CLI_USAGE', parseArgsText(e), {
       where: `${program} ${command}`,
       hint: `usage: ${usage}`,
     });
   }
+}
+
+/**
+ * node:util parseArgs's complaint in one line of our words: its own are several lines and talk of
+ * positional arguments and '-- "--flag"' quoting nobody asked about.
+ */
+export function parseArgsText(e: unknown): string {
+  const message = e instanceof Error ? e.message : String(e);
+  const code = (e as { code?: unknown } | null)?.code;
+  const flag = /'(-[^' ]+)/.exec(message)?.[1] ?? '?';
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return `unknown flag '${flag}'`;
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    if (message.includes('does not take an argument')) return `'${flag}' takes no value`;
+    if (message.includes('ambiguous'))
+      return `'${flag}' needs a value; for one that starts with '-', write ${flag}=VALUE`;
+    return `'${flag}' needs a value`;
+  }
+  if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
+    const arg = /argument '([^']*)'/.exec(message)?.[1] ?? '?';
+    return `unexpected argument '${arg}'`;
+  }
+  return message.split('\n')[0] ?? message;
 }
 
 /** The bytes of a file named by a flag; CLI_USAGE (what and which flag) when unreadable. */

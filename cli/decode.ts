@@ -3,7 +3,7 @@
  * One line per frame: a human summary, or with --json one NDJSON object per frame. Times are UTC,
  * with the digits the file recorded (µs, or ns when it has them).
  */
-import { ERRORS, HoptraceError, isHoptraceError } from '../common/errors';
+import { HoptraceError, isHoptraceError } from '../common/errors';
 import type { Tuple } from '../common/event';
 import { openCaptureFile } from '../offline/pcap-file';
 import { decodeFrame, type DecodedFrame, type DecodeOptions } from '../core/decode/frame';
@@ -143,14 +143,13 @@ export function frameJSON(n: number, tsNs: bigint, d: DecodedFrame): string {
   return JSON.stringify(o);
 }
 
+/**
+ * An error with a code on one line, as every command prints one (cli/main.ts); anything else is a
+ * bug, left to main's "internal error (please report)" (exit 70).
+ */
 function report(e: unknown): void {
-  if (isHoptraceError(e)) {
-    const what = ERRORS[e.code];
-    process.stderr.write(`hoptrace decode: ${e.message}\n  ${e.code}: ${what}\n`);
-  } else {
-    const msg = e instanceof Error ? e.message : String(e);
-    process.stderr.write(`hoptrace decode: unexpected failure: ${msg}\n`);
-  }
+  if (!isHoptraceError(e)) throw e;
+  process.stderr.write(`hoptrace: ${e.message}\n`);
 }
 
 /** Runs `hoptrace decode`; returns the exit code (cli/exit-codes.ts: ok, error, usage). */

@@ -85,7 +85,9 @@ async function main(argv: string[]): Promise<number> {
   }
   const load = COMMANDS[command];
   if (!load) {
-    process.stderr.write(`CLI_USAGE: unknown command '${command}' (run \`hoptrace help\`)\n`);
+    process.stderr.write(
+      `hoptrace: CLI_USAGE: unknown command '${command}' (run \`hoptrace help\`)\n`,
+    );
     return EXIT.usage;
   }
   const out = (line: string): void => {

@@ -163,6 +163,21 @@ void t.test('bad input gets a clear error, never a stack trace', (t) => {
       ['analyze', '--point', 'a=' + httpGet, '--point', 'b=' + copyOf('b'), '--parallel', 'always'],
       /CLI_USAGE: --parallel: 'always' is not auto, on or off/,
     ],
+    // node:util parseArgs's own words were several lines about positional arguments and '--'.
+    [
+      ['analyze', '--bogus'],
+      /^hoptrace: CLI_USAGE: hoptrace analyze: unknown flag '--bogus' \(usage/,
+    ],
+    [
+      ['capture', '--timeout', '-5'],
+      /^hoptrace: CLI_USAGE: hoptrace capture: '--timeout' needs a value; for one that starts with '-', write --timeout=VALUE \(usage/,
+    ],
+    [
+      ['analyze', ...two, '--json=1'],
+      /^hoptrace: CLI_USAGE: hoptrace analyze: '--json' takes no value/,
+    ],
+    [['analyze', '--point'], /^hoptrace: CLI_USAGE: hoptrace analyze: '--point' needs a value \(/],
+    [['frobnicate'], /^hoptrace: CLI_USAGE: unknown command 'frobnicate'/],
   ];
   for (const [args, re] of cases) {
     const r = hoptrace(...args);

@@ -124,7 +124,8 @@ void t.test('errors: code, what, where, what to do; non-zero exit; no stack trac
   for (const [argv, code, err] of cases) {
     const r = run(argv);
     t.equal(r.code, code, `${argv.join(' ')} exit code`);
-    t.match(r.stderr, new RegExp(`^hoptrace decode: ${err}: `), `${argv.join(' ')} names ${err}`);
+    t.match(r.stderr, new RegExp(`^hoptrace: ${err}: `), `${argv.join(' ')} names ${err}`);
+    t.equal(r.stderr.split('\n').length, 2, 'on one line, as every command says an error');
     t.notMatch(r.stderr, /\n\s+at /, 'no stack trace');
   }
   t.end();

@@ -122,7 +122,7 @@ void t.test('doctor: bad flags are one coded line, and reach no API server', asy
     ],
     [
       ['--vpn', 'a', '--backend', 'b', '--interface', 'eth0'],
-      /^kubectl hoptrace: CLI_USAGE: kubectl hoptrace doctor: Unknown option '--interface'/,
+      /^kubectl hoptrace: CLI_USAGE: kubectl hoptrace doctor: unknown flag '--interface'/,
     ],
   ];
   await usageErrors(t, s, 'doctor', cases);
