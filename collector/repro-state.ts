@@ -173,6 +173,12 @@ export interface Repro {
   bundleFiles: ReadonlyMap<string, Buffer> | null;
   /** When those files were rendered (null before): the time its archive stamps them with. */
   bundleAtMs: number | null;
+  /**
+   * The view once the bundle is written, served from then on: the events it was judged from (up
+   * to 3 × MAX_EVENTS_PER_POINT) are let go, so a collector that ran many repros does not keep
+   * every one's packets for its life (found by a review: finished repros were never released).
+   */
+  frozen?: ReproView;
   /** Resolves when the bundle is written or failed (finish starts it). */
   bundleDone: Promise<void> | null;
 }

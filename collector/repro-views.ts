@@ -101,6 +101,7 @@ function lossLines(r: Repro, rows: readonly TimelineRow[]): string[] {
 
 /** `GET /v1/repros/:id` of a live repro, attributed with `inventory`. */
 export function reproView(r: Repro, inventory: Inventory): ReproView {
+  if (r.frozen !== undefined) return r.frozen;
   const timeline = reproTimeline(r, inventory);
   const losses = lossLines(r, timeline);
   const pv = (p: PointRec): ReproPointView => ({

@@ -334,6 +334,13 @@ export class ReproManager {
   }
 
   /** Repros not finished: what the collector's live limit counts of them. */
+  /** Events the repros hold in memory to judge their probes (a finished one's are let go). */
+  heldEvents(): number {
+    let n = 0;
+    for (const r of this.repros.values()) for (const l of r.events.values()) n += l.length;
+    return n;
+  }
+
   running(): number {
     let n = 0;
     for (const r of this.repros.values()) if (r.finishedAtMs === null) n++;
@@ -847,6 +854,9 @@ export class ReproManager {
     r.bundle = { state: 'written', detail };
     this.log.info({ captureId: r.id }, `repro bundle written: ${detail}`);
     this.persist(r, reproView(r, inventory));
+    // Settled: the view is what the bundle says; its events (and late ones) are not kept.
+    r.frozen = reproView(r, inventory);
+    r.events = new Map();
   }
 
   private agentVersions(): Map<string, string> {

@@ -189,6 +189,8 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
     error: null,
   });
 
+  t.equal(repros.heldEvents(), 3 * per, 'a running repro holds what its points sent');
+
   // Running: the text forms are rendered on request; there is no evidence yet.
   t.equal(repros.bundleFile(v.id, 'evidence.pcapng'), null, 'no evidence.pcapng while running');
   const running = JSON.parse(repros.bundleFile(v.id, 'report.json')?.body.toString() ?? '{}') as {
@@ -376,6 +378,28 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
   t.match(
     md,
     new RegExp(`\\| backend \\| r-\\S+ \\| a-web \\(test\\) \\| .* \\| ${events} \\|\\n`),
+  );
+
+  // Settled once written: its events are let go (a first version kept every finished repro's, up
+  // to 3 × 500,000, for the collector's life, and judged them again on every GET), the view is the
+  // bundle's, and a late batch is neither kept nor read into it.
+  t.equal(repros.heldEvents(), 0, 'no event held once the bundle is written');
+  const settled = JSON.stringify(repros.get(v.id));
+  await repros.handle({
+    kind: 'events',
+    agentId: 'a-web',
+    seq: 0,
+    batch: {
+      captureId: b,
+      point: 'backend',
+      events: exchange('backend', { ...ep, sport: 40002 }, { at: 3000n * MS }),
+    },
+  });
+  t.equal(JSON.stringify(repros.get(v.id)), settled, 'the finished view does not move');
+  t.same(
+    JSON.parse(repros.bundleFile(v.id, 'report.json')?.body.toString() ?? '{}'),
+    JSON.parse(file('report.json')),
+    'report.json is the one written',
   );
 
   // A collector started again serves the bundle as written.
