@@ -30,7 +30,8 @@ export function parseCommandLine<O extends Options>(
 export function parseArgsText(e: unknown): string {
   const message = e instanceof Error ? e.message : String(e);
   const code = (e as { code?: unknown } | null)?.code;
-  const flag = /'(-[^' ]+)/.exec(message)?.[1] ?? '?';
+  // "Option '-n, --namespace <value>' argument missing": the long form, the one =VALUE works with.
+  const flag = /(--[\w-]+)/.exec(message)?.[1] ?? /'(-[\w])/.exec(message)?.[1] ?? '?';
   if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return `unknown flag '${flag}'`;
   if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
     if (message.includes('does not take an argument')) return `'${flag}' takes no value`;

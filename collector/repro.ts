@@ -333,7 +333,6 @@ export class ReproManager {
     return out;
   }
 
-  /** Repros not finished: what the collector's live limit counts of them. */
   /** Events the repros hold in memory to judge their probes (a finished one's are let go). */
   heldEvents(): number {
     let n = 0;
@@ -341,6 +340,7 @@ export class ReproManager {
     return n;
   }
 
+  /** Repros not finished: what the collector's live limit counts of them. */
   running(): number {
     let n = 0;
     for (const r of this.repros.values()) if (r.finishedAtMs === null) n++;

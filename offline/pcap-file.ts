@@ -60,8 +60,9 @@ export interface CaptureFileStats {
    */
   truncated?: FileCut;
   /**
-   * The earliest and latest time of the frames read (null: none), when the reading began at the
-   * file's first frame and yielded every frame; absent when it resumed or skipped further in.
+   * The earliest and latest time of the timed frames read so far (null: none), when the reading
+   * began at the file's first frame and yielded every frame; absent when it resumed or skipped
+   * further in. Whole once frames() has finished without a cut.
    */
   span?: TimeSpan | null;
 }
@@ -271,8 +272,10 @@ abstract class BaseReader {
   protected cutAt: FileCut | undefined;
   /** Frames numbered below this are read past, not yielded (skipUntil). */
   protected skipBelow = 0;
-  /** The times of the frames yielded. */
+  /** The times of the frames yielded (timed ones). */
   protected readonly times = new TimeSpanTracker();
+  /** Some frame was read past without being yielded (skipUntil): the span is not the file's. */
+  private skippedSome = false;
   constructor(
     readonly path: string,
     private readonly fd: number,
@@ -296,6 +299,7 @@ abstract class BaseReader {
 
   skipUntil(index: number): void {
     this.skipBelow = index;
+    if (index > 1) this.skippedSome = true;
   }
 
   /** Rethrows a HoptraceError; anything else (a failed read) as FILE_NOT_FOUND. */
@@ -321,7 +325,7 @@ abstract class BaseReader {
    * frame from the first was yielded.
    */
   protected withCut(stats: CaptureFileStats): CaptureFileStats {
-    const whole = !this.resumed && this.skipBelow <= 1;
+    const whole = !this.resumed && !this.skippedSome;
     const spanned = whole ? { ...stats, span: this.times.span() } : stats;
     return this.cutAt === undefined ? spanned : { ...spanned, truncated: this.cutAt };
   }
@@ -833,7 +837,7 @@ export class PcapngReader extends BaseReader {
   private frame(index: number, p: PcapngPacket): CaptureFrame {
     const i = p.iface;
     const tsNs = packetTimeNs(p);
-    this.times.add(tsNs);
+    if (p.timed) this.times.add(tsNs); // a Simple Packet Block has no time: not 1970
     const f: CaptureFrame = {
       index,
       linktype: i.linktype,

@@ -135,8 +135,12 @@ export class FilePointStream implements PointStream {
   /** The file's frames, as the last pass that read it to the end counted them. */
   readonly capturedFrames = (): number | undefined => this.recorded?.stats.frames;
 
-  /** When they were captured (null: no frame), from the same pass; undefined when not known. */
-  readonly capturedSpan = (): TimeSpan | null | undefined => this.recorded?.stats.span;
+  /**
+   * When they were captured (null: no timed frame), from the same pass; undefined when not known —
+   * a file cut or damaged before its end says nothing of the frames after the cut.
+   */
+  readonly capturedSpan = (): TimeSpan | null | undefined =>
+    this.recorded?.stats.truncated === undefined ? this.recorded?.stats.span : undefined;
 
   /** Resume points in the file (offline/seek-points.ts) from the fast path's passes; [] without. */
   readonly seekPoints = (): readonly ResumePoint[] => this.seek;

@@ -152,7 +152,6 @@ export interface SummaryPcapOptions {
 const spare: { chunks: Buffer[]; records: ArrayBuffer[] } = { chunks: [], records: [] };
 const SPARE_MAX = 2;
 
-/** The last given back first: its pages are the likeliest still in cache. */
 /**
  * Adds the times of the frames one summarize call walked: the gate's earliest and latest (it
  * walks frames it gives no record), else every record's (each frame has one).
@@ -184,6 +183,7 @@ function noteTimes(
   times.addRange(ns(minHi, minLo), ns(maxHi, maxLo));
 }
 
+/** The last given back first: its pages are the likeliest still in cache. */
 function takeChunk(size: number): Buffer {
   let i = spare.chunks.length - 1;
   while (i >= 0 && spare.chunks[i]?.length !== size) i--;
@@ -516,7 +516,7 @@ export class SummaryPcapngReader implements SummaryReader {
     one.writeUInt32LE(p.caplen, 0);
     one.writeUInt32LE(p.wireLength, 4);
     const ns = packetTimeNs(p);
-    this.times.add(ns);
+    if (p.timed) this.times.add(ns); // a Simple Packet Block has no time: not 1970
     one.writeBigUInt64LE(ns, 8); // 0 … 2^64 − 1: the JS parser refuses any other (checkTime)
     const w2 = ng.buffered();
     w2.buf.copy(one, 16, w2.start + p.at, w2.start + p.at + p.caplen);

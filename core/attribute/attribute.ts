@@ -361,7 +361,8 @@ function attributeLayer(journey: Journey, inv: Inv, opts: AttributeOptions): Ver
       return verdict('unknown', {
         reason:
           `the request was seen at ${from} but not at ${next.point}, and ${uncovered}; ` +
-          `give the ${next.point} capture made while the request was sent`,
+          `give the ${next.point} capture made while the request was sent` +
+          icmpNote(pts),
       });
     }
     const secondary = rewriteFinding(

@@ -2,8 +2,8 @@
  * Whether a point's capture covers the request's time. A capture file can hold another hour (the
  * wrong file, a capture started after the request or stopped before it): the request "never seen
  * there" is then not a drop but a capture that was not running, and the verdict must not say
- * more. A capture with a frame within the correlation window of the request (the most the points'
- * clocks are taken to differ) counts as running then. A live capture, which the collector armed
+ * more. A capture whose first-to-last frame span reaches within the correlation window of the
+ * request (the most the points' clocks are taken to differ) counts as running then. A live capture, which the collector armed
  * before the request and stopped after it, has no span here (PointMatch.capturedSpan absent) and
  * always counts, and so does a file of no frame (see below).
  */

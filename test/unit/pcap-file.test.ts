@@ -526,3 +526,22 @@ void t.test('`-`: standard input is read, and left open', (t) => {
   t.ok((fd ?? 0) > 2, `the next file opened is not given fd 0-2 (got ${String(fd)})`);
   t.end();
 });
+
+void t.test('the span of the frames: untimed packets and skipped frames never make one up', (t) => {
+  const at = (parts: Buffer[]): string =>
+    write(Buffer.concat([shb(true), idb(true, 1, null, null), ...parts]));
+  // A Simple Packet Block has no time: it is not 1970 (a first version put 0 in the span).
+  const spbOnly = openCaptureFile(at([spb(true, DATA_A)]));
+  drain(spbOnly);
+  t.equal(spbOnly.stats().span, null, 'only untimed packets: no span');
+  const mixed = openCaptureFile(at([spb(true, DATA_A), epb(true, 0, 7n, DATA_A)]));
+  drain(mixed);
+  t.same(mixed.stats().span, { earliestNs: 7000n, latestNs: 7000n }, 'the timed packets only');
+  // Frames read past (skipUntil) are not in the span, so there is none to claim.
+  const skipping = openCaptureFile(at([epb(true, 0, 1n, DATA_A), epb(true, 0, 2n, DATA_A)]));
+  skipping.skipUntil(2);
+  skipping.skipUntil(0);
+  drain(skipping);
+  t.equal(skipping.stats().span, undefined, 'skipped once: no span, even after');
+  t.end();
+});

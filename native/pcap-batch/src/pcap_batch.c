@@ -1179,7 +1179,8 @@ static napi_value capture_close(napi_env env, napi_callback_info info) {
 /*
  * A gate buffer (offline/summary-gate.ts), little-endian: 0 u32 flags | 4 u32 proto | 8 u64 lo |
  * 16 u64 hi | 24 u64 best ts | 32 u32 port count | 36 u32 ports[8] | 68 u32 frames walked (out) |
- * 72 u32 useful frames without a record (out) | 128, with SUMMARY_GATE_SEEN: the 2^20-bit seen map
+ * 72 u32 useful frames without a record (out) | 80 u64 earliest and 88 u64 latest time walked (out)
+ * | 128, with SUMMARY_GATE_SEEN: the 2^20-bit seen map
  * | with SUMMARY_GATE_QUIET: 16384 u32 hot bucket counts, u32 n_seq | n_ack | n_data | pad, 1024
  * u32 keys (sorted within each list) | then u32 the frame of each record (out), room for every
  * record out can hold. Reads it into *g;
