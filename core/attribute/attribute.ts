@@ -345,8 +345,9 @@ function attributeLayer(journey: Journey, inv: Inv, opts: AttributeOptions): Ver
     const lastIdx = last === undefined ? -1 : names.indexOf(last.point);
     const next = pts[lastIdx + 1] ?? backend;
     const from = last?.point ?? first.point;
-    // Not seen is a drop only where the capture ran then: a file of another hour, or of no frame
-    // at all, shows nothing about the request (core/attribute/coverage.ts).
+    // Not seen is a drop only where the capture ran then: a file whose frames lie at another time
+    // shows nothing about the request (core/attribute/coverage.ts; a file of no frame still reads
+    // as a drop, with the caution below).
     // (A journey read back from JSON may carry its times as strings: then no span is checked.)
     const uncovered =
       typeof request.startTsNs === 'bigint'

@@ -3,9 +3,9 @@
  * wrong file, a capture started after the request or stopped before it): the request "never seen
  * there" is then not a drop but a capture that was not running, and the verdict must not say
  * more. A capture whose first-to-last frame span reaches within the correlation window of the
- * request (the most the points' clocks are taken to differ) counts as running then. A live capture, which the collector armed
- * before the request and stopped after it, has no span here (PointMatch.capturedSpan absent) and
- * always counts, and so does a file of no frame (see below).
+ * request (the most the points' clocks are taken to differ) counts as running then. A live
+ * capture, which the collector armed before the request and stopped after it, has no span here
+ * (PointMatch.capturedSpan absent) and always counts, and so does a file of no frame (see below).
  */
 import { durationText, utcMicros } from '../../common/time-text';
 import type { PointMatch } from '../correlate/journey';
@@ -21,13 +21,12 @@ export function notCoveredText(
   windowNs: bigint,
 ): string | null {
   const span = p.capturedSpan;
-  if (span === undefined) return null;
-  const when = `the request's time (${utcMicros(requestNs)} by ${requestPoint}'s clock)`;
   // A file of no frame holds no time at all: it is what a capture running across a drop leaves
   // (tcpdump writes no start or stop time), so it is read as one — the verdict then says the
   // capture holds no packets and asks to confirm it ran (attribute.ts).
-  if (span === null) return null;
+  if (span === undefined || span === null) return null;
   if (span.latestNs >= requestNs - windowNs && span.earliestNs <= requestNs + windowNs) return null;
+  const when = `the request's time (${utcMicros(requestNs)} by ${requestPoint}'s clock)`;
   const gap =
     span.latestNs < requestNs
       ? `it ends ${durationText(requestNs - span.latestNs)} before the request`
