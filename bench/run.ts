@@ -7,7 +7,7 @@
  * --quick) and merges it into bench/results.json's other sections.
  */
 import { cpus } from 'node:os';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadNativeAddon } from '../native/loader';
@@ -131,6 +131,12 @@ async function main(): Promise<number> {
     errors: {},
   };
   const largeOnly = values['large-only'] === true;
+  const out = values.out ?? join(repoRoot, 'BENCHMARKS.md');
+  const resultsPath = values.json ?? join(repoRoot, 'bench', 'results.json');
+  // --large-only keeps an earlier run's other sections (its section states its own date and
+  // load): those of --json when that file exists, else bench/results.json's. Read before the
+  // minutes of measuring, so a missing one is said at once.
+  const earlier: BenchResults | undefined = largeOnly ? readEarlier(resultsPath) : undefined;
   const attempt = async <T>(
     s: Section,
     fn: () => Promise<T>,
@@ -241,20 +247,27 @@ async function main(): Promise<number> {
     .split(' ')
     .slice(0, 3)
     .join(' ');
-  const out = values.out ?? join(repoRoot, 'BENCHMARKS.md');
-  const resultsPath = values.json ?? join(repoRoot, 'bench', 'results.json');
-  // --large-only keeps the earlier run's other sections (its section states its own date and load).
-  const merged: BenchResults = largeOnly
-    ? {
-        ...(JSON.parse(readFileSync(resultsPath, 'utf8')) as BenchResults),
-        ...(large === undefined ? {} : { filesLarge: large }),
-      }
-    : results;
+  const merged: BenchResults =
+    earlier !== undefined
+      ? { ...earlier, ...(large === undefined ? {} : { filesLarge: large }) }
+      : results;
   if (largeOnly) merged.errors = { ...merged.errors, ...results.errors };
   await writeFormatted(out, renderBenchmarks(merged));
   await writeFormatted(resultsPath, JSON.stringify(merged));
   log(`wrote ${out} and ${resultsPath} in ${results.totalS.toFixed(0)} s`);
   return Object.keys(results.errors).length === 0 ? 0 : 1;
+}
+
+/** The results --large-only adds its section to: `path`'s, else bench/results.json's. */
+function readEarlier(path: string): BenchResults {
+  const from = existsSync(path) ? path : join(repoRoot, 'bench', 'results.json');
+  try {
+    return JSON.parse(readFileSync(from, 'utf8')) as BenchResults;
+  } catch (e) {
+    throw new Error(
+      `--large-only adds its section to an earlier run's results, and ${from} cannot be read (${e instanceof Error ? e.message : String(e)}): run the whole bench once first`,
+    );
+  }
 }
 
 main().then(
