@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { loadToken } from '../common/auth';
 import { HoptraceError } from '../common/errors';
 import {
+  DEFAULT_MAX_FINISHED_HELD,
+  DEFAULT_MAX_FINISHED_REPROS,
   DEFAULT_MAX_LIVE_CAPTURES,
   LOG_LEVELS,
   readNodeTokens,
@@ -18,7 +20,7 @@ import { parseCommandLine, readFileArg } from './args';
 import { parseDuration } from './capture';
 
 export const USAGE =
-  'hoptrace collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--api-token-file FILE] [--tls-cert FILE --tls-key FILE] [--agent-tokens FILE] [--client-ca FILE] [--token-review [--token-review-audience AUD] [--agent-service-account NS:NAME]] [--allow-shared-agent-token] [--max-live-captures 32] [--log-level LEVEL] [--kubernetes | --kubeconfig FILE] [--kubernetes-interval 10s]';
+  'hoptrace collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--api-token-file FILE] [--tls-cert FILE --tls-key FILE] [--agent-tokens FILE] [--client-ca FILE] [--token-review [--token-review-audience AUD] [--agent-service-account NS:NAME]] [--allow-shared-agent-token] [--max-live-captures 32] [--keep-finished 1000] [--keep-finished-repros 50] [--log-level LEVEL] [--kubernetes | --kubeconfig FILE] [--kubernetes-interval 10s]';
 
 /** `HOST:PORT` or `[IPv6]:PORT` (127.0.0.1:7070 by default); `:PORT` is refused as ambiguous. */
 export function parseListen(value: string): { host: string; port: number } {
@@ -97,6 +99,8 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
     'agent-service-account': { type: 'string' },
     'allow-shared-agent-token': { type: 'boolean' },
     'max-live-captures': { type: 'string' },
+    'keep-finished': { type: 'string' },
+    'keep-finished-repros': { type: 'string' },
     'log-level': { type: 'string' },
     kubernetes: { type: 'boolean' },
     kubeconfig: { type: 'string' },
@@ -165,20 +169,27 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
       },
     );
   }
-  const live = values['max-live-captures'];
-  if (live !== undefined) {
-    const n = Number(live);
-    if (!/^[0-9]+$/.test(live) || !Number.isSafeInteger(n) || n < 1)
-      throw new HoptraceError(
-        'CLI_USAGE',
-        `'${live}' is not a whole number ≥ 1 of live captures and repros`,
-        {
-          where: '--max-live-captures',
-          hint: `it bounds the captures and repros live at once together; the default is ${DEFAULT_MAX_LIVE_CAPTURES}`,
-        },
-      );
-    opts.maxLiveCaptures = n;
-  }
+  const live = countFlag(
+    values['max-live-captures'],
+    '--max-live-captures',
+    'live captures and repros',
+    `it bounds the captures and repros live at once together; the default is ${DEFAULT_MAX_LIVE_CAPTURES}`,
+  );
+  if (live !== undefined) opts.maxLiveCaptures = live;
+  const keep = countFlag(
+    values['keep-finished'],
+    '--keep-finished',
+    'finished captures',
+    `the finished captures held in memory, the most recent (older ones are read from --data-dir when asked for by id); the default is ${DEFAULT_MAX_FINISHED_HELD}`,
+  );
+  if (keep !== undefined) opts.keepFinished = keep;
+  const keepRepros = countFlag(
+    values['keep-finished-repros'],
+    '--keep-finished-repros',
+    'finished repros',
+    `the finished repros held in memory, the most recent (older ones are read from --data-dir when asked for by id); the default is ${DEFAULT_MAX_FINISHED_REPROS}`,
+  );
+  if (keepRepros !== undefined) opts.keepFinishedRepros = keepRepros;
   const level = values['log-level'];
   if (level !== undefined) {
     if (!(LOG_LEVELS as readonly string[]).includes(level)) {
@@ -190,6 +201,23 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
     opts.logLevel = level as LogLevel;
   }
   return opts;
+}
+
+/** A flag's whole number ≥ 1 (undefined when not given); CLI_USAGE naming it otherwise. */
+function countFlag(
+  text: string | undefined,
+  flag: string,
+  what: string,
+  hint: string,
+): number | undefined {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(n) || n < 1)
+    throw new HoptraceError('CLI_USAGE', `'${text}' is not a whole number ≥ 1 of ${what}`, {
+      where: flag,
+      hint,
+    });
+  return n;
 }
 
 export interface RunCollectorOptions {

@@ -201,7 +201,8 @@ export function createApi(opts: ApiOptions): Api {
       return json(200, { agents: sessions.agents() });
     }
     if (path === '/v1/captures') {
-      if (method === 'GET') return json(200, { captures: sessions.list() });
+      if (method === 'GET')
+        return json(200, { captures: sessions.list(), olderFinished: sessions.olderFinished() });
       if (method !== 'POST') throw new MethodNotAllowed(method, path, ['GET', 'POST']);
       let body: unknown;
       try {

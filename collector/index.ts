@@ -13,7 +13,8 @@ export {
 } from './main';
 export { readNodeTokens, parseNodeTokens } from './agent-auth';
 export { LOG_LEVELS, type LogLevel } from './logger';
-export { DEFAULT_MAX_LIVE_CAPTURES } from './sessions';
+export { DEFAULT_MAX_FINISHED_HELD, DEFAULT_MAX_LIVE_CAPTURES } from './sessions';
+export { DEFAULT_MAX_FINISHED_REPROS } from './repro';
 export type { AgentView, CaptureView, PointView } from './capture-views';
 export { accounted, FINAL_STATES, type PointSpec, type SessionState } from './session';
 export {

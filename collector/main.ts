@@ -50,6 +50,10 @@ export interface CollectorOptions {
   conntrack?: boolean;
   /** Captures live at once at most (`--max-live-captures`; default 32, collector/sessions.ts). */
   maxLiveCaptures?: number;
+  /** Finished captures held in memory (`--keep-finished`; default 1,000, collector/sessions.ts). */
+  keepFinished?: number;
+  /** Finished repros held in memory (`--keep-finished-repros`; default 50, collector/repro.ts). */
+  keepFinishedRepros?: number;
 }
 
 export interface AgentAuthOptions {
@@ -133,6 +137,10 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
     ...(k8s ? { cluster: k8s } : {}),
     ...(opts.conntrack !== undefined ? { conntrack: opts.conntrack } : {}),
     ...(opts.maxLiveCaptures !== undefined ? { maxLiveCaptures: opts.maxLiveCaptures } : {}),
+    ...(opts.keepFinished !== undefined ? { maxFinishedHeld: opts.keepFinished } : {}),
+    ...(opts.keepFinishedRepros !== undefined
+      ? { maxFinishedRepros: opts.keepFinishedRepros }
+      : {}),
   });
   sessions.start();
   const apiTokens = [...opts.tokens, ...(opts.apiTokens ?? [])];

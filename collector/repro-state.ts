@@ -171,6 +171,8 @@ export interface Repro {
   /** The bundle once finished (null before): its state, and its files once written. */
   bundle: NonNullable<ReproView['bundle']> | null;
   bundleFiles: ReadonlyMap<string, Buffer> | null;
+  /** Its bundle files are in the data directory (else they live in `bundleFiles` alone). */
+  bundleStored: boolean;
   /** When those files were rendered (null before): the time its archive stamps them with. */
   bundleAtMs: number | null;
   /**
@@ -189,7 +191,10 @@ export const REPRO_SAVE_EVERY_MS = 5_000;
 /** Where repro views are kept across collector restarts (collector/store.ts CaptureStore). */
 export interface ReproStore {
   saveRepro(view: ReproView): void;
-  loadRepros(): { views: StoredRepro[]; skipped: string[] };
+  /** The `newest` saved views (`older`: how many were left unread; undefined counts none). */
+  loadRepros(newest?: number): { views: StoredRepro[]; skipped: string[]; older?: number };
+  /** One saved view, read when asked for by id (no longer held); null when there is none. */
+  loadRepro?(id: string): StoredRepro | null;
   /** A finished repro's bundle files (collector/repro-bundle.ts), and one of them read back. */
   writeReproBundle?(id: string, files: ReadonlyMap<string, Uint8Array>): void;
   readReproFile?(id: string, name: string): Buffer | null;

@@ -80,6 +80,7 @@ import {
 import { addCount } from '../common/counters';
 import { addLossSpan } from '../core/repro/loss-spans';
 import { refuseBeyondAgentCapacity } from './agent-capacity';
+import { RecentFinished } from './recent-finished';
 
 export type { ReproSpec, ReproView } from './repro-state';
 
@@ -114,6 +115,26 @@ export interface ReproManagerOptions {
   /** What one repro keeps at most (MAX_REPRO_PROBES, MAX_REPRO_MARKS; tests: fewer). */
   maxProbes?: number;
   maxMarks?: number;
+  /**
+   * Finished repros held in memory, the most recent (default 50, `--keep-finished-repros`): an
+   * older one is read from the data directory when asked for by id, not listed. One whose bundle
+   * or view could not be written stays (it lives nowhere else).
+   */
+  maxFinishedHeld?: number;
+}
+
+/** The default of ReproManagerOptions.maxFinishedHeld. */
+export const DEFAULT_MAX_FINISHED_REPROS = 50;
+
+/** A saved view of a repro an earlier collector left running: interrupted, what it saved kept. */
+function interruptedIfRunning(v: ReproView): ReproView {
+  if (v.state !== 'running') return v;
+  return {
+    ...v,
+    state: 'interrupted',
+    waiting: false,
+    finalReason: `the collector stopped while this repro ran; what it had saved at ${v.savedAt ?? v.createdAt} is kept`,
+  };
 }
 
 /** REPRO_FULL (429) when a repro already holds `max` of `what`. */
@@ -147,6 +168,8 @@ export class ReproManager {
   private readonly refuseBeyondLive: ((where: string) => void) | undefined;
   private readonly maxProbes: number;
   private readonly maxMarks: number;
+  /** The finished repros held (in `repros` or `restored`); older ones are read from the store. */
+  private readonly recent: RecentFinished;
   private closing = false;
 
   constructor(opts: ReproManagerOptions) {
@@ -163,6 +186,17 @@ export class ReproManager {
     this.refuseBeyondLive = opts.refuseBeyondLive;
     this.maxProbes = opts.maxProbes ?? MAX_REPRO_PROBES;
     this.maxMarks = opts.maxMarks ?? MAX_REPRO_MARKS;
+    this.recent = new RecentFinished(
+      opts.maxFinishedHeld ?? DEFAULT_MAX_FINISHED_REPROS,
+      (id) => {
+        this.repros.delete(id);
+        this.restored.delete(id);
+      },
+      (id) => {
+        const r = this.repros.get(id);
+        return r !== undefined && (!r.bundleStored || r.unsaved);
+      },
+    );
   }
 
   /**
@@ -172,23 +206,28 @@ export class ReproManager {
    */
   restore(): void {
     if (this.store === undefined) return;
-    const { views, skipped } = this.store.loadRepros();
+    // The most recent are held; older ones are read when asked for by id (storedView).
+    const { views, skipped, older } = this.store.loadRepros(this.recent.max);
+    this.recent.countOlder(older ?? 0);
     for (const path of skipped)
       this.log.warn({ code: 'STORE_IO' }, `not a saved repro, skipped: ${path}`);
     for (const stored of views) {
-      let v = stored as unknown as ReproView;
-      if (this.repros.has(v.id)) continue;
-      if (v.state === 'running') {
-        v = {
-          ...v,
-          state: 'interrupted',
-          waiting: false,
-          finalReason: `the collector stopped while this repro ran; what it had saved at ${v.savedAt ?? v.createdAt} is kept`,
-        };
-        this.save(v);
-      }
+      if (this.repros.has(stored.id)) continue;
+      const saved = stored as unknown as ReproView;
+      const v = interruptedIfRunning(saved);
+      if (v !== saved) this.save(v);
       this.restored.set(v.id, v);
+      this.recent.add(v.id);
     }
+  }
+
+  /**
+   * A finished repro no longer held in memory, as the data directory has it (read for this
+   * request; one an earlier collector left running reads as interrupted, as restore() makes it).
+   */
+  private storedView(id: string): ReproView | undefined {
+    const stored = this.store?.loadRepro?.(id) ?? null;
+    return stored === null ? undefined : interruptedIfRunning(stored as unknown as ReproView);
   }
 
   /** Re-plans every running repro when an agent connects, re-sends its hello or leaves. */
@@ -282,6 +321,7 @@ export class ReproManager {
       unsaved: false,
       bundle: null,
       bundleFiles: null,
+      bundleStored: false,
       bundleAtMs: null,
       bundleDone: null,
     };
@@ -349,9 +389,15 @@ export class ReproManager {
 
   get(id: string): ReproView | undefined {
     const r = this.repros.get(id);
-    return r ? reproView(r, this.inventory(r)) : this.restored.get(id);
+    return r ? reproView(r, this.inventory(r)) : (this.restored.get(id) ?? this.storedView(id));
   }
 
+  /** Finished repros in the data directory that list() leaves out (the older ones). */
+  olderFinished(): number {
+    return this.recent.older();
+  }
+
+  /** The running repros and the finished ones held (olderFinished() counts the rest). */
   list(): ReproView[] {
     return [
       ...this.restored.values(),
@@ -361,7 +407,7 @@ export class ReproManager {
 
   addProbe(id: string, p: ProbeReport): ReproView | undefined {
     const r = this.repros.get(id);
-    if (!r) return this.restored.get(id);
+    if (!r) return this.get(id);
     if (r.finishedAtMs === null) {
       refuseWhenFull(r.probes.length, this.maxProbes, 'probes', id);
       r.probes.push(p);
@@ -374,7 +420,7 @@ export class ReproManager {
 
   addMark(id: string, m: ReproMark): ReproView | undefined {
     const r = this.repros.get(id);
-    if (!r) return this.restored.get(id);
+    if (!r) return this.get(id);
     if (r.finishedAtMs === null) {
       refuseWhenFull(r.marks.length, this.maxMarks, 'marks', id);
       r.marks.push(m);
@@ -388,7 +434,7 @@ export class ReproManager {
   /** Deletes the attached pod through the configured PodDeleter. */
   async deletePod(id: string): Promise<ReproView | undefined> {
     const r = this.repros.get(id);
-    const old = this.restored.get(id);
+    const old = r === undefined ? this.get(id) : undefined;
     if (!r && old)
       throw new HoptraceError('API_BAD_REQUEST', `repro ${id} is ${old.state}: no pod to delete`, {
         where: `POST /v1/repros/${id}/delete`,
@@ -476,7 +522,7 @@ export class ReproManager {
   /** Stops the captures and computes the summary (routes: the return routes read at the end). */
   finishById(id: string, routes: ReturnRoute[]): ReproView | undefined {
     const r = this.repros.get(id);
-    if (!r) return this.restored.get(id);
+    if (!r) return this.get(id);
     if (r.finishedAtMs === null) this.finish(r, 'finished by the prober', routes);
     return reproView(r, this.inventory(r));
   }
@@ -543,7 +589,7 @@ export class ReproManager {
     // Not written (yet): the text forms are rendered on request; inventory.json of a live one.
     const rendered = REPRO_FILES.filter((n) => n !== 'evidence.pcapng' && n !== MANIFEST);
     if (r !== undefined) return rendered;
-    if (this.restored.has(id)) return rendered.filter((n) => n !== 'inventory.json');
+    if (this.get(id) !== undefined) return rendered.filter((n) => n !== 'inventory.json');
     return [];
   }
 
@@ -845,7 +891,10 @@ export class ReproManager {
     r.bundleAtMs = at;
     let detail = `${files.size} files${evidence === null ? ` (no evidence.pcapng: ${evidenceMissing})` : `; evidence.pcapng: ${evidence.summary.packets} packets, ${evidence.summary.problems.length === 0 ? 'nothing missing' : `missing: ${evidence.summary.problems.map((p) => `${p.capture} ${p.code}`).join(', ')}`}`}`;
     try {
-      this.store?.writeReproBundle?.(r.id, files);
+      if (this.store?.writeReproBundle !== undefined) {
+        this.store.writeReproBundle(r.id, files);
+        r.bundleStored = true;
+      }
     } catch (e) {
       const err = e instanceof Error ? e.message : String(e);
       this.log.error({ captureId: r.id, code: 'STORE_IO', err }, 'cannot write the repro bundle');
@@ -857,6 +906,7 @@ export class ReproManager {
     // Settled: the view is what the bundle says; its events (and late ones) are not kept.
     r.frozen = reproView(r, inventory);
     r.events = new Map();
+    this.recent.add(r.id);
   }
 
   private agentVersions(): Map<string, string> {
@@ -866,19 +916,22 @@ export class ReproManager {
   /** Saves a live repro's view (a failed write is logged, the repro goes on in memory). */
   private persist(r: Repro, v: ReproView): void {
     r.savedAtMs = this.nowMs();
-    r.unsaved = false;
-    this.save({ ...v, savedAt: iso(r.savedAtMs) });
+    // A failed write leaves it unsaved: tried again, and not let go from memory meanwhile.
+    r.unsaved = !this.save({ ...v, savedAt: iso(r.savedAtMs) });
   }
 
-  private save(v: ReproView): void {
-    if (this.store === undefined) return;
+  /** Saves a view; false when the store could not (logged). */
+  private save(v: ReproView): boolean {
+    if (this.store === undefined) return false;
     try {
       this.store.saveRepro(v);
+      return true;
     } catch (e) {
       this.log.warn(
         { captureId: v.id, code: 'STORE_IO' },
         `saving repro ${v.id} failed: ${e instanceof Error ? e.message : String(e)}`,
       );
+      return false;
     }
   }
 

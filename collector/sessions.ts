@@ -36,7 +36,14 @@ import { liveIdentityHeaders } from '../core/report/identity-scan';
 import { sha256Hex } from '../common/sha256sums';
 import { hoptraceVersion } from '../common/version';
 import { withConntrackEvidence } from '../core/attribute/conntrack-evidence';
-import { CaptureSession, MAX_HELD_EVENTS, type CaptureSpec } from './session';
+import {
+  CaptureSession,
+  isFinalState,
+  MAX_HELD_EVENTS,
+  type CaptureSpec,
+  type SessionRecord,
+} from './session';
+import { newestFinished, RecentFinished } from './recent-finished';
 import { BUNDLE_FILES, type BundleFileName, type CaptureStore, type ReportKind } from './store';
 import { dirBundleArchive, type ArchiveRefusal, type BundleArchive } from './bundle-archive';
 import { captureIdOf, ownEvents, pointOf } from './agent-messages';
@@ -109,6 +116,24 @@ export interface SessionManagerOptions {
    * token holder made 1,000 captures in 3 s.
    */
   maxLiveCaptures?: number;
+  /**
+   * Finished captures held in memory, the most recent by when they finished (default 1,000,
+   * `--keep-finished`); an older one stays in the data directory and is read from there when asked
+   * for by id (its view, reports and bundle), but is no longer listed, and counters its agents send
+   * after that are not applied to its report. Without a bound every capture ever made stayed in
+   * memory (~27 KB each): an API token holder made and cancelled ~1 M a day.
+   */
+  maxFinishedHeld?: number;
+  /** Finished repros held in memory likewise (default 50, `--keep-finished-repros`; repro.ts). */
+  maxFinishedRepros?: number;
+}
+
+/** The default of SessionManagerOptions.maxFinishedHeld. */
+export const DEFAULT_MAX_FINISHED_HELD = 1_000;
+
+/** When a stored capture finished (its last update, for a record of an older version). */
+function finishedAt(r: SessionRecord): number {
+  return r.finishedAtMs ?? r.updatedAtMs;
 }
 
 /** The default of SessionManagerOptions.maxLiveCaptures. */
@@ -146,6 +171,8 @@ export class SessionManager {
   private readonly offloadAbove: number;
   private readonly maxHeldEvents: number;
   private readonly maxLiveCaptures: number;
+  /** The finished captures held in `sessions` (and `finals`); older ones are read from the store. */
+  private readonly recent: RecentFinished;
   private readonly offload: AnalysisOffload;
   /** Captures whose analysis runs on the worker now; their next one waits for it. */
   private readonly analysing = new Set<string>();
@@ -173,6 +200,10 @@ export class SessionManager {
     this.offloadAbove = opts.offloadAbove ?? 5_000;
     this.maxHeldEvents = opts.maxHeldEvents ?? 400_000;
     this.maxLiveCaptures = opts.maxLiveCaptures ?? DEFAULT_MAX_LIVE_CAPTURES;
+    this.recent = new RecentFinished(opts.maxFinishedHeld ?? DEFAULT_MAX_FINISHED_HELD, (id) => {
+      this.sessions.delete(id);
+      this.finals.delete(id);
+    });
     this.offload = new AnalysisOffload((why) => {
       this.reseedWorker(why);
     });
@@ -190,6 +221,7 @@ export class SessionManager {
       refuseBeyondLive: (where) => {
         this.refuseBeyondLiveCap(where);
       },
+      ...(opts.maxFinishedRepros !== undefined ? { maxFinishedHeld: opts.maxFinishedRepros } : {}),
       // With --kubernetes/--kubeconfig, repro selects, deletes and follows pods through the API.
       ...(opts.cluster instanceof K8sInventorySource
         ? { kubernetes: new K8sPodDeleter(opts.cluster.api) }
@@ -223,7 +255,15 @@ export class SessionManager {
         `not loaded from the data directory, moved to ${q.path}: ${q.reason}`,
       );
     logInvalidAgentRecords(this.log, this.store.invalidAgentRecords);
+    // Of the finished ones, the most recent are held (by when they finished); the others stay
+    // in the data directory, read when asked for by id.
+    const finished = loadedSessions.filter((l) => isFinalState(l.record.state));
+    const newest = newestFinished(finished, this.recent.max, (l) => finishedAt(l.record));
+    const held = new Set(newest.map((l) => l.record.id));
+    for (const l of newest) this.recent.add(l.record.id);
+    this.recent.countOlder(finished.length - held.size);
     for (const loaded of loadedSessions) {
+      if (isFinalState(loaded.record.state) && !held.has(loaded.record.id)) continue;
       const s = new CaptureSession(loaded.record, loaded.events);
       this.sessions.set(s.id, s);
       this.maybeOffload(s);
@@ -420,33 +460,41 @@ export class SessionManager {
     return undefined;
   }
 
+  /**
+   * A capture's view: a live or recently finished one from memory, an older finished one from
+   * the data directory (STORE_IO when its record there cannot be read).
+   */
   get(id: string): CaptureView | undefined {
-    const s = this.sessions.get(id);
+    const s = this.sessions.get(id) ?? this.storedFinished(id);
     return s && captureView(s);
   }
 
+  /** The live captures and the finished ones held in memory (olderFinished() counts the rest). */
   list(): CaptureView[] {
     return [...this.sessions.values()].map((s) => captureView(s));
   }
 
+  /** Finished captures in the data directory that list() leaves out (the older ones). */
+  olderFinished(): number {
+    return this.recent.older();
+  }
+
   /** Cancels a capture (stops the agents); a finished capture stays as it is. */
   cancel(id: string): CaptureView | undefined {
-    const s = this.sessions.get(id);
+    const s = this.sessions.get(id) ?? this.storedFinished(id);
     if (!s) return undefined;
     if (!s.isFinal()) this.finish(s, 'cancelled', 'cancelled by the user');
     return captureView(s);
   }
 
   report(id: string, kind: ReportKind): string | null {
-    const s = this.sessions.get(id);
-    if (!s?.isFinal() || s.record.verdict === null) return null;
+    if (!this.hasVerdict(id)) return null;
     return this.store.readReport(id, kind);
   }
 
   /** One file of a finished capture's bundle (store.ts BUNDLE_FILES), null until it exists. */
   bundleFile(id: string, name: BundleFileName): Buffer | null {
-    const s = this.sessions.get(id);
-    if (!s?.isFinal() || s.record.verdict === null) return null;
+    if (!this.hasVerdict(id)) return null;
     return this.store.readBundleFile(id, name);
   }
 
@@ -455,9 +503,23 @@ export class SessionManager {
    * now; a refusal while it has no SHA256SUMS, null until it has a verdict.
    */
   bundleArchive(id: string): BundleArchive | ArchiveRefusal | null {
-    const s = this.sessions.get(id);
-    if (!s?.isFinal() || s.record.verdict === null) return null;
+    if (!this.hasVerdict(id)) return null;
     return dirBundleArchive(id, this.store.sessionDir(id), BUNDLE_FILES);
+  }
+
+  /** The capture finished with a verdict (its reports are written). */
+  private hasVerdict(id: string): boolean {
+    const s = this.sessions.get(id) ?? this.storedFinished(id);
+    return s !== undefined && s.isFinal() && s.record.verdict !== null;
+  }
+
+  /**
+   * A finished capture no longer held in memory, as its data directory has it (read for this
+   * request, not held); undefined when there is none.
+   */
+  private storedFinished(id: string): CaptureSession | undefined {
+    const record = this.store.loadFinishedRecord(id);
+    return record === null ? undefined : new CaptureSession(record, new Map());
   }
 
   agents(): AgentView[] {
@@ -888,6 +950,8 @@ export class SessionManager {
     });
     const final: FinalReport = { state, reason, result: analysis, meta };
     this.finals.set(s.id, final);
+    this.resumeUntil.delete(s.id);
+    for (const p of s.record.points) this.claimWarned.delete(`${s.id}/${p.name}`);
     this.writeReports(s, final, 'cannot write the report');
     this.log.info(
       { captureId: s.id, state, code: analysis.verdict.layer },
@@ -896,8 +960,10 @@ export class SessionManager {
     this.emit(s);
     if (this.conntrack && analysis.verdict.client !== null) void this.attachConntrack(s, final);
     if (s.record.spec.doctor !== undefined) void this.attachDoctor(s, final);
-    if (this.frames) void this.fetchFrames(s, analysis);
+    if (this.frames) void this.fetchFrames(s, final);
     void this.attachEventsFiles(s, final);
+    // Held among the recent finished; the attachments above keep their own reference to it.
+    this.recent.add(s.id);
   }
 
   /**
@@ -932,7 +998,7 @@ export class SessionManager {
    * the matched connection's packets there, stored per point (store.loadFrames). Best effort:
    * what could not be fetched is stored as missing with its reason, and logged.
    */
-  private async fetchFrames(s: CaptureSession, analysis: AnalysisResult): Promise<void> {
+  private async fetchFrames(s: CaptureSession, final: FinalReport): Promise<void> {
     await fetchCaptureFrames(
       {
         requests: this.requests,
@@ -943,12 +1009,12 @@ export class SessionManager {
       },
       s.id,
       s.record.points,
-      analysis,
+      final.result,
       (point) => {
         for (const fn of this.frameListeners) fn(s.id, point);
       },
     );
-    if (!this.closed) this.writeEvidence(s);
+    if (!this.closed) this.writeEvidence(s, final);
   }
 
   /**
@@ -956,9 +1022,7 @@ export class SessionManager {
    * and the reports rewritten to say what it holds. A point whose frames file cannot be read is
    * named in the file's problems, never left out silently.
    */
-  private writeEvidence(s: CaptureSession): void {
-    const final = this.finals.get(s.id);
-    if (final === undefined) return;
+  private writeEvidence(s: CaptureSession, final: FinalReport): void {
     const frames = new Map<string, RetainedFrames>();
     const unreadable: { point: string; code: string; detail: string }[] = [];
     for (const p of s.record.points) {

@@ -659,6 +659,26 @@ export class CaptureStore {
     return out;
   }
 
+  /**
+   * A finished capture's record as stored, read when it is asked for by id and is no longer held
+   * in memory (collector/recent-finished.ts). Null when there is no such capture or it is not
+   * finished; STORE_IO when its session.json is there but is not one (damaged, unreadable).
+   */
+  loadFinishedRecord(id: string): SessionRecord | null {
+    if (!CAPTURE_ID_RE.test(id)) return null;
+    const path = join(this.sessionDir(id), 'session.json');
+    if (!existsSync(path)) return null;
+    const raw = this.readJson(path);
+    const problem = sessionRecordProblem(raw, id);
+    if (problem !== null)
+      throw new HoptraceError('STORE_IO', `stored capture ${id}: session.json: ${problem}`, {
+        where: path,
+        hint: 'the file was damaged or edited; the collector moves it aside at its next start',
+      });
+    const record = raw as SessionRecord;
+    return isFinalState(record.state) ? record : null;
+  }
+
   /** A stored capture's events (a finished one's, read on demand); nothing is repaired. */
   loadEvents(id: string, points: readonly string[]): Map<string, PacketEvent[]> {
     const dir = this.sessionDir(id);
@@ -772,37 +792,52 @@ export class CaptureStore {
   }
 
   /**
-   * The saved repro views. A file that is not one (unreadable, not JSON, another id, no state or
-   * timeline) is skipped and named in `skipped`, not fatal.
+   * The saved repro views, the `newest` most recent by id (default: all); `older` counts the
+   * saved ones left unread. A file that is not one (unreadable, not JSON, another id, no state
+   * or timeline) is skipped and named in `skipped`, not fatal.
    */
-  loadRepros(): { views: StoredRepro[]; skipped: string[] } {
+  loadRepros(newest = Infinity): { views: StoredRepro[]; skipped: string[]; older: number } {
     const root = join(this.dir, 'repros');
-    if (!existsSync(root)) return { views: [], skipped: [] };
+    if (!existsSync(root)) return { views: [], skipped: [], older: 0 };
     let names: string[];
     try {
       names = readdirSync(root).filter((f) => f.endsWith('.json'));
     } catch (e) {
       throw ioError('cannot list repros', root, e);
     }
+    names.sort();
+    const from = Math.max(0, names.length - newest);
     const views: StoredRepro[] = [];
     const skipped: string[] = [];
-    for (const name of names.sort()) {
-      const id = name.slice(0, -'.json'.length);
-      const raw = this.readJson(join(root, name)) as Partial<StoredRepro> | null;
-      if (
-        !REPRO_ID_RE.test(id) ||
-        raw?.id !== id ||
-        typeof raw.state !== 'string' ||
-        typeof raw.createdAt !== 'string' ||
-        !Array.isArray(raw.timeline) ||
-        !Array.isArray(raw.text)
-      ) {
-        skipped.push(join(root, name));
-        continue;
-      }
-      views.push(raw as StoredRepro);
+    for (const name of names.slice(from)) {
+      const view = this.readReproView(root, name.slice(0, -'.json'.length));
+      if (view === null) skipped.push(join(root, name));
+      else views.push(view);
     }
-    return { views, skipped };
+    return { views, skipped, older: from };
+  }
+
+  /**
+   * One saved repro view, read when it is asked for by id and is no longer held in memory; null
+   * when there is none or its file is not one.
+   */
+  loadRepro(id: string): StoredRepro | null {
+    if (!REPRO_ID_RE.test(id)) return null;
+    return this.readReproView(join(this.dir, 'repros'), id);
+  }
+
+  private readReproView(root: string, id: string): StoredRepro | null {
+    if (!REPRO_ID_RE.test(id)) return null;
+    const raw = this.readJson(join(root, `${id}.json`)) as Partial<StoredRepro> | null;
+    if (
+      raw?.id !== id ||
+      typeof raw.state !== 'string' ||
+      typeof raw.createdAt !== 'string' ||
+      !Array.isArray(raw.timeline) ||
+      !Array.isArray(raw.text)
+    )
+      return null;
+    return raw as StoredRepro;
   }
 
   async close(): Promise<void> {

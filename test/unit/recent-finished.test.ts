@@ -1,0 +1,268 @@
+/**
+ * Finished captures and repros are held in memory up to a count, the most recent (a review
+ * found every capture ever made held for the collector's life: ~27 KB each, and an API token
+ * holder can make and cancel ~1 M a day). An older one is read from the data directory when
+ * asked for by id — its view, reports and bundle as before — and no longer listed; the list says
+ * how many it leaves out. A restarted collector holds the same most recent ones.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { parseCollectorArgs } from '../../cli/collector';
+import { createApi } from '../../collector/http';
+import { silentLogger } from '../../collector/logger';
+import type { CaptureView } from '../../collector/capture-views';
+import { newestFinished, RecentFinished } from '../../collector/recent-finished';
+import { SessionManager } from '../../collector/sessions';
+import { CaptureStore } from '../../collector/store';
+import { NETNS_REPRO, twoNodeHub } from './collector-fixtures';
+import { bodyText } from './api-body';
+import { isStreamBody } from '../../collector/api-message';
+
+const TOKEN = 'sekrit-token-0123';
+const SPEC = {
+  points: [
+    { name: 'decap', target: '10.244.1.10', iface: 'tun0' },
+    { name: 'backend', target: '10.244.2.5', iface: 'eth0' },
+  ],
+  timeoutMs: 3_600_000,
+};
+
+void t.test('RecentFinished lets the oldest go past its count, never a pinned one', (t) => {
+  const evicted: string[] = [];
+  const pinned = new Set<string>();
+  const r = new RecentFinished(
+    2,
+    (id) => evicted.push(id),
+    (id) => pinned.has(id),
+  );
+  r.add('a');
+  r.add('b');
+  t.strictSame(evicted, [], 'two held');
+  r.add('a'); // again: now the newest
+  pinned.add('b');
+  r.add('c');
+  t.strictSame(evicted, ['a'], 'b is the oldest but pinned: a goes');
+  r.add('d');
+  t.strictSame(evicted, ['a', 'c'], 'and then c');
+  t.equal(r.held(), 2);
+  pinned.delete('b');
+  r.add('e');
+  t.strictSame(evicted, ['a', 'c', 'b'], 'unpinned, b goes at the next finish');
+  pinned.add('d');
+  pinned.add('e');
+  r.add('f');
+  t.equal(r.held(), 3, 'all the older ones pinned: more are held than the count');
+  t.equal(r.older(), 3);
+  r.countOlder(5);
+  t.equal(r.older(), 8, 'let go, and found older at a start');
+  t.throws(() => new RecentFinished(0, () => undefined), RangeError);
+  t.end();
+});
+
+void t.test('newestFinished keeps the most recent by time, oldest first', (t) => {
+  const xs = [
+    { id: 'x', at: 30 },
+    { id: 'y', at: 10 },
+    { id: 'z', at: 20 },
+    { id: 'w', at: 30 },
+  ];
+  t.strictSame(
+    newestFinished(xs, 2, (x) => x.at).map((x) => x.id),
+    ['x', 'w'],
+  );
+  t.strictSame(
+    newestFinished(xs, 9, (x) => x.at).map((x) => x.id),
+    ['y', 'z', 'x', 'w'],
+  );
+  t.end();
+});
+
+function tempDir(t: { teardown(fn: () => void): void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-recent-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
+
+function collector(
+  t: { teardown(fn: () => Promise<void> | void): void },
+  dir: string,
+  keep: { captures: number; repros: number },
+) {
+  const store = new CaptureStore({ dir, fsync: false });
+  const sessions = new SessionManager({
+    hub: twoNodeHub(),
+    store,
+    logger: silentLogger(),
+    maxFinishedHeld: keep.captures,
+    maxFinishedRepros: keep.repros,
+    frames: false,
+  });
+  sessions.start();
+  let closed = false;
+  const close = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    await sessions.close();
+  };
+  t.teardown(close);
+  const api = createApi({ sessions, tokens: [TOKEN], collectorId: 'c', logger: silentLogger() });
+  const req = async (method: string, url: string, body?: unknown) => {
+    const r = await api.handle({
+      method,
+      url,
+      headers: { authorization: `Bearer ${TOKEN}` },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = isStreamBody(r.body) ? '' : bodyText(r.body);
+    return {
+      status: r.status,
+      text,
+      json: text.startsWith('{') ? (JSON.parse(text) as unknown) : null,
+    };
+  };
+  return { sessions, req, close };
+}
+
+type CaptureList = { captures: CaptureView[]; olderFinished: number };
+type ReproList = { repros: { id: string; state: string }[]; olderFinished: number };
+
+void t.test(
+  'finished captures past --keep-finished leave memory, are read from the data directory, and a restart holds the same',
+  async (t) => {
+    const dir = tempDir(t);
+    const { sessions, req, close } = collector(t, dir, { captures: 2, repros: 1 });
+    const ids: string[] = [];
+    const reports = new Map<string, string>();
+    for (let i = 0; i < 4; i++) {
+      const made = await req('POST', '/v1/captures', SPEC);
+      t.equal(made.status, 201);
+      const id = (made.json as CaptureView).id;
+      ids.push(id);
+      t.equal((await req('DELETE', `/v1/captures/${id}`)).status, 200);
+      const md = await req('GET', `/v1/captures/${id}/report.md`);
+      t.equal(md.status, 200, 'a cancelled capture has its report');
+      reports.set(id, md.text);
+    }
+    const listed = (await req('GET', '/v1/captures')).json as CaptureList;
+    t.strictSame(
+      listed.captures.map((c) => c.id),
+      ids.slice(2),
+      'the two most recent are listed (the old collector listed all four, held in memory)',
+    );
+    t.equal(listed.olderFinished, 2, 'and the list says two older ones are left out');
+    t.equal(sessions.list().length, 2, 'two held in memory');
+
+    // The oldest, from the data directory: its view, report, bundle and archive as before.
+    const old = await req('GET', `/v1/captures/${ids[0]}`);
+    t.equal(old.status, 200);
+    t.match(old.json, { id: ids[0], state: 'cancelled' });
+    const md = await req('GET', `/v1/captures/${ids[0]}/report.md`);
+    t.equal(md.status, 200);
+    t.equal(md.text, reports.get(ids[0] ?? ''), 'its report, as written');
+    t.equal((await req('GET', `/v1/captures/${ids[0]}/SHA256SUMS`)).status, 200);
+    t.equal((await req('GET', `/v1/captures/${ids[0]}/bundle.tar`)).status, 200);
+    const again = await req('DELETE', `/v1/captures/${ids[1]}`);
+    t.equal(again.status, 200, 'cancelling a finished one that left memory answers its view');
+    t.match(again.json, { id: ids[1], state: 'cancelled' });
+    t.equal(
+      (await req('GET', '/v1/captures/c-zzzzzzzz-00000000')).status,
+      404,
+      'an id that was never made is still not found',
+    );
+
+    // A restart holds the two most recent again, and counts the others.
+    await close();
+    const second = collector(t, dir, { captures: 2, repros: 1 });
+    const relisted = (await second.req('GET', '/v1/captures')).json as CaptureList;
+    t.strictSame(
+      relisted.captures.map((c) => c.id),
+      ids.slice(2),
+    );
+    t.equal(relisted.olderFinished, 2);
+    t.match((await second.req('GET', `/v1/captures/${ids[0]}`)).json, {
+      id: ids[0],
+      state: 'cancelled',
+    });
+  },
+);
+
+void t.test(
+  'a finished capture whose stored record is damaged is STORE_IO, not "no such capture"',
+  async (t) => {
+    const dir = tempDir(t);
+    const { req } = collector(t, dir, { captures: 1, repros: 1 });
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const id = ((await req('POST', '/v1/captures', SPEC)).json as CaptureView).id;
+      await req('DELETE', `/v1/captures/${id}`);
+      ids.push(id);
+    }
+    writeFileSync(join(dir, 'captures', ids[0] ?? '', 'session.json'), '{"not": "a record"');
+    const r = await req('GET', `/v1/captures/${ids[0]}`);
+    t.equal(r.status, 503);
+    t.match(r.json, { error: { code: 'STORE_IO', message: /session\.json/ } });
+  },
+);
+
+void t.test(
+  'finished repros past --keep-finished-repros leave memory and are read from the data directory',
+  async (t) => {
+    const dir = tempDir(t);
+    const { req, close } = collector(t, dir, { captures: 2, repros: 1 });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const made = await req('POST', '/v1/repros', NETNS_REPRO);
+      t.equal(made.status, 201);
+      const id = (made.json as { id: string }).id;
+      ids.push(id);
+      // Routes given and no frames to fetch: the fake agents answer no request.
+      const done = await req('POST', `/v1/repros/${id}/finish`, {
+        returnRoutes: [{ node: 'vpn-node', dst: '10.90.0.0/24', dev: 'tun0' }],
+      });
+      t.equal(done.status, 200);
+    }
+    const listed = (await req('GET', '/v1/repros')).json as ReproList;
+    t.strictSame(
+      listed.repros.map((r) => r.id),
+      ids.slice(2),
+      'the most recent is listed',
+    );
+    t.equal(listed.olderFinished, 2);
+    const old = await req('GET', `/v1/repros/${ids[0]}`);
+    t.equal(old.status, 200, 'an older one is read from the data directory');
+    t.match(old.json, { id: ids[0], state: 'finished' });
+    t.equal((await req('GET', `/v1/repros/${ids[0]}/report.md`)).status, 200);
+    t.equal((await req('GET', `/v1/repros/${ids[0]}/bundle.tar`)).status, 200);
+
+    await close();
+    const second = collector(t, dir, { captures: 2, repros: 1 });
+    const relisted = (await second.req('GET', '/v1/repros')).json as ReproList;
+    t.strictSame(
+      relisted.repros.map((r) => r.id),
+      ids.slice(2),
+      'a restart holds the most recent',
+    );
+    t.equal(relisted.olderFinished, 2);
+    t.match((await second.req('GET', `/v1/repros/${ids[1]}`)).json, { id: ids[1] });
+  },
+);
+
+void t.test('--keep-finished and --keep-finished-repros take a whole number ≥ 1', (t) => {
+  const env = { HOPTRACE_TOKEN: TOKEN };
+  const opts = parseCollectorArgs(['--keep-finished', '5', '--keep-finished-repros', '3'], env);
+  t.equal(opts.keepFinished, 5);
+  t.equal(opts.keepFinishedRepros, 3);
+  t.equal(parseCollectorArgs([], env).keepFinished, undefined, 'the default (1,000) unless given');
+  for (const flag of ['--keep-finished', '--keep-finished-repros'])
+    for (const bad of ['0', '-1', '1.5', 'many'])
+      t.throws(
+        () => parseCollectorArgs([`${flag}=${bad}`], env),
+        { code: 'CLI_USAGE', where: flag, message: /whole number ≥ 1 of finished/ },
+        `${flag} ${bad}`,
+      );
+  t.end();
+});
