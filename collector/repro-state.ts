@@ -46,6 +46,8 @@ export interface ReproPointView {
   queueDrops: number;
   /** Events the agent reported lost on the way to the collector. */
   lost: number;
+  /** Events the collector received and let go, unanalysed, past its memory bound (when any). */
+  unheld?: number;
   error?: { code: string; message: string };
   /** Where it was armed (absent in views saved before, and while pending). */
   captureId?: string;
@@ -108,6 +110,8 @@ export interface PointRec {
   kernelDrops: number | null;
   queueDrops: number;
   lost: number;
+  /** Events received and let go past the collector's memory bound for repros (repro-hold.ts). */
+  unheld?: number;
   error?: { code: string; message: string };
   /** Collector time of the last status: where the next loss span starts. */
   reportedAtMs?: number;
@@ -203,7 +207,7 @@ export interface ReproStore {
 }
 
 export const POINTS = ['decap', 'egress', 'backend'] as const;
-/** Events kept per point in memory; beyond it the oldest are dropped (a repro is short). */
+/** Events one point holds at most, whatever the budget (collector/repro-hold.ts pointHoldCap). */
 export const MAX_EVENTS_PER_POINT = 500_000;
 export const iso = (ms: number): string => new Date(ms).toISOString();
 

@@ -113,6 +113,7 @@ export function reproView(r: Repro, inventory: Inventory): ReproView {
     kernelDrops: p.kernelDrops,
     queueDrops: p.queueDrops,
     lost: p.lost,
+    ...(p.unheld === undefined ? {} : { unheld: p.unheld }),
     ...(p.error === undefined ? {} : { error: p.error }),
     ...(p.armed === undefined ? {} : p.armed),
   });

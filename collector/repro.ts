@@ -37,7 +37,6 @@ import {
   captureLabel,
   currentAttachment,
   iso,
-  MAX_EVENTS_PER_POINT,
   newPoint,
   POINTS,
   REPRO_SAVE_EVERY_MS,
@@ -81,6 +80,7 @@ import { addCount } from '../common/counters';
 import { addLossSpan } from '../core/repro/loss-spans';
 import { refuseBeyondAgentCapacity } from './agent-capacity';
 import { RecentFinished } from './recent-finished';
+import { letGoOldest, pointHoldCap, type LetGo } from './repro-hold';
 
 export type { ReproSpec, ReproView } from './repro-state';
 
@@ -121,6 +121,12 @@ export interface ReproManagerOptions {
    * or view could not be written stays (it lives nowhere else).
    */
   maxFinishedHeld?: number;
+  /**
+   * Events the running repros hold together for their verdicts (default 400,000, ~450 MiB, the
+   * same number as SessionManager's budget for captures, a budget of its own): each live repro's
+   * points share it equally; past its share a point lets its oldest go, counted (repro-hold.ts).
+   */
+  maxHeldEvents?: number;
 }
 
 /** The default of ReproManagerOptions.maxFinishedHeld. */
@@ -168,6 +174,7 @@ export class ReproManager {
   private readonly refuseBeyondLive: ((where: string) => void) | undefined;
   private readonly maxProbes: number;
   private readonly maxMarks: number;
+  private readonly maxHeldEvents: number;
   /** The finished repros held (in `repros` or `restored`); older ones are read from the store. */
   private readonly recent: RecentFinished;
   private closing = false;
@@ -186,6 +193,7 @@ export class ReproManager {
     this.refuseBeyondLive = opts.refuseBeyondLive;
     this.maxProbes = opts.maxProbes ?? MAX_REPRO_PROBES;
     this.maxMarks = opts.maxMarks ?? MAX_REPRO_MARKS;
+    this.maxHeldEvents = opts.maxHeldEvents ?? 400_000;
     this.recent = new RecentFinished(
       opts.maxFinishedHeld ?? DEFAULT_MAX_FINISHED_REPROS,
       (id) => {
@@ -633,7 +641,8 @@ export class ReproManager {
           p.armed?.iface ?? '',
         );
         for (const e of own) if (isUsefulEvent(e)) list.push({ epoch, event: e });
-        if (list.length > MAX_EVENTS_PER_POINT) list.splice(0, list.length - MAX_EVENTS_PER_POINT);
+        const cap = pointHoldCap(this.maxHeldEvents, this.running());
+        for (const gone of letGoOldest(list, cap)) this.letGo(r, p.name, gone);
         break;
       }
       case 'status':
@@ -950,6 +959,27 @@ export class ReproManager {
    * probes in flight then are checked against (repro-core lossesInFlight), merged with the
    * capture's last one when they touch and bounded per repro (core/repro/loss-spans.ts).
    */
+  /**
+   * Events of a point let go past the memory bound (repro-hold.ts): counted on their capture's
+   * point and as a loss span of their capture times, so the probes judged then say so.
+   */
+  private letGo(r: Repro, point: string, g: LetGo): void {
+    const att = g.epoch === 0 ? undefined : r.attachments.find((a) => a.epoch === g.epoch);
+    const rec = g.epoch === 0 ? r.backend : att?.points.find((x) => x.name === point);
+    if (rec === undefined) return;
+    rec.unheld = addCount(rec.unheld ?? 0, g.count);
+    addLossSpan(r.losses, {
+      capture: att === undefined ? 'backend' : captureLabel(att, rec),
+      epoch: g.epoch,
+      fromMs: g.fromMs,
+      toMs: g.toMs,
+      kernelDrops: 0,
+      queueDrops: 0,
+      lost: 0,
+      unheld: g.count,
+    });
+  }
+
   private lossSpan(
     r: Repro,
     att: Attachment | undefined,

@@ -222,6 +222,7 @@ export class SessionManager {
         this.refuseBeyondLiveCap(where);
       },
       ...(opts.maxFinishedRepros !== undefined ? { maxFinishedHeld: opts.maxFinishedRepros } : {}),
+      maxHeldEvents: this.maxHeldEvents,
       // With --kubernetes/--kubeconfig, repro selects, deletes and follows pods through the API.
       ...(opts.cluster instanceof K8sInventorySource
         ? { kubernetes: new K8sPodDeleter(opts.cluster.api) }

@@ -25,7 +25,10 @@ export function lossPhrase(
     | 'file'
     | 'dropsGiven'
     | 'dropsPartial'
-  >,
+  > & {
+    /** Events a repro's collector received and let go past its memory bound (never analysed). */
+    unheld?: number;
+  },
 ): string | null {
   if (!h.confirmed) return `never reported that it was capturing (state ${h.state})`;
   if (h.file !== undefined)
@@ -35,6 +38,8 @@ export function lossPhrase(
     parts.push(`${countText(h.kernelDrops)} in the kernel`);
   if (h.queueDrops > 0) parts.push(`${countText(h.queueDrops)} in the agent`);
   if (h.lost > 0) parts.push(`${countText(h.lost)} events on the way to the collector`);
+  if (h.unheld !== undefined && h.unheld > 0)
+    parts.push(`${countText(h.unheld)} events in the collector (past its memory bound)`);
   if (parts.length > 0) return `lost ${parts.join(', ')}`;
   if (h.kernelDrops === null) return 'cannot count its kernel drops (the `cap` fallback source)';
   return null;

@@ -45,4 +45,5 @@ export function addLossSpan(
   last.kernelDrops = addCount(last.kernelDrops, s.kernelDrops);
   last.queueDrops = addCount(last.queueDrops, s.queueDrops);
   last.lost = addCount(last.lost, s.lost);
+  if (s.unheld !== undefined) last.unheld = addCount(last.unheld ?? 0, s.unheld);
 }

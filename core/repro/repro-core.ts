@@ -175,6 +175,11 @@ export interface LossSpan {
   queueDrops: number;
   /** Events lost on the way to the collector. */
   lost: number;
+  /**
+   * Events the collector received and let go, unanalysed, past its memory bound for repros
+   * (collector/repro-hold.ts); the span is their capture times.
+   */
+  unheld?: number;
 }
 
 /** Around a probe, for the agents' report delay and the prober's clock against the collector's. */
@@ -427,13 +432,14 @@ function lossLine(l: LossSpan): string {
 
 /** Several spans in one sentence: how many, whose, their summed counts, from first to last. */
 function moreLossesLine(rest: readonly LossSpan[]): string {
-  const sum = { kernelDrops: 0, queueDrops: 0, lost: 0 };
+  const sum = { kernelDrops: 0, queueDrops: 0, lost: 0, unheld: 0 };
   let fromMs = Infinity;
   let toMs = -Infinity;
   for (const l of rest) {
     sum.kernelDrops = addCount(sum.kernelDrops, l.kernelDrops);
     sum.queueDrops = addCount(sum.queueDrops, l.queueDrops);
     sum.lost = addCount(sum.lost, l.lost);
+    sum.unheld = addCount(sum.unheld, l.unheld ?? 0);
     fromMs = Math.min(fromMs, l.fromMs);
     toMs = Math.max(toMs, l.toMs);
   }

@@ -1,0 +1,158 @@
+/**
+ * What running repros hold for their verdicts is bounded across the collector, and what is let go
+ * is said (collector/repro-hold.ts). Before, each point of each repro let its oldest events go past
+ * 500,000 without a word — a probe judged afterwards read as dropped from events that had arrived —
+ * and 32 repros could hold 48 M events.
+ */
+import t from 'tap';
+import { silentLogger } from '../../collector/logger';
+import { ReproManager } from '../../collector/repro';
+import { letGoOldest, pointHoldCap } from '../../collector/repro-hold';
+import { parseReproRequest } from '../../collector/repro-requests';
+import type { PacketEvent } from '../../common/event';
+import type { NamespaceInfo } from '../../common/wire';
+import { FakeHub, status } from './collector-fixtures';
+import { ADDR, CLIENT, DIRECT, INVENTORY, MS, T0, exchange } from './fixtures-events';
+
+void t.test('the budget is shared by every live repro point, at most 500,000 a point', (t) => {
+  t.equal(pointHoldCap(400_000, 1), 133_333);
+  t.equal(pointHoldCap(400_000, 0), 133_333, 'a repro being made counts as one');
+  t.equal(pointHoldCap(400_000, 32), 4_166);
+  t.equal(pointHoldCap(3_000_000, 1), 500_000, 'never more than a point held before');
+  t.equal(pointHoldCap(2, 5), 1, 'at least one');
+  t.end();
+});
+
+void t.test('letGoOldest lets the first received go, by capture, with their times', (t) => {
+  const ev = (ms: number): PacketEvent => ({ tsNs: BigInt(ms) * MS }) as PacketEvent;
+  const list = [
+    { epoch: 1, event: ev(500) },
+    { epoch: 0, event: ev(100) },
+    { epoch: 1, event: ev(300) },
+    { epoch: 2, event: ev(900) },
+  ];
+  t.strictSame(letGoOldest(list, 4), [], 'nothing past the cap');
+  t.strictSame(letGoOldest(list, 1), [
+    { epoch: 1, count: 2, fromMs: 300, toMs: 500 },
+    { epoch: 0, count: 1, fromMs: 100, toMs: 100 },
+  ]);
+  t.equal(list.length, 1);
+  t.equal(list[0]?.event.tsNs, 900n * MS, 'the last received stays');
+  t.end();
+});
+
+function ns(path: string, ...ips: string[]): NamespaceInfo {
+  return { path, inode: 1, addresses: ['127.0.0.1', ...ips], interfaces: ['lo', 'eth0'] };
+}
+
+const SPEC = parseReproRequest({
+  workload: { netns: 'vpn-pod*', podCidr: '10.244.0.0/16' },
+  decapIface: 'vx0',
+  egressIface: 'eth0',
+  backend: { target: ADDR.backendPod, iface: 'eth0' },
+  client: CLIENT,
+  inventory: INVENTORY,
+});
+
+function manager(maxHeldEvents: number): ReproManager {
+  const hub = new FakeHub();
+  hub.addAgent('a-vpn', 'vpn-node', [ADDR.vpnNodeUplink], [ns('/run/netns/vpn-pod', ADDR.vpnPod)]);
+  hub.addAgent(
+    'a-web',
+    'backend-node',
+    [ADDR.backendNodeUplink],
+    [ns('/run/netns/web', ADDR.backendPod)],
+  );
+  const T = Number(T0 / MS);
+  return new ReproManager({ hub, logger: silentLogger(), nowMs: () => T, maxHeldEvents });
+}
+
+async function send(
+  repros: ReproManager,
+  agentId: string,
+  captureId: string,
+  point: string,
+  events: PacketEvent[],
+): Promise<void> {
+  await repros.handle({
+    kind: 'status',
+    agentId,
+    seq: 0,
+    status: status(captureId, point, 'capturing', { kernelDrops: 0, packets: events.length }),
+  });
+  await repros.handle({ kind: 'events', agentId, seq: 0, batch: { captureId, point, events } });
+}
+
+void t.test(
+  'a probe whose events were let go at a point is cautioned, and the capture says how many',
+  async (t) => {
+    const per = exchange('backend', DIRECT).length;
+    // One repro: each point holds a third of the budget, two exchanges' worth.
+    const repros = manager(3 * 2 * per);
+    t.teardown(() => {
+      repros.close();
+    });
+    const v = await repros.create(SPEC);
+    const ep = { ...DIRECT, sport: 40001 };
+    await send(repros, 'a-vpn', `${v.id}-e1`, 'decap', exchange('decap', ep));
+    await send(repros, 'a-vpn', `${v.id}-e1`, 'egress', exchange('egress', ep, { at: MS }));
+    await send(repros, 'a-web', `${v.id}-b`, 'backend', exchange('backend', ep, { at: 2n * MS }));
+    // Then two more connections reach the backend: the probe's events there are the oldest.
+    for (const sport of [40002, 40003])
+      await send(
+        repros,
+        'a-web',
+        `${v.id}-b`,
+        'backend',
+        exchange('backend', { ...DIRECT, sport }, { at: 3000n * MS }),
+      );
+    t.equal(
+      repros.heldEvents(),
+      2 * per + 2 * per,
+      'decap and egress hold theirs, the backend two',
+    );
+    const T = Number(T0 / MS);
+    const view = repros.addProbe(v.id, {
+      probeId: 'p1',
+      sport: 40001,
+      startedAtMs: T,
+      endedAtMs: T + 50,
+      ok: true,
+      httpCode: '200',
+      error: null,
+    });
+    t.equal(view?.backend.unheld, per, 'the backend let the probe’s connection go');
+    const row = view?.timeline[0];
+    t.not(row?.verdict, 'preserved', 'its events at the backend are gone');
+    t.match(
+      row?.lossesInFlight.join(' '),
+      new RegExp(`capture backend lost ${per} events in the collector \\(past its memory bound\\)`),
+      'the probe says its verdict may rest on events the collector let go',
+    );
+    t.match(
+      view?.lossText?.join('\n'),
+      /capture backend lost \d+ events in the collector \(past its memory bound\)[\s\S]*run again before concluding/,
+    );
+    t.equal(view?.attachments[0]?.points[0]?.unheld, undefined, 'decap let nothing go');
+  },
+);
+
+void t.test('two live repros share the budget: each point holds half as much', async (t) => {
+  const per = exchange('backend', DIRECT).length;
+  const repros = manager(3 * 2 * per);
+  t.teardown(() => {
+    repros.close();
+  });
+  const a = await repros.create(SPEC);
+  await repros.create(SPEC);
+  await send(repros, 'a-web', `${a.id}-b`, 'backend', exchange('backend', DIRECT));
+  await send(
+    repros,
+    'a-web',
+    `${a.id}-b`,
+    'backend',
+    exchange('backend', { ...DIRECT, sport: 40009 }, { at: MS }),
+  );
+  t.equal(repros.heldEvents(), per, 'one exchange of the two is held');
+  t.equal(repros.get(a.id)?.backend.unheld, per);
+});
