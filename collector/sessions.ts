@@ -962,7 +962,8 @@ export class SessionManager {
     if (this.conntrack && analysis.verdict.client !== null) void this.attachConntrack(s, final);
     if (s.record.spec.doctor !== undefined) void this.attachDoctor(s, final);
     if (this.frames) void this.fetchFrames(s, final);
-    void this.attachEventsFiles(s, final);
+    // Its events files are hashed once their appends are on disk, and closed then.
+    void this.attachEventsFiles(s, final).finally(() => this.releaseStored(s));
     // Held among the recent finished; the attachments above keep their own reference to it.
     this.recent.add(s.id);
   }
@@ -991,6 +992,21 @@ export class SessionManager {
     final.meta = { ...final.meta, inputs: withEventsFiles(final.meta.inputs, files) };
     this.writeReports(s, final, 'cannot rewrite the report with its events files');
     this.emit(s);
+  }
+
+  /** Closes a finished capture's events files (a failure to close is logged, nothing else). */
+  private async releaseStored(s: CaptureSession): Promise<void> {
+    try {
+      await this.store.releaseCapture(
+        s.id,
+        s.record.points.map((p) => p.name),
+      );
+    } catch (e) {
+      this.log.warn(
+        { captureId: s.id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
+        'cannot close the events files of a finished capture',
+      );
+    }
   }
 
   /**

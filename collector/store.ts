@@ -449,6 +449,38 @@ export class CaptureStore {
   }
 
   /**
+   * Lets go what the store keeps for a capture that takes no more events: each point's events
+   * file is closed once the appends queued for it are on disk, and its save bookkeeping dropped
+   * when no save of it is being written. Before, a collector kept one open file per capture point
+   * that ever received events, for its life (EMFILE in the end), and a few maps' entries per
+   * capture ever made.
+   */
+  async releaseCapture(id: string, points: readonly string[]): Promise<void> {
+    for (const point of points) {
+      if (!POINT_RE.test(point)) continue;
+      const path = join(this.sessionDir(id), `events-${point}.pb`);
+      const chain = this.chains.get(path);
+      await chain;
+      // An append queued meanwhile keeps its file open (a finished capture takes none).
+      if (this.chains.get(path) !== chain) continue;
+      this.chains.delete(path);
+      const h = this.handles.get(path);
+      this.handles.delete(path);
+      try {
+        await (await h)?.close();
+      } catch {
+        // Failed to open, or closed after a failed write: nothing left to flush.
+      }
+    }
+    if (!this.soon.has(id)) this.saveGen.delete(id);
+  }
+
+  /** Events files the store holds open (captures still taking events). */
+  openEventFiles(): number {
+    return this.handles.size;
+  }
+
+  /**
    * A point's events file's path, once every append queued before this call is on disk (or
    * failed); a finished capture takes no more, so its file stays as it is then.
    */

@@ -16,7 +16,8 @@ import type { CaptureView } from '../../collector/capture-views';
 import { newestFinished, RecentFinished } from '../../collector/recent-finished';
 import { SessionManager } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
-import { NETNS_REPRO, twoNodeHub } from './collector-fixtures';
+import { answerWithReplay, NETNS_REPRO, twoNodeHub } from './collector-fixtures';
+import { PCAPS } from './corpus';
 import { bodyText } from './api-body';
 import { isStreamBody } from '../../collector/api-message';
 
@@ -91,10 +92,11 @@ function collector(
   t: { teardown(fn: () => Promise<void> | void): void },
   dir: string,
   keep: { captures: number; repros: number },
+  hub = twoNodeHub(),
 ) {
   const store = new CaptureStore({ dir, fsync: false });
   const sessions = new SessionManager({
-    hub: twoNodeHub(),
+    hub,
     store,
     logger: silentLogger(),
     maxFinishedHeld: keep.captures,
@@ -124,7 +126,7 @@ function collector(
       json: text.startsWith('{') ? (JSON.parse(text) as unknown) : null,
     };
   };
-  return { sessions, req, close };
+  return { sessions, store, req, close };
 }
 
 type CaptureList = { captures: CaptureView[]; olderFinished: number };
@@ -265,4 +267,20 @@ void t.test('--keep-finished and --keep-finished-repros take a whole number ≥ 
         `${flag} ${bad}`,
       );
   t.end();
+});
+
+void t.test('a finished capture leaves no events file open', async (t) => {
+  const hub = twoNodeHub();
+  answerWithReplay(hub, join(PCAPS, 'zeek_http-get.pcap'));
+  const { store, req } = collector(t, tempDir(t), { captures: 2, repros: 1 }, hub);
+  const id = ((await req('POST', '/v1/captures', SPEC)).json as CaptureView).id;
+  const until = async (what: string, ok: () => boolean): Promise<void> => {
+    for (let i = 0; i < 500 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
+    t.ok(ok(), what);
+  };
+  await until('both points append their events', () => store.openEventFiles() === 2);
+  t.equal((await req('DELETE', `/v1/captures/${id}`)).status, 200);
+  // The old collector kept both open for its life: one file per capture point, until EMFILE.
+  await until('closed once finished', () => store.openEventFiles() === 0);
+  t.equal((await req('GET', `/v1/captures/${id}/report.md`)).status, 200, 'its report is there');
 });
