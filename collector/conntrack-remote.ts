@@ -3,6 +3,7 @@
  * agent of the backend point for the flow's entries in the pod's namespace and in the node's own
  * (where a node's masquerade or kube-proxy leaves its entry), then judge them against the verdict.
  */
+import { addCount } from '../common/counters';
 import type { ConntrackEntry, DoctorTarget } from '../common/wire';
 import type { AgentRequests } from './agent-requests';
 import type { Verdict } from '../core/attribute/attribute';
@@ -15,13 +16,16 @@ export interface ConntrackPoint {
   target: string;
 }
 
-/** The entries of the verdict's flow on the path; errors are returned, never thrown. */
+/**
+ * The entries of the verdict's flow on the path; errors are returned, never thrown. `leftOut`:
+ * entries the agents listed beyond what the collector keeps of one reply (REPLY_LIMITS.entries).
+ */
 export async function conntrackForCapture(
   requests: AgentRequests,
   captureId: string,
   points: readonly ConntrackPoint[],
   verdict: Verdict,
-): Promise<{ entries: ConntrackEntry[]; errors: string[] }> {
+): Promise<{ entries: ConntrackEntry[]; errors: string[]; leftOut: number }> {
   const egress = points.find((p) => p.name === 'egress') ?? points[1];
   const backend = points.find((p) => p.name === 'backend') ?? points[points.length - 1];
   const tuples = flowTuples(verdict);
@@ -37,17 +41,20 @@ export async function conntrackForCapture(
   if (!oneNode) add(backend?.agentId, { name: 'backend-node', target: '', routeTo: [] });
   const entries: ConntrackEntry[] = [];
   const errors: string[] = [];
-  if (tuples.length === 0) return { entries, errors: ['no tuple of the flow was observed'] };
+  let leftOut = 0;
+  if (tuples.length === 0)
+    return { entries, errors: ['no tuple of the flow was observed'], leftOut };
   await Promise.all(
     [...plan].map(async ([agentId, targets]) => {
       try {
         const r = await requests.conntrack(agentId, captureId, targets, tuples);
         entries.push(...r.entries);
         errors.push(...r.errors);
+        leftOut = addCount(leftOut, r.entriesLeftOut ?? 0);
       } catch (e) {
         errors.push(e instanceof Error ? e.message : String(e));
       }
     }),
   );
-  return { entries, errors };
+  return { entries, errors, leftOut };
 }

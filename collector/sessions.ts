@@ -1098,7 +1098,7 @@ export class SessionManager {
    * Best effort: a failure is logged and the packet verdict stands as written.
    */
   private async attachConntrack(s: CaptureSession, final: FinalReport): Promise<void> {
-    const { entries, errors } = await conntrackForCapture(
+    const { entries, errors, leftOut } = await conntrackForCapture(
       this.requests,
       s.id,
       s.record.points,
@@ -1107,7 +1107,7 @@ export class SessionManager {
     if (this.closed) return;
     if (errors.length > 0)
       this.log.warn({ captureId: s.id, code: 'CONNTRACK_READ_FAILED' }, errors.join('; '));
-    const verdict = withConntrackEvidence(final.result.verdict, entries);
+    const verdict = withConntrackEvidence(final.result.verdict, entries, leftOut);
     s.record.verdict = verdict;
     final.result = { ...final.result, verdict };
     this.writeReports(s, final, 'cannot write the report with conntrack evidence');

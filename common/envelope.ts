@@ -6,7 +6,7 @@
 import { decodeAckEnvelope, encodeAckEnvelope } from './ack-wire';
 import protobuf from 'protobufjs';
 import { COMMAND_LIMITS } from './command-limits';
-import { REPORT_LIMITS } from './report-limits';
+import { REPLY_LIMITS, REPORT_LIMITS } from './report-limits';
 import { cutText } from './text-cut';
 import { HoptraceError } from './errors';
 import { decodeEventsEnvelope, encodeEventsEnvelope, malformed } from './events-wire';
@@ -33,7 +33,9 @@ import type {
   DoctorReport,
   DoctorRequest,
   DoctorTarget,
+  FactLeftOut,
   NamespaceFacts,
+  NatRule,
   RouteEntry,
   CaptureState,
   CaptureStatus,
@@ -409,14 +411,55 @@ function familyFromWire(v: unknown): 4 | 6 {
   throw malformed(`address family ${n} is neither 4 nor 6`);
 }
 
-function routeFromWire(o: Obj): RouteEntry {
+/**
+ * What decoding left out of one part of an agent's reply, summed by what it was (a report of
+ * 20,000 routes with 20 flags each says so in two lines, not 20,001).
+ */
+class LeftOut {
+  private readonly lists = new Map<string, { lists: number; entries: number; max: number }>();
+  private readonly cuts = new Map<string, number>();
+
+  /** The first `max` entries of `list`; the rest counted. Sliced before decoding: they cost nothing. */
+  first<T>(list: T[], max: number, noun: string): T[] {
+    if (list.length <= max) return list;
+    const e = this.lists.get(noun) ?? { lists: 0, entries: 0, max };
+    e.lists++;
+    e.entries += list.length - max;
+    this.lists.set(noun, e);
+    return list.slice(0, max);
+  }
+
+  /** `count` strings described by `what` (`rule arguments cut at N characters`) were cut. */
+  cut(count: number, what: string): void {
+    if (count > 0) this.cuts.set(what, (this.cuts.get(what) ?? 0) + count);
+  }
+
+  /** In words: `routes: 3616 left out (at most 16384 kept)`; [] when nothing was. */
+  details(): string[] {
+    const out: string[] = [];
+    for (const [noun, e] of this.lists) {
+      const each = e.lists > 1 ? ` of each of ${e.lists} lists` : '';
+      out.push(`${noun}: ${e.entries} left out (at most ${e.max} kept${each})`);
+    }
+    for (const [what, n] of this.cuts) out.push(`${what}: ${n}`);
+    return out;
+  }
+}
+
+/** An agent's strings in a list, each cut at `max` characters (REPLY_LIMITS). */
+function cutStrs(list: string[], max: number): string[] {
+  return list.map((v) => cutText(v, max));
+}
+
+function routeFromWire(o: Obj, left: LeftOut): RouteEntry {
+  const R = REPORT_LIMITS;
   return {
-    dst: str(o, 'dst'),
-    gateway: str(o, 'gateway'),
-    dev: str(o, 'dev'),
-    type: str(o, 'type'),
-    prefsrc: str(o, 'prefsrc'),
-    flags: strs(o, 'flags'),
+    dst: cut(o, 'dst', R.address),
+    gateway: cut(o, 'gateway', R.address),
+    dev: cut(o, 'dev', R.iface),
+    type: cut(o, 'type', R.code),
+    prefsrc: cut(o, 'prefsrc', R.address),
+    flags: cutStrs(left.first(strs(o, 'flags'), REPLY_LIMITS.routeFlags, 'route flags'), R.code),
   };
 }
 
@@ -430,81 +473,121 @@ function ipvsStateFromWire(s: string): NamespaceFacts['ipvsState'] {
   return s === 'read' || s === 'absent' ? s : 'unread';
 }
 
-function factsFromWire(f: Obj): NamespaceFacts {
+/** A nat rule: an argument cut changes what the rule matches, so it is counted as left out. */
+function natRuleFromWire(r: Obj, left: LeftOut): NatRule {
+  const L = REPLY_LIMITS;
+  const args = left.first(strs(r, 'args'), L.ruleArgs, 'rule arguments');
+  left.cut(
+    args.filter((a) => a.length > L.ruleArg).length,
+    `rule arguments cut at ${L.ruleArg} characters`,
+  );
   return {
-    name: str(f, 'name'),
-    target: str(f, 'target'),
-    netns: str(f, 'netns'),
-    node: str(f, 'node'),
-    addresses: strs(f, 'addresses'),
-    rpFilter: objs(f, 'rpFilter').map((r) => ({
-      iface: str(r, 'iface'),
-      value: num(r.value ?? 0, 'rp_filter'),
+    chain: cut(r, 'chain', L.chain),
+    args: cutStrs(args, L.ruleArg),
+    text: cut(r, 'text', REPORT_LIMITS.text),
+  };
+}
+
+/**
+ * One namespace's facts within REPLY_LIMITS (common/report-limits.ts): strings cut, lists kept to
+ * their bound; a part of which something was left out is named in leftOut (not read in full: no
+ * check runs on it), never taken for the whole of it.
+ */
+function factsFromWire(f: Obj): NamespaceFacts {
+  const L = REPLY_LIMITS;
+  const R = REPORT_LIMITS;
+  // iptables-save's rules and nft's share the nat lists: what is left out may be of either.
+  const left = {
+    addresses: new LeftOut(),
+    rp_filter: new LeftOut(),
+    routes: new LeftOut(),
+    'nat, nft': new LeftOut(),
+    ipvs: new LeftOut(),
+  };
+  const nat = left['nat, nft'];
+  const route = (r: Obj): RouteEntry => routeFromWire(r, left.routes);
+  const ipvs = left.ipvs.first(objs(f, 'ipvs'), L.ipvs, 'IPVS virtual services').map((s) => ({
+    proto: cut(s, 'proto', R.code),
+    address: cut(s, 'address', R.address),
+    port: num(s.port ?? 0, 'ipvs port'),
+    scheduler: cut(s, 'scheduler', R.code),
+    reals: left.ipvs.first(objs(s, 'reals'), L.ipvsReals, 'IPVS real servers').map((r) => ({
+      address: cut(r, 'address', R.address),
+      port: num(r.port ?? 0, 'ipvs port'),
+      forward: cut(r, 'forward', R.code),
     })),
-    routes: objs(f, 'routes').map(routeFromWire),
-    lookups: objs(f, 'lookups').map((l) => {
+  }));
+  const facts: NamespaceFacts = {
+    name: cut(f, 'name', L.name),
+    target: cut(f, 'target', L.target),
+    netns: cut(f, 'netns', R.netns),
+    node: cut(f, 'node', L.name),
+    addresses: cutStrs(
+      left.addresses.first(strs(f, 'addresses'), L.addresses, 'addresses'),
+      R.address,
+    ),
+    rpFilter: left.rp_filter
+      .first(objs(f, 'rpFilter'), L.rpFilter, 'rp_filter values')
+      .map((r) => ({ iface: cut(r, 'iface', R.iface), value: num(r.value ?? 0, 'rp_filter') })),
+    routes: left.routes.first(objs(f, 'routes'), L.routes, 'routes').map(route),
+    lookups: left.routes.first(objs(f, 'lookups'), L.lookups, 'route lookups').map((l) => {
       const r = obj(l, 'route');
       return {
-        to: str(l, 'to'),
-        route: r === null ? null : routeFromWire(r),
-        error: str(l, 'error'),
+        to: cut(l, 'to', R.address),
+        route: r === null ? null : route(r),
+        error: cut(l, 'error', R.text),
       };
     }),
-    natChains: strs(f, 'natChains'),
-    natRules: objs(f, 'natRules').map((r) => ({
-      chain: str(r, 'chain'),
-      args: strs(r, 'args'),
-      text: str(r, 'text'),
-    })),
+    natChains: cutStrs(nat.first(strs(f, 'natChains'), L.natChains, 'nat chains'), L.chain),
+    natRules: nat
+      .first(objs(f, 'natRules'), L.natRules, 'nat rules')
+      .map((r) => natRuleFromWire(r, nat)),
     ipvsState: ipvsStateFromWire(str(f, 'ipvsState')),
-    ipvs: objs(f, 'ipvs').map((s) => ({
-      proto: str(s, 'proto'),
-      address: str(s, 'address'),
-      port: num(s.port ?? 0, 'ipvs port'),
-      scheduler: str(s, 'scheduler'),
-      reals: objs(s, 'reals').map((r) => ({
-        address: str(r, 'address'),
-        port: num(r.port ?? 0, 'ipvs port'),
-        forward: str(r, 'forward'),
-      })),
-    })),
+    ipvs,
     family: familyFromWire(f.family),
-    errorCode: str(f, 'errorCode'),
-    message: str(f, 'message'),
-    unread: strs(f, 'unread').filter((p): p is FactPart =>
+    errorCode: cut(f, 'errorCode', R.code),
+    message: cut(f, 'message', R.text),
+    // Each part once: a longer list is no agent's.
+    unread: [...new Set(strs(f, 'unread'))].filter((p): p is FactPart =>
       (FACT_PARTS as readonly string[]).includes(p),
     ),
   };
+  const leftOut: FactLeftOut[] = [];
+  for (const [parts, l] of Object.entries(left))
+    for (const detail of l.details())
+      for (const part of parts.split(', ')) leftOut.push({ part: part as FactPart, detail });
+  return leftOut.length === 0 ? facts : { ...facts, leftOut };
 }
 
 function tupleFromWire(o: Obj | null): ConntrackTuple {
   return {
-    src: o === null ? '' : str(o, 'src'),
-    dst: o === null ? '' : str(o, 'dst'),
+    src: o === null ? '' : cut(o, 'src', REPORT_LIMITS.address),
+    dst: o === null ? '' : cut(o, 'dst', REPORT_LIMITS.address),
     sport: o === null ? 0 : num(o.sport ?? 0, 'sport'),
     dport: o === null ? 0 : num(o.dport ?? 0, 'dport'),
   };
 }
 
 function entryFromWire(e: Obj): ConntrackEntry {
+  const R = REPORT_LIMITS;
   return {
-    name: str(e, 'name'),
-    netns: str(e, 'netns'),
-    node: str(e, 'node'),
-    proto: str(e, 'proto'),
-    state: str(e, 'state'),
+    name: cut(e, 'name', REPLY_LIMITS.name),
+    netns: cut(e, 'netns', R.netns),
+    node: cut(e, 'node', REPLY_LIMITS.name),
+    proto: cut(e, 'proto', R.code),
+    state: cut(e, 'state', R.code),
     orig: tupleFromWire(obj(e, 'orig')),
     reply: tupleFromWire(obj(e, 'reply')),
     snat: e.snat === true,
     dnat: e.dnat === true,
-    raw: str(e, 'raw'),
+    raw: cut(e, 'raw', R.text),
   };
 }
 
 /** A report's refusal (error_code, message), when it carries one; '' (not refused): none. */
 function refusalFromWire(o: Obj): { errorCode?: string; message?: string } {
-  const errorCode = str(o, 'errorCode');
-  return errorCode === '' ? {} : { errorCode, message: str(o, 'message') };
+  const errorCode = cut(o, 'errorCode', REPORT_LIMITS.code);
+  return errorCode === '' ? {} : { errorCode, message: cut(o, 'message', REPORT_LIMITS.text) };
 }
 
 function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
@@ -595,11 +678,12 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
       return { seq, kind, doctorRequest };
     }
     case 'doctorReport': {
+      // More facts than a request may ask for are not answers: ownFacts would drop them anyway.
       const doctorReport: DoctorReport = {
-        requestId: str(o, 'requestId'),
-        agentId: str(o, 'agentId'),
-        node: str(o, 'node'),
-        facts: objs(o, 'facts').map(factsFromWire),
+        requestId: cut(o, 'requestId', REPLY_LIMITS.name),
+        agentId: cut(o, 'agentId', REPLY_LIMITS.name),
+        node: cut(o, 'node', REPLY_LIMITS.name),
+        facts: objs(o, 'facts').slice(0, REPLY_LIMITS.facts).map(factsFromWire),
         ...refusalFromWire(o),
       };
       return { seq, kind, doctorReport };
@@ -627,12 +711,22 @@ function bodyFromWire(kind: string, o: Obj, seq: number): Envelope {
       return { seq, kind, conntrackQuery };
     }
     case 'conntrackReport': {
+      const L = REPLY_LIMITS;
+      const entries = objs(o, 'entries');
+      const errors = strs(o, 'errors');
+      const errorsLeft = errors.length - L.errors;
       const conntrackReport: ConntrackReport = {
-        requestId: str(o, 'requestId'),
-        captureId: str(o, 'captureId'),
-        agentId: str(o, 'agentId'),
-        entries: objs(o, 'entries').map(entryFromWire),
-        errors: strs(o, 'errors'),
+        requestId: cut(o, 'requestId', L.name),
+        captureId: cut(o, 'captureId', L.name),
+        agentId: cut(o, 'agentId', L.name),
+        entries: entries.slice(0, L.entries).map(entryFromWire),
+        errors: [
+          ...cutStrs(errors.slice(0, L.errors), REPORT_LIMITS.text),
+          ...(errorsLeft > 0
+            ? [`${errorsLeft} more errors left out (at most ${L.errors} kept)`]
+            : []),
+        ],
+        ...(entries.length > L.entries ? { entriesLeftOut: entries.length - L.entries } : {}),
         ...refusalFromWire(o),
       };
       return { seq, kind, conntrackReport };

@@ -242,6 +242,18 @@ export interface NamespaceFacts {
    * opened. Empty with an errorCode (an older agent's report): every part counts as unread.
    */
   unread: FactPart[];
+  /**
+   * What the collector left out of the agent's report (common/report-limits.ts REPLY_LIMITS),
+   * part by part: such a part counts as not read in full, so no check judges it. Absent: nothing.
+   */
+  leftOut?: FactLeftOut[];
+}
+
+/** Entries of one part of an agent's facts that the collector left out, in words. */
+export interface FactLeftOut {
+  part: FactPart;
+  /** `routes: 3616 left out (at most 16384 kept)`. */
+  detail: string;
 }
 
 /** The parts of a namespace's facts, each read by one command. */
@@ -327,6 +339,11 @@ export interface ConntrackReport {
   entries: ConntrackEntry[];
   /** Per namespace read errors: `name: CODE message`. */
   errors: string[];
+  /**
+   * Entries the collector left out of the agent's report, beyond REPLY_LIMITS.entries
+   * (common/report-limits.ts); absent: none.
+   */
+  entriesLeftOut?: number;
   /** The query was refused whole, nothing read: its stable code and why. */
   errorCode?: string;
   message?: string;

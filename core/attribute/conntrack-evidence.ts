@@ -8,6 +8,8 @@ import type { ConntrackEntry, ConntrackTuple } from '../../common/wire';
 import type { Layer, Verdict } from './attribute';
 import type { Endpoint } from '../correlate/correlate';
 import { tupleText } from '../../common/endpoint';
+import { countText } from '../../common/counters';
+import { REPLY_LIMITS } from '../../common/report-limits';
 
 /** The namespace role whose SNAT a layer means. */
 const LAYER_ROLE: Partial<Record<Layer, string>> = {
@@ -49,11 +51,25 @@ export function entryText(e: ConntrackEntry): string {
   return `${e.name}${e.node === '' ? '' : ` on ${e.node}`}: orig ${tupleText(e.orig)}, reply ${tupleText(e.reply)}${nat === '' ? '' : ` [${nat}]`}`;
 }
 
-/** Judges the entries against the packet verdict. Pure and total. */
+/**
+ * Judges the entries against the packet verdict. Pure and total. `leftOut`: entries the agents
+ * listed that the collector did not keep (common/report-limits.ts): the detail says they were
+ * not judged.
+ */
 export function judgeConntrack(
   verdict: Verdict,
   entries: readonly ConntrackEntry[],
+  leftOut = 0,
 ): ConntrackEvidence {
+  const ev = judgeKept(verdict, entries);
+  if (leftOut <= 0) return ev;
+  return {
+    ...ev,
+    detail: `${ev.detail}; ${countText(leftOut)} more entries the agents listed were left out (at most ${REPLY_LIMITS.entries} kept of one agent's reply) and not judged`,
+  };
+}
+
+function judgeKept(verdict: Verdict, entries: readonly ConntrackEntry[]): ConntrackEvidence {
   const list = [...entries];
   if (list.length === 0) {
     return {
@@ -108,8 +124,9 @@ export function judgeConntrack(
 export function withConntrackEvidence(
   verdict: Verdict,
   entries: readonly ConntrackEntry[],
+  leftOut = 0,
 ): Verdict {
-  const ev = judgeConntrack(verdict, entries);
+  const ev = judgeConntrack(verdict, entries, leftOut);
   const out: Verdict = { ...verdict, conntrack: ev };
   if (ev.status === 'confirms') {
     const role = LAYER_ROLE[verdict.layer];

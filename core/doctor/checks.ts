@@ -88,7 +88,10 @@ const familyOfInput = (input: DoctorInput): Family => familyOf(input.tunnelRange
 export function unreadParts(f: NamespaceFacts, family: Family): Set<FactPart> {
   const listed = Array.isArray(f.unread) ? f.unread : [];
   if (f.errorCode !== '' && listed.length === 0) return new Set(FACT_PARTS);
-  return new Set(f.family === family ? listed : [...listed, ...FAMILY_PARTS[family]]);
+  const out = new Set(f.family === family ? listed : [...listed, ...FAMILY_PARTS[family]]);
+  // Read in part (the collector left some of it out): judged on none of it, as if not read.
+  for (const l of f.leftOut ?? []) out.add(l.part);
+  return out;
 }
 
 type Check = 'masquerade' | 'rp-filter' | 'return-route';
@@ -126,19 +129,36 @@ function unreadReason(f: NamespaceFacts, family: Family): string {
  */
 function readFinding(f: NamespaceFacts, unread: Set<FactPart>, family: Family): Finding {
   const skipped = (ROLE_CHECKS[f.name] ?? []).filter((c) => blocked(c, family, unread));
-  const parts = FACT_PARTS.filter((p) => unread.has(p));
+  const leftOut = f.leftOut ?? [];
+  const inPart = FACT_PARTS.filter((p) => leftOut.some((l) => l.part === p));
+  const parts = FACT_PARTS.filter((p) => unread.has(p) && !inPart.includes(p));
   const notRun =
     skipped.length === 0
       ? 'no check of this namespace depends on it'
       : `not checked here: ${skipped.join(', ')}`;
+  const clauses: string[] = [];
+  if (parts.length > 0)
+    clauses.push(
+      `could not read ${parts.length === FACT_PARTS.length ? 'this namespace' : parts.join(', ')} (${notRun}): ${unreadReason(f, family)}`,
+    );
+  if (inPart.length > 0) {
+    const details = [...new Set(leftOut.map((l) => l.detail))].join('; ');
+    clauses.push(
+      `read ${inPart.join(', ')} in part only${parts.length > 0 ? '' : ` (${notRun})`}: the agent's report held more than the collector keeps of one namespace (${details})`,
+    );
+  }
+  const fix =
+    parts.length > 0
+      ? `run the agent (or doctor) as root with iproute2, ${family === 6 ? 'ip6tables' : 'iptables'}, nft and nsenter; check that the target exists`
+      : `compare with what \`hoptrace doctor\` reads on ${f.node || 'that node'} itself: no namespace holds that much, so check the agent there`;
   return {
     severity: skipped.length === 0 ? 'warning' : 'error',
     check: 'read',
     node: f.node,
     namespace: where(f),
     subject: f.target || '(node namespace)',
-    detail: `could not read ${parts.length === FACT_PARTS.length ? 'this namespace' : parts.join(', ')} (${notRun}): ${unreadReason(f, family)}`,
-    fix: `run the agent (or doctor) as root with iproute2, ${family === 6 ? 'ip6tables' : 'iptables'}, nft and nsenter; check that the target exists`,
+    detail: clauses.join('; '),
+    fix,
   };
 }
 
