@@ -60,6 +60,14 @@ export interface CaptureFileStats {
    */
   truncated?: FileCut;
   /**
+   * Classic pcap: records read so far whose header no writer gives — `times`, a fraction of a
+   * second of 10^6 or more (10^9 with the nanosecond magic); `lengths`, a captured length above
+   * the original (wire) length. Both are read as given, as libpcap reads them (tcpdump flags
+   * them), and counted here, never refused. Absent when there is none (and for pcapng). After a
+   * resume, counted from the resume point.
+   */
+  invalid?: InvalidRecords;
+  /**
    * The earliest and latest time of the timed frames read so far (null: none), when the reading
    * began at the file's first frame and yielded every frame; absent when it resumed or skipped
    * further in. Whole once frames() has finished without a cut.
@@ -87,6 +95,17 @@ export function damagedLength(
     'of that snaplen: its length is damaged, not the capture cut short'
   );
 }
+
+/** Classic pcap records with an invalid time or lengths (CaptureFileStats.invalid). */
+export interface InvalidRecords {
+  /** The fraction of a second is ≥ 10^6 µs (≥ 10^9 ns): no clock gives it. */
+  times: number;
+  /** The captured length exceeds the original (wire) length: no capture gives it. */
+  lengths: number;
+}
+
+/** The first fraction-of-a-second value a classic pcap record cannot hold, by resolution. */
+export const PCAP_FRACTION_LIMIT = { us: 1_000_000, ns: 1_000_000_000 } as const;
 
 /** Drops a pcapng file recorded for some of its interfaces only. */
 export interface DropsPartial {
@@ -274,6 +293,8 @@ abstract class BaseReader {
   protected skipBelow = 0;
   /** The times of the frames yielded (timed ones). */
   protected readonly times = new TimeSpanTracker();
+  /** Classic pcap records read with an invalid time or lengths (CaptureFileStats.invalid). */
+  protected readonly invalid: InvalidRecords = { times: 0, lengths: 0 };
   /** Some frame was read past without being yielded (skipUntil): the span is not the file's. */
   private skippedSome = false;
   constructor(
@@ -327,7 +348,10 @@ abstract class BaseReader {
   protected withCut(stats: CaptureFileStats): CaptureFileStats {
     const whole = !this.resumed && !this.skippedSome;
     const spanned = whole ? { ...stats, span: this.times.span() } : stats;
-    return this.cutAt === undefined ? spanned : { ...spanned, truncated: this.cutAt };
+    const bad = this.invalid;
+    const flagged =
+      bad.times > 0 || bad.lengths > 0 ? { ...spanned, invalid: { ...bad } } : spanned;
+    return this.cutAt === undefined ? flagged : { ...flagged, truncated: this.cutAt };
   }
 
   stats(): CaptureFileStats {
@@ -425,6 +449,7 @@ class PcapReader extends BaseReader {
     const r = this.r;
     const le = this.le;
     const unit = this.nanos ? 1n : 1000n;
+    const fracLimit = this.nanos ? PCAP_FRACTION_LIMIT.ns : PCAP_FRACTION_LIMIT.us;
     for (let index = this.framesRead + 1; ; index++) {
       if (!r.fill(16)) {
         if (r.available === 0) return;
@@ -454,12 +479,16 @@ class PcapReader extends BaseReader {
         );
       }
       this.framesRead = index;
+      // Read as given, as libpcap does; counted, as tcpdump flags them (summary.c counts alike).
+      const frac = r.u32(4, le);
+      const wireLength = r.u32(12, le);
+      if (frac >= fracLimit) this.invalid.times++;
+      if (caplen > wireLength) this.invalid.lengths++;
       if (index < this.skipBelow) {
         r.skip(16 + caplen);
         continue;
       }
       const sec = r.u32(0, le);
-      const frac = r.u32(4, le);
       const tsNs = BigInt(sec) * 1_000_000_000n + BigInt(frac) * unit;
       this.times.add(tsNs);
       yield {
@@ -467,7 +496,7 @@ class PcapReader extends BaseReader {
         linktype: this.linktype,
         tsNs,
         caplen,
-        wireLength: r.u32(12, le),
+        wireLength,
         snaplen: this.snaplen,
         data: r.view(16, caplen),
       };

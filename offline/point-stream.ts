@@ -172,6 +172,9 @@ export class FilePointStream implements PointStream {
         ? {}
         : { dropsPartial: this.recorded.stats.dropsPartial }),
       ...stopHealth(this.recorded.stats.truncated),
+      ...(this.recorded.stats.invalid === undefined
+        ? {}
+        : { invalidRecords: this.recorded.stats.invalid }),
     };
   }
 

@@ -40,6 +40,7 @@ import {
   packetTimeNs,
   RESUME_HEAD_BYTES,
   type CaptureFileStats,
+  type InvalidRecords,
   type ResumePoint,
   type FileCut,
   type PcapngInterface,
@@ -233,6 +234,8 @@ export class SummaryPcapReader implements SummaryReader {
   private readonly chunkSize: number;
   private readonly seek = new SeekPoints();
   private readonly times = new TimeSpanTracker();
+  /** Records walked with an invalid time or lengths, as summarize counts them (summary.h). */
+  private readonly invalid: InvalidRecords = { times: 0, lengths: 0 };
 
   constructor(
     readonly path: string,
@@ -254,10 +257,12 @@ export class SummaryPcapReader implements SummaryReader {
 
   /** What the file recorded about its capture: a classic pcap file records no drop counts. */
   stats(): CaptureFileStats {
-    const stats = {
+    const bad = this.invalid;
+    const stats: CaptureFileStats = {
       frames: this.frame - 1,
       statsBlocks: 0,
       dropped: null,
+      ...(bad.times > 0 || bad.lengths > 0 ? { invalid: { ...bad } } : {}),
       span: this.times.span(),
     };
     return this.cutAt === undefined ? stats : { ...stats, truncated: this.cutAt };
@@ -279,7 +284,7 @@ export class SummaryPcapReader implements SummaryReader {
             framesBefore: this.frame - 1,
             head: this.buf.toString('hex', this.pos, this.pos + RESUME_HEAD_BYTES),
           });
-        const [n, next, stop] = this.addon.summarize(
+        const [n, next, stop, badTimes, badLengths] = this.addon.summarize(
           this.buf,
           this.pos,
           this.end,
@@ -303,6 +308,8 @@ export class SummaryPcapReader implements SummaryReader {
           b.skipped = gate === undefined ? 0 : gate.skippedUseful;
           this.frame += walked;
           this.pos = next;
+          this.invalid.times += badTimes;
+          this.invalid.lengths += badLengths;
           return b;
         }
         if (stop === SUMMARY_STOP.bad) return this.fail();

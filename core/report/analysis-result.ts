@@ -196,6 +196,12 @@ export interface CaptureHealth {
     detail: string;
     code: 'FILE_BAD_RECORD' | 'FILE_BAD_BLOCK' | 'FILE_TIME_RANGE';
   };
+  /**
+   * A classic pcap file some of whose records no writer gives, read as given (libpcap reads them,
+   * tcpdump flags them): `times`, a fraction of a second of 10^6 µs (10^9 ns) or more; `lengths`,
+   * a captured length above the original length. Absent when there is none.
+   */
+  invalidRecords?: { times: number; lengths: number };
   /** The target came from a stale pod list (session.ts PointRecord.targetNote). */
   targetNote?: string;
 }

@@ -51,11 +51,29 @@ function unrecordedText(p: NonNullable<CaptureHealth['dropsPartial']>): string {
   return p.unrecorded.join(', ') + (more > 0 ? ` and ${countText(more)} more` : '');
 }
 
+/**
+ * The invalid records of a file in words (`2 with a time no clock gives (a fraction of a second
+ * of 10^6 µs or more), 1 with a captured length above the original length`); null when none.
+ */
+export function invalidRecordsText(h: Pick<CaptureHealth, 'invalidRecords'>): string | null {
+  const bad = h.invalidRecords;
+  if (bad === undefined) return null;
+  const parts: string[] = [];
+  if (bad.times > 0)
+    parts.push(
+      `${countText(bad.times)} with an invalid time (a fraction of a second of 10^6 µs, or 10^9 ns, or more)`,
+    );
+  if (bad.lengths > 0)
+    parts.push(`${countText(bad.lengths)} with a captured length above the original (wire) length`);
+  return parts.length === 0 ? null : parts.join(', ');
+}
+
 /** A capture file's "frames" cell in the health tables: its frames, and where reading stopped. */
 export function fileFramesCell(
-  h: Pick<CaptureHealth, 'packets' | 'truncated' | 'damaged'>,
+  h: Pick<CaptureHealth, 'packets' | 'truncated' | 'damaged' | 'invalidRecords'>,
 ): string {
-  const n = countText(h.packets);
+  const bad = invalidRecordsText(h);
+  const n = countText(h.packets) + (bad === null ? '' : ` (${bad})`);
   if (h.truncated !== undefined)
     return `${n} (the file ends inside a record at byte ${h.truncated.offset})`;
   if (h.damaged !== undefined)
@@ -101,10 +119,10 @@ function fileLossPhrase(
 
 /**
  * Cautions for the reader: each capture file that ends inside a record (whatever it held after
- * the cut is unknown); each point that did not see the request, or saw it but not the reply
- * although the backend saw the request, while its capture lost packets, cannot count them, or never
- * confirmed it ran; and each point that did not see the request while its `namespace/pod` target
- * came from an old pod list. Points without a status (a file no pass read to the end) are skipped.
+ * the cut is unknown), and each with records no writer gives (read as given); each point that did
+ * not see the request, or saw it but not the reply although the backend saw the request, while its
+ * capture lost packets, cannot count them, or never confirmed it ran; and each point that did not
+ * see the request while its `namespace/pod` target came from an old pod list. Points without a status (a file no pass read to the end) are skipped.
  */
 export function healthCaveats(points: PointSummary[], health: CaptureHealth[]): string[] {
   const out: string[] = [];
@@ -129,6 +147,14 @@ export function healthCaveats(points: PointSummary[], health: CaptureHealth[]): 
           `${h.damaged.detail}): no reader can find the next record past it, so the verdict uses ` +
           `the ${h.packets} frames before it; nothing after them was read — check the file with ` +
           'tshark -r, or capture again',
+      );
+    }
+    const bad = invalidRecordsText(h);
+    if (bad !== null) {
+      out.push(
+        `${p.name}: ${h.iface} has records no capture writes — ${bad}: they were read as given ` +
+          '(libpcap reads them, tcpdump flags them), so times and lengths there are not to be ' +
+          'trusted: a damaged file or a faulty writer; check it with tshark -r, or capture again',
       );
     }
     if (!p.seenRequest && h.targetNote !== undefined) {

@@ -74,9 +74,9 @@ static int gated(const uint8_t *frame, size_t len, uint32_t lt, const uint8_t *p
                     .proto = 6, .best_ts = 0, .seen = seen, .frame_of = frame_of};
   size_t next;
   int stop, bad = 0;
-  size_t n = summary_run_gate(src, 16 + len, 0, 0, lt, 262144, ports, out, 2, &next, &stop, &w);
+  size_t n = summary_run_gate(src, 16 + len, 0, 0, lt, 262144, ports, out, 2, &next, &stop, &w, NULL);
   if (n != (size_t)!ok || w.skipped_useful != (uint32_t)useful || w.frames != 1) bad = 1;
-  n = summary_run_gate(src, 16 + len, 0, 0, lt, 262144, ports, out, 2, &next, &stop, &p1);
+  n = summary_run_gate(src, 16 + len, 0, 0, lt, 262144, ports, out, 2, &next, &stop, &p1, NULL);
   if (n != (size_t)(!ok || syn) || p1.skipped_useful != (uint32_t)(useful && !syn)) bad = 1;
   /* The fields every FAST record writes whole (0..87), but for the data offset. */
   if (n == 1 && ok && (memcmp(out, want, 24) != 0 || memcmp(out + 28, want + 28, 60) != 0)) bad = 1;
@@ -101,8 +101,8 @@ static int gated(const uint8_t *frame, size_t len, uint32_t lt, const uint8_t *p
                    .n_data = 2, .frame_of = frame_of};
   SummaryGate r = q;
   r.flags |= SUMMARY_GATE_NO_QUICK;
-  size_t nq = summary_run_gate(src, 16 + len, 0, 0, lt, 262144, ports, out, 2, &next, &stop, &q);
-  size_t nr = summary_run_gate(src, 16 + len, 0, 0, lt, 262144, ports, out, 2, &next, &stop, &r);
+  size_t nq = summary_run_gate(src, 16 + len, 0, 0, lt, 262144, ports, out, 2, &next, &stop, &q, NULL);
+  size_t nr = summary_run_gate(src, 16 + len, 0, 0, lt, 262144, ports, out, 2, &next, &stop, &r, NULL);
   if (nq != nr || q.skipped_useful != r.skipped_useful || q.frames != r.frames) bad = 1;
   quiet_left += nq == 0 && ok;
   hot[bucket] = 0;

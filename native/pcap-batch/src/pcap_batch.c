@@ -100,7 +100,7 @@
 #include "retain.h"
 #include "summary.h"
 
-#define ADDON_VERSION 15
+#define ADDON_VERSION 16
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -1220,14 +1220,15 @@ static int read_gate(uint8_t *buf, size_t len, size_t max_records, SummaryGate *
 
 /*
  * summarize(src, pos, end, layout, linktype, maxCaplen, ports, out[, ifaces[, gate]])
- *   -> [count, nextPos, stop]
+ *   -> [count, nextPos, stop, invalidTimes, invalidLengths]
  * Runs the C fast path (summary.c) over the records of src[pos, end); out receives
  * floor(out.length / 192) records at most; ports is a 65536-byte UDP port table. The pcapng
  * layouts take the Enhanced Packet Blocks of the interfaces in the table `ifaces` (24 bytes each:
  * link type, mul, div, carried (set here), if_tsoffset; summary.h), and maxCaplen is then the largest block; linktype is unused
  * (classic pcap: ifaces is undefined). With a gate (read_gate), only the frames it lets through
  * get a record; the gate receives the frames walked, the useful frames left out, the earliest and
- * latest time walked, and each record's frame.
+ * latest time walked, and each record's frame. Classic pcap: the records walked with an invalid
+ * time or lengths are counted (SummaryFlaws; 0 for the other layouts).
  */
 static napi_value summarize(napi_env env, napi_callback_info info) {
   size_t argc = 10;
@@ -1271,12 +1272,13 @@ static napi_value summarize(napi_env env, napi_callback_info info) {
   }
   size_t next = pos;
   int stop = 0;
+  SummaryFlaws flaws = {0, 0};
   size_t n = ng ? summary_run_ng_gate(src, end, pos, layout == SUMMARY_LAYOUT_PCAPNG_LE,
                                       max_caplen, ifaces,
                                       (uint32_t)(ifaces_len / SUMMARY_NG_IFACE_BYTES), ports, out,
                                       out_len / SUMMARY_BYTES, &next, &stop, g)
                 : summary_run_gate(src, end, pos, (int)layout, linktype, max_caplen, ports, out,
-                                   out_len / SUMMARY_BYTES, &next, &stop, g);
+                                   out_len / SUMMARY_BYTES, &next, &stop, g, &flaws);
   if (g != NULL) {
     memcpy(gate_buf + 68, &gate.frames, 4);
     memcpy(gate_buf + 72, &gate.skipped_useful, 4);
@@ -1284,13 +1286,17 @@ static napi_value summarize(napi_env env, napi_callback_info info) {
     memcpy(gate_buf + 88, &gate.ts_max, 8);
   }
   napi_value res, v;
-  CHECK(napi_create_array_with_length(env, 3, &res));
+  CHECK(napi_create_array_with_length(env, 5, &res));
   CHECK(napi_create_uint32(env, (uint32_t)n, &v));
   CHECK(napi_set_element(env, res, 0, v));
   CHECK(napi_create_uint32(env, (uint32_t)next, &v));
   CHECK(napi_set_element(env, res, 1, v));
   CHECK(napi_create_uint32(env, (uint32_t)stop, &v));
   CHECK(napi_set_element(env, res, 2, v));
+  CHECK(napi_create_uint32(env, flaws.times, &v));
+  CHECK(napi_set_element(env, res, 3, v));
+  CHECK(napi_create_uint32(env, flaws.lengths, &v));
+  CHECK(napi_set_element(env, res, 4, v));
   return res;
 }
 

@@ -1007,13 +1007,17 @@ size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, u
                    uint32_t max_caplen, const uint8_t *ports, uint8_t *out, size_t max_records,
                    size_t *next_pos, int *stop) {
   return summary_run_gate(src, src_len, pos, layout, linktype, max_caplen, ports, out,
-                          max_records, next_pos, stop, NULL);
+                          max_records, next_pos, stop, NULL, NULL);
 }
 
 size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layout,
                         uint32_t linktype, uint32_t max_caplen, const uint8_t *ports, uint8_t *out,
-                        size_t max_records, size_t *next_pos, int *stop, SummaryGate *gate) {
+                        size_t max_records, size_t *next_pos, int *stop, SummaryGate *gate,
+                        SummaryFlaws *flaws) {
   size_t n = 0;
+  SummaryFlaws none;
+  if (flaws == NULL) flaws = &none;
+  flaws->times = flaws->lengths = 0;
   *stop = SUMMARY_STOP_END;
   /* Buckets of the records this run gave out (SUMMARY_GATE_QUIET). */
   uint8_t taken[SUMMARY_GATE_HOT_BUCKETS / 8];
@@ -1049,6 +1053,9 @@ size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layo
         break;
       }
       if (pos + 16 + caplen > src_len) break; /* the rest of this record is in the next chunk */
+      /* Walked: read as given, counted as pcap-file.ts counts (CaptureFileStats.invalid). */
+      if (frac >= (ns ? 1000000000u : 1000000u)) flaws->times++;
+      if (caplen > wirelen) flaws->lengths++;
       ts = (uint64_t)sec * 1000000000ull + (uint64_t)frac * (ns ? 1ull : 1000ull);
       data = (uint32_t)(pos + 16);
       pos = data + caplen;

@@ -114,14 +114,25 @@ typedef struct {
 int summary_quick(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *ports,
                   SummaryQuick *q);
 
+/* Classic pcap records a run walked whose header no writer gives, read as given (as libpcap
+ * reads them; tcpdump flags them) and counted: `times`, a fraction of a second of 10^6 (µs) or
+ * 10^9 (ns) or more; `lengths`, a captured length above the original length. offline/pcap-file.ts
+ * counts the same records (CaptureFileStats.invalid). */
+typedef struct {
+  uint32_t times;
+  uint32_t lengths;
+} SummaryFlaws;
+
 /* Summarizes records of src from pos; returns the number written to out. */
 size_t summary_run(const uint8_t *src, size_t src_len, size_t pos, int layout, uint32_t linktype,
                    uint32_t max_caplen, const uint8_t *ports, uint8_t *out, size_t max_records,
                    size_t *next_pos, int *stop);
-/* summary_run with a gate (NULL: every frame gets a record, as summary_run). */
+/* summary_run with a gate (NULL: every frame gets a record, as summary_run); flaws (NULL: not
+ * counted) receives the classic pcap records walked with an invalid time or lengths. */
 size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layout,
                         uint32_t linktype, uint32_t max_caplen, const uint8_t *ports, uint8_t *out,
-                        size_t max_records, size_t *next_pos, int *stop, SummaryGate *gate);
+                        size_t max_records, size_t *next_pos, int *stop, SummaryGate *gate,
+                        SummaryFlaws *flaws);
 /* pcapng interface table entries for summary_run_ng (LE): u32 link type | u32 mul | u32 div |
  * u8 carried, 3 bytes zero | i64 if_tsoffset (seconds); div 0 = the interface's packets are left to
  * the caller. summary_run_ng sets `carried` to 1 once it walks a packet of the interface (gated out
