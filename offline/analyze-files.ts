@@ -16,6 +16,7 @@ import { PassPool } from './pass-pool';
 import { loadNativeAddon } from '../native/loader';
 import type { ResumePoint } from './pcap-file';
 import type { NoRequest } from '../core/report/no-request';
+import { findSameFiles, sameFilesCaveat } from './same-files';
 
 export interface PointFile {
   name: string;
@@ -134,6 +135,8 @@ function analyzed(
   const health = streams.map((s) => s.health()).filter((h) => h !== null);
   const withHealth = withCaptureHealth(result, health);
   const notes = streams.map((s) => s.givenNote()).filter((n) => n !== null);
+  // A copy of one capture given for two points: the analysis compares it with itself.
+  notes.push(...findSameFiles(input.points).map(sameFilesCaveat));
   if (notes.length === 0) return withHealth;
   return { ...withHealth, caveats: [...(withHealth.caveats ?? []), ...notes] };
 }
