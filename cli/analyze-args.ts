@@ -101,6 +101,23 @@ export function parseReportDirArg(value: string | undefined): string | undefined
   return value;
 }
 
+/**
+ * `--evidence-payload` sets what the bundle's evidence.pcapng keeps: without `--report-dir` no
+ * bundle is written and it would do nothing, so it is refused rather than taken silently.
+ */
+export function parseEvidencePayloadArg(given: boolean, reportDir: string | undefined): boolean {
+  if (given && reportDir === undefined)
+    throw new HoptraceError(
+      'CLI_USAGE',
+      "--evidence-payload needs --report-dir (it says what the bundle's evidence.pcapng keeps)",
+      {
+        where: 'hoptrace analyze',
+        hint: 'add --report-dir DIR to write the bundle, or leave out --evidence-payload',
+      },
+    );
+  return given;
+}
+
 /** `hoptrace analyze`'s arguments, checked. */
 export interface AnalyzeArgs {
   points: PointFile[];
@@ -171,6 +188,7 @@ export function parseAnalyzeArgs(argv: string[]): AnalyzeArgs {
   const drops = parseDropsArgs(values.drops ?? [], points);
   const parallel = parseParallelArg(values.parallel);
   const reportDir = parseReportDirArg(values['report-dir']);
+  const payload = parseEvidencePayloadArg(values['evidence-payload'] === true, reportDir);
   // The first point a file, no capture given for two points (offline/point-inputs.ts).
   checkPointInputs(points);
   const given = values.inventory === undefined ? undefined : readInventoryInput(values.inventory);
@@ -184,7 +202,7 @@ export function parseAnalyzeArgs(argv: string[]): AnalyzeArgs {
     doctorFile: values.doctor,
     json: values.json === true,
     reportDir,
-    payload: values['evidence-payload'] === true,
+    payload,
     parallel,
   };
 }

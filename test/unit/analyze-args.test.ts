@@ -39,6 +39,24 @@ void t.test('--report-dir "" is refused (it would write into the current directo
   t.equal(parseAnalyzeArgs(two).reportDir, undefined);
 });
 
+void t.test('--evidence-payload without --report-dir is a usage error naming both', (t) => {
+  let err: unknown;
+  try {
+    parseAnalyzeArgs([...two, '--evidence-payload']);
+  } catch (e) {
+    err = e;
+  }
+  t.ok(isHoptraceError(err), 'a HoptraceError, not a silent no-op');
+  if (!isHoptraceError(err)) return t.end();
+  t.equal(err.code, 'CLI_USAGE');
+  t.match(err.message, /--evidence-payload/);
+  t.match(err.message, /--report-dir/);
+  t.notMatch(err.message, /\n/, 'one line');
+  t.equal(parseAnalyzeArgs([...two, '--report-dir', 'out', '--evidence-payload']).payload, true);
+  t.equal(parseAnalyzeArgs(two).payload, false);
+  t.end();
+});
+
 void t.test('a usage error leaves no report directory behind', async (t) => {
   const cases: [string, string[], string][] = [
     ['--parallel bogus', ['--parallel', 'bogus'], 'CLI_USAGE'],
