@@ -24,11 +24,8 @@ export function pointHoldCap(budget: number, liveRepros: number): number {
   return Math.max(1, Math.min(MAX_EVENTS_PER_POINT, share));
 }
 
-/** Lets the oldest (first received) entries of `list` go beyond `cap`: what went, by capture. */
-export function letGoOldest(list: TaggedEvent[], cap: number): LetGo[] {
-  const over = list.length - cap;
-  if (over <= 0) return [];
-  const gone = list.splice(0, over);
+/** What a point's log let go (PointEventLog.add), by capture, with their capture times. */
+export function letGoByCapture(gone: readonly TaggedEvent[]): LetGo[] {
   const by = new Map<number, LetGo>();
   for (const { epoch, event } of gone) {
     const ms = Number(event.tsNs / 1_000_000n);

@@ -13,12 +13,13 @@ import type {
   ReproSummary,
   ReturnRoute,
   ServedBy,
-  TaggedEvent,
   TimelineRow,
   WorkloadInstance,
   WorkloadPod,
   WorkloadSelector,
 } from '../core/repro/repro-core';
+import { PointEventLog } from '../core/repro/event-log';
+import type { ProbeCache } from '../core/repro/probe-cache';
 import type { StoredRepro } from './store';
 
 /** `POST /v1/repros`. */
@@ -152,7 +153,10 @@ export interface Repro {
   backend: PointRec;
   attachments: Attachment[];
   retired: Set<string>;
-  events: Map<string, TaggedEvent[]>;
+  /** Each point's events (every attachment's), bounded: reproEvents(). */
+  events: ReadonlyMap<string, PointEventLog>;
+  /** The verdicts judged so far, judged again only for a probe whose inputs changed. */
+  probeCache: ProbeCache;
   probes: ProbeReport[];
   /**
    * When each capture lost packets (its counters rose), for the probes in flight then: spans that
@@ -210,6 +214,11 @@ export const POINTS = ['decap', 'egress', 'backend'] as const;
 /** Events one point holds at most, whatever the budget (collector/repro-hold.ts pointHoldCap). */
 export const MAX_EVENTS_PER_POINT = 500_000;
 export const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** An empty event log per point, each keeping MAX_EVENTS_PER_POINT at most. */
+export function reproEvents(): Map<string, PointEventLog> {
+  return new Map(POINTS.map((p) => [p, new PointEventLog(p, MAX_EVENTS_PER_POINT)]));
+}
 
 /** The attachment the decap and egress points follow now, if any. */
 export function currentAttachment(r: Repro): Attachment | undefined {

@@ -1,12 +1,13 @@
 /**
  * What a repro looks like from outside: its timeline (one verdict per probe), the lines about
  * what the captures lost, and the whole view `GET /v1/repros/:id` serves and the data directory
- * keeps. Built from the session's state on each request; nothing here is stored.
+ * keeps. Built from the session's state on each request; only the verdicts are kept between
+ * requests (Repro.probeCache), each judged again when what it was judged from changed.
  */
 import type { Inventory } from '../common/inventory';
 import { lossPhrase } from '../core/report/capture-health';
+import { PointEventLog } from '../core/repro/event-log';
 import {
-  analyzeProbeFlows,
   LOSS_SLACK_MS,
   type ProbeFlow,
   renderTimeline,
@@ -30,34 +31,29 @@ export function reproTimeline(r: Repro, inventory: Inventory): TimelineRow[] {
   return reproProbes(r, inventory).rows;
 }
 
-/** reproTimeline, and each probe's matched connection per capture (the evidence's frames). */
+/**
+ * reproTimeline, and each probe's matched connection per capture (the evidence's frames): what
+ * repro-core analyzeProbeFlows gives for each probe now, judged again only for the probes whose
+ * inputs changed since the last view (core/repro/probe-cache.ts).
+ */
 export function reproProbes(
   r: Repro,
   inventory: Inventory,
 ): { rows: TimelineRow[]; flows: ProbeFlow[] } {
-  const epochs = new Map<number, ServedBy>(r.attachments.map((a) => [a.epoch, served(a)]));
-  const startMs = r.probes[0]?.startedAtMs ?? r.createdAtMs;
-  const points = POINTS.map((name) => ({ name, events: r.events.get(name) ?? [] }));
-  const decapCoverage = r.attachments.flatMap((a) => {
-    const from = a.points[0]?.capturingAtMs;
-    return from === undefined ? [] : [{ fromMs: from, toMs: a.detachedAtMs }];
+  return r.probeCache.probes({
+    probes: r.probes,
+    client: r.spec.client,
+    // A finished repro's events are let go: empty logs then (its view is the bundle's).
+    points: POINTS.map((name) => r.events.get(name) ?? new PointEventLog(name, 0)),
+    epochs: new Map<number, ServedBy>(r.attachments.map((a) => [a.epoch, served(a)])),
+    inventory,
+    startMs: r.probes[0]?.startedAtMs ?? r.createdAtMs,
+    decapCoverage: r.attachments.flatMap((a) => {
+      const from = a.points[0]?.capturingAtMs;
+      return from === undefined ? [] : [{ fromMs: from, toMs: a.detachedAtMs }];
+    }),
+    losses: r.losses,
   });
-  const flows: ProbeFlow[] = [];
-  const rows = r.probes.map((probe) => {
-    const one = analyzeProbeFlows({
-      probe,
-      client: r.spec.client,
-      points,
-      epochs,
-      inventory,
-      startMs,
-      decapCoverage,
-      losses: r.losses,
-    });
-    flows.push(...one.flows);
-    return one.row;
-  });
-  return { rows, flows };
 }
 
 /**

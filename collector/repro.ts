@@ -38,8 +38,8 @@ import {
   currentAttachment,
   iso,
   newPoint,
-  POINTS,
   REPRO_SAVE_EVERY_MS,
+  reproEvents,
   served,
   type Attachment,
   type PointRec,
@@ -78,9 +78,10 @@ import {
 } from './repro-bundle';
 import { addCount } from '../common/counters';
 import { addLossSpan } from '../core/repro/loss-spans';
+import { ProbeCache } from '../core/repro/probe-cache';
 import { refuseBeyondAgentCapacity } from './agent-capacity';
 import { RecentFinished } from './recent-finished';
-import { letGoOldest, pointHoldCap, type LetGo } from './repro-hold';
+import { letGoByCapture, pointHoldCap, type LetGo } from './repro-hold';
 
 export type { ReproSpec, ReproView } from './repro-state';
 
@@ -314,7 +315,8 @@ export class ReproManager {
       backend: newPoint('backend'),
       attachments: [],
       retired: new Set(),
-      events: new Map(POINTS.map((p) => [p, []])),
+      events: reproEvents(),
+      probeCache: new ProbeCache(),
       probes: [],
       losses: [],
       marks: [],
@@ -384,7 +386,7 @@ export class ReproManager {
   /** Events the repros hold in memory to judge their probes (a finished one's are let go). */
   heldEvents(): number {
     let n = 0;
-    for (const r of this.repros.values()) for (const l of r.events.values()) n += l.length;
+    for (const r of this.repros.values()) for (const l of r.events.values()) n += l.events.length;
     return n;
   }
 
@@ -632,17 +634,20 @@ export class ReproManager {
         p.events = addCount(p.events, msg.batch.events.length);
         // Into the armed point's list, as its node's and interface's, whatever the events claim
         // (as for a capture: agent-messages.ts ownEvents).
-        const list = r.events.get(p.name);
-        if (list === undefined) break;
+        const log = r.events.get(p.name);
+        if (log === undefined) break;
         const own = ownEvents(
           msg.batch.events,
           p.name,
           p.armed?.node ?? null,
           p.armed?.iface ?? '',
         );
-        for (const e of own) if (isUsefulEvent(e)) list.push({ epoch, event: e });
         const cap = pointHoldCap(this.maxHeldEvents, this.running());
-        for (const gone of letGoOldest(list, cap)) this.letGo(r, p.name, gone);
+        const gone = log.add(
+          own.filter(isUsefulEvent).map((event) => ({ epoch, event })),
+          cap,
+        );
+        for (const g of letGoByCapture(gone)) this.letGo(r, p.name, g);
         break;
       }
       case 'status':
@@ -915,6 +920,7 @@ export class ReproManager {
     // Settled: the view is what the bundle says; its events (and late ones) are not kept.
     r.frozen = reproView(r, inventory);
     r.events = new Map();
+    r.probeCache.clear();
     this.recent.add(r.id);
   }
 

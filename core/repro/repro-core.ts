@@ -486,6 +486,31 @@ export interface ProbeFlow {
 
 /** analyzeProbe, and the matched connection's packets at each capture that saw it. */
 export function analyzeProbeFlows(input: ProbeInput): { row: TimelineRow; flows: ProbeFlow[] } {
+  const { row, flows } = judgeProbeFlows(input);
+  row.lossesInFlight = lossesInFlight(row, input.probe, input.losses ?? []);
+  return { row, flows };
+}
+
+/**
+ * What a probe's judgement read besides the probe, the client, startMs and its source port's
+ * events at the first point: what a cache of it must watch (core/repro/probe-cache.ts).
+ */
+export interface ProbeReads {
+  /**
+   * The SYN found at the first point: its time and attachment (epochs, inventory and the later
+   * points' events in [loNs, hiNs] were read). Null: none (decapCoverage was read instead).
+   */
+  syn: { tsNs: bigint; epoch: number; loNs: bigint; hiNs: bigint } | null;
+  /** Later points whose earliest event of the SYN's attachment (or the backend's) was read. */
+  lateAt: string[];
+}
+
+/** analyzeProbeFlows without the losses (lossesInFlight empty), and what it read. */
+export function judgeProbeFlows(input: Omit<ProbeInput, 'losses'>): {
+  row: TimelineRow;
+  flows: ProbeFlow[];
+  reads: ProbeReads;
+} {
   const { probe } = input;
   const row: TimelineRow = {
     probeId: probe.probeId,
@@ -500,12 +525,24 @@ export function analyzeProbeFlows(input: ProbeInput): { row: TimelineRow; flows:
     lossesInFlight: [],
   };
   const flows: ProbeFlow[] = [];
-  const judged = judgeProbe(input, row, flows);
-  judged.lossesInFlight = lossesInFlight(judged, probe, input.losses ?? []);
-  return { row: judged, flows };
+  const reads: ProbeReads = { syn: null, lateAt: [] };
+  return { row: judgeProbe(input, row, flows, reads), flows, reads };
 }
 
-function judgeProbe(input: ProbeInput, row: TimelineRow, flows: ProbeFlow[]): TimelineRow {
+/**
+ * A later point's capture had not started when the probe's SYN passed the first point: nothing
+ * of its attachment (or the backend's) came before it. `firstNs`: its earliest such event.
+ */
+export function notCapturingYet(firstNs: bigint | null, synNs: bigint): boolean {
+  return firstNs === null || firstNs > synNs;
+}
+
+function judgeProbe(
+  input: Omit<ProbeInput, 'losses'>,
+  row: TimelineRow,
+  flows: ProbeFlow[],
+  reads: ProbeReads,
+): TimelineRow {
   const { probe, client } = input;
   const [first, ...rest] = input.points;
   if (first === undefined) return { ...row, detail: 'no capture points' };
@@ -536,6 +573,7 @@ function judgeProbe(input: ProbeInput, row: TimelineRow, flows: ProbeFlow[]): Ti
   row.servedBy = input.epochs.get(syn.epoch) ?? null;
   const lo = syn.event.tsNs - BEFORE_NS;
   const hi = syn.event.tsNs + AFTER_NS;
+  reads.syn = { tsNs: syn.event.tsNs, epoch: syn.epoch, loNs: lo, hiNs: hi };
   const window = (evs: readonly TaggedEvent[]): TaggedEvent[] =>
     evs.filter((x) => x.event.tsNs >= lo && x.event.tsNs <= hi).sort(byTime);
   const given = [
@@ -552,19 +590,22 @@ function judgeProbe(input: ProbeInput, row: TimelineRow, flows: ProbeFlow[]): Ti
     const v = r.verdict;
     // A capture armed after the SYN passed (a re-attached egress starts a moment after decap) makes
     // a working probe look like no-return: a point that missed the SYN and has nothing earlier than
-    // it in this attachment was not capturing yet.
-    const late = rest.find((p) => {
-      if (r.points.find((x) => x.name === p.name)?.seenSyn === true) return false;
-      let firstNs: bigint | null = null;
-      for (const x of p.events)
-        if (
-          (x.epoch === syn.epoch || x.epoch === 0) &&
-          (firstNs === null || x.event.tsNs < firstNs)
-        )
-          firstNs = x.event.tsNs;
-      return firstNs === null || firstNs > syn.event.tsNs;
-    });
-    if (late !== undefined && !GOOD.includes(v.layer))
+    // it in this attachment was not capturing yet. (Not asked of a verdict that names a layer.)
+    const late = GOOD.includes(v.layer)
+      ? undefined
+      : rest.find((p) => {
+          if (r.points.find((x) => x.name === p.name)?.seenSyn === true) return false;
+          reads.lateAt.push(p.name);
+          let firstNs: bigint | null = null;
+          for (const x of p.events)
+            if (
+              (x.epoch === syn.epoch || x.epoch === 0) &&
+              (firstNs === null || x.event.tsNs < firstNs)
+            )
+              firstNs = x.event.tsNs;
+          return notCapturingYet(firstNs, syn.event.tsNs);
+        });
+    if (late !== undefined)
       return {
         ...row,
         detail: `${late.name} was not capturing yet when the probe's SYN passed ${first.name} (just re-attached); analysis said ${v.layer}`,

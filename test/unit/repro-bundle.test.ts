@@ -615,11 +615,11 @@ void t.test(
     // Internal state read on purpose: which point's list a batch joined is not in any view.
     const lists = (
       repros as unknown as {
-        repros: Map<string, { events: Map<string, { event: PacketEvent }[]> }>;
+        repros: Map<string, { events: Map<string, { events: { event: PacketEvent }[] }> }>;
       }
     ).repros.get(v.id)?.events;
-    t.equal(lists?.get('decap')?.length ?? 0, 0, 'nothing in decap');
-    const backend = lists?.get('backend') ?? [];
+    t.equal(lists?.get('decap')?.events.length ?? 0, 0, 'nothing in decap');
+    const backend = lists?.get('backend')?.events ?? [];
     t.equal(backend.length, forged.length, 'the backend point holds them');
     t.same(
       [...new Set(backend.map((x) => `${x.event.point}@${x.event.node}`))],

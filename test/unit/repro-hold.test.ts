@@ -7,7 +7,8 @@
 import t from 'tap';
 import { silentLogger } from '../../collector/logger';
 import { ReproManager } from '../../collector/repro';
-import { letGoOldest, pointHoldCap } from '../../collector/repro-hold';
+import { letGoByCapture, pointHoldCap } from '../../collector/repro-hold';
+import { PointEventLog } from '../../core/repro/event-log';
 import { parseReproRequest } from '../../collector/repro-requests';
 import type { PacketEvent } from '../../common/event';
 import type { NamespaceInfo } from '../../common/wire';
@@ -23,23 +24,31 @@ void t.test('the budget is shared by every live repro point, at most 500,000 a p
   t.end();
 });
 
-void t.test('letGoOldest lets the first received go, by capture, with their times', (t) => {
-  const ev = (ms: number): PacketEvent => ({ tsNs: BigInt(ms) * MS }) as PacketEvent;
-  const list = [
-    { epoch: 1, event: ev(500) },
-    { epoch: 0, event: ev(100) },
-    { epoch: 1, event: ev(300) },
-    { epoch: 2, event: ev(900) },
-  ];
-  t.strictSame(letGoOldest(list, 4), [], 'nothing past the cap');
-  t.strictSame(letGoOldest(list, 1), [
-    { epoch: 1, count: 2, fromMs: 300, toMs: 500 },
-    { epoch: 0, count: 1, fromMs: 100, toMs: 100 },
-  ]);
-  t.equal(list.length, 1);
-  t.equal(list[0]?.event.tsNs, 900n * MS, 'the last received stays');
-  t.end();
-});
+void t.test(
+  'a log past its share lets the first received go, counted by capture with their times',
+  (t) => {
+    const ev = (ms: number): PacketEvent => ({ tsNs: BigInt(ms) * MS, inner: null }) as PacketEvent;
+    const log = new PointEventLog('backend', 500_000);
+    t.strictSame(
+      log.add([
+        { epoch: 1, event: ev(500) },
+        { epoch: 0, event: ev(100) },
+        { epoch: 1, event: ev(300) },
+      ]),
+      [],
+      'nothing past the cap',
+    );
+    const gone = log.add([{ epoch: 2, event: ev(900) }], 1);
+    t.strictSame(letGoByCapture(gone), [
+      { epoch: 1, count: 2, fromMs: 300, toMs: 500 },
+      { epoch: 0, count: 1, fromMs: 100, toMs: 100 },
+    ]);
+    t.equal(log.events.length, 1);
+    t.equal(log.events[0]?.event.tsNs, 900n * MS, 'the last received stays');
+    t.strictSame(letGoByCapture(log.add([], 1)), [], 'a cap that did not shrink lets nothing go');
+    t.end();
+  },
+);
 
 function ns(path: string, ...ips: string[]): NamespaceInfo {
   return { path, inode: 1, addresses: ['127.0.0.1', ...ips], interfaces: ['lo', 'eth0'] };
