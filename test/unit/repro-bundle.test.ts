@@ -20,27 +20,23 @@ import { silentLogger } from '../../collector/logger';
 import { ReproManager } from '../../collector/repro';
 import { REPRO_FILES } from '../../collector/repro-bundle';
 import { SessionManager } from '../../collector/sessions';
-import { parseReproRequest } from '../../collector/repro-requests';
 import { CaptureStore } from '../../collector/store';
 import type { PacketEvent } from '../../common/event';
-import type { FramesReply, FramesRequest, NamespaceInfo } from '../../common/wire';
+import type { FramesReply, FramesRequest } from '../../common/wire';
 import { REPRO_EVIDENCE_MAX_FRAMES, reproFramesToFetch } from '../../core/repro/repro-evidence';
 import { REPRO_TIMES_NOTE, type ProbeFlow } from '../../core/repro/repro-core';
 import { esc } from '../../core/report/markup';
 import { sha256Hex } from '../../common/sha256sums';
 import { hoptraceVersion } from '../../common/version';
 import { FakeHub, status } from './collector-fixtures';
-import { ADDR, CLIENT, DIRECT, INVENTORY, MS, T0, exchange } from './fixtures-events';
+import { DIRECT, INVENTORY, MS, T0, exchange } from './fixtures-events';
 import { tcp } from './frames';
 import { markupErrors } from './markup-check';
 import { reproReportSchemaErrors } from './report-schema';
+import { LAB_REPRO, labNamespace, labReproHub } from './repro-fixtures';
 import { tsharkColumn } from './tshark';
 import { checkSums, listedNames } from './sums-check';
 import { archiveBytes, untar } from './archive-check';
-
-function ns(path: string, ...ips: string[]): NamespaceInfo {
-  return { path, inode: 1, addresses: ['127.0.0.1', ...ips], interfaces: ['lo', 'eth0'] };
-}
 
 /** Frames as an agent retains them: by capture id and point, frame number → bytes. */
 type Retained = Map<string, Map<number, { tsNs: bigint; data: Buffer }>>;
@@ -108,27 +104,9 @@ function fakeFrames(
   };
 }
 
-const SPEC = parseReproRequest({
-  workload: { netns: 'vpn-pod*', podCidr: '10.244.0.0/16' },
-  decapIface: 'vx0',
-  egressIface: 'eth0',
-  backend: { target: ADDR.backendPod, iface: 'eth0' },
-  client: CLIENT,
-  inventory: INVENTORY,
-});
+const SPEC = LAB_REPRO;
 
-/** The VPN node's agent (the VPN pod's namespace) and the backend node's (the web pod's). */
-function labHub(): FakeHub {
-  const hub = new FakeHub();
-  hub.addAgent('a-vpn', 'vpn-node', [ADDR.vpnNodeUplink], [ns('/run/netns/vpn-pod', ADDR.vpnPod)]);
-  hub.addAgent(
-    'a-web',
-    'backend-node',
-    [ADDR.backendNodeUplink],
-    [ns('/run/netns/web', ADDR.backendPod)],
-  );
-  return hub;
-}
+const labHub = labReproHub;
 
 void t.test('a finished repro writes its whole bundle, evidence included', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'hoptrace-repro-bundle-'));
@@ -210,7 +188,10 @@ void t.test('a finished repro writes its whole bundle, evidence included', async
   const vpnAgent = hub.list.find((a) => a.agentId === 'a-vpn');
   if (vpnAgent === undefined) throw new Error('no agent');
   // The agent's next hello: the old namespace gone, the replacement's there.
-  vpnAgent.hello = { ...vpnAgent.hello, namespaces: [ns('/run/netns/vpn-pod-r1', '10.244.1.11')] };
+  vpnAgent.hello = {
+    ...vpnAgent.hello,
+    namespaces: [labNamespace('/run/netns/vpn-pod-r1', '10.244.1.11')],
+  };
   now = T + 1500;
   hub.setConnected('a-vpn', true);
   repros.addProbe(v.id, {

@@ -9,11 +9,10 @@ import { silentLogger } from '../../collector/logger';
 import { ReproManager } from '../../collector/repro';
 import { letGoByCapture, pointHoldCap } from '../../collector/repro-hold';
 import { PointEventLog } from '../../core/repro/event-log';
-import { parseReproRequest } from '../../collector/repro-requests';
 import type { PacketEvent } from '../../common/event';
-import type { NamespaceInfo } from '../../common/wire';
-import { FakeHub, status } from './collector-fixtures';
-import { ADDR, CLIENT, DIRECT, INVENTORY, MS, T0, exchange } from './fixtures-events';
+import { status } from './collector-fixtures';
+import { LAB_REPRO, labReproHub } from './repro-fixtures';
+import { DIRECT, MS, T0, exchange } from './fixtures-events';
 
 void t.test('the budget is shared by every live repro point, at most 500,000 a point', (t) => {
   t.equal(pointHoldCap(400_000, 1), 133_333);
@@ -50,28 +49,10 @@ void t.test(
   },
 );
 
-function ns(path: string, ...ips: string[]): NamespaceInfo {
-  return { path, inode: 1, addresses: ['127.0.0.1', ...ips], interfaces: ['lo', 'eth0'] };
-}
-
-const SPEC = parseReproRequest({
-  workload: { netns: 'vpn-pod*', podCidr: '10.244.0.0/16' },
-  decapIface: 'vx0',
-  egressIface: 'eth0',
-  backend: { target: ADDR.backendPod, iface: 'eth0' },
-  client: CLIENT,
-  inventory: INVENTORY,
-});
+const SPEC = LAB_REPRO;
 
 function manager(maxHeldEvents: number): ReproManager {
-  const hub = new FakeHub();
-  hub.addAgent('a-vpn', 'vpn-node', [ADDR.vpnNodeUplink], [ns('/run/netns/vpn-pod', ADDR.vpnPod)]);
-  hub.addAgent(
-    'a-web',
-    'backend-node',
-    [ADDR.backendNodeUplink],
-    [ns('/run/netns/web', ADDR.backendPod)],
-  );
+  const hub = labReproHub();
   const T = Number(T0 / MS);
   return new ReproManager({ hub, logger: silentLogger(), nowMs: () => T, maxHeldEvents });
 }

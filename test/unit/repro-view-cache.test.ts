@@ -9,28 +9,16 @@ import { isDeepStrictEqual } from 'node:util';
 import t from 'tap';
 import { silentLogger } from '../../collector/logger';
 import { ReproManager, type ReproView } from '../../collector/repro';
-import { parseReproRequest } from '../../collector/repro-requests';
 import type { Repro } from '../../collector/repro-state';
 import { reproView } from '../../collector/repro-views';
 import type { PacketEvent } from '../../common/event';
 import type { Inventory } from '../../common/inventory';
-import type { NamespaceInfo } from '../../common/wire';
 import { ProbeCache } from '../../core/repro/probe-cache';
-import { FakeHub, status } from './collector-fixtures';
-import { ADDR, CLIENT, DIRECT, INVENTORY, MS, T0, exchange } from './fixtures-events';
+import { status } from './collector-fixtures';
+import { LAB_REPRO, labNamespace, labReproHub } from './repro-fixtures';
+import { DIRECT, MS, T0, exchange } from './fixtures-events';
 
-function ns(path: string, ip: string): NamespaceInfo {
-  return { path, inode: 1, addresses: ['127.0.0.1', ip], interfaces: ['lo', 'eth0'] };
-}
-
-const SPEC = parseReproRequest({
-  workload: { netns: 'vpn-pod*', podCidr: '10.244.0.0/16' },
-  decapIface: 'vx0',
-  egressIface: 'eth0',
-  backend: { target: ADDR.backendPod, iface: 'eth0' },
-  client: CLIENT,
-  inventory: INVENTORY,
-});
+const SPEC = LAB_REPRO;
 
 /** What the test reads of the manager's own state: the repro and the inventory it judges with. */
 interface Peek {
@@ -60,19 +48,9 @@ void t.test('the view served equals the one judged afresh after every message', 
   const seen = { verdicts: new Set<string>(), lossLines: 0, quiet: 0 };
   for (let seed = 1; seed <= 3; seed++) {
     const rnd = random(seed);
-    const hub = new FakeHub();
-    const vpn = hub.addAgent(
-      'a-vpn',
-      'vpn-node',
-      [ADDR.vpnNodeUplink],
-      [ns('/run/netns/vpn-pod', ADDR.vpnPod)],
-    );
-    hub.addAgent(
-      'a-web',
-      'backend-node',
-      [ADDR.backendNodeUplink],
-      [ns('/run/netns/web', ADDR.backendPod)],
-    );
+    const hub = labReproHub();
+    const vpn = hub.list.find((a) => a.agentId === 'a-vpn');
+    if (vpn === undefined) throw new Error('no agent');
     const T = Number(T0 / MS);
     let now = T - 1000;
     const m = new ReproManager({ hub, logger: silentLogger(), nowMs: () => now });
@@ -155,7 +133,7 @@ void t.test('the view served equals the one judged afresh after every message', 
         pods++;
         vpn.hello = {
           ...vpn.hello,
-          namespaces: [ns(`/run/netns/vpn-pod-r${pods}`, `10.244.1.${20 + pods}`)],
+          namespaces: [labNamespace(`/run/netns/vpn-pod-r${pods}`, `10.244.1.${20 + pods}`)],
         };
         now += 300;
         hub.setConnected('a-vpn', true);
