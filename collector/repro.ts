@@ -931,7 +931,8 @@ export class ReproManager {
   /** Saves a live repro's view (a failed write is logged, the repro goes on in memory). */
   private persist(r: Repro, v: ReproView): void {
     r.savedAtMs = this.nowMs();
-    // A failed write leaves it unsaved: tried again, and not let go from memory meanwhile.
+    // A failed write leaves it unsaved: not let go from memory, and tried again at the next
+    // probe or mark while it runs (a finished one is not tried again: it stays in memory).
     r.unsaved = !this.save({ ...v, savedAt: iso(r.savedAtMs) });
   }
 
@@ -961,11 +962,6 @@ export class ReproManager {
   }
 
   /**
-   * Records what a capture lost since its last status (or since it was armed): the span the
-   * probes in flight then are checked against (repro-core lossesInFlight), merged with the
-   * capture's last one when they touch and bounded per repro (core/repro/loss-spans.ts).
-   */
-  /**
    * Events of a point let go past the memory bound (repro-hold.ts): counted on their capture's
    * point and as a loss span of their capture times, so the probes judged then say so.
    */
@@ -986,6 +982,11 @@ export class ReproManager {
     });
   }
 
+  /**
+   * Records what a capture lost since its last status (or since it was armed): the span the
+   * probes in flight then are checked against (repro-core lossesInFlight), merged with the
+   * capture's last one when they touch and bounded per repro (core/repro/loss-spans.ts).
+   */
   private lossSpan(
     r: Repro,
     att: Attachment | undefined,

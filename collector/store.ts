@@ -317,6 +317,16 @@ export class CaptureStore {
     const gen = this.nextSaveGen(rec.id);
     writeAtomic(join(dir, 'session.json'), JSON.stringify(rec, null, 2) + '\n', this.fsync);
     this.renamedSave(rec.id, gen);
+    this.forgetFinalSaves(rec);
+  }
+
+  /**
+   * A finished capture's save generations are dropped when no save of it is being written: the
+   * saves that still come (reports rewritten, late counters) are then each alone, and a collector
+   * does not keep an entry per capture ever made.
+   */
+  private forgetFinalSaves(rec: SessionRecord): void {
+    if (isFinalState(rec.state) && !this.soon.has(rec.id)) this.saveGen.delete(rec.id);
   }
 
   /**
@@ -343,7 +353,10 @@ export class CaptureStore {
       } finally {
         state.running = null;
         // A call during the write may have queued the next save (the map's entry is `state`).
-        if (this.soon.get(rec.id)?.queued === null) this.soon.delete(rec.id);
+        if (this.soon.get(rec.id)?.queued === null) {
+          this.soon.delete(rec.id);
+          this.forgetFinalSaves(rec);
+        }
       }
     };
     const prev = state.running;

@@ -51,6 +51,8 @@ export class PointEventLog {
   /** Earliest capture time per attachment epoch; recomputed when one of them was let go. */
   private readonly first = new Map<number, bigint>();
   private firstStale = false;
+  /** The latest capture time of an event let go, per attachment epoch. */
+  private readonly letGo = new Map<number, bigint>();
 
   constructor(
     readonly name: string,
@@ -80,6 +82,8 @@ export class PointEventLog {
     const gone = this.list.splice(0, over);
     for (const x of gone) {
       this.index(x, -1, v);
+      const l = this.letGo.get(x.epoch);
+      if (l === undefined || x.event.tsNs > l) this.letGo.set(x.epoch, x.event.tsNs);
       if (this.first.get(x.epoch) === x.event.tsNs) this.firstStale = true;
     }
     return gone;
@@ -100,6 +104,17 @@ export class PointEventLog {
     else
       for (let b = loNs / BUCKET_NS; b <= hiNs / BUCKET_NS; b++)
         out.push(this.buckets.version(Number(b)));
+  }
+
+  /**
+   * The latest capture time of an event this log let go — of attachment `epoch`, or of any when
+   * none is given; null when it let none go.
+   */
+  letGoUntilNs(epoch?: number): bigint | null {
+    if (epoch !== undefined) return this.letGo.get(epoch) ?? null;
+    let max: bigint | null = null;
+    for (const t of this.letGo.values()) if (max === null || t > max) max = t;
+    return max;
   }
 
   /** The earliest capture time of an event of attachment `epoch`, null for none. */

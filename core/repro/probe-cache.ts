@@ -12,14 +12,15 @@
  * Equal stamps mean equal reads, so the judgement is the same (it is a pure function of them);
  * anything else is judged again. The losses in flight are added afresh whenever the loss spans
  * changed. So the rows and flows are always those analyzeProbeFlows gives now (tested against it
- * through random interleavings in test/unit/probe-cache.test.ts).
+ * through random interleavings in test/unit/repro-probe-cache.test.ts).
  */
 import type { Inventory } from '../../common/inventory';
 import type { PointEventLog } from './event-log';
 import {
   judgeProbeFlows,
   lossesInFlight,
-  notCapturingYet,
+  firstLetGo,
+  missedWhy,
   type LossSpan,
   type ProbeFlow,
   type ProbeReads,
@@ -88,14 +89,18 @@ function stampOf(probe: ProbeReport, reads: ProbeReads, s: Shared): Stamp {
   const out: Stamp = [first?.portVersion(probe.sport) ?? 0];
   const syn = reads.syn;
   if (syn === null) {
-    out.push(s.coverage);
+    out.push(s.coverage, first === undefined ? false : firstLetGo(first, probe));
     return out;
   }
   out.push(s.inventory, s.served.get(syn.epoch) ?? '');
   for (const p of rest) p.versionsBetween(syn.loNs, syn.hiNs, out);
   for (const name of reads.lateAt) {
     const p = rest.find((x) => x.name === name);
-    out.push(p === undefined ? 'no point' : notCapturingYet(earliest(p, syn.epoch), syn.tsNs));
+    out.push(
+      p === undefined
+        ? 'no point'
+        : (missedWhy(p, syn.epoch, earliest(p, syn.epoch), syn.tsNs, syn.loNs) ?? 'seen'),
+    );
   }
   return out;
 }
@@ -154,7 +159,7 @@ export class ProbeCache {
       served: new Map([...input.epochs].map(([epoch, s]) => [epoch, keyOf(s)])),
     };
     const lossesVersion = this.losses.of(input.losses);
-    const points = input.points.map((p) => ({ name: p.name, events: p.events }));
+    const points = input.points;
     if (this.entries.length > input.probes.length) this.entries.length = input.probes.length;
     const rows: TimelineRow[] = [];
     const flows: ProbeFlow[] = [];

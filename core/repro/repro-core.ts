@@ -382,11 +382,22 @@ const BEFORE_NS = 1_000_000_000n;
 const AFTER_NS = 5_000_000_000n;
 
 /** Input of analyzeProbe. */
+/** A point's events as a probe is judged from them (the collector's: core/repro/event-log.ts). */
+export interface ProbePoint {
+  name: string;
+  events: readonly TaggedEvent[];
+  /**
+   * The latest capture time of an event the collector let go at this point (past its memory bound
+   * for repros), of attachment `epoch` or of any; absent or null: none let go.
+   */
+  letGoUntilNs?(epoch?: number): bigint | null;
+}
+
 export interface ProbeInput {
   probe: ProbeReport;
   client: string;
   /** Points in path order (decap, egress, backend); events of every attachment. */
-  points: { name: string; events: readonly TaggedEvent[] }[];
+  points: readonly ProbePoint[];
   /** Which pod each attachment epoch captured. */
   epochs: ReadonlyMap<number, ServedBy>;
   inventory: Inventory;
@@ -537,6 +548,34 @@ export function notCapturingYet(firstNs: bigint | null, synNs: bigint): boolean 
   return firstNs === null || firstNs > synNs;
 }
 
+/**
+ * Why a later point has no SYN of the probe: `let-go` when the collector let go events of its
+ * attachment (or the backend's) from the probe's window on (`loNs`: the window's start) — what it
+ * saw there is not all it was sent —, `late` when its capture had not started (notCapturingYet),
+ * null for neither.
+ */
+export function missedWhy(
+  p: ProbePoint,
+  epoch: number,
+  firstNs: bigint | null,
+  synNs: bigint,
+  loNs: bigint,
+): 'let-go' | 'late' | null {
+  const a = p.letGoUntilNs?.(epoch) ?? null;
+  const b = epoch === 0 ? null : (p.letGoUntilNs?.(0) ?? null);
+  if ((a !== null && a >= loNs) || (b !== null && b >= loNs)) return 'let-go';
+  return notCapturingYet(firstNs, synNs) ? 'late' : null;
+}
+
+/**
+ * The first point let go events from around the probe's start on (LOSS_SLACK_MS before it, for
+ * the prober's clock against the capture's): its not seeing the probe proves nothing.
+ */
+export function firstLetGo(first: ProbePoint, probe: Pick<ProbeReport, 'startedAtMs'>): boolean {
+  const t = first.letGoUntilNs?.() ?? null;
+  return t !== null && t >= BigInt(Math.floor(probe.startedAtMs - LOSS_SLACK_MS)) * 1_000_000n;
+}
+
 function judgeProbe(
   input: Omit<ProbeInput, 'losses'>,
   row: TimelineRow,
@@ -556,6 +595,13 @@ function judgeProbe(
   });
   const syn = mine.find((x) => ((x.event.keys.tcpFlags ?? 0) & 0x12) === 0x02);
   if (syn === undefined) {
+    // curl's own "could not connect" is certain without a capture; anything else is not, when the
+    // collector let go the first point's events of that time.
+    if (firstLetGo(first, probe) && (probe.ok || !couldNotConnect(probe)))
+      return {
+        ...row,
+        detail: `${probe.ok ? `the probe got HTTP ${probe.httpCode ?? '?'}` : `the probe failed (${probe.error ?? 'no answer'})`}; ${first.name}'s events of that time were let go by the collector (past its memory bound for repros): not judged`,
+      };
     const covered = (input.decapCoverage ?? []).some(
       (c) => c.fromMs <= probe.startedAtMs && (c.toMs === null || c.toMs >= probe.endedAtMs),
     );
@@ -591,24 +637,29 @@ function judgeProbe(
     // A capture armed after the SYN passed (a re-attached egress starts a moment after decap) makes
     // a working probe look like no-return: a point that missed the SYN and has nothing earlier than
     // it in this attachment was not capturing yet. (Not asked of a verdict that names a layer.)
-    const late = GOOD.includes(v.layer)
+    const missed = GOOD.includes(v.layer)
       ? undefined
-      : rest.find((p) => {
-          if (r.points.find((x) => x.name === p.name)?.seenSyn === true) return false;
-          reads.lateAt.push(p.name);
-          let firstNs: bigint | null = null;
-          for (const x of p.events)
-            if (
-              (x.epoch === syn.epoch || x.epoch === 0) &&
-              (firstNs === null || x.event.tsNs < firstNs)
-            )
-              firstNs = x.event.tsNs;
-          return notCapturingYet(firstNs, syn.event.tsNs);
-        });
-    if (late !== undefined)
+      : rest
+          .filter((p) => r.points.find((x) => x.name === p.name)?.seenSyn !== true)
+          .map((p) => {
+            reads.lateAt.push(p.name);
+            let firstNs: bigint | null = null;
+            for (const x of p.events)
+              if (
+                (x.epoch === syn.epoch || x.epoch === 0) &&
+                (firstNs === null || x.event.tsNs < firstNs)
+              )
+                firstNs = x.event.tsNs;
+            return { name: p.name, why: missedWhy(p, syn.epoch, firstNs, syn.event.tsNs, lo) };
+          })
+          .find((m) => m.why !== null);
+    if (missed !== undefined)
       return {
         ...row,
-        detail: `${late.name} was not capturing yet when the probe's SYN passed ${first.name} (just re-attached); analysis said ${v.layer}`,
+        detail:
+          missed.why === 'let-go'
+            ? `${missed.name}'s events of that time were let go by the collector (past its memory bound for repros): not judged; analysis said ${v.layer}`
+            : `${missed.name} was not capturing yet when the probe's SYN passed ${first.name} (just re-attached); analysis said ${v.layer}`,
       };
     row.verdict = v.layer;
     row.backendSrc = v.observed['backend']?.src ?? null;

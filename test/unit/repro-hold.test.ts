@@ -115,6 +115,11 @@ void t.test(
     const row = view?.timeline[0];
     t.not(row?.verdict, 'preserved', 'its events at the backend are gone');
     t.match(
+      row?.detail,
+      /backend's events of that time were let go by the collector \(past its memory bound for repros\): not judged/,
+      'the row says why the backend has no SYN (was: "backend was not capturing yet … (just re-attached)")',
+    );
+    t.match(
       row?.lossesInFlight.join(' '),
       new RegExp(`capture backend lost ${per} events in the collector \\(past its memory bound\\)`),
       'the probe says its verdict may rest on events the collector let go',
@@ -124,6 +129,53 @@ void t.test(
       /capture backend lost \d+ events in the collector \(past its memory bound\)[\s\S]*run again before concluding/,
     );
     t.equal(view?.attachments[0]?.points[0]?.unheld, undefined, 'decap let nothing go');
+  },
+);
+
+void t.test(
+  'a probe whose first point let its events go is not judged "between two pods"',
+  async (t) => {
+    const per = exchange('decap', DIRECT).length;
+    const repros = manager(3 * per);
+    t.teardown(() => {
+      repros.close();
+    });
+    const v = await repros.create(SPEC);
+    const ep = { ...DIRECT, sport: 40001 };
+    await send(repros, 'a-vpn', `${v.id}-e1`, 'decap', exchange('decap', ep));
+    // Another connection at decap a moment later: the probe's events there go.
+    await send(
+      repros,
+      'a-vpn',
+      `${v.id}-e1`,
+      'decap',
+      exchange('decap', { ...DIRECT, sport: 40002 }, { at: 10n * MS }),
+    );
+    const T = Number(T0 / MS);
+    const view = repros.addProbe(v.id, {
+      probeId: 'p1',
+      sport: 40001,
+      startedAtMs: T,
+      endedAtMs: T + 50,
+      ok: true,
+      httpCode: '200',
+      error: null,
+    });
+    const row = view?.timeline[0];
+    t.equal(row?.verdict, 'not-captured');
+    t.match(row?.detail, /decap's events of that time were let go by the collector/);
+    t.notMatch(row?.detail, /between two pods/, 'not a capture gap it did not see');
+    // curl's own "could not connect" stays certain without a capture.
+    const failed = repros.addProbe(v.id, {
+      probeId: 'p2',
+      sport: 40003,
+      startedAtMs: T,
+      endedAtMs: T + 50,
+      ok: false,
+      httpCode: null,
+      error: 'curl exit 7: could not connect',
+    });
+    t.equal(failed?.timeline[1]?.verdict, 'failed-to-connect');
   },
 );
 

@@ -174,7 +174,7 @@ type View = { rows: TimelineRow[]; flows: ProbeFlow[] };
 
 /** What the view served before the cache: every probe judged now. */
 function uncached(w: World): View {
-  const points = w.logs.map((l) => ({ name: l.name, events: l.events }));
+  const points = w.logs;
   const flows: ProbeFlow[] = [];
   const rows = w.probes.map((probe) => {
     const one = analyzeProbeFlows({
