@@ -463,10 +463,9 @@ export class CaptureStore {
 
   /**
    * Lets go what the store keeps for a capture that takes no more events: each point's events
-   * file is closed once the appends queued for it are on disk, and its save bookkeeping dropped
-   * when no save of it is being written. Before, a collector kept one open file per capture point
-   * that ever received events, for its life (EMFILE in the end), and a few maps' entries per
-   * capture ever made.
+   * file is closed once the appends queued for it are on disk. Before, a collector kept one open
+   * file per capture point that ever received events, for its life (EMFILE in the end). (Its save
+   * bookkeeping goes with its saves once it is final: forgetFinalSaves.)
    */
   async releaseCapture(id: string, points: readonly string[]): Promise<void> {
     for (const point of points) {
@@ -485,7 +484,6 @@ export class CaptureStore {
         // Failed to open, or closed after a failed write: nothing left to flush.
       }
     }
-    if (!this.soon.has(id)) this.saveGen.delete(id);
   }
 
   /** Events files the store holds open (captures still taking events). */
@@ -867,7 +865,6 @@ export class CaptureStore {
    * when there is none or its file is not one.
    */
   loadRepro(id: string): StoredRepro | null {
-    if (!REPRO_ID_RE.test(id)) return null;
     return this.readReproView(join(this.dir, 'repros'), id);
   }
 
