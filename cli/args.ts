@@ -68,16 +68,23 @@ export function wantsHelp(argv: readonly string[]): boolean {
   return head.includes('--help') || head.includes('-h');
 }
 
-/** `30s`, `500ms`, `2m`, `1.5s`; a bare number is seconds. */
+const DURATION_UNITS_MS: Record<string, number> = {
+  ms: 1,
+  s: 1_000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+};
+
+/** `30s`, `500ms`, `2m`, `1.5s`, `12h`, `30d`; a bare number is seconds. */
 export function parseDuration(value: string, flag: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
-  if (m === null) {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(value.trim());
+  const ms = m === null ? NaN : Math.round(Number(m[1]) * (DURATION_UNITS_MS[m[2] ?? 's'] ?? NaN));
+  if (!Number.isSafeInteger(ms)) {
     throw new HoptraceError('CLI_USAGE', `'${value}' is not a duration`, {
       where: flag,
-      hint: 'e.g. 30s, 500ms, 2m',
+      hint: 'e.g. 30s, 500ms, 2m, 12h, 30d',
     });
   }
-  const n = Number(m[1]);
-  const unit = m[2] ?? 's';
-  return Math.round(unit === 'ms' ? n : unit === 's' ? n * 1000 : n * 60_000);
+  return ms;
 }

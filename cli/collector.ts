@@ -8,6 +8,8 @@ import {
   DEFAULT_MAX_FINISHED_HELD,
   DEFAULT_MAX_FINISHED_REPROS,
   DEFAULT_MAX_LIVE_CAPTURES,
+  DEFAULT_RETAIN_FINISHED,
+  DEFAULT_RETAIN_FINISHED_REPROS,
   LOG_LEVELS,
   readNodeTokens,
   startCollector,
@@ -20,7 +22,7 @@ import { parseCommandLine, readFileArg } from './args';
 import { parseDuration } from './capture';
 
 export const USAGE =
-  'hoptrace collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--api-token-file FILE] [--tls-cert FILE --tls-key FILE] [--agent-tokens FILE] [--client-ca FILE] [--token-review [--token-review-audience AUD] [--agent-service-account NS:NAME]] [--allow-shared-agent-token] [--max-live-captures 32] [--keep-finished 1000] [--keep-finished-repros 50] [--log-level LEVEL] [--kubernetes | --kubeconfig FILE] [--kubernetes-interval 10s]';
+  'hoptrace collector [--listen HOST:PORT] [--data-dir DIR] [--token-file FILE] [--api-token-file FILE] [--tls-cert FILE --tls-key FILE] [--agent-tokens FILE] [--client-ca FILE] [--token-review [--token-review-audience AUD] [--agent-service-account NS:NAME]] [--allow-shared-agent-token] [--max-live-captures 32] [--keep-finished 1000] [--keep-finished-repros 50] [--retain-finished 10000] [--retain-finished-repros 1000] [--retain-age 30d] [--log-level LEVEL] [--kubernetes | --kubeconfig FILE] [--kubernetes-interval 10s]';
 
 /** `HOST:PORT` or `[IPv6]:PORT` (127.0.0.1:7070 by default); `:PORT` is refused as ambiguous. */
 export function parseListen(value: string): { host: string; port: number } {
@@ -101,6 +103,9 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
     'max-live-captures': { type: 'string' },
     'keep-finished': { type: 'string' },
     'keep-finished-repros': { type: 'string' },
+    'retain-finished': { type: 'string' },
+    'retain-finished-repros': { type: 'string' },
+    'retain-age': { type: 'string' },
     'log-level': { type: 'string' },
     kubernetes: { type: 'boolean' },
     kubeconfig: { type: 'string' },
@@ -190,6 +195,31 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
     `the finished repros held in memory, the most recent (older ones are read from --data-dir when asked for by id); the default is ${DEFAULT_MAX_FINISHED_REPROS}`,
   );
   if (keepRepros !== undefined) opts.keepFinishedRepros = keepRepros;
+  const age = values['retain-age'];
+  const maxAgeMs = age === undefined ? null : parseDuration(age, '--retain-age');
+  if (maxAgeMs !== null && maxAgeMs < 60_000)
+    throw new HoptraceError('CLI_USAGE', `'${age}' is shorter than a minute`, {
+      where: '--retain-age',
+      hint: 'finished captures and repros older than this are removed from --data-dir, e.g. 30d or 12h',
+    });
+  opts.retainFinished = {
+    maxCount: retainCount(
+      values['retain-finished'],
+      '--retain-finished',
+      'finished captures',
+      DEFAULT_RETAIN_FINISHED,
+    ),
+    maxAgeMs,
+  };
+  opts.retainFinishedRepros = {
+    maxCount: retainCount(
+      values['retain-finished-repros'],
+      '--retain-finished-repros',
+      'finished repros',
+      DEFAULT_RETAIN_FINISHED_REPROS,
+    ),
+    maxAgeMs,
+  };
   const level = values['log-level'];
   if (level !== undefined) {
     if (!(LOG_LEVELS as readonly string[]).includes(level)) {
@@ -218,6 +248,24 @@ function countFlag(
       hint,
     });
   return n;
+}
+
+/** A retention count: the flag's whole number (0: keep every one, null), else the default. */
+function retainCount(
+  text: string | undefined,
+  flag: string,
+  what: string,
+  fallback: number,
+): number | null {
+  if (text === '0') return null;
+  return (
+    countFlag(
+      text,
+      flag,
+      what,
+      `the ${what} --data-dir keeps, the most recent (older ones are removed); 0 keeps every one; the default is ${fallback}`,
+    ) ?? fallback
+  );
 }
 
 export interface RunCollectorOptions {

@@ -15,6 +15,11 @@ export { readNodeTokens, parseNodeTokens } from './agent-auth';
 export { LOG_LEVELS, type LogLevel } from './logger';
 export { DEFAULT_MAX_FINISHED_HELD, DEFAULT_MAX_LIVE_CAPTURES } from './sessions';
 export { DEFAULT_MAX_FINISHED_REPROS } from './repro';
+export {
+  DEFAULT_RETAIN_FINISHED,
+  DEFAULT_RETAIN_FINISHED_REPROS,
+  type RetentionPolicy,
+} from './disk-retention';
 export type { AgentView, CaptureView, PointView } from './capture-views';
 export { accounted, FINAL_STATES, type PointSpec, type SessionState } from './session';
 export {

@@ -18,6 +18,7 @@ import { K8sInventorySource } from './k8s/source';
 import type { AgentHub } from './hub-types';
 import { createLogger, type CollectorLogger, type LogLevel } from './logger';
 import { SessionManager, type Clock } from './sessions';
+import type { RetentionPolicy } from './disk-retention';
 import { CaptureStore } from './store';
 import { hostPort } from '../common/endpoint';
 
@@ -54,6 +55,10 @@ export interface CollectorOptions {
   keepFinished?: number;
   /** Finished repros held in memory (`--keep-finished-repros`; default 50, collector/repro.ts). */
   keepFinishedRepros?: number;
+  /** Finished captures the data directory keeps (`--retain-finished`, `--retain-age`). */
+  retainFinished?: RetentionPolicy;
+  /** Finished repros it keeps (`--retain-finished-repros`, `--retain-age`). */
+  retainFinishedRepros?: RetentionPolicy;
 }
 
 export interface AgentAuthOptions {
@@ -140,6 +145,10 @@ export async function startCollector(opts: CollectorOptions): Promise<RunningCol
     ...(opts.keepFinished !== undefined ? { maxFinishedHeld: opts.keepFinished } : {}),
     ...(opts.keepFinishedRepros !== undefined
       ? { maxFinishedRepros: opts.keepFinishedRepros }
+      : {}),
+    ...(opts.retainFinished !== undefined ? { retainFinished: opts.retainFinished } : {}),
+    ...(opts.retainFinishedRepros !== undefined
+      ? { retainFinishedRepros: opts.retainFinishedRepros }
       : {}),
   });
   sessions.start();

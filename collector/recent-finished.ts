@@ -34,6 +34,14 @@ export class RecentFinished {
     }
   }
 
+  /**
+   * `id` was removed from the data directory (retention): no longer held, or no longer counted
+   * among the older ones when it was not held.
+   */
+  forget(id: string): void {
+    if (!this.order.delete(id)) this.olderCount = Math.max(0, this.olderCount - 1);
+  }
+
   /** Counts finished ones found in the data directory and not held (a collector's start). */
   countOlder(n: number): void {
     this.olderCount += n;

@@ -21,6 +21,7 @@ import type {
 import { PointEventLog } from '../core/repro/event-log';
 import type { ProbeCache } from '../core/repro/probe-cache';
 import type { StoredRepro } from './store';
+import type { FinishedEntry } from './disk-retention';
 
 /** `POST /v1/repros`. */
 export interface ReproSpec {
@@ -208,6 +209,10 @@ export interface ReproStore {
   readReproFile?(id: string, name: string): Buffer | null;
   /** The directory a finished repro's bundle is written to (its whole-bundle archive reads it). */
   reproBundleDir?(id: string): string;
+  /** The saved repros, each with when it started (retention's order; its id says). */
+  reproEntries?(): FinishedEntry[];
+  /** Removes a saved repro's view and bundle (retention); throws STORE_IO when it cannot. */
+  removeRepro?(id: string): void;
 }
 
 export const POINTS = ['decap', 'egress', 'backend'] as const;

@@ -81,6 +81,13 @@ import { addLossSpan } from '../core/repro/loss-spans';
 import { ProbeCache } from '../core/repro/probe-cache';
 import { refuseBeyondAgentCapacity } from './agent-capacity';
 import { RecentFinished } from './recent-finished';
+import {
+  DEFAULT_RETAIN_FINISHED_REPROS,
+  expiredFinished,
+  RETAIN_SETTLE_MS,
+  retentionText,
+  type RetentionPolicy,
+} from './disk-retention';
 import { letGoByCapture, pointHoldCap, type LetGo } from './repro-hold';
 
 export type { ReproSpec, ReproView } from './repro-state';
@@ -128,6 +135,13 @@ export interface ReproManagerOptions {
    * points share it equally; past its share a point lets its oldest go, counted (repro-hold.ts).
    */
   maxHeldEvents?: number;
+  /**
+   * Finished repros the data directory keeps (`--retain-finished-repros`, `--retain-age`;
+   * collector/disk-retention.ts), by when each started: the others' views and bundles are removed
+   * after a repro's bundle is written, at start and hourly. Default: the 1,000 most recent, no
+   * age limit.
+   */
+  retain?: RetentionPolicy;
 }
 
 /** The default of ReproManagerOptions.maxFinishedHeld. */
@@ -178,6 +192,7 @@ export class ReproManager {
   private readonly maxHeldEvents: number;
   /** The finished repros held (in `repros` or `restored`); older ones are read from the store. */
   private readonly recent: RecentFinished;
+  private readonly retain: RetentionPolicy;
   private closing = false;
 
   constructor(opts: ReproManagerOptions) {
@@ -195,8 +210,15 @@ export class ReproManager {
     this.maxProbes = opts.maxProbes ?? MAX_REPRO_PROBES;
     this.maxMarks = opts.maxMarks ?? MAX_REPRO_MARKS;
     this.maxHeldEvents = opts.maxHeldEvents ?? 400_000;
+    this.retain = opts.retain ?? { maxCount: DEFAULT_RETAIN_FINISHED_REPROS, maxAgeMs: null };
     this.recent = new RecentFinished(
-      opts.maxFinishedHeld ?? DEFAULT_MAX_FINISHED_REPROS,
+      Math.max(
+        1,
+        Math.min(
+          opts.maxFinishedHeld ?? DEFAULT_MAX_FINISHED_REPROS,
+          this.retain.maxCount ?? Infinity,
+        ),
+      ),
       (id) => {
         this.repros.delete(id);
         this.restored.delete(id);
@@ -228,6 +250,50 @@ export class ReproManager {
       this.restored.set(v.id, v);
       this.recent.add(v.id);
     }
+    this.applyRetention();
+  }
+
+  /**
+   * Removes the finished repros the data directory no longer keeps (views and bundles), from
+   * memory too; a running one, and one whose bundle or view is not saved, is kept. One that
+   * cannot be removed is logged and tried again at the next sweep.
+   */
+  applyRetention(): void {
+    if (this.store?.reproEntries === undefined || this.store.removeRepro === undefined) return;
+    const now = this.nowMs();
+    // Ordered by when each started; one that finished within the settle time is kept as a
+    // capture is (its bundle may still be read back or rewritten).
+    const expired = expiredFinished(this.store.reproEntries(), now, this.retain, (id) => {
+      const r = this.repros.get(id);
+      return (
+        r !== undefined &&
+        (r.finishedAtMs === null ||
+          now - r.finishedAtMs < RETAIN_SETTLE_MS ||
+          !r.bundleStored ||
+          r.unsaved)
+      );
+    });
+    let removed = 0;
+    for (const id of expired) {
+      try {
+        this.store.removeRepro(id);
+      } catch (e) {
+        this.log.warn(
+          { captureId: id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
+          'cannot remove a finished repro past the retention',
+        );
+        break;
+      }
+      this.repros.delete(id);
+      this.restored.delete(id);
+      this.recent.forget(id);
+      removed++;
+    }
+    if (removed > 0)
+      this.log.info(
+        { count: removed },
+        `removed ${removed} finished repro${removed === 1 ? '' : 's'} from the data directory: it keeps ${retentionText(this.retain, 'repros')}`,
+      );
   }
 
   /**
@@ -922,6 +988,7 @@ export class ReproManager {
     r.events = new Map();
     r.probeCache.clear();
     this.recent.add(r.id);
+    this.applyRetention();
   }
 
   private agentVersions(): Map<string, string> {

@@ -162,6 +162,11 @@ export const DEFAULT_SETTLE_MS = 2_000;
 
 const CONCLUSIVE: readonly Layer[] = ['vpn-pod', 'cni-masquerade', 'kube-proxy', 'proxy'];
 
+/** When a finished capture finished (its last update, for a record of an older version). */
+export function finishedAtMs(r: Pick<SessionRecord, 'finishedAtMs' | 'updatedAtMs'>): number {
+  return r.finishedAtMs ?? r.updatedAtMs;
+}
+
 export function isFinalState(s: SessionState): boolean {
   return FINAL_STATES.includes(s);
 }

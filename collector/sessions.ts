@@ -41,9 +41,15 @@ import {
   isFinalState,
   MAX_HELD_EVENTS,
   type CaptureSpec,
-  type SessionRecord,
+  finishedAtMs,
 } from './session';
-import { newestFinished, RecentFinished } from './recent-finished';
+import { RecentFinished } from './recent-finished';
+import {
+  DEFAULT_RETAIN_FINISHED,
+  expiredFinished,
+  retentionText,
+  type RetentionPolicy,
+} from './disk-retention';
 import { BUNDLE_FILES, type BundleFileName, type CaptureStore, type ReportKind } from './store';
 import { dirBundleArchive, type ArchiveRefusal, type BundleArchive } from './bundle-archive';
 import { captureIdOf, ownEvents, pointOf } from './agent-messages';
@@ -126,15 +132,21 @@ export interface SessionManagerOptions {
   maxFinishedHeld?: number;
   /** Finished repros held in memory likewise (default 50, `--keep-finished-repros`; repro.ts). */
   maxFinishedRepros?: number;
+  /**
+   * Finished captures the data directory keeps (collector/disk-retention.ts; `--retain-finished`,
+   * `--retain-age`): the others are removed after a capture finishes, at start and hourly.
+   * Default: the 10,000 most recent, no age limit.
+   */
+  retainFinished?: RetentionPolicy;
+  /** Finished repros likewise (`--retain-finished-repros`, `--retain-age`; default 1,000). */
+  retainFinishedRepros?: RetentionPolicy;
 }
+
+/** How often the data directory is looked at for finished captures and repros past their age. */
+const RETENTION_SWEEP_MS = 3_600_000;
 
 /** The default of SessionManagerOptions.maxFinishedHeld. */
 export const DEFAULT_MAX_FINISHED_HELD = 1_000;
-
-/** When a stored capture finished (its last update, for a record of an older version). */
-function finishedAt(r: SessionRecord): number {
-  return r.finishedAtMs ?? r.updatedAtMs;
-}
 
 /** The default of SessionManagerOptions.maxLiveCaptures. */
 export const DEFAULT_MAX_LIVE_CAPTURES = 32;
@@ -173,6 +185,8 @@ export class SessionManager {
   private readonly maxLiveCaptures: number;
   /** The finished captures held in `sessions` (and `finals`); older ones are read from the store. */
   private readonly recent: RecentFinished;
+  private readonly retain: RetentionPolicy;
+  private retentionTimer: NodeJS.Timeout | undefined;
   private readonly offload: AnalysisOffload;
   /** Captures whose analysis runs on the worker now; their next one waits for it. */
   private readonly analysing = new Set<string>();
@@ -200,7 +214,13 @@ export class SessionManager {
     this.offloadAbove = opts.offloadAbove ?? 5_000;
     this.maxHeldEvents = opts.maxHeldEvents ?? 400_000;
     this.maxLiveCaptures = opts.maxLiveCaptures ?? DEFAULT_MAX_LIVE_CAPTURES;
-    this.recent = new RecentFinished(opts.maxFinishedHeld ?? DEFAULT_MAX_FINISHED_HELD, (id) => {
+    this.retain = opts.retainFinished ?? { maxCount: DEFAULT_RETAIN_FINISHED, maxAgeMs: null };
+    // Never more held in memory than the data directory keeps.
+    const held = Math.min(
+      opts.maxFinishedHeld ?? DEFAULT_MAX_FINISHED_HELD,
+      this.retain.maxCount ?? Infinity,
+    );
+    this.recent = new RecentFinished(Math.max(1, held), (id) => {
       this.sessions.delete(id);
       this.finals.delete(id);
     });
@@ -222,6 +242,7 @@ export class SessionManager {
         this.refuseBeyondLiveCap(where);
       },
       ...(opts.maxFinishedRepros !== undefined ? { maxFinishedHeld: opts.maxFinishedRepros } : {}),
+      ...(opts.retainFinishedRepros !== undefined ? { retain: opts.retainFinishedRepros } : {}),
       maxHeldEvents: this.maxHeldEvents,
       // With --kubernetes/--kubeconfig, repro selects, deletes and follows pods through the API.
       ...(opts.cluster instanceof K8sInventorySource
@@ -249,7 +270,7 @@ export class SessionManager {
   start(): void {
     const now = this.clock.nowMs();
     this.repros.restore();
-    const loadedSessions = this.store.loadSessions();
+    const loadedSessions = this.store.loadSessions(this.recent.max);
     for (const q of this.store.quarantined)
       this.log.warn(
         { code: 'STORE_IO' },
@@ -257,14 +278,12 @@ export class SessionManager {
       );
     logInvalidAgentRecords(this.log, this.store.invalidAgentRecords);
     // Of the finished ones, the most recent are held (by when they finished); the others stay
-    // in the data directory, read when asked for by id.
+    // in the data directory unread (the store's index knows them), read when asked for by id.
     const finished = loadedSessions.filter((l) => isFinalState(l.record.state));
-    const newest = newestFinished(finished, this.recent.max, (l) => finishedAt(l.record));
-    const held = new Set(newest.map((l) => l.record.id));
-    for (const l of newest) this.recent.add(l.record.id);
-    this.recent.countOlder(finished.length - held.size);
+    finished.sort((a, b) => finishedAtMs(a.record) - finishedAtMs(b.record));
+    for (const l of finished) this.recent.add(l.record.id);
+    this.recent.countOlder(this.store.finishedNotLoaded);
     for (const loaded of loadedSessions) {
-      if (isFinalState(loaded.record.state) && !held.has(loaded.record.id)) continue;
       const s = new CaptureSession(loaded.record, loaded.events);
       this.sessions.set(s.id, s);
       this.maybeOffload(s);
@@ -292,6 +311,12 @@ export class SessionManager {
         this.step(s);
       }
     }
+    this.applyRetention();
+    this.retentionTimer = setInterval(() => {
+      this.applyRetention();
+      this.repros.applyRetention();
+    }, RETENTION_SWEEP_MS);
+    this.retentionTimer.unref();
     this.hub.onMessage((msg) => this.handleMessage(msg));
     this.repros.start();
     this.hub.onAgent((a) => {
@@ -683,6 +708,7 @@ export class SessionManager {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.retentionTimer);
     this.repros.close();
     await this.offload.close();
     for (const t of [...this.debounce.values(), ...this.deadline.values()]) clearTimeout(t);
@@ -966,6 +992,49 @@ export class SessionManager {
     void this.attachEventsFiles(s, final).finally(() => this.releaseStored(s));
     // Held among the recent finished; the attachments above keep their own reference to it.
     this.recent.add(s.id);
+    this.applyRetention();
+  }
+
+  /**
+   * Removes the finished captures the data directory no longer keeps (collector/disk-retention.ts),
+   * from memory too. One that cannot be removed is logged and tried again at the next sweep.
+   */
+  private applyRetention(): void {
+    const now = this.clock.nowMs();
+    const expired = expiredFinished(
+      this.store.finishedEntries(),
+      now,
+      this.retain,
+      (id) => this.finishing.has(id) || this.sessions.get(id)?.isFinal() === false,
+    );
+    let removed = 0;
+    for (const id of expired) {
+      try {
+        this.store.removeCapture(id);
+      } catch (e) {
+        this.log.warn(
+          { captureId: id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
+          'cannot remove a finished capture past the retention',
+        );
+        break;
+      }
+      this.sessions.delete(id);
+      this.finals.delete(id);
+      this.recent.forget(id);
+      removed++;
+    }
+    if (removed > 0)
+      this.log.info(
+        { count: removed },
+        `removed ${removed} finished capture${removed === 1 ? '' : 's'} from the data directory: it keeps ${retentionText(this.retain, 'captures')}`,
+      );
+    if (this.store.indexError !== null) {
+      this.log.warn(
+        { code: 'STORE_IO', err: this.store.indexError },
+        'the index of finished captures could not be read or written: a start reads every capture',
+      );
+      this.store.indexError = null;
+    }
   }
 
   /**

@@ -13,6 +13,8 @@
  *                                        final (SHA256SUMS: every bundle file's digest, written last)
  *   <dir>/captures/<id>/frames-<point>.pb  the point's evidence frames, fetched from its agent after
  *                                        the verdict (hoptrace.v1.StoredFrames; loadFrames)
+ *   <dir>/captures/finished.idx          which captures are finished, and when (finished-index.ts): a
+ *                                        start reads only the unfinished and the newest finished ones
  *   <dir>/repros/<id>.json               a repro's last view (saveRepro)
  *   <dir>/repros/<id>/report.md, …, SHA256SUMS   a finished repro's bundle (writeReproBundle)
  *
@@ -43,7 +45,10 @@ import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { HoptraceError } from '../common/errors';
 import type { PacketEvent } from '../common/event';
-import { isFinalState, type SessionRecord } from './session';
+import { finishedAtMs, isFinalState, type SessionRecord } from './session';
+import { FinishedIndex } from './finished-index';
+import { newestFinished } from './recent-finished';
+import type { FinishedEntry } from './disk-retention';
 import { sessionRecordProblem } from './stored-session';
 import { encodeEventRecords, parseEventFile } from './event-file';
 import { makeWritableDir } from '../common/writable-dir';
@@ -176,6 +181,11 @@ function writeAtomic(path: string, text: string | Uint8Array, sync: boolean): vo
   }
 }
 
+/** When a record finished, null when it is not final. */
+function finalAt(rec: SessionRecord): number | null {
+  return isFinalState(rec.state) ? finishedAtMs(rec) : null;
+}
+
 export class CaptureStore {
   readonly dir: string;
   readonly collectorId: string;
@@ -200,6 +210,13 @@ export class CaptureStore {
     { running: Promise<void> | null; queued: Promise<void> | null }
   >();
 
+  /** Which captures are finished, and when (captures/finished.idx). */
+  private readonly finished: FinishedIndex;
+  /** Finished captures the last loadSessions left in the data directory unread (not held). */
+  finishedNotLoaded = 0;
+  /** The index could not be read or written (the last error): captures are then read at start. */
+  indexError: string | null = null;
+
   constructor(opts: StoreOptions) {
     this.dir = opts.dir;
     this.fsync = opts.fsync ?? true;
@@ -210,6 +227,12 @@ export class CaptureStore {
     } catch (e) {
       throw ioError('cannot create the data directory', this.dir, e);
     }
+    this.finished = new FinishedIndex(join(this.dir, 'captures', 'finished.idx'), (path, text) => {
+      writeAtomic(path, text, this.fsync);
+    });
+    this.indexed(() => {
+      this.finished.load();
+    });
     const meta = this.readStateFile('collector.json', (v) => typeof v['collectorId'] === 'string');
     if (typeof meta?.['collectorId'] === 'string') {
       this.collectorId = meta['collectorId'];
@@ -318,6 +341,52 @@ export class CaptureStore {
     writeAtomic(join(dir, 'session.json'), JSON.stringify(rec, null, 2) + '\n', this.fsync);
     this.renamedSave(rec.id, gen);
     this.forgetFinalSaves(rec);
+    this.indexFinal(rec.id, finalAt(rec));
+  }
+
+  /**
+   * A record saved final is in the finished index (a failed index write: see indexError);
+   * `atMs` is null when the record as written was not final.
+   */
+  private indexFinal(id: string, atMs: number | null): void {
+    if (atMs === null || this.finished.has(id)) return;
+    this.indexed(() => {
+      this.finished.add(id, atMs);
+    });
+  }
+
+  /**
+   * Runs a change of the finished index; a failure is kept in indexError, not thrown: the index
+   * is a cache of the session.json files (a capture missing from it is read at the next start).
+   */
+  private indexed(change: () => void): void {
+    try {
+      change();
+    } catch (e) {
+      this.indexError = `${this.finished.path}: ${e instanceof Error ? e.message : String(e)}`;
+    }
+  }
+
+  /** Finished captures in the data directory (as the index knows them), when each finished. */
+  finishedEntries(): FinishedEntry[] {
+    return this.finished.entries();
+  }
+
+  /**
+   * Removes a finished capture's directory (retention: collector/disk-retention.ts). Throws STORE_IO
+   * when it cannot; the index forgets it once its directory is gone.
+   */
+  removeCapture(id: string): void {
+    const dir = this.sessionDir(id);
+    try {
+      rmSync(dir, { recursive: true, force: true });
+    } catch (e) {
+      throw ioError('cannot remove a finished capture', dir, e);
+    }
+    this.saveGen.delete(id);
+    this.indexed(() => {
+      this.finished.remove([id]);
+    });
   }
 
   /**
@@ -382,6 +451,8 @@ export class CaptureStore {
     const path = join(dir, 'session.json');
     const gen = this.nextSaveGen(rec.id);
     const text = JSON.stringify(rec, null, 2) + '\n';
+    // What the text says, not what the record says by the time it is renamed.
+    const final = finalAt(rec);
     const tmp = `${path}.tmp-${process.pid}-${gen}`;
     let fh: FileHandle | undefined;
     try {
@@ -398,6 +469,7 @@ export class CaptureStore {
       }
       renameSync(tmp, path);
       this.renamedSave(rec.id, gen);
+      this.indexFinal(rec.id, final);
     } catch (e) {
       await fh?.close().catch(() => undefined);
       try {
@@ -639,11 +711,13 @@ export class CaptureStore {
   }
 
   /**
-   * Every stored session; the events of unfinished ones (they resume), not of finished ones (their
-   * reports are written; `loadEvents` reads them when asked). Torn event files of unfinished
-   * sessions are repaired (truncated) on the way.
+   * The stored sessions to hold: every unfinished one with its events (they resume; torn event
+   * files are repaired — truncated — on the way) and the `holdFinished` most recently finished
+   * (their reports are written; `loadEvents` reads their events when asked). The other finished
+   * ones are not read (the finished index knows them; `finishedNotLoaded` counts them): a
+   * capture the index does not know is read to find out, and indexed when it is finished.
    */
-  loadSessions(): LoadedSession[] {
+  loadSessions(holdFinished = Infinity): LoadedSession[] {
     const root = join(this.dir, 'captures');
     let ids: string[];
     try {
@@ -651,55 +725,98 @@ export class CaptureStore {
     } catch (e) {
       throw ioError('cannot list sessions', root, e);
     }
-    const out: LoadedSession[] = [];
+    const present = new Set(ids);
+    const gone = this.finished
+      .entries()
+      .filter((e) => !present.has(e.id))
+      .map((e) => e.id);
+    this.indexed(() => {
+      this.finished.remove(gone);
+    });
+    const read: LoadedSession[] = [];
+    const known: FinishedEntry[] = [];
     for (const id of ids.sort()) {
-      const dir = join(root, id);
-      const raw = this.readJson(join(dir, 'session.json'));
-      // A session.json that is not one (damaged, half-written by an older version, edited by
-      // hand) is moved aside with its events and named in `quarantined`: the collector starts.
-      const problem = sessionRecordProblem(raw, id);
-      if (problem !== null) {
-        this.quarantine(dir, `session.json: ${problem}`);
+      const at = this.finished.at(id);
+      if (at !== undefined) {
+        known.push({ id, atMs: at });
         continue;
       }
-      const record = raw as SessionRecord;
-      if (isFinalState(record.state)) {
-        out.push({ record, events: new Map(), repaired: [] });
-        continue;
-      }
-      const events = new Map<string, PacketEvent[]>();
-      const repaired: LoadedSession['repaired'] = [];
-      try {
-        for (const p of record.points) {
-          const loaded = this.readPointEvents(dir, p.name, true);
-          events.set(p.name, loaded.events);
-          // session.json is saved after the events it counts: it never counts more than was
-          // stored. Fewer events in the file than it says is damage, and named.
-          const missing = Math.max(0, p.events - loaded.events.length);
-          if (loaded.repaired !== null || missing > 0)
-            repaired.push({
-              point: p.name,
-              ...(loaded.repaired ?? { tornBytes: 0, corruptRecords: 0, duplicateEvents: 0 }),
-              missingEvents: missing,
-            });
-          // The file is the truth for what is stored now, flow counters included.
-          p.events = loaded.events.length;
-          const folds = loaded.events.filter((e) => e.fold !== undefined);
-          if (folds.length > 0 || p.foldEvents !== undefined) {
-            p.foldEvents = folds.length;
-            p.foldedPackets = folds.reduce((n, e) => n + (e.fold?.packets ?? 0), 0);
-          }
-          p.appliedSeq = Math.max(p.appliedSeq ?? 0, loaded.lastSeq);
-        }
-      } catch (e) {
-        // One capture the store cannot read (an event file that is a directory, EIO) is moved
-        // aside; the collector starts with the others.
-        this.quarantine(dir, e instanceof Error ? e.message : String(e));
-        continue;
-      }
-      out.push({ record, events, repaired });
+      const loaded = this.loadStored(id);
+      if (loaded === null) continue;
+      read.push(loaded);
+      this.indexFinal(id, finalAt(loaded.record));
     }
-    return out;
+    // The newest finished ones, of those read and those the index knows.
+    const finished = [
+      ...known.map((e) => ({ ...e, loaded: null as LoadedSession | null })),
+      ...read
+        .filter((l) => isFinalState(l.record.state))
+        .map((l) => ({ id: l.record.id, atMs: finishedAtMs(l.record), loaded: l })),
+    ];
+    const newest = newestFinished(finished, holdFinished, (e) => e.atMs);
+    const hold = new Set(newest.map((e) => e.id));
+    const out = read.filter((l) => !isFinalState(l.record.state) || hold.has(l.record.id));
+    const movedAside: string[] = [];
+    for (const e of newest) {
+      if (e.loaded !== null) continue;
+      const loaded = this.loadStored(e.id);
+      if (loaded === null) movedAside.push(e.id);
+      else out.push(loaded);
+    }
+    this.indexed(() => {
+      this.finished.remove(movedAside);
+    });
+    this.finishedNotLoaded = finished.length - newest.length;
+    return out.sort((a, b) => (a.record.id < b.record.id ? -1 : 1));
+  }
+
+  /**
+   * One stored capture as loadSessions holds it, or null when it was moved aside (a session.json
+   * that is not one, an events file the store cannot read: named in `quarantined`).
+   */
+  private loadStored(id: string): LoadedSession | null {
+    const dir = this.sessionDir(id);
+    const raw = this.readJson(join(dir, 'session.json'));
+    // A session.json that is not one (damaged, half-written by an older version, edited by
+    // hand) is moved aside with its events and named in `quarantined`: the collector starts.
+    const problem = sessionRecordProblem(raw, id);
+    if (problem !== null) {
+      this.quarantine(dir, `session.json: ${problem}`);
+      return null;
+    }
+    const record = raw as SessionRecord;
+    if (isFinalState(record.state)) return { record, events: new Map(), repaired: [] };
+    const events = new Map<string, PacketEvent[]>();
+    const repaired: LoadedSession['repaired'] = [];
+    try {
+      for (const p of record.points) {
+        const loaded = this.readPointEvents(dir, p.name, true);
+        events.set(p.name, loaded.events);
+        // session.json is saved after the events it counts: it never counts more than was
+        // stored. Fewer events in the file than it says is damage, and named.
+        const missing = Math.max(0, p.events - loaded.events.length);
+        if (loaded.repaired !== null || missing > 0)
+          repaired.push({
+            point: p.name,
+            ...(loaded.repaired ?? { tornBytes: 0, corruptRecords: 0, duplicateEvents: 0 }),
+            missingEvents: missing,
+          });
+        // The file is the truth for what is stored now, flow counters included.
+        p.events = loaded.events.length;
+        const folds = loaded.events.filter((e) => e.fold !== undefined);
+        if (folds.length > 0 || p.foldEvents !== undefined) {
+          p.foldEvents = folds.length;
+          p.foldedPackets = folds.reduce((n, e) => n + (e.fold?.packets ?? 0), 0);
+        }
+        p.appliedSeq = Math.max(p.appliedSeq ?? 0, loaded.lastSeq);
+      }
+    } catch (e) {
+      // One capture the store cannot read (an event file that is a directory, EIO) is moved
+      // aside; the collector starts with the others.
+      this.quarantine(dir, e instanceof Error ? e.message : String(e));
+      return null;
+    }
+    return { record, events, repaired };
   }
 
   /**
@@ -716,7 +833,7 @@ export class CaptureStore {
     if (problem !== null)
       throw new HoptraceError('STORE_IO', `stored capture ${id}: session.json: ${problem}`, {
         where: path,
-        hint: 'the file was damaged or edited; the collector moves it aside at its next start',
+        hint: "the file was damaged or edited: restore it, or move the capture's directory out of the data directory",
       });
     const record = raw as SessionRecord;
     return isFinalState(record.state) ? record : null;
@@ -831,6 +948,37 @@ export class CaptureStore {
       return readFileSync(join(this.dir, 'repros', id, name));
     } catch {
       return null;
+    }
+  }
+
+  /**
+   * The saved repros (views), each with when it started (its id says: collector/repro.ts makes
+   * it of the creation time in base 36), so retention orders them without reading one.
+   */
+  reproEntries(): FinishedEntry[] {
+    let names: string[];
+    try {
+      names = readdirSync(join(this.dir, 'repros'));
+    } catch {
+      return [];
+    }
+    const out: FinishedEntry[] = [];
+    for (const name of names) {
+      const id = name.endsWith('.json') ? name.slice(0, -'.json'.length) : '';
+      if (REPRO_ID_RE.test(id)) out.push({ id, atMs: parseInt(id.split('-')[1] ?? '', 36) });
+    }
+    return out;
+  }
+
+  /** Removes a saved repro: its bundle directory, then its view. */
+  removeRepro(id: string): void {
+    if (!REPRO_ID_RE.test(id)) throw new Error(`not a repro id: ${id}`);
+    const root = join(this.dir, 'repros');
+    try {
+      rmSync(join(root, id), { recursive: true, force: true });
+      rmSync(join(root, `${id}.json`), { force: true });
+    } catch (e) {
+      throw ioError('cannot remove a finished repro', join(root, id), e);
     }
   }
 

@@ -5,30 +5,15 @@
  * asked for by id — its view, reports and bundle as before — and no longer listed; the list says
  * how many it leaves out. A restarted collector holds the same most recent ones.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { parseCollectorArgs } from '../../cli/collector';
-import { createApi } from '../../collector/http';
-import { silentLogger } from '../../collector/logger';
 import type { CaptureView } from '../../collector/capture-views';
 import { newestFinished, RecentFinished } from '../../collector/recent-finished';
-import { SessionManager } from '../../collector/sessions';
-import { CaptureStore } from '../../collector/store';
 import { answerWithReplay, NETNS_REPRO, twoNodeHub } from './collector-fixtures';
 import { PCAPS } from './corpus';
-import { bodyText } from './api-body';
-import { isStreamBody } from '../../collector/api-message';
-
-const TOKEN = 'sekrit-token-0123';
-const SPEC = {
-  points: [
-    { name: 'decap', target: '10.244.1.10', iface: 'tun0' },
-    { name: 'backend', target: '10.244.2.5', iface: 'eth0' },
-  ],
-  timeoutMs: 3_600_000,
-};
+import { collector, SPEC, tempDir, TOKEN } from './finished-fixtures';
 
 void t.test('RecentFinished lets the oldest go past its count, never a pinned one', (t) => {
   const evicted: string[] = [];
@@ -79,55 +64,6 @@ void t.test('newestFinished keeps the most recent by time, oldest first', (t) =>
   );
   t.end();
 });
-
-function tempDir(t: { teardown(fn: () => void): void }): string {
-  const dir = mkdtempSync(join(tmpdir(), 'hoptrace-recent-'));
-  t.teardown(() => {
-    rmSync(dir, { recursive: true, force: true });
-  });
-  return dir;
-}
-
-function collector(
-  t: { teardown(fn: () => Promise<void> | void): void },
-  dir: string,
-  keep: { captures: number; repros: number },
-  hub = twoNodeHub(),
-) {
-  const store = new CaptureStore({ dir, fsync: false });
-  const sessions = new SessionManager({
-    hub,
-    store,
-    logger: silentLogger(),
-    maxFinishedHeld: keep.captures,
-    maxFinishedRepros: keep.repros,
-    frames: false,
-  });
-  sessions.start();
-  let closed = false;
-  const close = async (): Promise<void> => {
-    if (closed) return;
-    closed = true;
-    await sessions.close();
-  };
-  t.teardown(close);
-  const api = createApi({ sessions, tokens: [TOKEN], collectorId: 'c', logger: silentLogger() });
-  const req = async (method: string, url: string, body?: unknown) => {
-    const r = await api.handle({
-      method,
-      url,
-      headers: { authorization: `Bearer ${TOKEN}` },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = isStreamBody(r.body) ? '' : bodyText(r.body);
-    return {
-      status: r.status,
-      text,
-      json: text.startsWith('{') ? (JSON.parse(text) as unknown) : null,
-    };
-  };
-  return { sessions, store, req, close };
-}
 
 type CaptureList = { captures: CaptureView[]; olderFinished: number };
 type ReproList = { repros: { id: string; state: string }[]; olderFinished: number };
