@@ -36,7 +36,8 @@ export interface FinishedEntry {
 /**
  * The ids past the policy: beyond the `maxCount` most recent, or finished before
  * `nowMs - maxAgeMs` — but none finished within RETAIN_SETTLE_MS of `nowMs`, and none that
- * `keep` names (e.g. a repro's view that exists only in memory). `entries` in any order.
+ * `keep` names (e.g. a repro's view that exists only in memory). `entries` in any order; oldest
+ * first costs no sort.
  */
 export function expiredFinished(
   entries: readonly FinishedEntry[],
@@ -45,7 +46,10 @@ export function expiredFinished(
   keep: (id: string) => boolean = () => false,
 ): string[] {
   if (policy.maxCount === null && policy.maxAgeMs === null) return [];
-  const sorted = [...entries].sort((a, b) => a.atMs - b.atMs || (a.id < b.id ? -1 : 1));
+  // Given oldest first as a rule (the finished index keeps that order): sorted only when not,
+  // so a check after every finish costs one pass.
+  const inOrder = entries.every((e, i) => i === 0 || (entries[i - 1]?.atMs ?? 0) <= e.atMs);
+  const sorted = inOrder ? entries : [...entries].sort((a, b) => a.atMs - b.atMs);
   const overCount = policy.maxCount === null ? 0 : Math.max(0, sorted.length - policy.maxCount);
   const before = policy.maxAgeMs === null ? -Infinity : nowMs - policy.maxAgeMs;
   const out: string[] = [];

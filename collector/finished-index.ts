@@ -21,6 +21,9 @@ const LINE_RE = /^(c-[a-z0-9]{1,16}-[a-f0-9]{8}) (-|[0-9]{1,16})$/;
 export class FinishedIndex {
   private readonly times = new Map<string, number>();
   private lines = 0;
+  /** The latest finish time added; `unsorted` once one earlier than it was added after it. */
+  private lastAt = -Infinity;
+  private unsorted = false;
   /** Lines of the file that were not one (counted at load). */
   skipped = 0;
 
@@ -59,10 +62,20 @@ export class FinishedIndex {
       if (m[2] === '-') this.times.delete(id);
       else this.times.set(id, Number(m[2]));
     }
+    this.sortByTime();
     if (torn !== '') {
       this.skipped++;
       this.compact();
     }
+  }
+
+  /** Puts the map in the order of finish times (retention walks it oldest first). */
+  private sortByTime(): void {
+    const sorted = [...this.times].sort((a, b) => a[1] - b[1]);
+    this.times.clear();
+    for (const [id, ms] of sorted) this.times.set(id, ms);
+    this.lastAt = sorted.at(-1)?.[1] ?? -Infinity;
+    this.unsorted = false;
   }
 
   /** When `id` finished, undefined when the index does not know it as finished. */
@@ -78,15 +91,32 @@ export class FinishedIndex {
     return this.times.size;
   }
 
+  /** Oldest first (by when each finished). */
   entries(): FinishedEntry[] {
+    if (this.unsorted) this.sortByTime();
     return [...this.times].map(([id, atMs]) => ({ id, atMs }));
   }
 
   /** `id` finished at `atMs` (already known: nothing written). */
   add(id: string, atMs: number): void {
-    if (this.times.get(id) === atMs) return;
-    this.times.set(id, atMs);
-    this.append(`${id} ${Math.max(0, Math.floor(atMs))}\n`);
+    this.addMany([{ id, atMs }]);
+  }
+
+  /** Several finished captures, in one append (a start indexing the records it read). */
+  addMany(entries: readonly FinishedEntry[]): void {
+    let text = '';
+    for (const { id, atMs } of entries) {
+      const at = Math.max(0, Math.floor(atMs));
+      if (this.times.get(id) === at) continue;
+      this.times.delete(id);
+      this.times.set(id, at);
+      // Finishes come in time order; one that does not (a record read at start) is sorted in
+      // when the entries are next asked for.
+      if (at < this.lastAt) this.unsorted = true;
+      else this.lastAt = at;
+      text += `${id} ${at}\n`;
+    }
+    if (text !== '') this.append(text);
   }
 
   /** `ids` are gone (removed by retention, or their directory was found missing). */

@@ -735,6 +735,7 @@ export class CaptureStore {
     });
     const read: LoadedSession[] = [];
     const known: FinishedEntry[] = [];
+    const toIndex: FinishedEntry[] = [];
     for (const id of ids.sort()) {
       const at = this.finished.at(id);
       if (at !== undefined) {
@@ -744,8 +745,12 @@ export class CaptureStore {
       const loaded = this.loadStored(id);
       if (loaded === null) continue;
       read.push(loaded);
-      this.indexFinal(id, finalAt(loaded.record));
+      const finishedAt = finalAt(loaded.record);
+      if (finishedAt !== null) toIndex.push({ id, atMs: finishedAt });
     }
+    this.indexed(() => {
+      this.finished.addMany(toIndex);
+    });
     // The newest finished ones, of those read and those the index knows.
     const finished = [
       ...known.map((e) => ({ ...e, loaded: null as LoadedSession | null })),

@@ -94,7 +94,15 @@ void t.test('FinishedIndex: appended, a torn or foreign line skipped, compacted'
   for (let i = 0; i < 80; i++) b.add(`c-b${i}-0000000${i % 10}`, i);
   b.remove(Array.from({ length: 80 }, (_, i) => `c-b${i}-0000000${i % 10}`));
   t.equal(rewrites.length, 2, 'rewritten once it held twice the lines it needs');
-  t.strictSame(open().entries(), [{ id: 'c-a2-00000002', atMs: 2000 }]);
+  const c = open();
+  t.strictSame(c.entries(), [{ id: 'c-a2-00000002', atMs: 2000 }]);
+  c.add('c-a5-00000005', 3000);
+  c.add('c-a4-00000004', 500);
+  t.strictSame(
+    c.entries().map((e) => e.atMs),
+    [500, 2000, 3000],
+    'oldest first, one added out of order sorted in',
+  );
   t.end();
 });
 
