@@ -42,8 +42,16 @@ export function notFound(path: string, detail: string, hint?: string): HoptraceE
 
 /** 404: no capture at `path` (which names its id). */
 export const noSuchCapture = (path: string): HoptraceError =>
-  notFound(path, 'no such capture', 'GET /v1/captures lists them');
+  notFound(
+    path,
+    'no such capture',
+    'GET /v1/captures lists the live and most recent ones; finished ones past the retention (--retain-finished, --retain-age) are removed',
+  );
 
 /** 404: no repro at `path` (which names its id). */
 export const noSuchRepro = (path: string): HoptraceError =>
-  notFound(path, 'no such repro', 'GET /v1/repros lists them');
+  notFound(
+    path,
+    'no such repro',
+    'GET /v1/repros lists the running and most recent ones; finished ones past the retention (--retain-finished-repros, --retain-age) are removed',
+  );

@@ -55,23 +55,23 @@ void t.test('404s name the path as given, and what is missing once', async (t) =
   const cases: [string, string][] = [
     [
       '/v1/captures/c-abc-12345678',
-      'API_NOT_FOUND: /v1/captures/c-abc-12345678: no such capture (GET /v1/captures lists them)',
+      'API_NOT_FOUND: /v1/captures/c-abc-12345678: no such capture (GET /v1/captures lists the live and most recent ones; finished ones past the retention (--retain-finished, --retain-age) are removed)',
     ],
     [
       '/v1/captures/not-an-id',
-      'API_NOT_FOUND: /v1/captures/not-an-id: no such capture (GET /v1/captures lists them)',
+      'API_NOT_FOUND: /v1/captures/not-an-id: no such capture (GET /v1/captures lists the live and most recent ones; finished ones past the retention (--retain-finished, --retain-age) are removed)',
     ],
     [
       '/v1/captures/c-abc-12345678/report.md',
-      'API_NOT_FOUND: /v1/captures/c-abc-12345678/report.md: no such capture (GET /v1/captures lists them)',
+      'API_NOT_FOUND: /v1/captures/c-abc-12345678/report.md: no such capture (GET /v1/captures lists the live and most recent ones; finished ones past the retention (--retain-finished, --retain-age) are removed)',
     ],
     [
       '/v1/repros/r-abc-12345678',
-      'API_NOT_FOUND: /v1/repros/r-abc-12345678: no such repro (GET /v1/repros lists them)',
+      'API_NOT_FOUND: /v1/repros/r-abc-12345678: no such repro (GET /v1/repros lists the running and most recent ones; finished ones past the retention (--retain-finished-repros, --retain-age) are removed)',
     ],
     [
       '/v1/repros/r-abc-12345678/report.md',
-      'API_NOT_FOUND: /v1/repros/r-abc-12345678/report.md: no such repro (GET /v1/repros lists them)',
+      'API_NOT_FOUND: /v1/repros/r-abc-12345678/report.md: no such repro (GET /v1/repros lists the running and most recent ones; finished ones past the retention (--retain-finished-repros, --retain-age) are removed)',
     ],
   ];
   for (const [url, message] of cases) {
