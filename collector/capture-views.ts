@@ -122,7 +122,9 @@ export function captureView(s: CaptureSession): CaptureView {
     }),
     progress: {
       requestSeen: live !== null || (final && r.verdict?.client != null),
-      layer: live?.verdict.layer ?? null,
+      // A finished capture read back from the data directory (a restart, or one no longer held
+      // in memory) has no live analysis: its verdict's layer, as written.
+      layer: live?.verdict.layer ?? (final ? (r.verdict?.layer ?? null) : null),
     },
     verdict: final ? r.verdict : null,
     finalReason: r.finalReason,

@@ -98,6 +98,7 @@ void t.test(
     const old = await req('GET', `/v1/captures/${ids[0]}`);
     t.equal(old.status, 200);
     t.match(old.json, { id: ids[0], state: 'cancelled' });
+
     const md = await req('GET', `/v1/captures/${ids[0]}/report.md`);
     t.equal(md.status, 200);
     t.equal(md.text, reports.get(ids[0] ?? ''), 'its report, as written');
@@ -219,4 +220,25 @@ void t.test('a finished capture leaves no events file open', async (t) => {
   // The old collector kept both open for its life: one file per capture point, until EMFILE.
   await until('closed once finished', () => store.openEventFiles() === 0);
   t.equal((await req('GET', `/v1/captures/${id}/report.md`)).status, 200, 'its report is there');
+});
+
+void t.test('a finished capture read back from the data directory keeps its layer', async (t) => {
+  const hub = twoNodeHub();
+  answerWithReplay(hub, join(PCAPS, 'zeek_http-get.pcap'));
+  const { req } = collector(t, tempDir(t), { captures: 1, repros: 1 }, hub);
+  const id = ((await req('POST', '/v1/captures', SPEC)).json as CaptureView).id;
+  let held: CaptureView | undefined;
+  for (let i = 0; i < 500; i++) {
+    held = (await req('GET', `/v1/captures/${id}`)).json as CaptureView;
+    if (held.progress.layer !== null) break;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  await req('DELETE', `/v1/captures/${id}`);
+  held = (await req('GET', `/v1/captures/${id}`)).json as CaptureView;
+  t.not(held.progress.layer, null, 'held: the live analysis names a layer');
+  const other = ((await req('POST', '/v1/captures', SPEC)).json as CaptureView).id;
+  await req('DELETE', `/v1/captures/${other}`);
+  const read = (await req('GET', `/v1/captures/${id}`)).json as CaptureView;
+  t.strictSame(read.progress, held.progress, 'read back: the same (its layer was null)');
+  t.equal(read.progress.layer, read.verdict?.layer);
 });
