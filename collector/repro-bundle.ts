@@ -84,6 +84,8 @@ export interface ReproCaptureRow {
   kernelDrops: number | null;
   queueDrops: number;
   lost: number;
+  /** Events the collector received and let go, unanalysed, past its memory bound for repros. */
+  unheld: number;
   error: { code: string; message: string } | null;
 }
 
@@ -134,6 +136,8 @@ export function reproCaptures(
     kernelDrops: p.kernelDrops,
     queueDrops: p.queueDrops,
     lost: p.lost,
+    // A view saves it only when some were let go (and one saved before it was counted has none).
+    unheld: p.unheld ?? 0,
     error: p.error ?? null,
   });
   return [
@@ -198,6 +202,7 @@ export function reproReportDocument(input: ReproBundleInput): Record<string, unk
       kernelDrops: c.kernelDrops,
       queueDrops: c.queueDrops,
       lost: c.lost,
+      unheld: c.unheld,
       error: c.error,
     })),
     attachments: v.attachments.map((a) => ({
@@ -235,6 +240,23 @@ function manifestLine(input: ReproBundleInput): string[] {
     : [];
 }
 
+/** The capture health table's columns (report.md and report.html), healthCells' order. */
+const HEALTH_HEAD = [
+  'capture',
+  'state',
+  'events',
+  'packets',
+  'kernel drops',
+  'agent drops',
+  'lost',
+  'unheld',
+  'error',
+] as const;
+
+/** What the health table's counts are, for a reader who was not there. */
+const HEALTH_NOTE =
+  "kernel drops (the kernel's capture buffer was full; cannot count: the cap fallback source), agent drops (the agent's queue was full) and lost (events lost on the way to the collector) as each capture's agent reported them; unheld: events the collector received and let go, unanalysed, past its memory bound for repros — the probes of their time are not judged from them.";
+
 function healthCells(c: ReproCaptureRow): string[] {
   return [
     c.capture,
@@ -244,6 +266,7 @@ function healthCells(c: ReproCaptureRow): string[] {
     c.kernelDrops === null ? 'cannot count' : String(c.kernelDrops),
     String(c.queueDrops),
     String(c.lost),
+    String(c.unheld),
     c.error === null ? '' : `${c.error.code}: ${c.error.message}`,
   ];
 }
@@ -293,8 +316,10 @@ function renderMarkdown(input: ReproBundleInput): string {
     '',
     '## Capture health',
     '',
-    '| capture | state | events | packets | kernel drops | agent drops | lost | error |',
-    '|---|---|---|---|---|---|---|---|',
+    HEALTH_NOTE,
+    '',
+    `| ${HEALTH_HEAD.join(' | ')} |`,
+    `|${HEALTH_HEAD.map(() => '---|').join('')}`,
     ...caps.map((c) => `| ${healthCells(c).map(cell).join(' | ')} |`),
     '',
     '## Evidence',
@@ -340,16 +365,8 @@ function htmlSections(input: ReproBundleInput): ReproHtmlSection[] {
     {
       title: 'Capture health',
       cls: 'health',
-      head: [
-        'capture',
-        'state',
-        'events',
-        'packets',
-        'kernel drops',
-        'agent drops',
-        'lost',
-        'error',
-      ],
+      note: HEALTH_NOTE,
+      head: [...HEALTH_HEAD],
       rows: caps.map(healthCells),
     },
     {

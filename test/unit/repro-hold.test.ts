@@ -11,6 +11,7 @@ import { letGoByCapture, pointHoldCap } from '../../collector/repro-hold';
 import { PointEventLog } from '../../core/repro/event-log';
 import type { PacketEvent } from '../../common/event';
 import { status } from './collector-fixtures';
+import { reproReportSchemaErrors } from './report-schema';
 import { LAB_REPRO, labReproHub } from './repro-fixtures';
 import { DIRECT, MS, T0, exchange } from './fixtures-events';
 
@@ -198,3 +199,67 @@ void t.test('two live repros share the budget: each point holds half as much', a
   t.equal(repros.heldEvents(), per, 'one exchange of the two is held');
   t.equal(repros.get(a.id)?.backend.unheld, per);
 });
+
+void t.test(
+  'the bundle of a repro whose point let events go counts them in its capture health',
+  async (t) => {
+    const per = exchange('backend', DIRECT).length;
+    const repros = manager(3 * 2 * per);
+    t.teardown(() => {
+      repros.close();
+    });
+    const v = await repros.create(SPEC);
+    for (const [at, sport] of [
+      [0n, 40001],
+      [MS, 40002],
+      [2n * MS, 40003],
+    ] as const)
+      await send(
+        repros,
+        'a-web',
+        `${v.id}-b`,
+        'backend',
+        exchange('backend', { ...DIRECT, sport }, { at }),
+      );
+    t.equal(repros.get(v.id)?.backend.unheld, per, 'the backend let one exchange go');
+    await repros.finishReadingRoutes(v.id, []);
+    const text = (name: 'report.md' | 'report.json' | 'report.html'): string =>
+      repros.bundleFile(v.id, name)?.body.toString('utf8') ?? '';
+    // Before, the bundle had kernel drops, agent drops and lost, and no word of these events.
+    const md = text('report.md');
+    t.match(
+      md,
+      /\| capture \| state \| events \| packets \| kernel drops \| agent drops \| lost \| unheld \| error \|/,
+    );
+    t.match(
+      md,
+      new RegExp(`\\| backend \\| [a-z]+ \\| \\d+ \\| \\d+ \\| 0 \\| 0 \\| 0 \\| ${per} \\|`),
+    );
+    t.match(
+      md,
+      /unheld: events the collector received and let go, unanalysed, past its memory bound/,
+    );
+    const doc = JSON.parse(text('report.json')) as {
+      captureHealth: { capture: string; unheld?: number }[];
+    };
+    t.same(reproReportSchemaErrors(doc), [], 'report.json is valid against its schema');
+    t.strictSame(
+      doc.captureHealth.map((c) => [c.capture, c.unheld]),
+      [
+        ['backend', per],
+        ['decap (vpn-pod)', 0],
+        ['egress (vpn-pod)', 0],
+      ],
+    );
+    const older = { ...doc.captureHealth[0] };
+    delete older.unheld;
+    t.same(
+      reproReportSchemaErrors({ ...doc, captureHealth: [older] }),
+      [],
+      'a report.json written before unheld was counted still reads as valid',
+    );
+    const html = text('report.html');
+    t.match(html, /<th scope="col">lost<\/th><th scope="col">unheld<\/th>/);
+    t.match(html, new RegExp(`<td>0</td><td>${per}</td>`));
+  },
+);
