@@ -2,10 +2,10 @@
  * The collector's HTTP JSON API on node:http. `handle()` is socket-free (a plain request object in,
  * a response object out), so most tests need no network; `listener()` adapts it to a server.
  *
- *   GET    /healthz                          no token needed
+ *   GET    /healthz                          {ok, collectorId, agentsConnected, reprosPinned}; no token needed
  *   GET    /v1/agents
  *   POST   /v1/captures                      201 CaptureView | 400 | 409 API_NO_AGENT | 429 API_TOO_MANY_CAPTURES, API_AGENT_BUSY
- *   GET    /v1/captures                      {captures: CaptureView[]}
+ *   GET    /v1/captures                      {captures: CaptureView[], olderFinished}
  *   GET    /v1/captures/:id                  CaptureView | 404
  *   GET    /v1/captures/:id/<bundle file>    report.md, .json, .html, sequence.svg, evidence.pcapng, inventory.json, SHA256SUMS; 404 until the verdict
  *   GET    /v1/captures/:id/bundle.tar       the whole bundle as hoptrace-<id>.tar (collector/bundle-archive.ts); 404 until SHA256SUMS
@@ -193,6 +193,8 @@ export function createApi(opts: ApiOptions): Api {
         ok: true,
         collectorId,
         agentsConnected: sessions.agents().filter((a) => a.connected).length,
+        // Finished repros that could not be saved and live in memory only (a disk problem).
+        reprosPinned: sessions.repros.pinned(),
       });
     }
     authorize(req, path);

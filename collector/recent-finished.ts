@@ -55,6 +55,13 @@ export class RecentFinished {
   held(): number {
     return this.order.size;
   }
+
+  /** Held ones that are pinned now: they live in memory only, and are never let go. */
+  pinnedCount(): number {
+    let n = 0;
+    for (const id of this.order) if (this.pinned(id)) n++;
+    return n;
+  }
 }
 
 /** The `max` newest of `items` by `at` (ties: the later in the list), oldest first. */

@@ -2,7 +2,7 @@
  * `/v1/repros` of the collector API (mounted by collector/http.ts, same token and error shape):
  *
  *   POST   /v1/repros                 201 ReproView | 400 | 409 REPRO_NO_WORKLOAD | 429 API_AGENT_BUSY, API_TOO_MANY_CAPTURES | 501 REPRO_NOT_SUPPORTED (kubernetes without the API)
- *   GET    /v1/repros                 {repros: ReproView[], olderFinished}
+ *   GET    /v1/repros                 {repros: ReproView[], olderFinished, pinned}
  *   GET    /v1/repros/:id             ReproView (timeline computed from the events so far)
  *   POST   /v1/repros/:id/probes      one probe the prober sent {probeId, sport, startedAtMs, endedAtMs, ok, httpCode?, error?}
  *   POST   /v1/repros/:id/marks       {kind: deleted|replacement-ready|note, atMs, detail?}
@@ -53,7 +53,11 @@ export async function routeRepro(
     if (method === 'GET')
       return {
         status: 200,
-        value: { repros: repros.list(), olderFinished: repros.olderFinished() },
+        value: {
+          repros: repros.list(),
+          olderFinished: repros.olderFinished(),
+          pinned: repros.pinned(),
+        },
       };
     if (method !== 'POST') throw new MethodNotAllowed(method, path, ['GET', 'POST']);
     return { status: 201, value: await repros.create(parseReproRequest(parseBody(body))) };

@@ -473,6 +473,14 @@ export class ReproManager {
     return this.recent.older();
   }
 
+  /**
+   * Finished repros held in memory only: their bundle or view is not in the data directory (none
+   * given, or writing there failed: logged as STORE_IO). Never let go, gone when the collector stops.
+   */
+  pinned(): number {
+    return this.recent.pinnedCount();
+  }
+
   /** The running repros and the finished ones held (olderFinished() counts the rest). */
   list(): ReproView[] {
     return [

@@ -38,7 +38,7 @@ export interface CollectorLink {
   /** The API token from the Secret (for `hoptrace capture`, which reads it from HOPTRACE_TOKEN). */
   token: string;
   /** GET /healthz. */
-  health: { collectorId?: string; agentsConnected?: number };
+  health: { collectorId?: string; agentsConnected?: number; reprosPinned?: number };
 }
 
 /** Ready: running, not being deleted, condition Ready true. */
@@ -177,5 +177,9 @@ function healthOf(status: number, text: string, where: string): CollectorLink['h
   const health: CollectorLink['health'] = {};
   if (typeof h['collectorId'] === 'string') health.collectorId = h['collectorId'];
   if (typeof h['agentsConnected'] === 'number') health.agentsConnected = h['agentsConnected'];
+  // Not a count (an older collector says nothing): not shown, never a guess.
+  const pinned = h['reprosPinned'];
+  if (typeof pinned === 'number' && Number.isSafeInteger(pinned) && pinned >= 0)
+    health.reprosPinned = pinned;
   return health;
 }

@@ -32,6 +32,8 @@ export interface StatusSummary {
     image: string | null;
     collectorId: string | null;
     agentsConnected: number | null;
+    /** Finished repros the collector holds in memory only, unsaved (null: it does not say). */
+    reprosPinned: number | null;
   };
   nodes: NodeStatus[];
   running: { id: string; state: string; points: string[]; createdAt: string }[];
@@ -79,6 +81,10 @@ export function renderStatus(s: StatusSummary): string[] {
     `cluster: ${s.server} (context ${s.context})`,
     `collector: pod ${c.pod}${c.node === null ? '' : ` on ${c.node}`}, ready, image ${c.image ?? 'unknown'}, ${c.agentsConnected ?? '?'} agents connected`,
   ];
+  if (c.reprosPinned !== null && c.reprosPinned > 0)
+    lines.push(
+      `collector: ${c.reprosPinned} finished repro${c.reprosPinned === 1 ? ' is' : 's are'} held in memory only: their bundle or view is not in the collector's data directory (writing it there failed: STORE_IO in its log), and what is not there is gone when the collector stops`,
+    );
   const withAgent = s.nodes.filter((n) => n.connected).length;
   lines.push(`agents: ${withAgent} of ${s.nodes.length} nodes connected`);
   const rows = s.nodes.map((n) => [
@@ -120,6 +126,7 @@ export async function runStatus(argv: string[], deps: KubectlDeps): Promise<numb
       image: link.pod.spec?.containers[0]?.image ?? null,
       collectorId: link.health.collectorId ?? null,
       agentsConnected: link.health.agentsConnected ?? null,
+      reprosPinned: link.health.reprosPinned ?? null,
     },
     nodes: summarizeNodes(nodes, agentPods, agents),
     running: captures

@@ -83,8 +83,31 @@ export function age(iso: string, nowMs: number): string {
 
 const stateCell = (s: string): string => `<span class="state ${esc(s)}">${esc(s)}</span>`;
 
-/** `/ui/`: captures and repros, newest first. */
-export function listPage(captures: CaptureView[], repros: ReproView[], nowMs: number): string {
+/** What the list does not show, or shows held in memory only (GET /v1/captures and /v1/repros). */
+export interface ListCounts {
+  /** Finished captures not held in memory: not listed, still opened by id from the data directory. */
+  olderCaptures: number;
+  olderRepros: number;
+  /** Finished repros held in memory only: not in the data directory. */
+  pinnedRepros: number;
+}
+
+const plural = (n: number, one: string, many: string): string => `${n} ${n === 1 ? one : many}`;
+
+/** The line saying that `n` older finished ones exist and how to open one, or '' when none. */
+function olderLine(n: number, what: 'capture' | 'repro'): string {
+  if (n === 0) return '';
+  const listed = plural(n, `older finished ${what} is`, `older finished ${what}s are`);
+  return `<p class="note older">${listed} not listed (no longer held in memory, still in the data directory); open one by id: <code>/ui/${what}s/&lt;id&gt;</code>.</p>`;
+}
+
+/** `/ui/`: captures and repros, newest first; what the lists leave out said below them. */
+export function listPage(
+  captures: CaptureView[],
+  repros: ReproView[],
+  nowMs: number,
+  counts: ListCounts,
+): string {
   const byNew = <T extends { createdAt: string }>(xs: T[]): T[] =>
     [...xs].sort((a, b) => b.createdAt.localeCompare(a.createdAt));
   const caps = byNew(captures)
@@ -105,12 +128,25 @@ export function listPage(captures: CaptureView[], repros: ReproView[], nowMs: nu
       return `<tr><td><a href="/ui/repros/${encodeURIComponent(r.id)}">${esc(r.id)}</a></td><td>${stateCell(r.state)}</td><td>${esc(outcome)}</td><td>${r.timeline.length}</td><td title="${esc(r.createdAt)}">${age(r.createdAt, nowMs)}</td></tr>`;
     })
     .join('\n');
+  const pinned =
+    counts.pinnedRepros === 0
+      ? ''
+      : `<p class="error pinned">${plural(counts.pinnedRepros, 'finished repro is', 'finished repros are')} held in memory only: their bundle or view is not in the data directory (writing it there failed: STORE_IO in the collector's log), and what is not there is gone when the collector stops — download their bundles now.</p>`;
+  // "None yet" only when there is none at all: older ones are in the data directory.
+  const noCaptures =
+    counts.olderCaptures === 0
+      ? '<p class="note">No captures yet: start one with <code>hoptrace capture</code>.</p>'
+      : '';
+  const noRepros =
+    counts.olderRepros === 0
+      ? '<p class="note">No repros yet: <code>hoptrace repro</code>.</p>'
+      : '';
   return page(
     'captures',
     `<h1>Captures</h1>
-${caps === '' ? '<p class="note">No captures yet: start one with <code>hoptrace capture</code>.</p>' : `<table class="captures"><thead><tr><th>id</th><th>state</th><th>verdict</th><th>client</th><th>points</th><th>age</th></tr></thead><tbody>${caps}</tbody></table>`}
+${caps === '' ? noCaptures : `<table class="captures"><thead><tr><th>id</th><th>state</th><th>verdict</th><th>client</th><th>points</th><th>age</th></tr></thead><tbody>${caps}</tbody></table>`}${olderLine(counts.olderCaptures, 'capture')}
 <h2>Repros</h2>
-${reps === '' ? '<p class="note">No repros yet: <code>hoptrace repro</code>.</p>' : `<table class="repros"><thead><tr><th>id</th><th>state</th><th>outcome</th><th>probes</th><th>age</th></tr></thead><tbody>${reps}</tbody></table>`}`,
+${reps === '' ? noRepros : `<table class="repros"><thead><tr><th>id</th><th>state</th><th>outcome</th><th>probes</th><th>age</th></tr></thead><tbody>${reps}</tbody></table>`}${olderLine(counts.olderRepros, 'repro')}${pinned}`,
     { refresh: [...captures, ...repros].some((x) => !isFinal(x.state)) },
   );
 }

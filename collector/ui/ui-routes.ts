@@ -30,6 +30,7 @@ import {
   loginPage,
   reproPage,
   type BundleFile,
+  type ListCounts,
 } from './ui-pages';
 import type { UiSessions } from './ui-sessions';
 
@@ -47,6 +48,8 @@ export interface UiSource {
   result(id: string): AnalysisResult | null;
   repros(): ReproView[];
   repro(id: string): ReproView | undefined;
+  /** What the two lists leave out (older finished ones) and the repros held in memory only. */
+  listCounts(): ListCounts;
   /** The bundle's files that exist for a capture. */
   files(id: string): BundleFile[];
   file(id: string, name: string): BundleBody | null;
@@ -162,7 +165,11 @@ export function routeUi(req: ApiRequest, deps: UiDeps): ApiResponse | null {
     return html(401, loginPage('Log in first.', '/ui/'));
   }
   if (method !== 'GET') return allowed(method, 'GET');
-  if (path === '/ui/') return html(200, listPage(source.captures(), source.repros(), deps.nowMs()));
+  if (path === '/ui/')
+    return html(
+      200,
+      listPage(source.captures(), source.repros(), deps.nowMs(), source.listCounts()),
+    );
   const cap = /^\/ui\/captures\/([^/]+)(?:\/(files\/[^/]+|sequence\.svg))?$/.exec(path);
   if (cap !== null) {
     const id = decodeSegment(cap[1] ?? '', path);

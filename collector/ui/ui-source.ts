@@ -50,6 +50,11 @@ export function sessionsUiSource(sessions: SessionManager): UiSource {
     result,
     repros: () => sessions.repros.list(),
     repro: (id) => sessions.repros.get(id),
+    listCounts: () => ({
+      olderCaptures: sessions.olderFinished(),
+      olderRepros: sessions.repros.olderFinished(),
+      pinnedRepros: sessions.repros.pinned(),
+    }),
     files: (id) =>
       withArchive(
         id,

@@ -1,6 +1,7 @@
 /**
  * A collector over a temporary data directory with its API, for the tests of what it holds of
- * finished captures and repros (recent-finished.test, retention.test).
+ * finished captures and repros (recent-finished.test, disk-retention.test); `/ui/` paths are asked
+ * with a web login's cookie.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,6 +11,8 @@ import { silentLogger, type CollectorLogger } from '../../collector/logger';
 import type { RetentionPolicy } from '../../collector/disk-retention';
 import { SessionManager, type Clock } from '../../collector/sessions';
 import { CaptureStore } from '../../collector/store';
+import { sessionsUiSource } from '../../collector/ui/ui-source';
+import { UiSessions } from '../../collector/ui/ui-sessions';
 import { twoNodeHub } from './collector-fixtures';
 import { bodyText } from './api-body';
 import { isStreamBody } from '../../collector/api-message';
@@ -43,8 +46,8 @@ export function collector(
     logger?: CollectorLogger;
   },
   hub = twoNodeHub(),
+  store = new CaptureStore({ dir, fsync: false }),
 ) {
-  const store = new CaptureStore({ dir, fsync: false });
   const sessions = new SessionManager({
     hub,
     store,
@@ -64,12 +67,33 @@ export function collector(
     await sessions.close();
   };
   t.teardown(close);
-  const api = createApi({ sessions, tokens: [TOKEN], collectorId: 'c', logger: silentLogger() });
+  const api = createApi({
+    sessions,
+    tokens: [TOKEN],
+    collectorId: 'c',
+    logger: silentLogger(),
+    ui: {
+      source: sessionsUiSource(sessions),
+      logins: new UiSessions([TOKEN], Date.now),
+      nowMs: Date.now,
+    },
+  });
+  let cookie: string | undefined;
   const req = async (method: string, url: string, body?: unknown) => {
+    const ui = url.startsWith('/ui/');
+    if (ui && cookie === undefined) {
+      const r = await api.handle({
+        method: 'POST',
+        url: '/ui/login',
+        headers: {},
+        body: new URLSearchParams({ token: TOKEN, next: '/ui/' }).toString(),
+      });
+      cookie = (r.headers['set-cookie'] ?? '').split(';')[0] ?? '';
+    }
     const r = await api.handle({
       method,
       url,
-      headers: { authorization: `Bearer ${TOKEN}` },
+      headers: ui ? { cookie: cookie ?? '' } : { authorization: `Bearer ${TOKEN}` },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
     const text = isStreamBody(r.body) ? '' : bodyText(r.body);

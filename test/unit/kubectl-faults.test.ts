@@ -203,6 +203,40 @@ void t.test(
 );
 
 void t.test(
+  'status: finished repros the collector holds in memory only are said; a count that is not one is not',
+  async (t) => {
+    const status = (health: string) =>
+      run(
+        ['status'],
+        fakeCluster((path) =>
+          path === '/healthz'
+            ? health
+            : path === '/v1/agents'
+              ? '{"agents":[{"node":"n1","connected":true}]}'
+              : '{"captures":[]}',
+        ),
+      );
+    const pinned = await status('{"ok":true,"agentsConnected":1,"reprosPinned":2}');
+    t.equal(pinned.code, 0, pinned.err.join('\n'));
+    t.match(
+      pinned.out.join('\n'),
+      /^collector: 2 finished repros are held in memory only: their bundle or view is not in the collector's data directory \(writing it there failed: STORE_IO in its log\), and what is not there is gone when the collector stops$/m,
+    );
+    for (const h of [
+      '{"reprosPinned":0}',
+      '{"reprosPinned":"2"}',
+      '{"reprosPinned":-1}',
+      '{"reprosPinned":1.5}',
+      '{}',
+    ]) {
+      const r = await status(h);
+      t.equal(r.code, 0, `${h}: ${r.err.join('\n')}`);
+      t.notMatch(r.out.join('\n'), /held in memory only/, `${h}: nothing said`);
+    }
+  },
+);
+
+void t.test(
   'capture, doctor, repro: a reply of another shape is COLLECTOR_BAD_RESPONSE, not a TypeError',
   async (t) => {
     const id = 'c-mb2x8k1a-0123abcd';

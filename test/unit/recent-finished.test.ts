@@ -2,8 +2,10 @@
  * Finished captures and repros are held in memory up to a count, the most recent (a review
  * found every capture ever made held for the collector's life: ~27 KB each, and an API token
  * holder can make and cancel ~1 M a day). An older one is read from the data directory when
- * asked for by id — its view, reports and bundle as before — and no longer listed; the list says
- * how many it leaves out. A restarted collector holds the same most recent ones.
+ * asked for by id — its view, reports and bundle as before — and no longer listed; the list (the
+ * API's and the web view's) says how many it leaves out and how to open one. A restarted
+ * collector holds the same most recent ones. A finished repro that could not be saved is never
+ * let go, and the repro list, /healthz and the web view count those.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,6 +13,8 @@ import t from 'tap';
 import { parseCollectorArgs } from '../../cli/collector';
 import type { CaptureView } from '../../collector/capture-views';
 import { newestFinished, RecentFinished } from '../../collector/recent-finished';
+import { CaptureStore } from '../../collector/store';
+import { HoptraceError } from '../../common/errors';
 import { answerWithReplay, NETNS_REPRO, twoNodeHub } from './collector-fixtures';
 import { PCAPS } from './corpus';
 import { collector, SPEC, tempDir, TOKEN } from './finished-fixtures';
@@ -41,6 +45,9 @@ void t.test('RecentFinished lets the oldest go past its count, never a pinned on
   r.add('f');
   t.equal(r.held(), 3, 'all the older ones pinned: more are held than the count');
   t.equal(r.older(), 3);
+  t.equal(r.pinnedCount(), 2, 'd and e: held in memory only');
+  pinned.delete('e');
+  t.equal(r.pinnedCount(), 1, 'counted as they are now');
   r.countOlder(5);
   t.equal(r.older(), 8, 'let go, and found older at a start');
   t.throws(() => new RecentFinished(0, () => undefined), RangeError);
@@ -66,7 +73,11 @@ void t.test('newestFinished keeps the most recent by time, oldest first', (t) =>
 });
 
 type CaptureList = { captures: CaptureView[]; olderFinished: number };
-type ReproList = { repros: { id: string; state: string }[]; olderFinished: number };
+type ReproList = {
+  repros: { id: string; state: string }[];
+  olderFinished: number;
+  pinned: number;
+};
 
 void t.test(
   'finished captures past --keep-finished leave memory, are read from the data directory, and a restart holds the same',
@@ -93,6 +104,18 @@ void t.test(
     );
     t.equal(listed.olderFinished, 2, 'and the list says two older ones are left out');
     t.equal(sessions.list().length, 2, 'two held in memory');
+    // The web view's list says so too, and how to open one (it listed the two without a word).
+    const page = await req('GET', '/ui/');
+    t.equal(page.status, 200);
+    t.match(
+      page.text,
+      '<p class="note older">2 older finished captures are not listed (no longer held in memory, still in the data directory); open one by id: <code>/ui/captures/&lt;id&gt;</code>.</p>',
+    );
+    t.notMatch(page.text, /older finished repro/, 'no repro was let go');
+    t.notMatch(page.text, /No captures yet/);
+    const byId = await req('GET', `/ui/captures/${ids[0]}`);
+    t.equal(byId.status, 200, 'the older one opens by that URL');
+    t.match(byId.text, `Capture ${ids[0]}`);
 
     // The oldest, from the data directory: its view, report, bundle and archive as before.
     const old = await req('GET', `/v1/captures/${ids[0]}`);
@@ -171,6 +194,19 @@ void t.test(
       'the most recent is listed',
     );
     t.equal(listed.olderFinished, 2);
+    t.equal(listed.pinned, 0, 'each was saved: none held in memory only');
+    t.match((await req('GET', '/healthz')).json, { ok: true, reprosPinned: 0 });
+    const page = await req('GET', '/ui/');
+    t.match(
+      page.text,
+      /<p class="note older">2 older finished repros are not listed .*<code>\/ui\/repros\/&lt;id&gt;<\/code>/,
+    );
+    t.notMatch(page.text, /older finished capture|held in memory only/);
+    t.equal(
+      (await req('GET', `/ui/repros/${ids[0]}`)).status,
+      200,
+      'the older one opens by that URL',
+    );
     const old = await req('GET', `/v1/repros/${ids[0]}`);
     t.equal(old.status, 200, 'an older one is read from the data directory');
     t.match(old.json, { id: ids[0], state: 'finished' });
@@ -242,3 +278,50 @@ void t.test('a finished capture read back from the data directory keeps its laye
   t.strictSame(read.progress, held.progress, 'read back: the same (its layer was null)');
   t.equal(read.progress.layer, read.verdict?.layer);
 });
+
+void t.test(
+  'finished repros whose bundle could not be written stay in memory, and the list, /healthz and the web view count them',
+  async (t) => {
+    const dir = tempDir(t);
+    class FullDisk extends CaptureStore {
+      override writeReproBundle(): void {
+        throw new HoptraceError('STORE_IO', 'cannot write (ENOSPC)', { where: dir });
+      }
+    }
+    const { req } = collector(
+      t,
+      dir,
+      { captures: 2, repros: 1 },
+      twoNodeHub(),
+      new FullDisk({ dir, fsync: false }),
+    );
+    const fresh = (await req('GET', '/v1/repros')).json as ReproList;
+    t.equal(fresh.pinned, 0);
+    const ui0 = await req('GET', '/ui/');
+    t.match(ui0.text, /No repros yet/);
+    t.notMatch(ui0.text, /held in memory only|older finished/);
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const id = ((await req('POST', '/v1/repros', NETNS_REPRO)).json as { id: string }).id;
+      ids.push(id);
+      await req('POST', `/v1/repros/${id}/finish`, {
+        returnRoutes: [{ node: 'vpn-node', dst: '10.90.0.0/24', dev: 'tun0' }],
+      });
+    }
+    const listed = (await req('GET', '/v1/repros')).json as ReproList;
+    t.strictSame(
+      listed.repros.map((r) => r.id),
+      ids,
+      'both held past --keep-finished-repros 1: they are nowhere else',
+    );
+    t.equal(listed.olderFinished, 0);
+    // Before, nothing said so: the list looked like any other, and the memory they hold grew unseen.
+    t.equal(listed.pinned, 2, 'the list counts them');
+    t.match((await req('GET', '/healthz')).json, { ok: true, reprosPinned: 2 }, '/healthz too');
+    t.match(
+      (await req('GET', '/ui/')).text,
+      /<p class="error pinned">2 finished repros are held in memory only: their bundle or view is not in the data directory \(writing it there failed: STORE_IO in the collector's log\)/,
+    );
+    t.equal((await req('GET', `/v1/repros/${ids[0]}/report.md`)).status, 200, 'served from memory');
+  },
+);
