@@ -68,22 +68,37 @@ export function wantsHelp(argv: readonly string[]): boolean {
   return head.includes('--help') || head.includes('-h');
 }
 
-const DURATION_UNITS_MS: Record<string, number> = {
-  ms: 1,
-  s: 1_000,
+/** `30s`, `500ms`, `2m`, `1.5s`; a bare number is seconds. */
+export function parseDuration(value: string, flag: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
+  if (m === null) {
+    throw new HoptraceError('CLI_USAGE', `'${value}' is not a duration`, {
+      where: flag,
+      hint: 'e.g. 30s, 500ms, 2m',
+    });
+  }
+  const n = Number(m[1]);
+  const unit = m[2] ?? 's';
+  return Math.round(unit === 'ms' ? n : unit === 's' ? n * 1000 : n * 60_000);
+}
+
+const AGE_UNITS_MS: Record<string, number> = {
   m: 60_000,
   h: 3_600_000,
   d: 86_400_000,
 };
 
-/** `30s`, `500ms`, `2m`, `1.5s`, `12h`, `30d`; a bare number is seconds. */
-export function parseDuration(value: string, flag: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(value.trim());
-  const ms = m === null ? NaN : Math.round(Number(m[1]) * (DURATION_UNITS_MS[m[2] ?? 's'] ?? NaN));
+/**
+ * An age of kept data, `30d`, `12h`, `90m` (a unit is required), in ms. Apart from
+ * parseDuration, whose values become timers (Node fires a timer of more than 2^31 - 1 ms at once).
+ */
+export function parseAge(value: string, flag: string): number {
+  const m = /^(\d+(?:\.\d+)?)(m|h|d)$/.exec(value.trim());
+  const ms = m === null ? NaN : Math.round(Number(m[1]) * (AGE_UNITS_MS[m[2] ?? ''] ?? NaN));
   if (!Number.isSafeInteger(ms)) {
-    throw new HoptraceError('CLI_USAGE', `'${value}' is not a duration`, {
+    throw new HoptraceError('CLI_USAGE', `'${value}' is not an age`, {
       where: flag,
-      hint: 'e.g. 30s, 500ms, 2m, 12h, 30d',
+      hint: 'a number and a unit: m, h or d, e.g. 30d or 12h',
     });
   }
   return ms;

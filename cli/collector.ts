@@ -18,7 +18,7 @@ import {
   type LogLevel,
   type RunningCollector,
 } from '../collector';
-import { parseCommandLine, readFileArg } from './args';
+import { parseAge, parseCommandLine, readFileArg } from './args';
 import { parseDuration } from './capture';
 
 export const USAGE =
@@ -196,7 +196,7 @@ export function parseCollectorArgs(argv: string[], env: NodeJS.ProcessEnv): Coll
   );
   if (keepRepros !== undefined) opts.keepFinishedRepros = keepRepros;
   const age = values['retain-age'];
-  const maxAgeMs = age === undefined ? null : parseDuration(age, '--retain-age');
+  const maxAgeMs = age === undefined ? null : parseAge(age, '--retain-age');
   if (maxAgeMs !== null && maxAgeMs < 60_000)
     throw new HoptraceError('CLI_USAGE', `'${age}' is shorter than a minute`, {
       where: '--retain-age',

@@ -8,7 +8,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync, appendFileSync } 
 import { join } from 'node:path';
 import t from 'tap';
 import { parseCollectorArgs } from '../../cli/collector';
-import { parseDuration } from '../../cli/args';
+import { parseAge } from '../../cli/args';
 import type { CaptureView } from '../../collector/capture-views';
 import { FinishedIndex } from '../../collector/finished-index';
 import type { CollectorLogger } from '../../collector/logger';
@@ -270,17 +270,23 @@ void t.test('--retain-finished, --retain-finished-repros and --retain-age', (t) 
       code: 'CLI_USAGE',
       where: '--retain-finished',
     });
-  t.throws(() => parseCollectorArgs(['--retain-age', '30s'], env), {
+  t.throws(() => parseCollectorArgs(['--retain-age', '0.5m'], env), {
     code: 'CLI_USAGE',
     where: '--retain-age',
     message: /shorter than a minute/,
   });
+  t.throws(() => parseCollectorArgs(['--retain-age', '30s'], env), {
+    code: 'CLI_USAGE',
+    where: '--retain-age',
+    message: /not an age/,
+  });
   t.throws(() => parseCollectorArgs(['--retain-age', '3w'], env), {
     code: 'CLI_USAGE',
-    message: /not a duration/,
+    message: /not an age/,
   });
-  t.equal(parseDuration('12h', '--x'), 12 * H);
-  t.equal(parseDuration('1.5d', '--x'), 36 * H);
-  t.throws(() => parseDuration('9'.repeat(30) + 'd', '--x'), { code: 'CLI_USAGE' });
+  t.equal(parseAge('12h', '--x'), 12 * H);
+  t.equal(parseAge('1.5d', '--x'), 36 * H);
+  t.throws(() => parseAge('9'.repeat(30) + 'd', '--x'), { code: 'CLI_USAGE' });
+  t.throws(() => parseAge('30', '--x'), { code: 'CLI_USAGE' }, 'a unit is required');
   t.end();
 });
