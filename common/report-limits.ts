@@ -33,7 +33,8 @@ export const REPORT_LIMITS = {
  * at `text`, addresses at `address`, interface names at `iface`, codes and short words at `code`.
  * A list beyond its bound keeps its first entries and says how many were left out: a doctor part
  * so cut counts as not read in full (NamespaceFacts.leftOut; no check judges it), conntrack
- * evidence names the entries it did not judge. Real replies are far below each bound.
+ * evidence is `incomplete` unless an entry kept decides it, and names the entries it did not judge
+ * (core/attribute/conntrack-evidence.ts). Real replies are far below each bound.
  */
 export const REPLY_LIMITS = {
   /** Namespaces one doctor report answers: as many as a request may name. */

@@ -47,6 +47,12 @@ export interface SecondaryFinding {
   hint: string;
 }
 
+/**
+ * What the flow's conntrack entries say of the packet verdict (conntrack-evidence.ts): `incomplete`
+ * when the collector left entries out and the ones kept do not decide it on their own.
+ */
+export type ConntrackStatus = 'confirms' | 'disagrees' | 'no-entries' | 'consistent' | 'incomplete';
+
 /** The verdict `hoptrace analyze --json` prints under `verdict`. */
 export interface Verdict {
   layer: Layer;
@@ -69,7 +75,7 @@ export interface Verdict {
   confirmedBy?: string[];
   /** The flow's conntrack entries and whether they confirm or disagree with the packet verdict. */
   conntrack?: {
-    status: 'confirms' | 'disagrees' | 'no-entries' | 'consistent';
+    status: ConntrackStatus;
     detail: string;
     entries: ConntrackEntry[];
   };

@@ -2,10 +2,11 @@
  * Conntrack evidence: the entries of the request's flow in the namespaces that can NAT it (the VPN
  * pod, the VPN node, the backend's node). nf_conntrack records a translation in the namespace that
  * did it, so a SNAT entry there names the layer independently of the packets. It confirms the
- * packet verdict or is reported as disagreeing; it never replaces the packet evidence.
+ * packet verdict or is reported as disagreeing (or as incomplete, when entries were left out and
+ * the ones kept do not decide); it never replaces the packet evidence.
  */
 import type { ConntrackEntry, ConntrackTuple } from '../../common/wire';
-import type { Layer, Verdict } from './attribute';
+import type { ConntrackStatus, Layer, Verdict } from './attribute';
 import type { Endpoint } from '../correlate/correlate';
 import { tupleText } from '../../common/endpoint';
 import { countText } from '../../common/counters';
@@ -26,7 +27,7 @@ const ROLE_LAYER: Record<string, Layer> = {
 
 /** What the conntrack entries say about the verdict. */
 export interface ConntrackEvidence {
-  status: 'confirms' | 'disagrees' | 'no-entries' | 'consistent';
+  status: ConntrackStatus;
   detail: string;
   entries: ConntrackEntry[];
 }
@@ -53,27 +54,50 @@ export function entryText(e: ConntrackEntry): string {
 
 /**
  * Judges the entries against the packet verdict. Pure and total. `leftOut`: entries the agents
- * listed that the collector did not keep (common/report-limits.ts): the detail says they were
- * not judged.
+ * listed that the collector did not keep (REPLY_LIMITS.entries of one reply). On such a partial
+ * list a judgement stands only when no left-out entry could change it — when it rests on an entry
+ * seen, not on one missing:
+ * - `confirms` rests on a SNAT entry seen in the namespace the layer names; an entry more cannot
+ *   take it back (on a whole list it confirms too, whatever SNAT shows elsewhere);
+ * - `disagrees` of `preserved`/`no-return` rests on a SNAT entry seen anywhere: the packets say no
+ *   layer rewrote the source, and one did;
+ * - `disagrees` of a rewriting layer rests on an absence — no SNAT entry where the layer says —
+ *   and the missing one may be among those left out (kept, it would confirm), so a SNAT seen
+ *   elsewhere is not yet a disagreement: `incomplete`;
+ * - `consistent` and `no-entries` speak of every entry (none contradicts, none is there):
+ *   `incomplete`.
+ * A judgement that stands still names the entries it did not judge.
  */
 export function judgeConntrack(
   verdict: Verdict,
   entries: readonly ConntrackEntry[],
   leftOut = 0,
 ): ConntrackEvidence {
-  const ev = judgeKept(verdict, entries);
+  const { seen, ...ev } = judgeKept(verdict, entries);
   if (leftOut <= 0) return ev;
+  const cut = `${countText(leftOut)} more entries the agents listed were left out (at most ${REPLY_LIMITS.entries} kept of one agent's reply)`;
+  if (seen) return { ...ev, detail: `${ev.detail}; ${cut} and not judged` };
   return {
-    ...ev,
-    detail: `${ev.detail}; ${countText(leftOut)} more entries the agents listed were left out (at most ${REPLY_LIMITS.entries} kept of one agent's reply) and not judged`,
+    status: 'incomplete',
+    detail:
+      ev.entries.length === 0
+        ? `no entry kept: ${cut} and not judged`
+        : `not judged: ${cut}, and the entry that decides may be among them; of the ${countText(ev.entries.length)} kept: ${ev.detail}`,
+    entries: ev.entries,
   };
 }
 
-function judgeKept(verdict: Verdict, entries: readonly ConntrackEntry[]): ConntrackEvidence {
+/** The judgement of the entries kept; `seen`: it rests on an entry seen, not on one missing. */
+interface KeptJudgement extends ConntrackEvidence {
+  seen: boolean;
+}
+
+function judgeKept(verdict: Verdict, entries: readonly ConntrackEntry[]): KeptJudgement {
   const list = [...entries];
   if (list.length === 0) {
     return {
       status: 'no-entries',
+      seen: false,
       detail:
         'no conntrack entry of the flow in the namespaces read: nothing there loaded conntrack (the kernel tracks in a namespace only once a NAT or conntrack rule needs it, so no entry also means no NAT), or the entry expired',
       entries: list,
@@ -89,6 +113,7 @@ function judgeKept(verdict: Verdict, entries: readonly ConntrackEntry[]): Conntr
     if (own.length > 0) {
       return {
         status: 'confirms',
+        seen: true,
         detail: `conntrack in ${expected} holds the source NAT: ${own.map(entryText).join('; ')}`,
         entries: list,
       };
@@ -96,6 +121,7 @@ function judgeKept(verdict: Verdict, entries: readonly ConntrackEntry[]): Conntr
     const others = snatRoles.map((r) => `${r} (${ROLE_LAYER[r] ?? 'unknown layer'})`);
     return {
       status: 'disagrees',
+      seen: false,
       detail:
         others.length === 0
           ? `packets say ${verdict.layer}, but no conntrack entry in ${expected} shows source NAT (the entry may have expired, or ${expected} was not read)`
@@ -106,12 +132,14 @@ function judgeKept(verdict: Verdict, entries: readonly ConntrackEntry[]): Conntr
   if (snatRoles.length > 0 && (verdict.layer === 'preserved' || verdict.layer === 'no-return')) {
     return {
       status: 'disagrees',
+      seen: true,
       detail: `packets say ${verdict.layer}, but conntrack shows source NAT in ${snatRoles.join(', ')}`,
       entries: list,
     };
   }
   return {
     status: 'consistent',
+    seen: false,
     detail:
       snatRoles.length === 0
         ? 'no conntrack entry of the flow shows source NAT'
