@@ -32,6 +32,11 @@ import {
   type WorkloadLister,
   type WorkloadPod,
 } from '../core/repro/repro-core';
+import {
+  routeGapsText,
+  type ReturnRouteRead,
+  type RouteTableGap,
+} from '../core/repro/return-routes';
 import { isUsefulEvent } from '../core/report/analyze';
 import {
   captureLabel,
@@ -103,9 +108,10 @@ export interface ReproManagerOptions {
   kubernetes?: PodDeleter & WorkloadLister;
   /**
    * Reads, through the agents of these nodes, the routes toward `client` (the return path), for
-   * the summary's "why" when the prober cannot (it runs on the VPN client, not on a node).
+   * the summary's "why" when the prober cannot (it runs on the VPN client, not on a node), and
+   * names each node whose route table was not read in full.
    */
-  readRoutes?: (nodes: string[], agentIds: string[], client: string) => Promise<ReturnRoute[]>;
+  readRoutes?: (nodes: string[], agentIds: string[], client: string) => Promise<ReturnRouteRead>;
   /** Keeps each repro's view in the data directory, so it outlives the collector (restore()). */
   store?: ReproStore;
   /** Asks agents for retained frames (the bundle's evidence.pcapng); absent: no evidence. */
@@ -581,33 +587,45 @@ export class ReproManager {
 
   /**
    * Like finishById; when the prober sent no routes, the agents of the nodes on the path read
-   * them first (a failed read only leaves the summary without its route check).
+   * them first. A table not read in full (no agent, a failed request, a part cut) is named in the
+   * summary's why wherever a route there could have explained it (core/repro/return-routes.ts).
    */
   async finishReadingRoutes(id: string, routes: ReturnRoute[]): Promise<ReproView | undefined> {
     const r = this.repros.get(id);
+    let read: ReturnRouteRead = { routes, unread: [] };
     if (r && r.finishedAtMs === null && routes.length === 0 && this.readRoutes) {
       const nodes = [...new Set(r.attachments.map((a) => a.pod.node))];
       const agentIds = r.backend.agentId === null ? [] : [r.backend.agentId];
       try {
-        routes = await this.readRoutes(nodes, agentIds, r.spec.client);
+        read = await this.readRoutes(nodes, agentIds, r.spec.client);
       } catch (e) {
-        this.log.warn(
-          { captureId: id, err: e instanceof Error ? e.message : String(e) },
-          'reading return routes through the agents failed',
-        );
+        const why = e instanceof Error ? e.message : String(e);
+        read = { routes: [], unread: nodes.map((node) => ({ node, detail: `not read (${why})` })) };
       }
+      if (read.unread.length > 0)
+        this.log.warn(
+          { captureId: id, code: 'DOCTOR_READ_FAILED' },
+          `return routes not all read: ${routeGapsText(read.unread)}`,
+        );
     }
-    this.finishById(id, routes);
+    this.finishById(id, read.routes, read.unread);
     // The prober's answer comes with the bundle written (bounded by the frames requests' timeout).
     await r?.bundleDone;
     return this.get(id);
   }
 
-  /** Stops the captures and computes the summary (routes: the return routes read at the end). */
-  finishById(id: string, routes: ReturnRoute[]): ReproView | undefined {
+  /**
+   * Stops the captures and computes the summary (routes: the return routes read at the end;
+   * unread: the route tables not read in full).
+   */
+  finishById(
+    id: string,
+    routes: ReturnRoute[],
+    unread: readonly RouteTableGap[] = [],
+  ): ReproView | undefined {
     const r = this.repros.get(id);
     if (!r) return this.get(id);
-    if (r.finishedAtMs === null) this.finish(r, 'finished by the prober', routes);
+    if (r.finishedAtMs === null) this.finish(r, 'finished by the prober', routes, unread);
     return reproView(r, this.inventory(r));
   }
 
@@ -871,7 +889,12 @@ export class ReproManager {
     }
   }
 
-  private finish(r: Repro, reason: string, routes: ReturnRoute[]): void {
+  private finish(
+    r: Repro,
+    reason: string,
+    routes: ReturnRoute[],
+    unread: readonly RouteTableGap[] = [],
+  ): void {
     const now = this.nowMs();
     if (r.timer) clearInterval(r.timer);
     const cur = currentAttachment(r);
@@ -894,6 +917,7 @@ export class ReproManager {
         attachedAtMs: a.attachedAtMs,
       })),
       routes,
+      routesUnread: unread,
       endMs: r.probes.at(-1)?.endedAtMs ?? now,
     });
     this.log.info({ captureId: r.id }, `repro finished: ${r.summary.why}`);

@@ -24,8 +24,7 @@ import type { CollectorLogger } from './logger';
 import { K8sPodDeleter } from './k8s/repro-deleter';
 import { K8sInventorySource } from './k8s/source';
 import { ReproManager } from './repro';
-import type { ReturnRoute } from '../core/repro/repro-core';
-import { familyOf, inCidr } from '../common/cidr';
+import { readReturnRoutes } from './return-routes-remote';
 import { AgentRequests } from './agent-requests';
 import { conntrackForCapture } from './conntrack-remote';
 import { doctorViaAgents } from './doctor-remote';
@@ -232,7 +231,8 @@ export class SessionManager {
       logger: opts.logger,
       nowMs: () => this.clock.nowMs(),
       snaplen: this.snaplen,
-      readRoutes: (nodes, agentIds, client) => this.readReturnRoutes(nodes, agentIds, client),
+      readRoutes: (nodes, agentIds, client) =>
+        readReturnRoutes(this.hub.agents(), this.requests, nodes, agentIds, client),
       store: opts.store,
       // The bundle's evidence.pcapng: the agents' retained frames of the probes' connections.
       ...(this.frames ? { frames: this.requests } : {}),
@@ -850,35 +850,6 @@ export class SessionManager {
       Math.max(0, next - now),
     );
     this.deadline.set(s.id, t);
-  }
-
-  /** Routes toward `client` in the node namespaces of these nodes/agents, read by their agents. */
-  private async readReturnRoutes(
-    nodes: string[],
-    agentIds: string[],
-    client: string,
-  ): Promise<ReturnRoute[]> {
-    const agents = this.hub
-      .agents()
-      .filter((a) => a.connected && (nodes.includes(a.node) || agentIds.includes(a.agentId)));
-    const out: ReturnRoute[] = [];
-    for (const a of agents) {
-      const report = await this.requests.doctor(
-        a.agentId,
-        [{ name: 'node', target: '', routeTo: [client] }],
-        familyOf(client) ?? 4,
-      );
-      for (const f of report.facts)
-        for (const r of f.routes)
-          if (r.dst !== 'default' && inCidr(client, r.dst))
-            out.push({
-              node: a.node,
-              dst: r.dst,
-              via: r.gateway === '' ? null : r.gateway,
-              dev: r.dev === '' ? null : r.dev,
-            });
-    }
-    return out;
   }
 
   /** Every point that was armed has its agent connected (again). */

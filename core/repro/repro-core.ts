@@ -20,6 +20,7 @@ import type { Hello } from '../../common/wire';
 import { hostPort } from '../../common/endpoint';
 import { globMatches } from '../../common/glob';
 import { addCount } from '../../common/counters';
+import { routeGapsText, type ReturnRoute, type RouteTableGap } from './return-routes';
 
 /**
  * Which namespaces are the VPN workload. `netns`: a glob (`*`, `?`) on the namespace file's base
@@ -105,14 +106,7 @@ export interface ReproMark {
   detail: string;
 }
 
-/** A route on a node that carries the tunnel range back (read by the lab or an agent). */
-export interface ReturnRoute {
-  node: string;
-  dst: string;
-  /** Next hop, null for a device route. */
-  via: string | null;
-  dev: string | null;
-}
+export type { ReturnRoute, RouteTableGap } from './return-routes';
 
 /** An event with the attachment (pod incarnation) whose capture saw it; 0 = the backend capture. */
 export interface TaggedEvent {
@@ -734,6 +728,11 @@ export interface SummaryInput {
   /** Attachments in order (epoch 1..n). */
   attachments: readonly { served: ServedBy; addresses: string[]; attachedAtMs: number }[];
   routes: readonly ReturnRoute[];
+  /**
+   * Nodes whose route table was not read in full (return-routes.ts): a route missing there was
+   * not read, so the summary names them instead of concluding from it. Absent: none.
+   */
+  routesUnread?: readonly RouteTableGap[];
   endMs: number;
 }
 
@@ -770,7 +769,7 @@ export function summarizeRepro(input: SummaryInput): ReproSummary {
     brokenForAtLeastMs: !recovered && at !== null ? input.endMs - at : null,
     why: '',
   };
-  summary.why = explain(summary, after, attachments, routes);
+  summary.why = explain(summary, after, attachments, routes, input.routesUnread ?? []);
   return summary;
 }
 
@@ -782,13 +781,31 @@ function routeText(r: ReturnRoute): string {
   return `${r.dst}${r.via === null ? '' : ` via ${r.via}`}${r.dev === null ? '' : ` dev ${r.dev}`}`;
 }
 
+/**
+ * The summary's why. A return route read explains it (still pointing at the deleted pod, or at an
+ * address the replacement took over); a why that found none, where one could have explained it,
+ * names the route tables not read in full: the route may be in the part not read.
+ */
 function explain(
   s: ReproSummary,
   after: readonly TimelineRow[],
   attachments: SummaryInput['attachments'],
   routes: readonly ReturnRoute[],
+  unread: readonly RouteTableGap[],
 ): string {
   if (s.deletedAtMs === null) return 'no pod was deleted during the run';
+  const why = whyFromRoutes(s, after, attachments, routes);
+  if (why.unknown === null || unread.length === 0) return why.text;
+  return `${why.text}; ${why.unknown} (not all return routes were read): ${routeGapsText(unread)}`;
+}
+
+/** The why from the routes read; `unknown`: what a route not read could still have said. */
+function whyFromRoutes(
+  s: ReproSummary,
+  after: readonly TimelineRow[],
+  attachments: SummaryInput['attachments'],
+  routes: readonly ReturnRoute[],
+): { text: string; unknown: string | null } {
   const replacement = attachments.find((a) => a.served.epoch === s.replacement?.epoch);
   const oldAddrs = new Set(
     attachments.filter((a) => a !== replacement).flatMap((a) => a.addresses),
@@ -799,12 +816,21 @@ function explain(
   const afterGood = after.filter(isGood);
   const layers = [...new Set(afterGood.map((r) => r.verdict))].join(', ');
   if (s.recovered) {
-    const how = held
-      ? `the return route on node ${held.node} (${routeText(held)}) points at an address the replacement ${podText(s.replacement)} took over`
-      : afterGood.some((r) => r.verdict === 'vpn-pod')
-        ? `the VPN pod masquerades (vpn-pod): replies return to the replacement's own address ${s.replacement?.ip ?? '?'}, no return route is needed`
-        : `probes through ${podText(s.replacement)} work again (${layers})`;
-    return `the path came back after the reschedule: ${how}`;
+    const back = 'the path came back after the reschedule';
+    if (held)
+      return {
+        text: `${back}: the return route on node ${held.node} (${routeText(held)}) points at an address the replacement ${podText(s.replacement)} took over`,
+        unknown: null,
+      };
+    if (afterGood.some((r) => r.verdict === 'vpn-pod'))
+      return {
+        text: `${back}: the VPN pod masquerades (vpn-pod): replies return to the replacement's own address ${s.replacement?.ip ?? '?'}, no return route is needed`,
+        unknown: null,
+      };
+    return {
+      text: `${back}: probes through ${podText(s.replacement)} work again (${layers})`,
+      unknown: 'whether a return route points at an address the replacement took over is not known',
+    };
   }
   const counts = new Map<string, number>();
   for (const r of after.filter((x) => !isGood(x)))
@@ -812,11 +838,21 @@ function explain(
   const seen = [...counts].map(([k, n]) => `${n} ${k}`).join(', ');
   if (stale) {
     const owner = attachments.find((a) => a.addresses.includes(stale.via ?? ''))?.served ?? null;
-    return `the path did not come back: the return route on node ${stale.node} (${routeText(stale)}) still points at ${stale.via ?? '?'}, the deleted pod ${owner?.name ?? ''}'s address; the replacement ${podText(s.replacement)} is not on it (probes after the deletion: ${seen})`;
+    return {
+      text: `the path did not come back: the return route on node ${stale.node} (${routeText(stale)}) still points at ${stale.via ?? '?'}, the deleted pod ${owner?.name ?? ''}'s address; the replacement ${podText(s.replacement)} is not on it (probes after the deletion: ${seen})`,
+      unknown: null,
+    };
   }
+  const unknown = 'whether a return route still points at the deleted pod is not known';
   if (s.replacement === null)
-    return `the path did not come back: no replacement pod appeared in the agents' inventory (probes after the deletion: ${seen})`;
-  return `the path did not come back through ${podText(s.replacement)} (probes after the deletion: ${seen})`;
+    return {
+      text: `the path did not come back: no replacement pod appeared in the agents' inventory (probes after the deletion: ${seen})`,
+      unknown,
+    };
+  return {
+    text: `the path did not come back through ${podText(s.replacement)} (probes after the deletion: ${seen})`,
+    unknown,
+  };
 }
 
 /**

@@ -802,9 +802,10 @@ void t.test(
       logger: silentLogger(),
       readRoutes: (nodes, agentIds, client) => {
         asked.push({ nodes, agentIds, client });
-        return Promise.resolve([
-          { node: 'vpn-node', dst: '10.90.0.0/24', via: '10.244.1.10', dev: 'cni0' },
-        ]);
+        return Promise.resolve({
+          routes: [{ node: 'vpn-node', dst: '10.90.0.0/24', via: '10.244.1.10', dev: 'cni0' }],
+          unread: [],
+        });
       },
     });
     const v = await repros.create(parseReproRequest({ ...SPEC, workload: { netns: 'cni-aaa' } }));
