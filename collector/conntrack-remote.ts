@@ -17,8 +17,10 @@ export interface ConntrackPoint {
 }
 
 /**
- * The entries of the verdict's flow on the path; errors are returned, never thrown. `leftOut`:
- * entries the agents listed beyond what the collector keeps of one reply (REPLY_LIMITS.entries).
+ * The entries of the verdict's flow on the path; errors are returned, never thrown — each a read
+ * that did not happen (an agent's error, no answer, a point without an agent), judged as entries
+ * not seen. `leftOut`: entries the agents listed beyond what the collector keeps of one reply
+ * (REPLY_LIMITS.entries).
  */
 export async function conntrackForCapture(
   requests: AgentRequests,
@@ -41,6 +43,11 @@ export async function conntrackForCapture(
   if (!oneNode) add(backend?.agentId, { name: 'backend-node', target: '', routeTo: [] });
   const entries: ConntrackEntry[] = [];
   const errors: string[] = [];
+  // A point with no agent leaves its namespaces unread: said, not passed over.
+  if (egress !== undefined && egress.agentId === null)
+    errors.push(`vpn, vpn-node: no agent captured the ${egress.name} point`);
+  if (!oneNode && backend !== undefined && backend !== egress && backend.agentId === null)
+    errors.push(`backend-node: no agent captured the ${backend.name} point`);
   let leftOut = 0;
   if (tuples.length === 0)
     return { entries, errors: ['no tuple of the flow was observed'], leftOut };

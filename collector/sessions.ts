@@ -1147,7 +1147,9 @@ export class SessionManager {
     if (this.closed) return;
     if (errors.length > 0)
       this.log.warn({ captureId: s.id, code: 'CONNTRACK_READ_FAILED' }, errors.join('; '));
-    const verdict = withConntrackEvidence(final.result.verdict, entries, leftOut);
+    // A read that failed is judged as entries not seen (before, `consistent` or `no-entries`
+    // could speak of a node whose conntrack table was never read).
+    const verdict = withConntrackEvidence(final.result.verdict, entries, leftOut, errors);
     s.record.verdict = verdict;
     final.result = { ...final.result, verdict };
     this.writeReports(s, final, 'cannot write the report with conntrack evidence');

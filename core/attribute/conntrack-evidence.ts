@@ -66,25 +66,49 @@ export function entryText(e: ConntrackEntry): string {
  *   elsewhere is not yet a disagreement: `incomplete`;
  * - `consistent` and `no-entries` speak of every entry (none contradicts, none is there):
  *   `incomplete`.
- * A judgement that stands still names the entries it did not judge.
+ * A judgement that stands still names the entries it did not judge. `unread`: reads that failed (an
+ * agent's error for a namespace, a request without an answer, no tuple to look for) — the entries
+ * there were not seen, so the same rule holds for them.
  */
 export function judgeConntrack(
   verdict: Verdict,
   entries: readonly ConntrackEntry[],
   leftOut = 0,
+  unread: readonly string[] = [],
 ): ConntrackEvidence {
   const { seen, ...ev } = judgeKept(verdict, entries);
-  if (leftOut <= 0) return ev;
-  const cut = `${countText(leftOut)} more entries the agents listed were left out (at most ${REPLY_LIMITS.entries} kept of one agent's reply)`;
-  if (seen) return { ...ev, detail: `${ev.detail}; ${cut} and not judged` };
+  const cut =
+    leftOut > 0
+      ? `${countText(leftOut)} more entries the agents listed were left out (at most ${REPLY_LIMITS.entries} kept of one agent's reply)`
+      : null;
+  const missed = unread.length > 0 ? unreadText(unread) : null;
+  if (cut === null && missed === null) return ev;
+  if (seen)
+    return {
+      ...ev,
+      detail: [
+        ev.detail,
+        ...(cut === null ? [] : [`${cut} and not judged`]),
+        ...(missed === null ? [] : [`${missed}: not judged`]),
+      ].join('; '),
+    };
+  const why = [cut, missed].filter((x): x is string => x !== null).join('; ');
+  const where = cut === null ? 'there' : missed === null ? 'among them' : 'among what was not read';
   return {
     status: 'incomplete',
     detail:
       ev.entries.length === 0
-        ? `no entry kept: ${cut} and not judged`
-        : `not judged: ${cut}, and the entry that decides may be among them; of the ${countText(ev.entries.length)} kept: ${ev.detail}`,
+        ? `no entry kept: ${why} and not judged`
+        : `not judged: ${why}, and the entry that decides may be ${where}; of the ${countText(ev.entries.length)} kept: ${ev.detail}`,
     entries: ev.entries,
   };
+}
+
+/** What the agents could not read (their errors, or the collector's: no reply), in one clause. */
+function unreadText(unread: readonly string[]): string {
+  const shown = unread.slice(0, 4).join('; ');
+  const more = unread.length > 4 ? `; ${countText(unread.length - 4)} more` : '';
+  return `${unread.length === 1 ? 'one read' : `${countText(unread.length)} reads`} of the flow's entries failed (${shown}${more})`;
 }
 
 /** The judgement of the entries kept; `seen`: it rests on an entry seen, not on one missing. */
@@ -153,8 +177,9 @@ export function withConntrackEvidence(
   verdict: Verdict,
   entries: readonly ConntrackEntry[],
   leftOut = 0,
+  unread: readonly string[] = [],
 ): Verdict {
-  const ev = judgeConntrack(verdict, entries, leftOut);
+  const ev = judgeConntrack(verdict, entries, leftOut, unread);
   const out: Verdict = { ...verdict, conntrack: ev };
   if (ev.status === 'confirms') {
     const role = LAYER_ROLE[verdict.layer];

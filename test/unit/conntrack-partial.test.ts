@@ -172,3 +172,38 @@ void t.test('incomplete in every form: text, Markdown, HTML, picture, report.jso
   t.strictSame(reportSchemaErrors(doc), [], 'report.json knows the status');
   t.end();
 });
+
+void t.test('a read that failed is judged as entries not seen', (t) => {
+  const failed = ['backend-node: CONNTRACK_READ_FAILED: conntrack: not found'];
+  // Nothing read on the backend's node: the old judgement said `no-entries` ("nothing there
+  // loaded conntrack … no entry also means no NAT") of a table it never saw.
+  const none = judgeConntrack(verdict('preserved'), [], 0, failed);
+  t.equal(none.status, 'incomplete');
+  t.equal(
+    none.detail,
+    "no entry kept: one read of the flow's entries failed (backend-node: CONNTRACK_READ_FAILED: conntrack: not found) and not judged",
+  );
+  // The VPN node read, no NAT there; the backend's node not: `consistent` spoke of both.
+  const some = judgeConntrack(verdict('preserved'), [entry(1, 'vpn-node', false)], 0, failed);
+  t.equal(some.status, 'incomplete');
+  t.match(
+    some.detail,
+    /^not judged: one read .* failed \(.*\), and the entry that decides may be there; of the 1 kept: /,
+  );
+  // A SNAT seen where the layer says stands, and the failed read is named.
+  const seen = judgeConntrack(verdict('cni-masquerade'), [entry(1, 'vpn-node', true)], 0, failed);
+  t.equal(seen.status, 'confirms');
+  t.match(seen.detail, /; one read of the flow's entries failed \(backend-node: .*\): not judged$/);
+  // Both gaps at once, and many failures named in part.
+  const many = Array.from({ length: 6 }, (_, i) => `n${i}: no answer`);
+  const both = judgeConntrack(verdict('preserved'), [entry(1, 'vpn-node', false)], 3, many);
+  t.match(
+    both.detail,
+    /^not judged: 3 more entries .*; 6 reads of the flow's entries failed \(n0: no answer; n1: no answer; n2: no answer; n3: no answer; 2 more\), and the entry that decides may be among what was not read; /,
+  );
+  t.equal(
+    withConntrackEvidence(verdict('preserved'), [], 0, failed).conntrack?.status,
+    'incomplete',
+  );
+  t.end();
+});
