@@ -193,8 +193,9 @@ export interface PcapBatchAddon {
    * The decoder's C fast path (summary.c): summarizes the records of src[pos, end) laid out as
    * `layout` (SUMMARY_LAYOUT in summary.ts) into out (summaryBytes each); returns
    * [records written, next position, stop reason, invalid times, invalid lengths] — the last two
-   * the classic pcap records walked with a fraction of a second ≥ 10^6 µs / 10^9 ns or a captured
-   * length above the original one (pcap-file.ts CaptureFileStats.invalid; 0 for other layouts). The pcapng layouts take the Enhanced Packet
+   * the records walked with a fraction of a second ≥ 10^6 µs / 10^9 ns (classic pcap) or a
+   * captured length above the original one (classic pcap, and the pcapng Enhanced Packet Blocks;
+   * pcap-file.ts CaptureFileStats.invalid; 0 for the batch layout). The pcapng layouts take the Enhanced Packet
    * Blocks of the interfaces in `ifaces` (24 bytes each, LE: link type, mul, div, a byte the addon
    * sets to 1 once it walks a packet of the interface and 3 zero, i64 if_tsoffset in s — time in
    * ns = units * mul / div + offset * 10^9, a block whose time falls outside [0, 2^64) left to the
@@ -270,7 +271,7 @@ export type NativeLoad =
   { ok: true; addon: PcapBatchAddon; path: string } | { ok: false; reason: string };
 
 /** The addon API version this code speaks (ADDON_VERSION in pcap_batch.c). */
-const ADDON_VERSION = 16;
+const ADDON_VERSION = 17;
 
 /** Where the built addon lives: native/pcap-batch/ beside this file, from dist/native or native. */
 export function nativeAddonPath(): string {

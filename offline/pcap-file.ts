@@ -60,11 +60,12 @@ export interface CaptureFileStats {
    */
   truncated?: FileCut;
   /**
-   * Classic pcap: records read so far whose header no writer gives — `times`, a fraction of a
-   * second of 10^6 or more (10^9 with the nanosecond magic); `lengths`, a captured length above
-   * the original (wire) length. Both are read as given, as libpcap reads them (tcpdump flags
-   * them), and counted here, never refused. Absent when there is none (and for pcapng). After a
-   * resume, counted from the resume point.
+   * Records read so far whose header no writer gives — `times`, a classic pcap record's fraction
+   * of a second of 10^6 or more (10^9 with the nanosecond magic; a pcapng block has no such
+   * field); `lengths`, a classic pcap record or pcapng (Enhanced) Packet Block whose captured
+   * length is above its original (wire) length (a Simple Packet Block has no captured length).
+   * Both are read as given, as libpcap reads them (tcpdump flags them), and counted here, never
+   * refused. Absent when there is none. After a resume, counted from the resume point.
    */
   invalid?: InvalidRecords;
   /**
@@ -96,9 +97,9 @@ export function damagedLength(
   );
 }
 
-/** Classic pcap records with an invalid time or lengths (CaptureFileStats.invalid). */
+/** Records with an invalid time or lengths (CaptureFileStats.invalid). */
 export interface InvalidRecords {
-  /** The fraction of a second is ≥ 10^6 µs (≥ 10^9 ns): no clock gives it. */
+  /** Classic pcap: the fraction of a second is ≥ 10^6 µs (≥ 10^9 ns): no clock gives it. */
   times: number;
   /** The captured length exceeds the original (wire) length: no capture gives it. */
   lengths: number;
@@ -293,7 +294,7 @@ abstract class BaseReader {
   protected skipBelow = 0;
   /** The times of the frames yielded (timed ones). */
   protected readonly times = new TimeSpanTracker();
-  /** Classic pcap records read with an invalid time or lengths (CaptureFileStats.invalid). */
+  /** Records read with an invalid time or lengths (CaptureFileStats.invalid). */
   protected readonly invalid: InvalidRecords = { times: 0, lengths: 0 };
   /** Some frame was read past without being yielded (skipUntil): the span is not the file's. */
   private skippedSome = false;
@@ -930,10 +931,14 @@ export class PcapngReader extends BaseReader {
     }
   }
 
-  /** Moves the cursor `bytes` on, past `frames` packet blocks read outside frames(). */
-  tookPackets(bytes: number, frames: number): void {
+  /**
+   * Moves the cursor `bytes` on, past `frames` packet blocks read outside frames(), of which
+   * `longer` had a captured length above the original length (counted as packetBlock counts).
+   */
+  tookPackets(bytes: number, frames: number, longer = 0): void {
     this.r.skip(bytes);
     this.framesRead += frames;
+    this.invalid.lengths += longer;
   }
 
   /**
@@ -990,6 +995,8 @@ export class PcapngReader extends BaseReader {
         if (28 + caplen > len - 4) this.bad(`captured length ${caplen} runs past its block`);
         const p = { iface, ifaceId, ts, timed: true, caplen, wireLength, at: 28, len };
         this.checkTime(p);
+        // Read as given, as libpcap does; counted, as tcpdump flags it (summary.c counts alike).
+        if (caplen > wireLength) this.invalid.lengths++;
         return p;
       } else if (type === BT_SPB) {
         if (len < 16) this.bad(`simple packet block too short (${len})`);

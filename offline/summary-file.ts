@@ -488,7 +488,7 @@ export class SummaryPcapngReader implements SummaryReader {
     b.byIface = list;
     // A run of Enhanced Packet Blocks, when the cursor is at one (the addon stops at anything else).
     const w = ng.buffered();
-    const [n, next] = this.addon.summarize(
+    const [n, next, , , longer] = this.addon.summarize(
       w.buf,
       w.start,
       w.end,
@@ -504,7 +504,7 @@ export class SummaryPcapngReader implements SummaryReader {
     const walked = gate === undefined ? n : gate.frames;
     if (walked > 0) {
       noteTimes(this.times, gate, b.words, n);
-      ng.tookPackets(next - w.start, walked);
+      ng.tookPackets(next - w.start, walked, longer);
       b.count = n;
       b.src = w.buf;
       b.frameOf = gate === undefined ? null : gate.frameOf;

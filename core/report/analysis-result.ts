@@ -197,8 +197,9 @@ export interface CaptureHealth {
     code: 'FILE_BAD_RECORD' | 'FILE_BAD_BLOCK' | 'FILE_TIME_RANGE';
   };
   /**
-   * A classic pcap file some of whose records no writer gives, read as given (libpcap reads them,
-   * tcpdump flags them): `times`, a fraction of a second of 10^6 µs (10^9 ns) or more; `lengths`,
+   * A capture file some of whose records no writer gives, read as given (libpcap reads them,
+   * tcpdump flags them): `times`, a classic pcap record's fraction of a second of 10^6 µs (10^9 ns)
+   * or more (0 for pcapng); `lengths`, a classic pcap record or pcapng (Enhanced) Packet Block with
    * a captured length above the original length. Absent when there is none.
    */
   invalidRecords?: { times: number; lengths: number };

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { BENCH_POINTS, writeBenchPcap } from '../../bench/pcap-writer';
 import { loadNativeAddon } from '../../native/loader';
-import { openCaptureFile, type CaptureFileStats } from '../../offline/pcap-file';
+import { openCaptureFile } from '../../offline/pcap-file';
 import { openSummaryPcap } from '../../offline/summary-file';
 import { analyzeFiles } from '../../offline/analyze-files';
 import { fileFramesCell } from '../../core/report/capture-health';
@@ -20,6 +20,7 @@ import type { Inventory } from '../../common/inventory';
 import { runAnalyze } from '../../cli/analyze';
 import type { ReportDocument } from '../../core/report/report-document';
 import { reportSchemaErrors } from './report-schema';
+import { fastStats, jsStats } from './capture-stats-fixtures';
 
 const load = loadNativeAddon();
 if (!load.ok) {
@@ -60,24 +61,6 @@ function damage(file: Buffer, ns: boolean): Buffer {
   // At the limit less one: a valid time, not counted.
   b.writeUInt32LE(limit - 1, pick(20) + 4);
   return b;
-}
-
-function jsStats(path: string): CaptureFileStats {
-  const r = openCaptureFile(path);
-  const frames = r.frames();
-  while (frames.next().done !== true);
-  return r.stats();
-}
-
-function fastStats(path: string, chunkSize?: number): CaptureFileStats {
-  const r = openSummaryPcap(path, chunkSize === undefined ? {} : { chunkSize });
-  if (r === null) throw new Error('the fast path did not take a classic pcap');
-  try {
-    while (r.next() !== null);
-    return r.stats();
-  } finally {
-    r.close();
-  }
 }
 
 const base = join(dir, 'base.pcap');

@@ -423,7 +423,7 @@ void t.test('the addon on pcapng blocks: where a run stops, and why', (t) => {
     });
     return b;
   };
-  // [records, next, stop]: a pcapng run counts no invalid classic pcap records (always 0, 0).
+  // [records, next, stop] (its invalid lengths: pcapng-invalid-records.test.ts).
   const run = (src: Buffer, pos: number, ifaces: Buffer, recs = out): [number, number, number] => {
     const [n, next, stop] = addon.summarize(
       src,

@@ -100,7 +100,7 @@
 #include "retain.h"
 #include "summary.h"
 
-#define ADDON_VERSION 16
+#define ADDON_VERSION 17
 #define REC_HDR 16
 #define ALIGN8(n) (((size_t)(n) + 7u) & ~(size_t)7u)
 /* Batches per wake-up before yielding to the event loop (the fd stays readable: level-triggered,
@@ -1227,8 +1227,8 @@ static int read_gate(uint8_t *buf, size_t len, size_t max_records, SummaryGate *
  * link type, mul, div, carried (set here), if_tsoffset; summary.h), and maxCaplen is then the largest block; linktype is unused
  * (classic pcap: ifaces is undefined). With a gate (read_gate), only the frames it lets through
  * get a record; the gate receives the frames walked, the useful frames left out, the earliest and
- * latest time walked, and each record's frame. Classic pcap: the records walked with an invalid
- * time or lengths are counted (SummaryFlaws; 0 for the other layouts).
+ * latest time walked, and each record's frame. The records walked with an invalid time (classic
+ * pcap) or lengths (classic pcap, pcapng) are counted (SummaryFlaws; 0 for the batch layout).
  */
 static napi_value summarize(napi_env env, napi_callback_info info) {
   size_t argc = 10;
@@ -1276,7 +1276,7 @@ static napi_value summarize(napi_env env, napi_callback_info info) {
   size_t n = ng ? summary_run_ng_gate(src, end, pos, layout == SUMMARY_LAYOUT_PCAPNG_LE,
                                       max_caplen, ifaces,
                                       (uint32_t)(ifaces_len / SUMMARY_NG_IFACE_BYTES), ports, out,
-                                      out_len / SUMMARY_BYTES, &next, &stop, g)
+                                      out_len / SUMMARY_BYTES, &next, &stop, g, &flaws)
                 : summary_run_gate(src, end, pos, (int)layout, linktype, max_caplen, ports, out,
                                    out_len / SUMMARY_BYTES, &next, &stop, g, &flaws);
   if (g != NULL) {

@@ -1109,7 +1109,7 @@ size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, ui
                       uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
                       size_t max_records, size_t *next_pos, int *stop) {
   return summary_run_ng_gate(src, src_len, pos, le, max_block, ifaces, n_ifaces, ports, out,
-                             max_records, next_pos, stop, NULL);
+                             max_records, next_pos, stop, NULL, NULL);
 }
 
 /* An interface table entry's if_tsoffset: a signed count of seconds (i64 LE at 16). */
@@ -1120,8 +1120,11 @@ static inline int64_t ng_tsoffset(const uint8_t *ifc) {
 size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int le,
                            uint32_t max_block, uint8_t *ifaces, uint32_t n_ifaces,
                            const uint8_t *ports, uint8_t *out, size_t max_records,
-                           size_t *next_pos, int *stop, SummaryGate *gate) {
+                           size_t *next_pos, int *stop, SummaryGate *gate, SummaryFlaws *flaws) {
   size_t n = 0;
+  SummaryFlaws none;
+  if (flaws == NULL) flaws = &none;
+  flaws->times = flaws->lengths = 0; /* a block's time has no fraction field: times stays 0 */
   *stop = SUMMARY_STOP_END;
   /* Buckets of the records this run gave out (SUMMARY_GATE_QUIET). */
   uint8_t taken[SUMMARY_GATE_HOT_BUCKETS / 8];
@@ -1152,6 +1155,8 @@ size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int l
       *stop = SUMMARY_STOP_BLOCK;
       break;
     }
+    /* Walked: read as given, counted as pcap-file.ts's PcapngReader counts (CaptureFileStats.invalid). */
+    if (caplen > wirelen) flaws->lengths++;
     uint8_t *rec = out + n * SUMMARY_BYTES;
     pos += len;
     ifc[12] = 1; /* the interface carried a packet */

@@ -114,10 +114,11 @@ typedef struct {
 int summary_quick(const uint8_t *b, uint32_t caplen, uint32_t lt, const uint8_t *ports,
                   SummaryQuick *q);
 
-/* Classic pcap records a run walked whose header no writer gives, read as given (as libpcap
- * reads them; tcpdump flags them) and counted: `times`, a fraction of a second of 10^6 (µs) or
- * 10^9 (ns) or more; `lengths`, a captured length above the original length. offline/pcap-file.ts
- * counts the same records (CaptureFileStats.invalid). */
+/* Records a run walked whose header no writer gives, read as given (as libpcap reads them;
+ * tcpdump flags them) and counted: `times`, a classic pcap record's fraction of a second of 10^6
+ * (µs) or 10^9 (ns) or more (a pcapng block has no such field: always 0 there); `lengths`, a
+ * classic pcap record or pcapng Enhanced Packet Block whose captured length is above its original
+ * length. offline/pcap-file.ts counts the same records (CaptureFileStats.invalid). */
 typedef struct {
   uint32_t times;
   uint32_t lengths;
@@ -148,11 +149,12 @@ size_t summary_run_gate(const uint8_t *src, size_t src_len, size_t pos, int layo
 size_t summary_run_ng(const uint8_t *src, size_t src_len, size_t pos, int le, uint32_t max_block,
                       uint8_t *ifaces, uint32_t n_ifaces, const uint8_t *ports, uint8_t *out,
                       size_t max_records, size_t *next_pos, int *stop);
-/* summary_run_ng with a gate (NULL: every frame gets a record, as summary_run_ng). */
+/* summary_run_ng with a gate (NULL: every frame gets a record, as summary_run_ng); flaws (NULL:
+ * not counted) receives the blocks walked whose captured length is above the original length. */
 size_t summary_run_ng_gate(const uint8_t *src, size_t src_len, size_t pos, int le,
                            uint32_t max_block, uint8_t *ifaces, uint32_t n_ifaces,
                            const uint8_t *ports, uint8_t *out, size_t max_records,
-                           size_t *next_pos, int *stop, SummaryGate *gate);
+                           size_t *next_pos, int *stop, SummaryGate *gate, SummaryFlaws *flaws);
 /* Most bytes summary_wire writes besides the context (two IPv6 tuples, two tunnels, all keys). */
 #define SUMMARY_WIRE_MAX 512
 
