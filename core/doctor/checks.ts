@@ -9,7 +9,7 @@
 import { familyOf, inCidr, parseCidr, podCidrAround, type Family } from '../../common/cidr';
 import { FACT_PARTS, type FactPart, type NamespaceFacts, type RouteEntry } from '../../common/wire';
 import { LEGACY_PREFIX } from './iptables-save';
-import { findTunnelMasquerade } from './nat';
+import { findTunnelMasquerade, MASQUERADE_HITS, notWalkedText } from './nat';
 import { NFT_ENTRY } from './nft';
 import { ipvsText } from './ipvs';
 import { effectiveRpFilter } from './sysctl';
@@ -409,7 +409,7 @@ function natRulesText(f: NamespaceFacts, family: Family): string {
 function masqueradeFindings(input: DoctorInput, f: NamespaceFacts): Finding[] {
   const lookup = input.dst === undefined ? undefined : f.lookups.find((l) => l.to === input.dst);
   const egress = lookup?.route?.dev;
-  const hits = findTunnelMasquerade(f.natRules, f.natChains, {
+  const walk = findTunnelMasquerade(f.natRules, f.natChains, {
     tunnelRange: input.tunnelRange,
     dst: input.dst,
     egressIface: egress === '' ? undefined : egress,
@@ -418,28 +418,52 @@ function masqueradeFindings(input: DoctorInput, f: NamespaceFacts): Finding[] {
     f.name === 'vpn'
       ? `remove the VPN software's own masquerade for ${input.tunnelRange} (a PostUp/up script, OpenVPN/WireGuard container entrypoint), or keep it and document SNAT mode`
       : `exclude ${input.tunnelRange} from masquerade in the CNI's own configuration (ip-masq-agent nonMasqueradeCIDRs, Calico IPPool natOutgoing, Cilium nonMasqueradeCIDRs / native-routing CIDR), not by hand: the agent rewrites its chains on restart`;
-  if (hits.length === 0) {
+  const base = { check: 'masquerade' as const, node: f.node, namespace: where(f) };
+  const leaving = `from ${input.tunnelRange}${egress === undefined ? '' : ` leaving by ${egress}`}`;
+  const notWalked = notWalkedText(walk);
+  // An ok speaks of every rule: only when the walk reached all it had to.
+  if (walk.hits.length === 0 && notWalked === null) {
     return [
       {
+        ...base,
         severity: 'ok',
-        check: 'masquerade',
-        node: f.node,
-        namespace: where(f),
         subject: natRulesText(f, familyOfInput(input)),
         detail: `no MASQUERADE/SNAT rule applies to sources in ${input.tunnelRange}${egress === undefined ? '' : ` leaving by ${egress}`}`,
         fix: '',
       },
     ];
   }
-  return hits.map((h) => ({
-    severity: h.conditions.length === 0 ? ('error' as const) : ('warning' as const),
-    check: 'masquerade' as const,
-    node: f.node,
-    namespace: where(f),
-    subject: h.rule.text,
-    detail: `${h.rule.text} (reached ${h.path.join(' → ')}) ${h.conditions.length === 0 ? 'masquerades every packet' : `masquerades packets when ${h.conditions.join(' and ')}`} from ${input.tunnelRange}${egress === undefined ? '' : ` leaving by ${egress}`}: the backend sees ${f.name === 'vpn' ? "the VPN pod's" : "this node's"} address instead of the client's`,
-    fix,
-  }));
+  const out: Finding[] = walk.hits.map((h) => {
+    const more =
+      h.moreConditions === 0 ? '' : ` and ${h.moreConditions} more conditions (not listed)`;
+    return {
+      ...base,
+      severity: h.conditions.length === 0 ? ('error' as const) : ('warning' as const),
+      subject: h.rule.text,
+      detail: `${h.rule.text} (reached ${h.path.join(' → ')}) ${h.conditions.length === 0 ? 'masquerades every packet' : `masquerades packets when ${h.conditions.join(' and ')}${more}`} ${leaving}: the backend sees ${f.name === 'vpn' ? "the VPN pod's" : "this node's"} address instead of the client's`,
+      fix,
+    };
+  });
+  const left = walk.hitsLeftOut;
+  if (left.count > 0) {
+    out.push({
+      ...base,
+      severity: left.unconditional > 0 ? 'error' : 'warning',
+      subject: `${left.count} more MASQUERADE/SNAT rules`,
+      detail: `${left.count} more MASQUERADE/SNAT rules (${left.unconditional} of them for every packet) masquerade packets ${leaving}: not listed, the first ${MASQUERADE_HITS} are`,
+      fix,
+    });
+  }
+  if (notWalked !== null) {
+    out.push({
+      ...base,
+      severity: 'warning',
+      subject: natRulesText(f, familyOfInput(input)),
+      detail: `not checked in full: ${notWalked}, so a MASQUERADE/SNAT rule there for sources in ${input.tunnelRange} is not ruled out`,
+      fix: `read the rules past that point by hand (${familyOfInput(input) === 6 ? 'ip6tables-save' : 'iptables-save'} -t nat, nft list ruleset) on ${f.node || 'that node'}`,
+    });
+  }
+  return out;
 }
 
 function deniedFinding(d: DeniedOutcome): Finding {

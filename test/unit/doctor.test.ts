@@ -8,11 +8,18 @@ import { NFT_ENTRY, parseNftRuleset } from '../../core/doctor/nft';
 import { parseIpRouteJson } from '../../core/doctor/routes';
 import { effectiveRpFilter, parseSysctlOutput, rpFilterValues } from '../../core/doctor/sysctl';
 import { classifyDenied } from '../../core/doctor/denied';
-import { findTunnelMasquerade } from '../../core/doctor/nat';
+import { findTunnelMasquerade, notWalkedText, type MasqueradeHit } from '../../core/doctor/nat';
 import { ipvsText, parseProcIpVs } from '../../core/doctor/ipvs';
 import { renderDoctorText, runDoctorChecks, type DoctorInput } from '../../core/doctor/checks';
 import type { PacketEvent } from '../../common/event';
 import type { NamespaceFacts } from '../../common/wire';
+
+/** The walk's hits, for a walk that reached every rule (the bounds: doctor-nat-walk.test.ts). */
+function masqHits(...a: Parameters<typeof findTunnelMasquerade>): MasqueradeHit[] {
+  const w = findTunnelMasquerade(...a);
+  if (notWalkedText(w) !== null) throw new Error(`not walked in full: ${notWalkedText(w)}`);
+  return w.hits;
+}
 
 const SYSCTL = `net.ipv4.conf.all.rp_filter = 1
 net.ipv4.conf.cni0.rp_filter = 0
@@ -112,7 +119,7 @@ void t.test('iptables-save: nat table only, quotes kept together', (t) => {
 void t.test('masquerade walk: follows jumps, keeps conditions, honours exclusions', (t) => {
   const nat = parseIptablesSave(SAVE);
   // To a pod: ip-masq-agent's RETURN for 10.244.0.0/16 excludes it; kube-proxy's rule is mark-conditional.
-  const toPod = findTunnelMasquerade(nat.rules, nat.chains, {
+  const toPod = masqHits(nat.rules, nat.chains, {
     tunnelRange: '10.90.0.0/24',
     dst: '10.244.2.5',
   });
@@ -121,7 +128,7 @@ void t.test('masquerade walk: follows jumps, keeps conditions, honours exclusion
   t.same(toPod[0]?.path, ['POSTROUTING', 'KUBE-POSTROUTING']);
   t.same(toPod[0]?.conditions, ['not (! --mark 0x4000/0x4000)']);
   // Outside the cluster CIDR: ip-masq-agent masquerades (only the addrtype condition remains).
-  const out = findTunnelMasquerade(nat.rules, nat.chains, {
+  const out = masqHits(nat.rules, nat.chains, {
     tunnelRange: '10.90.0.0/24',
     dst: '192.168.50.2',
   });
@@ -135,19 +142,19 @@ void t.test('masquerade walk: follows jumps, keeps conditions, honours exclusion
     );
   const fixed = rules('-A POSTROUTING -s 10.90.0.0/16 -j RETURN');
   t.same(
-    findTunnelMasquerade(fixed.rules, fixed.chains, {
+    masqHits(fixed.rules, fixed.chains, {
       tunnelRange: '10.90.0.0/24',
       egressIface: 'up0',
     }),
     [],
   );
   const narrow = rules('-A POSTROUTING -s 10.90.0.0/25 -j RETURN');
-  const n = findTunnelMasquerade(narrow.rules, narrow.chains, {
+  const n = masqHits(narrow.rules, narrow.chains, {
     tunnelRange: '10.90.0.0/24',
     egressIface: 'up0',
   });
   t.same(n[0]?.conditions, ['not (source 10.90.0.0/25)']);
-  const otherIf = findTunnelMasquerade(narrow.rules, narrow.chains, {
+  const otherIf = masqHits(narrow.rules, narrow.chains, {
     tunnelRange: '10.90.0.0/24',
     egressIface: 'eth1',
   });
@@ -156,13 +163,13 @@ void t.test('masquerade walk: follows jumps, keeps conditions, honours exclusion
     '*nat\n-A POSTROUTING ! -s 10.90.0.0/24 -j MASQUERADE\n-A POSTROUTING -p udp -j MASQUERADE\nCOMMIT\n',
   );
   t.same(
-    findTunnelMasquerade(negSrc.rules, negSrc.chains, { tunnelRange: '10.90.0.0/24' }),
+    masqHits(negSrc.rules, negSrc.chains, { tunnelRange: '10.90.0.0/24' }),
     [],
     '! -s and -p udp exclude',
   );
   const loop = parseIptablesSave('*nat\n:A - [0:0]\n-A POSTROUTING -j A\n-A A -j A\nCOMMIT\n');
   t.same(
-    findTunnelMasquerade(loop.rules, loop.chains, { tunnelRange: '10.90.0.0/24' }),
+    masqHits(loop.rules, loop.chains, { tunnelRange: '10.90.0.0/24' }),
     [],
     'a jump loop ends',
   );
@@ -710,7 +717,7 @@ void t.test('native nftables: nft -j list ruleset walked like iptables rules', (
     'every postrouting nat base chain, by priority (100, then 110)',
   );
   const ctx = { tunnelRange: '10.90.0.0/24', dst: '10.244.2.5', egressIface: 'up0' };
-  const hits = findTunnelMasquerade(nat.rules, nat.chains, ctx);
+  const hits = masqHits(nat.rules, nat.chains, ctx);
   t.same(
     hits.map((h) => [h.rule.text, h.path.join(' → '), h.conditions]),
     [
@@ -728,14 +735,12 @@ void t.test('native nftables: nft -j list ruleset walked like iptables rules', (
     "kube-proxy's marked masquerade is conditional; the CNI's applies (10.244.2.5 is not in @excl)",
   );
   t.same(
-    findTunnelMasquerade(nat.rules, nat.chains, { ...ctx, dst: '10.96.0.10' }).map(
-      (h) => h.rule.text,
-    ),
+    masqHits(nat.rules, nat.chains, { ...ctx, dst: '10.96.0.10' }).map((h) => h.rule.text),
     ['ip kube-proxy masquerading: masquerade fully-random'],
     'a destination in the named set @excl is not masqueraded by the CNI rule',
   );
   t.same(
-    findTunnelMasquerade(nat.rules, nat.chains, { ...ctx, egressIface: 'eth9' }).length,
+    masqHits(nat.rules, nat.chains, { ...ctx, egressIface: 'eth9' }).length,
     1,
     'oifname up0 does not match a packet leaving by eth9',
   );
@@ -754,14 +759,10 @@ void t.test('iptables-legacy beside nf_tables: both POSTROUTINGs are walked', (t
     ),
   );
   t.same(legacy.chains, ['legacy POSTROUTING', 'legacy MASQ']);
-  const hits = findTunnelMasquerade(
-    [...nft.rules, ...legacy.rules],
-    [...nft.chains, ...legacy.chains],
-    {
-      tunnelRange: '10.90.0.0/24',
-      egressIface: 'up0',
-    },
-  );
+  const hits = masqHits([...nft.rules, ...legacy.rules], [...nft.chains, ...legacy.chains], {
+    tunnelRange: '10.90.0.0/24',
+    egressIface: 'up0',
+  });
   t.same(
     hits.map((h) => [h.rule.text, h.path.join(' → ')]),
     [['(legacy) -A MASQ -s 10.90.0.0/24 -j MASQUERADE', 'legacy POSTROUTING → legacy MASQ']],
@@ -858,7 +859,7 @@ void t.test('native nftables: an inet table’s IPv6 rules never match the IPv4 
     ],
   });
   const nat = parseNftRuleset(json, 4);
-  t.same(findTunnelMasquerade(nat.rules, nat.chains, { tunnelRange: '10.90.0.0/24' }), []);
+  t.same(masqHits(nat.rules, nat.chains, { tunnelRange: '10.90.0.0/24' }), []);
   t.end();
 });
 
@@ -922,7 +923,7 @@ COMMIT
 
 void t.test('ip6tables-save: the IPv6 tunnel range masqueraded is an error', (t) => {
   const nat = parseIptablesSave(SAVE6(''));
-  const hits = findTunnelMasquerade(nat.rules, nat.chains, {
+  const hits = masqHits(nat.rules, nat.chains, {
     tunnelRange: V6.range,
     dst: V6.backendPod,
     egressIface: 'up0',
@@ -1006,7 +1007,7 @@ void t.test('ip6tables-save: the IPv6 tunnel range excluded is ok', (t) => {
     '*nat\n-A POSTROUTING ! -s fd00:10:90::/64 -j MASQUERADE\n-A POSTROUTING -s 10.90.0.0/24 -j MASQUERADE\nCOMMIT\n',
   );
   t.same(
-    findTunnelMasquerade(negated.rules, negated.chains, { tunnelRange: V6.range }),
+    masqHits(negated.rules, negated.chains, { tunnelRange: V6.range }),
     [],
     '! -s the range excludes it; an IPv4 source never matches an IPv6 packet',
   );
@@ -1062,7 +1063,7 @@ void t.test('native nftables for IPv6: ip6 and inet tables count, ip tables neve
   );
   const ctx = { tunnelRange: V6.range, dst: V6.backendPod, egressIface: 'up0' };
   t.same(
-    findTunnelMasquerade(v6.rules, v6.chains, ctx).map((h) => [h.rule.text, h.conditions]),
+    masqHits(v6.rules, v6.chains, ctx).map((h) => [h.rule.text, h.conditions]),
     [
       ['ip6 kube-proxy masquerading: masquerade fully-random', ['not (meta mark & 0x4000 == 0)']],
       [
@@ -1073,18 +1074,14 @@ void t.test('native nftables for IPv6: ip6 and inet tables count, ip tables neve
     'ip saddr, nfproto ipv4 and ip6 nexthdr udp never match; the ip6 saddr masquerade applies',
   );
   t.same(
-    findTunnelMasquerade(v6.rules, v6.chains, { ...ctx, dst: 'fd00:10:96::a' }).map(
-      (h) => h.rule.text,
-    ),
+    masqHits(v6.rules, v6.chains, { ...ctx, dst: 'fd00:10:96::a' }).map((h) => h.rule.text),
     ['ip6 kube-proxy masquerading: masquerade fully-random'],
     'a destination in the IPv6 named set @excl6 is excluded',
   );
   // The same ruleset read for IPv4: the ip table counts, the ip6 one and the inet ip6 rules never.
   const v4 = parseNftRuleset(json, 4);
   t.same(
-    findTunnelMasquerade(v4.rules, v4.chains, { tunnelRange: '10.90.0.0/24' }).map(
-      (h) => h.rule.text,
-    ),
+    masqHits(v4.rules, v4.chains, { tunnelRange: '10.90.0.0/24' }).map((h) => h.rule.text),
     ['ip v4only post: masquerade'],
   );
   const r = runDoctorChecks(
