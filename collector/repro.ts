@@ -90,9 +90,9 @@ import {
   DEFAULT_RETAIN_FINISHED_REPROS,
   expiredFinished,
   RETAIN_SETTLE_MS,
-  retentionText,
   type RetentionPolicy,
 } from './disk-retention';
+import { sweepExpired } from './retention-sweep';
 import { letGoByCapture, pointHoldCap, type LetGo } from './repro-hold';
 
 export type { ReproSpec, ReproView } from './repro-state';
@@ -279,27 +279,20 @@ export class ReproManager {
           r.unsaved)
       );
     });
-    let removed = 0;
-    for (const id of expired) {
-      try {
-        this.store.removeRepro(id);
-      } catch (e) {
-        this.log.warn(
-          { captureId: id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
-          'cannot remove a finished repro past the retention',
-        );
-        break;
-      }
-      this.repros.delete(id);
-      this.restored.delete(id);
-      this.recent.forget(id);
-      removed++;
-    }
-    if (removed > 0)
-      this.log.info(
-        { count: removed },
-        `removed ${removed} finished repro${removed === 1 ? '' : 's'} from the data directory: it keeps ${retentionText(this.retain, 'repros')}`,
-      );
+    const store = this.store;
+    sweepExpired(
+      expired,
+      { one: 'repro', policy: this.retain },
+      (id) => {
+        store.removeRepro?.(id);
+      },
+      (id) => {
+        this.repros.delete(id);
+        this.restored.delete(id);
+        this.recent.forget(id);
+      },
+      this.log,
+    );
   }
 
   /**

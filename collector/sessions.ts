@@ -43,12 +43,8 @@ import {
   finishedAtMs,
 } from './session';
 import { RecentFinished } from './recent-finished';
-import {
-  DEFAULT_RETAIN_FINISHED,
-  expiredFinished,
-  retentionText,
-  type RetentionPolicy,
-} from './disk-retention';
+import { DEFAULT_RETAIN_FINISHED, expiredFinished, type RetentionPolicy } from './disk-retention';
+import { sweepExpired } from './retention-sweep';
 import { BUNDLE_FILES, type BundleFileName, type CaptureStore, type ReportKind } from './store';
 import { dirBundleArchive, type ArchiveRefusal, type BundleArchive } from './bundle-archive';
 import { captureIdOf, ownEvents, pointOf } from './agent-messages';
@@ -978,27 +974,19 @@ export class SessionManager {
       this.retain,
       (id) => this.finishing.has(id) || this.sessions.get(id)?.isFinal() === false,
     );
-    let removed = 0;
-    for (const id of expired) {
-      try {
+    sweepExpired(
+      expired,
+      { one: 'capture', policy: this.retain },
+      (id) => {
         this.store.removeCapture(id);
-      } catch (e) {
-        this.log.warn(
-          { captureId: id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
-          'cannot remove a finished capture past the retention',
-        );
-        break;
-      }
-      this.sessions.delete(id);
-      this.finals.delete(id);
-      this.recent.forget(id);
-      removed++;
-    }
-    if (removed > 0)
-      this.log.info(
-        { count: removed },
-        `removed ${removed} finished capture${removed === 1 ? '' : 's'} from the data directory: it keeps ${retentionText(this.retain, 'captures')}`,
-      );
+      },
+      (id) => {
+        this.sessions.delete(id);
+        this.finals.delete(id);
+        this.recent.forget(id);
+      },
+      this.log,
+    );
     if (this.store.indexError !== null) {
       this.log.warn(
         { code: 'STORE_IO', err: this.store.indexError },
