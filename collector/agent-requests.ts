@@ -173,6 +173,17 @@ export class AgentRequests {
     const own = this.owned(agentId, 'conntrack entries', (node) =>
       ownEntries(r.report.entries, targets, node),
     );
+    // An agent gone by the time its answer came: none of its entries is taken (ownEntries), so
+    // what it was asked is said unread, not left to read as "no entries".
+    if (!this.hub.agents().some((a) => a.agentId === agentId))
+      return {
+        ...r.report,
+        entries: own,
+        errors: [
+          ...r.report.errors,
+          `${targets.map((t) => t.name).join(', ')}: agent ${agentId} was no longer connected when its answer came (not taken)`,
+        ],
+      };
     return { ...r.report, entries: own };
   }
 

@@ -209,7 +209,7 @@ export interface ReproStore {
   readReproFile?(id: string, name: string): Buffer | null;
   /** The directory a finished repro's bundle is written to (its whole-bundle archive reads it). */
   reproBundleDir?(id: string): string;
-  /** The saved repros, each with when it started (retention's order; its id says). */
+  /** The saved repros, each with when its view was last saved (retention's order). */
   reproEntries?(): FinishedEntry[];
   /** Removes a saved repro's view and bundle (retention); throws STORE_IO when it cannot. */
   removeRepro?(id: string): void;

@@ -143,7 +143,7 @@ export interface ReproManagerOptions {
   maxHeldEvents?: number;
   /**
    * Finished repros the data directory keeps (`--retain-finished-repros`, `--retain-age`;
-   * collector/disk-retention.ts), by when each started: the others' views and bundles are removed
+   * collector/disk-retention.ts), by when each finished: the others' views and bundles are removed
    * after a repro's bundle is written, at start and hourly. Default: the 1,000 most recent, no
    * age limit.
    */
@@ -267,14 +267,16 @@ export class ReproManager {
   applyRetention(): void {
     if (this.store?.reproEntries === undefined || this.store.removeRepro === undefined) return;
     const now = this.nowMs();
-    // Ordered by when each started; one that finished within the settle time is kept as a
-    // capture is (its bundle may still be read back or rewritten).
-    const expired = expiredFinished(this.store.reproEntries(), now, this.retain, (id) => {
+    // Finished ones only (a running one's view is saved too, and is not counted); ordered by
+    // when each view was last saved — a finished one's when its bundle was written.
+    const finished = this.store
+      .reproEntries()
+      .filter((e) => this.repros.get(e.id)?.finishedAtMs !== null);
+    const expired = expiredFinished(finished, now, this.retain, (id) => {
       const r = this.repros.get(id);
       return (
         r !== undefined &&
-        (r.finishedAtMs === null ||
-          now - r.finishedAtMs < RETAIN_SETTLE_MS ||
+        ((r.finishedAtMs !== null && now - r.finishedAtMs < RETAIN_SETTLE_MS) ||
           !r.bundleStored ||
           r.unsaved)
       );

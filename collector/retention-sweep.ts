@@ -1,10 +1,14 @@
 /**
  * Removing what retention let go (collector/disk-retention.ts): each id removed from the data
- * directory, then from memory; the first that cannot be removed is logged and the sweep stops
- * (the next one tries again); what was removed is logged once. Shared by captures and repros.
+ * directory, then from memory; one that cannot be removed is skipped (up to 8 a sweep) and named
+ * in one warning, tried again at the next sweep; what was removed is logged once. Shared by
+ * captures and repros.
  */
 import type { CollectorLogger } from './logger';
 import { retentionText, type RetentionPolicy } from './disk-retention';
+
+/** Failures one sweep tolerates before it stops (a directory that cannot be removed is skipped). */
+const MAX_FAILURES = 8;
 
 export function sweepExpired(
   expired: readonly string[],
@@ -14,19 +18,27 @@ export function sweepExpired(
   log: CollectorLogger,
 ): number {
   let removed = 0;
+  const failed: string[] = [];
+  let lastError = '';
   for (const id of expired) {
     try {
       remove(id);
     } catch (e) {
-      log.warn(
-        { captureId: id, code: 'STORE_IO', err: e instanceof Error ? e.message : String(e) },
-        `cannot remove a finished ${what.one} past the retention`,
-      );
-      break;
+      // Skipped, not stopped at: one directory that cannot be removed (a file of another owner,
+      // EACCES) must not end retention for good — the next sweep tries it again.
+      failed.push(id);
+      lastError = e instanceof Error ? e.message : String(e);
+      if (failed.length >= MAX_FAILURES) break;
+      continue;
     }
     forget(id);
     removed++;
   }
+  if (failed.length > 0)
+    log.warn(
+      { captureId: failed[0] ?? '', count: failed.length, code: 'STORE_IO', err: lastError },
+      `cannot remove ${failed.length} finished ${what.one}${failed.length === 1 ? '' : 's'} past the retention (${failed.join(', ')}): tried again at the next sweep`,
+    );
   if (removed > 0)
     log.info(
       { count: removed },

@@ -187,6 +187,10 @@ export class SessionManager {
   private readonly analysing = new Set<string>();
   /** Captures being finished: their final analysis runs on the worker. */
   private readonly finishing = new Set<string>();
+  /** Finished captures whose evidence, digests or doctor findings are still being written. */
+  private readonly attaching = new Set<string>();
+  /** The last failure of the finished index that was logged. */
+  private indexErrorSaid: string | null = null;
   private onLoopAnalyses = 0;
   /**
    * The URL the collector's API listens at, for the reproduce command of reports (set once it
@@ -952,11 +956,20 @@ export class SessionManager {
       `capture finished: ${reason}`,
     );
     this.emit(s);
-    if (this.conntrack && analysis.verdict.client !== null) void this.attachConntrack(s, final);
-    if (s.record.spec.doctor !== undefined) void this.attachDoctor(s, final);
-    if (this.frames) void this.fetchFrames(s, final);
+    // What is still written into its directory after the verdict: retention keeps it until done.
+    const attaching: Promise<unknown>[] = [];
+    if (this.conntrack && analysis.verdict.client !== null)
+      attaching.push(this.attachConntrack(s, final));
+    if (s.record.spec.doctor !== undefined) attaching.push(this.attachDoctor(s, final));
+    if (this.frames) attaching.push(this.fetchFrames(s, final));
     // Its events files are hashed once their appends are on disk, and closed then.
-    void this.attachEventsFiles(s, final).finally(() => this.releaseStored(s));
+    attaching.push(this.attachEventsFiles(s, final).finally(() => this.releaseStored(s)));
+    this.attaching.add(s.id);
+    void Promise.allSettled(attaching).then(() => {
+      this.attaching.delete(s.id);
+      // Kept while it was written to: the sweep it was kept from is made again.
+      if (!this.closed) this.applyRetention();
+    });
     // Held among the recent finished; the attachments above keep their own reference to it.
     this.recent.add(s.id);
     this.applyRetention();
@@ -972,7 +985,10 @@ export class SessionManager {
       this.store.finishedEntries(),
       now,
       this.retain,
-      (id) => this.finishing.has(id) || this.sessions.get(id)?.isFinal() === false,
+      (id) =>
+        this.finishing.has(id) ||
+        this.attaching.has(id) ||
+        this.sessions.get(id)?.isFinal() === false,
     );
     sweepExpired(
       expired,
@@ -987,12 +1003,14 @@ export class SessionManager {
       },
       this.log,
     );
-    if (this.store.indexError !== null) {
+    // Said once per failure (not at every finish while the disk stays full).
+    const indexError = this.store.indexError;
+    if (indexError !== null && indexError !== this.indexErrorSaid) {
       this.log.warn(
-        { code: 'STORE_IO', err: this.store.indexError },
-        'the index of finished captures could not be read or written: a start reads every capture',
+        { code: 'STORE_IO', err: indexError },
+        'the index of finished captures could not be read or written: the captures it does not list are read at the next start',
       );
-      this.store.indexError = null;
+      this.indexErrorSaid = indexError;
     }
   }
 

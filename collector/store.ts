@@ -38,6 +38,7 @@ import {
   readdirSync,
   renameSync,
   rmSync,
+  statSync,
   truncateSync,
   writeSync,
 } from 'node:fs';
@@ -181,6 +182,9 @@ function writeAtomic(path: string, text: string | Uint8Array, sync: boolean): vo
   }
 }
 
+/** Captures removed by retention that the store remembers, so a late save does not recreate one. */
+const REMOVED_REMEMBERED = 10_000;
+
 /** When a record finished, null when it is not final. */
 function finalAt(rec: SessionRecord): number | null {
   return isFinalState(rec.state) ? finishedAtMs(rec) : null;
@@ -212,6 +216,8 @@ export class CaptureStore {
 
   /** Which captures are finished, and when (captures/finished.idx). */
   private readonly finished: FinishedIndex;
+  /** Captures removed by retention (the most recent): a save of one that comes late is not written. */
+  private readonly removed = new Set<string>();
   /** Finished captures the last loadSessions left in the data directory unread (not held). */
   finishedNotLoaded = 0;
   /** The index could not be read or written (the last error): captures are then read at start. */
@@ -331,6 +337,7 @@ export class CaptureStore {
   }
 
   saveSession(rec: SessionRecord): void {
+    if (this.removed.has(rec.id)) return;
     const dir = this.sessionDir(rec.id);
     try {
       mkdirSync(dir, { recursive: true });
@@ -384,6 +391,11 @@ export class CaptureStore {
       throw ioError('cannot remove a finished capture', dir, e);
     }
     this.saveGen.delete(id);
+    this.removed.add(id);
+    if (this.removed.size > REMOVED_REMEMBERED) {
+      const oldest = this.removed.values().next().value;
+      if (oldest !== undefined) this.removed.delete(oldest);
+    }
     this.indexed(() => {
       this.finished.remove([id]);
     });
@@ -447,6 +459,8 @@ export class CaptureStore {
   }
 
   private async writeSessionAsync(rec: SessionRecord): Promise<void> {
+    // Removed by retention: a save queued before is not to bring its directory back.
+    if (this.removed.has(rec.id)) return;
     const dir = this.sessionDir(rec.id);
     const path = join(dir, 'session.json');
     const gen = this.nextSaveGen(rec.id);
@@ -957,20 +971,27 @@ export class CaptureStore {
   }
 
   /**
-   * The saved repros (views), each with when it started (its id says: collector/repro.ts makes
-   * it of the creation time in base 36), so retention orders them without reading one.
+   * The saved repros (views), each with when its view was last saved — when it finished, for a
+   * finished one (its view is saved again once its bundle is written); one gone meanwhile is left
+   * out.
    */
   reproEntries(): FinishedEntry[] {
+    const root = join(this.dir, 'repros');
     let names: string[];
     try {
-      names = readdirSync(join(this.dir, 'repros'));
+      names = readdirSync(root);
     } catch {
       return [];
     }
     const out: FinishedEntry[] = [];
     for (const name of names) {
       const id = name.endsWith('.json') ? name.slice(0, -'.json'.length) : '';
-      if (REPRO_ID_RE.test(id)) out.push({ id, atMs: parseInt(id.split('-')[1] ?? '', 36) });
+      if (!REPRO_ID_RE.test(id)) continue;
+      try {
+        out.push({ id, atMs: statSync(join(root, name)).mtimeMs });
+      } catch {
+        // Removed meanwhile.
+      }
     }
     return out;
   }

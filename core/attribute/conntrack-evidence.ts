@@ -161,9 +161,11 @@ function judgeKept(verdict: Verdict, entries: readonly ConntrackEntry[]): KeptJu
       entries: list,
     };
   }
+  // A layer conntrack does not name (proxy, dropped, unknown) is consistent whatever the entries:
+  // nothing unseen can change it. `preserved`/`no-return` without a SNAT entry rests on an absence.
   return {
     status: 'consistent',
-    seen: false,
+    seen: verdict.layer !== 'preserved' && verdict.layer !== 'no-return',
     detail:
       snatRoles.length === 0
         ? 'no conntrack entry of the flow shows source NAT'

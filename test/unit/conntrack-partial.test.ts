@@ -98,11 +98,11 @@ void t.test('a cut reply: what rests on an entry missing is incomplete', (t) => 
     /of the 256 kept: packets say kube-proxy, but conntrack shows the source NAT in vpn-node \(cni-masquerade\)$/,
   );
 
-  // A layer conntrack cannot contradict (proxy): "consistent" still speaks of every entry.
-  t.equal(
-    judgeConntrack(verdict('proxy'), vpnNode.entries, vpnNode.entriesLeftOut).status,
-    'incomplete',
-  );
+  // A layer conntrack cannot contradict (proxy): consistent whatever a left-out entry says; its
+  // detail names the entries it did not judge.
+  const proxy = judgeConntrack(verdict('proxy'), vpnNode.entries, vpnNode.entriesLeftOut);
+  t.equal(proxy.status, 'consistent');
+  t.match(proxy.detail, /and not judged$/);
   // Nothing kept, entries left out (a pure function: any input).
   const none = judgeConntrack(verdict('preserved'), [], 3);
   t.equal(none.status, 'incomplete', 'not no-entries');
@@ -205,5 +205,12 @@ void t.test('a read that failed is judged as entries not seen', (t) => {
     withConntrackEvidence(verdict('preserved'), [], 0, failed).conntrack?.status,
     'incomplete',
   );
+  const unnamed = judgeConntrack(verdict('unknown'), [entry(1, 'vpn-node', false)], 0, failed);
+  t.equal(
+    unnamed.status,
+    'consistent',
+    'a layer conntrack does not name: nothing unseen changes it',
+  );
+  t.match(unnamed.detail, /; one read .*: not judged$/);
   t.end();
 });

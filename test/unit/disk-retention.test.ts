@@ -4,7 +4,14 @@
  * API token holder making and cancelling captures filled the disk), and a start read every
  * capture's session.json (20,000 finished ones: 1.5 s warm, 8.1 s from a cold page cache).
  */
-import { existsSync, readdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { parseCollectorArgs } from '../../cli/collector';
@@ -19,6 +26,7 @@ import {
   type FinishedEntry,
 } from '../../collector/disk-retention';
 import { CaptureStore } from '../../collector/store';
+import { sweepExpired } from '../../collector/retention-sweep';
 import { NETNS_REPRO } from './collector-fixtures';
 import { collector, SPEC, tempDir, TOKEN } from './finished-fixtures';
 
@@ -152,6 +160,9 @@ void t.test(
       readdirSync(join(dir, 'captures'))
         .filter((d) => d.startsWith('c-'))
         .sort();
+    // A capture's evidence and digests are written after its verdict: it is kept until they are.
+    for (let i = 0; i < 500 && stored().length > 3; i++)
+      await new Promise((r) => setTimeout(r, 10));
     t.strictSame(stored(), ids.slice(2).sort(), 'the three most recent are kept (all five before)');
     t.equal((await req('GET', `/v1/captures/${ids[0]}`)).status, 404, 'a removed one is gone');
     t.equal((await req('GET', `/v1/captures/${ids[2]}`)).status, 200, 'a kept older one is read');
@@ -234,20 +245,32 @@ void t.test(
       retainRepros: { maxCount: 1, maxAgeMs: null },
     });
     const ids: string[] = [];
-    for (let i = 0; i < 3; i++) {
-      const id = ((await req('POST', '/v1/repros', NETNS_REPRO)).json as { id: string }).id;
-      ids.push(id);
+    const finish = async (id: string): Promise<void> => {
       await req('POST', `/v1/repros/${id}/finish`, {
         returnRoutes: [{ node: 'vpn-node', dst: '10.90.0.0/24', dev: 'tun0' }],
       });
-      // The first started and finished over a minute before the others; the last two within one.
-      if (i === 0) clock.advance(RETAIN_SETTLE_MS + 1);
-    }
+    };
+    const make = async (): Promise<string> => {
+      const id = ((await req('POST', '/v1/repros', NETNS_REPRO)).json as { id: string }).id;
+      ids.push(id);
+      return id;
+    };
+    // The first finished two minutes ago (its view's time moved back).
+    await finish(await make());
+    const past = (Date.now() - 120_000) / 1000;
+    utimesSync(join(dir, 'repros', `${ids[0]}.json`), past, past);
+    // The second started two minutes ago and finishes now: by its start it would be past the
+    // settle minute, and removed as soon as the third lets it go from memory.
+    clock.advance(-120_000);
+    const second = await make();
+    clock.advance(120_000);
+    await finish(second);
+    await finish(await make());
     const left = readdirSync(join(dir, 'repros')).sort();
     t.strictSame(
       left,
       [ids[1], `${ids[1]}.json`, ids[2], `${ids[2]}.json`].sort(),
-      'the newest kept, the one finished within a minute not yet removed, the oldest gone',
+      'the newest kept, the one finished within a minute (started before) not yet removed, the oldest gone',
     );
     t.equal((await req('GET', `/v1/repros/${ids[0]}`)).status, 404);
     t.equal((await req('GET', `/v1/repros/${ids[2]}`)).status, 200);
@@ -288,5 +311,26 @@ void t.test('--retain-finished, --retain-finished-repros and --retain-age', (t) 
   t.equal(parseAge('1.5d', '--x'), 36 * H);
   t.throws(() => parseAge('9'.repeat(30) + 'd', '--x'), { code: 'CLI_USAGE' });
   t.throws(() => parseAge('30', '--x'), { code: 'CLI_USAGE' }, 'a unit is required');
+  t.end();
+});
+
+void t.test('a sweep skips what it cannot remove and goes on', (t) => {
+  const log = recordingLogger();
+  const forgotten: string[] = [];
+  const n = sweepExpired(
+    ['a', 'b', 'c'],
+    { one: 'capture', policy: { maxCount: 1, maxAgeMs: null } },
+    (id) => {
+      if (id === 'a') throw new Error('EACCES');
+    },
+    (id) => forgotten.push(id),
+    log,
+  );
+  // Before, the first failure ended the sweep — and, oldest first, every later sweep: retention
+  // stopped for good behind one directory it could not remove.
+  t.equal(n, 2);
+  t.strictSame(forgotten, ['b', 'c']);
+  t.match(log.lines[0], /cannot remove 1 finished capture past the retention \(a\): tried again/);
+  t.match(log.lines[1], /removed 2 finished captures/);
   t.end();
 });

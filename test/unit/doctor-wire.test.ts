@@ -224,8 +224,11 @@ const AGENTS = [
 ];
 
 /** A hub whose agents answer conntrack queries with `entriesOf(agentId)`. */
-function conntrackHub(entriesOf: (agentId: string) => ConntrackEntry[]): ReplyHub {
-  return new ReplyHub(AGENTS, (agentId, cmd) => {
+function conntrackHub(
+  entriesOf: (agentId: string) => ConntrackEntry[],
+  list: AgentInfo[] = AGENTS,
+): ReplyHub {
+  return new ReplyHub(list, (agentId, cmd) => {
     if (cmd.kind !== 'conntrackQuery') return null;
     const q = cmd.conntrackQuery;
     return {
@@ -512,3 +515,21 @@ void t.test(
     t.match(log.warned[0]?.msg, /2 doctor facts of agent a1 .*\("backend-node", "vpn"\)/);
   },
 );
+
+void t.test('conntrack: the answer of an agent gone meanwhile is said unread', async (t) => {
+  const hub = conntrackHub(() => [ENTRY], [...AGENTS]);
+  const req = new AgentRequests(hub, 1000, warnings());
+  const asking = req.conntrack(
+    'a1',
+    'c-1',
+    [{ name: 'vpn-node', target: '', routeTo: [] }],
+    [ENTRY.orig],
+  );
+  // a1 leaves between the query and its answer.
+  hub.list.splice(0, 1);
+  const r = await asking;
+  t.same(r.entries, [], 'its entries are not taken');
+  // Before, nothing said so: the judgement read "no entries" of a table it had not taken.
+  t.match(r.errors, [/^vpn-node: agent a1 was no longer connected when its answer came/]);
+  t.end();
+});
