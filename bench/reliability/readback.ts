@@ -13,6 +13,7 @@
  * unreadable, never guessed at: a changed format shows up as unreadable bytes, not as lost events.
  */
 import { readdirSync, readFileSync } from 'node:fs';
+import { CAPTURE_ID_RE } from '../../collector/index';
 import { join } from 'node:path';
 import { decodePacketEvent } from '../../common/codec';
 import { crc32c } from '../../common/crc32c';
@@ -58,7 +59,8 @@ export function readStoredEvents(dataDir: string): StoredEvents {
   const out: StoredEvents = { files: 0, records: 0, unreadableBytes: 0, byNode: new Map() };
   const root = join(dataDir, 'captures');
   for (const id of readdirSync(root)) {
-    if (id.includes('.quarantined-')) continue;
+    // Capture directories only: not quarantined ones, nor the finished index (finished.idx).
+    if (!CAPTURE_ID_RE.test(id)) continue;
     for (const name of readdirSync(join(root, id))) {
       if (!/^events-.+\.pb$/.test(name)) continue;
       out.files++;
